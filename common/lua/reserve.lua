@@ -1,0 +1,31 @@
+-- Takes one use of a voucher for an order, atomically.
+--
+-- KEYS[1] voucher:{CODE}:remaining  uses left (string integer)
+-- KEYS[2] voucher:{CODE}:users      hash customerId -> uses held or confirmed
+-- KEYS[3] voucher:{CODE}:orders     hash orderId -> "customerId:discount:heldUntilMs:state"
+--                                   state H = held, C = confirmed, R = released
+-- KEYS[4] voucher:{CODE}:holds      sorted set orderId scored by heldUntilMs
+-- ARGV[1] customerId   ARGV[2] perCustomerLimit   ARGV[3] orderId
+-- ARGV[4] discount     ARGV[5] heldUntilMs
+--
+-- Returns {status, order}: status 1 taken, 0 the same order again (nothing
+-- taken), -1 out of stock, -2 customer at the limit, -3 voucher not loaded,
+-- -4 the orderId belongs to another customer; order is the stored order
+-- value for 1, 0 and -4.
+local order = redis.call('HGET', KEYS[3], ARGV[3])
+if order then
+  local customer = string.match(order, '^([^:]*):')
+  if customer ~= ARGV[1] then return {-4, order} end
+  return {0, order}
+end
+local remaining = redis.call('GET', KEYS[1])
+if not remaining then return {-3, false} end
+local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+if used >= tonumber(ARGV[2]) then return {-2, false} end
+if tonumber(remaining) <= 0 then return {-1, false} end
+redis.call('DECR', KEYS[1])
+redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+order = ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':H'
+redis.call('HSET', KEYS[3], ARGV[3], order)
+redis.call('ZADD', KEYS[4], ARGV[5], ARGV[3])
+return {1, order}

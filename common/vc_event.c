@@ -1,0 +1,161 @@
+#include "vc_event.h"
+#include "vc_error.h"
+#include "vc_json.h"
+#include "vc_time.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
+
+static const char *const type_names[] = {NULL, "VoucherReserved", "VoucherConfirmed",
+                                         "VoucherReleased"};
+
+const char *vc_event_type_name(vc_event_type_t type)
+{
+    if (type < VC_EV_RESERVED || type > VC_EV_RELEASED)
+        return NULL;
+    return type_names[type];
+}
+
+int vc_code_valid(const char *s, size_t len)
+{
+    if (len < 1 || len > VC_CODE_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+int vc_order_id_valid(const char *s, size_t len)
+{
+    if (len < 1 || len > VC_ORDER_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 0x20 || c >= 0x7f || c == '/' || c == '?' || c == '#' || c == '%')
+            return 0;
+    }
+    return 1;
+}
+
+static int check_event(const vc_event_t *ev, char *err, size_t errlen)
+{
+    if (!vc_event_type_name(ev->type)) {
+        snprintf(err, errlen, "unknown event type %d", (int)ev->type);
+        return VC_ERR_INVALID;
+    }
+    if (!vc_code_valid(ev->code, strlen(ev->code))) {
+        snprintf(err, errlen, "field \"code\" must match [A-Z0-9_-]{1,32}");
+        return VC_ERR_INVALID;
+    }
+    if (!vc_order_id_valid(ev->order_id, strlen(ev->order_id))) {
+        snprintf(err, errlen, "field \"orderId\" must be 1..64 printable characters");
+        return VC_ERR_INVALID;
+    }
+    if (ev->customer_id <= 0) {
+        snprintf(err, errlen, "field \"customerId\" must be a positive integer");
+        return VC_ERR_INVALID;
+    }
+    if (ev->type == VC_EV_RESERVED && (ev->discount_amount < 0 || ev->order_amount < 0)) {
+        snprintf(err, errlen, "amounts must not be negative");
+        return VC_ERR_INVALID;
+    }
+    if (ev->type == VC_EV_RELEASED && ev->reason[0] == '\0') {
+        snprintf(err, errlen, "field \"reason\" is required for VoucherReleased");
+        return VC_ERR_INVALID;
+    }
+    return 0;
+}
+
+int vc_event_encode(const vc_event_t *ev, char *buf, size_t cap, size_t *len, char *err,
+                    size_t errlen)
+{
+    static const char *const at_keys[] = {NULL, "reservedAt", "confirmedAt", "releasedAt"};
+    char ts[40];
+    int rc;
+    vc_jgen_t g;
+
+    if ((rc = check_event(ev, err, errlen)) != 0)
+        return rc;
+    if (vc_jgen_init(&g) != 0)
+        return VC_ERR_NOMEM;
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "type", vc_event_type_name(ev->type));
+    vc_jgen_kv_int(&g, "version", VC_EVENT_VERSION);
+    vc_jgen_kv_str(&g, "code", ev->code);
+    vc_jgen_kv_int(&g, "customerId", ev->customer_id);
+    vc_jgen_kv_str(&g, "orderId", ev->order_id);
+    if (ev->type == VC_EV_RESERVED) {
+        vc_jgen_kv_int(&g, "discountAmount", ev->discount_amount);
+        vc_jgen_kv_int(&g, "orderAmount", ev->order_amount);
+    }
+    vc_time_format_ms(ev->at_ms, ts, sizeof(ts));
+    vc_jgen_kv_str(&g, at_keys[ev->type], ts);
+    if (ev->type == VC_EV_RESERVED && ev->held_until_ms > 0) {
+        vc_time_format_ms(ev->held_until_ms, ts, sizeof(ts));
+        vc_jgen_kv_str(&g, "heldUntil", ts);
+    }
+    if (ev->type == VC_EV_RELEASED)
+        vc_jgen_kv_str(&g, "reason", ev->reason);
+    vc_jgen_map_close(&g);
+    rc = vc_jgen_finish(&g, buf, cap, len);
+    if (rc == VC_ERR_TOO_LARGE)
+        snprintf(err, errlen, "event does not fit in %zu bytes", cap);
+    return rc;
+}
+
+int vc_event_decode(const char *json, size_t len, vc_event_t *ev, char *err, size_t errlen)
+{
+    static const char *const at_keys[] = {NULL, "reservedAt", "confirmedAt", "releasedAt"};
+    vc_jdoc_t doc;
+    const char *type;
+    int64_t version;
+    int rc;
+
+    memset(ev, 0, sizeof(*ev));
+    if ((rc = vc_jdoc_parse(&doc, json, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_str(&doc, "type", &type, err, errlen)) != 0)
+        goto out;
+    for (int t = VC_EV_RESERVED; t <= VC_EV_RELEASED; t++)
+        if (strcmp(type, type_names[t]) == 0)
+            ev->type = (vc_event_type_t)t;
+    if (!ev->type) {
+        snprintf(err, errlen, "unknown event type \"%.40s\"", type);
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    if ((rc = vc_jdoc_int(&doc, "version", &version, err, errlen)) != 0)
+        goto out;
+    if (version != VC_EVENT_VERSION) {
+        snprintf(err, errlen, "unsupported event version %lld (this build reads version %d)",
+                 (long long)version, VC_EVENT_VERSION);
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    ev->version = (int)version;
+    if ((rc = vc_jdoc_strcpy(&doc, "code", ev->code, sizeof(ev->code), err, errlen)) != 0 ||
+        (rc = vc_jdoc_int(&doc, "customerId", &ev->customer_id, err, errlen)) != 0 ||
+        (rc = vc_jdoc_strcpy(&doc, "orderId", ev->order_id, sizeof(ev->order_id), err, errlen)) !=
+            0 ||
+        (rc = vc_jdoc_time(&doc, at_keys[ev->type], 1, &ev->at_ms, err, errlen)) != 0)
+        goto out;
+    if (ev->type == VC_EV_RESERVED) {
+        if ((rc = vc_jdoc_int(&doc, "discountAmount", &ev->discount_amount, err, errlen)) !=
+                0 ||
+            (rc = vc_jdoc_int(&doc, "orderAmount", &ev->order_amount, err, errlen)) != 0 ||
+            (rc = vc_jdoc_time(&doc, "heldUntil", 0, &ev->held_until_ms, err, errlen)) != 0)
+            goto out;
+    }
+    if (ev->type == VC_EV_RELEASED &&
+        (rc = vc_jdoc_strcpy(&doc, "reason", ev->reason, sizeof(ev->reason), err, errlen)) != 0)
+        goto out;
+    rc = check_event(ev, err, errlen);
+out:
+    vc_jdoc_free(&doc);
+    return rc;
+}

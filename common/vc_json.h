@@ -1,0 +1,74 @@
+/*
+ * A thin layer over yajl: building JSON with yajl_gen, and reading fields of a
+ * parsed object with yajl_tree, with errors that name the field.
+ */
+#ifndef VC_JSON_H
+#define VC_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A JSON writer. Errors are sticky: check once, at vc_jgen_finish(). */
+typedef struct {
+    void *gen; /* yajl_gen */
+    int failed;
+} vc_jgen_t;
+
+/* Returns 0 or VC_ERR_NOMEM. */
+int vc_jgen_init(vc_jgen_t *g);
+void vc_jgen_map_open(vc_jgen_t *g);
+void vc_jgen_map_close(vc_jgen_t *g);
+void vc_jgen_key(vc_jgen_t *g, const char *key);
+void vc_jgen_str(vc_jgen_t *g, const char *s);
+void vc_jgen_strn(vc_jgen_t *g, const char *s, size_t len);
+void vc_jgen_int(vc_jgen_t *g, int64_t v);
+void vc_jgen_bool(vc_jgen_t *g, int v);
+void vc_jgen_kv_str(vc_jgen_t *g, const char *key, const char *s);
+void vc_jgen_kv_int(vc_jgen_t *g, const char *key, int64_t v);
+void vc_jgen_kv_bool(vc_jgen_t *g, const char *key, int v);
+
+/*
+ * Copies the document into buf (NUL-terminated) and frees the writer.
+ * Returns 0 and sets *len, VC_ERR_TOO_LARGE if it does not fit, or
+ * VC_ERR_INVALID if a call above was out of place.
+ */
+int vc_jgen_finish(vc_jgen_t *g, char *buf, size_t cap, size_t *len);
+
+/* Frees the writer without output (for error paths). */
+void vc_jgen_free(vc_jgen_t *g);
+
+/* A parsed JSON object. */
+typedef struct {
+    void *root; /* yajl_val */
+} vc_jdoc_t;
+
+/*
+ * Parses json (len bytes, need not be NUL-terminated) and requires an object
+ * at the top. Returns 0, or VC_ERR_INVALID with err saying why. On success the
+ * caller must call vc_jdoc_free(); on failure there is nothing to free.
+ */
+int vc_jdoc_parse(vc_jdoc_t *doc, const char *json, size_t len, char *err, size_t errlen);
+void vc_jdoc_free(vc_jdoc_t *doc);
+
+/*
+ * Rejects keys not in allowed (NULL-terminated) and keys given twice.
+ * Returns 0 or VC_ERR_INVALID naming the offending key.
+ */
+int vc_jdoc_check_keys(const vc_jdoc_t *doc, const char *const *allowed, char *err, size_t errlen);
+
+/* Whether the object has this key (with any value, null included). */
+int vc_jdoc_has(const vc_jdoc_t *doc, const char *key);
+
+/*
+ * Field readers: each returns 0, or VC_ERR_INVALID with err naming the field
+ * when it is missing or of the wrong type. Strings are borrowed from doc.
+ */
+int vc_jdoc_str(const vc_jdoc_t *doc, const char *key, const char **out, char *err, size_t errlen);
+int vc_jdoc_strcpy(const vc_jdoc_t *doc, const char *key, char *out, size_t cap, char *err,
+                   size_t errlen);
+int vc_jdoc_int(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, size_t errlen);
+/* An RFC 3339 string; when !required and the key is absent, *out_ms = 0. */
+int vc_jdoc_time(const vc_jdoc_t *doc, const char *key, int required, int64_t *out_ms, char *err,
+                 size_t errlen);
+
+#endif

@@ -1,0 +1,7 @@
+/* The Redis Lua scripts, embedded at build time from common/lua/. */
+#ifndef VC_LUA_H
+#define VC_LUA_H
+
+extern const char vc_lua_reserve[];
+
+#endif

@@ -1,0 +1,100 @@
+#include "vc_pg.h"
+#include "vc_error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+PGconn *vc_pg_connect(const char *dsn, const char *application_name, char *err, size_t errlen)
+{
+    const char *keys[] = {"dbname", "application_name", "connect_timeout", NULL};
+    const char *vals[] = {dsn, application_name, "5", NULL};
+    PGconn *conn = PQconnectdbParams(keys, vals, 1 /* expand dbname as a conninfo */);
+
+    if (!conn) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (PQstatus(conn) != CONNECTION_OK) {
+        vc_pg_error_text(conn, NULL, err, errlen);
+        PQfinish(conn);
+        return NULL;
+    }
+    return conn;
+}
+
+int vc_pg_error_class(const PGconn *conn, const PGresult *res)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+    if (!conn || PQstatus(conn) != CONNECTION_OK || !state)
+        return VC_ERR_UNAVAILABLE;
+    /*
+     * Class 08 connection exception, 40 transaction rollback (serialization
+     * failure, deadlock), 53 insufficient resources, 57 operator intervention
+     * (admin shutdown, cannot connect now), 58 system error: all may pass.
+     */
+    if (strncmp(state, "08", 2) == 0 || strncmp(state, "40", 2) == 0 ||
+        strncmp(state, "53", 2) == 0 || strncmp(state, "57", 2) == 0 ||
+        strncmp(state, "58", 2) == 0 || strcmp(state, "XX000") == 0)
+        return VC_ERR_UNAVAILABLE;
+    return VC_ERR_INVALID;
+}
+
+void vc_pg_error_text(const PGconn *conn, const PGresult *res, char *buf, size_t cap)
+{
+    const char *msg = res ? PQresultErrorMessage(res) : NULL;
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    size_t n;
+
+    if (!msg || !*msg)
+        msg = conn ? PQerrorMessage(conn) : "no connection";
+    if (!msg || !*msg)
+        msg = "unknown PostgreSQL error";
+    if (state)
+        snprintf(buf, cap, "%s: %s", state, msg);
+    else
+        snprintf(buf, cap, "%s", msg);
+    /* libpq ends messages with a newline, sometimes several lines: keep one. */
+    for (n = 0; buf[n]; n++)
+        if (buf[n] == '\n' || buf[n] == '\r')
+            buf[n] = buf[n + 1] ? ' ' : '\0';
+}
+
+int vc_pg_load_voucher(PGconn *conn, const char *code, vc_voucher_t *out, char *err, size_t errlen)
+{
+    const char *params[] = {code};
+    PGresult *res;
+    int rc = 0;
+
+    res = PQexecParams(conn,
+                       "SELECT code, discount_amount, discount_percent, max_discount_amount,"
+                       " min_order_amount, total_limit, used_count, per_user_limit,"
+                       " (extract(epoch FROM starts_at) * 1000)::bigint,"
+                       " (extract(epoch FROM ends_at) * 1000)::bigint"
+                       " FROM voucher WHERE code = $1",
+                       1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = vc_pg_error_class(conn, res);
+        vc_pg_error_text(conn, res, err, errlen);
+        goto out;
+    }
+    if (PQntuples(res) == 0) {
+        rc = VC_E_NOT_FOUND;
+        goto out;
+    }
+    memset(out, 0, sizeof(*out));
+    snprintf(out->code, sizeof(out->code), "%s", PQgetvalue(res, 0, 0));
+    out->discount_amount = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+    out->discount_percent = PQgetisnull(res, 0, 2) ? 0 : atoi(PQgetvalue(res, 0, 2));
+    out->max_discount_amount = PQgetisnull(res, 0, 3) ? 0 : strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+    out->min_order_amount = strtoll(PQgetvalue(res, 0, 4), NULL, 10);
+    out->total_limit = strtoll(PQgetvalue(res, 0, 5), NULL, 10);
+    out->used_count = strtoll(PQgetvalue(res, 0, 6), NULL, 10);
+    out->per_customer_limit = strtoll(PQgetvalue(res, 0, 7), NULL, 10);
+    out->starts_at_ms = strtoll(PQgetvalue(res, 0, 8), NULL, 10);
+    out->ends_at_ms = strtoll(PQgetvalue(res, 0, 9), NULL, 10);
+out:
+    PQclear(res);
+    return rc;
+}

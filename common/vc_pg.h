@@ -1,0 +1,37 @@
+/*
+ * The PostgreSQL adapter: connecting, telling transient failures from
+ * permanent ones, and reading a voucher's rules. Blocking (libpq's
+ * synchronous API): callers on an event loop run it on a worker thread.
+ */
+#ifndef VC_PG_H
+#define VC_PG_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+
+#include "vc_voucher.h"
+
+/*
+ * Connects to dsn (a libpq conninfo string). Returns the connection, or NULL
+ * with err set. The caller owns the connection (PQfinish).
+ */
+PGconn *vc_pg_connect(const char *dsn, const char *application_name, char *err, size_t errlen);
+
+/*
+ * Classifies a failed result (or, with res NULL, a broken connection):
+ * VC_ERR_UNAVAILABLE when trying again may succeed (connection lost,
+ * serialization failure, deadlock, server starting or shutting down), or
+ * VC_ERR_INVALID when it never will (constraint violation, bad data).
+ */
+int vc_pg_error_class(const PGconn *conn, const PGresult *res);
+
+/* A one-line description of the error of res (or of conn when res is NULL). */
+void vc_pg_error_text(const PGconn *conn, const PGresult *res, char *buf, size_t cap);
+
+/*
+ * Reads the rules of voucher code. Returns 0, VC_E_NOT_FOUND, or a negative
+ * error (as vc_pg_error_class) with err set.
+ */
+int vc_pg_load_voucher(PGconn *conn, const char *code, vc_voucher_t *out, char *err, size_t errlen);
+
+#endif

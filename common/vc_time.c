@@ -1,0 +1,125 @@
+#include "vc_time.h"
+#include "vc_error.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+int64_t vc_time_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t vc_time_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+size_t vc_time_format_ms(int64_t ms, char *buf, size_t cap)
+{
+    time_t secs = (time_t)(ms / 1000);
+    int frac = (int)(ms % 1000);
+    struct tm tm;
+    int n;
+
+    if (frac < 0) {
+        frac += 1000;
+        secs -= 1;
+    }
+    if (!gmtime_r(&secs, &tm))
+        return 0;
+    n = snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+    if (n < 0 || (size_t)n >= cap)
+        return 0;
+    return (size_t)n;
+}
+
+/* Reads exactly n digits at *p into *out, advancing *p. */
+static int read_digits(const char **p, const char *end, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (*p >= end || !isdigit((unsigned char)**p))
+            return -1;
+        v = v * 10 + (**p - '0');
+        (*p)++;
+    }
+    *out = v;
+    return 0;
+}
+
+static int expect(const char **p, const char *end, const char *chars)
+{
+    if (*p >= end || !strchr(chars, **p))
+        return -1;
+    (*p)++;
+    return 0;
+}
+
+/* Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm). */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+int vc_time_parse(const char *s, size_t len, int64_t *out_ms)
+{
+    const char *p = s, *end = s + len;
+    int Y, M, D, h, m, sec, ms = 0, off = 0;
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+
+    if (read_digits(&p, end, 4, &Y) || expect(&p, end, "-") || read_digits(&p, end, 2, &M) ||
+        expect(&p, end, "-") || read_digits(&p, end, 2, &D) || expect(&p, end, "Tt ") ||
+        read_digits(&p, end, 2, &h) || expect(&p, end, ":") || read_digits(&p, end, 2, &m) ||
+        expect(&p, end, ":") || read_digits(&p, end, 2, &sec))
+        return VC_ERR_INVALID;
+    if (p < end && *p == '.') {
+        int digits = 0;
+        p++;
+        while (p < end && isdigit((unsigned char)*p)) {
+            if (digits < 3)
+                ms = ms * 10 + (*p - '0');
+            digits++;
+            p++;
+        }
+        if (digits == 0)
+            return VC_ERR_INVALID;
+        for (; digits < 3; digits++)
+            ms *= 10;
+    }
+    if (p < end && (*p == 'Z' || *p == 'z')) {
+        p++;
+    } else if (p < end && (*p == '+' || *p == '-')) {
+        int sign = *p == '-' ? -1 : 1, oh, om;
+        p++;
+        if (read_digits(&p, end, 2, &oh) || expect(&p, end, ":") || read_digits(&p, end, 2, &om) ||
+            oh > 23 || om > 59)
+            return VC_ERR_INVALID;
+        off = sign * (oh * 60 + om);
+    } else {
+        return VC_ERR_INVALID;
+    }
+    if (p != end)
+        return VC_ERR_INVALID;
+    if (M < 1 || M > 12 || D < 1 || D > mdays[M - 1] || h > 23 || m > 59 || sec > 60)
+        return VC_ERR_INVALID;
+    if (M == 2 && D == 29 && !((Y % 4 == 0 && Y % 100 != 0) || Y % 400 == 0))
+        return VC_ERR_INVALID;
+    if (sec == 60)
+        sec = 59; /* A leap second is read as the second before it. */
+
+    int64_t days = days_from_civil(Y, M, D);
+    *out_ms = ((days * 86400 + h * 3600 + m * 60 + sec) - (int64_t)off * 60) * 1000 + ms;
+    return 0;
+}

@@ -1,0 +1,33 @@
+#include "vc_voucher.h"
+#include "vc_error.h"
+
+int64_t vc_voucher_discount(const vc_voucher_t *v, int64_t order_amount)
+{
+    int64_t d;
+
+    if (order_amount <= 0)
+        return 0;
+    if (v->discount_percent > 0) {
+        /* floor(order_amount * percent / 100) without overflowing 64 bits. */
+        d = (order_amount / 100) * v->discount_percent +
+            (order_amount % 100) * v->discount_percent / 100;
+        if (v->max_discount_amount > 0 && d > v->max_discount_amount)
+            d = v->max_discount_amount;
+    } else {
+        d = v->discount_amount;
+    }
+    return d > order_amount ? order_amount : d;
+}
+
+int vc_voucher_check(const vc_voucher_t *v, int64_t now_ms, int64_t order_amount,
+                     int64_t *discount)
+{
+    if (now_ms < v->starts_at_ms)
+        return VC_E_NOT_STARTED;
+    if (now_ms >= v->ends_at_ms)
+        return VC_E_EXPIRED;
+    if (order_amount < v->min_order_amount)
+        return VC_E_ORDER_TOO_SMALL;
+    *discount = vc_voucher_discount(v, order_amount);
+    return 0;
+}

@@ -1,0 +1,300 @@
+/* Unit tests for common/: the event codec, RFC 3339 times, configuration, voucher rules. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vc_config.h"
+#include "vc_error.h"
+#include "vc_event.h"
+#include "vc_time.h"
+#include "vc_voucher.h"
+
+static vc_event_t sample_reserved(void)
+{
+    vc_event_t ev = {0};
+    ev.type = VC_EV_RESERVED;
+    ev.version = 1;
+    strcpy(ev.code, "FLASH100");
+    ev.customer_id = 42;
+    strcpy(ev.order_id, "order-42");
+    ev.discount_amount = 100000;
+    ev.order_amount = 250000;
+    ev.at_ms = 1795975082123;
+    ev.held_until_ms = 1795975982123;
+    return ev;
+}
+
+START_TEST(event_roundtrip_reserved)
+{
+    vc_event_t in = sample_reserved(), out;
+    char buf[VC_EVENT_MAX_JSON], err[256];
+    size_t len;
+
+    ck_assert_int_eq(vc_event_encode(&in, buf, sizeof(buf), &len, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf, "{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"FLASH100\","
+                          "\"customerId\":42,\"orderId\":\"order-42\",\"discountAmount\":100000,"
+                          "\"orderAmount\":250000,\"reservedAt\":\"2026-11-29T17:58:02.123Z\","
+                          "\"heldUntil\":\"2026-11-29T18:13:02.123Z\"}");
+    ck_assert_int_eq(vc_event_decode(buf, len, &out, err, sizeof(err)), 0);
+    ck_assert_int_eq(out.type, VC_EV_RESERVED);
+    ck_assert_str_eq(out.code, "FLASH100");
+    ck_assert_str_eq(out.order_id, "order-42");
+    ck_assert_int_eq(out.customer_id, 42);
+    ck_assert_int_eq(out.discount_amount, 100000);
+    ck_assert_int_eq(out.order_amount, 250000);
+    ck_assert_int_eq(out.at_ms, in.at_ms);
+    ck_assert_int_eq(out.held_until_ms, in.held_until_ms);
+}
+END_TEST
+
+START_TEST(event_roundtrip_released)
+{
+    vc_event_t in = sample_reserved(), out;
+    char buf[VC_EVENT_MAX_JSON], err[256];
+    size_t len;
+
+    in.type = VC_EV_RELEASED;
+    strcpy(in.reason, "EXPIRED");
+    ck_assert_int_eq(vc_event_encode(&in, buf, sizeof(buf), &len, err, sizeof(err)), 0);
+    ck_assert_ptr_null(strstr(buf, "discountAmount"));
+    ck_assert_int_eq(vc_event_decode(buf, len, &out, err, sizeof(err)), 0);
+    ck_assert_int_eq(out.type, VC_EV_RELEASED);
+    ck_assert_str_eq(out.reason, "EXPIRED");
+}
+END_TEST
+
+START_TEST(event_encode_rejects_invalid)
+{
+    vc_event_t ev = sample_reserved();
+    char buf[VC_EVENT_MAX_JSON], err[256];
+    size_t len;
+
+    strcpy(ev.code, "lower");
+    ck_assert_int_eq(vc_event_encode(&ev, buf, sizeof(buf), &len, err, sizeof(err)),
+                     VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "code"));
+    ev = sample_reserved();
+    ck_assert_int_eq(vc_event_encode(&ev, buf, 20, &len, err, sizeof(err)), VC_ERR_TOO_LARGE);
+}
+END_TEST
+
+/* Malformed events, each with a word its error must contain. */
+static const struct {
+    const char *json;
+    const char *detail;
+} bad_events[] = {
+    {"", "malformed JSON"},
+    {"{", "malformed JSON"},
+    {"[1,2]", "expected an object"},
+    {"{\"type\":\"VoucherReserved\"}", "version"},
+    {"{\"type\":\"Nope\",\"version\":1}", "unknown event type"},
+    {"{\"type\":7,\"version\":1}", "must be a string"},
+    {"{\"type\":\"VoucherReserved\",\"version\":2,\"code\":\"A\"}", "unsupported event version"},
+    {"{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"A\",\"customerId\":\"x\"}",
+     "customerId"},
+    {"{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"reservedAt\":\"yesterday\"}",
+     "RFC 3339"},
+    {"{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"reservedAt\":\"2026-01-01T00:00:00Z\",\"orderAmount\":5}",
+     "discountAmount"},
+    {"{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"reservedAt\":\"2026-01-01T00:00:00Z\",\"discountAmount\":1e3,"
+     "\"orderAmount\":5}",
+     "discountAmount"},
+    {"{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"reservedAt\":\"2026-01-01T00:00:00Z\","
+     "\"discountAmount\":99999999999999999999999,\"orderAmount\":5}",
+     "64 bits"},
+    {"{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"bad code\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"reservedAt\":\"2026-01-01T00:00:00Z\",\"discountAmount\":1,"
+     "\"orderAmount\":5}",
+     "code"},
+    {"{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"A\",\"customerId\":-3,"
+     "\"orderId\":\"o\",\"reservedAt\":\"2026-01-01T00:00:00Z\",\"discountAmount\":1,"
+     "\"orderAmount\":5}",
+     "customerId"},
+    {"{\"type\":\"VoucherReleased\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"releasedAt\":\"2026-01-01T00:00:00Z\"}",
+     "reason"},
+};
+
+START_TEST(event_decode_rejects_malformed)
+{
+    vc_event_t ev;
+    char err[256] = "";
+    const char *json = bad_events[_i].json;
+
+    ck_assert_int_eq(vc_event_decode(json, strlen(json), &ev, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_msg(strstr(err, bad_events[_i].detail), "case %d: error \"%s\" lacks \"%s\"", _i, err,
+                  bad_events[_i].detail);
+}
+END_TEST
+
+START_TEST(event_decode_rejects_embedded_nul)
+{
+    vc_event_t ev;
+    char err[256];
+    ck_assert_int_eq(vc_event_decode("{\"a\":\0}", 7, &ev, err, sizeof(err)), VC_ERR_INVALID);
+}
+END_TEST
+
+START_TEST(time_parse_and_format)
+{
+    int64_t ms;
+    char buf[40];
+
+    ck_assert_int_eq(vc_time_parse("1970-01-01T00:00:00Z", 20, &ms), 0);
+    ck_assert_int_eq(ms, 0);
+    ck_assert_int_eq(vc_time_parse("2026-11-29T17:58:02.123Z", 24, &ms), 0);
+    ck_assert_int_eq(ms, 1795975082123);
+    ck_assert_int_eq(vc_time_parse("2026-11-29T19:58:02.1+02:00", 27, &ms), 0);
+    ck_assert_int_eq(ms, 1795975082100);
+    ck_assert_int_eq(vc_time_parse("2024-02-29T00:00:00Z", 20, &ms), 0);
+    ck_assert_int_eq(vc_time_parse("2023-02-29T00:00:00Z", 20, &ms), VC_ERR_INVALID);
+    ck_assert_int_eq(vc_time_parse("2026-13-01T00:00:00Z", 20, &ms), VC_ERR_INVALID);
+    ck_assert_int_eq(vc_time_parse("2026-11-29T17:58:02", 19, &ms), VC_ERR_INVALID);
+    ck_assert_int_eq(vc_time_parse("2026-11-29T17:58:02Zjunk", 24, &ms), VC_ERR_INVALID);
+    ck_assert_uint_eq(vc_time_format_ms(1795975082123, buf, sizeof(buf)), 24);
+    ck_assert_str_eq(buf, "2026-11-29T17:58:02.123Z");
+}
+END_TEST
+
+typedef struct {
+    const char *s;
+    int64_t n;
+    int64_t ms;
+    int b;
+} test_cfg_t;
+
+static const vc_cfg_param_t test_params[] = {
+    {"name", "VCTEST_NAME", VC_CFG_STRING, "dflt", offsetof(test_cfg_t, s), 0, 0, "a name"},
+    {"count", "VCTEST_COUNT", VC_CFG_INT, "5", offsetof(test_cfg_t, n), 1, 100, "a count"},
+    {"ttl", "VCTEST_TTL", VC_CFG_MS, "15m", offsetof(test_cfg_t, ms), 0, INT64_MAX, "a ttl"},
+    {"once", NULL, VC_CFG_BOOL, "false", offsetof(test_cfg_t, b), 0, 1, "a flag"},
+    VC_CFG_END,
+};
+
+START_TEST(config_defaults_env_flags)
+{
+    test_cfg_t cfg;
+    char err[256];
+    char *argv[] = {"prog", "--count", "7", "--once", "--name=x", "dlt", "list", NULL};
+    int first = 0;
+
+    unsetenv("VCTEST_COUNT");
+    setenv("VCTEST_TTL", "5s", 1);
+    ck_assert_int_eq(vc_config_load(test_params, &cfg, "prog", "s", 7, argv, &first, err,
+                                    sizeof(err)),
+                     VC_CFG_RUN);
+    ck_assert_str_eq(cfg.s, "x");
+    ck_assert_int_eq(cfg.n, 7);
+    ck_assert_int_eq(cfg.ms, 5000);
+    ck_assert_int_eq(cfg.b, 1);
+    ck_assert_int_eq(first, 5);
+    unsetenv("VCTEST_TTL");
+}
+END_TEST
+
+START_TEST(config_errors_name_the_setting)
+{
+    test_cfg_t cfg;
+    char err[256];
+    char *argv1[] = {"prog", "--count", "500", NULL};
+    char *argv2[] = {"prog", "--bogus", NULL};
+    char *argv3[] = {"prog", NULL};
+
+    ck_assert_int_eq(vc_config_load(test_params, &cfg, "p", "s", 3, argv1, NULL, err, sizeof(err)),
+                     VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "--count"));
+    ck_assert_int_eq(vc_config_load(test_params, &cfg, "p", "s", 2, argv2, NULL, err, sizeof(err)),
+                     VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "--bogus"));
+    setenv("VCTEST_TTL", "soon", 1);
+    ck_assert_int_eq(vc_config_load(test_params, &cfg, "p", "s", 1, argv3, NULL, err, sizeof(err)),
+                     VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "VCTEST_TTL"));
+    unsetenv("VCTEST_TTL");
+}
+END_TEST
+
+START_TEST(redis_url_parsing)
+{
+    char host[64];
+    int port, db;
+    ck_assert_int_eq(vc_parse_redis_url("redis://127.0.0.1:16381/0", host, sizeof(host), &port, &db),
+                     0);
+    ck_assert_str_eq(host, "127.0.0.1");
+    ck_assert_int_eq(port, 16381);
+    ck_assert_int_eq(db, 0);
+    ck_assert_int_eq(vc_parse_redis_url("redis://localhost", host, sizeof(host), &port, &db), 0);
+    ck_assert_int_eq(port, 6379);
+    ck_assert_int_eq(vc_parse_redis_url("http://x:1", host, sizeof(host), &port, &db),
+                     VC_ERR_INVALID);
+    ck_assert_int_eq(vc_parse_redis_url("redis://x:99999", host, sizeof(host), &port, &db),
+                     VC_ERR_INVALID);
+}
+END_TEST
+
+START_TEST(voucher_rules)
+{
+    vc_voucher_t v = {0};
+    int64_t d = -1;
+
+    v.discount_amount = 100000;
+    v.min_order_amount = 200000;
+    v.starts_at_ms = 1000;
+    v.ends_at_ms = 2000;
+    ck_assert_int_eq(vc_voucher_check(&v, 999, 500000, &d), VC_E_NOT_STARTED);
+    ck_assert_int_eq(vc_voucher_check(&v, 2000, 500000, &d), VC_E_EXPIRED);
+    ck_assert_int_eq(vc_voucher_check(&v, 1500, 199999, &d), VC_E_ORDER_TOO_SMALL);
+    ck_assert_int_eq(vc_voucher_check(&v, 1500, 200000, &d), 0);
+    ck_assert_int_eq(d, 100000);
+    /* Never more than the order itself. */
+    v.min_order_amount = 0;
+    ck_assert_int_eq(vc_voucher_check(&v, 1500, 500, &d), 0);
+    ck_assert_int_eq(d, 500);
+    /* Percent: rounds down, capped. */
+    v.discount_amount = 0;
+    v.discount_percent = 15;
+    ck_assert_int_eq(vc_voucher_discount(&v, 999), 149);
+    v.max_discount_amount = 100;
+    ck_assert_int_eq(vc_voucher_discount(&v, 999), 100);
+    v.max_discount_amount = 0;
+    v.discount_percent = 100;
+    ck_assert_int_eq(vc_voucher_discount(&v, INT64_MAX), INT64_MAX);
+    v.discount_percent = 99;
+    ck_assert_int_eq(vc_voucher_discount(&v, INT64_MAX), 9131138316486228048LL);
+}
+END_TEST
+
+static Suite *common_suite(void)
+{
+    Suite *s = suite_create("common");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_test(tc, event_roundtrip_reserved);
+    tcase_add_test(tc, event_roundtrip_released);
+    tcase_add_test(tc, event_encode_rejects_invalid);
+    tcase_add_loop_test(tc, event_decode_rejects_malformed, 0,
+                        sizeof(bad_events) / sizeof(bad_events[0]));
+    tcase_add_test(tc, event_decode_rejects_embedded_nul);
+    tcase_add_test(tc, time_parse_and_format);
+    tcase_add_test(tc, config_defaults_env_flags);
+    tcase_add_test(tc, config_errors_name_the_setting);
+    tcase_add_test(tc, redis_url_parsing);
+    tcase_add_test(tc, voucher_rules);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(common_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
