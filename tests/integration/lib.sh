@@ -1,0 +1,114 @@
+# Shared helpers for the integration tests: TAP output, the stack's servers,
+# the daemons, and HTTP calls. Each test sources this file, calls `plan N`,
+# starts the daemons it needs, and asserts on what a user would see.
+set -uo pipefail
+
+: "${VOUCHER_SOURCE_DIR:?run through meson test (tests/run sets everything up)}"
+: "${VOUCHER_BUILD_DIR:?run through meson test}"
+if [ -z "${VOUCHER_STACK_DIR:-}" ] || [ -z "${VOUCHER_PG_DSN:-}" ]; then
+  echo "Bail out! no stack: run tests/run, or deploy/stack up and eval \"\$(deploy/stack env)\""
+  exit 1
+fi
+source "$VOUCHER_SOURCE_DIR/deploy/lib/daemons.sh"
+
+bin_gateway=$VOUCHER_BUILD_DIR/gateway/voucher-gateway
+bin_writer=$VOUCHER_BUILD_DIR/writer/voucher-writer
+bin_reconciler=$VOUCHER_BUILD_DIR/reconciler/voucher-reconciler
+bin_load=$VOUCHER_BUILD_DIR/tests/tools/vc-load
+base_url="http://$VOUCHER_HTTP_ADDR"
+test_name=$(basename "$0" .sh)
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/voucher-$test_name.XXXXXX")
+
+tap_n=0
+tap_failed=0
+
+plan() { echo "1..$1"; }
+
+ok() { # CONDITION-RESULT DESCRIPTION: pass when the first argument is 0
+  tap_n=$((tap_n + 1))
+  if [ "$1" -eq 0 ]; then
+    echo "ok $tap_n - $2"
+  else
+    echo "not ok $tap_n - $2"
+    tap_failed=$((tap_failed + 1))
+  fi
+}
+
+is() { # GOT WANT DESCRIPTION
+  tap_n=$((tap_n + 1))
+  if [ "$1" = "$2" ]; then
+    echo "ok $tap_n - $3"
+  else
+    echo "not ok $tap_n - $3"
+    echo "#   got:  '$1'"
+    echo "#   want: '$2'"
+    tap_failed=$((tap_failed + 1))
+  fi
+}
+
+diag() { echo "# $*"; }
+
+# SQL on the stack's database; prints unaligned tuples.
+sql() { psql -X -q -tA -v ON_ERROR_STOP=1 "$VOUCHER_PG_DSN" -c "$1"; }
+
+rcli() {
+  local hostport=${VOUCHER_REDIS_URL#redis://}
+  hostport=${hostport%%/*}
+  redis-cli -h "${hostport%:*}" -p "${hostport#*:}" "$@"
+}
+
+# A fresh voucher valid from an hour ago for a day: CODE LIMIT [PER_CUSTOMER] [DISCOUNT] [MIN_ORDER]
+new_voucher() {
+  sql "INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at)
+       VALUES ('$1', ${4:-100000}, ${5:-0}, $2, ${3:-1}, now() - interval '1 hour', now() + interval '1 day')"
+}
+
+# A unique voucher code for this run: PREFIX -> PREFIX_<random>
+unique_code() { echo "$1_$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)"; }
+
+# HTTP: sets $status and $body. METHOD PATH [JSON]
+http() {
+  local out
+  if [ $# -ge 3 ]; then
+    out=$(curl -s -X "$1" -H 'Content-Type: application/json' --data-binary "$3" \
+      -w '\n%{http_code}' --max-time 10 "$base_url$2")
+  else
+    out=$(curl -s -X "$1" -w '\n%{http_code}' --max-time 10 "$base_url$2")
+  fi
+  status=${out##*$'\n'}
+  body=${out%$'\n'*}
+}
+
+# Polls a SQL query until it prints WANT or SECONDS pass; prints the last value.
+wait_sql() { # QUERY WANT SECONDS
+  local got i
+  for ((i = 0; i < $3 * 10; i++)); do
+    got=$(sql "$1")
+    [ "$got" = "$2" ] && break
+    sleep 0.1
+  done
+  echo "$got"
+}
+
+start_gateway() {
+  daemon_start "$test_name-gateway" "$bin_gateway" "$@"
+  wait_http_ok "$base_url/healthz" 30 || { echo "Bail out! the gateway did not become healthy"; tail -20 "$VOUCHER_STACK_DIR/logs/$test_name-gateway.log"; exit 1; }
+}
+
+start_writer() { daemon_start "$test_name-writer" "$bin_writer" "$@"; }
+
+stop_daemons() {
+  daemon_stop "$test_name-gateway"
+  daemon_stop "$test_name-writer"
+}
+
+finish() {
+  stop_daemons
+  rm -rf "$scratch"
+  if [ "$tap_failed" -gt 0 ]; then
+    diag "$tap_failed of $tap_n checks failed; daemon logs are in $VOUCHER_STACK_DIR/logs/$test_name-*.log"
+    exit 1
+  fi
+  exit 0
+}
+trap finish EXIT
