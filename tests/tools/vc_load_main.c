@@ -1,0 +1,185 @@
+/*
+ * vc-load: fires reservation attempts at the gateway over keep-alive
+ * connections and reports what came back. Parses the settings, runs the
+ * engine (vl_load.c) and prints the report (vl_report.c).
+ *
+ * Exit status: 0 when the load ran, whatever the gateway answered; 2 for bad
+ * usage; 3 when no connection to the gateway could be made at all; 1 for any
+ * other failure (out of memory, the --out file).
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vc_config.h"
+#include "vc_error.h"
+#include "vl_load.h"
+#include "vl_report.h"
+
+enum { EXIT_RAN = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_NO_CONNECTION = 3 };
+
+typedef struct {
+    const char *addr;
+    const char *code;
+    int64_t attempts;
+    int64_t connections;
+    int64_t customers;
+    int random_customers;
+    int64_t customer_base;
+    const char *order_prefix;
+    int64_t amount;
+    int64_t timeout_ms;
+    int64_t retries;
+    int64_t rate;
+    int64_t duration_ms;
+    int64_t connect_timeout_ms;
+    int64_t seed;
+    const char *out;
+    int json;
+} load_cfg_t;
+
+#define OFF(field) offsetof(load_cfg_t, field)
+#define DAY_MS (24LL * 3600 * 1000)
+
+static const vc_cfg_param_t params[] = {
+    {"addr", "VOUCHER_HTTP_ADDR", VC_CFG_STRING, "127.0.0.1:15410", OFF(addr), 0, 0,
+     "gateway HOST:PORT (loopback only)"},
+    {"code", "VC_LOAD_CODE", VC_CFG_STRING, NULL, OFF(code), 0, 0,
+     "voucher code to reserve (required)"},
+    {"attempts", NULL, VC_CFG_INT, "1000", OFF(attempts), 0, 100000000,
+     "reservation attempts (distinct orderIds) to make"},
+    {"connections", NULL, VC_CFG_INT, "200", OFF(connections), 1, 10000,
+     "concurrent keep-alive connections, one request in flight on each"},
+    {"customers", NULL, VC_CFG_INT, "0", OFF(customers), 0, INT32_MAX,
+     "customer ids 1..N; attempt i uses (i % N) + 1; 0 gives every attempt its own (i + 1)"},
+    {"random-customers", NULL, VC_CFG_BOOL, "false", OFF(random_customers), 0, 0,
+     "pick each attempt's customer from 1..N with a generator seeded by --seed"},
+    {"customer-base", NULL, VC_CFG_INT, "0", OFF(customer_base), 0, INT64_MAX / 2,
+     "added to every customer id, to keep runs apart"},
+    {"order-prefix", NULL, VC_CFG_STRING, NULL, OFF(order_prefix), 0, 0,
+     "orderId = prefix + attempt index (default \"o-<pid>-\")"},
+    {"amount", NULL, VC_CFG_INT, "100000000", OFF(amount), 0, INT64_MAX / 2,
+     "orderAmount of every attempt"},
+    {"timeout", NULL, VC_CFG_MS, "5s", OFF(timeout_ms), 0, DAY_MS,
+     "per request; no answer in time counts as \"timeout\" (outcome unknown); 0 for none"},
+    {"retries", NULL, VC_CFG_INT, "0", OFF(retries), 0, 100,
+     "resend the same orderId up to N times after a timeout, connection error or 503"},
+    {"rate", NULL, VC_CFG_INT, "0", OFF(rate), 0, 1000000,
+     "0: closed loop, as fast as answers come; N: open loop at N attempts/s on a fixed "
+     "schedule, latency counted from the scheduled time"},
+    {"duration", NULL, VC_CFG_MS, "0", OFF(duration_ms), 0, DAY_MS,
+     "stop issuing attempts (and retries) after this long; 0 for no limit"},
+    {"connect-timeout", NULL, VC_CFG_MS, "10s", OFF(connect_timeout_ms), 1, DAY_MS,
+     "give up when no connection to the gateway has worked for this long"},
+    {"seed", NULL, VC_CFG_INT, "1", OFF(seed), 0, INT64_MAX, "seed for --random-customers"},
+    {"out", NULL, VC_CFG_STRING, NULL, OFF(out), 0, 0,
+     "write one TSV line per attempt to this file (columns in its first line)"},
+    {"json", NULL, VC_CFG_BOOL, "false", OFF(json), 0, 0, "print the summary as JSON"},
+    VC_CFG_END,
+};
+
+static const char summary[] =
+    "Usage: vc-load --code CODE [settings]\n"
+    "Fires reservation attempts (POST /vouchers/CODE/reservations) at the gateway over\n"
+    "HTTP/1.1 keep-alive connections and prints counts by status and latency percentiles.";
+
+static void on_result(const vl_result_t *r, void *arg)
+{
+    vl_tsv_write(arg, r);
+}
+
+int main(int argc, char **argv)
+{
+    load_cfg_t cfg;
+    vl_options_t opt;
+    vl_stats_t *stats = NULL;
+    FILE *out = NULL;
+    char err[512], prefix[64];
+    int rc, status = EXIT_FAILED;
+
+    memset(&cfg, 0, sizeof(cfg));
+    rc = vc_config_load(params, &cfg, "vc-load", summary, argc, argv, NULL, err, sizeof(err));
+    if (rc == VC_CFG_EXIT)
+        return EXIT_RAN;
+    if (rc != VC_CFG_RUN) {
+        fprintf(stderr, "vc-load: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (!cfg.code || !*cfg.code) {
+        fprintf(stderr, "vc-load: --code is required (see --help)\n");
+        return EXIT_USAGE;
+    }
+    memset(&opt, 0, sizeof(opt));
+    if (vc_parse_host_port(cfg.addr, opt.host, sizeof(opt.host), &opt.port) != 0) {
+        fprintf(stderr, "vc-load: --addr \"%s\" is not HOST:PORT\n", cfg.addr);
+        return EXIT_USAGE;
+    }
+    /* Brackets around an IPv6 host ("[::1]:15410") are for the text only. */
+    if (opt.host[0] == '[' && opt.host[strlen(opt.host) - 1] == ']') {
+        memmove(opt.host, opt.host + 1, strlen(opt.host) - 2);
+        opt.host[strlen(opt.host) - 2] = '\0';
+    }
+    if (!cfg.order_prefix) {
+        snprintf(prefix, sizeof(prefix), "o-%ld-", (long)getpid());
+        cfg.order_prefix = prefix;
+    }
+    opt.code = cfg.code;
+    opt.order_prefix = cfg.order_prefix;
+    opt.attempts = cfg.attempts;
+    opt.connections = cfg.connections;
+    opt.customers = cfg.customers;
+    opt.random_customers = cfg.random_customers;
+    opt.customer_base = cfg.customer_base;
+    opt.amount = cfg.amount;
+    opt.retries = cfg.retries;
+    opt.rate = cfg.rate;
+    opt.timeout_ms = cfg.timeout_ms;
+    opt.duration_ms = cfg.duration_ms;
+    opt.connect_timeout_ms = cfg.connect_timeout_ms;
+    opt.seed = (uint64_t)cfg.seed;
+
+    if (cfg.out) {
+        if (!(out = fopen(cfg.out, "w"))) {
+            fprintf(stderr, "vc-load: cannot write %s: %s\n", cfg.out, strerror(errno));
+            return EXIT_USAGE;
+        }
+        vl_tsv_header(out);
+    }
+    if (!(stats = malloc(sizeof(*stats)))) {
+        fprintf(stderr, "vc-load: out of memory\n");
+        goto out;
+    }
+    rc = vl_run(&opt, out ? on_result : NULL, out, stats, err, sizeof(err));
+    if (rc == VC_ERR_INVALID) {
+        fprintf(stderr, "vc-load: %s\n", err);
+        status = EXIT_USAGE;
+        goto out;
+    }
+    if (rc == VC_ERR_UNAVAILABLE) {
+        fprintf(stderr, "vc-load: %s\n", err);
+        status = EXIT_NO_CONNECTION;
+        goto out;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "vc-load: %s\n", vc_strerror(rc));
+        goto out;
+    }
+    if (cfg.json)
+        rc = vl_summary_json(stdout, &opt, cfg.addr, stats);
+    else
+        vl_summary_text(stdout, &opt, cfg.addr, stats);
+    if (rc != 0) {
+        fprintf(stderr, "vc-load: summary: %s\n", vc_strerror(rc));
+        goto out;
+    }
+    status = EXIT_RAN;
+out:
+    if (out && fclose(out) != 0 && status == EXIT_RAN) {
+        fprintf(stderr, "vc-load: writing %s: %s\n", cfg.out, strerror(errno));
+        status = EXIT_FAILED;
+    }
+    free(stats);
+    return status;
+}
