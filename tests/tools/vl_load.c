@@ -21,6 +21,9 @@
 #define RETRY_DEFAULT_MS 50 /* after a 503 without Retry-After */
 #define RETRY_AFTER_MAX_MS 2000
 #define WATCHDOG_MS 50
+#define WARMUP_MS                                                                                  \
+    100 /* after the first connect, how long the others get before the load starts                 \
+         */
 
 typedef enum {
     CONN_DOWN,       /* no socket; the timer may be waiting to connect */
@@ -100,6 +103,7 @@ struct load {
     int64_t wall0_us;
     uint64_t last_result_ns;
     uint64_t last_usable_ns; /* the last moment any connection was connected */
+    int started;             /* connections are up and attempts may be issued */
     int stopping;            /* issue no new attempts and no retries */
     int finishing;           /* handles are being closed */
 };
@@ -107,6 +111,8 @@ struct load {
 static void conn_connect(conn_t *c);
 static void conn_send(conn_t *c);
 static void pump(load_t *l);
+static void start_load(load_t *l);
+static void on_sched(uv_timer_t *t);
 static void on_conn_timer(uv_timer_t *t);
 static void on_tcp_closed(uv_handle_t *h);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
@@ -375,6 +381,12 @@ static void on_connect(uv_connect_t *req, int status)
         return;
     }
     conn_idle(c);
+    if (!l->started) {
+        if ((size_t)l->connected == l->nconns)
+            start_load(l);
+        else if (l->stats->connects == 1)
+            uv_timer_start(&l->sched, on_sched, WARMUP_MS, 0);
+    }
 }
 
 static void conn_connect(conn_t *c)
@@ -473,9 +485,29 @@ static void attempt_start(load_t *l, conn_t *c, int64_t index)
     conn_send(c);
 }
 
+/*
+ * Starts the clock and the schedule once the connections are up, so neither
+ * throughput nor open-loop latency counts the time spent connecting.
+ */
+static void start_load(load_t *l)
+{
+    if (l->started)
+        return;
+    l->started = 1;
+    uv_timer_stop(&l->sched);
+    l->t0_ns = uv_hrtime();
+    l->wall0_us = wall_now_us();
+    pump(l);
+}
+
 static void on_sched(uv_timer_t *t)
 {
-    pump(t->data);
+    load_t *l = t->data;
+
+    if (l->started)
+        pump(l);
+    else
+        start_load(l); /* the warm-up is over */
 }
 
 /* Issues every attempt that is due to an idle connection, then arms the schedule. */
@@ -486,6 +518,10 @@ static void pump(load_t *l)
 
     if (l->finishing)
         return;
+    if (!l->started) {
+        maybe_finish(l); /* a signal while connecting */
+        return;
+    }
     due = l->stopping ? l->next_index : attempts_due(l, now);
     while (l->nidle > 0 && l->next_index < due) {
         conn_t *c = l->idle[--l->nidle];
@@ -601,16 +637,16 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     /* The socket ended while an answer was due. */
-    l->stats->server_closes++;
     if (nread == UV_EOF && c->bytes_in > 0) {
         /* An answer delimited by the end of the stream completes here. */
         http_parser_execute(&c->parser, &l->settings, NULL, 0);
         if (c->complete) {
             c->keep_alive = 0;
-            answer_done(c);
+            answer_done(c); /* counts the close */
             return;
         }
     }
+    l->stats->server_closes++;
     if (c->bytes_in == 0 && c->answers > 0 && c->attempt.stale_resends < STALE_RESENDS_MAX &&
         !l->stopping) {
         /*
@@ -697,7 +733,7 @@ static void on_watchdog(uv_timer_t *t)
 
     if (l->connected > 0)
         l->last_usable_ns = now;
-    if (!l->stopping && l->opt->duration_ms > 0 &&
+    if (l->started && !l->stopping && l->opt->duration_ms > 0 &&
         now - l->t0_ns >= (uint64_t)l->opt->duration_ms * 1000000) {
         l->stopping = 1;
         uv_timer_stop(&l->sched);

@@ -11,9 +11,10 @@ static const int fixed_statuses[] = {
 #define NFIXED (sizeof(fixed_statuses) / sizeof(fixed_statuses[0]))
 
 static const struct {
-    const char *key;
+    const char *key, *label; /* JSON key, text label */
     double p;
-} percentiles[] = {{"p50", 50}, {"p90", 90}, {"p99", 99}, {"p999", 99.9}};
+} percentiles[] = {
+    {"p50", "p50", 50}, {"p90", "p90", 90}, {"p99", "p99", 99}, {"p999", "p99.9", 99.9}};
 #define NPERCENTILES (sizeof(percentiles) / sizeof(percentiles[0]))
 
 const char *vl_status_name(int status, char *buf, size_t cap)
@@ -139,7 +140,8 @@ void vl_summary_text(FILE *out, const vl_options_t *opt, const char *addr, const
             s->server_closes);
     fprintf(out, "latency us: min %" PRIu64, h->total ? h->min : 0);
     for (size_t i = 0; i < NPERCENTILES; i++)
-        fprintf(out, "  %s %" PRIu64, percentiles[i].key, vc_hist_percentile(h, percentiles[i].p));
+        fprintf(out, "  %s %" PRIu64, percentiles[i].label,
+                vc_hist_percentile(h, percentiles[i].p));
     fprintf(out, "  max %" PRIu64 "  mean %.0f\n", h->max, vc_hist_mean(h));
 }
 
