@@ -6,6 +6,7 @@
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_event.h"
+#include "vc_metrics.h"
 #include "vc_time.h"
 #include "vc_voucher.h"
 
@@ -268,6 +269,43 @@ START_TEST(voucher_rules)
 }
 END_TEST
 
+
+START_TEST(metrics_render_prometheus_text)
+{
+    vc_metric_t *ok = vc_counter("t_requests_total", "Requests.", "route=\"reserve\",status=\"201\"");
+    vc_metric_t *conflict =
+        vc_counter("t_requests_total", "Requests.", "route=\"reserve\",status=\"409\"");
+    vc_metric_t *lag = vc_gauge("t_lag", "Lag.", NULL);
+    vc_metric_t *lat = vc_histogram("t_latency_seconds", "Latency.", NULL);
+    size_t len;
+    char *text;
+
+    ck_assert_ptr_eq(ok, vc_counter("t_requests_total", "Requests.",
+                                    "route=\"reserve\",status=\"201\""));
+    vc_metric_add(ok, 3);
+    vc_metric_add(conflict, 1);
+    vc_metric_set(lag, 42);
+    vc_metric_observe_us(lat, 700);     /* in the 1 ms bucket */
+    vc_metric_observe_us(lat, 20000000); /* beyond the last bucket */
+    text = vc_metrics_render(&len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(strlen(text), len);
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE t_requests_total counter\n"
+                                       "t_requests_total{route=\"reserve\",status=\"201\"} 3\n"
+                                       "t_requests_total{route=\"reserve\",status=\"409\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE t_lag gauge\nt_lag 42\n"));
+    ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_bucket{le=\"0.0005\"} 0\n"));
+    ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_bucket{le=\"0.001\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_bucket{le=\"10\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_bucket{le=\"+Inf\"} 2\n"));
+    ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_count 2\n"));
+    ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_sum 20.000700\n"));
+    /* HELP and TYPE once per family. */
+    ck_assert_ptr_null(strstr(strstr(text, "# TYPE t_requests_total") + 1, "# TYPE t_requests_total"));
+    free(text);
+}
+END_TEST
+
 static Suite *common_suite(void)
 {
     Suite *s = suite_create("common");
@@ -284,6 +322,7 @@ static Suite *common_suite(void)
     tcase_add_test(tc, config_errors_name_the_setting);
     tcase_add_test(tc, redis_url_parsing);
     tcase_add_test(tc, voucher_rules);
+    tcase_add_test(tc, metrics_render_prometheus_text);
     suite_add_tcase(s, tc);
     return s;
 }
