@@ -1,0 +1,98 @@
+/*
+ * voucher-writer: applies voucher events from Kafka to PostgreSQL.
+ * Configuration, signals and wiring only; the work is in wr_*.c.
+ */
+#include "wr_cli.h"
+#include "wr_writer.h"
+
+#include "vc_config.h"
+#include "vc_error.h"
+#include "vc_log.h"
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+#define CFG(field) offsetof(wr_config_t, field)
+
+static const vc_cfg_param_t params[] = {
+    {"kafka-brokers", "VOUCHER_KAFKA_BROKERS", VC_CFG_STRING, "127.0.0.1:15402", CFG(brokers), 0,
+     0, "Kafka bootstrap servers"},
+    {"pg-dsn", "VOUCHER_PG_DSN", VC_CFG_STRING,
+     "host=127.0.0.1 port=15400 dbname=voucher user=voucher", CFG(pg_dsn), 0, 0,
+     "PostgreSQL connection string"},
+    {"log-level", "VOUCHER_LOG_LEVEL", VC_CFG_STRING, "info", CFG(log_level), 0, 0,
+     "debug, info, warn or error"},
+    {"group", "VOUCHER_WRITER_GROUP", VC_CFG_STRING, "voucher-writer", CFG(group), 0, 0,
+     "Kafka consumer group"},
+    {"topic", "VOUCHER_WRITER_TOPIC", VC_CFG_STRING, "voucher-events", CFG(topic), 0, 0,
+     "topic to consume"},
+    {"dlt-topic", "VOUCHER_WRITER_DLT_TOPIC", VC_CFG_STRING, "voucher-events.dlt",
+     CFG(dlt_topic), 0, 0, "dead-letter topic"},
+    {"batch", "VOUCHER_WRITER_BATCH", VC_CFG_INT, "500", CFG(batch), 1, 100000,
+     "most events applied in one transaction"},
+    {"linger", "VOUCHER_WRITER_LINGER_MS", VC_CFG_MS, "20ms", CFG(linger_ms), 0, 60000,
+     "longest wait for a batch to fill"},
+    {"backoff-max", "VOUCHER_WRITER_BACKOFF_MAX_MS", VC_CFG_MS, "5s", CFG(backoff_max_ms), 10,
+     600000, "longest wait between retries of a batch after a transient failure"},
+    VC_CFG_END,
+};
+
+static const char summary[] =
+    "Usage: voucher-writer [SETTINGS]\n"
+    "       voucher-writer [SETTINGS] dlt list\n"
+    "       voucher-writer [SETTINGS] dlt show OFFSET\n"
+    "       voucher-writer [SETTINGS] dlt replay [--from N --to N | --error-class C | --all]"
+    " [--dry-run]\n\n"
+    "Applies voucher events from Kafka to PostgreSQL in batches, one transaction per batch;\n"
+    "events that can never apply go to the dead-letter topic, which the dlt commands read\n"
+    "and replay.";
+
+int main(int argc, char **argv)
+{
+    wr_config_t cfg;
+    struct sigaction sa;
+    char err[256];
+    int first_arg = argc, rc;
+
+    memset(&cfg, 0, sizeof(cfg));
+    rc = vc_config_load(params, &cfg, "voucher-writer", summary, argc, argv, &first_arg, err,
+                        sizeof(err));
+    if (rc == VC_CFG_EXIT)
+        return 0;
+    if (rc != VC_CFG_RUN) {
+        fprintf(stderr, "voucher-writer: %s\n", err);
+        return 2;
+    }
+    if (vc_log_init("writer", cfg.log_level) != 0) {
+        fprintf(stderr, "voucher-writer: unknown log level \"%s\"\n", cfg.log_level);
+        return 2;
+    }
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+
+    if (first_arg < argc) {
+        if (strcmp(argv[first_arg], "dlt") != 0) {
+            fprintf(stderr, "voucher-writer: unknown command \"%s\" (see --help)\n",
+                    argv[first_arg]);
+            return 2;
+        }
+        return wr_cli_dlt(&cfg, argc - first_arg - 1, argv + first_arg + 1, &stop_requested);
+    }
+    return wr_writer_run(&cfg, &stop_requested, NULL) == 0 ? 0 : 1;
+}

@@ -1,0 +1,122 @@
+#include "wr_dlt.h"
+
+#include "vc_error.h"
+#include "vc_time.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void set_time(char *buf, size_t cap, int64_t ms)
+{
+    if (ms < 0 || vc_time_format_ms(ms, buf, cap) == 0)
+        buf[0] = '\0';
+}
+
+size_t wr_dlt_headers(const wr_dlt_info_t *info, wr_header_t out[WR_DLT_NHEADERS])
+{
+    size_t n = 0;
+
+    out[n].name = WR_HDR_TOPIC;
+    snprintf(out[n++].value, WR_HDR_VALUE_MAX, "%s", info->topic);
+    out[n].name = WR_HDR_PARTITION;
+    snprintf(out[n++].value, WR_HDR_VALUE_MAX, "%d", (int)info->partition);
+    out[n].name = WR_HDR_OFFSET;
+    snprintf(out[n++].value, WR_HDR_VALUE_MAX, "%lld", (long long)info->offset);
+    out[n].name = WR_HDR_TIMESTAMP;
+    set_time(out[n++].value, WR_HDR_VALUE_MAX, info->timestamp_ms);
+    out[n].name = WR_HDR_GROUP;
+    snprintf(out[n++].value, WR_HDR_VALUE_MAX, "%s", info->group);
+    out[n].name = WR_HDR_CLASS;
+    snprintf(out[n++].value, WR_HDR_VALUE_MAX, "%s", info->error_class);
+    out[n].name = WR_HDR_MESSAGE;
+    snprintf(out[n++].value, WR_HDR_VALUE_MAX, "%s", info->error_message);
+    out[n].name = WR_HDR_FAILED_AT;
+    set_time(out[n++].value, WR_HDR_VALUE_MAX, info->failed_at_ms);
+    return n;
+}
+
+void wr_dlt_info_clear(wr_dlt_info_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->partition = -1;
+    info->offset = -1;
+    info->timestamp_ms = -1;
+    info->failed_at_ms = -1;
+}
+
+static void copy_text(char *dst, size_t cap, const void *value, size_t len)
+{
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(dst, value, len);
+    dst[len] = '\0';
+}
+
+static int parse_int(const void *value, size_t len, int64_t *out)
+{
+    char buf[32], *end;
+    long long v;
+
+    if (len == 0 || len >= sizeof(buf))
+        return VC_ERR_INVALID;
+    memcpy(buf, value, len);
+    buf[len] = '\0';
+    errno = 0;
+    v = strtoll(buf, &end, 10);
+    if (errno || *end)
+        return VC_ERR_INVALID;
+    *out = v;
+    return 0;
+}
+
+static int parse_time(const void *value, size_t len, int64_t *out)
+{
+    if (len == 0) {
+        *out = -1;
+        return 0;
+    }
+    return vc_time_parse(value, len, out);
+}
+
+int wr_dlt_info_set(wr_dlt_info_t *info, const char *name, const void *value, size_t len)
+{
+    int64_t v;
+    int rc;
+
+    if (!value)
+        len = 0;
+    if (strcmp(name, WR_HDR_TOPIC) == 0) {
+        copy_text(info->topic, sizeof(info->topic), value, len);
+    } else if (strcmp(name, WR_HDR_PARTITION) == 0) {
+        if ((rc = parse_int(value, len, &v)) != 0 || v < 0 || v > INT32_MAX)
+            return VC_ERR_INVALID;
+        info->partition = (int32_t)v;
+    } else if (strcmp(name, WR_HDR_OFFSET) == 0) {
+        if ((rc = parse_int(value, len, &v)) != 0 || v < 0)
+            return VC_ERR_INVALID;
+        info->offset = v;
+    } else if (strcmp(name, WR_HDR_TIMESTAMP) == 0) {
+        return parse_time(value, len, &info->timestamp_ms);
+    } else if (strcmp(name, WR_HDR_GROUP) == 0) {
+        copy_text(info->group, sizeof(info->group), value, len);
+    } else if (strcmp(name, WR_HDR_CLASS) == 0) {
+        copy_text(info->error_class, sizeof(info->error_class), value, len);
+    } else if (strcmp(name, WR_HDR_MESSAGE) == 0) {
+        copy_text(info->error_message, sizeof(info->error_message), value, len);
+    } else if (strcmp(name, WR_HDR_FAILED_AT) == 0) {
+        return parse_time(value, len, &info->failed_at_ms);
+    }
+    return 0;
+}
+
+int wr_dlt_class_valid(const char *cls)
+{
+    static const char *const classes[] = {WR_DLT_MALFORMED, WR_DLT_UNKNOWN_VOUCHER,
+                                          WR_DLT_CONSTRAINT, WR_DLT_ORPHAN, WR_DLT_REJECTED};
+    for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++)
+        if (strcmp(cls, classes[i]) == 0)
+            return 1;
+    return 0;
+}

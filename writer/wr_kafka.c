@@ -1,0 +1,380 @@
+#include "wr_kafka.h"
+#include "wr_dlt.h"
+
+#include "vc_error.h"
+#include "vc_log.h"
+#include "vc_time.h"
+
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WR_DLT_FLUSH_MS 10000
+
+struct wr_kafka {
+    rd_kafka_t *consumer;
+    rd_kafka_t *producer;
+    wr_kafka_conf_t conf;
+    int paused;
+    /* Delivery reports of the current wr_kafka_dead_letter() call. */
+    size_t delivered, failed;
+    char delivery_error[128];
+};
+
+static vc_log_level_t syslog_level(int level)
+{
+    if (level <= 3)
+        return VC_LOG_ERROR;
+    if (level == 4)
+        return VC_LOG_WARN;
+    if (level <= 6)
+        return VC_LOG_INFO;
+    return VC_LOG_DEBUG;
+}
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    vc_log_field_t fields[] = {{"kafka", rd_kafka_name(rk)}, {"facility", fac}};
+    VC_LOG_F(syslog_level(level), fields, "%s", buf);
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    vc_log_field_t fields[] = {{"kafka", rd_kafka_name(rk)}};
+    (void)opaque;
+    VC_LOG_F(err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN ? VC_LOG_ERROR : VC_LOG_WARN, fields,
+             "kafka: %s: %s", rd_kafka_err2name(err), reason);
+}
+
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
+{
+    wr_kafka_t *k = opaque;
+    (void)rk;
+    if (rkm->err) {
+        k->failed++;
+        snprintf(k->delivery_error, sizeof(k->delivery_error), "%s",
+                 rd_kafka_err2str(rkm->err));
+    } else {
+        k->delivered++;
+    }
+}
+
+static int set_conf(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
+                    size_t errlen)
+{
+    if (rd_kafka_conf_set(conf, name, value, err, errlen) != RD_KAFKA_CONF_OK)
+        return VC_ERR_INVALID;
+    return 0;
+}
+
+/* Pauses or resumes parts; logs a failure. */
+static void pause_list(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts, int pause)
+{
+    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(rk, parts)
+                                  : rd_kafka_resume_partitions(rk, parts);
+    if (e)
+        vc_warn("could not %s partitions: %s", pause ? "pause" : "resume", rd_kafka_err2str(e));
+}
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    wr_kafka_t *k = opaque;
+    int cooperative = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    rd_kafka_error_t *error = NULL;
+    rd_kafka_resp_err_t e = 0;
+    char list[256];
+    size_t used = 0;
+    int32_t *ids;
+
+    list[0] = '\0';
+    for (int i = 0; i < parts->cnt && used < sizeof(list) - 8; i++)
+        used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d", i ? "," : "",
+                                 (int)parts->elems[i].partition);
+
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        vc_info("assigned partitions [%s]", list);
+        if (cooperative)
+            error = rd_kafka_incremental_assign(rk, parts);
+        else
+            e = rd_kafka_assign(rk, parts);
+        if (!error && !e && k->paused)
+            pause_list(rk, parts, 1);
+    } else {
+        vc_info("partitions [%s] revoked%s", list,
+                rd_kafka_assignment_lost(rk) ? " (lost)" : "");
+        ids = calloc((size_t)parts->cnt + 1, sizeof(*ids));
+        if (ids) {
+            for (int i = 0; i < parts->cnt; i++)
+                ids[i] = parts->elems[i].partition;
+            k->conf.revoke_cb(k->conf.ctx, ids, (size_t)parts->cnt);
+            free(ids);
+        } else {
+            /* Cannot say which: drop everything buffered, all of it is re-read. */
+            k->conf.revoke_cb(k->conf.ctx, NULL, 0);
+        }
+        if (!rd_kafka_assignment_lost(rk)) {
+            rd_kafka_resp_err_t ce = rd_kafka_commit(rk, NULL, 0 /* sync */);
+            if (ce && ce != RD_KAFKA_RESP_ERR__NO_OFFSET)
+                vc_warn("commit on revoke failed: %s", rd_kafka_err2str(ce));
+        }
+        if (cooperative)
+            error = rd_kafka_incremental_unassign(rk, parts);
+        else
+            e = rd_kafka_assign(rk, NULL);
+    }
+    if (error) {
+        vc_error("rebalance: %s", rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+    } else if (e) {
+        vc_error("rebalance: %s", rd_kafka_err2str(e));
+    }
+}
+
+static int open_consumer(wr_kafka_t *k, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_topic_partition_list_t *topics = NULL;
+    rd_kafka_resp_err_t e;
+    int rc;
+
+    if ((rc = set_conf(conf, "bootstrap.servers", k->conf.brokers, err, errlen)) ||
+        (rc = set_conf(conf, "group.id", k->conf.group, err, errlen)) ||
+        (rc = set_conf(conf, "client.id", "voucher-writer", err, errlen)) ||
+        /* Offsets are stored by hand, after the COMMIT that applied them. */
+        (rc = set_conf(conf, "enable.auto.offset.store", "false", err, errlen)) ||
+        (rc = set_conf(conf, "enable.auto.commit", "true", err, errlen)) ||
+        (rc = set_conf(conf, "auto.commit.interval.ms", "1000", err, errlen)) ||
+        (rc = set_conf(conf, "auto.offset.reset", "earliest", err, errlen)) ||
+        (rc = set_conf(conf, "enable.partition.eof", "false", err, errlen)) ||
+        (rc = set_conf(conf, "log.connection.close", "false", err, errlen)))
+        goto fail;
+    rd_kafka_conf_set_opaque(conf, k);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+    k->consumer = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, errlen);
+    if (!k->consumer) {
+        rc = VC_ERR_INVALID;
+        goto fail;
+    }
+    conf = NULL; /* rd_kafka_new() took it */
+    rd_kafka_poll_set_consumer(k->consumer);
+    topics = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(topics, k->conf.topic, RD_KAFKA_PARTITION_UA);
+    if ((e = rd_kafka_subscribe(k->consumer, topics)) != 0) {
+        snprintf(err, errlen, "subscribe to %s: %s", k->conf.topic, rd_kafka_err2str(e));
+        rc = VC_ERR_INVALID;
+    }
+    rd_kafka_topic_partition_list_destroy(topics);
+    return rc;
+fail:
+    if (conf)
+        rd_kafka_conf_destroy(conf);
+    return rc;
+}
+
+static int open_producer(wr_kafka_t *k, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    int rc;
+
+    if ((rc = set_conf(conf, "bootstrap.servers", k->conf.brokers, err, errlen)) ||
+        (rc = set_conf(conf, "client.id", "voucher-writer-dlt", err, errlen)) ||
+        (rc = set_conf(conf, "enable.idempotence", "true", err, errlen)) ||
+        (rc = set_conf(conf, "linger.ms", "5", err, errlen)) ||
+        (rc = set_conf(conf, "message.timeout.ms", "8000", err, errlen)) ||
+        (rc = set_conf(conf, "log.connection.close", "false", err, errlen))) {
+        rd_kafka_conf_destroy(conf);
+        return rc;
+    }
+    rd_kafka_conf_set_opaque(conf, k);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
+    k->producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, errlen);
+    if (!k->producer) {
+        rd_kafka_conf_destroy(conf);
+        return VC_ERR_INVALID;
+    }
+    return 0;
+}
+
+int wr_kafka_open(wr_kafka_t **out, const wr_kafka_conf_t *conf, char *err, size_t errlen)
+{
+    wr_kafka_t *k = calloc(1, sizeof(*k));
+    int rc;
+
+    *out = NULL;
+    if (!k) {
+        snprintf(err, errlen, "out of memory");
+        return VC_ERR_NOMEM;
+    }
+    k->conf = *conf;
+    if ((rc = open_producer(k, err, errlen)) != 0 || (rc = open_consumer(k, err, errlen)) != 0) {
+        if (k->consumer)
+            rd_kafka_destroy(k->consumer);
+        if (k->producer)
+            rd_kafka_destroy(k->producer);
+        free(k);
+        return rc;
+    }
+    *out = k;
+    return 0;
+}
+
+int wr_kafka_poll(wr_kafka_t *k, int timeout_ms, wr_msg_t *m)
+{
+    rd_kafka_message_t *rkm = rd_kafka_consumer_poll(k->consumer, timeout_ms);
+    rd_kafka_timestamp_type_t tstype;
+    char reason[256];
+
+    if (!rkm)
+        return 0;
+    if (rkm->err) {
+        if (rd_kafka_fatal_error(k->consumer, reason, sizeof(reason))) {
+            vc_error("fatal consumer error: %s", reason);
+            rd_kafka_message_destroy(rkm);
+            return VC_ERR_IO;
+        }
+        if (rkm->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            vc_warn("consumer: %s", rd_kafka_message_errstr(rkm));
+        rd_kafka_message_destroy(rkm);
+        return 0;
+    }
+    memset(m, 0, sizeof(*m));
+    m->partition = rkm->partition;
+    m->offset = rkm->offset;
+    m->timestamp_ms = rd_kafka_message_timestamp(rkm, &tstype);
+    m->key = rkm->key;
+    m->key_len = rkm->key_len;
+    m->payload = rkm->payload;
+    m->len = rkm->len;
+    m->handle = rkm;
+    return 1;
+}
+
+void wr_kafka_msg_release(void *handle)
+{
+    rd_kafka_message_destroy(handle);
+}
+
+int wr_kafka_store(wr_kafka_t *k, const wr_position_t *pos, size_t n)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)n);
+    rd_kafka_resp_err_t e;
+    int rc = 0;
+
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(list, k->conf.topic, pos[i].partition)->offset =
+            pos[i].next_offset;
+    e = rd_kafka_offsets_store(k->consumer, list);
+    if (e) {
+        vc_warn("storing offsets: %s", rd_kafka_err2str(e));
+        rc = VC_ERR_INVALID;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    return rc;
+}
+
+int wr_kafka_pause(wr_kafka_t *k, int pause)
+{
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    rd_kafka_resp_err_t e;
+
+    k->paused = pause;
+    if ((e = rd_kafka_assignment(k->consumer, &parts)) != 0) {
+        vc_warn("reading the assignment: %s", rd_kafka_err2str(e));
+        return VC_ERR_INVALID;
+    }
+    if (parts->cnt > 0)
+        pause_list(k->consumer, parts, pause);
+    rd_kafka_topic_partition_list_destroy(parts);
+    return 0;
+}
+
+static int produce_dead_letter(wr_kafka_t *k, const wr_msg_t *m, char *err, size_t errlen)
+{
+    wr_dlt_info_t info;
+    wr_header_t hdrs[WR_DLT_NHEADERS];
+    rd_kafka_headers_t *h;
+    rd_kafka_resp_err_t e;
+    size_t nh;
+
+    wr_dlt_info_clear(&info);
+    snprintf(info.topic, sizeof(info.topic), "%s", k->conf.topic);
+    info.partition = m->partition;
+    info.offset = m->offset;
+    info.timestamp_ms = m->timestamp_ms;
+    snprintf(info.group, sizeof(info.group), "%s", k->conf.group);
+    snprintf(info.error_class, sizeof(info.error_class), "%s",
+             m->dlt_class ? m->dlt_class : WR_DLT_REJECTED);
+    snprintf(info.error_message, sizeof(info.error_message), "%s", m->error);
+    info.failed_at_ms = vc_time_now_ms();
+    nh = wr_dlt_headers(&info, hdrs);
+    h = rd_kafka_headers_new(nh);
+    for (size_t i = 0; i < nh; i++)
+        rd_kafka_header_add(h, hdrs[i].name, -1, hdrs[i].value, -1);
+    e = rd_kafka_producev(k->producer, RD_KAFKA_V_TOPIC(k->conf.dlt_topic),
+                          RD_KAFKA_V_KEY(m->key, m->key_len),
+                          RD_KAFKA_V_VALUE((void *)m->payload, m->len),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
+                          RD_KAFKA_V_END);
+    if (e) {
+        rd_kafka_headers_destroy(h); /* producev took it only on success */
+        snprintf(err, errlen, "producing to %s: %s", k->conf.dlt_topic, rd_kafka_err2str(e));
+        return VC_ERR_UNAVAILABLE;
+    }
+    return 0;
+}
+
+int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *err,
+                         size_t errlen)
+{
+    size_t produced = 0;
+    int rc = 0;
+
+    k->delivered = k->failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = produce_dead_letter(k, msgs[i], err, errlen)) != 0)
+            break;
+        produced++;
+    }
+    rd_kafka_flush(k->producer, WR_DLT_FLUSH_MS);
+    if (rc != 0)
+        return rc;
+    if (k->delivered != produced) {
+        snprintf(err, errlen, "%zu of %zu dead letters not acknowledged by %s: %s",
+                 produced - k->delivered, produced, k->conf.dlt_topic,
+                 k->failed ? k->delivery_error : "timed out");
+        return VC_ERR_UNAVAILABLE;
+    }
+    return 0;
+}
+
+int wr_kafka_commit(wr_kafka_t *k)
+{
+    rd_kafka_resp_err_t e = rd_kafka_commit(k->consumer, NULL, 0 /* sync */);
+
+    if (e && e != RD_KAFKA_RESP_ERR__NO_OFFSET) {
+        vc_warn("committing offsets: %s", rd_kafka_err2str(e));
+        return VC_ERR_UNAVAILABLE;
+    }
+    return 0;
+}
+
+void wr_kafka_close(wr_kafka_t *k)
+{
+    rd_kafka_resp_err_t e;
+
+    if (!k)
+        return;
+    wr_kafka_commit(k);
+    if ((e = rd_kafka_consumer_close(k->consumer)) != 0)
+        vc_warn("closing the consumer: %s", rd_kafka_err2str(e));
+    rd_kafka_destroy(k->consumer);
+    rd_kafka_flush(k->producer, WR_DLT_FLUSH_MS);
+    rd_kafka_destroy(k->producer);
+    free(k);
+}

@@ -1,0 +1,85 @@
+/*
+ * The writer's Kafka adapter: the consumer-group member that reads
+ * voucher-events with offsets stored by hand, and the producer that writes
+ * the dead-letter topic. The only writer file that speaks librdkafka.
+ */
+#ifndef WR_KAFKA_H
+#define WR_KAFKA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wr_batch.h"
+
+typedef struct wr_kafka wr_kafka_t;
+
+/*
+ * Called from inside wr_kafka_poll() when partitions are taken from this
+ * member, before the stored offsets are committed and the partitions
+ * released. partitions is borrowed for the call. The callee drops what it
+ * buffered from them and must not call back into the adapter.
+ */
+typedef void (*wr_revoke_cb)(void *ctx, const int32_t *partitions, size_t n);
+
+typedef struct {
+    const char *brokers;   /* bootstrap.servers */
+    const char *group;     /* group.id */
+    const char *topic;     /* the topic to consume */
+    const char *dlt_topic; /* where dead letters go */
+    wr_revoke_cb revoke_cb;
+    void *ctx;
+} wr_kafka_conf_t;
+
+/*
+ * Creates the consumer (subscribed to conf->topic) and the dead-letter
+ * producer. The strings in conf are borrowed for the adapter's lifetime.
+ * Returns 0, or VC_ERR_INVALID with err set. The caller owns *out
+ * (wr_kafka_close).
+ */
+int wr_kafka_open(wr_kafka_t **out, const wr_kafka_conf_t *conf, char *err, size_t errlen);
+
+/*
+ * Waits up to timeout_ms for one message. Returns 1 and fills m (m->handle
+ * is then owned by the caller: release it with wr_kafka_msg_release), 0 when
+ * none came, or VC_ERR_IO after a fatal consumer error. Rebalances happen
+ * inside this call.
+ */
+int wr_kafka_poll(wr_kafka_t *k, int timeout_ms, wr_msg_t *m);
+
+/* Releases a message handle from wr_kafka_poll(); a wr_release_cb. */
+void wr_kafka_msg_release(void *handle);
+
+/*
+ * Stores the given next offsets, to be committed by the next auto commit,
+ * revoke or close. Only call once what comes before them is durable.
+ * Returns 0, or VC_ERR_INVALID when librdkafka refused (e.g. the partition
+ * is no longer assigned; its new owner reads again from the committed
+ * offset, which is harmless).
+ */
+int wr_kafka_store(wr_kafka_t *k, const wr_position_t *pos, size_t n);
+
+/*
+ * Pauses (pause = 1) or resumes fetching of every assigned partition;
+ * partitions assigned while paused start paused. Returns 0 or VC_ERR_INVALID.
+ */
+int wr_kafka_pause(wr_kafka_t *k, int pause);
+
+/*
+ * Produces msgs[0..n) to the dead-letter topic (same key and value, plus
+ * the headers of wr_dlt.h built from each message's dlt_class and error)
+ * and waits until each is acknowledged. Returns 0, or VC_ERR_UNAVAILABLE
+ * with err set when any was not: produce them all again later.
+ */
+int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *err,
+                         size_t errlen);
+
+/* Commits the stored offsets synchronously. Returns 0 or VC_ERR_UNAVAILABLE. */
+int wr_kafka_commit(wr_kafka_t *k);
+
+/*
+ * Commits the stored offsets, leaves the group (the revoke callback runs
+ * once more), flushes the producer and frees everything.
+ */
+void wr_kafka_close(wr_kafka_t *k);
+
+#endif

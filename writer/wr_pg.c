@@ -1,0 +1,359 @@
+#include "wr_pg.h"
+#include "wr_dlt.h"
+#include "wr_state.h"
+
+#include "vc_error.h"
+#include "vc_log.h"
+#include "vc_pg.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WR_PG_NPARAMS 8
+
+static const char apply_sql[] =
+    "SELECT wr_apply_events($1::smallint[], $2::text[], $3::bigint[], $4::text[],"
+    " $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])";
+
+struct wr_pg {
+    PGconn *conn;
+    char *dsn;
+};
+
+/* A growing text buffer for array literals; errors are sticky. */
+typedef struct {
+    char *data;
+    size_t len, cap;
+    int failed;
+} wr_text_t;
+
+static void text_reserve(wr_text_t *t, size_t more)
+{
+    size_t cap;
+    char *data;
+
+    if (t->failed || t->len + more + 1 <= t->cap)
+        return;
+    cap = t->cap ? t->cap : 256;
+    while (cap < t->len + more + 1)
+        cap *= 2;
+    if (!(data = realloc(t->data, cap))) {
+        t->failed = 1;
+        return;
+    }
+    t->data = data;
+    t->cap = cap;
+}
+
+static void text_putc(wr_text_t *t, char c)
+{
+    text_reserve(t, 1);
+    if (t->failed)
+        return;
+    t->data[t->len++] = c;
+    t->data[t->len] = '\0';
+}
+
+static void text_int(wr_text_t *t, long long v)
+{
+    char num[24];
+    int n = snprintf(num, sizeof(num), "%lld", v);
+
+    text_reserve(t, (size_t)n);
+    if (t->failed)
+        return;
+    memcpy(t->data + t->len, num, (size_t)n + 1);
+    t->len += (size_t)n;
+}
+
+/* Appends s as a quoted array element: "..." with " and \ escaped. */
+static void text_quoted(wr_text_t *t, const char *s)
+{
+    text_putc(t, '"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            text_putc(t, '\\');
+        text_putc(t, *s);
+    }
+    text_putc(t, '"');
+}
+
+const char *wr_pg_dlt_class(const char *error_text)
+{
+    if (strncmp(error_text, "23503", 5) == 0)
+        return WR_DLT_UNKNOWN_VOUCHER;
+    if (strncmp(error_text, "23", 2) == 0)
+        return WR_DLT_CONSTRAINT;
+    return WR_DLT_REJECTED;
+}
+
+static int check_schema(PGconn *conn, char *err, size_t errlen)
+{
+    PGresult *res = PQexec(conn, "SELECT to_regprocedure('wr_apply_events(smallint[], text[],"
+                                 " bigint[], text[], bigint[], bigint[], bigint[], bigint[])')"
+                                 " IS NOT NULL");
+    int rc = 0;
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = vc_pg_error_class(conn, res);
+        vc_pg_error_text(conn, res, err, errlen);
+    } else if (strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
+        snprintf(err, errlen, "function wr_apply_events() is missing: apply migration "
+                              "deploy/sql/003_writer_apply.sql");
+        rc = VC_ERR_INVALID;
+    }
+    PQclear(res);
+    return rc;
+}
+
+/* Connects (again) when there is no healthy connection. */
+static int ensure_conn(wr_pg_t *pg, char *err, size_t errlen)
+{
+    PGresult *res;
+    int rc;
+
+    if (pg->conn && PQstatus(pg->conn) == CONNECTION_OK &&
+        PQtransactionStatus(pg->conn) == PQTRANS_IDLE)
+        return 0;
+    if (pg->conn)
+        PQfinish(pg->conn);
+    pg->conn = vc_pg_connect(pg->dsn, "voucher-writer", err, errlen);
+    if (!pg->conn)
+        return VC_ERR_UNAVAILABLE;
+    if ((rc = check_schema(pg->conn, err, errlen)) != 0)
+        goto fail;
+    res = PQprepare(pg->conn, "wr_apply", apply_sql, WR_PG_NPARAMS, NULL);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        rc = vc_pg_error_class(pg->conn, res);
+        vc_pg_error_text(pg->conn, res, err, errlen);
+        PQclear(res);
+        goto fail;
+    }
+    PQclear(res);
+    vc_info("connected to PostgreSQL");
+    return 0;
+fail:
+    PQfinish(pg->conn);
+    pg->conn = NULL;
+    return rc;
+}
+
+int wr_pg_open(wr_pg_t **out, const char *dsn, char *err, size_t errlen)
+{
+    wr_pg_t *pg = calloc(1, sizeof(*pg));
+    int rc;
+
+    *out = NULL;
+    if (!pg || !(pg->dsn = strdup(dsn))) {
+        free(pg);
+        snprintf(err, errlen, "out of memory");
+        return VC_ERR_NOMEM;
+    }
+    rc = ensure_conn(pg, err, errlen);
+    if (rc == VC_ERR_INVALID) {
+        wr_pg_close(pg);
+        return rc;
+    }
+    *out = pg;
+    return rc;
+}
+
+void wr_pg_close(wr_pg_t *pg)
+{
+    if (!pg)
+        return;
+    if (pg->conn)
+        PQfinish(pg->conn);
+    free(pg->dsn);
+    free(pg);
+}
+
+/* Parses "{1,2,3}" into the outcomes of msgs[lo..hi). */
+static int read_outcomes(const char *text, wr_msg_t **msgs, size_t lo, size_t hi)
+{
+    const char *p = text;
+    size_t i = lo;
+
+    if (*p++ != '{')
+        return VC_ERR_PROTOCOL;
+    while (*p && *p != '}') {
+        int v = 0;
+        if (*p < '0' || *p > '9' || i >= hi)
+            return VC_ERR_PROTOCOL;
+        while (*p >= '0' && *p <= '9')
+            v = v * 10 + (*p++ - '0');
+        msgs[i]->outcome = v;
+        if (v == WR_OUT_ORPHAN) {
+            msgs[i]->dlt_class = WR_DLT_ORPHAN;
+            snprintf(msgs[i]->error, sizeof(msgs[i]->error),
+                     "VoucherConfirmed for order %s of voucher %s, which has no reservation",
+                     msgs[i]->ev.order_id, msgs[i]->ev.code);
+        } else if (v != WR_OUT_APPLIED && v != WR_OUT_NOOP && v != WR_OUT_TOMBSTONE) {
+            return VC_ERR_PROTOCOL;
+        }
+        i++;
+        if (*p == ',')
+            p++;
+    }
+    return i == hi ? 0 : VC_ERR_PROTOCOL;
+}
+
+/*
+ * Runs wr_apply_events() over msgs[lo..hi) as one statement and records the
+ * outcomes. Returns 0, VC_ERR_INVALID (the statement failed and will fail
+ * again; err holds "SQLSTATE: message"), or VC_ERR_UNAVAILABLE.
+ */
+static int apply_range(wr_pg_t *pg, wr_msg_t **msgs, size_t lo, size_t hi, char *err,
+                       size_t errlen)
+{
+    wr_text_t arr[WR_PG_NPARAMS];
+    const char *values[WR_PG_NPARAMS];
+    PGresult *res = NULL;
+    int rc = 0;
+
+    memset(arr, 0, sizeof(arr));
+    for (int a = 0; a < WR_PG_NPARAMS; a++)
+        text_putc(&arr[a], '{');
+    for (size_t i = lo; i < hi; i++) {
+        const vc_event_t *ev = &msgs[i]->ev;
+        if (i > lo)
+            for (int a = 0; a < WR_PG_NPARAMS; a++)
+                text_putc(&arr[a], ',');
+        text_int(&arr[0], ev->type);
+        text_quoted(&arr[1], ev->code);
+        text_int(&arr[2], ev->customer_id);
+        text_quoted(&arr[3], ev->order_id);
+        text_int(&arr[4], ev->discount_amount);
+        text_int(&arr[5], ev->order_amount);
+        text_int(&arr[6], ev->at_ms);
+        text_int(&arr[7], ev->held_until_ms);
+    }
+    for (int a = 0; a < WR_PG_NPARAMS; a++) {
+        text_putc(&arr[a], '}');
+        if (arr[a].failed) {
+            snprintf(err, errlen, "out of memory");
+            rc = VC_ERR_NOMEM;
+            goto out;
+        }
+        values[a] = arr[a].data;
+    }
+    res = PQexecPrepared(pg->conn, "wr_apply", WR_PG_NPARAMS, values, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = vc_pg_error_class(pg->conn, res);
+        vc_pg_error_text(pg->conn, res, err, errlen);
+        goto out;
+    }
+    if (PQntuples(res) != 1 || read_outcomes(PQgetvalue(res, 0, 0), msgs, lo, hi) != 0) {
+        snprintf(err, errlen, "unexpected result from wr_apply_events(): %.80s",
+                 PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "(no row)");
+        rc = VC_ERR_PROTOCOL;
+    }
+out:
+    PQclear(res);
+    for (int a = 0; a < WR_PG_NPARAMS; a++)
+        free(arr[a].data);
+    return rc;
+}
+
+/* Runs one utility statement; returns 0 or the class of its failure. */
+static int exec_cmd(wr_pg_t *pg, const char *sql, char *err, size_t errlen)
+{
+    PGresult *res = PQexec(pg->conn, sql);
+    int rc = 0;
+
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        rc = vc_pg_error_class(pg->conn, res);
+        vc_pg_error_text(pg->conn, res, err, errlen);
+        /* A utility statement that fails for a reason other than the server is a bug
+         * in this file, not bad data: never let it be taken for a poison event. */
+        if (rc == VC_ERR_INVALID)
+            rc = VC_ERR_PROTOCOL;
+    }
+    PQclear(res);
+    return rc;
+}
+
+typedef struct {
+    wr_pg_t *pg;
+    wr_msg_t **msgs;
+    char failure[WR_ERR_MAX]; /* why a try stopped the bisection */
+} wr_pg_bisect_t;
+
+/* wr_try_cb: one range under a savepoint, so a failure undoes only that range. */
+static int try_range(void *ctx, size_t lo, size_t hi, char *err, size_t errlen)
+{
+    wr_pg_bisect_t *b = ctx;
+    char undo[WR_ERR_MAX];
+    int rc;
+
+    if ((rc = exec_cmd(b->pg, "SAVEPOINT wr_range", err, errlen)) != 0)
+        goto stop;
+    rc = apply_range(b->pg, b->msgs, lo, hi, err, errlen);
+    if (rc == 0 && (rc = exec_cmd(b->pg, "RELEASE SAVEPOINT wr_range", err, errlen)) == 0)
+        return 0;
+    if (rc != VC_ERR_INVALID)
+        goto stop;
+    if (exec_cmd(b->pg, "ROLLBACK TO SAVEPOINT wr_range", undo, sizeof(undo)) != 0 ||
+        exec_cmd(b->pg, "RELEASE SAVEPOINT wr_range", undo, sizeof(undo)) != 0) {
+        snprintf(b->failure, sizeof(b->failure), "undoing a failed range: %.200s", undo);
+        return VC_ERR_UNAVAILABLE;
+    }
+    return VC_ERR_INVALID;
+stop:
+    snprintf(b->failure, sizeof(b->failure), "%s", err);
+    return rc;
+}
+
+/* wr_poison_cb */
+static void mark_poison(void *ctx, size_t i, const char *err)
+{
+    wr_pg_bisect_t *b = ctx;
+    wr_msg_t *m = b->msgs[i];
+
+    m->outcome = WR_OUT_POISON;
+    m->dlt_class = wr_pg_dlt_class(err);
+    snprintf(m->error, sizeof(m->error), "%s", err);
+}
+
+int wr_pg_apply(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen)
+{
+    wr_pg_bisect_t b = {.pg = pg, .msgs = msgs};
+    char first[WR_ERR_MAX];
+    int rc;
+
+    if (n == 0)
+        return 0;
+    if ((rc = ensure_conn(pg, err, errlen)) != 0)
+        return rc == VC_ERR_INVALID ? VC_ERR_UNAVAILABLE : rc;
+
+    /* The common case: one statement, which is its own transaction. */
+    rc = apply_range(pg, msgs, 0, n, first, sizeof(first));
+    if (rc == 0)
+        return 0;
+    if (rc != VC_ERR_INVALID) {
+        snprintf(err, errlen, "%s", first);
+        return VC_ERR_UNAVAILABLE;
+    }
+
+    /* Some event can never apply: find it under savepoints, apply the rest. */
+    vc_debug("batch of %zu failed (%s): isolating the poison event", n, first);
+    if ((rc = exec_cmd(pg, "BEGIN", err, errlen)) != 0)
+        goto fail;
+    if ((rc = wr_bisect(n, try_range, mark_poison, &b)) != 0) {
+        snprintf(err, errlen, "%s", b.failure);
+        goto fail;
+    }
+    if ((rc = exec_cmd(pg, "COMMIT", err, errlen)) != 0)
+        goto fail;
+    return 0;
+fail:
+    /* Whatever failed, the batch as a whole is retried later; a broken
+     * connection is replaced at the next attempt. */
+    if (PQstatus(pg->conn) == CONNECTION_OK && PQtransactionStatus(pg->conn) != PQTRANS_IDLE) {
+        PGresult *res = PQexec(pg->conn, "ROLLBACK");
+        PQclear(res);
+    }
+    return VC_ERR_UNAVAILABLE;
+}

@@ -1,0 +1,47 @@
+/*
+ * The writer's PostgreSQL adapter: applies a batch of decoded events with
+ * wr_apply_events() (deploy/sql/003_writer_apply.sql) in one transaction,
+ * and isolates the events that can never apply. The only writer file that
+ * speaks libpq. Blocking.
+ */
+#ifndef WR_PG_H
+#define WR_PG_H
+
+#include <stddef.h>
+
+#include "wr_batch.h"
+
+typedef struct wr_pg wr_pg_t;
+
+/*
+ * Creates the adapter for dsn (a libpq conninfo string, copied) and connects.
+ * Returns 0, VC_ERR_NOMEM, VC_ERR_UNAVAILABLE (the server cannot be reached
+ * now: *out is still set and wr_pg_apply() reconnects), or VC_ERR_INVALID
+ * when the database lacks wr_apply_events() (err says which migration).
+ * The caller owns *out (wr_pg_close).
+ */
+int wr_pg_open(wr_pg_t **out, const char *dsn, char *err, size_t errlen);
+
+void wr_pg_close(wr_pg_t *pg);
+
+/*
+ * Applies msgs[0..n) (each decoded, in partition order) in one transaction,
+ * reconnecting first if needed, and sets each message's outcome:
+ * WR_OUT_APPLIED, WR_OUT_NOOP, WR_OUT_TOMBSTONE, or WR_OUT_ORPHAN and
+ * WR_OUT_POISON (with dlt_class and error set) for the ones to dead-letter.
+ * The messages stay owned by the caller.
+ *
+ * Returns 0 once the transaction committed, or VC_ERR_UNAVAILABLE when it
+ * did not and trying the same batch again later may succeed (err says why);
+ * nothing of the batch is then visible.
+ */
+int wr_pg_apply(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen);
+
+/*
+ * The dead-letter class for a permanent error text as vc_pg_error_text()
+ * writes it ("SQLSTATE: message"): WR_DLT_UNKNOWN_VOUCHER, WR_DLT_CONSTRAINT
+ * or WR_DLT_REJECTED. Pure.
+ */
+const char *wr_pg_dlt_class(const char *error_text);
+
+#endif

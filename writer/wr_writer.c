@@ -1,0 +1,317 @@
+#include "wr_writer.h"
+#include "wr_batch.h"
+#include "wr_kafka.h"
+#include "wr_pg.h"
+#include "wr_state.h"
+
+#include "vc_error.h"
+#include "vc_log.h"
+#include "vc_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WR_POLL_MS 100          /* longest a poll blocks, so a stop is seen quickly */
+#define WR_BACKOFF_FIRST_MS 100 /* first wait after a transient failure */
+#define WR_STATS_EVERY_MS 10000
+
+typedef struct {
+    const wr_config_t *cfg;
+    wr_kafka_t *kafka;
+    wr_pg_t *pg;
+    wr_queue_t queue;
+    wr_msg_t **sql;         /* the decoded messages of the batch in hand */
+    wr_msg_t **dead;        /* the ones to dead-letter */
+    wr_position_t *positions;
+    wr_stats_t stats;
+    int paused;
+    int64_t backoff_ms;
+    int64_t retry_at;       /* monotonic ms; 0 when no retry is pending */
+    uint64_t last_events;
+    int64_t last_stats_at;
+} wr_writer_t;
+
+typedef struct {
+    const int32_t *partitions;
+    size_t n;
+} wr_revoked_t;
+
+static int is_revoked(void *ctx, int32_t partition)
+{
+    const wr_revoked_t *r = ctx;
+
+    if (!r->partitions)
+        return 1;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->partitions[i] == partition)
+            return 1;
+    return 0;
+}
+
+/* wr_revoke_cb: unapplied messages of lost partitions are read again by their next owner. */
+static void on_revoke(void *ctx, const int32_t *partitions, size_t n)
+{
+    wr_writer_t *w = ctx;
+    wr_revoked_t r = {partitions, n};
+    size_t dropped = wr_queue_drop_partitions(&w->queue, is_revoked, &r);
+
+    if (dropped)
+        vc_info("dropped %zu unapplied events of revoked partitions", dropped);
+}
+
+/* Polls once and queues what came. Returns 0, or VC_ERR_IO / VC_ERR_NOMEM. */
+static int poll_one(wr_writer_t *w, int timeout_ms)
+{
+    wr_msg_t m, *slot;
+    int rc = wr_kafka_poll(w->kafka, timeout_ms, &m);
+
+    if (rc <= 0)
+        return rc;
+    if (!(slot = wr_queue_push(&w->queue))) {
+        wr_kafka_msg_release(m.handle);
+        return VC_ERR_NOMEM;
+    }
+    *slot = m;
+    /* Decoding is pure and done once; a malformed event is poison from here on. */
+    wr_msg_decode(slot);
+    return 0;
+}
+
+/* Polls until a full batch is queued, linger_ms passed since the first event, or a stop. */
+static int fill(wr_writer_t *w, volatile sig_atomic_t *stop)
+{
+    size_t batch = (size_t)w->cfg->batch;
+    int64_t deadline = -1;
+    int rc;
+
+    while (w->queue.len < batch && !*stop) {
+        int64_t timeout = WR_POLL_MS;
+        if (w->queue.len > 0) {
+            int64_t now = vc_time_mono_ms();
+            if (deadline < 0)
+                deadline = now + w->cfg->linger_ms;
+            if (now >= deadline)
+                break;
+            if (deadline - now < timeout)
+                timeout = deadline - now;
+        }
+        if ((rc = poll_one(w, (int)timeout)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void log_dead_letter(const wr_msg_t *m)
+{
+    char partition[16], offset[24];
+    vc_log_field_t fields[] = {
+        {"code", m->decoded ? m->ev.code : ""},
+        {"orderId", m->decoded ? m->ev.order_id : ""},
+        {"partition", partition},
+        {"offset", offset},
+        {"errorClass", m->dlt_class ? m->dlt_class : ""},
+    };
+
+    snprintf(partition, sizeof(partition), "%d", (int)m->partition);
+    snprintf(offset, sizeof(offset), "%lld", (long long)m->offset);
+    VC_LOG_F(VC_LOG_WARN, fields, "event dead-lettered: %s", m->error);
+}
+
+/*
+ * Applies the first n queued messages: decoded ones in one transaction, then
+ * the poison and orphan ones to the dead-letter topic, then their offsets
+ * stored. Returns 0, or VC_ERR_UNAVAILABLE when the batch must be tried
+ * again (nothing of it stored; the database part may have committed, which
+ * a retry repeats as no-ops).
+ */
+static int apply_batch(wr_writer_t *w, size_t n)
+{
+    char err[WR_ERR_MAX];
+    size_t nsql = 0, ndead = 0;
+    int rc, npos;
+
+    for (size_t i = 0; i < n; i++) {
+        wr_msg_t *m = wr_queue_at(&w->queue, i);
+        if (m->decoded) {
+            m->outcome = WR_OUT_PENDING;
+            w->sql[nsql++] = m;
+        }
+    }
+    if ((rc = wr_pg_apply(w->pg, w->sql, nsql, err, sizeof(err))) != 0) {
+        vc_warn("applying a batch of %zu events failed, will retry: %s", n, err);
+        return VC_ERR_UNAVAILABLE;
+    }
+    for (size_t i = 0; i < n; i++) {
+        wr_msg_t *m = wr_queue_at(&w->queue, i);
+        if (m->outcome == WR_OUT_POISON || m->outcome == WR_OUT_ORPHAN)
+            w->dead[ndead++] = m;
+    }
+    if (ndead > 0 && (rc = wr_kafka_dead_letter(w->kafka, w->dead, ndead, err, sizeof(err))) != 0) {
+        vc_warn("dead-lettering %zu events failed, will retry the batch: %s", ndead, err);
+        return VC_ERR_UNAVAILABLE;
+    }
+    for (size_t i = 0; i < ndead; i++)
+        log_dead_letter(w->dead[i]);
+
+    npos = wr_queue_positions(&w->queue, n, w->positions, n);
+    VC_ASSERT(npos >= 0);
+    wr_kafka_store(w->kafka, w->positions, (size_t)npos);
+
+    w->stats.batches++;
+    w->stats.events += n;
+    w->stats.dead_letters += ndead;
+    for (size_t i = 0; i < nsql; i++) {
+        switch (w->sql[i]->outcome) {
+        case WR_OUT_APPLIED:
+            w->stats.applied++;
+            break;
+        case WR_OUT_NOOP:
+            w->stats.noops++;
+            break;
+        case WR_OUT_TOMBSTONE:
+            w->stats.tombstones++;
+            break;
+        default:
+            break;
+        }
+    }
+    vc_debug("batch of %zu events committed (%zu dead-lettered)", n, ndead);
+    return 0;
+}
+
+static void log_stats(wr_writer_t *w, int force)
+{
+    int64_t now = vc_time_mono_ms();
+
+    if (!force && now - w->last_stats_at < WR_STATS_EVERY_MS)
+        return;
+    if (force || w->stats.events != w->last_events)
+        vc_info("events=%llu (+%llu) applied=%llu noops=%llu tombstones=%llu dead_letters=%llu "
+                "batches=%llu retries=%llu queued=%zu",
+                (unsigned long long)w->stats.events,
+                (unsigned long long)(w->stats.events - w->last_events),
+                (unsigned long long)w->stats.applied, (unsigned long long)w->stats.noops,
+                (unsigned long long)w->stats.tombstones,
+                (unsigned long long)w->stats.dead_letters, (unsigned long long)w->stats.batches,
+                (unsigned long long)w->stats.retries, w->queue.len);
+    w->last_events = w->stats.events;
+    w->last_stats_at = now;
+}
+
+/* After a transient failure: stop fetching and wait, longer each time. */
+static void schedule_retry(wr_writer_t *w)
+{
+    if (!w->paused) {
+        wr_kafka_pause(w->kafka, 1);
+        w->paused = 1;
+    }
+    w->backoff_ms = w->backoff_ms ? w->backoff_ms * 2 : WR_BACKOFF_FIRST_MS;
+    if (w->backoff_ms > w->cfg->backoff_max_ms)
+        w->backoff_ms = w->cfg->backoff_max_ms;
+    w->retry_at = vc_time_mono_ms() + w->backoff_ms;
+    w->stats.retries++;
+}
+
+static void recovered(wr_writer_t *w)
+{
+    if (w->paused) {
+        wr_kafka_pause(w->kafka, 0);
+        w->paused = 0;
+        vc_info("recovered after %llu retries", (unsigned long long)w->stats.retries);
+    }
+    w->backoff_ms = 0;
+    w->retry_at = 0;
+}
+
+static int loop(wr_writer_t *w, volatile sig_atomic_t *stop)
+{
+    size_t batch = (size_t)w->cfg->batch, n;
+    int rc;
+
+    while (!*stop) {
+        log_stats(w, 0);
+        if (w->retry_at) {
+            int64_t wait = w->retry_at - vc_time_mono_ms();
+            if (wait > 0) {
+                /* Keep polling while paused: it serves rebalances and keeps us in the group. */
+                if ((rc = poll_one(w, (int)(wait < WR_POLL_MS ? wait : WR_POLL_MS))) != 0)
+                    return rc;
+                continue;
+            }
+        } else if ((rc = fill(w, stop)) != 0) {
+            return rc;
+        }
+        n = w->queue.len < batch ? w->queue.len : batch;
+        if (n == 0) {
+            if (w->retry_at)
+                recovered(w); /* the failed batch was revoked meanwhile */
+            continue;
+        }
+        if (apply_batch(w, n) == 0) {
+            wr_queue_drop_front(&w->queue, n);
+            recovered(w);
+        } else {
+            schedule_retry(w);
+        }
+    }
+    return 0;
+}
+
+int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_t *stats)
+{
+    wr_writer_t w;
+    wr_kafka_conf_t kconf;
+    char err[WR_ERR_MAX];
+    size_t batch = (size_t)cfg->batch;
+    int rc;
+
+    memset(&w, 0, sizeof(w));
+    w.cfg = cfg;
+    w.last_stats_at = vc_time_mono_ms();
+    wr_queue_init(&w.queue, wr_kafka_msg_release);
+    w.sql = calloc(batch, sizeof(*w.sql));
+    w.dead = calloc(batch, sizeof(*w.dead));
+    w.positions = calloc(batch, sizeof(*w.positions));
+    if (!w.sql || !w.dead || !w.positions) {
+        vc_error("out of memory");
+        rc = VC_ERR_NOMEM;
+        goto out;
+    }
+
+    rc = wr_pg_open(&w.pg, cfg->pg_dsn, err, sizeof(err));
+    if (rc == VC_ERR_UNAVAILABLE) {
+        vc_warn("PostgreSQL not reachable yet, will retry: %s", err);
+    } else if (rc != 0) {
+        vc_error("PostgreSQL: %s", err);
+        goto out;
+    }
+
+    kconf = (wr_kafka_conf_t){cfg->brokers, cfg->group, cfg->topic, cfg->dlt_topic, on_revoke,
+                              &w};
+    if ((rc = wr_kafka_open(&w.kafka, &kconf, err, sizeof(err))) != 0) {
+        vc_error("Kafka: %s", err);
+        goto out;
+    }
+    vc_info("consuming %s as group %s (batch %zu, linger %lld ms), dead letters to %s",
+            cfg->topic, cfg->group, batch, (long long)cfg->linger_ms, cfg->dlt_topic);
+
+    rc = loop(&w, stop);
+    if (rc != 0)
+        vc_error("stopping: %s", vc_strerror(rc));
+    else
+        vc_info("stopping: finished the batch in hand");
+    log_stats(&w, 1);
+out:
+    /* librdkafka wants every message destroyed before its handle: free the
+     * queue first (the last revoke callback then finds it empty). */
+    wr_queue_free(&w.queue);
+    wr_kafka_close(w.kafka);
+    wr_pg_close(w.pg);
+    free(w.sql);
+    free(w.dead);
+    free(w.positions);
+    if (stats)
+        *stats = w.stats;
+    return rc;
+}

@@ -1,0 +1,45 @@
+/*
+ * The writer's main loop: take events from Kafka in batches, apply each
+ * batch to PostgreSQL in one transaction, dead-letter what can never apply,
+ * and only then store the batch's offsets.
+ */
+#ifndef WR_WRITER_H
+#define WR_WRITER_H
+
+#include <signal.h>
+#include <stdint.h>
+
+/* The writer daemon's settings (the table is in main.c). */
+typedef struct {
+    const char *brokers;
+    const char *pg_dsn;
+    const char *log_level;
+    const char *group;
+    const char *topic;
+    const char *dlt_topic;
+    int64_t batch;      /* most events per transaction */
+    int64_t linger_ms;  /* longest wait for a batch to fill */
+    int64_t backoff_max_ms; /* longest wait between retries of a failed batch */
+} wr_config_t;
+
+/* What the loop has done since it started. */
+typedef struct {
+    uint64_t batches;
+    uint64_t events;        /* events in committed batches */
+    uint64_t applied;       /* changed a redemption */
+    uint64_t noops;         /* repeats: nothing to change */
+    uint64_t tombstones;    /* releases recorded before their reservation */
+    uint64_t dead_letters;  /* sent to the dead-letter topic */
+    uint64_t retries;       /* batches tried again after a transient failure */
+} wr_stats_t;
+
+/*
+ * Runs until *stop becomes non-zero (a signal handler sets it): then the
+ * batch in hand is finished if it can be, its offsets committed, and the
+ * consumer closed. Returns 0 after such a stop, or a negative error when the
+ * writer cannot run at all (bad configuration, missing schema, fatal Kafka
+ * error). stats, when not NULL, receives the counters at the end.
+ */
+int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_t *stats);
+
+#endif
