@@ -10,9 +10,11 @@
 #include <time.h>
 
 #include "rc_pass.h"
+#include "vc_admin.h"
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_metrics.h"
 
 typedef struct {
     const char *pg_dsn;
@@ -20,6 +22,7 @@ typedef struct {
     const char *kafka_brokers;
     const char *writer_group;
     const char *log_level;
+    const char *admin_addr;
     int64_t interval_ms;
     int64_t timeout_ms;
     int once;
@@ -36,6 +39,9 @@ static const vc_cfg_param_t params[] = {
      offsetof(rc_settings_t, writer_group), 0, 0, "the writer's consumer group"},
     {"log-level", "VOUCHER_LOG_LEVEL", VC_CFG_STRING, "info", offsetof(rc_settings_t, log_level), 0,
      0, "debug, info, warn or error"},
+    {"admin-addr", "VOUCHER_ADMIN_ADDR", VC_CFG_STRING, "127.0.0.1:15412",
+     offsetof(rc_settings_t, admin_addr), 0, 0,
+     "where /healthz, /readyz and /metrics are served (empty: nowhere)"},
     {"interval", "VOUCHER_RECONCILE_INTERVAL", VC_CFG_MS, "5s", offsetof(rc_settings_t, interval_ms),
      100, 24LL * 3600 * 1000, "time between passes"},
     {"timeout", "VOUCHER_RECONCILE_TIMEOUT", VC_CFG_MS, "5s", offsetof(rc_settings_t, timeout_ms), 10,
@@ -46,6 +52,17 @@ static const vc_cfg_param_t params[] = {
 };
 
 static volatile sig_atomic_t stopping;
+
+/* Whether the last pass could read everything; read by the admin thread. */
+static _Atomic int last_pass_ok;
+
+static int ready_cb(void *arg, char *detail, size_t cap)
+{
+    (void)arg;
+    if (!last_pass_ok)
+        snprintf(detail, cap, "the last pass could not read PostgreSQL, Redis or Kafka");
+    return last_pass_ok;
+}
 
 static void on_signal(int sig)
 {
@@ -59,6 +76,8 @@ int main(int argc, char **argv)
     rc_config_t cfg;
     rc_ctx_t ctx = {0};
     rc_summary_t sum;
+    vc_admin_t *admin = NULL;
+    vc_metric_t *passes, *failed;
     char err[512];
     int rc;
 
@@ -93,12 +112,25 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     signal(SIGPIPE, SIG_IGN);
-    vc_info("reconciler started: a pass every %lld ms", (long long)s.interval_ms);
+    if (s.admin_addr && *s.admin_addr &&
+        vc_admin_start(s.admin_addr, ready_cb, NULL, &admin, err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-reconciler: --admin-addr: %s\n", err);
+        return 2;
+    }
+    passes = vc_counter("voucher_reconciler_passes_total", "Reconciliation passes", "result=\"ok\"");
+    failed = vc_counter("voucher_reconciler_passes_total", "Reconciliation passes",
+                        "result=\"failed\"");
+    vc_info("reconciler started: a pass every %lld ms, admin on %s", (long long)s.interval_ms,
+            s.admin_addr && *s.admin_addr ? s.admin_addr : "(off)");
     while (!stopping) {
         if (rc_pass(&ctx, NULL, &sum, err, sizeof(err)) != 0) {
             vc_warn("pass failed, will try again: %s", err);
+            vc_metric_add(failed, 1);
+            last_pass_ok = 0;
             rc_ctx_close(&ctx);
         } else {
+            vc_metric_add(passes, 1);
+            last_pass_ok = 1;
             vc_debug("pass: %d vouchers, %d consistent, %d behind, %d drifted", sum.vouchers,
                      sum.consistent, sum.behind, sum.drifted);
         }
@@ -108,6 +140,7 @@ int main(int argc, char **argv)
         }
     }
     rc_ctx_close(&ctx);
+    vc_admin_stop(admin);
     vc_info("reconciler stopped");
     return 0;
 }

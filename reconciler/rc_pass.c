@@ -1,6 +1,7 @@
 #include "rc_pass.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_metrics.h"
 #include "vc_pg.h"
 
 #include <stdlib.h>
@@ -88,6 +89,26 @@ static int read_state(rc_ctx_t *ctx, const char *code, rc_voucher_state_t *s, ch
     return 0;
 }
 
+/* Per-voucher gauges: the drift (what PostgreSQL allows minus what Redis offers) and the verdict. */
+static void record_metrics(const rc_voucher_state_t *s, rc_verdict_t v)
+{
+    char labels[64];
+
+    snprintf(labels, sizeof(labels), "code=\"%s\"", s->code);
+    vc_metric_set(vc_gauge("voucher_reconciler_drift",
+                           "PostgreSQL's remaining uses minus Redis's, per voucher (0 when they agree)",
+                           labels),
+                  s->redis_loaded ? (s->total_limit - s->used_count) - s->redis_remaining : 0);
+    vc_metric_set(vc_gauge("voucher_reconciler_verdict",
+                           "Last verdict per voucher: 0 consistent, 1 not loaded, 2 behind, 3 drifted",
+                           labels),
+                  (int64_t)v);
+    if (s->in_flight >= 0)
+        vc_metric_set(vc_gauge("voucher_reconciler_writer_lag_events",
+                               "Events published but not yet applied by the writer", NULL),
+                      s->in_flight);
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -163,6 +184,7 @@ int rc_pass(rc_ctx_t *ctx, FILE *table, rc_summary_t *sum, char *err, size_t err
                     (long long)s.total_limit, (long long)s.used_count,
                     (long long)(s.total_limit - s.used_count), redis_left, in_flight,
                     rc_verdict_name(v));
+        record_metrics(&s, v);
         if (v == RC_DRIFTED || v == RC_BEHIND) {
             char used[24], live[24];
             vc_log_field_t f[] = {{"code", s.code}, {"usedCount", used}, {"liveRows", live}};
