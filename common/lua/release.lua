@@ -3,17 +3,19 @@
 -- KEYS[1] voucher:{CODE}:remaining  KEYS[2] voucher:{CODE}:users
 -- KEYS[3] voucher:{CODE}:orders     KEYS[4] voucher:{CODE}:holds   (as reserve.lua)
 -- ARGV[1] orderId
--- ARGV[2] mode: "release" keeps the order, in state R (cancelled or expired);
---         "forget" deletes it, for a hold whose VoucherReserved was never
---         persisted: nothing else knows the order, so the client may retry it.
+-- ARGV[2] mode: "release" gives back a held or confirmed use (cancelled order,
+--         expired hold) and keeps the order in state R;
+--         "forget" gives back only a held use and deletes the order, for a hold
+--         whose VoucherReserved was never persisted: nothing else knows the
+--         order, so the client may try it again.
 --
--- Only a held order (state H) changes. Returns {status, order}: 1 released,
--- 0 not held (state C or R, nothing changed), -1 no such order; order is the
--- stored value ("customerId:discount:heldUntilMs:state") as it is now.
+-- Returns {status, order}: 1 given back, 0 nothing to give back (already R,
+-- or C in "forget" mode), -1 no such order; order is the stored value
+-- ("customerId:discount:heldUntilMs:state") as it is now.
 local order = redis.call('HGET', KEYS[3], ARGV[1])
 if not order then return {-1, false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
-if state ~= 'H' then return {0, order} end
+if state == 'R' or (state ~= 'H' and ARGV[2] == 'forget') then return {0, order} end
 if ARGV[2] == 'forget' then
   redis.call('HDEL', KEYS[3], ARGV[1])
 else

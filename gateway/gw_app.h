@@ -1,0 +1,67 @@
+/*
+ * What a worker's request handlers share: the settings and the worker's
+ * adapters, the route dispatch, and the helpers that turn result codes into
+ * answers. The flows themselves live in gw_reserve.c and gw_holds.c.
+ */
+#ifndef GW_APP_H
+#define GW_APP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gw_config.h"
+#include "gw_http.h"
+#include "gw_kafka.h"
+#include "gw_redis.h"
+#include "gw_rules.h"
+
+/* The registered Redis scripts, in gw_app_scripts[] order. */
+enum {
+    GW_SCRIPT_RESERVE,
+    GW_SCRIPT_RELEASE,
+    GW_SCRIPT_CONFIRM,
+    GW_SCRIPT_COUNT,
+};
+
+extern const char *const gw_app_scripts[GW_SCRIPT_COUNT];
+
+/* One worker's view; all borrowed, all used on the worker's loop only. */
+typedef struct {
+    const gw_config_t *cfg;
+    gw_redis_t *redis;
+    gw_rules_t *rules;
+    gw_kafka_t *kafka; /* shared by all workers */
+    gw_kafka_inbox_t *inbox;
+} gw_app_t;
+
+/* The Redis keys of a voucher, in the order of reserve.lua. */
+enum { GW_KEY_REMAINING, GW_KEY_USERS, GW_KEY_ORDERS, GW_KEY_HOLDS, GW_KEY_COUNT };
+#define GW_KEY_MAX (VC_CODE_MAX + 32)
+
+/* Fills keys with voucher:{code}:remaining, :users, :orders, :holds. */
+void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
+
+/* The gw_http_handler_cb of a worker: ctx is its gw_app_t. */
+void gw_app_handle(void *ctx, gw_request_t *req);
+
+/*
+ * Answers req with the error body for rc (gw_status_for), detail (may be
+ * NULL: the code's message is used), and Retry-After on 503. Frees req.
+ */
+void gw_app_reply_error(gw_request_t *req, int rc, const char *detail);
+
+/* Answers req with status and a JSON body of len bytes. Frees req. */
+void gw_app_reply(gw_request_t *req, int status, const char *body, size_t len);
+
+/*
+ * Encodes ev and produces it keyed by its code. Returns 0 and cb runs once
+ * with the delivery outcome, or a negative VC_ERR_* and cb never runs.
+ */
+int gw_app_publish(gw_app_t *app, const vc_event_t *ev, gw_kafka_delivery_cb cb, void *arg);
+
+/* Starts the flows; each answers req exactly once. */
+void gw_reserve_start(gw_app_t *app, gw_request_t *req, const char *code);
+void gw_confirm_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id);
+void gw_cancel_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id);
+
+#endif

@@ -1,0 +1,45 @@
+#include "gw_config.h"
+
+#include <stddef.h>
+
+#define STR(flag, env, def, field, help)                                                           \
+    {flag, env, VC_CFG_STRING, def, offsetof(gw_config_t, field), 0, 0, help}
+#define INT(flag, env, def, field, lo, hi, help)                                                   \
+    {flag, env, VC_CFG_INT, def, offsetof(gw_config_t, field), lo, hi, help}
+#define MS(flag, env, def, field, lo, hi, help)                                                    \
+    {flag, env, VC_CFG_MS, def, offsetof(gw_config_t, field), lo, hi, help}
+
+const vc_cfg_param_t gw_config_params[] = {
+    STR("http-addr", "VOUCHER_HTTP_ADDR", "127.0.0.1:15410", http_addr,
+        "address the HTTP API listens on (host:port)"),
+    STR("redis-url", "VOUCHER_REDIS_URL", "redis://127.0.0.1:15401/0", redis_url,
+        "Redis holding the remaining uses and holds"),
+    STR("kafka-brokers", "VOUCHER_KAFKA_BROKERS", "127.0.0.1:15402", kafka_brokers,
+        "Kafka bootstrap servers (comma-separated host:port)"),
+    STR("kafka-topic", "VOUCHER_KAFKA_TOPIC", "voucher-events", kafka_topic,
+        "topic the voucher events are published to"),
+    STR("pg-dsn", "VOUCHER_PG_DSN", "host=127.0.0.1 port=15400 dbname=voucher user=voucher", pg_dsn,
+        "PostgreSQL connection string (libpq conninfo) for voucher rules"),
+    STR("log-level", "VOUCHER_LOG_LEVEL", "info", log_level, "debug, info, warn or error"),
+    MS("hold-ttl", "VOUCHER_HOLD_TTL", "15m", hold_ttl_ms, 1000, 86400000LL,
+       "how long a reservation holds a use before it may be released"),
+    INT("threads", "VOUCHER_GATEWAY_THREADS", "0", threads, 0, 256,
+        "worker threads, each with its own loop and listener; 0 = one per core"),
+    MS("redis-timeout", "VOUCHER_REDIS_TIMEOUT", "500ms", redis_timeout_ms, 1, 60000,
+       "deadline of each Redis command; a late reply drops the connection"),
+    MS("kafka-timeout", "VOUCHER_KAFKA_TIMEOUT", "5s", kafka_timeout_ms, 10, 300000,
+       "how long the producer tries to deliver an event (delivery.timeout.ms)"),
+    MS("rules-ttl", "VOUCHER_RULES_TTL", "5s", rules_ttl_ms, 0, 3600000,
+       "how long cached voucher rules are trusted before PostgreSQL is read again"),
+    MS("rules-miss-ttl", "VOUCHER_RULES_MISS_TTL", "1s", rules_miss_ttl_ms, 0, 3600000,
+       "how long an unknown voucher code is answered 404 from memory"),
+    MS("soldout-recheck", "VOUCHER_SOLDOUT_RECHECK", "1s", soldout_recheck_ms, 0, 3600000,
+       "how long a sold-out voucher is answered OUT_OF_STOCK without running the script"),
+    INT("max-connections", "VOUCHER_MAX_CONNECTIONS", "10000", max_connections, 1, 1000000,
+        "open client connections allowed, all workers together"),
+    MS("idle-timeout", "VOUCHER_HTTP_IDLE_TIMEOUT", "30s", idle_timeout_ms, 100, 3600000,
+       "idle keep-alive time, and the time a client has to send one request"),
+    INT("pg-pool-size", "VOUCHER_PG_POOL_SIZE", "4", pg_pool_size, 1, 64,
+        "PostgreSQL connections shared by the rule loads"),
+    VC_CFG_END,
+};

@@ -1,0 +1,643 @@
+#include "gw_http.h"
+
+#include <errno.h>
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "vc_error.h"
+#include "vc_log.h"
+
+/* Bytes read ahead while a request is in flight before reading pauses. */
+#define GW_PENDING_MAX (64 * 1024)
+#define GW_PENDING_CAP (GW_PENDING_MAX + sizeof(((gw_http_server_t *)0)->readbuf))
+
+struct gw_arena_chunk {
+    gw_arena_chunk_t *next;
+    size_t cap, used;
+    max_align_t data[];
+};
+
+/* A request as the connection builds it: the public part first. */
+typedef struct {
+    gw_request_t pub;
+    int keep_alive;
+} request_t;
+
+struct gw_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    http_parser parser;
+    gw_http_server_t *server;
+    gw_conn_t *prev, *next;
+    int open_handles;
+    int closing, reading, read_eof, close_after, in_message;
+    size_t head_bytes;
+    char url[GW_MAX_HEAD + 1];
+    size_t url_len;
+    char *body; /* GW_MAX_BODY + 1 bytes, allocated on the first body */
+    size_t body_len;
+    char *pending; /* GW_PENDING_CAP bytes: read while a request was in flight */
+    size_t pending_len;
+    request_t *ready;    /* complete, not yet handed to the handler */
+    request_t *inflight; /* handed to the handler, not yet answered */
+    int error_status;    /* set by a parser callback that rejects the request */
+    /* Recognising "Expect: 100-continue" across split header callbacks. */
+    char field[8], value[16];
+    size_t field_len, value_len;
+    int in_value, expect_continue;
+};
+
+/* A write in flight; the bytes follow the struct. */
+typedef struct {
+    uv_write_t req;
+    gw_conn_t *conn;
+    int resume; /* the answer to inflight: resume parsing once written */
+    size_t len;
+    char data[];
+} write_t;
+
+static void conn_close(gw_conn_t *c);
+static void conn_feed(gw_conn_t *c, char *data, size_t len);
+static void conn_read_start(gw_conn_t *c);
+static void timer_close_cb(uv_timer_t *t);
+
+static void maybe_done(gw_http_server_t *s)
+{
+    gw_http_done_cb cb = s->done_cb;
+    if (s->shutting_down && !s->listening && !s->conns && s->requests == 0 && cb) {
+        s->done_cb = NULL;
+        cb(s);
+    }
+}
+
+/* ---- arena ---- */
+
+void *gw_request_alloc(gw_request_t *req, size_t n)
+{
+    const size_t align = alignof(max_align_t);
+    gw_arena_chunk_t *ch = req->arena;
+    void *p;
+
+    n = (n + align - 1) / align * align;
+    if (!ch || ch->cap - ch->used < n) {
+        size_t cap = n > 2048 ? n : 2048;
+        if (!(ch = malloc(sizeof(*ch) + cap)))
+            return NULL;
+        ch->cap = cap;
+        ch->used = 0;
+        ch->next = req->arena;
+        req->arena = ch;
+    }
+    p = (char *)ch->data + ch->used;
+    ch->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+static void request_free(request_t *r)
+{
+    gw_http_server_t *s = r->pub.server;
+    gw_arena_chunk_t *ch = r->pub.arena, *next;
+
+    for (; ch; ch = next) {
+        next = ch->next;
+        free(ch);
+    }
+    free(r);
+    s->requests--;
+    maybe_done(s);
+}
+
+/* ---- writing ---- */
+
+static void write_cb(uv_write_t *wr, int status)
+{
+    write_t *w = (write_t *)wr;
+    gw_conn_t *c = w->conn;
+    int resume = w->resume;
+
+    free(w);
+    if (c->closing)
+        return;
+    if (status < 0) {
+        vc_debug("http write failed: %s", uv_strerror(status));
+        conn_close(c);
+        return;
+    }
+    if (!resume)
+        return;
+    /* The answer is out: take the next request, if the connection stays. */
+    c->inflight = NULL;
+    if (c->close_after || c->server->shutting_down) {
+        conn_close(c);
+        return;
+    }
+    http_parser_pause(&c->parser, 0);
+    uv_timer_start(&c->timer, timer_close_cb, (uint64_t)c->server->idle_timeout_ms, 0);
+    if (c->pending_len) {
+        size_t len = c->pending_len;
+        c->pending_len = 0;
+        conn_feed(c, c->pending, len);
+        if (c->closing || c->inflight)
+            return;
+    }
+    if (c->read_eof)
+        conn_close(c); /* the client is done sending and everything is answered */
+    else if (!c->reading)
+        conn_read_start(c);
+}
+
+/* Queues len bytes of data (copied). Returns 0, or closes the connection and returns < 0. */
+static int conn_write(gw_conn_t *c, const char *head, size_t head_len, const char *body,
+                      size_t body_len, int resume)
+{
+    write_t *w = malloc(sizeof(*w) + head_len + body_len);
+    uv_buf_t buf;
+    int rc;
+
+    if (!w) {
+        conn_close(c);
+        return VC_ERR_NOMEM;
+    }
+    w->conn = c;
+    w->resume = resume;
+    w->len = head_len + body_len;
+    memcpy(w->data, head, head_len);
+    if (body_len)
+        memcpy(w->data + head_len, body, body_len);
+    buf = uv_buf_init(w->data, (unsigned)w->len);
+    if ((rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, write_cb)) != 0) {
+        free(w);
+        conn_close(c);
+        return VC_ERR_IO;
+    }
+    return 0;
+}
+
+static size_t format_head(char *buf, size_t cap, int status, size_t body_len, int keep_alive,
+                          const char *extra)
+{
+    int n = snprintf(buf, cap,
+                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n%s%s\r\n",
+                     status, gw_status_text(status), body_len,
+                     keep_alive ? "" : "Connection: close\r\n", extra ? extra : "");
+    return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
+}
+
+void gw_http_respond(gw_request_t *req, int status, const char *extra_headers, const char *body,
+                     size_t body_len)
+{
+    request_t *r = (request_t *)req;
+    gw_conn_t *c = req->conn;
+    char head[1024];
+    size_t head_len;
+    int keep_alive;
+
+    if (!c) {
+        request_free(r);
+        return;
+    }
+    VC_ASSERT(c->inflight == r);
+    keep_alive = r->keep_alive && !c->close_after && !c->server->shutting_down;
+    if (!keep_alive)
+        c->close_after = 1;
+    head_len = format_head(head, sizeof(head), status, body_len, keep_alive, extra_headers);
+    if (head_len == 0) {
+        head_len = format_head(head, sizeof(head), 500, 0, 0, NULL);
+        body_len = 0;
+        c->close_after = 1;
+    }
+    request_free(r);
+    conn_write(c, head, head_len, body, body_len, 1);
+}
+
+/* Answers a request the parser rejected, and closes after. */
+static void conn_fail(gw_conn_t *c, int status, const char *detail)
+{
+    char head[256], body[512];
+    const char *error = status == 413 ? "PAYLOAD_TOO_LARGE"
+                        : status == 431 ? "HEADERS_TOO_LARGE"
+                                        : "BAD_REQUEST";
+    size_t body_len = gw_body_error(body, sizeof(body), error, detail, NULL);
+    size_t head_len = format_head(head, sizeof(head), status, body_len, 0, NULL);
+
+    c->close_after = 1;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = 0;
+    /* Resume set: the write callback then closes (close_after) like any answer. */
+    conn_write(c, head, head_len, body, body_len, 1);
+}
+
+/* ---- parsing ---- */
+
+static int head_grow(gw_conn_t *c, size_t len)
+{
+    c->head_bytes += len;
+    if (c->head_bytes > GW_MAX_HEAD) {
+        c->error_status = 431;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_message_begin(http_parser *p)
+{
+    gw_conn_t *c = p->data;
+    c->url_len = c->body_len = c->head_bytes = 0;
+    c->field_len = c->value_len = 0;
+    c->in_value = c->expect_continue = 0;
+    c->in_message = 1;
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+    gw_conn_t *c = p->data;
+    if (head_grow(c, len) != 0)
+        return -1;
+    memcpy(c->url + c->url_len, at, len);
+    c->url_len += len;
+    return 0;
+}
+
+static void header_done(gw_conn_t *c)
+{
+    if (c->field_len == 6 && strncasecmp(c->field, "expect", 6) == 0 && c->value_len == 12 &&
+        strncasecmp(c->value, "100-continue", 12) == 0)
+        c->expect_continue = 1;
+    c->field_len = c->value_len = 0;
+    c->in_value = 0;
+}
+
+static void append_small(char *buf, size_t cap, size_t *len, const char *at, size_t n)
+{
+    /* Only short names and values matter; a longer one is marked as too long. */
+    if (*len + n > cap) {
+        *len = cap + 1;
+        return;
+    }
+    memcpy(buf + *len, at, n);
+    *len += n;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+    gw_conn_t *c = p->data;
+    if (head_grow(c, len) != 0)
+        return -1;
+    if (c->in_value)
+        header_done(c);
+    if (c->field_len <= sizeof(c->field))
+        append_small(c->field, sizeof(c->field), &c->field_len, at, len);
+    return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+    gw_conn_t *c = p->data;
+    if (head_grow(c, len) != 0)
+        return -1;
+    c->in_value = 1;
+    if (c->value_len <= sizeof(c->value))
+        append_small(c->value, sizeof(c->value), &c->value_len, at, len);
+    return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    gw_conn_t *c = p->data;
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+    if (c->in_value)
+        header_done(c);
+    if (p->content_length != ULLONG_MAX && p->content_length > GW_MAX_BODY) {
+        c->error_status = 413;
+        return -1;
+    }
+    if (c->expect_continue && p->content_length != ULLONG_MAX && p->content_length > 0 &&
+        conn_write(c, cont, sizeof(cont) - 1, NULL, 0, 0) != 0)
+        return -1;
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+    gw_conn_t *c = p->data;
+    if (c->body_len + len > GW_MAX_BODY) {
+        c->error_status = 413;
+        return -1;
+    }
+    if (!c->body && !(c->body = malloc(GW_MAX_BODY + 1)))
+        return -1;
+    memcpy(c->body + c->body_len, at, len);
+    c->body_len += len;
+    return 0;
+}
+
+static gw_method_t method_of(unsigned m)
+{
+    switch (m) {
+    case HTTP_GET:
+        return GW_M_GET;
+    case HTTP_POST:
+        return GW_M_POST;
+    case HTTP_DELETE:
+        return GW_M_DELETE;
+    default:
+        return GW_M_OTHER;
+    }
+}
+
+static int on_message_complete(http_parser *p)
+{
+    gw_conn_t *c = p->data;
+    gw_http_server_t *s = c->server;
+    request_t *r = malloc(sizeof(*r) + c->url_len + 1 + c->body_len + 1);
+    char *path, *body;
+
+    c->in_message = 0;
+    if (!r)
+        return -1;
+    memset(r, 0, sizeof(*r));
+    path = (char *)(r + 1);
+    body = path + c->url_len + 1;
+    memcpy(path, c->url, c->url_len);
+    path[c->url_len] = '\0';
+    if (c->body_len)
+        memcpy(body, c->body, c->body_len);
+    body[c->body_len] = '\0';
+    r->pub.method = method_of(p->method);
+    r->pub.path = path;
+    r->pub.path_len = c->url_len;
+    r->pub.body = body;
+    r->pub.body_len = c->body_len;
+    r->pub.id = ++s->next_id;
+    r->pub.conn = c;
+    r->pub.server = s;
+    r->keep_alive = http_should_keep_alive(p) && !p->upgrade;
+    s->requests++;
+    c->ready = r;
+    /* One request at a time: the rest waits until this one is answered. */
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+static const http_parser_settings settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* Parses data; a complete request is dispatched and what follows it kept in pending. */
+static void conn_feed(gw_conn_t *c, char *data, size_t len)
+{
+    size_t n = http_parser_execute(&c->parser, &settings, data, len);
+    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+    request_t *r = c->ready;
+
+    if (c->closing)
+        return;
+    if (r) {
+        size_t rest = len - n;
+        c->ready = NULL;
+        if (rest) {
+            if (!c->pending && !(c->pending = malloc(GW_PENDING_CAP))) {
+                request_free(r);
+                conn_close(c);
+                return;
+            }
+            memmove(c->pending, data + n, rest);
+            c->pending_len = rest;
+        }
+        c->inflight = r;
+        uv_timer_stop(&c->timer);
+        c->server->handler(c->server->ctx, &r->pub);
+        return;
+    }
+    if (e != HPE_OK) {
+        int status = c->error_status ? c->error_status : e == HPE_HEADER_OVERFLOW ? 431 : 400;
+        conn_fail(c, status, status == 400 ? http_errno_description(e)
+                             : status == 413 ? "request body is larger than 16384 bytes"
+                                             : "request line and headers exceed 8192 bytes");
+        return;
+    }
+    if (c->parser.upgrade)
+        conn_fail(c, 400, "protocol upgrades are not supported");
+}
+
+/* ---- connections ---- */
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    gw_conn_t *c = h->data;
+    (void)suggested;
+    *buf = uv_buf_init(c->server->readbuf, sizeof(c->server->readbuf));
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    gw_conn_t *c = st->data;
+
+    if (nread == 0)
+        return;
+    if (nread < 0) {
+        if (nread == UV_EOF && (c->inflight || c->pending_len)) {
+            /* Answer what was asked, then close. */
+            c->read_eof = 1;
+            uv_read_stop(st);
+            c->reading = 0;
+            return;
+        }
+        conn_close(c);
+        return;
+    }
+    if (c->inflight || c->close_after) {
+        if (c->close_after)
+            return; /* an error answer is on its way: ignore the rest */
+        if (!c->pending && !(c->pending = malloc(GW_PENDING_CAP))) {
+            conn_close(c);
+            return;
+        }
+        memcpy(c->pending + c->pending_len, buf->base, (size_t)nread);
+        c->pending_len += (size_t)nread;
+        if (c->pending_len >= GW_PENDING_MAX) {
+            uv_read_stop(st);
+            c->reading = 0;
+        }
+        return;
+    }
+    conn_feed(c, buf->base, (size_t)nread);
+}
+
+static void conn_read_start(gw_conn_t *c)
+{
+    if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) == 0)
+        c->reading = 1;
+    else
+        conn_close(c);
+}
+
+static void close_cb(uv_handle_t *h)
+{
+    gw_conn_t *c = h->data;
+    gw_http_server_t *s = c->server;
+
+    if (--c->open_handles > 0)
+        return;
+    free(c->body);
+    free(c->pending);
+    free(c);
+    maybe_done(s);
+}
+
+static void conn_close(gw_conn_t *c)
+{
+    gw_http_server_t *s = c->server;
+
+    if (c->closing)
+        return;
+    c->closing = 1;
+    if (c->inflight)
+        c->inflight->pub.conn = NULL; /* the handler still owns it */
+    if (c->ready) {
+        request_free(c->ready);
+        c->ready = NULL;
+    }
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    atomic_fetch_sub(s->connections, 1);
+    uv_close((uv_handle_t *)&c->tcp, close_cb);
+    uv_close((uv_handle_t *)&c->timer, close_cb);
+}
+
+static void timer_close_cb(uv_timer_t *t)
+{
+    gw_conn_t *c = t->data;
+    if (!c->inflight)
+        conn_close(c);
+}
+
+static void accept_cb(uv_stream_t *listener, int status)
+{
+    gw_http_server_t *s = listener->data;
+    gw_conn_t *c;
+
+    if (status < 0) {
+        vc_warn("accept failed: %s", uv_strerror(status));
+        return;
+    }
+    if (!(c = calloc(1, sizeof(*c)))) {
+        vc_error("out of memory accepting a connection");
+        return;
+    }
+    c->server = s;
+    uv_tcp_init(s->loop, &c->tcp);
+    uv_timer_init(s->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->open_handles = 2;
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    atomic_fetch_add(s->connections, 1);
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (atomic_load(s->connections) > s->max_connections || s->shutting_down) {
+        vc_debug("connection refused: %ld connections open", (long)atomic_load(s->connections));
+        conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    uv_timer_start(&c->timer, timer_close_cb, (uint64_t)s->idle_timeout_ms, 0);
+    conn_read_start(c);
+}
+
+int gw_http_listen(gw_http_server_t *s, uv_loop_t *loop, const char *host, int port,
+                   int64_t idle_timeout_ms, atomic_long *connections, long max_connections,
+                   gw_http_handler_cb handler, void *ctx, char *err, size_t errlen)
+{
+    struct sockaddr_storage addr;
+    uv_os_fd_t fd;
+    int rc, one = 1;
+
+    memset(s, 0, offsetof(gw_http_server_t, readbuf));
+    s->loop = loop;
+    s->handler = handler;
+    s->ctx = ctx;
+    s->idle_timeout_ms = idle_timeout_ms;
+    s->connections = connections;
+    s->max_connections = max_connections;
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&addr) != 0 &&
+        uv_ip6_addr(host, port, (struct sockaddr_in6 *)&addr) != 0) {
+        snprintf(err, errlen, "\"%s\" is not a numeric IPv4 or IPv6 address", host);
+        return VC_ERR_INVALID;
+    }
+    if ((rc = uv_tcp_init_ex(loop, &s->listener, addr.ss_family)) != 0) {
+        snprintf(err, errlen, "socket: %s", uv_strerror(rc));
+        return VC_ERR_IO;
+    }
+    s->listener.data = s;
+    s->listening = 1;
+    /* Every worker binds the same address; the kernel spreads connections. */
+    if ((rc = uv_fileno((uv_handle_t *)&s->listener, &fd)) != 0) {
+        snprintf(err, errlen, "listener socket: %s", uv_strerror(rc));
+        goto fail;
+    }
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
+        snprintf(err, errlen, "setsockopt(SO_REUSEPORT): %s", strerror(errno));
+        goto fail;
+    }
+    if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0)) != 0 ||
+        (rc = uv_listen((uv_stream_t *)&s->listener, 1024, accept_cb)) != 0) {
+        snprintf(err, errlen, "listen on %s:%d: %s", host, port, uv_strerror(rc));
+        goto fail;
+    }
+    return 0;
+fail:
+    s->listening = 0;
+    uv_close((uv_handle_t *)&s->listener, NULL);
+    return VC_ERR_IO;
+}
+
+static void listener_close_cb(uv_handle_t *h)
+{
+    gw_http_server_t *s = h->data;
+    s->listening = 0;
+    maybe_done(s);
+}
+
+void gw_http_shutdown(gw_http_server_t *s, gw_http_done_cb done_cb)
+{
+    gw_conn_t *c, *next;
+
+    if (s->shutting_down)
+        return;
+    s->shutting_down = 1;
+    s->done_cb = done_cb;
+    if (s->listening)
+        uv_close((uv_handle_t *)&s->listener, listener_close_cb);
+    for (c = s->conns; c; c = next) {
+        next = c->next;
+        if (!c->inflight)
+            conn_close(c);
+    }
+    maybe_done(s);
+}

@@ -1,0 +1,98 @@
+/*
+ * The HTTP/1.1 server of one worker loop: a SO_REUSEPORT listener,
+ * keep-alive connections parsed with http-parser, and one request in flight
+ * per connection (the parser is paused until the answer is written, so
+ * pipelined requests are answered in order).
+ *
+ * Limits: bodies above GW_MAX_BODY get 413, request heads above
+ * GW_MAX_HEAD get 431, anything http-parser rejects gets 400; all three close
+ * the connection. A connection idle (or slow to send a request) for
+ * idle_timeout_ms is closed. Connections above max_connections (counted over
+ * all workers) are closed as soon as they are accepted.
+ */
+#ifndef GW_HTTP_H
+#define GW_HTTP_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "gw_router.h"
+
+#define GW_MAX_HEAD (8 * 1024)
+
+typedef struct gw_http_server gw_http_server_t;
+typedef struct gw_conn gw_conn_t;
+typedef struct gw_arena_chunk gw_arena_chunk_t;
+
+/* One request, alive from its dispatch until gw_http_respond(). */
+typedef struct gw_request {
+    gw_method_t method;
+    const char *path; /* NUL-terminated request target */
+    size_t path_len;
+    const char *body; /* NUL-terminated; body_len bytes */
+    size_t body_len;
+    uint64_t id;      /* per-worker sequence, for logs */
+    gw_conn_t *conn;  /* NULL once the client went away */
+    gw_http_server_t *server;
+    gw_arena_chunk_t *arena;
+} gw_request_t;
+
+/*
+ * Called for each complete request. The handler owns req until it calls
+ * gw_http_respond() exactly once (also when the client has gone away).
+ */
+typedef void (*gw_http_handler_cb)(void *ctx, gw_request_t *req);
+
+/* Called once by gw_http_shutdown() when no connection and no request is left. */
+typedef void (*gw_http_done_cb)(gw_http_server_t *server);
+
+struct gw_http_server {
+    uv_loop_t *loop;
+    uv_tcp_t listener;
+    gw_http_handler_cb handler;
+    void *ctx;
+    int64_t idle_timeout_ms;
+    atomic_long *connections; /* shared by all workers */
+    long max_connections;
+    gw_conn_t *conns;         /* open connections (doubly linked) */
+    long requests;            /* dispatched and not yet answered */
+    uint64_t next_id;
+    int listening, shutting_down;
+    gw_http_done_cb done_cb;
+    char readbuf[64 * 1024];
+};
+
+/*
+ * Binds host:port with SO_REUSEPORT on loop and starts accepting.
+ * connections is borrowed for the server's life. Returns 0, or a negative
+ * VC_ERR_* with err saying what failed.
+ */
+int gw_http_listen(gw_http_server_t *s, uv_loop_t *loop, const char *host, int port,
+                   int64_t idle_timeout_ms, atomic_long *connections, long max_connections,
+                   gw_http_handler_cb handler, void *ctx, char *err, size_t errlen);
+
+/*
+ * Answers req and frees it (with its arena). status and body (body_len bytes,
+ * JSON; copied) make the answer; extra_headers, if not NULL, is more header
+ * lines, each ending in "\r\n" (copied). A client that has gone away only
+ * gets its request freed.
+ */
+void gw_http_respond(gw_request_t *req, int status, const char *extra_headers, const char *body,
+                     size_t body_len);
+
+/*
+ * Returns n zeroed bytes that live as long as req (its arena), or NULL when
+ * memory runs out.
+ */
+void *gw_request_alloc(gw_request_t *req, size_t n);
+
+/*
+ * Stops accepting, closes idle connections, and closes the others after their
+ * answer is written. done_cb runs once nothing is left (maybe before this
+ * returns).
+ */
+void gw_http_shutdown(gw_http_server_t *s, gw_http_done_cb done_cb);
+
+#endif

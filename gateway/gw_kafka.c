@@ -1,0 +1,229 @@
+#include "gw_kafka.h"
+
+#include <librdkafka/rdkafka.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vc_error.h"
+#include "vc_log.h"
+
+struct gw_kafka {
+    rd_kafka_t *rk;
+    uv_thread_t poller;
+    atomic_int stop;
+};
+
+/* One produced message: travels as the msg_opaque, then as a report in an inbox. */
+struct gw_kafka_report {
+    gw_kafka_report_t *next;
+    gw_kafka_inbox_t *inbox;
+    gw_kafka_delivery_cb cb;
+    void *arg;
+    int rc;
+};
+
+static int set(rd_kafka_conf_t *conf, const char *key, const char *value, char *err,
+               size_t errlen)
+{
+    char errstr[512];
+    if (rd_kafka_conf_set(conf, key, value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
+        snprintf(err, errlen, "kafka setting %s=%s: %s", key, value, errstr);
+        return VC_ERR_INVALID;
+    }
+    return 0;
+}
+
+/* Runs on the polling thread: classify, then hand the report to its worker. */
+static void delivery_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+    gw_kafka_report_t *rep = msg->_private;
+    gw_kafka_inbox_t *inbox = rep->inbox;
+    (void)rk;
+    (void)opaque;
+
+    if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        rep->rc = 0;
+    else if (rd_kafka_message_status(msg) == RD_KAFKA_MSG_STATUS_NOT_PERSISTED)
+        rep->rc = VC_ERR_UNAVAILABLE;
+    else
+        rep->rc = VC_ERR_UNKNOWN_OUTCOME;
+    if (msg->err)
+        vc_warn("kafka delivery to partition %d failed: %s (%s)", (int)msg->partition,
+                rd_kafka_err2str(msg->err),
+                rep->rc == VC_ERR_UNAVAILABLE ? "not persisted" : "possibly persisted");
+    uv_mutex_lock(&inbox->lock);
+    if (inbox->closed) {
+        uv_mutex_unlock(&inbox->lock);
+        free(rep);
+        return;
+    }
+    rep->next = NULL;
+    if (inbox->tail)
+        inbox->tail->next = rep;
+    else
+        inbox->head = rep;
+    inbox->tail = rep;
+    uv_mutex_unlock(&inbox->lock);
+    uv_async_send(&inbox->async);
+}
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    if (level <= 3)
+        vc_error("kafka %s: %s", fac, buf);
+    else if (level <= 4)
+        vc_warn("kafka %s: %s", fac, buf);
+    else
+        vc_debug("kafka %s: %s", fac, buf);
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    vc_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+static void poll_thread(void *arg)
+{
+    gw_kafka_t *k = arg;
+    while (!atomic_load(&k->stop))
+        rd_kafka_poll(k->rk, 100);
+}
+
+gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms, char *err,
+                         size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    gw_kafka_t *k = calloc(1, sizeof(*k));
+    char timeout[32], errstr[512];
+
+    if (!k || !conf) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    snprintf(timeout, sizeof(timeout), "%lld", (long long)delivery_timeout_ms);
+    if (set(conf, "bootstrap.servers", brokers, err, errlen) ||
+        set(conf, "enable.idempotence", "true", err, errlen) ||
+        set(conf, "acks", "all", err, errlen) || set(conf, "linger.ms", "2", err, errlen) ||
+        set(conf, "delivery.timeout.ms", timeout, err, errlen) ||
+        set(conf, "client.id", "voucher-gateway", err, errlen))
+        goto fail;
+    rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    if (!(k->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr)))) {
+        snprintf(err, errlen, "kafka producer: %s", errstr);
+        goto fail;
+    }
+    conf = NULL; /* rd_kafka_new() took it */
+    if (uv_thread_create(&k->poller, poll_thread, k) != 0) {
+        snprintf(err, errlen, "cannot start the kafka polling thread");
+        rd_kafka_destroy(k->rk);
+        goto fail;
+    }
+    return k;
+fail:
+    if (conf)
+        rd_kafka_conf_destroy(conf);
+    free(k);
+    return NULL;
+}
+
+/* On the worker loop: run the callbacks of the reports that arrived. */
+static void inbox_cb(uv_async_t *a)
+{
+    gw_kafka_inbox_t *inbox = a->data;
+    gw_kafka_report_t *rep, *next;
+
+    uv_mutex_lock(&inbox->lock);
+    rep = inbox->head;
+    inbox->head = inbox->tail = NULL;
+    uv_mutex_unlock(&inbox->lock);
+    for (; rep; rep = next) {
+        next = rep->next;
+        inbox->in_flight--;
+        rep->cb(rep->arg, rep->rc);
+        free(rep);
+    }
+}
+
+int gw_kafka_inbox_init(gw_kafka_inbox_t *inbox, uv_loop_t *loop)
+{
+    memset(inbox, 0, sizeof(*inbox));
+    if (uv_mutex_init(&inbox->lock) != 0)
+        return VC_ERR_NOMEM;
+    if (uv_async_init(loop, &inbox->async, inbox_cb) != 0) {
+        uv_mutex_destroy(&inbox->lock);
+        return VC_ERR_IO;
+    }
+    inbox->async.data = inbox;
+    return 0;
+}
+
+static void inbox_closed_cb(uv_handle_t *h)
+{
+    gw_kafka_inbox_t *inbox = h->data;
+    gw_kafka_report_t *rep, *next;
+
+    for (rep = inbox->head; rep; rep = next) {
+        next = rep->next;
+        free(rep);
+    }
+    inbox->head = inbox->tail = NULL;
+}
+
+void gw_kafka_inbox_close(gw_kafka_inbox_t *inbox)
+{
+    uv_mutex_lock(&inbox->lock);
+    inbox->closed = 1;
+    uv_mutex_unlock(&inbox->lock);
+    uv_close((uv_handle_t *)&inbox->async, inbox_closed_cb);
+}
+
+int gw_kafka_produce(gw_kafka_t *k, gw_kafka_inbox_t *inbox, const char *topic, const char *key,
+                     size_t keylen, const char *payload, size_t len, gw_kafka_delivery_cb cb,
+                     void *arg)
+{
+    gw_kafka_report_t *rep = calloc(1, sizeof(*rep));
+    rd_kafka_resp_err_t e;
+
+    if (!rep)
+        return VC_ERR_NOMEM;
+    rep->inbox = inbox;
+    rep->cb = cb;
+    rep->arg = arg;
+    e = rd_kafka_producev(k->rk, RD_KAFKA_V_TOPIC(topic),
+                          RD_KAFKA_V_KEY((void *)key, keylen),
+                          RD_KAFKA_V_VALUE((void *)payload, len),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(rep),
+                          RD_KAFKA_V_END);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        vc_warn("kafka produce to %s failed: %s", topic, rd_kafka_err2str(e));
+        free(rep);
+        return VC_ERR_UNAVAILABLE;
+    }
+    inbox->in_flight++;
+    return 0;
+}
+
+int gw_kafka_close(gw_kafka_t *k, int64_t timeout_ms)
+{
+    rd_kafka_resp_err_t e;
+    int rc = 0;
+
+    atomic_store(&k->stop, 1);
+    uv_thread_join(&k->poller);
+    e = rd_kafka_flush(k->rk, (int)timeout_ms);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        vc_warn("kafka flush: %d messages still outstanding: %s", rd_kafka_outq_len(k->rk),
+                rd_kafka_err2str(e));
+        rc = VC_ERR_TIMEOUT;
+    }
+    rd_kafka_destroy(k->rk);
+    free(k);
+    return rc;
+}

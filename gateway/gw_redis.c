@@ -1,0 +1,502 @@
+#include "gw_redis.h"
+
+#include <hiredis/adapters/libuv.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vc_error.h"
+#include "vc_log.h"
+#include "vc_time.h"
+
+#define GW_REDIS_MAX_PENDING 100000
+#define GW_REDIS_BACKOFF_MIN_MS 50
+#define GW_REDIS_BACKOFF_MAX_MS 2000
+
+/* One command handed to hiredis; freed in its hiredis callback, which always runs. */
+typedef struct cmd {
+    struct cmd *prev, *next; /* the pending list, oldest first */
+    gw_redis_t *r;
+    int64_t deadline_ms;
+    gw_redis_cb cb;
+    void *arg;
+    int done;     /* cb has run (or was handed to a retry) */
+    int listed;
+    long script;  /* registered script, or -1: for the EVAL fallback */
+    int argc;
+    const char **argv;
+    size_t *argvlen;
+} cmd_t;
+
+struct gw_redis {
+    uv_loop_t *loop;
+    redisAsyncContext *ctx; /* NULL while disconnected */
+    int connected;
+    char host[256];
+    int port, db;
+    int64_t timeout_ms;
+    const char *const *scripts;
+    size_t nscripts;
+    char (*sha)[41]; /* learned from SCRIPT LOAD; "" until then */
+    cmd_t *head, *tail;
+    size_t npending;
+    uv_timer_t deadline_timer, reconnect_timer;
+    int64_t backoff_ms;
+    int fail_rc; /* what commands hiredis ends without a reply get */
+    int closing, open_handles;
+    void (*closed_cb)(void *arg);
+    void *closed_arg;
+};
+
+static void connect_now(gw_redis_t *r);
+
+static void list_add(gw_redis_t *r, cmd_t *c)
+{
+    c->prev = r->tail;
+    c->next = NULL;
+    if (r->tail)
+        r->tail->next = c;
+    else
+        r->head = c;
+    r->tail = c;
+    c->listed = 1;
+    r->npending++;
+}
+
+static void list_remove(gw_redis_t *r, cmd_t *c)
+{
+    if (!c->listed)
+        return;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        r->head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        r->tail = c->prev;
+    c->listed = 0;
+    r->npending--;
+}
+
+static void deadline_cb(uv_timer_t *t);
+static void reconnect_cb(uv_timer_t *t);
+
+/* Makes the deadline timer fire when the oldest pending command is due. */
+static void arm_deadline(gw_redis_t *r)
+{
+    int64_t wait;
+
+    if (!r->head || r->closing || uv_is_active((uv_handle_t *)&r->deadline_timer))
+        return;
+    wait = r->head->deadline_ms - vc_time_mono_ms();
+    uv_timer_start(&r->deadline_timer, deadline_cb, wait > 0 ? (uint64_t)wait : 0, 0);
+}
+
+static void schedule_reconnect(gw_redis_t *r)
+{
+    if (r->closing || uv_is_active((uv_handle_t *)&r->reconnect_timer))
+        return;
+    uv_timer_start(&r->reconnect_timer, reconnect_cb, (uint64_t)r->backoff_ms, 0);
+    r->backoff_ms *= 2;
+    if (r->backoff_ms > GW_REDIS_BACKOFF_MAX_MS)
+        r->backoff_ms = GW_REDIS_BACKOFF_MAX_MS;
+}
+
+/* Drops the connection: hiredis ends every pending command, which then gets rc. */
+static void drop(gw_redis_t *r, int rc)
+{
+    redisAsyncContext *ac = r->ctx;
+
+    if (!ac)
+        return;
+    r->ctx = NULL;
+    r->connected = 0;
+    r->fail_rc = rc;
+    redisAsyncFree(ac);
+    r->fail_rc = VC_ERR_UNAVAILABLE;
+    schedule_reconnect(r);
+}
+
+static void deadline_cb(uv_timer_t *t)
+{
+    gw_redis_t *r = t->data;
+
+    if (r->head && r->head->deadline_ms <= vc_time_mono_ms()) {
+        vc_warn("redis %s:%d: no reply within %lld ms, %zu commands pending: reconnecting",
+                r->host, r->port, (long long)r->timeout_ms, r->npending);
+        drop(r, VC_ERR_TIMEOUT);
+    }
+    arm_deadline(r);
+}
+
+static void reconnect_cb(uv_timer_t *t)
+{
+    connect_now(t->data);
+}
+
+static int error_class(const char *s, size_t len)
+{
+    static const char *const transient[] = {"LOADING",  "BUSY",        "MASTERDOWN", "READONLY",
+                                            "OOM",      "TRYAGAIN",    "CLUSTERDOWN",
+                                            "NOREPLICAS", NULL};
+    for (const char *const *p = transient; *p; p++) {
+        size_t n = strlen(*p);
+        if (len >= n && memcmp(s, *p, n) == 0)
+            return VC_ERR_UNAVAILABLE;
+    }
+    return VC_ERR_PROTOCOL;
+}
+
+static void flatten_item(const redisReply *x, gw_redis_reply_t *out, size_t i)
+{
+    out->item[i].type = GW_REDIS_NIL;
+    out->item[i].integer = 0;
+    out->item[i].str = NULL;
+    out->item[i].len = 0;
+    switch (x->type) {
+    case REDIS_REPLY_INTEGER:
+        out->item[i].type = GW_REDIS_INT;
+        out->item[i].integer = x->integer;
+        break;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+        out->item[i].type = GW_REDIS_STR;
+        out->item[i].str = x->str;
+        out->item[i].len = (size_t)x->len;
+        break;
+    default:
+        break;
+    }
+}
+
+static void flatten(const redisReply *x, gw_redis_reply_t *out)
+{
+    if (x->type == REDIS_REPLY_ARRAY) {
+        out->n = x->elements < GW_REDIS_MAX_ITEMS ? x->elements : GW_REDIS_MAX_ITEMS;
+        for (size_t i = 0; i < out->n; i++)
+            flatten_item(x->element[i], out, i);
+    } else {
+        out->n = 1;
+        flatten_item(x, out, 0);
+    }
+}
+
+/* Copies argv into a new command. */
+static cmd_t *cmd_new(gw_redis_t *r, int argc, const char **argv, const size_t *argvlen)
+{
+    size_t total = sizeof(cmd_t) + (size_t)argc * (sizeof(char *) + sizeof(size_t));
+    cmd_t *c;
+    char *p;
+
+    for (int i = 0; i < argc; i++)
+        total += argvlen[i] + 1;
+    if (!(c = malloc(total)))
+        return NULL;
+    memset(c, 0, sizeof(*c));
+    c->r = r;
+    c->script = -1;
+    c->argc = argc;
+    c->argv = (const char **)(c + 1);
+    c->argvlen = (size_t *)(c->argv + argc);
+    p = (char *)(c->argvlen + argc);
+    for (int i = 0; i < argc; i++) {
+        memcpy(p, argv[i], argvlen[i]);
+        p[argvlen[i]] = '\0';
+        c->argv[i] = p;
+        c->argvlen[i] = argvlen[i];
+        p += argvlen[i] + 1;
+    }
+    return c;
+}
+
+static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata);
+
+/* Hands c to hiredis. Returns 0, or frees c and returns a negative VC_ERR_*. */
+static int cmd_send(gw_redis_t *r, cmd_t *c)
+{
+    if (!r->ctx || r->closing) {
+        free(c);
+        return r->closing ? VC_ERR_SHUTDOWN : VC_ERR_UNAVAILABLE;
+    }
+    if (r->npending >= GW_REDIS_MAX_PENDING) {
+        free(c);
+        return VC_ERR_UNAVAILABLE;
+    }
+    if (redisAsyncCommandArgv(r->ctx, reply_cb, c, c->argc, c->argv, c->argvlen) != REDIS_OK) {
+        free(c);
+        return VC_ERR_UNAVAILABLE;
+    }
+    list_add(r, c);
+    arm_deadline(r);
+    return 0;
+}
+
+/* NOSCRIPT: the server lost the script (restart, SCRIPT FLUSH); send the source with EVAL. */
+static int retry_with_eval(gw_redis_t *r, cmd_t *old)
+{
+    const char **argv = malloc((size_t)old->argc * sizeof(char *));
+    size_t *argvlen = malloc((size_t)old->argc * sizeof(size_t));
+    cmd_t *c = NULL;
+    int rc = VC_ERR_NOMEM;
+
+    if (!argv || !argvlen)
+        goto out;
+    memcpy(argv, old->argv, (size_t)old->argc * sizeof(char *));
+    memcpy(argvlen, old->argvlen, (size_t)old->argc * sizeof(size_t));
+    argv[0] = "EVAL";
+    argvlen[0] = 4;
+    argv[1] = r->scripts[old->script];
+    argvlen[1] = strlen(r->scripts[old->script]);
+    if (!(c = cmd_new(r, old->argc, argv, argvlen)))
+        goto out;
+    c->cb = old->cb;
+    c->arg = old->arg;
+    c->deadline_ms = old->deadline_ms;
+    rc = cmd_send(r, c);
+out:
+    free(argv);
+    free(argvlen);
+    return rc;
+}
+
+static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    cmd_t *c = privdata;
+    gw_redis_t *r = c->r;
+    const redisReply *x = reply;
+    gw_redis_reply_t flat;
+    int rc;
+
+    list_remove(r, c);
+    if (c->done)
+        goto out;
+    c->done = 1;
+    if (!x) {
+        /* The connection is going away (lost, dropped, or closing). */
+        if (ac == r->ctx) {
+            r->ctx = NULL;
+            r->connected = 0;
+            schedule_reconnect(r);
+        }
+        c->cb(c->arg, r->fail_rc, NULL);
+        goto out;
+    }
+    if (x->type == REDIS_REPLY_ERROR) {
+        if (c->script >= 0 && x->len >= 8 && memcmp(x->str, "NOSCRIPT", 8) == 0 &&
+            (rc = retry_with_eval(r, c)) == 0)
+            goto out;
+        rc = error_class(x->str, (size_t)x->len);
+        vc_warn("redis %s: %.200s", c->argv[0], x->str);
+        c->cb(c->arg, rc, NULL);
+        goto out;
+    }
+    flatten(x, &flat);
+    c->cb(c->arg, 0, &flat);
+out:
+    free(c);
+}
+
+int gw_redis_command(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc, const char **argv,
+                     const size_t *argvlen)
+{
+    cmd_t *c = cmd_new(r, argc, argv, argvlen);
+
+    if (!c)
+        return VC_ERR_NOMEM;
+    c->cb = cb;
+    c->arg = arg;
+    c->deadline_ms = vc_time_mono_ms() + r->timeout_ms;
+    return cmd_send(r, c);
+}
+
+int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int nkeys,
+                  const char *const *keys, int nargs, const char *const *args)
+{
+    const char *argv[3 + 16];
+    size_t argvlen[3 + 16];
+    char nkeys_s[16];
+    int argc = 0;
+    cmd_t *c;
+
+    VC_ASSERT(script < r->nscripts && nkeys >= 0 && nargs >= 0 && nkeys + nargs <= 16);
+    snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
+    if (r->sha[script][0]) {
+        argv[argc++] = "EVALSHA";
+        argv[argc++] = r->sha[script];
+    } else {
+        argv[argc++] = "EVAL";
+        argv[argc++] = r->scripts[script];
+    }
+    argv[argc++] = nkeys_s;
+    for (int i = 0; i < nkeys; i++)
+        argv[argc++] = keys[i];
+    for (int i = 0; i < nargs; i++)
+        argv[argc++] = args[i];
+    for (int i = 0; i < argc; i++)
+        argvlen[i] = strlen(argv[i]);
+    if (!(c = cmd_new(r, argc, argv, argvlen)))
+        return VC_ERR_NOMEM;
+    c->cb = cb;
+    c->arg = arg;
+    c->script = (long)script;
+    c->deadline_ms = vc_time_mono_ms() + r->timeout_ms;
+    return cmd_send(r, c);
+}
+
+int gw_redis_connected(const gw_redis_t *r)
+{
+    return r->connected;
+}
+
+/* SCRIPT LOAD answered: remember the SHA so later calls send EVALSHA. */
+static void script_loaded_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    char *sha = arg;
+    if (rc == 0 && reply->n == 1 && reply->item[0].type == GW_REDIS_STR &&
+        reply->item[0].len == 40) {
+        memcpy(sha, reply->item[0].str, 40);
+        sha[40] = '\0';
+    } else if (rc != VC_ERR_SHUTDOWN) {
+        vc_warn("redis SCRIPT LOAD failed (%s): falling back to EVAL", vc_strerror(rc));
+    }
+}
+
+static void select_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    gw_redis_t *r = arg;
+    (void)reply;
+    if (rc != 0 && rc != VC_ERR_SHUTDOWN)
+        vc_error("redis SELECT %d failed: %s", r->db, vc_strerror(rc));
+}
+
+static void connect_cb(const redisAsyncContext *ac, int status)
+{
+    gw_redis_t *r = ac->data;
+
+    if (ac != r->ctx)
+        return;
+    if (status != REDIS_OK) {
+        vc_warn("redis %s:%d: connect failed: %s", r->host, r->port, ac->errstr);
+        r->ctx = NULL; /* hiredis frees it after this callback */
+        schedule_reconnect(r);
+        return;
+    }
+    r->connected = 1;
+    r->backoff_ms = GW_REDIS_BACKOFF_MIN_MS;
+    vc_info("redis %s:%d connected", r->host, r->port);
+}
+
+static void disconnect_cb(const redisAsyncContext *ac, int status)
+{
+    gw_redis_t *r = ac->data;
+
+    if (ac != r->ctx)
+        return;
+    vc_warn("redis %s:%d: connection lost%s%s", r->host, r->port, status == REDIS_OK ? "" : ": ",
+            status == REDIS_OK ? "" : ac->errstr);
+    r->ctx = NULL;
+    r->connected = 0;
+    schedule_reconnect(r);
+}
+
+static void connect_now(gw_redis_t *r)
+{
+    redisAsyncContext *ac;
+    char db[16];
+
+    if (r->closing || r->ctx)
+        return;
+    ac = redisAsyncConnect(r->host, r->port);
+    if (!ac) {
+        schedule_reconnect(r);
+        return;
+    }
+    if (ac->err) {
+        vc_warn("redis %s:%d: connect failed: %s", r->host, r->port, ac->errstr);
+        redisAsyncFree(ac);
+        schedule_reconnect(r);
+        return;
+    }
+    ac->data = r;
+    if (redisLibuvAttach(ac, r->loop) != REDIS_OK) {
+        redisAsyncFree(ac);
+        schedule_reconnect(r);
+        return;
+    }
+    redisAsyncSetConnectCallback(ac, connect_cb);
+    redisAsyncSetDisconnectCallback(ac, disconnect_cb);
+    r->ctx = ac;
+    /* Pipelined behind the connect: SELECT first, then the scripts. */
+    if (r->db != 0) {
+        const char *argv[] = {"SELECT", db};
+        size_t argvlen[2] = {6, 0};
+        snprintf(db, sizeof(db), "%d", r->db);
+        argvlen[1] = strlen(db);
+        gw_redis_command(r, select_cb, r, 2, argv, argvlen);
+    }
+    for (size_t i = 0; i < r->nscripts; i++) {
+        const char *argv[] = {"SCRIPT", "LOAD", r->scripts[i]};
+        size_t argvlen[] = {6, 4, strlen(r->scripts[i])};
+        gw_redis_command(r, script_loaded_cb, r->sha[i], 3, argv, argvlen);
+    }
+}
+
+int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const char *host, int port, int db,
+                 int64_t timeout_ms, const char *const *scripts, size_t nscripts)
+{
+    gw_redis_t *r = calloc(1, sizeof(*r));
+
+    if (!r || !(r->sha = calloc(nscripts ? nscripts : 1, sizeof(*r->sha)))) {
+        free(r);
+        return VC_ERR_NOMEM;
+    }
+    r->loop = loop;
+    snprintf(r->host, sizeof(r->host), "%s", host);
+    r->port = port;
+    r->db = db;
+    r->timeout_ms = timeout_ms;
+    r->scripts = scripts;
+    r->nscripts = nscripts;
+    r->backoff_ms = GW_REDIS_BACKOFF_MIN_MS;
+    r->fail_rc = VC_ERR_UNAVAILABLE;
+    uv_timer_init(loop, &r->deadline_timer);
+    uv_timer_init(loop, &r->reconnect_timer);
+    r->deadline_timer.data = r->reconnect_timer.data = r;
+    r->open_handles = 2;
+    connect_now(r);
+    *out = r;
+    return 0;
+}
+
+static void timer_closed_cb(uv_handle_t *h)
+{
+    gw_redis_t *r = h->data;
+
+    if (--r->open_handles > 0)
+        return;
+    free(r->sha);
+    if (r->closed_cb)
+        r->closed_cb(r->closed_arg);
+    free(r);
+}
+
+void gw_redis_close(gw_redis_t *r, void (*closed_cb)(void *arg), void *arg)
+{
+    r->closed_cb = closed_cb;
+    r->closed_arg = arg;
+    r->closing = 1;
+    if (r->ctx) {
+        redisAsyncContext *ac = r->ctx;
+        r->ctx = NULL;
+        r->connected = 0;
+        r->fail_rc = VC_ERR_SHUTDOWN;
+        redisAsyncFree(ac);
+    }
+    VC_ASSERT(r->head == NULL);
+    uv_close((uv_handle_t *)&r->deadline_timer, timer_closed_cb);
+    uv_close((uv_handle_t *)&r->reconnect_timer, timer_closed_cb);
+}

@@ -1,0 +1,83 @@
+/*
+ * The Redis adapter of one worker loop: one async hiredis connection, all
+ * commands pipelined on it. hiredis 0.14 has no timeouts, so this module
+ * keeps its own: commands wait in FIFO order with deadlines, and when the
+ * oldest is late every pending command fails with VC_ERR_TIMEOUT and the
+ * connection is dropped and made again (with backoff).
+ *
+ * Scripts are registered once; gw_redis_eval() runs EVALSHA, loads the
+ * scripts (SCRIPT LOAD) on every connect and falls back to EVAL on NOSCRIPT.
+ * Nothing outside this file includes hiredis.
+ */
+#ifndef GW_REDIS_H
+#define GW_REDIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct gw_redis gw_redis_t;
+
+enum {
+    GW_REDIS_NIL = 0,
+    GW_REDIS_INT,
+    GW_REDIS_STR, /* bulk string or status reply */
+};
+
+#define GW_REDIS_MAX_ITEMS 4
+
+/*
+ * A reply, flattened: a scalar reply is one item; an array reply gives its
+ * first GW_REDIS_MAX_ITEMS elements (nested arrays read as NIL). Strings are
+ * borrowed until the callback returns.
+ */
+typedef struct {
+    size_t n;
+    struct {
+        int type;
+        int64_t integer;
+        const char *str;
+        size_t len;
+    } item[GW_REDIS_MAX_ITEMS];
+} gw_redis_reply_t;
+
+/*
+ * rc is 0 with reply set, or VC_ERR_TIMEOUT, VC_ERR_UNAVAILABLE (connection
+ * lost, Redis loading or busy) or VC_ERR_PROTOCOL (an error reply), with
+ * reply NULL.
+ */
+typedef void (*gw_redis_cb)(void *arg, int rc, const gw_redis_reply_t *reply);
+
+/*
+ * Creates the adapter on loop and starts connecting to host:port, database
+ * db. scripts (nscripts Lua sources) are borrowed for the adapter's life.
+ * Returns 0 and sets *out, or VC_ERR_NOMEM.
+ */
+int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const char *host, int port, int db,
+                 int64_t timeout_ms, const char *const *scripts, size_t nscripts);
+
+/*
+ * Sends one command (argc strings of argvlen bytes; copied). Returns 0 and
+ * cb runs exactly once later (also on close), or a negative VC_ERR_* (not
+ * connected, too many pending) and cb never runs.
+ */
+int gw_redis_command(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc, const char **argv,
+                     const size_t *argvlen);
+
+/*
+ * Runs registered script number script with nkeys keys and nargs arguments
+ * (NUL-terminated strings; copied). Same contract as gw_redis_command().
+ */
+int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int nkeys,
+                  const char *const *keys, int nargs, const char *const *args);
+
+/* Whether the connection is up (for health reporting). */
+int gw_redis_connected(const gw_redis_t *r);
+
+/*
+ * Fails what is pending with VC_ERR_SHUTDOWN, closes the connection and the
+ * timers, and frees r once the loop has closed them; closed_cb(arg) then runs.
+ */
+void gw_redis_close(gw_redis_t *r, void (*closed_cb)(void *arg), void *arg);
+
+#endif

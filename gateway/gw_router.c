@@ -1,0 +1,316 @@
+#include "gw_router.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vc_error.h"
+#include "vc_json.h"
+#include "vc_time.h"
+
+/* Splits the next path segment off *p (without the leading '/'); returns its length or -1. */
+static int next_segment(const char **p, const char *end, const char **seg)
+{
+    const char *s = *p, *e;
+
+    if (s >= end || *s != '/')
+        return -1;
+    s++;
+    for (e = s; e < end && *e != '/'; e++)
+        ;
+    *seg = s;
+    *p = e;
+    return (int)(e - s);
+}
+
+static int seg_is(const char *seg, int n, const char *lit)
+{
+    return n >= 0 && (size_t)n == strlen(lit) && memcmp(seg, lit, (size_t)n) == 0;
+}
+
+void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
+{
+    const char *end, *p = path, *seg[5];
+    int n[5], count = 0;
+    const char *q = memchr(path, '?', len);
+
+    memset(out, 0, sizeof(*out));
+    out->kind = GW_ROUTE_NOT_FOUND;
+    end = q ? q : path + len;
+    while (p < end) {
+        if (count == 5)
+            return;
+        if ((n[count] = next_segment(&p, end, &seg[count])) < 0)
+            return;
+        count++;
+    }
+    if (count == 1 && seg_is(seg[0], n[0], "healthz")) {
+        if (method == GW_M_GET)
+            out->kind = GW_ROUTE_HEALTHZ;
+        else {
+            out->kind = GW_ROUTE_BAD_METHOD;
+            out->allow = "GET";
+        }
+        return;
+    }
+    if (count < 3 || !seg_is(seg[0], n[0], "vouchers") || !seg_is(seg[2], n[2], "reservations"))
+        return;
+    if (count == 5 && !seg_is(seg[4], n[4], "confirm"))
+        return;
+    /* The path names a real route: a code or orderId that cannot exist is a 404. */
+    if (!vc_code_valid(seg[1], (size_t)n[1]))
+        return;
+    memcpy(out->code, seg[1], (size_t)n[1]);
+    if (count >= 4) {
+        if (!vc_order_id_valid(seg[3], (size_t)n[3])) {
+            out->code[0] = '\0';
+            return;
+        }
+        memcpy(out->order_id, seg[3], (size_t)n[3]);
+    }
+    switch (count) {
+    case 3:
+        out->kind = method == GW_M_POST ? GW_ROUTE_RESERVE : GW_ROUTE_BAD_METHOD;
+        out->allow = "POST";
+        break;
+    case 4:
+        out->kind = method == GW_M_DELETE ? GW_ROUTE_CANCEL : GW_ROUTE_BAD_METHOD;
+        out->allow = "DELETE";
+        break;
+    default:
+        out->kind = method == GW_M_POST ? GW_ROUTE_CONFIRM : GW_ROUTE_BAD_METHOD;
+        out->allow = "POST";
+        break;
+    }
+    if (out->kind != GW_ROUTE_BAD_METHOD)
+        out->allow = NULL;
+}
+
+int gw_reserve_req_parse(const char *body, size_t len, gw_reserve_req_t *out, char *err,
+                         size_t errlen)
+{
+    static const char *const allowed[] = {"customerId", "orderId", "orderAmount", NULL};
+    vc_jdoc_t doc;
+    const char *order_id;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) != 0)
+        goto out;
+    if ((rc = vc_jdoc_int(&doc, "customerId", &out->customer_id, err, errlen)) != 0)
+        goto out;
+    if (out->customer_id <= 0) {
+        snprintf(err, errlen, "field \"customerId\" must be a positive integer");
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    if ((rc = vc_jdoc_str(&doc, "orderId", &order_id, err, errlen)) != 0)
+        goto out;
+    if (!vc_order_id_valid(order_id, strlen(order_id))) {
+        snprintf(err, errlen,
+                 "field \"orderId\" must be 1..%d printable ASCII characters without spaces, "
+                 "'/', '?', '#' or '%%'",
+                 VC_ORDER_ID_MAX);
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    memcpy(out->order_id, order_id, strlen(order_id) + 1);
+    if ((rc = vc_jdoc_int(&doc, "orderAmount", &out->order_amount, err, errlen)) != 0)
+        goto out;
+    if (out->order_amount < 0) {
+        snprintf(err, errlen, "field \"orderAmount\" must not be negative");
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+out:
+    vc_jdoc_free(&doc);
+    return rc;
+}
+
+/* Parses a decimal integer of s[0..len); returns 0 or -1. */
+static int parse_i64(const char *s, size_t len, int64_t *out)
+{
+    char buf[24], *end;
+    long long v;
+
+    if (len == 0 || len >= sizeof(buf))
+        return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    v = strtoll(buf, &end, 10);
+    if (*end || buf[0] == '+' || buf[0] == ' ')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int gw_order_value_parse(const char *s, size_t len, gw_order_value_t *out)
+{
+    const char *field[4];
+    size_t flen[4], i = 0;
+    const char *p = s, *end = s + len;
+
+    while (i < 4) {
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        field[i] = p;
+        flen[i] = colon ? (size_t)(colon - p) : (size_t)(end - p);
+        i++;
+        if (!colon)
+            break;
+        p = colon + 1;
+    }
+    if (i != 4 || field[3] + flen[3] != end || flen[3] != 1)
+        return VC_ERR_PROTOCOL;
+    if (parse_i64(field[0], flen[0], &out->customer_id) != 0 ||
+        parse_i64(field[1], flen[1], &out->discount) != 0 ||
+        parse_i64(field[2], flen[2], &out->held_until_ms) != 0)
+        return VC_ERR_PROTOCOL;
+    out->state = field[3][0];
+    if (out->state != 'H' && out->state != 'C' && out->state != 'R')
+        return VC_ERR_PROTOCOL;
+    return 0;
+}
+
+int gw_status_for(int rc, const char **error, const char **reason)
+{
+    *reason = NULL;
+    switch (rc) {
+    case VC_E_OUT_OF_STOCK:
+        *error = "OUT_OF_STOCK";
+        return 409;
+    case VC_E_ALREADY_USED:
+        *error = "ALREADY_USED";
+        return 409;
+    case VC_E_ORDER_CONFLICT:
+        *error = "ORDER_CONFLICT";
+        return 409;
+    case VC_E_HOLD_EXPIRED:
+        *error = "HOLD_EXPIRED";
+        return 409;
+    case VC_E_NOT_FOUND:
+        *error = "NOT_FOUND";
+        return 404;
+    case VC_E_NOT_STARTED:
+        *error = "NOT_ELIGIBLE";
+        *reason = "NOT_STARTED";
+        return 422;
+    case VC_E_EXPIRED:
+        *error = "NOT_ELIGIBLE";
+        *reason = "EXPIRED";
+        return 422;
+    case VC_E_ORDER_TOO_SMALL:
+        *error = "NOT_ELIGIBLE";
+        *reason = "ORDER_TOO_SMALL";
+        return 422;
+    case VC_ERR_INVALID:
+        *error = "BAD_REQUEST";
+        return 400;
+    case VC_ERR_TOO_LARGE:
+        *error = "PAYLOAD_TOO_LARGE";
+        return 413;
+    default:
+        /* Every other failure is ours, and trying again later may pass. */
+        *error = "UNAVAILABLE";
+        return 503;
+    }
+}
+
+const char *gw_status_text(int status)
+{
+    switch (status) {
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 413:
+        return "Content Too Large";
+    case 422:
+        return "Unprocessable Content";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Unknown";
+    }
+}
+
+static size_t finish(vc_jgen_t *g, char *buf, size_t cap)
+{
+    size_t len = 0;
+    if (vc_jgen_finish(g, buf, cap, &len) != 0)
+        return 0;
+    return len;
+}
+
+size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detail,
+                     const char *reason)
+{
+    vc_jgen_t g;
+
+    if (vc_jgen_init(&g) != 0)
+        return 0;
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "error", error);
+    vc_jgen_kv_str(&g, "detail", detail ? detail : "");
+    if (reason)
+        vc_jgen_kv_str(&g, "reason", reason);
+    vc_jgen_map_close(&g);
+    return finish(&g, buf, cap);
+}
+
+size_t gw_body_reservation(char *buf, size_t cap, const char *order_id, const char *code,
+                           int64_t discount, int64_t held_until_ms, int replayed)
+{
+    char ts[40];
+    vc_jgen_t g;
+
+    if (vc_time_format_ms(held_until_ms, ts, sizeof(ts)) == 0)
+        return 0;
+    if (vc_jgen_init(&g) != 0)
+        return 0;
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "orderId", order_id);
+    vc_jgen_kv_str(&g, "code", code);
+    vc_jgen_kv_int(&g, "discountAmount", discount);
+    vc_jgen_kv_str(&g, "heldUntil", ts);
+    if (replayed)
+        vc_jgen_kv_bool(&g, "replayed", 1);
+    vc_jgen_map_close(&g);
+    return finish(&g, buf, cap);
+}
+
+size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *code,
+                      const char *status, int replayed)
+{
+    vc_jgen_t g;
+
+    if (vc_jgen_init(&g) != 0)
+        return 0;
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "orderId", order_id);
+    vc_jgen_kv_str(&g, "code", code);
+    vc_jgen_kv_str(&g, "status", status);
+    if (replayed)
+        vc_jgen_kv_bool(&g, "replayed", 1);
+    vc_jgen_map_close(&g);
+    return finish(&g, buf, cap);
+}

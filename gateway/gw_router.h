@@ -1,0 +1,106 @@
+/*
+ * The pure part of the HTTP API: which route a method and path name, what a
+ * request body must contain, which status and error name a result code gets,
+ * and the JSON bodies of the answers. No I/O here, so tests/unit/test_gateway.c
+ * checks all of it without a server.
+ */
+#ifndef GW_ROUTER_H
+#define GW_ROUTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vc_event.h"
+
+#define GW_MAX_BODY (16 * 1024) /* request bodies above this get 413 */
+
+typedef enum {
+    GW_M_GET,
+    GW_M_POST,
+    GW_M_DELETE,
+    GW_M_OTHER,
+} gw_method_t;
+
+typedef enum {
+    GW_ROUTE_NOT_FOUND = 0,  /* 404: no such path, or a code/orderId that cannot exist */
+    GW_ROUTE_BAD_METHOD,     /* 405: the path exists, the method does not; see allow */
+    GW_ROUTE_HEALTHZ,        /* GET /healthz */
+    GW_ROUTE_RESERVE,        /* POST /vouchers/{code}/reservations */
+    GW_ROUTE_CONFIRM,        /* POST /vouchers/{code}/reservations/{orderId}/confirm */
+    GW_ROUTE_CANCEL,         /* DELETE /vouchers/{code}/reservations/{orderId} */
+} gw_route_kind_t;
+
+typedef struct {
+    gw_route_kind_t kind;
+    const char *allow; /* for GW_ROUTE_BAD_METHOD: the Allow header value */
+    char code[VC_CODE_MAX + 1];
+    char order_id[VC_ORDER_ID_MAX + 1];
+} gw_route_t;
+
+/*
+ * Routes method and path (len bytes, a query string after '?' is ignored).
+ * Fills out completely; the code and orderId are validated here, so a
+ * handler may use them as they are.
+ */
+void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out);
+
+/* The body of POST /vouchers/{code}/reservations. */
+typedef struct {
+    int64_t customer_id;  /* > 0 */
+    char order_id[VC_ORDER_ID_MAX + 1];
+    int64_t order_amount; /* >= 0, minor units */
+} gw_reserve_req_t;
+
+/*
+ * Parses and validates a reservation body (len bytes). Returns 0, or
+ * VC_ERR_INVALID with err naming the field and what is wrong, or
+ * VC_ERR_NOMEM.
+ */
+int gw_reserve_req_parse(const char *body, size_t len, gw_reserve_req_t *out, char *err,
+                         size_t errlen);
+
+/* A stored order value of the Redis scripts: "customerId:discount:heldUntilMs:state". */
+typedef struct {
+    int64_t customer_id;
+    int64_t discount;
+    int64_t held_until_ms;
+    char state; /* 'H' held, 'C' confirmed, 'R' released */
+} gw_order_value_t;
+
+/* Parses s (len bytes). Returns 0, or VC_ERR_PROTOCOL when it is not such a value. */
+int gw_order_value_parse(const char *s, size_t len, gw_order_value_t *out);
+
+/*
+ * The HTTP status and error name for a result code of vc_error.h: the name
+ * is what goes in {"error": ...}, and *reason is set for NOT_ELIGIBLE answers
+ * ("EXPIRED", ...) and NULL otherwise. Negative codes are 503 UNAVAILABLE,
+ * except VC_ERR_INVALID (400 BAD_REQUEST) and VC_ERR_TOO_LARGE (413).
+ */
+int gw_status_for(int rc, const char **error, const char **reason);
+
+/* The reason phrase of an HTTP status ("Not Found"); never NULL. */
+const char *gw_status_text(int status);
+
+/*
+ * Writes {"error":error,"detail":detail[,"reason":reason]} into buf.
+ * Returns the length, or 0 if it does not fit. reason may be NULL.
+ */
+size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detail,
+                     const char *reason);
+
+/*
+ * Writes the 201 body of a reservation:
+ * {"orderId","code","discountAmount","heldUntil"[,"replayed":true]}.
+ * Returns the length, or 0 if it does not fit.
+ */
+size_t gw_body_reservation(char *buf, size_t cap, const char *order_id, const char *code,
+                           int64_t discount, int64_t held_until_ms, int replayed);
+
+/*
+ * Writes the body of a confirm or cancel answer:
+ * {"orderId","code","status"[,"replayed":true]}. Returns the length or 0.
+ */
+size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *code,
+                      const char *status, int replayed);
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * A worker: one thread, its own uv loop, its own SO_REUSEPORT listener, Redis
+ * connection and rules cache, sharing the Kafka producer and the PostgreSQL
+ * pool with the other workers.
+ */
+#ifndef GW_WORKER_H
+#define GW_WORKER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "gw_app.h"
+
+/* What all workers share; borrowed by each for its whole life. */
+typedef struct {
+    const gw_config_t *cfg;
+    gw_kafka_t *kafka;
+    gw_pg_pool_t *pg;
+    atomic_long connections;
+    char http_host[256];
+    int http_port;
+    char redis_host[256];
+    int redis_port, redis_db;
+} gw_shared_t;
+
+typedef struct {
+    int id;
+    gw_shared_t *shared;
+    uv_thread_t thread;
+    uv_loop_t loop;
+    uv_async_t stop_async;
+    uv_sem_t ready;
+    int start_rc;
+    char err[256];
+    gw_http_server_t http;
+    gw_kafka_inbox_t inbox;
+    gw_app_t app;
+} gw_worker_t;
+
+/*
+ * Starts worker id on its own thread and waits until it listens. Returns 0,
+ * or a negative VC_ERR_* with err set (the thread has then ended and
+ * gw_worker_join() must still be called).
+ */
+int gw_worker_start(gw_worker_t *w, int id, gw_shared_t *shared, char *err, size_t errlen);
+
+/*
+ * Asks the worker to stop (any thread): it stops accepting, answers the
+ * requests in flight, closes its connections and ends its loop.
+ */
+void gw_worker_stop(gw_worker_t *w);
+
+/* Waits for the worker's thread to end. */
+void gw_worker_join(gw_worker_t *w);
+
+#endif

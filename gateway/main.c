@@ -1,0 +1,116 @@
+/*
+ * voucher-gateway: the HTTP API of the voucher service. This file only reads
+ * the settings, starts the workers and the shared producer, and waits for
+ * SIGTERM or SIGINT; everything else is in the gateway library.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "gw_config.h"
+#include "gw_kafka.h"
+#include "gw_rules.h"
+#include "gw_worker.h"
+#include "vc_error.h"
+#include "vc_log.h"
+
+#define SUMMARY "voucher-gateway: reserves, confirms and cancels voucher uses over HTTP"
+#define FLUSH_TIMEOUT_MS 10000
+
+typedef struct {
+    gw_worker_t *workers;
+    int nworkers;
+    uv_signal_t sigterm, sigint;
+} app_t;
+
+static void signal_cb(uv_signal_t *sig, int signum)
+{
+    app_t *a = sig->data;
+
+    vc_info("%s received: finishing requests in flight", strsignal(signum));
+    for (int i = 0; i < a->nworkers; i++)
+        gw_worker_stop(&a->workers[i]);
+    uv_close((uv_handle_t *)&a->sigterm, NULL);
+    uv_close((uv_handle_t *)&a->sigint, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    static gw_config_t cfg;
+    static gw_shared_t shared;
+    char err[512];
+    app_t a = {0};
+    uv_loop_t *loop = uv_default_loop();
+    int rc, started = 0, exit_code = 1;
+
+    signal(SIGPIPE, SIG_IGN);
+    rc = vc_config_load(gw_config_params, &cfg, "voucher-gateway", SUMMARY, argc, argv, NULL, err,
+                        sizeof(err));
+    if (rc == VC_CFG_EXIT)
+        return 0;
+    if (rc != VC_CFG_RUN) {
+        fprintf(stderr, "voucher-gateway: %s\n", err);
+        return 2;
+    }
+    if (vc_log_init("gateway", cfg.log_level) != 0) {
+        fprintf(stderr, "voucher-gateway: unknown log level \"%s\"\n", cfg.log_level);
+        return 2;
+    }
+    shared.cfg = &cfg;
+    if (vc_parse_host_port(cfg.http_addr, shared.http_host, sizeof(shared.http_host),
+                           &shared.http_port) != 0) {
+        fprintf(stderr, "voucher-gateway: VOUCHER_HTTP_ADDR \"%s\" is not host:port\n",
+                cfg.http_addr);
+        return 2;
+    }
+    if (vc_parse_redis_url(cfg.redis_url, shared.redis_host, sizeof(shared.redis_host),
+                           &shared.redis_port, &shared.redis_db) != 0) {
+        fprintf(stderr, "voucher-gateway: VOUCHER_REDIS_URL \"%s\" is not redis://host:port/db\n",
+                cfg.redis_url);
+        return 2;
+    }
+    a.nworkers = cfg.threads > 0 ? (int)cfg.threads : (int)uv_available_parallelism();
+    if (!(a.workers = calloc((size_t)a.nworkers, sizeof(*a.workers))))
+        return 1;
+    if (!(shared.kafka = gw_kafka_new(cfg.kafka_brokers, cfg.kafka_timeout_ms, err, sizeof(err)))) {
+        vc_error("%s", err);
+        goto out;
+    }
+    if (!(shared.pg = gw_pg_pool_new(cfg.pg_dsn, (int)cfg.pg_pool_size))) {
+        vc_error("out of memory");
+        goto out;
+    }
+    for (; started < a.nworkers; started++) {
+        if (gw_worker_start(&a.workers[started], started, &shared, err, sizeof(err)) != 0) {
+            vc_error("%s", err);
+            gw_worker_join(&a.workers[started]);
+            goto out;
+        }
+    }
+    uv_signal_init(loop, &a.sigterm);
+    uv_signal_init(loop, &a.sigint);
+    a.sigterm.data = a.sigint.data = &a;
+    uv_signal_start(&a.sigterm, signal_cb, SIGTERM);
+    uv_signal_start(&a.sigint, signal_cb, SIGINT);
+    vc_info("listening on %s with %d workers (redis %s, kafka %s, topic %s)", cfg.http_addr,
+            a.nworkers, cfg.redis_url, cfg.kafka_brokers, cfg.kafka_topic);
+    uv_run(loop, UV_RUN_DEFAULT);
+    exit_code = 0;
+out:
+    /* Reached with workers running only when one failed to start: stop the others. */
+    if (exit_code != 0)
+        for (int i = 0; i < started; i++)
+            gw_worker_stop(&a.workers[i]);
+    for (int i = 0; i < started; i++)
+        gw_worker_join(&a.workers[i]);
+    if (shared.kafka && gw_kafka_close(shared.kafka, FLUSH_TIMEOUT_MS) != 0)
+        vc_warn("some events were not delivered before exit");
+    gw_pg_pool_free(shared.pg);
+    free(a.workers);
+    uv_loop_close(loop);
+    if (exit_code == 0)
+        vc_info("stopped");
+    return exit_code;
+}
