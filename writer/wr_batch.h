@@ -29,7 +29,7 @@ typedef struct {
     int decoded;          /* 1 when ev holds the decoded event */
     vc_event_t ev;
     int outcome;          /* wr_outcome_t after the batch was applied */
-    const char *dlt_class; /* for WR_OUT_POISON and WR_OUT_ORPHAN: a WR_DLT_* name */
+    const char *dlt_class; /* for WR_OUT_POISON and WR_OUT_CONFLICT: a WR_DLT_* name */
     char error[WR_ERR_MAX]; /* why, for the dead-letter headers and the log */
 } wr_msg_t;
 

@@ -14,7 +14,7 @@
 #define WR_DLT_MALFORMED "malformed"             /* not a valid v1 event: JSON, field, version */
 #define WR_DLT_UNKNOWN_VOUCHER "unknown-voucher" /* no such voucher code (SQLSTATE 23503) */
 #define WR_DLT_CONSTRAINT "constraint"           /* a CHECK or other constraint (23xxx) */
-#define WR_DLT_ORPHAN "orphan"                   /* VoucherConfirmed with no reservation */
+#define WR_DLT_CONFLICT "order-conflict"         /* the orderId belongs to another voucher */
 #define WR_DLT_REJECTED "rejected"               /* any other permanent database error */
 
 /* Header names. Values are UTF-8 text. */

@@ -80,6 +80,21 @@ static void text_quoted(wr_text_t *t, const char *s)
     text_putc(t, '"');
 }
 
+/*
+ * "SQLSTATE: primary message" for a failed statement: what a dead letter and
+ * its log line need, without libpq's "ERROR:" prefix and PL/pgSQL context.
+ */
+static void error_text(const PGconn *conn, const PGresult *res, char *buf, size_t cap)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+
+    if (state && primary)
+        snprintf(buf, cap, "%s: %s", state, primary);
+    else
+        vc_pg_error_text(conn, res, buf, cap);
+}
+
 const char *wr_pg_dlt_class(const char *error_text)
 {
     if (strncmp(error_text, "23503", 5) == 0)
@@ -185,12 +200,14 @@ static int read_outcomes(const char *text, wr_msg_t **msgs, size_t lo, size_t hi
         while (*p >= '0' && *p <= '9')
             v = v * 10 + (*p++ - '0');
         msgs[i]->outcome = v;
-        if (v == WR_OUT_ORPHAN) {
-            msgs[i]->dlt_class = WR_DLT_ORPHAN;
+        if (v == WR_OUT_CONFLICT) {
+            msgs[i]->dlt_class = WR_DLT_CONFLICT;
             snprintf(msgs[i]->error, sizeof(msgs[i]->error),
-                     "VoucherConfirmed for order %s of voucher %s, which has no reservation",
-                     msgs[i]->ev.order_id, msgs[i]->ev.code);
-        } else if (v != WR_OUT_APPLIED && v != WR_OUT_NOOP && v != WR_OUT_TOMBSTONE) {
+                     "%s for order %s of voucher %s: the order is redeemed on another voucher",
+                     vc_event_type_name(msgs[i]->ev.type), msgs[i]->ev.order_id,
+                     msgs[i]->ev.code);
+        } else if (v != WR_OUT_APPLIED && v != WR_OUT_NOOP && v != WR_OUT_EARLY &&
+                   v != WR_OUT_TOMBSTONE) {
             return VC_ERR_PROTOCOL;
         }
         i++;
@@ -242,7 +259,7 @@ static int apply_range(wr_pg_t *pg, wr_msg_t **msgs, size_t lo, size_t hi, char 
     res = PQexecPrepared(pg->conn, "wr_apply", WR_PG_NPARAMS, values, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         rc = vc_pg_error_class(pg->conn, res);
-        vc_pg_error_text(pg->conn, res, err, errlen);
+        error_text(pg->conn, res, err, errlen);
         goto out;
     }
     if (PQntuples(res) != 1 || read_outcomes(PQgetvalue(res, 0, 0), msgs, lo, hi) != 0) {

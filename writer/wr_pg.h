@@ -27,8 +27,9 @@ void wr_pg_close(wr_pg_t *pg);
 /*
  * Applies msgs[0..n) (each decoded, in partition order) in one transaction,
  * reconnecting first if needed, and sets each message's outcome:
- * WR_OUT_APPLIED, WR_OUT_NOOP, WR_OUT_TOMBSTONE, or WR_OUT_ORPHAN and
- * WR_OUT_POISON (with dlt_class and error set) for the ones to dead-letter.
+ * WR_OUT_APPLIED, WR_OUT_NOOP, WR_OUT_EARLY, WR_OUT_TOMBSTONE, or
+ * WR_OUT_CONFLICT and WR_OUT_POISON (with dlt_class and error set) for the
+ * ones to dead-letter.
  * The messages stay owned by the caller.
  *
  * Returns 0 once the transaction committed, or VC_ERR_UNAVAILABLE when it

@@ -24,16 +24,16 @@ const char *wr_status_name(wr_status_t st)
 
 /*
  * Rows: current status. Columns: VoucherReserved, VoucherConfirmed,
- * VoucherReleased. Every cell past the first transition is a no-op, which is
- * what makes any redelivery harmless: an event can only move a redemption
- * forward (RESERVED < CONFIRMED < RELEASED), never back.
+ * VoucherReleased. An event only moves a redemption forward (RESERVED <
+ * CONFIRMED < RELEASED), never back, and repeating it is a no-op: that is
+ * what makes any redelivery, and any reordering, end in the same row.
  */
 static const wr_step_t steps[4][3] = {
     [WR_ST_NONE] =
         {
             {WR_ST_RESERVED, +1, WR_OUT_APPLIED},
-            /* Confirmed with nothing to confirm: keep no row, dead-letter it. */
-            {WR_ST_NONE, 0, WR_OUT_ORPHAN},
+            /* Confirmed first: the use is real (the order was paid); count it now. */
+            {WR_ST_CONFIRMED, +1, WR_OUT_EARLY},
             /* Released first: remember the release so a late reservation is a no-op. */
             {WR_ST_RELEASED, 0, WR_OUT_TOMBSTONE},
         },

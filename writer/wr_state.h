@@ -29,9 +29,10 @@ typedef enum {
     X(PENDING, 0, "pending")                                                                       \
     X(APPLIED, 1, "applied")                                                                       \
     X(NOOP, 2, "no-op")                                                                            \
-    X(ORPHAN, 3, "orphan")                                                                         \
+    X(EARLY, 3, "early-confirm")                                                                   \
     X(TOMBSTONE, 4, "tombstone")                                                                   \
-    X(POISON, 5, "poison")
+    X(CONFLICT, 5, "order-conflict")                                                               \
+    X(POISON, 6, "poison")
 
 typedef enum {
 #define WR_OUTCOME_ENUM(name, value, text) WR_OUT_##name = (value),
@@ -51,8 +52,15 @@ typedef struct {
 
 /*
  * Decides what event type does to a redemption whose status is cur. The
- * caller has already matched the row by voucher code and orderId. Returns
- * the decision; an unknown type or status gives {cur, 0, WR_OUT_POISON}.
+ * caller has already matched the row by voucher code and orderId (a row of
+ * the same orderId under another voucher is WR_OUT_CONFLICT, decided by the
+ * caller). Returns the decision; an unknown type or status gives
+ * {cur, 0, WR_OUT_POISON}.
+ *
+ * The status is a function of the set of event types seen, whatever their
+ * order or repetition: RELEASED once a release was seen, else CONFIRMED once
+ * a confirm was seen, else RESERVED. used_count holds one use exactly while
+ * the status is RESERVED or CONFIRMED.
  */
 wr_step_t wr_redemption_step(wr_status_t cur, vc_event_type_t type);
 

@@ -104,15 +104,18 @@ static int fill(wr_writer_t *w, volatile sig_atomic_t *stop)
 
 static void log_dead_letter(const wr_msg_t *m)
 {
-    char partition[16], offset[24];
+    char partition[16], offset[24], key[VC_CODE_MAX + 1];
     vc_log_field_t fields[] = {
-        {"code", m->decoded ? m->ev.code : ""},
+        /* An undecodable event still has its key, which is the voucher code. */
+        {"code", m->decoded ? m->ev.code : key},
         {"orderId", m->decoded ? m->ev.order_id : ""},
         {"partition", partition},
         {"offset", offset},
         {"errorClass", m->dlt_class ? m->dlt_class : ""},
     };
 
+    snprintf(key, sizeof(key), "%.*s", m->key && m->key_len <= VC_CODE_MAX ? (int)m->key_len : 0,
+             m->key ? (const char *)m->key : "");
     snprintf(partition, sizeof(partition), "%d", (int)m->partition);
     snprintf(offset, sizeof(offset), "%lld", (long long)m->offset);
     VC_LOG_F(VC_LOG_WARN, fields, "event dead-lettered: %s", m->error);
@@ -144,7 +147,7 @@ static int apply_batch(wr_writer_t *w, size_t n)
     }
     for (size_t i = 0; i < n; i++) {
         wr_msg_t *m = wr_queue_at(&w->queue, i);
-        if (m->outcome == WR_OUT_POISON || m->outcome == WR_OUT_ORPHAN)
+        if (m->outcome == WR_OUT_POISON || m->outcome == WR_OUT_CONFLICT)
             w->dead[ndead++] = m;
     }
     if (ndead > 0 && (rc = wr_kafka_dead_letter(w->kafka, w->dead, ndead, err, sizeof(err))) != 0) {
@@ -164,6 +167,7 @@ static int apply_batch(wr_writer_t *w, size_t n)
     for (size_t i = 0; i < nsql; i++) {
         switch (w->sql[i]->outcome) {
         case WR_OUT_APPLIED:
+        case WR_OUT_EARLY:
             w->stats.applied++;
             break;
         case WR_OUT_NOOP:
@@ -175,6 +179,8 @@ static int apply_batch(wr_writer_t *w, size_t n)
         default:
             break;
         }
+        if (w->sql[i]->outcome == WR_OUT_EARLY)
+            w->stats.early++;
     }
     vc_debug("batch of %zu events committed (%zu dead-lettered)", n, ndead);
     return 0;
@@ -187,12 +193,12 @@ static void log_stats(wr_writer_t *w, int force)
     if (!force && now - w->last_stats_at < WR_STATS_EVERY_MS)
         return;
     if (force || w->stats.events != w->last_events)
-        vc_info("events=%llu (+%llu) applied=%llu noops=%llu tombstones=%llu dead_letters=%llu "
-                "batches=%llu retries=%llu queued=%zu",
+        vc_info("events=%llu (+%llu) applied=%llu noops=%llu early=%llu tombstones=%llu "
+                "dead_letters=%llu batches=%llu retries=%llu queued=%zu",
                 (unsigned long long)w->stats.events,
                 (unsigned long long)(w->stats.events - w->last_events),
                 (unsigned long long)w->stats.applied, (unsigned long long)w->stats.noops,
-                (unsigned long long)w->stats.tombstones,
+                (unsigned long long)w->stats.early, (unsigned long long)w->stats.tombstones,
                 (unsigned long long)w->stats.dead_letters, (unsigned long long)w->stats.batches,
                 (unsigned long long)w->stats.retries, w->queue.len);
     w->last_events = w->stats.events;

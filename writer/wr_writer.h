@@ -29,6 +29,7 @@ typedef struct {
     uint64_t applied;       /* changed a redemption */
     uint64_t noops;         /* repeats: nothing to change */
     uint64_t tombstones;    /* releases recorded before their reservation */
+    uint64_t early;         /* confirms recorded before their reservation (also in applied) */
     uint64_t dead_letters;  /* sent to the dead-letter topic */
     uint64_t retries;       /* batches tried again after a transient failure */
 } wr_stats_t;

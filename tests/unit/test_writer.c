@@ -1,0 +1,449 @@
+/*
+ * Unit tests for writer/: the redemption state machine, the message queue,
+ * poison isolation by bisection, dead-letter headers. No server needed.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vc_error.h"
+#include "wr_batch.h"
+#include "wr_dlt.h"
+#include "wr_pg.h"
+#include "wr_state.h"
+
+/* ------------------------------------------------------------ state machine */
+
+static const struct {
+    wr_status_t from;
+    vc_event_type_t type;
+    wr_status_t to;
+    int delta;
+    wr_outcome_t outcome;
+} transitions[] = {
+    {WR_ST_NONE, VC_EV_RESERVED, WR_ST_RESERVED, +1, WR_OUT_APPLIED},
+    {WR_ST_NONE, VC_EV_CONFIRMED, WR_ST_CONFIRMED, +1, WR_OUT_EARLY},
+    {WR_ST_NONE, VC_EV_RELEASED, WR_ST_RELEASED, 0, WR_OUT_TOMBSTONE},
+    {WR_ST_RESERVED, VC_EV_RESERVED, WR_ST_RESERVED, 0, WR_OUT_NOOP},
+    {WR_ST_RESERVED, VC_EV_CONFIRMED, WR_ST_CONFIRMED, 0, WR_OUT_APPLIED},
+    {WR_ST_RESERVED, VC_EV_RELEASED, WR_ST_RELEASED, -1, WR_OUT_APPLIED},
+    {WR_ST_CONFIRMED, VC_EV_RESERVED, WR_ST_CONFIRMED, 0, WR_OUT_NOOP},
+    {WR_ST_CONFIRMED, VC_EV_CONFIRMED, WR_ST_CONFIRMED, 0, WR_OUT_NOOP},
+    {WR_ST_CONFIRMED, VC_EV_RELEASED, WR_ST_RELEASED, -1, WR_OUT_APPLIED},
+    {WR_ST_RELEASED, VC_EV_RESERVED, WR_ST_RELEASED, 0, WR_OUT_NOOP},
+    {WR_ST_RELEASED, VC_EV_CONFIRMED, WR_ST_RELEASED, 0, WR_OUT_NOOP},
+    {WR_ST_RELEASED, VC_EV_RELEASED, WR_ST_RELEASED, 0, WR_OUT_NOOP},
+};
+
+START_TEST(state_transition_table)
+{
+    size_t i = (size_t)_i;
+    wr_step_t s = wr_redemption_step(transitions[i].from, transitions[i].type);
+
+    ck_assert_msg(s.next == transitions[i].to, "%s + %s -> %s, want %s",
+                  wr_status_name(transitions[i].from), vc_event_type_name(transitions[i].type),
+                  wr_status_name(s.next), wr_status_name(transitions[i].to));
+    ck_assert_int_eq(s.used_delta, transitions[i].delta);
+    ck_assert_int_eq(s.outcome, transitions[i].outcome);
+}
+END_TEST
+
+START_TEST(state_rejects_unknown_type)
+{
+    wr_step_t s = wr_redemption_step(WR_ST_RESERVED, (vc_event_type_t)9);
+    ck_assert_int_eq(s.next, WR_ST_RESERVED);
+    ck_assert_int_eq(s.used_delta, 0);
+    ck_assert_int_eq(s.outcome, WR_OUT_POISON);
+}
+END_TEST
+
+/* Applies seq (types 1..3) to one redemption; returns the final status and the used_count sum. */
+static wr_status_t run_sequence(const int *seq, size_t n, int *used)
+{
+    wr_status_t st = WR_ST_NONE;
+    *used = 0;
+    for (size_t i = 0; i < n; i++) {
+        wr_step_t s = wr_redemption_step(st, (vc_event_type_t)seq[i]);
+        st = s.next;
+        *used += s.used_delta;
+    }
+    return st;
+}
+
+/*
+ * Every sequence of up to 6 events: used_count is 1 exactly while the
+ * redemption holds a use (RESERVED or CONFIRMED) and never leaves [0, 1];
+ * and repeating the whole sequence (a redelivery) changes nothing.
+ */
+START_TEST(state_any_sequence_counts_once_and_redelivery_is_noop)
+{
+    int seq[12];
+
+    for (size_t len = 1; len <= 6; len++) {
+        size_t total = 1;
+        for (size_t i = 0; i < len; i++)
+            total *= 3;
+        for (size_t code = 0; code < total; code++) {
+            size_t c = code;
+            int used, used2;
+            wr_status_t st, st2;
+            for (size_t i = 0; i < len; i++, c /= 3)
+                seq[i] = (int)(c % 3) + 1;
+            st = run_sequence(seq, len, &used);
+            ck_assert_int_eq(used, st == WR_ST_RESERVED || st == WR_ST_CONFIRMED);
+            memcpy(seq + len, seq, len * sizeof(int));
+            st2 = run_sequence(seq, 2 * len, &used2);
+            ck_assert_int_eq(st2, st);
+            ck_assert_int_eq(used2, used);
+        }
+    }
+}
+END_TEST
+
+/* A release that overtakes its reservation ends where the in-order pair ends. */
+START_TEST(state_release_before_reserve_converges)
+{
+    int in_order[] = {VC_EV_RESERVED, VC_EV_RELEASED};
+    int swapped[] = {VC_EV_RELEASED, VC_EV_RESERVED};
+    int u1, u2;
+
+    ck_assert_int_eq(run_sequence(in_order, 2, &u1), WR_ST_RELEASED);
+    ck_assert_int_eq(run_sequence(swapped, 2, &u2), WR_ST_RELEASED);
+    ck_assert_int_eq(u1, 0);
+    ck_assert_int_eq(u2, 0);
+}
+END_TEST
+
+START_TEST(outcome_names)
+{
+    ck_assert_str_eq(wr_outcome_name(WR_OUT_APPLIED), "applied");
+    ck_assert_str_eq(wr_outcome_name(WR_OUT_EARLY), "early-confirm");
+    ck_assert_str_eq(wr_outcome_name(WR_OUT_CONFLICT), "order-conflict");
+    ck_assert_str_eq(wr_outcome_name(42), "unknown");
+    ck_assert_str_eq(wr_status_name(WR_ST_NONE), "(none)");
+    ck_assert_str_eq(wr_status_name(WR_ST_CONFIRMED), "CONFIRMED");
+}
+END_TEST
+
+/* ------------------------------------------------------------ queue */
+
+static int released;
+
+static void count_release(void *handle)
+{
+    (void)handle;
+    released++;
+}
+
+static void push(wr_queue_t *q, int32_t partition, int64_t offset)
+{
+    wr_msg_t *m = wr_queue_push(q);
+    ck_assert_ptr_nonnull(m);
+    m->partition = partition;
+    m->offset = offset;
+    m->handle = &released; /* any non-NULL handle */
+}
+
+START_TEST(queue_fifo_and_positions)
+{
+    wr_queue_t q;
+    wr_position_t pos[4];
+    int n;
+
+    released = 0;
+    wr_queue_init(&q, count_release);
+    push(&q, 0, 10);
+    push(&q, 3, 7);
+    push(&q, 0, 11);
+    push(&q, 3, 8);
+    push(&q, 5, 1);
+    n = wr_queue_positions(&q, 4, pos, 4);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(pos[0].partition, 0);
+    ck_assert_int_eq(pos[0].next_offset, 12);
+    ck_assert_int_eq(pos[1].partition, 3);
+    ck_assert_int_eq(pos[1].next_offset, 9);
+    ck_assert_int_eq(wr_queue_positions(&q, 5, pos, 2), VC_ERR_TOO_LARGE);
+
+    wr_queue_drop_front(&q, 3);
+    ck_assert_int_eq(released, 3);
+    ck_assert_uint_eq(q.len, 2);
+    ck_assert_int_eq(wr_queue_at(&q, 0)->offset, 8);
+    wr_queue_free(&q);
+    ck_assert_int_eq(released, 5);
+}
+END_TEST
+
+START_TEST(queue_grows_keeping_order)
+{
+    wr_queue_t q;
+
+    released = 0;
+    wr_queue_init(&q, count_release);
+    for (int i = 0; i < 1000; i++) {
+        push(&q, i % 12, i);
+        if (i % 7 == 6)
+            wr_queue_drop_front(&q, 3);
+    }
+    for (size_t i = 1; i < q.len; i++)
+        ck_assert_int_lt(wr_queue_at(&q, i - 1)->offset, wr_queue_at(&q, i)->offset);
+    ck_assert_uint_eq(q.len + (size_t)released, 1000);
+    wr_queue_free(&q);
+    ck_assert_int_eq(released, 1000);
+}
+END_TEST
+
+static int odd_partition(void *ctx, int32_t partition)
+{
+    (void)ctx;
+    return partition % 2 == 1;
+}
+
+START_TEST(queue_drop_revoked_partitions)
+{
+    wr_queue_t q;
+    const int64_t want[] = {1, 3, 5};
+
+    released = 0;
+    wr_queue_init(&q, count_release);
+    for (int i = 0; i < 6; i++)
+        push(&q, i % 2 ? 1 : 2, i + 1);
+    wr_queue_drop_front(&q, 0);
+    ck_assert_uint_eq(wr_queue_drop_partitions(&q, odd_partition, NULL), 3);
+    ck_assert_int_eq(released, 3);
+    ck_assert_uint_eq(q.len, 3);
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_int_eq(wr_queue_at(&q, i)->offset, want[i]);
+    wr_queue_free(&q);
+}
+END_TEST
+
+START_TEST(msg_decode_marks_malformed_poison)
+{
+    wr_msg_t m;
+    const char *good = "{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A1\","
+                       "\"customerId\":7,\"orderId\":\"o-7\",\"confirmedAt\":\"2026-11-29T18:00:00Z\"}";
+
+    memset(&m, 0, sizeof(m));
+    m.payload = "{\"type\":\"VoucherConfirmed\",\"version\":3}";
+    m.len = strlen(m.payload);
+    ck_assert_int_eq(wr_msg_decode(&m), VC_ERR_INVALID);
+    ck_assert_int_eq(m.outcome, WR_OUT_POISON);
+    ck_assert_str_eq(m.dlt_class, WR_DLT_MALFORMED);
+    ck_assert_int_eq(m.decoded, 0);
+    ck_assert(strlen(m.error) > 0);
+
+    m.payload = NULL;
+    m.len = 0;
+    ck_assert_int_eq(wr_msg_decode(&m), VC_ERR_INVALID);
+
+    m.payload = good;
+    m.len = strlen(good);
+    ck_assert_int_eq(wr_msg_decode(&m), 0);
+    ck_assert_int_eq(m.decoded, 1);
+    ck_assert_int_eq(m.ev.type, VC_EV_CONFIRMED);
+    ck_assert_str_eq(m.ev.order_id, "o-7");
+}
+END_TEST
+
+/* ------------------------------------------------------------ bisection */
+
+#define BISECT_N 64
+
+typedef struct {
+    int bad[BISECT_N];          /* items that can never apply */
+    int applied[BISECT_N];      /* applied count per item */
+    int order[BISECT_N];        /* items in the order they were applied */
+    size_t norder;
+    int poisoned[BISECT_N];
+    int tries;
+    int fail_transient_at_try; /* 0: never */
+} fake_db_t;
+
+static int fake_try(void *ctx, size_t lo, size_t hi, char *err, size_t errlen)
+{
+    fake_db_t *db = ctx;
+
+    db->tries++;
+    if (db->fail_transient_at_try && db->tries == db->fail_transient_at_try)
+        return VC_ERR_UNAVAILABLE;
+    for (size_t i = lo; i < hi; i++)
+        if (db->bad[i]) {
+            snprintf(err, errlen, "23514: item %zu", i);
+            return VC_ERR_INVALID; /* the whole range is undone */
+        }
+    for (size_t i = lo; i < hi; i++) {
+        db->applied[i]++;
+        db->order[db->norder++] = (int)i;
+    }
+    return 0;
+}
+
+static void fake_poison(void *ctx, size_t i, const char *err)
+{
+    fake_db_t *db = ctx;
+    char want[32];
+
+    snprintf(want, sizeof(want), "23514: item %zu", i);
+    ck_assert_str_eq(err, want);
+    db->poisoned[i]++;
+}
+
+static const struct {
+    size_t n;
+    int bad[6]; /* -1 terminated */
+} bisect_cases[] = {
+    {1, {-1}},        {1, {0, -1}},          {2, {1, -1}},           {7, {0, 6, -1}},
+    {64, {-1}},       {64, {31, -1}},        {64, {0, 1, 2, 63, -1}}, {63, {10, 11, 40, -1}},
+    {5, {0, 1, 2, 3, 4, -1}},
+};
+
+START_TEST(bisect_isolates_poison_and_keeps_order)
+{
+    size_t c = (size_t)_i, n = bisect_cases[c].n, nbad = 0;
+    fake_db_t db;
+
+    memset(&db, 0, sizeof(db));
+    for (size_t j = 0; bisect_cases[c].bad[j] >= 0; j++, nbad++)
+        db.bad[bisect_cases[c].bad[j]] = 1;
+    ck_assert_int_eq(wr_bisect(n, fake_try, fake_poison, &db), 0);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(db.applied[i], !db.bad[i]);
+        ck_assert_int_eq(db.poisoned[i], db.bad[i]);
+    }
+    ck_assert_uint_eq(db.norder, n - nbad);
+    for (size_t i = 1; i < db.norder; i++)
+        ck_assert_int_lt(db.order[i - 1], db.order[i]);
+    if (nbad == 0)
+        ck_assert_int_eq(db.tries, 1);
+    if (nbad == 1 && n == 64)
+        ck_assert_int_le(db.tries, 2 * 6 + 1);
+}
+END_TEST
+
+START_TEST(bisect_stops_on_transient_error)
+{
+    fake_db_t db;
+
+    memset(&db, 0, sizeof(db));
+    db.bad[3] = 1;
+    db.fail_transient_at_try = 3;
+    ck_assert_int_eq(wr_bisect(8, fake_try, fake_poison, &db), VC_ERR_UNAVAILABLE);
+    ck_assert_int_eq(db.tries, 3);
+    for (size_t i = 0; i < 8; i++)
+        ck_assert_int_eq(db.poisoned[i], 0);
+    ck_assert_int_eq(wr_bisect(0, fake_try, fake_poison, &db), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------ dead letters */
+
+START_TEST(dlt_headers_round_trip)
+{
+    wr_dlt_info_t in, out;
+    wr_header_t h[WR_DLT_NHEADERS];
+    static const char *const names[] = {WR_HDR_TOPIC,  WR_HDR_PARTITION, WR_HDR_OFFSET,
+                                        WR_HDR_TIMESTAMP, WR_HDR_GROUP, WR_HDR_CLASS,
+                                        WR_HDR_MESSAGE, WR_HDR_FAILED_AT};
+
+    wr_dlt_info_clear(&in);
+    strcpy(in.topic, "voucher-events");
+    in.partition = 7;
+    in.offset = 123456789012;
+    in.timestamp_ms = 1795975082123;
+    strcpy(in.group, "voucher-writer");
+    strcpy(in.error_class, WR_DLT_CONSTRAINT);
+    strcpy(in.error_message, "23514: voucher A: order o-1 would raise used_count to 3");
+    in.failed_at_ms = 1795975083000;
+
+    ck_assert_uint_eq(wr_dlt_headers(&in, h), WR_DLT_NHEADERS);
+    for (size_t i = 0; i < WR_DLT_NHEADERS; i++)
+        ck_assert_str_eq(h[i].name, names[i]);
+    ck_assert_str_eq(h[1].value, "7");
+    ck_assert_str_eq(h[2].value, "123456789012");
+    ck_assert_str_eq(h[3].value, "2026-11-29T17:58:02.123Z");
+    ck_assert_str_eq(h[7].value, "2026-11-29T17:58:03.000Z");
+
+    wr_dlt_info_clear(&out);
+    for (size_t i = 0; i < WR_DLT_NHEADERS; i++)
+        ck_assert_int_eq(wr_dlt_info_set(&out, h[i].name, h[i].value, strlen(h[i].value)), 0);
+    ck_assert_int_eq(wr_dlt_info_set(&out, "x-unknown", "1", 1), 0);
+    ck_assert_int_eq(memcmp(&in, &out, sizeof(in)), 0);
+}
+END_TEST
+
+START_TEST(dlt_headers_unknown_timestamp_and_long_message)
+{
+    wr_dlt_info_t in, out;
+    wr_header_t h[WR_DLT_NHEADERS];
+
+    wr_dlt_info_clear(&in);
+    in.timestamp_ms = -1;
+    memset(in.error_message, 'x', sizeof(in.error_message) - 1);
+    wr_dlt_headers(&in, h);
+    ck_assert_str_eq(h[3].value, "");
+    ck_assert_uint_eq(strlen(h[6].value), WR_HDR_VALUE_MAX - 1);
+
+    wr_dlt_info_clear(&out);
+    ck_assert_int_eq(wr_dlt_info_set(&out, WR_HDR_TIMESTAMP, "", 0), 0);
+    ck_assert_int_eq(out.timestamp_ms, -1);
+    ck_assert_int_eq(wr_dlt_info_set(&out, WR_HDR_OFFSET, "12x", 3), VC_ERR_INVALID);
+    ck_assert_int_eq(wr_dlt_info_set(&out, WR_HDR_PARTITION, "-1", 2), VC_ERR_INVALID);
+    ck_assert_int_eq(wr_dlt_info_set(&out, WR_HDR_FAILED_AT, "yesterday", 9), VC_ERR_INVALID);
+}
+END_TEST
+
+START_TEST(dlt_classes)
+{
+    ck_assert_str_eq(wr_pg_dlt_class("23503: unknown voucher GHOST"), WR_DLT_UNKNOWN_VOUCHER);
+    ck_assert_str_eq(wr_pg_dlt_class("23514: voucher A: ..."), WR_DLT_CONSTRAINT);
+    ck_assert_str_eq(wr_pg_dlt_class("23505: duplicate key"), WR_DLT_CONSTRAINT);
+    ck_assert_str_eq(wr_pg_dlt_class("22003: numeric value out of range"), WR_DLT_REJECTED);
+    ck_assert(wr_dlt_class_valid("order-conflict"));
+    ck_assert(wr_dlt_class_valid("malformed"));
+    ck_assert(!wr_dlt_class_valid("transient"));
+}
+END_TEST
+
+static Suite *writer_suite(void)
+{
+    Suite *s = suite_create("writer");
+    TCase *tc = tcase_create("state");
+
+    tcase_add_loop_test(tc, state_transition_table, 0,
+                        (int)(sizeof(transitions) / sizeof(transitions[0])));
+    tcase_add_test(tc, state_rejects_unknown_type);
+    tcase_add_test(tc, state_any_sequence_counts_once_and_redelivery_is_noop);
+    tcase_add_test(tc, state_release_before_reserve_converges);
+    tcase_add_test(tc, outcome_names);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("batch");
+    tcase_add_test(tc, queue_fifo_and_positions);
+    tcase_add_test(tc, queue_grows_keeping_order);
+    tcase_add_test(tc, queue_drop_revoked_partitions);
+    tcase_add_test(tc, msg_decode_marks_malformed_poison);
+    tcase_add_loop_test(tc, bisect_isolates_poison_and_keeps_order, 0,
+                        (int)(sizeof(bisect_cases) / sizeof(bisect_cases[0])));
+    tcase_add_test(tc, bisect_stops_on_transient_error);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("dlt");
+    tcase_add_test(tc, dlt_headers_round_trip);
+    tcase_add_test(tc, dlt_headers_unknown_timestamp_and_long_message);
+    tcase_add_test(tc, dlt_classes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(writer_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
