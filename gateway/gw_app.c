@@ -31,8 +31,8 @@ void gw_app_reply_error(gw_request_t *req, int rc, const char *detail)
     const char *error, *reason;
     char body[768];
     int status = gw_status_for(rc, &error, &reason);
-    size_t len = gw_body_error(body, sizeof(body), error, detail ? detail : vc_strerror(rc),
-                               reason);
+    size_t len =
+        gw_body_error(body, sizeof(body), error, detail ? detail : vc_strerror(rc), reason);
 
     gw_http_respond(req, status, status == 503 ? "Retry-After: 1\r\n" : NULL, body, len);
 }

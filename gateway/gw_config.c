@@ -3,11 +3,17 @@
 #include <stddef.h>
 
 #define STR(flag, env, def, field, help)                                                           \
-    {flag, env, VC_CFG_STRING, def, offsetof(gw_config_t, field), 0, 0, help}
+    {                                                                                              \
+        flag, env, VC_CFG_STRING, def, offsetof(gw_config_t, field), 0, 0, help                    \
+    }
 #define INT(flag, env, def, field, lo, hi, help)                                                   \
-    {flag, env, VC_CFG_INT, def, offsetof(gw_config_t, field), lo, hi, help}
+    {                                                                                              \
+        flag, env, VC_CFG_INT, def, offsetof(gw_config_t, field), lo, hi, help                     \
+    }
 #define MS(flag, env, def, field, lo, hi, help)                                                    \
-    {flag, env, VC_CFG_MS, def, offsetof(gw_config_t, field), lo, hi, help}
+    {                                                                                              \
+        flag, env, VC_CFG_MS, def, offsetof(gw_config_t, field), lo, hi, help                      \
+    }
 
 const vc_cfg_param_t gw_config_params[] = {
     STR("http-addr", "VOUCHER_HTTP_ADDR", "127.0.0.1:15410", http_addr,

@@ -146,8 +146,8 @@ static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const 
             keys[i] = h->keys[i];
         args[0] = h->order_id;
         args[1] = "release";
-        rc = gw_redis_eval(app->redis, GW_SCRIPT_RELEASE, script_cb, h, GW_KEY_COUNT, keys, 2,
-                           args);
+        rc =
+            gw_redis_eval(app->redis, GW_SCRIPT_RELEASE, script_cb, h, GW_KEY_COUNT, keys, 2, args);
     }
     if (rc != 0)
         fail(h, rc, "redis");

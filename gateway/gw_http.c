@@ -221,7 +221,7 @@ void gw_http_respond(gw_request_t *req, int status, const char *extra_headers, c
 static void conn_fail(gw_conn_t *c, int status, const char *detail)
 {
     char head[256], body[512];
-    const char *error = status == 413 ? "PAYLOAD_TOO_LARGE"
+    const char *error = status == 413   ? "PAYLOAD_TOO_LARGE"
                         : status == 431 ? "HEADERS_TOO_LARGE"
                                         : "BAD_REQUEST";
     size_t body_len = gw_body_error(body, sizeof(body), error, detail, NULL);
@@ -426,9 +426,10 @@ static void conn_feed(gw_conn_t *c, char *data, size_t len)
     }
     if (e != HPE_OK) {
         int status = c->error_status ? c->error_status : e == HPE_HEADER_OVERFLOW ? 431 : 400;
-        conn_fail(c, status, status == 400 ? http_errno_description(e)
-                             : status == 413 ? "request body is larger than 16384 bytes"
-                                             : "request line and headers exceed 8192 bytes");
+        conn_fail(c, status,
+                  status == 400   ? http_errno_description(e)
+                  : status == 413 ? "request body is larger than 16384 bytes"
+                                  : "request line and headers exceed 8192 bytes");
         return;
     }
     if (c->parser.upgrade)

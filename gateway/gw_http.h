@@ -33,8 +33,8 @@ typedef struct gw_request {
     size_t path_len;
     const char *body; /* NUL-terminated; body_len bytes */
     size_t body_len;
-    uint64_t id;      /* per-worker sequence, for logs */
-    gw_conn_t *conn;  /* NULL once the client went away */
+    uint64_t id;     /* per-worker sequence, for logs */
+    gw_conn_t *conn; /* NULL once the client went away */
     gw_http_server_t *server;
     gw_arena_chunk_t *arena;
 } gw_request_t;
@@ -56,8 +56,8 @@ struct gw_http_server {
     int64_t idle_timeout_ms;
     atomic_long *connections; /* shared by all workers */
     long max_connections;
-    gw_conn_t *conns;         /* open connections (doubly linked) */
-    long requests;            /* dispatched and not yet answered */
+    gw_conn_t *conns; /* open connections (doubly linked) */
+    long requests;    /* dispatched and not yet answered */
     uint64_t next_id;
     int listening, shutting_down;
     gw_http_done_cb done_cb;

@@ -24,8 +24,7 @@ struct gw_kafka_report {
     int rc;
 };
 
-static int set(rd_kafka_conf_t *conf, const char *key, const char *value, char *err,
-               size_t errlen)
+static int set(rd_kafka_conf_t *conf, const char *key, const char *value, char *err, size_t errlen)
 {
     char errstr[512];
     if (rd_kafka_conf_set(conf, key, value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
@@ -94,8 +93,7 @@ static void poll_thread(void *arg)
         rd_kafka_poll(k->rk, 100);
 }
 
-gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms, char *err,
-                         size_t errlen)
+gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms, char *err, size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     gw_kafka_t *k = calloc(1, sizeof(*k));
@@ -196,8 +194,7 @@ int gw_kafka_produce(gw_kafka_t *k, gw_kafka_inbox_t *inbox, const char *topic, 
     rep->inbox = inbox;
     rep->cb = cb;
     rep->arg = arg;
-    e = rd_kafka_producev(k->rk, RD_KAFKA_V_TOPIC(topic),
-                          RD_KAFKA_V_KEY((void *)key, keylen),
+    e = rd_kafka_producev(k->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY((void *)key, keylen),
                           RD_KAFKA_V_VALUE((void *)payload, len),
                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(rep),
                           RD_KAFKA_V_END);

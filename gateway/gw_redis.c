@@ -22,9 +22,9 @@ typedef struct cmd {
     int64_t deadline_ms;
     gw_redis_cb cb;
     void *arg;
-    int done;     /* cb has run (or was handed to a retry) */
+    int done; /* cb has run (or was handed to a retry) */
     int listed;
-    long script;  /* registered script, or -1: for the EVAL fallback */
+    long script; /* registered script, or -1: for the EVAL fallback */
     int argc;
     const char **argv;
     size_t *argvlen;
@@ -125,8 +125,8 @@ static void deadline_cb(uv_timer_t *t)
     gw_redis_t *r = t->data;
 
     if (r->head && r->head->deadline_ms <= vc_time_mono_ms()) {
-        vc_warn("redis %s:%d: no reply within %lld ms, %zu commands pending: reconnecting",
-                r->host, r->port, (long long)r->timeout_ms, r->npending);
+        vc_warn("redis %s:%d: no reply within %lld ms, %zu commands pending: reconnecting", r->host,
+                r->port, (long long)r->timeout_ms, r->npending);
         drop(r, VC_ERR_TIMEOUT);
     }
     arm_deadline(r);
@@ -139,9 +139,9 @@ static void reconnect_cb(uv_timer_t *t)
 
 static int error_class(const char *s, size_t len)
 {
-    static const char *const transient[] = {"LOADING",  "BUSY",        "MASTERDOWN", "READONLY",
-                                            "OOM",      "TRYAGAIN",    "CLUSTERDOWN",
-                                            "NOREPLICAS", NULL};
+    static const char *const transient[] = {"LOADING",     "BUSY",       "MASTERDOWN",
+                                            "READONLY",    "OOM",        "TRYAGAIN",
+                                            "CLUSTERDOWN", "NOREPLICAS", NULL};
     for (const char *const *p = transient; *p; p++) {
         size_t n = strlen(*p);
         if (len >= n && memcmp(s, *p, n) == 0)

@@ -68,8 +68,8 @@ static void give_back(reserve_t *x)
 
     for (int i = 0; i < GW_KEY_COUNT; i++)
         keys[i] = x->keys[i];
-    if ((rc = gw_redis_eval(x->app->redis, GW_SCRIPT_RELEASE, released_cb, x, GW_KEY_COUNT, keys,
-                            2, args)) != 0) {
+    if ((rc = gw_redis_eval(x->app->redis, GW_SCRIPT_RELEASE, released_cb, x, GW_KEY_COUNT, keys, 2,
+                            args)) != 0) {
         vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
         VC_LOG_F(VC_LOG_WARN, f, "giving the use back failed (%s): the reconciler will",
                  vc_strerror(rc));
@@ -90,7 +90,7 @@ static void delivered_cb(void *arg, int rc)
         return;
     }
     /* Possibly persisted: keep the hold; the writer or the reconciler settles it. */
-    fail(x, rc, "event delivery outcome unknown, hold kept");
+    fail(x, rc, "event delivery (hold kept)");
 }
 
 static void publish(reserve_t *x)

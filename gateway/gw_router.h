@@ -22,12 +22,12 @@ typedef enum {
 } gw_method_t;
 
 typedef enum {
-    GW_ROUTE_NOT_FOUND = 0,  /* 404: no such path, or a code/orderId that cannot exist */
-    GW_ROUTE_BAD_METHOD,     /* 405: the path exists, the method does not; see allow */
-    GW_ROUTE_HEALTHZ,        /* GET /healthz */
-    GW_ROUTE_RESERVE,        /* POST /vouchers/{code}/reservations */
-    GW_ROUTE_CONFIRM,        /* POST /vouchers/{code}/reservations/{orderId}/confirm */
-    GW_ROUTE_CANCEL,         /* DELETE /vouchers/{code}/reservations/{orderId} */
+    GW_ROUTE_NOT_FOUND = 0, /* 404: no such path, or a code/orderId that cannot exist */
+    GW_ROUTE_BAD_METHOD,    /* 405: the path exists, the method does not; see allow */
+    GW_ROUTE_HEALTHZ,       /* GET /healthz */
+    GW_ROUTE_RESERVE,       /* POST /vouchers/{code}/reservations */
+    GW_ROUTE_CONFIRM,       /* POST /vouchers/{code}/reservations/{orderId}/confirm */
+    GW_ROUTE_CANCEL,        /* DELETE /vouchers/{code}/reservations/{orderId} */
 } gw_route_kind_t;
 
 typedef struct {
@@ -46,7 +46,7 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
 
 /* The body of POST /vouchers/{code}/reservations. */
 typedef struct {
-    int64_t customer_id;  /* > 0 */
+    int64_t customer_id; /* > 0 */
     char order_id[VC_ORDER_ID_MAX + 1];
     int64_t order_amount; /* >= 0, minor units */
 } gw_reserve_req_t;

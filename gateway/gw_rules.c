@@ -32,7 +32,7 @@ typedef struct entry {
     char code[VC_CODE_MAX + 1];
     int state;
     vc_voucher_t v;
-    int64_t expires_ms;     /* monotonic; the rules or the miss are trusted until then */
+    int64_t expires_ms;       /* monotonic; the rules or the miss are trusted until then */
     int64_t soldout_until_ms; /* monotonic */
     int loading;
     waiter_t *waiters;
@@ -63,8 +63,7 @@ gw_pg_pool_t *gw_pg_pool_new(const char *dsn, int size)
 {
     gw_pg_pool_t *p = calloc(1, sizeof(*p));
 
-    if (!p || !(p->idle = calloc((size_t)size, sizeof(PGconn *))) ||
-        uv_mutex_init(&p->lock) != 0) {
+    if (!p || !(p->idle = calloc((size_t)size, sizeof(PGconn *))) || uv_mutex_init(&p->lock) != 0) {
         if (p)
             free(p->idle);
         free(p);
@@ -115,8 +114,7 @@ static void pool_put(gw_pg_pool_t *p, PGconn *conn)
 
 /* ---- the cache (loop thread) ---- */
 
-gw_rules_t *gw_rules_new(uv_loop_t *loop, gw_pg_pool_t *pool, int64_t ttl_ms,
-                         int64_t miss_ttl_ms)
+gw_rules_t *gw_rules_new(uv_loop_t *loop, gw_pg_pool_t *pool, int64_t ttl_ms, int64_t miss_ttl_ms)
 {
     gw_rules_t *r = calloc(1, sizeof(*r));
     if (!r)

@@ -39,8 +39,7 @@ typedef void (*gw_rules_cb)(void *arg, int rc, const vc_voucher_t *v);
  * miss_ttl_ms: how long an unknown code stays unknown. The pool is borrowed.
  * Returns NULL when memory runs out.
  */
-gw_rules_t *gw_rules_new(uv_loop_t *loop, gw_pg_pool_t *pool, int64_t ttl_ms,
-                         int64_t miss_ttl_ms);
+gw_rules_t *gw_rules_new(uv_loop_t *loop, gw_pg_pool_t *pool, int64_t ttl_ms, int64_t miss_ttl_ms);
 
 /*
  * Looks code up. With fresh set, the cache is bypassed and PostgreSQL is

@@ -61,16 +61,16 @@ static void worker_main(void *arg)
     }
     uv_async_init(&w->loop, &w->stop_async, stop_cb);
     w->stop_async.data = w;
-    if (!(w->app.rules = gw_rules_new(&w->loop, sh->pg, cfg->rules_ttl_ms,
-                                      cfg->rules_miss_ttl_ms)) ||
+    if (!(w->app.rules =
+              gw_rules_new(&w->loop, sh->pg, cfg->rules_ttl_ms, cfg->rules_miss_ttl_ms)) ||
         gw_redis_new(&w->app.redis, &w->loop, sh->redis_host, sh->redis_port, sh->redis_db,
                      cfg->redis_timeout_ms, gw_app_scripts, GW_SCRIPT_COUNT) != 0) {
         snprintf(w->err, sizeof(w->err), "out of memory");
         rc = VC_ERR_NOMEM;
     } else {
-        rc = gw_http_listen(&w->http, &w->loop, sh->http_host, sh->http_port,
-                            cfg->idle_timeout_ms, &sh->connections, (long)cfg->max_connections,
-                            gw_app_handle, &w->app, w->err, sizeof(w->err));
+        rc = gw_http_listen(&w->http, &w->loop, sh->http_host, sh->http_port, cfg->idle_timeout_ms,
+                            &sh->connections, (long)cfg->max_connections, gw_app_handle, &w->app,
+                            w->err, sizeof(w->err));
     }
     w->start_rc = rc;
     uv_sem_post(&w->ready);

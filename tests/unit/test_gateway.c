@@ -24,14 +24,14 @@ static const struct {
     {GW_M_DELETE, "/vouchers/FLASH100/reservations/o-1", GW_ROUTE_CANCEL, "FLASH100", "o-1", NULL},
     {GW_M_POST, "/vouchers/FLASH100/reservations/o-1", GW_ROUTE_BAD_METHOD, "FLASH100", "o-1",
      "DELETE"},
-    {GW_M_POST, "/vouchers/FLASH100/reservations/o-1/confirm", GW_ROUTE_CONFIRM, "FLASH100",
-     "o-1", NULL},
+    {GW_M_POST, "/vouchers/FLASH100/reservations/o-1/confirm", GW_ROUTE_CONFIRM, "FLASH100", "o-1",
+     NULL},
     {GW_M_DELETE, "/vouchers/FLASH100/reservations/o-1/confirm", GW_ROUTE_BAD_METHOD, "FLASH100",
      "o-1", "POST"},
     /* A code or orderId that cannot exist: 404, whatever the method. */
     {GW_M_POST, "/vouchers/flash100/reservations", GW_ROUTE_NOT_FOUND, "", "", NULL},
-    {GW_M_POST, "/vouchers/ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456/reservations", GW_ROUTE_NOT_FOUND,
-     "", "", NULL},
+    {GW_M_POST, "/vouchers/ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456/reservations", GW_ROUTE_NOT_FOUND, "",
+     "", NULL},
     {GW_M_POST, "/vouchers//reservations", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_DELETE, "/vouchers/FLASH100/reservations/o%201", GW_ROUTE_NOT_FOUND, "", "", NULL},
     /* Paths that are not routes. */
@@ -43,8 +43,7 @@ static const struct {
     {GW_M_POST, "/vouchers/FLASH100", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_POST, "/vouchers/FLASH100/holds", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_POST, "/vouchers/FLASH100/reservations/o-1/pay", GW_ROUTE_NOT_FOUND, "", "", NULL},
-    {GW_M_POST, "/vouchers/FLASH100/reservations/o-1/confirm/x", GW_ROUTE_NOT_FOUND, "", "",
-     NULL},
+    {GW_M_POST, "/vouchers/FLASH100/reservations/o-1/confirm/x", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_OTHER, "/vouchers/FLASH100/reservations", GW_ROUTE_BAD_METHOD, "FLASH100", "", "POST"},
 };
 
@@ -144,8 +143,7 @@ START_TEST(body_rejected)
     const char *b = bad_bodies[_i].body;
 
     ck_assert_int_eq(gw_reserve_req_parse(b, strlen(b), &in, err, sizeof(err)), VC_ERR_INVALID);
-    ck_assert_msg(strstr(err, bad_bodies[_i].detail_has) != NULL, "body %s: detail \"%s\"", b,
-                  err);
+    ck_assert_msg(strstr(err, bad_bodies[_i].detail_has) != NULL, "body %s: detail \"%s\"", b, err);
 }
 END_TEST
 
@@ -168,8 +166,7 @@ START_TEST(body_with_nul_byte)
     char err[256];
     const char b[] = "{\"customerId\":1,\"orderId\":\"o\0\",\"orderAmount\":1}";
 
-    ck_assert_int_eq(gw_reserve_req_parse(b, sizeof(b) - 1, &in, err, sizeof(err)),
-                     VC_ERR_INVALID);
+    ck_assert_int_eq(gw_reserve_req_parse(b, sizeof(b) - 1, &in, err, sizeof(err)), VC_ERR_INVALID);
 }
 END_TEST
 
@@ -179,9 +176,9 @@ START_TEST(order_value)
 {
     gw_order_value_t o;
     const char *ok = "42:100000:1795975982123:H";
-    static const char *const bad[] = {"",        "42:1:2",      "42:1:2:X",  "42:1:2:HH",
-                                      "x:1:2:H", "42:1:2:H:5",  "42::2:H",   "42:1:2:",
-                                      ":1:2:H",  "42:1:2:H\n"};
+    static const char *const bad[] = {
+        "",           "42:1:2",  "42:1:2:X", "42:1:2:HH", "x:1:2:H",
+        "42:1:2:H:5", "42::2:H", "42:1:2:",  ":1:2:H",    "42:1:2:H\n"};
 
     ck_assert_int_eq(gw_order_value_parse(ok, strlen(ok), &o), 0);
     ck_assert_int_eq(o.customer_id, 42);
@@ -236,13 +233,15 @@ START_TEST(bodies)
 
     n = gw_body_error(buf, sizeof(buf), "BAD_REQUEST", "field \"orderId\" is required", NULL);
     ck_assert_uint_eq(n, strlen(buf));
-    ck_assert_str_eq(buf, "{\"error\":\"BAD_REQUEST\",\"detail\":\"field \\\"orderId\\\" is required\"}");
+    ck_assert_str_eq(
+        buf, "{\"error\":\"BAD_REQUEST\",\"detail\":\"field \\\"orderId\\\" is required\"}");
     gw_body_error(buf, sizeof(buf), "NOT_ELIGIBLE", "voucher expired", "EXPIRED");
-    ck_assert_str_eq(buf,
-                     "{\"error\":\"NOT_ELIGIBLE\",\"detail\":\"voucher expired\",\"reason\":\"EXPIRED\"}");
+    ck_assert_str_eq(
+        buf, "{\"error\":\"NOT_ELIGIBLE\",\"detail\":\"voucher expired\",\"reason\":\"EXPIRED\"}");
     gw_body_reservation(buf, sizeof(buf), "order-42", "FLASH100", 100000, 1795975982123LL, 0);
-    ck_assert_str_eq(buf, "{\"orderId\":\"order-42\",\"code\":\"FLASH100\",\"discountAmount\":100000,"
-                          "\"heldUntil\":\"2026-11-29T18:13:02.123Z\"}");
+    ck_assert_str_eq(buf,
+                     "{\"orderId\":\"order-42\",\"code\":\"FLASH100\",\"discountAmount\":100000,"
+                     "\"heldUntil\":\"2026-11-29T18:13:02.123Z\"}");
     gw_body_reservation(buf, sizeof(buf), "order-42", "FLASH100", 5, 1795975982123LL, 1);
     ck_assert_ptr_nonnull(strstr(buf, ",\"replayed\":true}"));
     gw_body_status(buf, sizeof(buf), "o-1", "FLASH100", "CONFIRMED", 0);
