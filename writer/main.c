@@ -44,6 +44,9 @@ static const vc_cfg_param_t params[] = {
      "longest wait for a batch to fill"},
     {"backoff-max", "VOUCHER_WRITER_BACKOFF_MAX_MS", VC_CFG_MS, "5s", CFG(backoff_max_ms), 10,
      600000, "longest wait between retries of a batch after a transient failure"},
+    {"session-timeout", "VOUCHER_WRITER_SESSION_TIMEOUT_MS", VC_CFG_MS, "10s",
+     CFG(session_timeout_ms), 6000, 300000,
+     "Kafka session timeout: how soon the partitions of a writer that died move to another"},
     VC_CFG_END,
 };
 

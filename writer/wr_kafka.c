@@ -137,8 +137,12 @@ static int open_consumer(wr_kafka_t *k, char *err, size_t errlen)
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_topic_partition_list_t *topics = NULL;
     rd_kafka_resp_err_t e;
+    char session_timeout[24], heartbeat[24];
     int rc;
 
+    snprintf(session_timeout, sizeof(session_timeout), "%lld",
+             (long long)k->conf.session_timeout_ms);
+    snprintf(heartbeat, sizeof(heartbeat), "%lld", (long long)k->conf.session_timeout_ms / 3);
     if ((rc = set_conf(conf, "bootstrap.servers", k->conf.brokers, err, errlen)) ||
         (rc = set_conf(conf, "group.id", k->conf.group, err, errlen)) ||
         (rc = set_conf(conf, "client.id", "voucher-writer", err, errlen)) ||
@@ -148,6 +152,8 @@ static int open_consumer(wr_kafka_t *k, char *err, size_t errlen)
         (rc = set_conf(conf, "auto.commit.interval.ms", "1000", err, errlen)) ||
         (rc = set_conf(conf, "auto.offset.reset", "earliest", err, errlen)) ||
         (rc = set_conf(conf, "enable.partition.eof", "false", err, errlen)) ||
+        (rc = set_conf(conf, "session.timeout.ms", session_timeout, err, errlen)) ||
+        (rc = set_conf(conf, "heartbeat.interval.ms", heartbeat, err, errlen)) ||
         (rc = set_conf(conf, "log.connection.close", "false", err, errlen)))
         goto fail;
     rd_kafka_conf_set_opaque(conf, k);

@@ -26,6 +26,7 @@ typedef struct {
     const char *group;     /* group.id */
     const char *topic;     /* the topic to consume */
     const char *dlt_topic; /* where dead letters go */
+    int64_t session_timeout_ms;
     wr_revoke_cb revoke_cb;
     void *ctx;
 } wr_kafka_conf_t;

@@ -293,8 +293,15 @@ int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_
         goto out;
     }
 
-    kconf = (wr_kafka_conf_t){cfg->brokers, cfg->group, cfg->topic, cfg->dlt_topic, on_revoke,
-                              &w};
+    kconf = (wr_kafka_conf_t){
+        .brokers = cfg->brokers,
+        .group = cfg->group,
+        .topic = cfg->topic,
+        .dlt_topic = cfg->dlt_topic,
+        .session_timeout_ms = cfg->session_timeout_ms,
+        .revoke_cb = on_revoke,
+        .ctx = &w,
+    };
     if ((rc = wr_kafka_open(&w.kafka, &kconf, err, sizeof(err))) != 0) {
         vc_error("Kafka: %s", err);
         goto out;

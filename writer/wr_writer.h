@@ -20,6 +20,7 @@ typedef struct {
     int64_t batch;      /* most events per transaction */
     int64_t linger_ms;  /* longest wait for a batch to fill */
     int64_t backoff_max_ms; /* longest wait between retries of a failed batch */
+    int64_t session_timeout_ms; /* Kafka session.timeout.ms: how soon a dead writer's partitions move */
 } wr_config_t;
 
 /* What the loop has done since it started. */
