@@ -30,6 +30,13 @@ typedef struct cmd {
     size_t *argvlen;
 } cmd_t;
 
+/* A registered script: its SHA once SCRIPT LOAD told it. */
+typedef struct {
+    gw_redis_t *r;
+    char sha[41]; /* "" until known: EVAL is used meanwhile */
+    int loading;  /* a SCRIPT LOAD is pending */
+} script_t;
+
 struct gw_redis {
     uv_loop_t *loop;
     redisAsyncContext *ctx; /* NULL while disconnected */
@@ -39,7 +46,7 @@ struct gw_redis {
     int64_t timeout_ms;
     const char *const *scripts;
     size_t nscripts;
-    char (*sha)[41]; /* learned from SCRIPT LOAD; "" until then */
+    script_t *slot; /* nscripts */
     cmd_t *head, *tail;
     size_t npending;
     uv_timer_t deadline_timer, reconnect_timer;
@@ -51,6 +58,7 @@ struct gw_redis {
 };
 
 static void connect_now(gw_redis_t *r);
+static void load_script(gw_redis_t *r, size_t i);
 
 static void list_add(gw_redis_t *r, cmd_t *c)
 {
@@ -290,7 +298,9 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
             (rc = retry_with_eval(r, c)) == 0)
             goto out;
         rc = error_class(x->str, (size_t)x->len);
-        vc_warn("redis %s: %.200s", c->argv[0], x->str);
+        /* The caller reports the failure; only here is Redis's text known. */
+        if (rc == VC_ERR_PROTOCOL)
+            vc_warn("redis %s: %.200s", c->argv[0], x->str);
         c->cb(c->arg, rc, NULL);
         goto out;
     }
@@ -324,10 +334,12 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
 
     VC_ASSERT(script < r->nscripts && nkeys >= 0 && nargs >= 0 && nkeys + nargs <= 16);
     snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
-    if (r->sha[script][0]) {
+    if (r->slot[script].sha[0]) {
         argv[argc++] = "EVALSHA";
-        argv[argc++] = r->sha[script];
+        argv[argc++] = r->slot[script].sha;
     } else {
+        /* Learn the SHA for next time; this call carries the source. */
+        load_script(r, script);
         argv[argc++] = "EVAL";
         argv[argc++] = r->scripts[script];
     }
@@ -355,14 +367,27 @@ int gw_redis_connected(const gw_redis_t *r)
 /* SCRIPT LOAD answered: remember the SHA so later calls send EVALSHA. */
 static void script_loaded_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
-    char *sha = arg;
+    script_t *slot = arg;
+
+    slot->loading = 0;
     if (rc == 0 && reply->n == 1 && reply->item[0].type == GW_REDIS_STR &&
         reply->item[0].len == 40) {
-        memcpy(sha, reply->item[0].str, 40);
-        sha[40] = '\0';
-    } else if (rc != VC_ERR_SHUTDOWN) {
-        vc_warn("redis SCRIPT LOAD failed (%s): falling back to EVAL", vc_strerror(rc));
+        memcpy(slot->sha, reply->item[0].str, 40);
+        slot->sha[40] = '\0';
     }
+    /* Otherwise EVAL carries the source until a later SCRIPT LOAD works. */
+}
+
+/* Sends SCRIPT LOAD for script i unless one is pending. */
+static void load_script(gw_redis_t *r, size_t i)
+{
+    const char *argv[] = {"SCRIPT", "LOAD", r->scripts[i]};
+    size_t argvlen[] = {6, 4, strlen(r->scripts[i])};
+
+    if (r->slot[i].loading)
+        return;
+    if (gw_redis_command(r, script_loaded_cb, &r->slot[i], 3, argv, argvlen) == 0)
+        r->slot[i].loading = 1;
 }
 
 static void select_cb(void *arg, int rc, const gw_redis_reply_t *reply)
@@ -438,11 +463,8 @@ static void connect_now(gw_redis_t *r)
         argvlen[1] = strlen(db);
         gw_redis_command(r, select_cb, r, 2, argv, argvlen);
     }
-    for (size_t i = 0; i < r->nscripts; i++) {
-        const char *argv[] = {"SCRIPT", "LOAD", r->scripts[i]};
-        size_t argvlen[] = {6, 4, strlen(r->scripts[i])};
-        gw_redis_command(r, script_loaded_cb, r->sha[i], 3, argv, argvlen);
-    }
+    for (size_t i = 0; i < r->nscripts; i++)
+        load_script(r, i);
 }
 
 int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const char *host, int port, int db,
@@ -450,7 +472,7 @@ int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const char *host, int port, 
 {
     gw_redis_t *r = calloc(1, sizeof(*r));
 
-    if (!r || !(r->sha = calloc(nscripts ? nscripts : 1, sizeof(*r->sha)))) {
+    if (!r || !(r->slot = calloc(nscripts ? nscripts : 1, sizeof(*r->slot)))) {
         free(r);
         return VC_ERR_NOMEM;
     }
@@ -463,6 +485,8 @@ int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const char *host, int port, 
     r->nscripts = nscripts;
     r->backoff_ms = GW_REDIS_BACKOFF_MIN_MS;
     r->fail_rc = VC_ERR_UNAVAILABLE;
+    for (size_t i = 0; i < nscripts; i++)
+        r->slot[i].r = r;
     uv_timer_init(loop, &r->deadline_timer);
     uv_timer_init(loop, &r->reconnect_timer);
     r->deadline_timer.data = r->reconnect_timer.data = r;
@@ -478,7 +502,7 @@ static void timer_closed_cb(uv_handle_t *h)
 
     if (--r->open_handles > 0)
         return;
-    free(r->sha);
+    free(r->slot);
     if (r->closed_cb)
         r->closed_cb(r->closed_arg);
     free(r);
