@@ -120,3 +120,96 @@ int wr_dlt_class_valid(const char *cls)
             return 1;
     return 0;
 }
+
+static int parse_offset_arg(const char *s, int64_t *out)
+{
+    return parse_int(s, strlen(s), out) == 0 && *out >= 0 ? 0 : VC_ERR_INVALID;
+}
+
+int wr_dlt_filter_parse(int argc, char **argv, wr_dlt_filter_t *f, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof(*f));
+    f->from = f->to = -1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int64_t *target = NULL;
+
+        if (strcmp(a, "--all") == 0) {
+            f->all = 1;
+            continue;
+        }
+        if (strcmp(a, "--dry-run") == 0) {
+            f->dry_run = 1;
+            continue;
+        }
+        if (strcmp(a, "--from") == 0)
+            target = &f->from;
+        else if (strcmp(a, "--to") == 0)
+            target = &f->to;
+        else if (strcmp(a, "--error-class") != 0) {
+            snprintf(err, errlen, "unknown replay option \"%s\"", a);
+            return VC_ERR_INVALID;
+        }
+        if (i + 1 >= argc) {
+            snprintf(err, errlen, "%s needs a value", a);
+            return VC_ERR_INVALID;
+        }
+        if (!target) {
+            f->error_class = argv[++i];
+            if (!wr_dlt_class_valid(f->error_class)) {
+                snprintf(err, errlen,
+                         "unknown error class \"%s\" (one of malformed, unknown-voucher, "
+                         "constraint, order-conflict, rejected)",
+                         f->error_class);
+                return VC_ERR_INVALID;
+            }
+        } else if (parse_offset_arg(argv[++i], target) != 0) {
+            snprintf(err, errlen, "%s needs an offset, got \"%s\"", a, argv[i]);
+            return VC_ERR_INVALID;
+        }
+    }
+    if (f->from >= 0 && f->to >= 0 && f->from > f->to) {
+        snprintf(err, errlen, "--from %lld is after --to %lld", (long long)f->from,
+                 (long long)f->to);
+        return VC_ERR_INVALID;
+    }
+    if (f->all && (f->from >= 0 || f->to >= 0 || f->error_class)) {
+        snprintf(err, errlen, "--all goes alone: it replays every dead letter");
+        return VC_ERR_INVALID;
+    }
+    if (!f->all && f->from < 0 && f->to < 0 && !f->error_class) {
+        snprintf(err, errlen, "say what to replay: --from N --to N, --error-class C, or --all");
+        return VC_ERR_INVALID;
+    }
+    return 0;
+}
+
+int wr_dlt_filter_match(const wr_dlt_filter_t *f, int64_t offset, const char *error_class)
+{
+    if (f->all)
+        return 1;
+    if (f->from >= 0 && offset < f->from)
+        return 0;
+    if (f->to >= 0 && offset > f->to)
+        return 0;
+    if (f->error_class && strcmp(f->error_class, error_class ? error_class : "") != 0)
+        return 0;
+    return 1;
+}
+
+const char *wr_dlt_format_age(int64_t ms, char *buf, size_t cap)
+{
+    int64_t s = ms / 1000;
+
+    if (ms < 0)
+        snprintf(buf, cap, "-");
+    else if (s < 120)
+        snprintf(buf, cap, "%llds", (long long)s);
+    else if (s < 2 * 3600)
+        snprintf(buf, cap, "%lldm", (long long)(s / 60));
+    else if (s < 2 * 86400)
+        snprintf(buf, cap, "%lldh", (long long)(s / 3600));
+    else
+        snprintf(buf, cap, "%lldd", (long long)(s / 86400));
+    return buf;
+}

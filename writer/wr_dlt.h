@@ -67,4 +67,29 @@ int wr_dlt_info_set(wr_dlt_info_t *info, const char *name, const void *value, si
 /* Whether class is one of the WR_DLT_* classes. */
 int wr_dlt_class_valid(const char *cls);
 
+/* Which dead letters `dlt replay` takes. */
+typedef struct {
+    int all;                 /* --all */
+    int64_t from, to;        /* --from N --to N, inclusive; -1 when not given */
+    const char *error_class; /* --error-class C (borrowed from argv), or NULL */
+    int dry_run;             /* --dry-run */
+} wr_dlt_filter_t;
+
+/*
+ * Parses the arguments of `dlt replay`. At least one of --all, --from/--to
+ * or --error-class is required, so that nothing is replayed by accident;
+ * --all goes with no other selector. Returns 0, or VC_ERR_INVALID with err
+ * set.
+ */
+int wr_dlt_filter_parse(int argc, char **argv, wr_dlt_filter_t *f, char *err, size_t errlen);
+
+/* Whether the dead letter at offset with error_class is selected by f. */
+int wr_dlt_filter_match(const wr_dlt_filter_t *f, int64_t offset, const char *error_class);
+
+/*
+ * Writes a short age for ms milliseconds ("42s", "17m", "5h", "3d"; "-" when
+ * negative) into buf. Returns buf.
+ */
+const char *wr_dlt_format_age(int64_t ms, char *buf, size_t cap);
+
 #endif

@@ -384,3 +384,210 @@ void wr_kafka_close(wr_kafka_t *k)
     rd_kafka_destroy(k->producer);
     free(k);
 }
+
+/* ---- dead-letter tools */
+
+static rd_kafka_t *tool_handle(rd_kafka_type_t type, const char *brokers, void *opaque,
+                               char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_t *rk;
+
+    if (set_conf(conf, "bootstrap.servers", brokers, err, errlen) ||
+        set_conf(conf, "log.connection.close", "false", err, errlen) ||
+        (type == RD_KAFKA_CONSUMER &&
+         /* assign() wants a group id; nothing joins or commits with it. */
+         (set_conf(conf, "group.id", "voucher-writer-dlt-tool", err, errlen) ||
+          set_conf(conf, "enable.auto.commit", "false", err, errlen) ||
+          set_conf(conf, "enable.partition.eof", "true", err, errlen))) ||
+        (type == RD_KAFKA_PRODUCER &&
+         (set_conf(conf, "enable.idempotence", "true", err, errlen) ||
+          set_conf(conf, "message.timeout.ms", "15000", err, errlen)))) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_conf_set_opaque(conf, opaque);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    if (type == RD_KAFKA_PRODUCER)
+        rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
+    if (!(rk = rd_kafka_new(type, conf, err, errlen)))
+        rd_kafka_conf_destroy(conf);
+    return rk;
+}
+
+static void read_record(const rd_kafka_message_t *rkm, wr_dlt_record_t *rec)
+{
+    rd_kafka_headers_t *hdrs = NULL;
+    rd_kafka_timestamp_type_t tstype;
+    const char *name;
+    const void *value;
+    size_t size;
+
+    memset(rec, 0, sizeof(*rec));
+    rec->partition = rkm->partition;
+    rec->offset = rkm->offset;
+    rec->timestamp_ms = rd_kafka_message_timestamp(rkm, &tstype);
+    rec->key = rkm->key;
+    rec->key_len = rkm->key_len;
+    rec->value = rkm->payload;
+    rec->len = rkm->len;
+    wr_dlt_info_clear(&rec->info);
+    if (rd_kafka_message_headers(rkm, &hdrs) != 0)
+        return;
+    for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == 0; i++)
+        wr_dlt_info_set(&rec->info, name, value, size); /* a bad header leaves its field unset */
+}
+
+int wr_kafka_dlt_scan(const char *brokers, const char *topic, wr_dlt_record_cb cb, void *ctx,
+                      char *err, size_t errlen)
+{
+    const rd_kafka_metadata_t *md = NULL;
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    rd_kafka_topic_t *rkt = NULL;
+    rd_kafka_t *rk;
+    rd_kafka_resp_err_t e;
+    int64_t *high = NULL;
+    int remaining = 0, rc = 0, npart;
+
+    if (!(rk = tool_handle(RD_KAFKA_CONSUMER, brokers, NULL, err, errlen)))
+        return VC_ERR_INVALID;
+    rd_kafka_poll_set_consumer(rk);
+    rkt = rd_kafka_topic_new(rk, topic, NULL);
+    if ((e = rd_kafka_metadata(rk, 0, rkt, &md, 10000)) != 0 || md->topic_cnt != 1 ||
+        md->topics[0].err) {
+        snprintf(err, errlen, "metadata of %s: %s", topic,
+                 rd_kafka_err2str(e ? e : md->topic_cnt ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
+        rc = VC_ERR_UNAVAILABLE;
+        goto out;
+    }
+    npart = md->topics[0].partition_cnt;
+    high = calloc((size_t)npart + 1, sizeof(*high));
+    parts = rd_kafka_topic_partition_list_new(npart);
+    for (int i = 0; i < npart; i++) {
+        int32_t p = md->topics[0].partitions[i].id;
+        int64_t lo, hi;
+        if ((e = rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, 10000)) != 0) {
+            snprintf(err, errlen, "offsets of %s/%d: %s", topic, (int)p, rd_kafka_err2str(e));
+            rc = VC_ERR_UNAVAILABLE;
+            goto out;
+        }
+        if (hi > lo) {
+            rd_kafka_topic_partition_list_add(parts, topic, p)->offset = lo;
+            high[i] = hi;
+            remaining++;
+        }
+    }
+    if (remaining == 0)
+        goto out;
+    if ((e = rd_kafka_assign(rk, parts)) != 0) {
+        snprintf(err, errlen, "assign %s: %s", topic, rd_kafka_err2str(e));
+        rc = VC_ERR_UNAVAILABLE;
+        goto out;
+    }
+    while (remaining > 0 && rc == 0) {
+        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rk, 10000);
+        wr_dlt_record_t rec;
+        int idx = -1;
+
+        if (!rkm) {
+            snprintf(err, errlen, "no message from %s for 10 s", topic);
+            rc = VC_ERR_UNAVAILABLE;
+            break;
+        }
+        for (int i = 0; i < npart; i++)
+            if (md->topics[0].partitions[i].id == rkm->partition)
+                idx = i;
+        if (rkm->err && rkm->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            snprintf(err, errlen, "reading %s: %s", topic, rd_kafka_message_errstr(rkm));
+            rc = VC_ERR_UNAVAILABLE;
+        } else if (idx >= 0 && high[idx] > 0) {
+            if (!rkm->err && rkm->offset < high[idx]) {
+                read_record(rkm, &rec);
+                rc = cb(ctx, &rec);
+            }
+            if (rkm->err || rkm->offset + 1 >= high[idx]) {
+                high[idx] = 0; /* this partition is done */
+                remaining--;
+            }
+        }
+        rd_kafka_message_destroy(rkm);
+    }
+out:
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (parts)
+        rd_kafka_topic_partition_list_destroy(parts);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    free(high);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+struct wr_replayer {
+    rd_kafka_t *rk;
+    wr_kafka_t counts; /* only delivered, failed and delivery_error are used */
+    size_t sent;
+};
+
+int wr_replayer_open(wr_replayer_t **out, const char *brokers, char *err, size_t errlen)
+{
+    wr_replayer_t *r = calloc(1, sizeof(*r));
+
+    *out = NULL;
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return VC_ERR_NOMEM;
+    }
+    if (!(r->rk = tool_handle(RD_KAFKA_PRODUCER, brokers, &r->counts, err, errlen))) {
+        free(r);
+        return VC_ERR_INVALID;
+    }
+    *out = r;
+    return 0;
+}
+
+int wr_replayer_send(wr_replayer_t *r, const char *topic, const wr_dlt_record_t *rec,
+                     const char *replayed_from, char *err, size_t errlen)
+{
+    rd_kafka_headers_t *h = rd_kafka_headers_new(1);
+    rd_kafka_resp_err_t e;
+
+    rd_kafka_header_add(h, WR_HDR_REPLAYED_FROM, -1, replayed_from, -1);
+    for (;;) {
+        e = rd_kafka_producev(r->rk, RD_KAFKA_V_TOPIC(topic),
+                              RD_KAFKA_V_KEY(rec->key, rec->key_len),
+                              RD_KAFKA_V_VALUE((void *)rec->value, rec->len),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
+                              RD_KAFKA_V_END);
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            break;
+        rd_kafka_poll(r->rk, 100); /* wait for room */
+    }
+    if (e) {
+        rd_kafka_headers_destroy(h);
+        snprintf(err, errlen, "producing to %s: %s", topic, rd_kafka_err2str(e));
+        return VC_ERR_UNAVAILABLE;
+    }
+    r->sent++;
+    rd_kafka_poll(r->rk, 0);
+    return 0;
+}
+
+int wr_replayer_close(wr_replayer_t *r, size_t *delivered, char *err, size_t errlen)
+{
+    int rc = 0;
+
+    rd_kafka_flush(r->rk, 30000);
+    *delivered = r->counts.delivered;
+    if (r->counts.delivered != r->sent) {
+        snprintf(err, errlen, "%zu of %zu replayed events not acknowledged: %s",
+                 r->sent - r->counts.delivered, r->sent,
+                 r->counts.failed ? r->counts.delivery_error : "timed out");
+        rc = VC_ERR_UNAVAILABLE;
+    }
+    rd_kafka_destroy(r->rk);
+    free(r);
+    return rc;
+}

@@ -83,4 +83,51 @@ int wr_kafka_commit(wr_kafka_t *k);
  */
 void wr_kafka_close(wr_kafka_t *k);
 
+/* ---- Tools for `voucher-writer dlt`: reading the dead-letter topic, replaying. */
+
+#include "wr_dlt.h"
+
+/* One message read back from the dead-letter topic. */
+typedef struct {
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp_ms; /* when it was dead-lettered (the DLT message's timestamp) */
+    const void *key;      /* borrowed until the callback returns */
+    size_t key_len;
+    const void *value;    /* borrowed until the callback returns */
+    size_t len;
+    wr_dlt_info_t info;   /* from its headers */
+} wr_dlt_record_t;
+
+/* Returns 0 to go on reading, anything else to stop the scan with that value. */
+typedef int (*wr_dlt_record_cb)(void *ctx, const wr_dlt_record_t *rec);
+
+/*
+ * Reads every message of topic (all partitions, from the oldest kept to the
+ * end as it was when the scan started; partition by partition, in offset
+ * order) and calls cb for each. Joins no consumer group and commits
+ * nothing. Returns 0, the callback's non-zero value, or VC_ERR_UNAVAILABLE
+ * with err set.
+ */
+int wr_kafka_dlt_scan(const char *brokers, const char *topic, wr_dlt_record_cb cb, void *ctx,
+                      char *err, size_t errlen);
+
+typedef struct wr_replayer wr_replayer_t;
+
+/* A producer for replays. Returns 0 or VC_ERR_INVALID; caller owns *out. */
+int wr_replayer_open(wr_replayer_t **out, const char *brokers, char *err, size_t errlen);
+
+/*
+ * Queues rec's key and value for topic with the header dlt-replayed-from
+ * set to replayed_from (copied). Returns 0 or VC_ERR_UNAVAILABLE.
+ */
+int wr_replayer_send(wr_replayer_t *r, const char *topic, const wr_dlt_record_t *rec,
+                     const char *replayed_from, char *err, size_t errlen);
+
+/*
+ * Waits for every queued message, then frees the producer. Sets *delivered
+ * and returns 0 when all were acknowledged, else VC_ERR_UNAVAILABLE.
+ */
+int wr_replayer_close(wr_replayer_t *r, size_t *delivered, char *err, size_t errlen);
+
 #endif

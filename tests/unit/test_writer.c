@@ -406,6 +406,82 @@ START_TEST(dlt_classes)
 }
 END_TEST
 
+static const struct {
+    const char *args[6];
+    int ok;
+} replay_args[] = {
+    {{NULL}, 0},
+    {{"--all", NULL}, 1},
+    {{"--all", "--dry-run", NULL}, 1},
+    {{"--from", "3", "--to", "9", NULL}, 1},
+    {{"--from", "9", "--to", "3", NULL}, 0},
+    {{"--from", "x", NULL}, 0},
+    {{"--to", NULL}, 0},
+    {{"--error-class", "constraint", NULL}, 1},
+    {{"--error-class", "transient", NULL}, 0},
+    {{"--all", "--from", "1", NULL}, 0},
+    {{"--dry-run", NULL}, 0},
+    {{"--bogus", NULL}, 0},
+};
+
+START_TEST(dlt_replay_arguments)
+{
+    size_t i = (size_t)_i;
+    char *argv[6], err[256];
+    int argc = 0;
+    wr_dlt_filter_t f;
+
+    while (replay_args[i].args[argc]) {
+        argv[argc] = (char *)replay_args[i].args[argc];
+        argc++;
+    }
+    err[0] = '\0';
+    ck_assert_msg((wr_dlt_filter_parse(argc, argv, &f, err, sizeof(err)) == 0) ==
+                      replay_args[i].ok,
+                  "case %zu: %s", i, err);
+    if (!replay_args[i].ok)
+        ck_assert(strlen(err) > 0);
+}
+END_TEST
+
+START_TEST(dlt_replay_selection)
+{
+    char *range[] = {"--from", "3", "--to", "5"};
+    char *cls[] = {"--error-class", "constraint", "--from", "4"};
+    char *all[] = {"--all"};
+    char err[128];
+    wr_dlt_filter_t f;
+
+    ck_assert_int_eq(wr_dlt_filter_parse(4, range, &f, err, sizeof(err)), 0);
+    ck_assert(!wr_dlt_filter_match(&f, 2, "constraint"));
+    ck_assert(wr_dlt_filter_match(&f, 3, "malformed"));
+    ck_assert(wr_dlt_filter_match(&f, 5, "constraint"));
+    ck_assert(!wr_dlt_filter_match(&f, 6, "constraint"));
+
+    ck_assert_int_eq(wr_dlt_filter_parse(4, cls, &f, err, sizeof(err)), 0);
+    ck_assert(!wr_dlt_filter_match(&f, 3, "constraint"));
+    ck_assert(wr_dlt_filter_match(&f, 4, "constraint"));
+    ck_assert(!wr_dlt_filter_match(&f, 4, "malformed"));
+    ck_assert(!wr_dlt_filter_match(&f, 4, NULL));
+
+    ck_assert_int_eq(wr_dlt_filter_parse(1, all, &f, err, sizeof(err)), 0);
+    ck_assert(wr_dlt_filter_match(&f, 0, ""));
+    ck_assert(!f.dry_run);
+}
+END_TEST
+
+START_TEST(dlt_age)
+{
+    char buf[16];
+
+    ck_assert_str_eq(wr_dlt_format_age(-5, buf, sizeof(buf)), "-");
+    ck_assert_str_eq(wr_dlt_format_age(42999, buf, sizeof(buf)), "42s");
+    ck_assert_str_eq(wr_dlt_format_age(17 * 60000, buf, sizeof(buf)), "17m");
+    ck_assert_str_eq(wr_dlt_format_age(5 * 3600000LL, buf, sizeof(buf)), "5h");
+    ck_assert_str_eq(wr_dlt_format_age(3 * 86400000LL, buf, sizeof(buf)), "3d");
+}
+END_TEST
+
 static Suite *writer_suite(void)
 {
     Suite *s = suite_create("writer");
@@ -433,6 +509,10 @@ static Suite *writer_suite(void)
     tcase_add_test(tc, dlt_headers_round_trip);
     tcase_add_test(tc, dlt_headers_unknown_timestamp_and_long_message);
     tcase_add_test(tc, dlt_classes);
+    tcase_add_loop_test(tc, dlt_replay_arguments, 0,
+                        (int)(sizeof(replay_args) / sizeof(replay_args[0])));
+    tcase_add_test(tc, dlt_replay_selection);
+    tcase_add_test(tc, dlt_age);
     suite_add_tcase(s, tc);
     return s;
 }
