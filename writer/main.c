@@ -25,8 +25,8 @@ static void on_signal(int sig)
 #define CFG(field) offsetof(wr_config_t, field)
 
 static const vc_cfg_param_t params[] = {
-    {"kafka-brokers", "VOUCHER_KAFKA_BROKERS", VC_CFG_STRING, "127.0.0.1:15402", CFG(brokers), 0,
-     0, "Kafka bootstrap servers"},
+    {"kafka-brokers", "VOUCHER_KAFKA_BROKERS", VC_CFG_STRING, "127.0.0.1:15402", CFG(brokers), 0, 0,
+     "Kafka bootstrap servers"},
     {"pg-dsn", "VOUCHER_PG_DSN", VC_CFG_STRING,
      "host=127.0.0.1 port=15400 dbname=voucher user=voucher", CFG(pg_dsn), 0, 0,
      "PostgreSQL connection string"},
@@ -36,8 +36,8 @@ static const vc_cfg_param_t params[] = {
      "Kafka consumer group"},
     {"topic", "VOUCHER_WRITER_TOPIC", VC_CFG_STRING, "voucher-events", CFG(topic), 0, 0,
      "topic to consume"},
-    {"dlt-topic", "VOUCHER_WRITER_DLT_TOPIC", VC_CFG_STRING, "voucher-events.dlt",
-     CFG(dlt_topic), 0, 0, "dead-letter topic"},
+    {"dlt-topic", "VOUCHER_WRITER_DLT_TOPIC", VC_CFG_STRING, "voucher-events.dlt", CFG(dlt_topic),
+     0, 0, "dead-letter topic"},
     {"batch", "VOUCHER_WRITER_BATCH", VC_CFG_INT, "500", CFG(batch), 1, 100000,
      "most events applied in one transaction"},
     {"linger", "VOUCHER_WRITER_LINGER_MS", VC_CFG_MS, "20ms", CFG(linger_ms), 0, 60000,

@@ -22,14 +22,14 @@ typedef struct {
     int64_t timestamp_ms; /* the message's timestamp, or -1 */
     const void *key;      /* borrowed from handle */
     size_t key_len;
-    const void *payload;  /* borrowed from handle */
+    const void *payload; /* borrowed from handle */
     size_t len;
-    void *handle;         /* the adapter's message; released by the queue's release_cb */
+    void *handle; /* the adapter's message; released by the queue's release_cb */
 
-    int decoded;          /* 1 when ev holds the decoded event */
+    int decoded; /* 1 when ev holds the decoded event */
     vc_event_t ev;
-    int outcome;          /* wr_outcome_t after the batch was applied */
-    const char *dlt_class; /* for WR_OUT_POISON and WR_OUT_CONFLICT: a WR_DLT_* name */
+    int outcome;            /* wr_outcome_t after the batch was applied */
+    const char *dlt_class;  /* for WR_OUT_POISON and WR_OUT_CONFLICT: a WR_DLT_* name */
     char error[WR_ERR_MAX]; /* why, for the dead-letter headers and the log */
 } wr_msg_t;
 

@@ -180,8 +180,7 @@ static int replay_cb(void *ctx, const wr_dlt_record_t *rec)
     return 0;
 }
 
-static int cmd_replay(const wr_config_t *cfg, int argc, char **argv,
-                      volatile sig_atomic_t *stop)
+static int cmd_replay(const wr_config_t *cfg, int argc, char **argv, volatile sig_atomic_t *stop)
 {
     wr_dlt_filter_t filter;
     wr_replay_t r;
@@ -204,7 +203,9 @@ static int cmd_replay(const wr_config_t *cfg, int argc, char **argv,
     rc = wr_kafka_dlt_scan(cfg->brokers, cfg->dlt_topic, replay_cb, &r, err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "voucher-writer: dlt replay: %s\n",
-                rc == VC_ERR_SHUTDOWN ? "interrupted" : rc == VC_ERR_UNAVAILABLE && r.err[0] ? r.err : err);
+                rc == VC_ERR_SHUTDOWN                  ? "interrupted"
+                : rc == VC_ERR_UNAVAILABLE && r.err[0] ? r.err
+                                                       : err);
         status = 1;
     }
     if (filter.dry_run) {

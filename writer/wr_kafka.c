@@ -53,8 +53,7 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaqu
     (void)rk;
     if (rkm->err) {
         k->failed++;
-        snprintf(k->delivery_error, sizeof(k->delivery_error), "%s",
-                 rd_kafka_err2str(rkm->err));
+        snprintf(k->delivery_error, sizeof(k->delivery_error), "%s", rd_kafka_err2str(rkm->err));
     } else {
         k->delivered++;
     }
@@ -71,8 +70,8 @@ static int set_conf(rd_kafka_conf_t *conf, const char *name, const char *value, 
 /* Pauses or resumes parts; logs a failure. */
 static void pause_list(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts, int pause)
 {
-    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(rk, parts)
-                                  : rd_kafka_resume_partitions(rk, parts);
+    rd_kafka_resp_err_t e =
+        pause ? rd_kafka_pause_partitions(rk, parts) : rd_kafka_resume_partitions(rk, parts);
     if (e)
         vc_warn("could not %s partitions: %s", pause ? "pause" : "resume", rd_kafka_err2str(e));
 }
@@ -102,8 +101,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         if (!error && !e && k->paused)
             pause_list(rk, parts, 1);
     } else {
-        vc_info("partitions [%s] revoked%s", list,
-                rd_kafka_assignment_lost(rk) ? " (lost)" : "");
+        vc_info("partitions [%s] revoked%s", list, rd_kafka_assignment_lost(rk) ? " (lost)" : "");
         ids = calloc((size_t)parts->cnt + 1, sizeof(*ids));
         if (ids) {
             for (int i = 0; i < parts->cnt; i++)
@@ -322,11 +320,10 @@ static int produce_dead_letter(wr_kafka_t *k, const wr_msg_t *m, char *err, size
     h = rd_kafka_headers_new(nh);
     for (size_t i = 0; i < nh; i++)
         rd_kafka_header_add(h, hdrs[i].name, -1, hdrs[i].value, -1);
-    e = rd_kafka_producev(k->producer, RD_KAFKA_V_TOPIC(k->conf.dlt_topic),
-                          RD_KAFKA_V_KEY(m->key, m->key_len),
-                          RD_KAFKA_V_VALUE((void *)m->payload, m->len),
-                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
-                          RD_KAFKA_V_END);
+    e = rd_kafka_producev(
+        k->producer, RD_KAFKA_V_TOPIC(k->conf.dlt_topic), RD_KAFKA_V_KEY(m->key, m->key_len),
+        RD_KAFKA_V_VALUE((void *)m->payload, m->len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
     if (e) {
         rd_kafka_headers_destroy(h); /* producev took it only on success */
         snprintf(err, errlen, "producing to %s: %s", k->conf.dlt_topic, rd_kafka_err2str(e));
@@ -335,8 +332,7 @@ static int produce_dead_letter(wr_kafka_t *k, const wr_msg_t *m, char *err, size
     return 0;
 }
 
-int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *err,
-                         size_t errlen)
+int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *err, size_t errlen)
 {
     size_t produced = 0;
     int rc = 0;
@@ -387,8 +383,8 @@ void wr_kafka_close(wr_kafka_t *k)
 
 /* ---- dead-letter tools */
 
-static rd_kafka_t *tool_handle(rd_kafka_type_t type, const char *brokers, void *opaque,
-                               char *err, size_t errlen)
+static rd_kafka_t *tool_handle(rd_kafka_type_t type, const char *brokers, void *opaque, char *err,
+                               size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_t *rk;
@@ -456,7 +452,9 @@ int wr_kafka_dlt_scan(const char *brokers, const char *topic, wr_dlt_record_cb c
     if ((e = rd_kafka_metadata(rk, 0, rkt, &md, 10000)) != 0 || md->topic_cnt != 1 ||
         md->topics[0].err) {
         snprintf(err, errlen, "metadata of %s: %s", topic,
-                 rd_kafka_err2str(e ? e : md->topic_cnt ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
+                 rd_kafka_err2str(e               ? e
+                                  : md->topic_cnt ? md->topics[0].err
+                                                  : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
         rc = VC_ERR_UNAVAILABLE;
         goto out;
     }
@@ -556,11 +554,10 @@ int wr_replayer_send(wr_replayer_t *r, const char *topic, const wr_dlt_record_t 
 
     rd_kafka_header_add(h, WR_HDR_REPLAYED_FROM, -1, replayed_from, -1);
     for (;;) {
-        e = rd_kafka_producev(r->rk, RD_KAFKA_V_TOPIC(topic),
-                              RD_KAFKA_V_KEY(rec->key, rec->key_len),
-                              RD_KAFKA_V_VALUE((void *)rec->value, rec->len),
-                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
-                              RD_KAFKA_V_END);
+        e = rd_kafka_producev(
+            r->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(rec->key, rec->key_len),
+            RD_KAFKA_V_VALUE((void *)rec->value, rec->len),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
         if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
             break;
         rd_kafka_poll(r->rk, 100); /* wait for room */

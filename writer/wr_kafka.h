@@ -71,8 +71,7 @@ int wr_kafka_pause(wr_kafka_t *k, int pause);
  * and waits until each is acknowledged. Returns 0, or VC_ERR_UNAVAILABLE
  * with err set when any was not: produce them all again later.
  */
-int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *err,
-                         size_t errlen);
+int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *err, size_t errlen);
 
 /* Commits the stored offsets synchronously. Returns 0 or VC_ERR_UNAVAILABLE. */
 int wr_kafka_commit(wr_kafka_t *k);
@@ -94,9 +93,9 @@ typedef struct {
     int64_t timestamp_ms; /* when it was dead-lettered (the DLT message's timestamp) */
     const void *key;      /* borrowed until the callback returns */
     size_t key_len;
-    const void *value;    /* borrowed until the callback returns */
+    const void *value; /* borrowed until the callback returns */
     size_t len;
-    wr_dlt_info_t info;   /* from its headers */
+    wr_dlt_info_t info; /* from its headers */
 } wr_dlt_record_t;
 
 /* Returns 0 to go on reading, anything else to stop the scan with that value. */

@@ -115,8 +115,9 @@ static int check_schema(PGconn *conn, char *err, size_t errlen)
         rc = vc_pg_error_class(conn, res);
         vc_pg_error_text(conn, res, err, errlen);
     } else if (strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
-        snprintf(err, errlen, "function wr_apply_events() is missing: apply migration "
-                              "deploy/sql/003_writer_apply.sql");
+        snprintf(err, errlen,
+                 "function wr_apply_events() is missing: apply migration "
+                 "deploy/sql/003_writer_apply.sql");
         rc = VC_ERR_INVALID;
     }
     PQclear(res);
@@ -204,8 +205,7 @@ static int read_outcomes(const char *text, wr_msg_t **msgs, size_t lo, size_t hi
             msgs[i]->dlt_class = WR_DLT_CONFLICT;
             snprintf(msgs[i]->error, sizeof(msgs[i]->error),
                      "%s for order %s of voucher %s: the order is redeemed on another voucher",
-                     vc_event_type_name(msgs[i]->ev.type), msgs[i]->ev.order_id,
-                     msgs[i]->ev.code);
+                     vc_event_type_name(msgs[i]->ev.type), msgs[i]->ev.order_id, msgs[i]->ev.code);
         } else if (v != WR_OUT_APPLIED && v != WR_OUT_NOOP && v != WR_OUT_EARLY &&
                    v != WR_OUT_TOMBSTONE) {
             return VC_ERR_PROTOCOL;
@@ -222,8 +222,7 @@ static int read_outcomes(const char *text, wr_msg_t **msgs, size_t lo, size_t hi
  * outcomes. Returns 0, VC_ERR_INVALID (the statement failed and will fail
  * again; err holds "SQLSTATE: message"), or VC_ERR_UNAVAILABLE.
  */
-static int apply_range(wr_pg_t *pg, wr_msg_t **msgs, size_t lo, size_t hi, char *err,
-                       size_t errlen)
+static int apply_range(wr_pg_t *pg, wr_msg_t **msgs, size_t lo, size_t hi, char *err, size_t errlen)
 {
     wr_text_t arr[WR_PG_NPARAMS];
     const char *values[WR_PG_NPARAMS];

@@ -21,13 +21,13 @@ typedef struct {
     wr_kafka_t *kafka;
     wr_pg_t *pg;
     wr_queue_t queue;
-    wr_msg_t **sql;         /* the decoded messages of the batch in hand */
-    wr_msg_t **dead;        /* the ones to dead-letter */
+    wr_msg_t **sql;  /* the decoded messages of the batch in hand */
+    wr_msg_t **dead; /* the ones to dead-letter */
     wr_position_t *positions;
     wr_stats_t stats;
     int paused;
     int64_t backoff_ms;
-    int64_t retry_at;       /* monotonic ms; 0 when no retry is pending */
+    int64_t retry_at; /* monotonic ms; 0 when no retry is pending */
     uint64_t last_events;
     int64_t last_stats_at;
 } wr_writer_t;
@@ -306,8 +306,8 @@ int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_
         vc_error("Kafka: %s", err);
         goto out;
     }
-    vc_info("consuming %s as group %s (batch %zu, linger %lld ms), dead letters to %s",
-            cfg->topic, cfg->group, batch, (long long)cfg->linger_ms, cfg->dlt_topic);
+    vc_info("consuming %s as group %s (batch %zu, linger %lld ms), dead letters to %s", cfg->topic,
+            cfg->group, batch, (long long)cfg->linger_ms, cfg->dlt_topic);
 
     rc = loop(&w, stop);
     if (rc != 0)

@@ -17,22 +17,23 @@ typedef struct {
     const char *group;
     const char *topic;
     const char *dlt_topic;
-    int64_t batch;      /* most events per transaction */
-    int64_t linger_ms;  /* longest wait for a batch to fill */
+    int64_t batch;          /* most events per transaction */
+    int64_t linger_ms;      /* longest wait for a batch to fill */
     int64_t backoff_max_ms; /* longest wait between retries of a failed batch */
-    int64_t session_timeout_ms; /* Kafka session.timeout.ms: how soon a dead writer's partitions move */
+    int64_t
+        session_timeout_ms; /* Kafka session.timeout.ms: how soon a dead writer's partitions move */
 } wr_config_t;
 
 /* What the loop has done since it started. */
 typedef struct {
     uint64_t batches;
-    uint64_t events;        /* events in committed batches */
-    uint64_t applied;       /* changed a redemption */
-    uint64_t noops;         /* repeats: nothing to change */
-    uint64_t tombstones;    /* releases recorded before their reservation */
-    uint64_t early;         /* confirms recorded before their reservation (also in applied) */
-    uint64_t dead_letters;  /* sent to the dead-letter topic */
-    uint64_t retries;       /* batches tried again after a transient failure */
+    uint64_t events;       /* events in committed batches */
+    uint64_t applied;      /* changed a redemption */
+    uint64_t noops;        /* repeats: nothing to change */
+    uint64_t tombstones;   /* releases recorded before their reservation */
+    uint64_t early;        /* confirms recorded before their reservation (also in applied) */
+    uint64_t dead_letters; /* sent to the dead-letter topic */
+    uint64_t retries;      /* batches tried again after a transient failure */
 } wr_stats_t;
 
 /*

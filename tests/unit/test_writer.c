@@ -222,8 +222,9 @@ END_TEST
 START_TEST(msg_decode_marks_malformed_poison)
 {
     wr_msg_t m;
-    const char *good = "{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A1\","
-                       "\"customerId\":7,\"orderId\":\"o-7\",\"confirmedAt\":\"2026-11-29T18:00:00Z\"}";
+    const char *good =
+        "{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A1\","
+        "\"customerId\":7,\"orderId\":\"o-7\",\"confirmedAt\":\"2026-11-29T18:00:00Z\"}";
 
     memset(&m, 0, sizeof(m));
     m.payload = "{\"type\":\"VoucherConfirmed\",\"version\":3}";
@@ -252,9 +253,9 @@ END_TEST
 #define BISECT_N 64
 
 typedef struct {
-    int bad[BISECT_N];          /* items that can never apply */
-    int applied[BISECT_N];      /* applied count per item */
-    int order[BISECT_N];        /* items in the order they were applied */
+    int bad[BISECT_N];     /* items that can never apply */
+    int applied[BISECT_N]; /* applied count per item */
+    int order[BISECT_N];   /* items in the order they were applied */
     size_t norder;
     int poisoned[BISECT_N];
     int tries;
@@ -294,8 +295,14 @@ static const struct {
     size_t n;
     int bad[6]; /* -1 terminated */
 } bisect_cases[] = {
-    {1, {-1}},        {1, {0, -1}},          {2, {1, -1}},           {7, {0, 6, -1}},
-    {64, {-1}},       {64, {31, -1}},        {64, {0, 1, 2, 63, -1}}, {63, {10, 11, 40, -1}},
+    {1, {-1}},
+    {1, {0, -1}},
+    {2, {1, -1}},
+    {7, {0, 6, -1}},
+    {64, {-1}},
+    {64, {31, -1}},
+    {64, {0, 1, 2, 63, -1}},
+    {63, {10, 11, 40, -1}},
     {5, {0, 1, 2, 3, 4, -1}},
 };
 
@@ -343,9 +350,9 @@ START_TEST(dlt_headers_round_trip)
 {
     wr_dlt_info_t in, out;
     wr_header_t h[WR_DLT_NHEADERS];
-    static const char *const names[] = {WR_HDR_TOPIC,  WR_HDR_PARTITION, WR_HDR_OFFSET,
-                                        WR_HDR_TIMESTAMP, WR_HDR_GROUP, WR_HDR_CLASS,
-                                        WR_HDR_MESSAGE, WR_HDR_FAILED_AT};
+    static const char *const names[] = {WR_HDR_TOPIC,     WR_HDR_PARTITION, WR_HDR_OFFSET,
+                                        WR_HDR_TIMESTAMP, WR_HDR_GROUP,     WR_HDR_CLASS,
+                                        WR_HDR_MESSAGE,   WR_HDR_FAILED_AT};
 
     wr_dlt_info_clear(&in);
     strcpy(in.topic, "voucher-events");
@@ -436,8 +443,7 @@ START_TEST(dlt_replay_arguments)
         argc++;
     }
     err[0] = '\0';
-    ck_assert_msg((wr_dlt_filter_parse(argc, argv, &f, err, sizeof(err)) == 0) ==
-                      replay_args[i].ok,
+    ck_assert_msg((wr_dlt_filter_parse(argc, argv, &f, err, sizeof(err)) == 0) == replay_args[i].ok,
                   "case %zu: %s", i, err);
     if (!replay_args[i].ok)
         ck_assert(strlen(err) > 0);
