@@ -5,5 +5,10 @@
 extern const char vc_lua_reserve[];
 extern const char vc_lua_release[];
 extern const char vc_lua_confirm[];
+extern const char vc_lua_release_begin[];
+extern const char vc_lua_release_finish[];
+extern const char vc_lua_restore[];
+extern const char vc_lua_lower[];
+extern const char vc_lua_retake[];
 
 #endif
