@@ -1,0 +1,175 @@
+# The faults, one kind per scenario. Each fault_<name> runs in the background
+# while the sale runs, at moments drawn from the scenario's seed (bash's
+# RANDOM, seeded by tests/chaos/run), and leaves the system whole again:
+# whatever it killed or stopped runs again when it returns. Sourced by
+# tests/chaos/run, which sets $dir, $t0 (the sale's start, ms) and the profile.
+
+# Sleeps until MS milliseconds after the sale started.
+at() {
+  local wait_ms=$(($1 - ($(now_ms) - t0)))
+  [ "$wait_ms" -gt 0 ] && sleep "$(printf '%d.%03d' $((wait_ms / 1000)) $((wait_ms % 1000)))"
+  return 0
+}
+
+# A number in [LO, HI) from the scenario's seed.
+rand() { echo $(($1 + (RANDOM * 32768 + RANDOM) % ($2 - $1))); }
+
+# What a fault did, with its time since the sale started, in $dir/faults.log.
+fault_log() { printf '+%6.1fs  %s\n' "$(echo "($(now_ms) - $t0) / 1000" | bc -l)" "$*" >>"$dir/faults.log"; }
+
+daemon_pid() { cat "$VOUCHER_STACK_DIR/run/chaos-$1.pid" 2>/dev/null; }
+
+kill9() { # DAEMON
+  local pid
+  pid=$(daemon_pid "$1")
+  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+  # Wait until it is gone, so the pid file is not mistaken for a live one.
+  while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  rm -f "$VOUCHER_STACK_DIR/run/chaos-$1.pid"
+  fault_log "kill -9 $1 (pid $pid)"
+}
+
+# ---------------------------------------------------------------- scenarios
+
+fault_baseline() { fault_log "no fault"; }
+
+# kill -9 the gateway twice mid-sale; it is started again 0.5 s later. Requests
+# in flight lose their connection, vc-load retries the same orderId.
+fault_kill_gateway() {
+  at "$(rand 800 2000)"
+  kill9 gateway
+  sleep 0.5
+  start_gateway && fault_log "gateway started again"
+  at "$(rand 3000 4500)"
+  kill9 gateway
+  sleep 0.5
+  start_gateway && fault_log "gateway started again"
+}
+
+# kill -9 the writer every few seconds while the sale runs; it restarts at once
+# and must not lose or double-apply what it read but had not committed.
+fault_kill_writer() {
+  local t
+  t=$(rand 500 1500)
+  while [ "$t" -lt "$p_load_ms" ]; do
+    at "$t"
+    kill9 writer
+    start_writer && fault_log "writer started again"
+    t=$((t + $(rand "$p_writer_kill_min_ms" "$p_writer_kill_max_ms")))
+  done
+}
+
+# kill -9 the reconciler's daemon twice; it is started again 1 s later.
+fault_kill_reconciler() {
+  at "$(rand 800 2000)"
+  kill9 reconciler
+  sleep 1
+  start_reconciler && fault_log "reconciler started again"
+  at "$(rand 3000 4500)"
+  kill9 reconciler
+  sleep 1
+  start_reconciler && fault_log "reconciler started again"
+}
+
+# SIGSTOP the writer (a long GC pause, a frozen VM), SIGCONT it later: the
+# events pile up in Kafka and the reconciler sees the lag.
+fault_pause_writer() {
+  local pid
+  at "$(rand 800 2000)"
+  pid=$(daemon_pid writer)
+  kill -STOP "$pid"
+  fault_log "SIGSTOP writer (pid $pid) for ${p_pause_s}s"
+  sleep "$p_pause_s"
+  kill -CONT "$pid"
+  fault_log "SIGCONT writer"
+}
+
+# Restart Redis mid-sale (AOF on: a clean shutdown keeps every write).
+fault_restart_redis() {
+  at "$(rand 800 2500)"
+  fault_log "restarting Redis"
+  deploy_stack restart redis
+  fault_log "Redis is back"
+}
+
+# FLUSHALL mid-sale: Redis forgets every remaining count, hold and order.
+# Rebuilding it needs what PostgreSQL knows plus what is still in flight.
+fault_flushall_redis() {
+  at "$(rand 800 2500)"
+  rcli FLUSHALL >/dev/null
+  fault_log "Redis FLUSHALL"
+}
+
+# Restart the Kafka broker mid-sale: the gateway cannot get acks meanwhile.
+fault_restart_kafka() {
+  at "$(rand 800 2500)"
+  fault_log "restarting Kafka"
+  deploy_stack restart kafka
+  fault_log "Kafka is back"
+}
+
+# Restart PostgreSQL mid-sale: the writer's batches and the gateway's rule
+# loads fail meanwhile.
+fault_restart_postgres() {
+  at "$(rand 800 2500)"
+  fault_log "restarting PostgreSQL"
+  deploy_stack restart postgres
+  fault_log "PostgreSQL is back"
+}
+
+# Re-deliver everything: stop the writer mid-sale, move its consumer group back
+# to the topic's beginning, start it again. Every event of every scenario so
+# far is applied a second time, and must change nothing.
+fault_redeliver() {
+  local i
+  at "$(rand 800 2500)"
+  daemon_stop chaos-writer
+  fault_log "writer stopped"
+  for ((i = 0; i < 10; i++)); do
+    if deploy_stack kafka org.apache.kafka.tools.consumer.group.ConsumerGroupCommand \
+      --bootstrap-server "$VOUCHER_KAFKA_BROKERS" --group voucher-writer \
+      --reset-offsets --to-earliest --topic voucher-events --execute >"$dir/reset.log" 2>&1; then
+      fault_log "consumer group voucher-writer reset to the earliest offsets"
+      break
+    fi
+    sleep 1 # the group may not be empty yet
+  done
+  [ "$i" -lt 10 ] || fault_log "RESET FAILED (see reset.log)"
+  start_writer && fault_log "writer started again"
+}
+
+# Events the codec must refuse, on the voucher's own partition (key = the
+# code), between the real ones: the writer dead-letters them and goes on.
+malformed_events() { # CODE
+  local long
+  long=$(printf 'x%.0s' {1..200})
+  cat <<EOF
+this is not JSON
+{"type":"VoucherReserved","version":1,"code":"$1",
+{"type":"VoucherReserved","version":99,"code":"$1","customerId":1,"orderId":"bad-version","discountAmount":1,"orderAmount":1,"reservedAt":"2026-01-01T00:00:00Z"}
+{"type":"VoucherStolen","version":1,"code":"$1","customerId":1,"orderId":"bad-type"}
+{"type":"VoucherReserved","version":1,"code":"$1","customerId":1,"discountAmount":1,"orderAmount":1,"reservedAt":"2026-01-01T00:00:00Z"}
+{"type":"VoucherReserved","version":1,"code":"$1","customerId":-5,"orderId":"bad-customer","discountAmount":1,"orderAmount":1,"reservedAt":"2026-01-01T00:00:00Z"}
+{"type":"VoucherReserved","version":1,"code":"$1","customerId":1,"orderId":"$long","discountAmount":1,"orderAmount":1,"reservedAt":"2026-01-01T00:00:00Z"}
+{"type":"VoucherReserved","version":1,"code":"NO_SUCH_VOUCHER","customerId":1,"orderId":"unknown-voucher-$1","discountAmount":1,"orderAmount":1,"reservedAt":"2026-01-01T00:00:00Z"}
+{"type":"VoucherConfirmed","version":1,"code":"$1","customerId":1,"orderId":"bad-time","confirmedAt":"yesterday"}
+[1,2,3]
+EOF
+  printf '\xff\xfe\x00\x01binary\n'
+}
+
+fault_malformed_events() {
+  local n
+  n=$(malformed_events "$code" | wc -l)
+  echo "$n" >"$dir/malformed.count"
+  at "$(rand 500 1500)"
+  malformed_events "$code" | kcat -P -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -k "$code" 2>>"$dir/kcat.err" &&
+    fault_log "injected $n malformed events keyed $code"
+  at "$(rand 2500 3500)"
+  malformed_events "$code" | kcat -P -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -k "$code" 2>>"$dir/kcat.err" &&
+    fault_log "injected $n malformed events keyed $code"
+}
+
+# No fault during the sale; afterwards the holds nobody confirmed must expire
+# (checked by check_hold_expiry in tests/chaos/run).
+fault_hold_expiry() { fault_log "no fault; unconfirmed holds must expire after ${p_hold_ttl}"; }
