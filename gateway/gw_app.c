@@ -1,8 +1,10 @@
 #include "gw_app.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "gw_metrics.h"
 #include "vc_error.h"
 #include "vc_event.h"
 #include "vc_log.h"
@@ -12,13 +14,39 @@ const char *const gw_app_scripts[GW_SCRIPT_COUNT] = {
     [GW_SCRIPT_RESERVE] = vc_lua_reserve,
     [GW_SCRIPT_RELEASE] = vc_lua_release,
     [GW_SCRIPT_CONFIRM] = vc_lua_confirm,
+    [GW_SCRIPT_RELEASE_BEGIN] = vc_lua_release_begin,
+    [GW_SCRIPT_RELEASE_FINISH] = vc_lua_release_finish,
 };
 
 void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX])
 {
-    static const char *const suffix[GW_KEY_COUNT] = {"remaining", "users", "orders", "holds"};
+    static const char *const suffix[GW_KEY_COUNT] = {"remaining", "users", "orders", "holds",
+                                                     "releasing"};
     for (int i = 0; i < GW_KEY_COUNT; i++)
         snprintf(keys[i], GW_KEY_MAX, "voucher:{%s}:%s", code, suffix[i]);
+}
+
+void gw_app_claim_key(const char *order_id, char key[GW_CLAIM_KEY_MAX])
+{
+    snprintf(key, GW_CLAIM_KEY_MAX, "voucher-order:{%s}", order_id);
+}
+
+void gw_app_ignore_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    (void)arg;
+    (void)rc;
+    (void)reply;
+}
+
+void gw_app_observe(void *ctx, const gw_request_t *req, int status)
+{
+    (void)ctx;
+    if (!req) {
+        gw_metrics_request(GW_ROUTE_NOT_FOUND, status, 0);
+        return;
+    }
+    gw_metrics_request((gw_route_kind_t)req->route, status,
+                       (int64_t)((uv_hrtime() - req->start_ns) / 1000));
 }
 
 void gw_app_reply(gw_request_t *req, int status, const char *body, size_t len)
@@ -34,7 +62,11 @@ void gw_app_reply_error(gw_request_t *req, int rc, const char *detail)
     size_t len =
         gw_body_error(body, sizeof(body), error, detail ? detail : vc_strerror(rc), reason);
 
-    gw_http_respond(req, status, status == 503 ? "Retry-After: 1\r\n" : NULL, body, len);
+    gw_http_respond(req, status,
+                    status == 503   ? "Retry-After: 1\r\n"
+                    : status == 401 ? "WWW-Authenticate: Bearer\r\n"
+                                    : NULL,
+                    body, len);
 }
 
 int gw_app_publish(gw_app_t *app, const vc_event_t *ev, gw_kafka_delivery_cb cb, void *arg)
@@ -52,6 +84,43 @@ int gw_app_publish(gw_app_t *app, const vc_event_t *ev, gw_kafka_delivery_cb cb,
                             strlen(ev->code), payload, len, cb, arg);
 }
 
+/* GET /readyz: every worker's Redis connection up, a broker up, not draining. */
+static void readyz(gw_app_t *app, gw_request_t *req)
+{
+    char body[256];
+    const char *why = NULL;
+    size_t len;
+
+    if (atomic_load(app->draining))
+        why = "shutting down";
+    for (int i = 0; !why && i < app->nworkers; i++)
+        if (!atomic_load(&app->redis_up[i]))
+            why = "redis not connected on every worker";
+    if (!why && !gw_kafka_ready(app->kafka))
+        why = "no kafka broker connected";
+    if (why) {
+        len = gw_body_error(body, sizeof(body), "UNAVAILABLE", why, NULL);
+        gw_http_respond(req, 503, "Retry-After: 1\r\n", body, len);
+        return;
+    }
+    len = (size_t)snprintf(body, sizeof(body), "{\"status\":\"ready\"}");
+    gw_app_reply(req, 200, body, len);
+}
+
+static void metrics(gw_app_t *app, gw_request_t *req)
+{
+    static const char type[] = "Content-Type: text/plain; version=0.0.4\r\n";
+    size_t len = 0;
+    char *text = gw_metrics_render(atomic_load(app->connections), &len);
+
+    if (!text) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    gw_http_respond_typed(req, 200, type, text, len);
+    free(text);
+}
+
 void gw_app_handle(void *ctx, gw_request_t *req)
 {
     gw_app_t *app = ctx;
@@ -60,10 +129,25 @@ void gw_app_handle(void *ctx, gw_request_t *req)
     size_t len;
 
     gw_route(req->method, req->path, req->path_len, &route);
+    req->route = (int)route.kind;
+    if ((route.kind == GW_ROUTE_CREATE || route.kind == GW_ROUTE_SHOW) &&
+        !gw_admin_authorized(req->authorization, app->cfg->admin_token)) {
+        gw_app_reply_error(req, GW_E_UNAUTHORIZED,
+                           app->cfg->admin_token[0]
+                               ? "this route needs Authorization: Bearer <VOUCHER_ADMIN_TOKEN>"
+                               : "admin routes are off: VOUCHER_ADMIN_TOKEN is not set");
+        return;
+    }
     switch (route.kind) {
     case GW_ROUTE_HEALTHZ:
         len = (size_t)snprintf(body, sizeof(body), "{\"status\":\"ok\"}");
         gw_app_reply(req, 200, body, len);
+        return;
+    case GW_ROUTE_READYZ:
+        readyz(app, req);
+        return;
+    case GW_ROUTE_METRICS:
+        metrics(app, req);
         return;
     case GW_ROUTE_RESERVE:
         gw_reserve_start(app, req, route.code);
@@ -73,6 +157,15 @@ void gw_app_handle(void *ctx, gw_request_t *req)
         return;
     case GW_ROUTE_CANCEL:
         gw_cancel_start(app, req, route.code, route.order_id);
+        return;
+    case GW_ROUTE_QUOTE:
+        gw_quote_start(app, req, route.code);
+        return;
+    case GW_ROUTE_CREATE:
+        gw_create_start(app, req);
+        return;
+    case GW_ROUTE_SHOW:
+        gw_show_start(app, req, route.code);
         return;
     case GW_ROUTE_BAD_METHOD:
         len = gw_body_error(body, sizeof(body), "METHOD_NOT_ALLOWED",

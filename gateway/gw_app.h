@@ -6,8 +6,10 @@
 #ifndef GW_APP_H
 #define GW_APP_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
 #include "gw_config.h"
 #include "gw_http.h"
@@ -20,6 +22,8 @@ enum {
     GW_SCRIPT_RESERVE,
     GW_SCRIPT_RELEASE,
     GW_SCRIPT_CONFIRM,
+    GW_SCRIPT_RELEASE_BEGIN,
+    GW_SCRIPT_RELEASE_FINISH,
     GW_SCRIPT_COUNT,
 };
 
@@ -28,18 +32,43 @@ extern const char *const gw_app_scripts[GW_SCRIPT_COUNT];
 /* One worker's view; all borrowed, all used on the worker's loop only. */
 typedef struct {
     const gw_config_t *cfg;
+    uv_loop_t *loop;
     gw_redis_t *redis;
     gw_rules_t *rules;
     gw_kafka_t *kafka; /* shared by all workers */
     gw_kafka_inbox_t *inbox;
+    gw_pg_pool_t *pg; /* shared by all workers */
+    /* Shared by all workers, for /readyz and /metrics. */
+    atomic_int *redis_up; /* nworkers flags */
+    int nworkers;
+    atomic_int *draining; /* 1 once shutdown began */
+    atomic_long *connections;
 } gw_app_t;
 
-/* The Redis keys of a voucher, in the order of reserve.lua. */
-enum { GW_KEY_REMAINING, GW_KEY_USERS, GW_KEY_ORDERS, GW_KEY_HOLDS, GW_KEY_COUNT };
+/* The Redis keys of a voucher: the first four in the order of reserve.lua. */
+enum {
+    GW_KEY_REMAINING,
+    GW_KEY_USERS,
+    GW_KEY_ORDERS,
+    GW_KEY_HOLDS,
+    GW_KEY_RELEASING,
+    GW_KEY_COUNT
+};
+#define GW_KEY_RESERVE 4 /* reserve.lua and release.lua take the first four */
 #define GW_KEY_MAX (VC_CODE_MAX + 32)
+#define GW_CLAIM_KEY_MAX (VC_ORDER_ID_MAX + 32)
 
-/* Fills keys with voucher:{code}:remaining, :users, :orders, :holds. */
+/* Fills keys with voucher:{code}:remaining, :users, :orders, :holds, :releasing. */
 void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
+
+/*
+ * Fills key with voucher-order:{orderId}, the process-independent claim that
+ * ties an orderId to one voucher code (proto/redis-keys.md).
+ */
+void gw_app_claim_key(const char *order_id, char key[GW_CLAIM_KEY_MAX]);
+
+/* A gw_redis_cb that ignores the reply, for commands nobody waits for. */
+void gw_app_ignore_cb(void *arg, int rc, const gw_redis_reply_t *reply);
 
 /* The gw_http_handler_cb of a worker: ctx is its gw_app_t. */
 void gw_app_handle(void *ctx, gw_request_t *req);
@@ -59,8 +88,14 @@ void gw_app_reply(gw_request_t *req, int status, const char *body, size_t len);
  */
 int gw_app_publish(gw_app_t *app, const vc_event_t *ev, gw_kafka_delivery_cb cb, void *arg);
 
+/* The gw_http_observe_cb of a worker: counts the answer in the metrics. */
+void gw_app_observe(void *ctx, const gw_request_t *req, int status);
+
 /* Starts the flows; each answers req exactly once. */
 void gw_reserve_start(gw_app_t *app, gw_request_t *req, const char *code);
+void gw_quote_start(gw_app_t *app, gw_request_t *req, const char *code);
+void gw_create_start(gw_app_t *app, gw_request_t *req);
+void gw_show_start(gw_app_t *app, gw_request_t *req, const char *code);
 void gw_confirm_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id);
 void gw_cancel_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id);
 

@@ -47,5 +47,14 @@ const vc_cfg_param_t gw_config_params[] = {
        "idle keep-alive time, and the time a client has to send one request"),
     INT("pg-pool-size", "VOUCHER_PG_POOL_SIZE", "4", pg_pool_size, 1, 64,
         "PostgreSQL connections shared by the rule loads"),
+    STR("admin-token", "VOUCHER_ADMIN_TOKEN", "", admin_token,
+        "bearer token of POST /vouchers and GET /vouchers/{code}; when empty (the default) "
+        "the admin routes answer 401 to everyone"),
+    MS("shutdown-timeout", "VOUCHER_SHUTDOWN_TIMEOUT", "20s", shutdown_timeout_ms, 1000, 600000,
+       "on SIGTERM: stop accepting, answer the requests in flight and flush the producer "
+       "within this time"),
+    STR("kafka", "VOUCHER_KAFKA_CONF", "", kafka_conf,
+        "librdkafka settings passed through, \"key=value,key=value\"; the flag may be repeated "
+        "(one key=value each, added after the variable's)"),
     VC_CFG_END,
 };

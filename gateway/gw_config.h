@@ -11,22 +11,25 @@
 #include "vc_config.h"
 
 typedef struct {
-    const char *http_addr;      /* host:port every worker listens on (SO_REUSEPORT) */
-    const char *redis_url;      /* redis://host:port/db */
-    const char *kafka_brokers;  /* bootstrap.servers */
-    const char *kafka_topic;    /* where events go, keyed by voucher code */
-    const char *pg_dsn;         /* libpq conninfo for reading voucher rules */
-    const char *log_level;      /* debug, info, warn, error */
-    int64_t hold_ttl_ms;        /* how long a reservation holds a use */
-    int64_t threads;            /* worker threads; 0 = one per core */
-    int64_t redis_timeout_ms;   /* deadline of every Redis command */
-    int64_t kafka_timeout_ms;   /* delivery.timeout.ms of the producer */
-    int64_t rules_ttl_ms;       /* how long cached voucher rules are trusted */
-    int64_t rules_miss_ttl_ms;  /* how long an unknown code is remembered as unknown */
-    int64_t soldout_recheck_ms; /* how long a sold-out voucher is answered from memory */
-    int64_t max_connections;    /* open client connections, all workers together */
-    int64_t idle_timeout_ms;    /* keep-alive idle time, and time to send one request */
-    int64_t pg_pool_size;       /* PostgreSQL connections for rule loads */
+    const char *http_addr;       /* host:port every worker listens on (SO_REUSEPORT) */
+    const char *redis_url;       /* redis://host:port/db */
+    const char *kafka_brokers;   /* bootstrap.servers */
+    const char *kafka_topic;     /* where events go, keyed by voucher code */
+    const char *pg_dsn;          /* libpq conninfo for reading voucher rules */
+    const char *log_level;       /* debug, info, warn, error */
+    int64_t hold_ttl_ms;         /* how long a reservation holds a use */
+    int64_t threads;             /* worker threads; 0 = one per core */
+    int64_t redis_timeout_ms;    /* deadline of every Redis command */
+    int64_t kafka_timeout_ms;    /* delivery.timeout.ms of the producer */
+    int64_t rules_ttl_ms;        /* how long cached voucher rules are trusted */
+    int64_t rules_miss_ttl_ms;   /* how long an unknown code is remembered as unknown */
+    int64_t soldout_recheck_ms;  /* how long a sold-out voucher is answered from memory */
+    int64_t max_connections;     /* open client connections, all workers together */
+    int64_t idle_timeout_ms;     /* keep-alive idle time, and time to send one request */
+    int64_t pg_pool_size;        /* PostgreSQL connections for rule loads */
+    const char *admin_token;     /* bearer token of the admin routes; "" refuses them all */
+    int64_t shutdown_timeout_ms; /* SIGTERM to exit, in-flight requests and flush included */
+    const char *kafka_conf;      /* "key=value,key=value" passed to librdkafka */
 } gw_config_t;
 
 /* The settings table, terminated by VC_CFG_END. */

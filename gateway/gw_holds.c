@@ -1,13 +1,19 @@
 /*
  * What happens to a hold after the reservation:
  * POST   /vouchers/{code}/reservations/{orderId}/confirm  (confirm.lua, VoucherConfirmed)
- * DELETE /vouchers/{code}/reservations/{orderId}          (release.lua, VoucherReleased CANCELLED;
- *                                                          a held or a confirmed use)
+ * DELETE /vouchers/{code}/reservations/{orderId}          (VoucherReleased CANCELLED; a held
+ *                                                          or a confirmed use)
  *
- * Redis changes first, then the event is published and the answer waits for
- * Kafka. Asking again when the state already changed publishes the event
- * again (the writer applies it once), so a retry after a 503 repairs a lost
- * event.
+ * A confirm changes Redis first (H -> C), then publishes; confirming again
+ * publishes again (the writer applies it once), so a retry after a 503
+ * repairs a lost event.
+ *
+ * A cancel has two steps (proto/redis-keys.md): release_begin.lua (H|C -> X:
+ * no longer confirmable, the use still taken), VoucherReleased published, and
+ * only after Kafka's acknowledgement release_finish.lua (X -> R: the use is
+ * back). If the publish fails the order stays X, counted in Redis as in
+ * PostgreSQL; a retry of the DELETE (status 2: already begun) publishes again
+ * and finishes.
  */
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +32,8 @@ typedef struct {
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
     int replayed;
 } hold_t;
+
+static void finish_release(hold_t *h);
 
 static const char *verb(const hold_t *h)
 {
@@ -49,8 +57,12 @@ static void delivered_cb(void *arg, int rc)
     size_t len;
 
     if (rc != 0) {
-        /* Redis already changed; asking again publishes the event again. */
+        /* Redis already changed (C, or X: the use still taken); asking again publishes again. */
         fail(h, rc, "event delivery");
+        return;
+    }
+    if (h->type == VC_EV_RELEASED) {
+        finish_release(h);
         return;
     }
     len = gw_body_status(body, sizeof(body), h->order_id, h->code,
@@ -74,6 +86,53 @@ static void publish(hold_t *h, const gw_order_value_t *o)
         snprintf(ev.reason, sizeof(ev.reason), "CANCELLED");
     if ((rc = gw_app_publish(h->app, &ev, delivered_cb, h)) != 0)
         fail(h, rc, "publishing the event");
+}
+
+static void reply_released(hold_t *h)
+{
+    char body[512];
+    size_t len = gw_body_status(body, sizeof(body), h->order_id, h->code, "RELEASED", h->replayed);
+    gw_app_reply(h->req, 200, body, len);
+}
+
+static void finished_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    hold_t *h = arg;
+    int64_t status;
+
+    if (rc != 0) {
+        /* The event is stored; the order stays X until a retry or the reconciler finishes. */
+        fail(h, rc, "redis release finish");
+        return;
+    }
+    if (reply->n < 1 || reply->item[0].type != GW_REDIS_INT) {
+        fail(h, VC_ERR_PROTOCOL, "redis release finish");
+        return;
+    }
+    status = reply->item[0].integer;
+    if (status == 1) {
+        /* A use is back: every worker may offer it again. */
+        gw_rules_clear_soldout(h->code);
+    } else if (status == 0) {
+        h->replayed = 1; /* a racing request finished it first */
+    } else {
+        fail(h, VC_ERR_PROTOCOL, "redis release finish: order not releasing");
+        return;
+    }
+    reply_released(h);
+}
+
+/* VoucherReleased is acknowledged: X -> R, the use goes back. */
+static void finish_release(hold_t *h)
+{
+    const char *keys[] = {h->keys[GW_KEY_REMAINING], h->keys[GW_KEY_USERS], h->keys[GW_KEY_ORDERS],
+                          h->keys[GW_KEY_RELEASING]};
+    const char *args[] = {h->order_id};
+    int rc;
+
+    if ((rc = gw_redis_eval(h->app->redis, GW_SCRIPT_RELEASE_FINISH, finished_cb, h, 4, keys, 1,
+                            args)) != 0)
+        fail(h, rc, "redis release finish");
 }
 
 static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
@@ -103,24 +162,34 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     if (h->type == VC_EV_CONFIRMED) {
         if (status == -2) {
             gw_app_reply_error(h->req, VC_E_HOLD_EXPIRED,
-                               o.state == 'R' ? "the reservation was released"
-                                              : "the hold expired before the confirmation");
+                               o.state == 'H' ? "the hold expired before the confirmation"
+                                              : "the reservation was released");
             return;
         }
         h->replayed = status == 0;
-    } else {
-        h->replayed = status == 0;
-        if (status == 1)
-            gw_rules_clear_soldout(h->app->rules, h->code);
+        publish(h, &o);
+        return;
     }
-    publish(h, &o);
+    switch (status) {
+    case 0: /* already R: its event was acknowledged before the use came back */
+        h->replayed = 1;
+        reply_released(h);
+        return;
+    case 1: /* begun now */
+    case 2: /* begun before (a retry after a failed publish): publish again and finish */
+        publish(h, &o);
+        return;
+    default:
+        fail(h, VC_ERR_PROTOCOL, "redis release begin");
+        return;
+    }
 }
 
 static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const char *code,
                   const char *order_id)
 {
     char now[24];
-    const char *keys[GW_KEY_COUNT], *args[2];
+    const char *keys[3], *args[3];
     hold_t *h = gw_request_alloc(req, sizeof(*h));
     int rc;
 
@@ -134,20 +203,18 @@ static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const 
     snprintf(h->code, sizeof(h->code), "%s", code);
     snprintf(h->order_id, sizeof(h->order_id), "%s", order_id);
     gw_app_keys(code, h->keys);
+    snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
+    keys[0] = h->keys[GW_KEY_ORDERS];
+    keys[1] = h->keys[GW_KEY_HOLDS];
+    args[0] = h->order_id;
     if (type == VC_EV_CONFIRMED) {
-        snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
-        keys[0] = h->keys[GW_KEY_ORDERS];
-        keys[1] = h->keys[GW_KEY_HOLDS];
-        args[0] = h->order_id;
         args[1] = now;
         rc = gw_redis_eval(app->redis, GW_SCRIPT_CONFIRM, script_cb, h, 2, keys, 2, args);
     } else {
-        for (int i = 0; i < GW_KEY_COUNT; i++)
-            keys[i] = h->keys[i];
-        args[0] = h->order_id;
-        args[1] = "release";
-        rc =
-            gw_redis_eval(app->redis, GW_SCRIPT_RELEASE, script_cb, h, GW_KEY_COUNT, keys, 2, args);
+        keys[2] = h->keys[GW_KEY_RELEASING];
+        args[1] = "cancel";
+        args[2] = now;
+        rc = gw_redis_eval(app->redis, GW_SCRIPT_RELEASE_BEGIN, script_cb, h, 3, keys, 3, args);
     }
     if (rc != 0)
         fail(h, rc, "redis");

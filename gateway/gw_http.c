@@ -46,10 +46,15 @@ struct gw_conn {
     request_t *ready;    /* complete, not yet handed to the handler */
     request_t *inflight; /* handed to the handler, not yet answered */
     int error_status;    /* set by a parser callback that rejects the request */
-    /* Recognising "Expect: 100-continue" across split header callbacks. */
-    char field[8], value[16];
+    /*
+     * Recognising "Expect: 100-continue" and keeping "Authorization" across
+     * split header callbacks.
+     */
+    char field[16], value[GW_MAX_AUTH];
     size_t field_len, value_len;
-    int in_value, expect_continue;
+    int in_value, header_kind, expect_continue;
+    char auth[GW_MAX_AUTH + 1];
+    size_t auth_len; /* 0: no Authorization header */
 };
 
 /* A write in flight; the bytes follow the struct. */
@@ -179,19 +184,19 @@ static int conn_write(gw_conn_t *c, const char *head, size_t head_len, const cha
     return 0;
 }
 
+static const char json_type[] = "Content-Type: application/json\r\n";
+
 static size_t format_head(char *buf, size_t cap, int status, size_t body_len, int keep_alive,
-                          const char *extra)
+                          const char *type, const char *extra)
 {
-    int n = snprintf(buf, cap,
-                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\n%s%s\r\n",
-                     status, gw_status_text(status), body_len,
+    int n = snprintf(buf, cap, "HTTP/1.1 %d %s\r\n%sContent-Length: %zu\r\n%s%s\r\n", status,
+                     gw_status_text(status), type, body_len,
                      keep_alive ? "" : "Connection: close\r\n", extra ? extra : "");
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
 
-void gw_http_respond(gw_request_t *req, int status, const char *extra_headers, const char *body,
-                     size_t body_len)
+static void respond(gw_request_t *req, int status, const char *type, const char *extra_headers,
+                    const char *body, size_t body_len)
 {
     request_t *r = (request_t *)req;
     gw_conn_t *c = req->conn;
@@ -200,21 +205,37 @@ void gw_http_respond(gw_request_t *req, int status, const char *extra_headers, c
     int keep_alive;
 
     if (!c) {
+        if (req->server->observe)
+            req->server->observe(req->server->ctx, req, status);
         request_free(r);
         return;
     }
     VC_ASSERT(c->inflight == r);
+    if (c->server->observe)
+        c->server->observe(c->server->ctx, req, status);
     keep_alive = r->keep_alive && !c->close_after && !c->server->shutting_down;
     if (!keep_alive)
         c->close_after = 1;
-    head_len = format_head(head, sizeof(head), status, body_len, keep_alive, extra_headers);
+    head_len = format_head(head, sizeof(head), status, body_len, keep_alive, type, extra_headers);
     if (head_len == 0) {
-        head_len = format_head(head, sizeof(head), 500, 0, 0, NULL);
+        head_len = format_head(head, sizeof(head), 500, 0, 0, json_type, NULL);
         body_len = 0;
         c->close_after = 1;
     }
     request_free(r);
     conn_write(c, head, head_len, body, body_len, 1);
+}
+
+void gw_http_respond(gw_request_t *req, int status, const char *extra_headers, const char *body,
+                     size_t body_len)
+{
+    respond(req, status, json_type, extra_headers, body, body_len);
+}
+
+void gw_http_respond_typed(gw_request_t *req, int status, const char *content_type,
+                           const char *body, size_t body_len)
+{
+    respond(req, status, content_type, NULL, body, body_len);
 }
 
 /* Answers a request the parser rejected, and closes after. */
@@ -225,8 +246,10 @@ static void conn_fail(gw_conn_t *c, int status, const char *detail)
                         : status == 431 ? "HEADERS_TOO_LARGE"
                                         : "BAD_REQUEST";
     size_t body_len = gw_body_error(body, sizeof(body), error, detail, NULL);
-    size_t head_len = format_head(head, sizeof(head), status, body_len, 0, NULL);
+    size_t head_len = format_head(head, sizeof(head), status, body_len, 0, json_type, NULL);
 
+    if (c->server->observe)
+        c->server->observe(c->server->ctx, NULL, status);
     c->close_after = 1;
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->reading = 0;
@@ -250,7 +273,7 @@ static int on_message_begin(http_parser *p)
 {
     gw_conn_t *c = p->data;
     c->url_len = c->body_len = c->head_bytes = 0;
-    c->field_len = c->value_len = 0;
+    c->field_len = c->value_len = c->auth_len = 0;
     c->in_value = c->expect_continue = 0;
     c->in_message = 1;
     return 0;
@@ -266,11 +289,18 @@ static int on_url(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
+enum { HEADER_OTHER, HEADER_EXPECT, HEADER_AUTHORIZATION };
+
 static void header_done(gw_conn_t *c)
 {
-    if (c->field_len == 6 && strncasecmp(c->field, "expect", 6) == 0 && c->value_len == 12 &&
+    if (c->header_kind == HEADER_EXPECT && c->value_len == 12 &&
         strncasecmp(c->value, "100-continue", 12) == 0)
         c->expect_continue = 1;
+    if (c->header_kind == HEADER_AUTHORIZATION && c->value_len <= sizeof(c->value)) {
+        memcpy(c->auth, c->value, c->value_len);
+        c->auth[c->value_len] = '\0';
+        c->auth_len = c->value_len;
+    }
     c->field_len = c->value_len = 0;
     c->in_value = 0;
 }
@@ -278,6 +308,8 @@ static void header_done(gw_conn_t *c)
 static void append_small(char *buf, size_t cap, size_t *len, const char *at, size_t n)
 {
     /* Only short names and values matter; a longer one is marked as too long. */
+    if (*len > cap)
+        return;
     if (*len + n > cap) {
         *len = cap + 1;
         return;
@@ -293,8 +325,7 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
         return -1;
     if (c->in_value)
         header_done(c);
-    if (c->field_len <= sizeof(c->field))
-        append_small(c->field, sizeof(c->field), &c->field_len, at, len);
+    append_small(c->field, sizeof(c->field), &c->field_len, at, len);
     return 0;
 }
 
@@ -303,8 +334,17 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
     gw_conn_t *c = p->data;
     if (head_grow(c, len) != 0)
         return -1;
-    c->in_value = 1;
-    if (c->value_len <= sizeof(c->value))
+    if (!c->in_value) {
+        /* The name is complete: decide once whether the value matters. */
+        c->in_value = 1;
+        c->value_len = 0;
+        c->header_kind = c->field_len == 6 && strncasecmp(c->field, "expect", 6) == 0
+                             ? HEADER_EXPECT
+                         : c->field_len == 13 && strncasecmp(c->field, "authorization", 13) == 0
+                             ? HEADER_AUTHORIZATION
+                             : HEADER_OTHER;
+    }
+    if (c->header_kind != HEADER_OTHER)
         append_small(c->value, sizeof(c->value), &c->value_len, at, len);
     return 0;
 }
@@ -358,8 +398,8 @@ static int on_message_complete(http_parser *p)
 {
     gw_conn_t *c = p->data;
     gw_http_server_t *s = c->server;
-    request_t *r = malloc(sizeof(*r) + c->url_len + 1 + c->body_len + 1);
-    char *path, *body;
+    request_t *r = malloc(sizeof(*r) + c->url_len + 1 + c->body_len + 1 + c->auth_len + 1);
+    char *path, *body, *auth;
 
     c->in_message = 0;
     if (!r)
@@ -372,6 +412,12 @@ static int on_message_complete(http_parser *p)
     if (c->body_len)
         memcpy(body, c->body, c->body_len);
     body[c->body_len] = '\0';
+    auth = body + c->body_len + 1;
+    if (c->auth_len) {
+        memcpy(auth, c->auth, c->auth_len + 1);
+        r->pub.authorization = auth;
+    }
+    r->pub.start_ns = uv_hrtime();
     r->pub.method = method_of(p->method);
     r->pub.path = path;
     r->pub.path_len = c->url_len;

@@ -21,6 +21,7 @@
 #include "gw_router.h"
 
 #define GW_MAX_HEAD (8 * 1024)
+#define GW_MAX_AUTH 512 /* a longer Authorization header is kept as absent */
 
 typedef struct gw_http_server gw_http_server_t;
 typedef struct gw_conn gw_conn_t;
@@ -33,8 +34,11 @@ typedef struct gw_request {
     size_t path_len;
     const char *body; /* NUL-terminated; body_len bytes */
     size_t body_len;
-    uint64_t id;     /* per-worker sequence, for logs */
-    gw_conn_t *conn; /* NULL once the client went away */
+    const char *authorization; /* the Authorization header's value, or NULL */
+    int route;                 /* set by the handler, for the observer (gw_route_kind_t) */
+    uint64_t start_ns;         /* uv_hrtime() when the request was complete */
+    uint64_t id;               /* per-worker sequence, for logs */
+    gw_conn_t *conn;           /* NULL once the client went away */
     gw_http_server_t *server;
     gw_arena_chunk_t *arena;
 } gw_request_t;
@@ -45,6 +49,12 @@ typedef struct gw_request {
  */
 typedef void (*gw_http_handler_cb)(void *ctx, gw_request_t *req);
 
+/*
+ * Called for every answer just before it is written (also for requests the
+ * parser rejected: req is then NULL), on the server's loop.
+ */
+typedef void (*gw_http_observe_cb)(void *ctx, const gw_request_t *req, int status);
+
 /* Called once by gw_http_shutdown() when no connection and no request is left. */
 typedef void (*gw_http_done_cb)(gw_http_server_t *server);
 
@@ -52,6 +62,7 @@ struct gw_http_server {
     uv_loop_t *loop;
     uv_tcp_t listener;
     gw_http_handler_cb handler;
+    gw_http_observe_cb observe; /* may be NULL; set after gw_http_listen() */
     void *ctx;
     int64_t idle_timeout_ms;
     atomic_long *connections; /* shared by all workers */
@@ -81,6 +92,13 @@ int gw_http_listen(gw_http_server_t *s, uv_loop_t *loop, const char *host, int p
  */
 void gw_http_respond(gw_request_t *req, int status, const char *extra_headers, const char *body,
                      size_t body_len);
+
+/*
+ * As gw_http_respond(), for a body that is not JSON: content_type is the
+ * whole header line ("Content-Type: text/plain\r\n").
+ */
+void gw_http_respond_typed(gw_request_t *req, int status, const char *content_type,
+                           const char *body, size_t body_len);
 
 /*
  * Returns n zeroed bytes that live as long as req (its arena), or NULL when

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_metrics.h"
 #include "vc_error.h"
 #include "vc_log.h"
 
@@ -13,6 +14,7 @@ struct gw_kafka {
     rd_kafka_t *rk;
     uv_thread_t poller;
     atomic_int stop;
+    atomic_int brokers_up; /* brokers in state UP at the last statistics */
 };
 
 /* One produced message: travels as the msg_opaque, then as a report in an inbox. */
@@ -49,6 +51,8 @@ static void delivery_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
     else
         rep->rc = VC_ERR_UNKNOWN_OUTCOME;
     if (msg->err)
+        gw_metrics_kafka_error(rep->rc == VC_ERR_UNKNOWN_OUTCOME);
+    if (msg->err)
         vc_warn("kafka delivery to partition %d failed: %s (%s)", (int)msg->partition,
                 rd_kafka_err2str(msg->err),
                 rep->rc == VC_ERR_UNAVAILABLE ? "not persisted" : "possibly persisted");
@@ -81,9 +85,56 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
+    gw_kafka_t *k = opaque;
     (void)rk;
-    (void)opaque;
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN && k)
+        atomic_store(&k->brokers_up, 0);
     vc_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+/*
+ * The statistics JSON lists every broker with its "state"; the internal
+ * pseudo-broker is listed with "source":"internal" before its state. Counting
+ * the others that are "UP" needs no full parse.
+ */
+static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    gw_kafka_t *k = opaque;
+    const char *p = json, *end = json + len, *brokers = strstr(json, "\"brokers\":");
+    int up = 0;
+    (void)rk;
+
+    if (brokers)
+        p = brokers;
+    while (p < end && (p = strstr(p, "\"source\":\"")) != NULL) {
+        const char *state = strstr(p, "\"state\":\"");
+        int internal = strncmp(p + 10, "internal\"", 9) == 0;
+        if (!state)
+            break;
+        if (!internal && strncmp(state + 9, "UP\"", 3) == 0)
+            up++;
+        p = state + 9;
+    }
+    atomic_store(&k->brokers_up, up);
+    return 0; /* librdkafka frees json */
+}
+
+int gw_kafka_ready(gw_kafka_t *k)
+{
+    return atomic_load(&k->brokers_up) > 0;
+}
+
+/* Keys a passthrough setting may not change: the delivery guarantees rest on them. */
+static int reserved_key(const char *key, size_t len)
+{
+    static const char *const keys[] = {
+        "acks",        "request.required.acks", "enable.idempotence",
+        "partitioner", "bootstrap.servers",     "metadata.broker.list",
+        NULL};
+    for (const char *const *p = keys; *p; p++)
+        if (strlen(*p) == len && strncmp(*p, key, len) == 0)
+            return 1;
+    return 0;
 }
 
 static void poll_thread(void *arg)
@@ -93,11 +144,12 @@ static void poll_thread(void *arg)
         rd_kafka_poll(k->rk, 100);
 }
 
-gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms, char *err, size_t errlen)
+gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms, const char *const *extra,
+                         size_t nextra, char *err, size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     gw_kafka_t *k = calloc(1, sizeof(*k));
-    char timeout[32], errstr[512];
+    char timeout[32], errstr[512], key[256];
 
     if (!k || !conf) {
         snprintf(err, errlen, "out of memory");
@@ -108,11 +160,34 @@ gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms, char 
         set(conf, "enable.idempotence", "true", err, errlen) ||
         set(conf, "acks", "all", err, errlen) || set(conf, "linger.ms", "2", err, errlen) ||
         set(conf, "delivery.timeout.ms", timeout, err, errlen) ||
+        set(conf, "partitioner", "murmur2_random", err, errlen) ||
+        set(conf, "statistics.interval.ms", "1000", err, errlen) ||
         set(conf, "client.id", "voucher-gateway", err, errlen))
         goto fail;
+    for (size_t i = 0; i < nextra; i++) {
+        const char *eq = strchr(extra[i], '=');
+        size_t klen = eq ? (size_t)(eq - extra[i]) : 0;
+        if (!eq || klen == 0 || klen >= sizeof(key)) {
+            snprintf(err, errlen, "kafka setting \"%.200s\": expected key=value", extra[i]);
+            goto fail;
+        }
+        memcpy(key, extra[i], klen);
+        key[klen] = '\0';
+        if (reserved_key(key, klen)) {
+            snprintf(err, errlen,
+                     "kafka setting %s: the gateway sets it itself (its delivery guarantees "
+                     "depend on it)",
+                     key);
+            goto fail;
+        }
+        if (set(conf, key, eq + 1, err, errlen))
+            goto fail;
+    }
+    rd_kafka_conf_set_opaque(conf, k);
     rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb);
     rd_kafka_conf_set_log_cb(conf, log_cb);
     rd_kafka_conf_set_error_cb(conf, error_cb);
+    rd_kafka_conf_set_stats_cb(conf, stats_cb);
     if (!(k->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr)))) {
         snprintf(err, errlen, "kafka producer: %s", errstr);
         goto fail;

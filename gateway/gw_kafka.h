@@ -33,11 +33,22 @@ struct gw_kafka_inbox {
 
 /*
  * Creates the producer for brokers (bootstrap.servers) with
- * delivery.timeout.ms = delivery_timeout_ms, and starts the polling thread.
- * Returns the producer, or NULL with err set.
+ * delivery.timeout.ms = delivery_timeout_ms and the partitioner
+ * murmur2_random (Java's, so Kafka's own tools route a code's key to the same
+ * partition), then applies extra (nextra "key=value" strings, borrowed during
+ * the call) straight to librdkafka, and starts the polling thread. The
+ * settings the gateway's guarantees rest on (acks, enable.idempotence,
+ * partitioner, bootstrap.servers) cannot be overridden. Returns the producer,
+ * or NULL with err naming the offending key.
  */
-gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms, char *err,
-                         size_t errlen);
+gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms, const char *const *extra,
+                         size_t nextra, char *err, size_t errlen);
+
+/*
+ * Whether the producer has a connection up to at least one broker, as its
+ * statistics said within the last second or two (any thread).
+ */
+int gw_kafka_ready(gw_kafka_t *k);
 
 /* Prepares inbox on loop (the worker's). Returns 0 or a negative VC_ERR_*. */
 int gw_kafka_inbox_init(gw_kafka_inbox_t *inbox, uv_loop_t *loop);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_metrics.h"
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_time.h"
@@ -55,7 +56,15 @@ struct gw_redis {
     int closing, open_handles;
     void (*closed_cb)(void *arg);
     void *closed_arg;
+    atomic_int *up;
 };
+
+static void set_connected(gw_redis_t *r, int connected)
+{
+    r->connected = connected;
+    if (r->up)
+        atomic_store(r->up, connected);
+}
 
 static void connect_now(gw_redis_t *r);
 static void load_script(gw_redis_t *r, size_t i);
@@ -121,7 +130,7 @@ static void drop(gw_redis_t *r, int rc)
     if (!ac)
         return;
     r->ctx = NULL;
-    r->connected = 0;
+    set_connected(r, 0);
     r->fail_rc = rc;
     redisAsyncFree(ac);
     r->fail_rc = VC_ERR_UNAVAILABLE;
@@ -287,9 +296,10 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
         /* The connection is going away (lost, dropped, or closing). */
         if (ac == r->ctx) {
             r->ctx = NULL;
-            r->connected = 0;
+            set_connected(r, 0);
             schedule_reconnect(r);
         }
+        gw_metrics_redis_error(r->fail_rc);
         c->cb(c->arg, r->fail_rc, NULL);
         goto out;
     }
@@ -301,6 +311,7 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
         /* The caller reports the failure; only here is Redis's text known. */
         if (rc == VC_ERR_PROTOCOL)
             vc_warn("redis %s: %.200s", c->argv[0], x->str);
+        gw_metrics_redis_error(rc);
         c->cb(c->arg, rc, NULL);
         goto out;
     }
@@ -410,7 +421,7 @@ static void connect_cb(const redisAsyncContext *ac, int status)
         schedule_reconnect(r);
         return;
     }
-    r->connected = 1;
+    set_connected(r, 1);
     r->backoff_ms = GW_REDIS_BACKOFF_MIN_MS;
     vc_info("redis %s:%d connected", r->host, r->port);
 }
@@ -424,7 +435,7 @@ static void disconnect_cb(const redisAsyncContext *ac, int status)
     vc_warn("redis %s:%d: connection lost%s%s", r->host, r->port, status == REDIS_OK ? "" : ": ",
             status == REDIS_OK ? "" : ac->errstr);
     r->ctx = NULL;
-    r->connected = 0;
+    set_connected(r, 0);
     schedule_reconnect(r);
 }
 
@@ -468,7 +479,7 @@ static void connect_now(gw_redis_t *r)
 }
 
 int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const char *host, int port, int db,
-                 int64_t timeout_ms, const char *const *scripts, size_t nscripts)
+                 int64_t timeout_ms, const char *const *scripts, size_t nscripts, atomic_int *up)
 {
     gw_redis_t *r = calloc(1, sizeof(*r));
 
@@ -485,6 +496,7 @@ int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const char *host, int port, 
     r->nscripts = nscripts;
     r->backoff_ms = GW_REDIS_BACKOFF_MIN_MS;
     r->fail_rc = VC_ERR_UNAVAILABLE;
+    r->up = up;
     for (size_t i = 0; i < nscripts; i++)
         r->slot[i].r = r;
     uv_timer_init(loop, &r->deadline_timer);
@@ -516,7 +528,7 @@ void gw_redis_close(gw_redis_t *r, void (*closed_cb)(void *arg), void *arg)
     if (r->ctx) {
         redisAsyncContext *ac = r->ctx;
         r->ctx = NULL;
-        r->connected = 0;
+        set_connected(r, 0);
         r->fail_rc = VC_ERR_SHUTDOWN;
         redisAsyncFree(ac);
     }

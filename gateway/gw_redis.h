@@ -12,6 +12,7 @@
 #ifndef GW_REDIS_H
 #define GW_REDIS_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -51,10 +52,12 @@ typedef void (*gw_redis_cb)(void *arg, int rc, const gw_redis_reply_t *reply);
 /*
  * Creates the adapter on loop and starts connecting to host:port, database
  * db. scripts (nscripts Lua sources) are borrowed for the adapter's life.
+ * up, if not NULL, is kept at 1 while connected and 0 otherwise, for other
+ * threads to read (readiness); borrowed for the adapter's life.
  * Returns 0 and sets *out, or VC_ERR_NOMEM.
  */
 int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const char *host, int port, int db,
-                 int64_t timeout_ms, const char *const *scripts, size_t nscripts);
+                 int64_t timeout_ms, const char *const *scripts, size_t nscripts, atomic_int *up);
 
 /*
  * Sends one command (argc strings of argvlen bytes; copied). Returns 0 and

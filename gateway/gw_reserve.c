@@ -1,16 +1,35 @@
 /*
  * POST /vouchers/{code}/reservations: rules from the cache (or PostgreSQL),
- * one use taken atomically by reserve.lua in Redis, VoucherReserved published
- * to Kafka, and 201 only once Kafka has the event. A use whose event was
- * definitely not persisted is given back before answering 503.
+ * the orderId claimed for this code (voucher-order:{orderId}, SET NX GET,
+ * pipelined just before the script), one use taken atomically by reserve.lua
+ * in Redis, VoucherReserved published to Kafka, and 201 only once Kafka has
+ * the event. A use whose event was definitely not persisted is given back
+ * before answering 503.
+ *
+ * A retry of the same orderId (reserve.lua status 0) publishes VoucherReserved
+ * again, from the stored order (discount, heldUntil; reservedAt is heldUntil
+ * minus the hold ttl) and the retry's orderAmount, which Redis does not keep,
+ * and answers 201 replayed only after Kafka acknowledged it: a retry after a
+ * lost event repairs it, and the writer applies a duplicate once.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "gw_app.h"
+#include "gw_metrics.h"
+#include "gw_store.h"
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_time.h"
+
+/* What SET voucher-order:{orderId} code NX GET said. */
+enum {
+    CLAIM_PENDING = 0,
+    CLAIM_NEW,    /* this request claimed the orderId for the code */
+    CLAIM_OURS,   /* already claimed for this code (a retry, or a request racing it) */
+    CLAIM_OTHER,  /* claimed for another code: ORDER_CONFLICT */
+    CLAIM_FAILED, /* the command failed */
+};
 
 typedef struct {
     gw_app_t *app;
@@ -20,11 +39,16 @@ typedef struct {
     vc_voucher_t v;
     int64_t discount;
     int64_t now_ms, held_until_ms;
-    int reloaded; /* the voucher was loaded into Redis once already */
+    int reloaded; /* the voucher was loaded into Redis by this request */
+    int claim;
+    int script_unsent; /* the script could not be sent after the claim: answer 503 in claim_cb */
+    int64_t load_remaining;
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    char claim_key[GW_CLAIM_KEY_MAX];
 } reserve_t;
 
 static void with_rules(reserve_t *x);
+static void run_script(reserve_t *x);
 
 /* Logs an infrastructure failure once, with the ids, and answers 503. */
 static void fail(reserve_t *x, int rc, const char *what)
@@ -37,6 +61,25 @@ static void fail(reserve_t *x, int rc, const char *what)
     gw_app_reply_error(x->req, rc, detail);
 }
 
+/* Gives up this request's claim of the orderId, if it made one: nothing was taken. */
+static void unclaim(reserve_t *x)
+{
+    const char *argv[] = {"DEL", x->claim_key};
+    size_t argvlen[] = {3, strlen(x->claim_key)};
+
+    if (x->claim != CLAIM_NEW)
+        return;
+    x->claim = CLAIM_PENDING;
+    (void)gw_redis_command(x->app->redis, gw_app_ignore_cb, NULL, 2, argv, argvlen);
+}
+
+/* A rejection: release the claim, then answer. */
+static void reject(reserve_t *x, int rc, const char *detail)
+{
+    unclaim(x);
+    gw_app_reply_error(x->req, rc, detail);
+}
+
 static void reply_created(reserve_t *x, int64_t discount, int64_t held_until_ms, int replayed)
 {
     char body[512];
@@ -45,7 +88,7 @@ static void reply_created(reserve_t *x, int64_t discount, int64_t held_until_ms,
     gw_app_reply(x->req, 201, body, len);
 }
 
-static void released_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+static void forgotten_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     reserve_t *x = arg;
     vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
@@ -55,21 +98,35 @@ static void released_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         VC_LOG_F(VC_LOG_WARN, f, "giving the use back failed (%s): the reconciler will",
                  rc ? vc_strerror(rc) : "order not held");
     else
-        gw_rules_clear_soldout(x->app->rules, x->code);
+        gw_rules_clear_soldout(x->code);
+}
+
+/* Forgets the hold this request took (release.lua "forget"); answers nothing. */
+static int forget(reserve_t *x, gw_redis_cb cb)
+{
+    const char *keys[GW_KEY_RESERVE];
+    const char *args[] = {x->in.order_id, "forget"};
+
+    for (int i = 0; i < GW_KEY_RESERVE; i++)
+        keys[i] = x->keys[i];
+    return gw_redis_eval(x->app->redis, GW_SCRIPT_RELEASE, cb, x, GW_KEY_RESERVE, keys, 2, args);
+}
+
+static void given_back_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    reserve_t *x = arg;
+
+    forgotten_cb(x, rc, reply);
+    unclaim(x);
     gw_app_reply_error(x->req, VC_ERR_UNAVAILABLE, "event log unavailable: use given back");
 }
 
 /* The event was definitely not persisted: forget the hold, then answer 503. */
 static void give_back(reserve_t *x)
 {
-    const char *keys[GW_KEY_COUNT];
-    const char *args[] = {x->in.order_id, "forget"};
     int rc;
 
-    for (int i = 0; i < GW_KEY_COUNT; i++)
-        keys[i] = x->keys[i];
-    if ((rc = gw_redis_eval(x->app->redis, GW_SCRIPT_RELEASE, released_cb, x, GW_KEY_COUNT, keys, 2,
-                            args)) != 0) {
+    if ((rc = forget(x, given_back_cb)) != 0) {
         vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
         VC_LOG_F(VC_LOG_WARN, f, "giving the use back failed (%s): the reconciler will",
                  vc_strerror(rc));
@@ -89,11 +146,24 @@ static void delivered_cb(void *arg, int rc)
         give_back(x);
         return;
     }
-    /* Possibly persisted: keep the hold; the writer or the reconciler settles it. */
+    /* Possibly persisted: keep the hold; a retry or the reconciler settles it. */
     fail(x, rc, "event delivery (hold kept)");
 }
 
-static void publish(reserve_t *x)
+/* A retry's event is acknowledged: the 201 replayed may go out now. */
+static void redelivered_cb(void *arg, int rc)
+{
+    reserve_t *x = arg;
+
+    if (rc != 0) {
+        /* The hold stays whatever Kafka did: the original event may be stored. */
+        fail(x, rc, "event delivery of the retried reservation (hold kept)");
+        return;
+    }
+    reply_created(x, x->discount, x->held_until_ms, 1);
+}
+
+static void publish(reserve_t *x, int64_t at_ms, gw_kafka_delivery_cb cb)
 {
     vc_event_t ev;
     int rc;
@@ -106,15 +176,19 @@ static void publish(reserve_t *x)
     ev.customer_id = x->in.customer_id;
     ev.discount_amount = x->discount;
     ev.order_amount = x->in.order_amount;
-    ev.at_ms = x->now_ms;
+    ev.at_ms = at_ms;
     ev.held_until_ms = x->held_until_ms;
-    if ((rc = gw_app_publish(x->app, &ev, delivered_cb, x)) != 0) {
+    if ((rc = gw_app_publish(x->app, &ev, cb, x)) != 0) {
         vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
         VC_LOG_F(VC_LOG_WARN, f, "publishing VoucherReserved failed: %s", vc_strerror(rc));
-        give_back(x);
+        if (cb == delivered_cb)
+            give_back(x);
+        else
+            fail(x, rc, "publishing the retried reservation (hold kept)");
     }
 }
 
+/* The same orderId again: publish its event again and answer 201 replayed after the ack. */
 static void replay(reserve_t *x, const gw_redis_reply_t *reply)
 {
     gw_order_value_t o;
@@ -124,37 +198,22 @@ static void replay(reserve_t *x, const gw_redis_reply_t *reply)
         fail(x, VC_ERR_PROTOCOL, "stored order value unreadable");
         return;
     }
-    if (o.state == 'R') {
+    if (o.state != 'H' && o.state != 'C') {
         gw_app_reply_error(x->req, VC_E_HOLD_EXPIRED,
                            "this order's reservation was released; use a new orderId");
         return;
     }
-    reply_created(x, o.discount, o.held_until_ms, 1);
+    x->discount = o.discount;
+    x->held_until_ms = o.held_until_ms;
+    publish(x, o.held_until_ms - x->app->cfg->hold_ttl_ms, redelivered_cb);
 }
 
-static void set_loaded_cb(void *arg, int rc, const gw_redis_reply_t *reply);
+/* ---- the first load of a voucher into Redis ---- */
 
-static void fresh_rules_cb(void *arg, int rc, const vc_voucher_t *v)
+static int claim_load_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
 {
     reserve_t *x = arg;
-    char remaining[32];
-    const char *argv[] = {"SET", x->keys[GW_KEY_REMAINING], remaining, "NX"};
-    size_t argvlen[4];
-
-    if (rc != 0) {
-        if (rc > 0)
-            gw_app_reply_error(x->req, rc, NULL);
-        else
-            fail(x, rc, "reading voucher rules");
-        return;
-    }
-    x->v = *v;
-    snprintf(remaining, sizeof(remaining), "%lld",
-             (long long)(v->total_limit > v->used_count ? v->total_limit - v->used_count : 0));
-    for (int i = 0; i < 4; i++)
-        argvlen[i] = strlen(argv[i]);
-    if ((rc = gw_redis_command(x->app->redis, set_loaded_cb, x, 4, argv, argvlen)) != 0)
-        fail(x, rc, "loading the voucher into redis");
+    return gw_store_claim_load(conn, x->code, &x->load_remaining, err, errlen);
 }
 
 static void set_loaded_cb(void *arg, int rc, const gw_redis_reply_t *reply)
@@ -163,13 +222,49 @@ static void set_loaded_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     (void)reply; /* OK, or nil when another request loaded it first: both fine */
 
     if (rc != 0) {
+        /* redis_loaded_at is set now: the reconciler loads it (from PostgreSQL and Kafka). */
         fail(x, rc, "loading the voucher into redis");
         return;
     }
-    with_rules(x);
+    run_script(x);
 }
 
-/* reserve.lua said the voucher is not in Redis: load it from fresh PostgreSQL data. */
+static void claim_load_done(void *arg, int rc, const char *err)
+{
+    reserve_t *x = arg;
+    char remaining[32];
+    const char *argv[] = {"SET", x->keys[GW_KEY_REMAINING], remaining, "NX"};
+    size_t argvlen[4];
+
+    if (rc == VC_E_REPLAYED) {
+        /*
+         * Loaded before and gone from Redis: total_limit - used_count would
+         * miss the events in flight and oversell. The reconciler restores it.
+         */
+        unclaim(x);
+        gw_app_reply_error(x->req, VC_ERR_UNAVAILABLE, "voucher is being restored");
+        return;
+    }
+    if (rc != 0) {
+        unclaim(x);
+        if (rc > 0) {
+            gw_app_reply_error(x->req, rc, NULL);
+        } else {
+            vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
+            VC_LOG_F(VC_LOG_WARN, f, "claiming the first load failed: %s", err);
+            fail(x, rc, "claiming the voucher's first load");
+        }
+        return;
+    }
+    snprintf(remaining, sizeof(remaining), "%lld",
+             (long long)(x->load_remaining > 0 ? x->load_remaining : 0));
+    for (int i = 0; i < 4; i++)
+        argvlen[i] = strlen(argv[i]);
+    if ((rc = gw_redis_command(x->app->redis, set_loaded_cb, x, 4, argv, argvlen)) != 0)
+        fail(x, rc, "loading the voucher into redis");
+}
+
+/* reserve.lua said the voucher is not in Redis: load it, once in its life. */
 static void load_into_redis(reserve_t *x)
 {
     int rc;
@@ -179,20 +274,30 @@ static void load_into_redis(reserve_t *x)
         return;
     }
     x->reloaded = 1;
-    rc = gw_rules_get(x->app->rules, x->code, 1, &x->v, fresh_rules_cb, x);
-    if (rc == GW_RULES_PENDING)
-        return;
-    if (rc == 0)
-        fresh_rules_cb(x, 0, &x->v);
-    else
-        fresh_rules_cb(x, rc, NULL);
+    if ((rc = gw_pg_run(x->app->loop, x->app->pg, claim_load_work, claim_load_done, x)) != 0) {
+        unclaim(x);
+        fail(x, rc, "claiming the voucher's first load");
+    }
+}
+
+/* ---- the script and the claim ---- */
+
+static void conflict_forgotten_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    reserve_t *x = arg;
+
+    forgotten_cb(x, rc, reply);
+    gw_app_reply_error(x->req, VC_E_ORDER_CONFLICT,
+                       "this orderId was reserved with another voucher code");
 }
 
 static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     reserve_t *x = arg;
+    int64_t status;
 
     if (rc != 0) {
+        /* The script may have run: keep the claim, a retry finds the order. */
         fail(x, rc, "redis reserve");
         return;
     }
@@ -200,9 +305,28 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         fail(x, VC_ERR_PROTOCOL, "redis reserve");
         return;
     }
-    switch (reply->item[0].integer) {
+    status = reply->item[0].integer;
+    if (x->claim == CLAIM_OTHER || x->claim == CLAIM_FAILED || x->claim == CLAIM_PENDING) {
+        int conflict = x->claim == CLAIM_OTHER;
+        /* A use taken for an order that may not have it: give it back before answering. */
+        if (status == 1 && forget(x, conflict ? conflict_forgotten_cb : given_back_cb) == 0)
+            return;
+        if (conflict)
+            gw_app_reply_error(x->req, VC_E_ORDER_CONFLICT,
+                               "this orderId was reserved with another voucher code");
+        else
+            fail(x, VC_ERR_UNAVAILABLE, "claiming the orderId");
+        return;
+    }
+    switch (status) {
     case 1:
-        publish(x);
+        if (x->claim == CLAIM_OURS) {
+            /* A racing request of this order may drop its claim: make sure one stays. */
+            const char *argv[] = {"SET", x->claim_key, x->code, "NX"};
+            size_t argvlen[] = {3, strlen(x->claim_key), strlen(x->code), 2};
+            (void)gw_redis_command(x->app->redis, gw_app_ignore_cb, NULL, 4, argv, argvlen);
+        }
+        publish(x, x->now_ms, delivered_cb);
         return;
     case 0:
         replay(x, reply);
@@ -210,16 +334,16 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     case -1:
         gw_rules_mark_soldout(x->app->rules, x->code,
                               vc_time_mono_ms() + x->app->cfg->soldout_recheck_ms);
-        gw_app_reply_error(x->req, VC_E_OUT_OF_STOCK, NULL);
+        reject(x, VC_E_OUT_OF_STOCK, NULL);
         return;
     case -2:
-        gw_app_reply_error(x->req, VC_E_ALREADY_USED, NULL);
+        reject(x, VC_E_ALREADY_USED, NULL);
         return;
     case -3:
         load_into_redis(x);
         return;
     case -4:
-        gw_app_reply_error(x->req, VC_E_ORDER_CONFLICT, NULL);
+        reject(x, VC_E_ORDER_CONFLICT, "this orderId was reserved by another customer");
         return;
     default:
         fail(x, VC_ERR_PROTOCOL, "redis reserve");
@@ -227,22 +351,68 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     }
 }
 
+static void claim_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    reserve_t *x = arg;
+
+    if (rc != 0 || reply->n != 1)
+        x->claim = CLAIM_FAILED;
+    else if (reply->item[0].type == GW_REDIS_NIL)
+        x->claim = CLAIM_NEW;
+    else if (reply->item[0].type == GW_REDIS_STR && reply->item[0].len == strlen(x->code) &&
+             memcmp(reply->item[0].str, x->code, reply->item[0].len) == 0)
+        x->claim = CLAIM_OURS;
+    else if (reply->item[0].type == GW_REDIS_STR)
+        x->claim = CLAIM_OTHER;
+    else
+        x->claim = CLAIM_FAILED;
+    if (x->script_unsent) {
+        unclaim(x);
+        fail(x, VC_ERR_UNAVAILABLE, "redis reserve");
+    }
+}
+
 static void run_script(reserve_t *x)
 {
     char customer[24], limit[24], discount[24], held[24];
-    const char *keys[GW_KEY_COUNT];
+    const char *keys[GW_KEY_RESERVE];
     const char *args[] = {customer, limit, x->in.order_id, discount, held};
     int rc;
 
-    for (int i = 0; i < GW_KEY_COUNT; i++)
+    for (int i = 0; i < GW_KEY_RESERVE; i++)
         keys[i] = x->keys[i];
     snprintf(customer, sizeof(customer), "%lld", (long long)x->in.customer_id);
     snprintf(limit, sizeof(limit), "%lld", (long long)x->v.per_customer_limit);
     snprintf(discount, sizeof(discount), "%lld", (long long)x->discount);
     snprintf(held, sizeof(held), "%lld", (long long)x->held_until_ms);
-    if ((rc = gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_COUNT, keys, 5,
+    if ((rc = gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_RESERVE, keys, 5,
                             args)) != 0)
         fail(x, rc, "redis reserve");
+}
+
+/* Claims the orderId and runs the script right behind it, on the same connection. */
+static void claim_and_run(reserve_t *x)
+{
+    const char *argv[] = {"SET", x->claim_key, x->code, "NX", "GET"};
+    size_t argvlen[] = {3, strlen(x->claim_key), strlen(x->code), 2, 3};
+    char customer[24], limit[24], discount[24], held[24];
+    const char *keys[GW_KEY_RESERVE];
+    const char *args[] = {customer, limit, x->in.order_id, discount, held};
+    int rc;
+
+    if ((rc = gw_redis_command(x->app->redis, claim_cb, x, 5, argv, argvlen)) != 0) {
+        fail(x, rc, "redis reserve");
+        return;
+    }
+    for (int i = 0; i < GW_KEY_RESERVE; i++)
+        keys[i] = x->keys[i];
+    snprintf(customer, sizeof(customer), "%lld", (long long)x->in.customer_id);
+    snprintf(limit, sizeof(limit), "%lld", (long long)x->v.per_customer_limit);
+    snprintf(discount, sizeof(discount), "%lld", (long long)x->discount);
+    snprintf(held, sizeof(held), "%lld", (long long)x->held_until_ms);
+    if (gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_RESERVE, keys, 5,
+                      args) != 0)
+        x->script_unsent = 1; /* claim_cb answers, once the claim's outcome is known */
 }
 
 /* Sold out a moment ago: only an order reserved before may still get its answer. */
@@ -255,10 +425,11 @@ static void soldout_probe_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     if (reply->n == 1 && reply->item[0].type == GW_REDIS_NIL) {
+        gw_metrics_soldout();
         gw_app_reply_error(x->req, VC_E_OUT_OF_STOCK, NULL);
         return;
     }
-    run_script(x);
+    claim_and_run(x);
 }
 
 static void with_rules(reserve_t *x)
@@ -282,7 +453,7 @@ static void with_rules(reserve_t *x)
             fail(x, rc, "redis order lookup");
         return;
     }
-    run_script(x);
+    claim_and_run(x);
 }
 
 static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
@@ -321,6 +492,7 @@ void gw_reserve_start(gw_app_t *app, gw_request_t *req, const char *code)
     x->in = in;
     snprintf(x->code, sizeof(x->code), "%s", code);
     gw_app_keys(code, x->keys);
+    gw_app_claim_key(in.order_id, x->claim_key);
     rc = gw_rules_get(app->rules, code, 0, &x->v, rules_cb, x);
     if (rc == GW_RULES_PENDING)
         return;

@@ -28,8 +28,42 @@ static int seg_is(const char *seg, int n, const char *lit)
     return n >= 0 && (size_t)n == strlen(lit) && memcmp(seg, lit, (size_t)n) == 0;
 }
 
+const char *gw_route_name(gw_route_kind_t kind)
+{
+    static const char *const names[GW_ROUTE_COUNT] = {
+        [GW_ROUTE_NOT_FOUND] = "not_found", [GW_ROUTE_BAD_METHOD] = "bad_method",
+        [GW_ROUTE_HEALTHZ] = "healthz",     [GW_ROUTE_RESERVE] = "reserve",
+        [GW_ROUTE_CONFIRM] = "confirm",     [GW_ROUTE_CANCEL] = "cancel",
+        [GW_ROUTE_READYZ] = "readyz",       [GW_ROUTE_METRICS] = "metrics",
+        [GW_ROUTE_CREATE] = "create",       [GW_ROUTE_SHOW] = "show",
+        [GW_ROUTE_QUOTE] = "quote",
+    };
+    return (unsigned)kind < GW_ROUTE_COUNT && names[kind] ? names[kind] : "unknown";
+}
+
+/* A route that takes exactly one method: kind for it, else 405 with allow. */
+static void one_method(gw_route_t *out, gw_method_t method, gw_method_t want, gw_route_kind_t kind,
+                       const char *allow)
+{
+    if (method == want) {
+        out->kind = kind;
+        out->allow = NULL;
+    } else {
+        out->kind = GW_ROUTE_BAD_METHOD;
+        out->allow = allow;
+    }
+}
+
 void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
 {
+    static const struct {
+        const char *name;
+        gw_route_kind_t kind;
+    } probes[] = {
+        {"healthz", GW_ROUTE_HEALTHZ},
+        {"readyz", GW_ROUTE_READYZ},
+        {"metrics", GW_ROUTE_METRICS},
+    };
     const char *end, *p = path, *seg[5];
     int n[5], count = 0;
     const char *q = memchr(path, '?', len);
@@ -44,16 +78,21 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
             return;
         count++;
     }
-    if (count == 1 && seg_is(seg[0], n[0], "healthz")) {
-        if (method == GW_M_GET)
-            out->kind = GW_ROUTE_HEALTHZ;
-        else {
-            out->kind = GW_ROUTE_BAD_METHOD;
-            out->allow = "GET";
-        }
+    if (count == 1) {
+        for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
+            if (seg_is(seg[0], n[0], probes[i].name)) {
+                one_method(out, method, GW_M_GET, probes[i].kind, "GET");
+                return;
+            }
+    }
+    if (count < 1 || !seg_is(seg[0], n[0], "vouchers"))
+        return;
+    if (count == 1) {
+        one_method(out, method, GW_M_POST, GW_ROUTE_CREATE, "POST");
         return;
     }
-    if (count < 3 || !seg_is(seg[0], n[0], "vouchers") || !seg_is(seg[2], n[2], "reservations"))
+    if (count >= 3 && !seg_is(seg[2], n[2], "reservations") &&
+        !(count == 3 && seg_is(seg[2], n[2], "quote")))
         return;
     if (count == 5 && !seg_is(seg[4], n[4], "confirm"))
         return;
@@ -69,21 +108,153 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
         memcpy(out->order_id, seg[3], (size_t)n[3]);
     }
     switch (count) {
+    case 2:
+        one_method(out, method, GW_M_GET, GW_ROUTE_SHOW, "GET");
+        break;
     case 3:
-        out->kind = method == GW_M_POST ? GW_ROUTE_RESERVE : GW_ROUTE_BAD_METHOD;
-        out->allow = "POST";
+        if (seg_is(seg[2], n[2], "quote"))
+            one_method(out, method, GW_M_POST, GW_ROUTE_QUOTE, "POST");
+        else
+            one_method(out, method, GW_M_POST, GW_ROUTE_RESERVE, "POST");
         break;
     case 4:
-        out->kind = method == GW_M_DELETE ? GW_ROUTE_CANCEL : GW_ROUTE_BAD_METHOD;
-        out->allow = "DELETE";
+        one_method(out, method, GW_M_DELETE, GW_ROUTE_CANCEL, "DELETE");
         break;
     default:
-        out->kind = method == GW_M_POST ? GW_ROUTE_CONFIRM : GW_ROUTE_BAD_METHOD;
-        out->allow = "POST";
+        one_method(out, method, GW_M_POST, GW_ROUTE_CONFIRM, "POST");
         break;
     }
-    if (out->kind != GW_ROUTE_BAD_METHOD)
-        out->allow = NULL;
+}
+
+/* Reads key as an integer within [lo, hi]; err names the field. */
+static int int_field(const vc_jdoc_t *doc, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                     char *err, size_t errlen)
+{
+    int rc = vc_jdoc_int(doc, key, out, err, errlen);
+
+    if (rc != 0)
+        return rc;
+    if (*out < lo || *out > hi) {
+        if (hi == INT64_MAX)
+            snprintf(err, errlen, "field \"%s\" must be at least %lld", key, (long long)lo);
+        else
+            snprintf(err, errlen, "field \"%s\" must be within %lld..%lld", key, (long long)lo,
+                     (long long)hi);
+        return VC_ERR_INVALID;
+    }
+    return 0;
+}
+
+int gw_quote_req_parse(const char *body, size_t len, gw_quote_req_t *out, char *err, size_t errlen)
+{
+    static const char *const allowed[] = {"customerId", "orderAmount", NULL};
+    vc_jdoc_t doc;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) == 0 &&
+        (rc = int_field(&doc, "customerId", 1, INT64_MAX, &out->customer_id, err, errlen)) == 0)
+        rc = int_field(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err, errlen);
+    vc_jdoc_free(&doc);
+    return rc;
+}
+
+int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *err, size_t errlen)
+{
+    static const char *const allowed[] = {"code",
+                                          "discountAmount",
+                                          "discountPercent",
+                                          "maxDiscountAmount",
+                                          "minOrderAmount",
+                                          "totalLimit",
+                                          "perUserLimit",
+                                          "startsAt",
+                                          "endsAt",
+                                          NULL};
+    vc_jdoc_t doc;
+    const char *code;
+    int64_t percent = 0;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) != 0)
+        goto out;
+    if ((rc = vc_jdoc_str(&doc, "code", &code, err, errlen)) != 0)
+        goto out;
+    if (!vc_code_valid(code, strlen(code))) {
+        snprintf(err, errlen, "field \"code\" must be 1..%d characters of A-Z, 0-9, '_' or '-'",
+                 VC_CODE_MAX);
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    memcpy(out->code, code, strlen(code) + 1);
+    if (vc_jdoc_has(&doc, "discountAmount") == vc_jdoc_has(&doc, "discountPercent")) {
+        snprintf(err, errlen,
+                 "exactly one of the fields \"discountAmount\" and \"discountPercent\" is "
+                 "required");
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    if (vc_jdoc_has(&doc, "discountAmount")) {
+        if ((rc = int_field(&doc, "discountAmount", 1, INT64_MAX, &out->discount_amount, err,
+                            errlen)) != 0)
+            goto out;
+        if (vc_jdoc_has(&doc, "maxDiscountAmount")) {
+            snprintf(err, errlen, "field \"maxDiscountAmount\" goes with \"discountPercent\" only");
+            rc = VC_ERR_INVALID;
+            goto out;
+        }
+    } else {
+        if ((rc = int_field(&doc, "discountPercent", 1, 100, &percent, err, errlen)) != 0)
+            goto out;
+        out->discount_percent = (int)percent;
+        if (vc_jdoc_has(&doc, "maxDiscountAmount") &&
+            (rc = int_field(&doc, "maxDiscountAmount", 1, INT64_MAX, &out->max_discount_amount, err,
+                            errlen)) != 0)
+            goto out;
+    }
+    if ((rc = int_field(&doc, "minOrderAmount", 0, INT64_MAX, &out->min_order_amount, err,
+                        errlen)) != 0 ||
+        (rc = int_field(&doc, "totalLimit", 1, INT32_MAX, &out->total_limit, err, errlen)) != 0)
+        goto out;
+    out->per_customer_limit = 1;
+    if (vc_jdoc_has(&doc, "perUserLimit") &&
+        (rc = int_field(&doc, "perUserLimit", 1, INT32_MAX, &out->per_customer_limit, err,
+                        errlen)) != 0)
+        goto out;
+    if ((rc = vc_jdoc_time(&doc, "startsAt", 1, &out->starts_at_ms, err, errlen)) != 0 ||
+        (rc = vc_jdoc_time(&doc, "endsAt", 1, &out->ends_at_ms, err, errlen)) != 0)
+        goto out;
+    if (out->ends_at_ms <= out->starts_at_ms) {
+        snprintf(err, errlen, "field \"endsAt\" must be after \"startsAt\"");
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+out:
+    vc_jdoc_free(&doc);
+    return rc;
+}
+
+int gw_admin_authorized(const char *auth, const char *token)
+{
+    static const char prefix[] = "Bearer ";
+    size_t tlen, glen;
+    unsigned diff = 0;
+
+    if (!token || !*token || !auth || strncmp(auth, prefix, sizeof(prefix) - 1) != 0)
+        return 0;
+    auth += sizeof(prefix) - 1;
+    tlen = strlen(token);
+    glen = strlen(auth);
+    /* Compare every byte of the token, so the time does not tell how much matched. */
+    for (size_t i = 0; i < tlen; i++)
+        diff |=
+            (unsigned)(unsigned char)token[i] ^ (unsigned)(unsigned char)(i < glen ? auth[i] : 0);
+    return diff == 0 && glen == tlen;
 }
 
 int gw_reserve_req_parse(const char *body, size_t len, gw_reserve_req_t *out, char *err,
@@ -168,7 +339,7 @@ int gw_order_value_parse(const char *s, size_t len, gw_order_value_t *out)
         parse_i64(field[2], flen[2], &out->held_until_ms) != 0)
         return VC_ERR_PROTOCOL;
     out->state = field[3][0];
-    if (out->state != 'H' && out->state != 'C' && out->state != 'R')
+    if (!strchr("HCXER", out->state) || out->state == '\0')
         return VC_ERR_PROTOCOL;
     return 0;
 }
@@ -210,6 +381,12 @@ int gw_status_for(int rc, const char **error, const char **reason)
     case VC_ERR_TOO_LARGE:
         *error = "PAYLOAD_TOO_LARGE";
         return 413;
+    case GW_E_EXISTS:
+        *error = "EXISTS";
+        return 409;
+    case GW_E_UNAUTHORIZED:
+        *error = "UNAUTHORIZED";
+        return 401;
     default:
         /* Every other failure is ours, and trying again later may pass. */
         *error = "UNAVAILABLE";
@@ -228,6 +405,8 @@ const char *gw_status_text(int status)
         return "Created";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 404:
         return "Not Found";
     case 405:
@@ -313,4 +492,44 @@ size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *c
         vc_jgen_kv_bool(&g, "replayed", 1);
     vc_jgen_map_close(&g);
     return finish(&g, buf, cap);
+}
+
+size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_counters,
+                       int64_t used_count, int has_remaining, int64_t remaining, int64_t holds)
+{
+    char starts[40], ends[40];
+    vc_jgen_t g;
+    size_t len;
+    int n;
+
+    if (vc_time_format_ms(v->starts_at_ms, starts, sizeof(starts)) == 0 ||
+        vc_time_format_ms(v->ends_at_ms, ends, sizeof(ends)) == 0 || vc_jgen_init(&g) != 0)
+        return 0;
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "code", v->code);
+    if (v->discount_percent > 0) {
+        vc_jgen_kv_int(&g, "discountPercent", v->discount_percent);
+        if (v->max_discount_amount > 0)
+            vc_jgen_kv_int(&g, "maxDiscountAmount", v->max_discount_amount);
+    } else {
+        vc_jgen_kv_int(&g, "discountAmount", v->discount_amount);
+    }
+    vc_jgen_kv_int(&g, "minOrderAmount", v->min_order_amount);
+    vc_jgen_kv_int(&g, "totalLimit", v->total_limit);
+    vc_jgen_kv_int(&g, "perUserLimit", v->per_customer_limit);
+    vc_jgen_kv_str(&g, "startsAt", starts);
+    vc_jgen_kv_str(&g, "endsAt", ends);
+    if (with_counters)
+        vc_jgen_kv_int(&g, "usedCount", used_count);
+    vc_jgen_map_close(&g);
+    if ((len = finish(&g, buf, cap)) == 0 || !with_counters)
+        return len;
+    /* vc_json writes no null: the counters that may be null are appended here. */
+    len--; /* the closing brace */
+    if (has_remaining)
+        n = snprintf(buf + len, cap - len, ",\"remaining\":%lld,\"holds\":%lld}",
+                     (long long)remaining, (long long)holds);
+    else
+        n = snprintf(buf + len, cap - len, ",\"remaining\":null,\"holds\":%lld}", (long long)holds);
+    return n < 0 || (size_t)n >= cap - len ? 0 : len + (size_t)n;
 }

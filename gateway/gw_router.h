@@ -11,6 +11,14 @@
 #include <stdint.h>
 
 #include "vc_event.h"
+#include "vc_voucher.h"
+
+/*
+ * Gateway-only domain outcomes (positive, like vc_error.h's VC_E_*), for the
+ * admin routes: gw_status_for() maps them.
+ */
+#define GW_E_EXISTS 100       /* 409 EXISTS: a voucher with this code exists */
+#define GW_E_UNAUTHORIZED 101 /* 401 UNAUTHORIZED: missing or wrong admin token */
 
 #define GW_MAX_BODY (16 * 1024) /* request bodies above this get 413 */
 
@@ -28,7 +36,16 @@ typedef enum {
     GW_ROUTE_RESERVE,       /* POST /vouchers/{code}/reservations */
     GW_ROUTE_CONFIRM,       /* POST /vouchers/{code}/reservations/{orderId}/confirm */
     GW_ROUTE_CANCEL,        /* DELETE /vouchers/{code}/reservations/{orderId} */
+    GW_ROUTE_READYZ,        /* GET /readyz */
+    GW_ROUTE_METRICS,       /* GET /metrics */
+    GW_ROUTE_CREATE,        /* POST /vouchers (admin) */
+    GW_ROUTE_SHOW,          /* GET /vouchers/{code} (admin) */
+    GW_ROUTE_QUOTE,         /* POST /vouchers/{code}/quote */
+    GW_ROUTE_COUNT,
 } gw_route_kind_t;
+
+/* The route's name in metrics ("reserve", "not_found", ...); never NULL. */
+const char *gw_route_name(gw_route_kind_t kind);
 
 typedef struct {
     gw_route_kind_t kind;
@@ -59,12 +76,50 @@ typedef struct {
 int gw_reserve_req_parse(const char *body, size_t len, gw_reserve_req_t *out, char *err,
                          size_t errlen);
 
-/* A stored order value of the Redis scripts: "customerId:discount:heldUntilMs:state". */
+/* The body of POST /vouchers/{code}/quote. */
+typedef struct {
+    int64_t customer_id;  /* > 0 */
+    int64_t order_amount; /* >= 0, minor units */
+} gw_quote_req_t;
+
+/* Parses and validates a quote body; the same contract as gw_reserve_req_parse(). */
+int gw_quote_req_parse(const char *body, size_t len, gw_quote_req_t *out, char *err, size_t errlen);
+
+/*
+ * Parses and validates the body of POST /vouchers into out (used_count 0):
+ * code [A-Z0-9_-]{1,32}; exactly one of discountAmount (>= 1) and
+ * discountPercent (1..100); maxDiscountAmount (>= 1, with discountPercent
+ * only); minOrderAmount >= 0; totalLimit and perUserLimit (default 1) in
+ * 1..2^31-1; startsAt before endsAt, both RFC 3339. Unknown fields are
+ * rejected. Returns 0, or VC_ERR_INVALID with err naming the field, or
+ * VC_ERR_NOMEM.
+ */
+int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *err, size_t errlen);
+
+/*
+ * Writes a voucher as the admin routes show it: its rules, then usedCount,
+ * remaining (null when has_remaining is 0) and holds when with_counters is
+ * set. Returns the length, or 0 if it does not fit.
+ */
+size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_counters,
+                       int64_t used_count, int has_remaining, int64_t remaining, int64_t holds);
+
+/*
+ * Whether the Authorization header value (auth, may be NULL) carries
+ * "Bearer <token>". An empty token refuses everything. Takes the same time
+ * whatever prefix of the token matches.
+ */
+int gw_admin_authorized(const char *auth, const char *token);
+
+/*
+ * A stored order value of the Redis scripts: "customerId:discount:heldUntilMs:state",
+ * state as proto/redis-keys.md lists them.
+ */
 typedef struct {
     int64_t customer_id;
     int64_t discount;
     int64_t held_until_ms;
-    char state; /* 'H' held, 'C' confirmed, 'R' released */
+    char state; /* 'H' held, 'C' confirmed, 'X'/'E' release begun, 'R' released */
 } gw_order_value_t;
 
 /* Parses s (len bytes). Returns 0, or VC_ERR_PROTOCOL when it is not such a value. */
@@ -75,6 +130,7 @@ int gw_order_value_parse(const char *s, size_t len, gw_order_value_t *out);
  * is what goes in {"error": ...}, and *reason is set for NOT_ELIGIBLE answers
  * ("EXPIRED", ...) and NULL otherwise. Negative codes are 503 UNAVAILABLE,
  * except VC_ERR_INVALID (400 BAD_REQUEST) and VC_ERR_TOO_LARGE (413).
+ * GW_E_EXISTS is 409 EXISTS and GW_E_UNAUTHORIZED 401 UNAUTHORIZED.
  */
 int gw_status_for(int rc, const char **error, const char **reason);
 

@@ -1,5 +1,6 @@
 #include "gw_rules.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,16 @@
 
 #define GW_RULES_BUCKETS 1024
 #define GW_RULES_MAX_ENTRIES 65536
+#define GW_RULES_RETRY_MS 1000 /* stale rules are served this long after a failed refresh */
+#define GW_SOLDOUT_SLOTS 4096
+
+/*
+ * How often a use came back for the codes of each slot (hash of the code):
+ * a sold-out mark taken at another count is void. Two codes sharing a slot
+ * only clear each other's marks early, which costs a script run, never a
+ * wrong answer.
+ */
+static atomic_uint soldout_clears[GW_SOLDOUT_SLOTS];
 
 struct gw_pg_pool {
     uv_mutex_t lock;
@@ -34,6 +45,7 @@ typedef struct entry {
     vc_voucher_t v;
     int64_t expires_ms;       /* monotonic; the rules or the miss are trusted until then */
     int64_t soldout_until_ms; /* monotonic */
+    unsigned soldout_clears;  /* soldout_clears[] of the code's slot when marked */
     int loading;
     waiter_t *waiters;
 } entry_t;
@@ -43,8 +55,20 @@ struct gw_rules {
     gw_pg_pool_t *pool;
     int64_t ttl_ms, miss_ttl_ms;
     long count, loading;
+    int closing; /* gw_rules_free() was called: free when the last load ends */
     entry_t *buckets[GW_RULES_BUCKETS];
 };
+
+/* A gw_pg_run() job. */
+typedef struct {
+    uv_work_t work;
+    gw_pg_pool_t *pool;
+    gw_pg_work_fn fn;
+    gw_pg_done_cb done;
+    void *arg;
+    int rc;
+    char err[256];
+} job_t;
 
 /* A load on the threadpool; the work fields are written there and read after. */
 typedef struct {
@@ -134,6 +158,14 @@ static unsigned hash(const char *s)
     return h % GW_RULES_BUCKETS;
 }
 
+static unsigned soldout_slot(const char *code)
+{
+    unsigned h = 2166136261u;
+    for (; *code; code++)
+        h = (h ^ (unsigned char)*code) * 16777619u;
+    return (h >> 7) % GW_SOLDOUT_SLOTS;
+}
+
 static entry_t *find(gw_rules_t *r, const char *code)
 {
     for (entry_t *e = r->buckets[hash(code)]; e; e = e->next)
@@ -192,6 +224,8 @@ static void load_work_cb(uv_work_t *w)
     pool_put(l->r->pool, conn);
 }
 
+static void rules_destroy(gw_rules_t *r);
+
 static void load_done_cb(uv_work_t *w, int status)
 {
     load_t *l = w->data;
@@ -213,6 +247,9 @@ static void load_done_cb(uv_work_t *w, int status)
     } else {
         vc_log_field_t f[] = {{"code", l->code}};
         VC_LOG_F(VC_LOG_WARN, f, "reading voucher rules failed: %s", l->err);
+        /* Stale rules stay better than none: serve them a while before asking again. */
+        if (e->state == ENTRY_PRESENT)
+            e->expires_ms = now + GW_RULES_RETRY_MS;
     }
     wt = e->waiters;
     e->waiters = NULL;
@@ -222,6 +259,29 @@ static void load_done_cb(uv_work_t *w, int status)
         free(wt);
     }
     free(l);
+    if (r->closing && r->loading == 0)
+        rules_destroy(r);
+}
+
+/* Starts a load of e on the threadpool; waiters may be NULL (a background refresh). */
+static int load_start(gw_rules_t *r, entry_t *e, waiter_t *wt)
+{
+    load_t *l = calloc(1, sizeof(*l));
+
+    if (!l)
+        return VC_ERR_NOMEM;
+    l->r = r;
+    l->entry = e;
+    l->work.data = l;
+    snprintf(l->code, sizeof(l->code), "%s", e->code);
+    if (uv_queue_work(r->loop, &l->work, load_work_cb, load_done_cb) != 0) {
+        free(l);
+        return VC_ERR_UNAVAILABLE;
+    }
+    e->loading = 1;
+    e->waiters = wt;
+    r->loading++;
+    return 0;
 }
 
 int gw_rules_get(gw_rules_t *r, const char *code, int fresh, vc_voucher_t *out, gw_rules_cb cb,
@@ -230,18 +290,19 @@ int gw_rules_get(gw_rules_t *r, const char *code, int fresh, vc_voucher_t *out, 
     entry_t *e = find_or_add(r, code);
     int64_t now = vc_time_mono_ms();
     waiter_t *wt;
-    load_t *l;
+    int rc;
 
     if (!e)
         return VC_ERR_UNAVAILABLE;
-    if (!fresh && !e->loading && e->expires_ms > now) {
-        if (e->state == ENTRY_PRESENT) {
-            *out = e->v;
-            return 0;
-        }
-        if (e->state == ENTRY_MISSING)
-            return VC_E_NOT_FOUND;
+    if (!fresh && e->state == ENTRY_PRESENT) {
+        /* Past its ttl: refresh in the background and answer from what is known. */
+        if (e->expires_ms <= now && !e->loading)
+            (void)load_start(r, e, NULL);
+        *out = e->v;
+        return 0;
     }
+    if (!fresh && !e->loading && e->expires_ms > now && e->state == ENTRY_MISSING)
+        return VC_E_NOT_FOUND;
     if (!(wt = calloc(1, sizeof(*wt))))
         return VC_ERR_NOMEM;
     wt->cb = cb;
@@ -252,43 +313,42 @@ int gw_rules_get(gw_rules_t *r, const char *code, int fresh, vc_voucher_t *out, 
         e->waiters = wt;
         return GW_RULES_PENDING;
     }
-    if (!(l = calloc(1, sizeof(*l)))) {
+    if ((rc = load_start(r, e, wt)) != 0) {
         free(wt);
-        return VC_ERR_NOMEM;
+        return rc;
     }
-    l->r = r;
-    l->entry = e;
-    l->work.data = l;
-    snprintf(l->code, sizeof(l->code), "%s", code);
-    if (uv_queue_work(r->loop, &l->work, load_work_cb, load_done_cb) != 0) {
-        free(l);
-        free(wt);
-        return VC_ERR_UNAVAILABLE;
-    }
-    e->loading = 1;
-    e->waiters = wt;
-    r->loading++;
     return GW_RULES_PENDING;
 }
 
 void gw_rules_mark_soldout(gw_rules_t *r, const char *code, int64_t mono_until_ms)
 {
-    entry_t *e = find(r, code);
-    if (e)
+    entry_t *e = find_or_add(r, code);
+    if (e) {
         e->soldout_until_ms = mono_until_ms;
+        e->soldout_clears = atomic_load(&soldout_clears[soldout_slot(code)]);
+    }
 }
 
-void gw_rules_clear_soldout(gw_rules_t *r, const char *code)
+void gw_rules_clear_soldout(const char *code)
 {
-    entry_t *e = find(r, code);
-    if (e)
-        e->soldout_until_ms = 0;
+    atomic_fetch_add(&soldout_clears[soldout_slot(code)], 1);
 }
 
 int gw_rules_soldout(gw_rules_t *r, const char *code, int64_t mono_now_ms)
 {
     entry_t *e = find(r, code);
-    return e && e->soldout_until_ms > mono_now_ms;
+    return e && e->soldout_until_ms > mono_now_ms &&
+           e->soldout_clears ==
+               atomic_load_explicit(&soldout_clears[soldout_slot(code)], memory_order_relaxed);
+}
+
+void gw_rules_forget(gw_rules_t *r, const char *code)
+{
+    entry_t *e = find(r, code);
+    if (e && !e->loading) {
+        e->state = ENTRY_EMPTY;
+        e->expires_ms = 0;
+    }
 }
 
 long gw_rules_loading(const gw_rules_t *r)
@@ -296,11 +356,8 @@ long gw_rules_loading(const gw_rules_t *r)
     return r->loading;
 }
 
-void gw_rules_free(gw_rules_t *r)
+static void rules_destroy(gw_rules_t *r)
 {
-    if (!r)
-        return;
-    VC_ASSERT(r->loading == 0);
     for (size_t b = 0; b < GW_RULES_BUCKETS; b++) {
         entry_t *e, *next;
         for (e = r->buckets[b]; e; e = next) {
@@ -309,4 +366,57 @@ void gw_rules_free(gw_rules_t *r)
         }
     }
     free(r);
+}
+
+void gw_rules_free(gw_rules_t *r)
+{
+    if (!r)
+        return;
+    if (r->loading > 0) {
+        r->closing = 1; /* background refreshes still run: the last one frees */
+        return;
+    }
+    rules_destroy(r);
+}
+
+/* ---- PostgreSQL jobs ---- */
+
+static void job_work_cb(uv_work_t *w)
+{
+    job_t *j = w->data;
+    PGconn *conn = pool_take(j->pool, j->err, sizeof(j->err));
+
+    if (!conn) {
+        j->rc = VC_ERR_UNAVAILABLE;
+        return;
+    }
+    j->rc = j->fn(j->arg, conn, j->err, sizeof(j->err));
+    pool_put(j->pool, conn);
+}
+
+static void job_done_cb(uv_work_t *w, int status)
+{
+    job_t *j = w->data;
+
+    j->done(j->arg, status == UV_ECANCELED ? VC_ERR_SHUTDOWN : j->rc, j->err);
+    free(j);
+}
+
+int gw_pg_run(uv_loop_t *loop, gw_pg_pool_t *pool, gw_pg_work_fn work, gw_pg_done_cb done,
+              void *arg)
+{
+    job_t *j = calloc(1, sizeof(*j));
+
+    if (!j)
+        return VC_ERR_NOMEM;
+    j->pool = pool;
+    j->fn = work;
+    j->done = done;
+    j->arg = arg;
+    j->work.data = j;
+    if (uv_queue_work(loop, &j->work, job_work_cb, job_done_cb) != 0) {
+        free(j);
+        return VC_ERR_UNAVAILABLE;
+    }
+    return 0;
 }

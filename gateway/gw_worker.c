@@ -50,8 +50,14 @@ static void worker_main(void *arg)
     int rc;
 
     w->app.cfg = cfg;
+    w->app.loop = &w->loop;
     w->app.kafka = sh->kafka;
     w->app.inbox = &w->inbox;
+    w->app.pg = sh->pg;
+    w->app.redis_up = sh->redis_up;
+    w->app.nworkers = sh->nworkers;
+    w->app.draining = &sh->draining;
+    w->app.connections = &sh->connections;
     if ((rc = gw_kafka_inbox_init(&w->inbox, &w->loop)) != 0) {
         snprintf(w->err, sizeof(w->err), "kafka inbox: %s", vc_strerror(rc));
         w->start_rc = rc;
@@ -64,13 +70,15 @@ static void worker_main(void *arg)
     if (!(w->app.rules =
               gw_rules_new(&w->loop, sh->pg, cfg->rules_ttl_ms, cfg->rules_miss_ttl_ms)) ||
         gw_redis_new(&w->app.redis, &w->loop, sh->redis_host, sh->redis_port, sh->redis_db,
-                     cfg->redis_timeout_ms, gw_app_scripts, GW_SCRIPT_COUNT) != 0) {
+                     cfg->redis_timeout_ms, gw_app_scripts, GW_SCRIPT_COUNT,
+                     &sh->redis_up[w->id]) != 0) {
         snprintf(w->err, sizeof(w->err), "out of memory");
         rc = VC_ERR_NOMEM;
     } else {
         rc = gw_http_listen(&w->http, &w->loop, sh->http_host, sh->http_port, cfg->idle_timeout_ms,
                             &sh->connections, (long)cfg->max_connections, gw_app_handle, &w->app,
                             w->err, sizeof(w->err));
+        w->http.observe = gw_app_observe;
     }
     w->start_rc = rc;
     uv_sem_post(&w->ready);

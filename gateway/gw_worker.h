@@ -18,6 +18,9 @@ typedef struct {
     gw_kafka_t *kafka;
     gw_pg_pool_t *pg;
     atomic_long connections;
+    atomic_int *redis_up; /* one flag per worker */
+    int nworkers;
+    atomic_int draining; /* set when shutdown begins: /readyz answers 503 */
     char http_host[256];
     int http_port;
     char redis_host[256];

@@ -7,45 +7,133 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "gw_config.h"
 #include "gw_kafka.h"
+#include "gw_metrics.h"
 #include "gw_rules.h"
 #include "gw_worker.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_time.h"
 
-#define SUMMARY "voucher-gateway: reserves, confirms and cancels voucher uses over HTTP"
-#define FLUSH_TIMEOUT_MS 10000
+#define SUMMARY                                                                                    \
+    "voucher-gateway: reserves, confirms and cancels voucher uses over HTTP\n\n"                   \
+    "Admin routes (POST /vouchers, GET /vouchers/{code}) need Authorization: Bearer\n"             \
+    "$VOUCHER_ADMIN_TOKEN; with no token set they answer 401 to everyone.\n"                       \
+    "GET /healthz, /readyz and /metrics are served on the HTTP port."
+#define MAX_KAFKA_SETTINGS 64
 
 typedef struct {
     gw_worker_t *workers;
     int nworkers;
+    gw_shared_t *shared;
+    int64_t shutdown_timeout_ms;
+    int64_t deadline_ms; /* monotonic; 0 until a signal came */
     uv_signal_t sigterm, sigint;
+    uv_thread_t watchdog;
+    int watchdog_started;
 } app_t;
+
+/* Ends the process if shutting down takes longer than VOUCHER_SHUTDOWN_TIMEOUT. */
+static void watchdog_main(void *arg)
+{
+    app_t *a = arg;
+    int64_t left;
+
+    while ((left = a->deadline_ms - vc_time_mono_ms()) > 0)
+        uv_sleep((unsigned)(left > 200 ? 200 : left));
+    vc_error("shutdown took longer than %lld ms: exiting with requests still in flight",
+             (long long)a->shutdown_timeout_ms);
+    _exit(1);
+}
 
 static void signal_cb(uv_signal_t *sig, int signum)
 {
     app_t *a = sig->data;
 
-    vc_info("%s received: finishing requests in flight", strsignal(signum));
+    vc_info("%s received: finishing requests in flight (at most %lld ms)", strsignal(signum),
+            (long long)a->shutdown_timeout_ms);
+    a->deadline_ms = vc_time_mono_ms() + a->shutdown_timeout_ms;
+    atomic_store(&a->shared->draining, 1);
+    if (uv_thread_create(&a->watchdog, watchdog_main, a) == 0)
+        a->watchdog_started = 1;
     for (int i = 0; i < a->nworkers; i++)
         gw_worker_stop(&a->workers[i]);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sigint, NULL);
 }
 
+/*
+ * Takes every --kafka KEY=VALUE (or --kafka=KEY=VALUE) out of argv, so the
+ * flag may repeat, and adds the pairs of VOUCHER_KAFKA_CONF before them.
+ * Returns the number of settings, or -1 with err set.
+ */
+static int kafka_settings(int *argc, char **argv, char *env_copy, const char **out, int cap,
+                          char *err, size_t errlen)
+{
+    int n = 0, kept = 1;
+    char *save = NULL;
+
+    if (env_copy)
+        for (char *p = strtok_r(env_copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+            if (n == cap)
+                goto too_many;
+            out[n++] = p;
+        }
+    for (int i = 1; i < *argc; i++) {
+        const char *value = NULL;
+        if (strcmp(argv[i], "--") == 0) {
+            while (i < *argc)
+                argv[kept++] = argv[i++];
+            break;
+        }
+        if (strcmp(argv[i], "--kafka") == 0) {
+            if (i + 1 >= *argc) {
+                snprintf(err, errlen, "option --kafka needs a value (key=value)");
+                return -1;
+            }
+            value = argv[++i];
+        } else if (strncmp(argv[i], "--kafka=", 8) == 0) {
+            value = argv[i] + 8;
+        }
+        if (!value) {
+            argv[kept++] = argv[i];
+            continue;
+        }
+        if (n == cap)
+            goto too_many;
+        out[n++] = value;
+    }
+    *argc = kept;
+    argv[kept] = NULL;
+    return n;
+too_many:
+    snprintf(err, errlen, "more than %d kafka settings", cap);
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     static gw_config_t cfg;
     static gw_shared_t shared;
-    char err[512];
+    char err[512], *kafka_env = NULL;
+    const char *kafka_extra[MAX_KAFKA_SETTINGS];
     app_t a = {0};
     uv_loop_t *loop = uv_default_loop();
-    int rc, started = 0, exit_code = 1;
+    int rc, started = 0, exit_code = 1, nkafka;
+    int64_t flush_ms;
 
     signal(SIGPIPE, SIG_IGN);
+    if (getenv("VOUCHER_KAFKA_CONF") && !(kafka_env = strdup(getenv("VOUCHER_KAFKA_CONF"))))
+        return 1;
+    if ((nkafka = kafka_settings(&argc, argv, kafka_env, kafka_extra, MAX_KAFKA_SETTINGS, err,
+                                 sizeof(err))) < 0) {
+        fprintf(stderr, "voucher-gateway: %s\n", err);
+        return 2;
+    }
     rc = vc_config_load(gw_config_params, &cfg, "voucher-gateway", SUMMARY, argc, argv, NULL, err,
                         sizeof(err));
     if (rc == VC_CFG_EXIT)
@@ -72,9 +160,15 @@ int main(int argc, char **argv)
         return 2;
     }
     a.nworkers = cfg.threads > 0 ? (int)cfg.threads : (int)uv_available_parallelism();
-    if (!(a.workers = calloc((size_t)a.nworkers, sizeof(*a.workers))))
+    a.shared = &shared;
+    a.shutdown_timeout_ms = cfg.shutdown_timeout_ms;
+    shared.nworkers = a.nworkers;
+    if (!(a.workers = calloc((size_t)a.nworkers, sizeof(*a.workers))) ||
+        !(shared.redis_up = calloc((size_t)a.nworkers, sizeof(*shared.redis_up))))
         return 1;
-    if (!(shared.kafka = gw_kafka_new(cfg.kafka_brokers, cfg.kafka_timeout_ms, err, sizeof(err)))) {
+    gw_metrics_init();
+    if (!(shared.kafka = gw_kafka_new(cfg.kafka_brokers, cfg.kafka_timeout_ms, kafka_extra,
+                                      (size_t)nkafka, err, sizeof(err)))) {
         vc_error("%s", err);
         goto out;
     }
@@ -105,10 +199,14 @@ out:
             gw_worker_stop(&a.workers[i]);
     for (int i = 0; i < started; i++)
         gw_worker_join(&a.workers[i]);
-    if (shared.kafka && gw_kafka_close(shared.kafka, FLUSH_TIMEOUT_MS) != 0)
+    /* What is left of the shutdown time goes to the producer's flush. */
+    flush_ms = a.deadline_ms ? a.deadline_ms - vc_time_mono_ms() - 100 : cfg.shutdown_timeout_ms;
+    if (shared.kafka && gw_kafka_close(shared.kafka, flush_ms > 0 ? flush_ms : 0) != 0)
         vc_warn("some events were not delivered before exit");
     gw_pg_pool_free(shared.pg);
     free(a.workers);
+    free(shared.redis_up);
+    free(kafka_env);
     uv_loop_close(loop);
     if (exit_code == 0)
         vc_info("stopped");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gw_router.h"
+#include "gw_rules.h"
 #include "vc_error.h"
 
 /* ---- routing ---- */
@@ -40,7 +41,21 @@ static const struct {
     {GW_M_GET, "*", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_GET, "/healthz/", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_POST, "/vouchers/FLASH100/reservations/", GW_ROUTE_NOT_FOUND, "", "", NULL},
-    {GW_M_POST, "/vouchers/FLASH100", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    /* Every route of proto/openapi.yaml. */
+    {GW_M_GET, "/readyz", GW_ROUTE_READYZ, "", "", NULL},
+    {GW_M_DELETE, "/readyz", GW_ROUTE_BAD_METHOD, "", "", "GET"},
+    {GW_M_GET, "/metrics", GW_ROUTE_METRICS, "", "", NULL},
+    {GW_M_POST, "/metrics", GW_ROUTE_BAD_METHOD, "", "", "GET"},
+    {GW_M_POST, "/vouchers", GW_ROUTE_CREATE, "", "", NULL},
+    {GW_M_POST, "/vouchers?dry=1", GW_ROUTE_CREATE, "", "", NULL},
+    {GW_M_GET, "/vouchers", GW_ROUTE_BAD_METHOD, "", "", "POST"},
+    {GW_M_GET, "/vouchers/FLASH100", GW_ROUTE_SHOW, "FLASH100", "", NULL},
+    {GW_M_POST, "/vouchers/FLASH100", GW_ROUTE_BAD_METHOD, "FLASH100", "", "GET"},
+    {GW_M_GET, "/vouchers/flash100", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_POST, "/vouchers/FLASH100/quote", GW_ROUTE_QUOTE, "FLASH100", "", NULL},
+    {GW_M_GET, "/vouchers/FLASH100/quote", GW_ROUTE_BAD_METHOD, "FLASH100", "", "POST"},
+    {GW_M_POST, "/vouchers/FLASH100/quote/o-1", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_POST, "/vouchers/", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_POST, "/vouchers/FLASH100/holds", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_POST, "/vouchers/FLASH100/reservations/o-1/pay", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_POST, "/vouchers/FLASH100/reservations/o-1/confirm/x", GW_ROUTE_NOT_FOUND, "", "", NULL},
@@ -177,7 +192,7 @@ START_TEST(order_value)
     gw_order_value_t o;
     const char *ok = "42:100000:1795975982123:H";
     static const char *const bad[] = {
-        "",           "42:1:2",  "42:1:2:X", "42:1:2:HH", "x:1:2:H",
+        "",           "42:1:2",  "42:1:2:Q", "42:1:2:HH", "x:1:2:H",
         "42:1:2:H:5", "42::2:H", "42:1:2:",  ":1:2:H",    "42:1:2:H\n"};
 
     ck_assert_int_eq(gw_order_value_parse(ok, strlen(ok), &o), 0);
@@ -185,6 +200,13 @@ START_TEST(order_value)
     ck_assert_int_eq(o.discount, 100000);
     ck_assert_int_eq(o.held_until_ms, 1795975982123LL);
     ck_assert_int_eq(o.state, 'H');
+    /* Every state of proto/redis-keys.md reads. */
+    for (const char *st = "HCXER"; *st; st++) {
+        char v[32];
+        snprintf(v, sizeof(v), "7:1:2:%c", *st);
+        ck_assert_int_eq(gw_order_value_parse(v, strlen(v), &o), 0);
+        ck_assert_int_eq(o.state, *st);
+    }
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(gw_order_value_parse(bad[i], strlen(bad[i]), &o) == VC_ERR_PROTOCOL,
                       "accepted \"%s\"", bad[i]);
@@ -213,6 +235,8 @@ START_TEST(status_mapping)
         {VC_ERR_UNAVAILABLE, 503, "UNAVAILABLE", NULL},
         {VC_ERR_UNKNOWN_OUTCOME, 503, "UNAVAILABLE", NULL},
         {VC_ERR_NOMEM, 503, "UNAVAILABLE", NULL},
+        {GW_E_EXISTS, 409, "EXISTS", NULL},
+        {GW_E_UNAUTHORIZED, 401, "UNAUTHORIZED", NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const char *error, *reason;
@@ -250,6 +274,247 @@ START_TEST(bodies)
 }
 END_TEST
 
+/* ---- admin bodies ---- */
+
+#define WINDOW "\"startsAt\":\"2026-01-01T00:00:00Z\",\"endsAt\":\"2026-02-01T00:00:00+01:00\""
+
+START_TEST(voucher_body_fixed)
+{
+    vc_voucher_t v;
+    char err[256] = "";
+    const char *b = "{\"code\":\"FLASH-100_X\",\"discountAmount\":100000,\"minOrderAmount\":0,"
+                    "\"totalLimit\":10," WINDOW "}";
+
+    ck_assert_msg(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_str_eq(v.code, "FLASH-100_X");
+    ck_assert_int_eq(v.discount_amount, 100000);
+    ck_assert_int_eq(v.discount_percent, 0);
+    ck_assert_int_eq(v.total_limit, 10);
+    ck_assert_int_eq(v.per_customer_limit, 1); /* the default */
+    ck_assert_int_eq(v.used_count, 0);
+    ck_assert_int_eq(v.starts_at_ms, 1767225600000LL);
+    ck_assert_int_eq(v.ends_at_ms, 1769900400000LL);
+}
+END_TEST
+
+START_TEST(voucher_body_percent)
+{
+    vc_voucher_t v;
+    char err[256] = "";
+    const char *b =
+        "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
+        "\"minOrderAmount\":1000,\"totalLimit\":2147483647,\"perUserLimit\":2," WINDOW "}";
+
+    ck_assert_msg(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(v.discount_percent, 15);
+    ck_assert_int_eq(v.max_discount_amount, 2000);
+    ck_assert_int_eq(v.min_order_amount, 1000);
+    ck_assert_int_eq(v.total_limit, 2147483647);
+    ck_assert_int_eq(v.per_customer_limit, 2);
+}
+END_TEST
+
+/* Each bad admin body: 400 whose detail names the field. */
+static const struct {
+    const char *body;
+    const char *detail_has;
+} bad_vouchers[] = {
+    {"{", "malformed"},
+    {"{\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1," WINDOW "}", "code"},
+    {"{\"code\":\"lower\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1," WINDOW "}",
+     "code"},
+    {"{\"code\":\"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456\",\"discountAmount\":1,\"minOrderAmount\":0,"
+     "\"totalLimit\":1," WINDOW "}",
+     "code"},
+    {"{\"code\":\"A\",\"minOrderAmount\":0,\"totalLimit\":1," WINDOW "}", "discountAmount"},
+    {"{\"code\":\"A\",\"discountAmount\":1,\"discountPercent\":5,\"minOrderAmount\":0,"
+     "\"totalLimit\":1," WINDOW "}",
+     "discountPercent"},
+    {"{\"code\":\"A\",\"discountAmount\":0,\"minOrderAmount\":0,\"totalLimit\":1," WINDOW "}",
+     "discountAmount"},
+    {"{\"code\":\"A\",\"discountPercent\":0,\"minOrderAmount\":0,\"totalLimit\":1," WINDOW "}",
+     "discountPercent"},
+    {"{\"code\":\"A\",\"discountPercent\":101,\"minOrderAmount\":0,\"totalLimit\":1," WINDOW "}",
+     "discountPercent"},
+    {"{\"code\":\"A\",\"discountPercent\":1.5,\"minOrderAmount\":0,\"totalLimit\":1," WINDOW "}",
+     "discountPercent"},
+    {"{\"code\":\"A\",\"discountAmount\":5,\"maxDiscountAmount\":3,\"minOrderAmount\":0,"
+     "\"totalLimit\":1," WINDOW "}",
+     "maxDiscountAmount"},
+    {"{\"code\":\"A\",\"discountPercent\":5,\"maxDiscountAmount\":0,\"minOrderAmount\":0,"
+     "\"totalLimit\":1," WINDOW "}",
+     "maxDiscountAmount"},
+    {"{\"code\":\"A\",\"discountAmount\":1,\"minOrderAmount\":-1,\"totalLimit\":1," WINDOW "}",
+     "minOrderAmount"},
+    {"{\"code\":\"A\",\"discountAmount\":1,\"totalLimit\":1," WINDOW "}", "minOrderAmount"},
+    {"{\"code\":\"A\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":0," WINDOW "}",
+     "totalLimit"},
+    {"{\"code\":\"A\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":2147483648," WINDOW
+     "}",
+     "totalLimit"},
+    {"{\"code\":\"A\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1,\"perUserLimit\":"
+     "0," WINDOW "}",
+     "perUserLimit"},
+    {"{\"code\":\"A\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1,"
+     "\"startsAt\":\"yesterday\",\"endsAt\":\"2026-02-01T00:00:00Z\"}",
+     "startsAt"},
+    {"{\"code\":\"A\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1,"
+     "\"startsAt\":\"2026-01-01T00:00:00Z\"}",
+     "endsAt"},
+    {"{\"code\":\"A\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1,"
+     "\"startsAt\":\"2026-01-01T00:00:00Z\",\"endsAt\":\"2026-01-01T00:00:00Z\"}",
+     "endsAt"},
+    {"{\"code\":\"A\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1,\"usedCount\":"
+     "0," WINDOW "}",
+     "usedCount"},
+    {"{\"code\":\"A\",\"code\":\"B\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":"
+     "1," WINDOW "}",
+     "code"},
+};
+
+START_TEST(voucher_body_rejected)
+{
+    vc_voucher_t v;
+    char err[256] = "";
+    const char *b = bad_vouchers[_i].body;
+
+    ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_msg(strstr(err, bad_vouchers[_i].detail_has) != NULL, "body %s: detail \"%s\"", b,
+                  err);
+}
+END_TEST
+
+/* The discount a created voucher gives, through the gateway's own parse and check. */
+static const struct {
+    const char *rules; /* the discount part of an admin body */
+    int64_t order_amount;
+    int rc;
+    int64_t discount;
+} discount_cases[] = {
+    {"\"discountAmount\":500,\"minOrderAmount\":0", 2000, 0, 500},
+    {"\"discountAmount\":500,\"minOrderAmount\":0", 300, 0, 300}, /* never above the order */
+    {"\"discountAmount\":500,\"minOrderAmount\":1000", 999, VC_E_ORDER_TOO_SMALL, 0},
+    {"\"discountAmount\":500,\"minOrderAmount\":1000", 1000, 0, 500},
+    {"\"discountPercent\":10,\"minOrderAmount\":0", 2345, 0, 234}, /* rounds down */
+    {"\"discountPercent\":10,\"maxDiscountAmount\":200,\"minOrderAmount\":0", 2345, 0, 200},
+    {"\"discountPercent\":100,\"minOrderAmount\":0", 777, 0, 777},
+    {"\"discountPercent\":33,\"minOrderAmount\":0", 9223372036854775807LL, 0,
+     3043712772162076016LL}, /* no overflow */
+    {"\"discountPercent\":1,\"minOrderAmount\":0", 99, 0, 0},
+    {"\"discountPercent\":15,\"minOrderAmount\":0", 0, 0, 0},
+};
+
+START_TEST(discount_through_gateway)
+{
+    vc_voucher_t v;
+    char err[256] = "", b[512];
+    int64_t discount = -1;
+    int64_t now = 1767225600000LL + 1000; /* inside WINDOW */
+
+    snprintf(b, sizeof(b), "{\"code\":\"D\",%s,\"totalLimit\":1," WINDOW "}",
+             discount_cases[_i].rules);
+    ck_assert_msg(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(vc_voucher_check(&v, now, discount_cases[_i].order_amount, &discount),
+                     discount_cases[_i].rc);
+    if (discount_cases[_i].rc == 0)
+        ck_assert_int_eq(discount, discount_cases[_i].discount);
+    /* The window: before and at the end. */
+    ck_assert_int_eq(vc_voucher_check(&v, 1767225600000LL - 1, 1000000, &discount),
+                     VC_E_NOT_STARTED);
+    ck_assert_int_eq(vc_voucher_check(&v, 1769900400000LL, 1000000, &discount), VC_E_EXPIRED);
+}
+END_TEST
+
+START_TEST(quote_body)
+{
+    gw_quote_req_t q;
+    char err[256] = "";
+    static const char *const bad[] = {"{\"customerId\":1}", "{\"orderAmount\":1}",
+                                      "{\"customerId\":0,\"orderAmount\":1}",
+                                      "{\"customerId\":1,\"orderAmount\":-1}",
+                                      "{\"customerId\":1,\"orderAmount\":1,\"orderId\":\"o\"}"};
+    const char *ok = "{\"customerId\":7,\"orderAmount\":1500}";
+
+    ck_assert_int_eq(gw_quote_req_parse(ok, strlen(ok), &q, err, sizeof(err)), 0);
+    ck_assert_int_eq(q.customer_id, 7);
+    ck_assert_int_eq(q.order_amount, 1500);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_int_eq(gw_quote_req_parse(bad[i], strlen(bad[i]), &q, err, sizeof(err)),
+                         VC_ERR_INVALID);
+}
+END_TEST
+
+START_TEST(admin_token)
+{
+    ck_assert(gw_admin_authorized("Bearer s3cret", "s3cret"));
+    ck_assert(!gw_admin_authorized("Bearer s3cre", "s3cret"));
+    ck_assert(!gw_admin_authorized("Bearer s3cretX", "s3cret"));
+    ck_assert(!gw_admin_authorized("bearer s3cret", "s3cret"));
+    ck_assert(!gw_admin_authorized("s3cret", "s3cret"));
+    ck_assert(!gw_admin_authorized(NULL, "s3cret"));
+    /* No token configured: nobody is admin, not even with an empty bearer. */
+    ck_assert(!gw_admin_authorized("Bearer ", ""));
+    ck_assert(!gw_admin_authorized("Bearer x", NULL));
+}
+END_TEST
+
+START_TEST(voucher_body_out)
+{
+    vc_voucher_t v;
+    char err[256] = "", buf[1024];
+    const char *b = "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
+                    "\"minOrderAmount\":1000,\"totalLimit\":5," WINDOW "}";
+
+    ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)), 0);
+    gw_body_voucher(buf, sizeof(buf), &v, 1, 3, 0, 0, 2);
+    ck_assert_str_eq(buf, "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
+                          "\"minOrderAmount\":1000,\"totalLimit\":5,\"perUserLimit\":1,"
+                          "\"startsAt\":\"2026-01-01T00:00:00.000Z\","
+                          "\"endsAt\":\"2026-01-31T23:00:00.000Z\",\"usedCount\":3,"
+                          "\"remaining\":null,\"holds\":2}");
+    gw_body_voucher(buf, sizeof(buf), &v, 1, 3, 1, 2, 2);
+    ck_assert_ptr_nonnull(strstr(buf, "\"remaining\":2,\"holds\":2}"));
+    ck_assert_uint_eq(gw_body_voucher(buf, 40, &v, 1, 3, 1, 2, 2), 0);
+}
+END_TEST
+
+START_TEST(route_names)
+{
+    for (int k = 0; k < GW_ROUTE_COUNT; k++)
+        ck_assert_str_ne(gw_route_name((gw_route_kind_t)k), "unknown");
+    ck_assert_str_eq(gw_route_name(GW_ROUTE_RESERVE), "reserve");
+    ck_assert_str_eq(gw_route_name(GW_ROUTE_COUNT), "unknown");
+}
+END_TEST
+
+/* A use given back on one worker clears the sold-out mark on every worker. */
+START_TEST(soldout_cleared_everywhere)
+{
+    uv_loop_t loop;
+    gw_rules_t *a, *b;
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    a = gw_rules_new(&loop, NULL, 1000, 1000);
+    b = gw_rules_new(&loop, NULL, 1000, 1000);
+    gw_rules_mark_soldout(a, "SOLD", 5000);
+    gw_rules_mark_soldout(b, "SOLD", 5000);
+    gw_rules_mark_soldout(b, "OTHER", 5000);
+    ck_assert(gw_rules_soldout(a, "SOLD", 4999));
+    ck_assert(!gw_rules_soldout(a, "SOLD", 5000)); /* the recheck time passed */
+    ck_assert(gw_rules_soldout(b, "SOLD", 1));
+    gw_rules_clear_soldout("SOLD"); /* from any thread */
+    ck_assert(!gw_rules_soldout(a, "SOLD", 1));
+    ck_assert(!gw_rules_soldout(b, "SOLD", 1));
+    ck_assert(gw_rules_soldout(b, "OTHER", 1));
+    /* Marked again after the clear: sold out again. */
+    gw_rules_mark_soldout(a, "SOLD", 5000);
+    ck_assert(gw_rules_soldout(a, "SOLD", 1));
+    gw_rules_free(a);
+    gw_rules_free(b);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
 static Suite *gateway_suite(void)
 {
     Suite *s = suite_create("gateway");
@@ -265,6 +530,17 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, order_value);
     tcase_add_test(tc, status_mapping);
     tcase_add_test(tc, bodies);
+    tcase_add_test(tc, voucher_body_fixed);
+    tcase_add_test(tc, voucher_body_percent);
+    tcase_add_loop_test(tc, voucher_body_rejected, 0,
+                        sizeof(bad_vouchers) / sizeof(bad_vouchers[0]));
+    tcase_add_loop_test(tc, discount_through_gateway, 0,
+                        sizeof(discount_cases) / sizeof(discount_cases[0]));
+    tcase_add_test(tc, quote_body);
+    tcase_add_test(tc, admin_token);
+    tcase_add_test(tc, voucher_body_out);
+    tcase_add_test(tc, route_names);
+    tcase_add_test(tc, soldout_cleared_everywhere);
     suite_add_tcase(s, tc);
     return s;
 }

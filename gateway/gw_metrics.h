@@ -1,0 +1,40 @@
+/*
+ * The gateway's Prometheus metrics (vc_metrics.h), created once and updated
+ * with relaxed atomics from any worker:
+ *
+ *   voucher_gateway_requests_total{route,status}          answers given
+ *   voucher_gateway_request_duration_seconds{route}       time to answer
+ *   voucher_gateway_redis_errors_total{kind=error|timeout} failed Redis commands
+ *   voucher_gateway_kafka_errors_total{kind=failed|unknown} failed deliveries
+ *   voucher_gateway_soldout_total                          OUT_OF_STOCK answered from memory
+ *   voucher_gateway_connections                            open client connections
+ */
+#ifndef GW_METRICS_H
+#define GW_METRICS_H
+
+#include <stdint.h>
+
+#include "gw_router.h"
+
+/* Creates every series that exists from the start, so /metrics lists them at once. */
+void gw_metrics_init(void);
+
+/* Counts one answer of route with status that took duration_us. */
+void gw_metrics_request(gw_route_kind_t route, int status, int64_t duration_us);
+
+/* Counts a failed Redis command: rc is its VC_ERR_* (VC_ERR_TIMEOUT is kind="timeout"). */
+void gw_metrics_redis_error(int rc);
+
+/* Counts a failed delivery: unknown set when the event may have been persisted. */
+void gw_metrics_kafka_error(int unknown);
+
+/* Counts an OUT_OF_STOCK answered from the sold-out mark. */
+void gw_metrics_soldout(void);
+
+/*
+ * Renders every metric, the connections gauge set to connections first.
+ * Returns a malloc'd string (the caller frees) with *len, or NULL.
+ */
+char *gw_metrics_render(long connections, size_t *len);
+
+#endif

@@ -1,0 +1,173 @@
+/*
+ * POST /vouchers/{code}/quote: the discount a reservation would get now, or
+ * the rejection it would get, from the cached rules and two read-only Redis
+ * reads (the customer's uses and the remaining count, pipelined). Nothing
+ * changes and nothing is published.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_app.h"
+#include "gw_metrics.h"
+#include "vc_error.h"
+#include "vc_log.h"
+#include "vc_time.h"
+
+typedef struct {
+    gw_app_t *app;
+    gw_request_t *req;
+    char code[VC_CODE_MAX + 1];
+    char customer[24];
+    gw_quote_req_t in;
+    vc_voucher_t v;
+    int64_t discount;
+    int answers;       /* Redis replies still expected */
+    int failed;        /* rc of a failed read, or 0 */
+    int has_remaining; /* the counter exists */
+    int64_t remaining, used;
+    char keys[GW_KEY_COUNT][GW_KEY_MAX];
+} quote_t;
+
+static void decide(quote_t *q)
+{
+    char body[128];
+    size_t len;
+    int64_t remaining = q->has_remaining ? q->remaining : q->v.total_limit - q->v.used_count;
+
+    if (q->failed) {
+        char detail[160];
+        snprintf(detail, sizeof(detail), "redis read: %s", vc_strerror(q->failed));
+        gw_app_reply_error(q->req, q->failed, detail);
+        return;
+    }
+    /* The order of reserve.lua: the customer's limit, then the stock. */
+    if (q->used >= q->v.per_customer_limit) {
+        gw_app_reply_error(q->req, VC_E_ALREADY_USED, NULL);
+        return;
+    }
+    if (remaining <= 0) {
+        gw_app_reply_error(q->req, VC_E_OUT_OF_STOCK, NULL);
+        return;
+    }
+    len = (size_t)snprintf(body, sizeof(body), "{\"discountAmount\":%lld}", (long long)q->discount);
+    gw_app_reply(q->req, 200, body, len);
+}
+
+/* Parses an integer reply item (string or integer); nil reads as absent. */
+static int reply_int(const gw_redis_reply_t *reply, int64_t *out)
+{
+    char buf[24];
+
+    if (reply->n != 1 || reply->item[0].type == GW_REDIS_NIL)
+        return 0;
+    if (reply->item[0].type == GW_REDIS_INT) {
+        *out = reply->item[0].integer;
+        return 1;
+    }
+    if (reply->item[0].len == 0 || reply->item[0].len >= sizeof(buf))
+        return -1;
+    memcpy(buf, reply->item[0].str, reply->item[0].len);
+    buf[reply->item[0].len] = '\0';
+    *out = strtoll(buf, NULL, 10);
+    return 1;
+}
+
+static void used_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    quote_t *q = arg;
+
+    if (rc != 0)
+        q->failed = rc;
+    else if (reply_int(reply, &q->used) < 0)
+        q->failed = VC_ERR_PROTOCOL;
+    if (--q->answers == 0)
+        decide(q);
+}
+
+static void remaining_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    quote_t *q = arg;
+    int got;
+
+    if (rc != 0)
+        q->failed = rc;
+    else if ((got = reply_int(reply, &q->remaining)) < 0)
+        q->failed = VC_ERR_PROTOCOL;
+    else
+        q->has_remaining = got;
+    if (--q->answers == 0)
+        decide(q);
+}
+
+static void with_rules(quote_t *q)
+{
+    const char *used_argv[] = {"HGET", q->keys[GW_KEY_USERS], q->customer};
+    size_t used_len[] = {4, strlen(used_argv[1]), strlen(used_argv[2])};
+    const char *rem_argv[] = {"GET", q->keys[GW_KEY_REMAINING]};
+    size_t rem_len[] = {3, strlen(rem_argv[1])};
+    int rc;
+
+    if ((rc = vc_voucher_check(&q->v, vc_time_now_ms(), q->in.order_amount, &q->discount)) != 0) {
+        gw_app_reply_error(q->req, rc, NULL);
+        return;
+    }
+    snprintf(q->customer, sizeof(q->customer), "%lld", (long long)q->in.customer_id);
+    if ((rc = gw_redis_command(q->app->redis, used_cb, q, 3, used_argv, used_len)) != 0) {
+        gw_app_reply_error(q->req, rc, "redis read");
+        return;
+    }
+    q->answers = 1;
+    if (gw_rules_soldout(q->app->rules, q->code, vc_time_mono_ms())) {
+        /* Sold out a moment ago: as a reservation would, answer from memory. */
+        gw_metrics_soldout();
+        q->has_remaining = 1;
+        q->remaining = 0;
+        return;
+    }
+    if ((rc = gw_redis_command(q->app->redis, remaining_cb, q, 2, rem_argv, rem_len)) != 0)
+        q->failed = rc; /* used_cb answers */
+    else
+        q->answers++;
+}
+
+static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
+{
+    quote_t *q = arg;
+
+    if (rc != 0) {
+        gw_app_reply_error(q->req, rc, rc < 0 ? "reading voucher rules" : NULL);
+        return;
+    }
+    q->v = *v;
+    with_rules(q);
+}
+
+void gw_quote_start(gw_app_t *app, gw_request_t *req, const char *code)
+{
+    char err[256];
+    gw_quote_req_t in;
+    quote_t *q;
+    int rc;
+
+    if ((rc = gw_quote_req_parse(req->body, req->body_len, &in, err, sizeof(err))) != 0) {
+        gw_app_reply_error(req, rc, err);
+        return;
+    }
+    if (!(q = gw_request_alloc(req, sizeof(*q)))) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    q->app = app;
+    q->req = req;
+    q->in = in;
+    snprintf(q->code, sizeof(q->code), "%s", code);
+    gw_app_keys(code, q->keys);
+    rc = gw_rules_get(app->rules, code, 0, &q->v, rules_cb, q);
+    if (rc == GW_RULES_PENDING)
+        return;
+    if (rc == 0)
+        with_rules(q);
+    else
+        rules_cb(q, rc, NULL);
+}

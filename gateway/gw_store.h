@@ -1,0 +1,34 @@
+/*
+ * The gateway's writes and reads of PostgreSQL beyond the rules cache, each
+ * a blocking call for the threadpool (gw_pg_run): claiming a voucher's first
+ * load into Redis, and creating a voucher.
+ */
+#ifndef GW_STORE_H
+#define GW_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vc_voucher.h"
+
+struct pg_conn;
+
+/*
+ * Claims the first load of code into Redis: sets voucher.redis_loaded_at if
+ * it is still NULL. Returns 0 with *remaining = total_limit - used_count (the
+ * caller then sets the Redis counter with NX), VC_E_REPLAYED when the voucher
+ * was loaded before (Redis lost it: the reconciler restores it, since
+ * PostgreSQL's count alone misses the events in flight), VC_E_NOT_FOUND, or
+ * a negative VC_ERR_* with err set.
+ */
+int gw_store_claim_load(struct pg_conn *conn, const char *code, int64_t *remaining, char *err,
+                        size_t errlen);
+
+/*
+ * Inserts v (used_count 0) with redis_loaded_at set in the same statement,
+ * so no lazy load ever runs for it. Returns 0, GW_E_EXISTS when the code is
+ * taken, or a negative VC_ERR_* with err set.
+ */
+int gw_store_create(struct pg_conn *conn, const vc_voucher_t *v, char *err, size_t errlen);
+
+#endif
