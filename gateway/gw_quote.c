@@ -103,7 +103,7 @@ static void remaining_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 static void with_rules(quote_t *q)
 {
     const char *used_argv[] = {"HGET", q->keys[GW_KEY_USERS], q->customer};
-    size_t used_len[] = {4, strlen(used_argv[1]), strlen(used_argv[2])};
+    size_t used_len[3];
     const char *rem_argv[] = {"GET", q->keys[GW_KEY_REMAINING]};
     size_t rem_len[] = {3, strlen(rem_argv[1])};
     int rc;
@@ -113,6 +113,8 @@ static void with_rules(quote_t *q)
         return;
     }
     snprintf(q->customer, sizeof(q->customer), "%lld", (long long)q->in.customer_id);
+    for (int i = 0; i < 3; i++)
+        used_len[i] = strlen(used_argv[i]);
     if ((rc = gw_redis_command(q->app->redis, used_cb, q, 3, used_argv, used_len)) != 0) {
         gw_app_reply_error(q->req, rc, "redis read");
         return;
