@@ -1,9 +1,11 @@
 /*
- * voucher-reconciler: compares PostgreSQL (the truth) with Redis (the gate)
- * for every active voucher. --once runs one pass, prints a table and exits
- * non-zero when they disagree; without it, a pass every interval.
+ * voucher-reconciler: expires unpaid holds, compares PostgreSQL (the truth)
+ * with Redis (the gate) for every active voucher, and repairs drift without
+ * ever overselling. Several may run: one acts (a PostgreSQL advisory lock),
+ * the others wait to take over. --once runs one pass and prints a table.
  */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,49 +27,103 @@ typedef struct {
     const char *admin_addr;
     int64_t interval_ms;
     int64_t timeout_ms;
+    int64_t grace_ms;
+    int64_t batch;
     int once;
+    int report_only;
 } rc_settings_t;
 
 static const vc_cfg_param_t params[] = {
     {"pg-dsn", "VOUCHER_PG_DSN", VC_CFG_STRING, "host=127.0.0.1 port=15400 dbname=voucher user=voucher",
      offsetof(rc_settings_t, pg_dsn), 0, 0, "PostgreSQL connection string (libpq conninfo)"},
     {"redis-url", "VOUCHER_REDIS_URL", VC_CFG_STRING, "redis://127.0.0.1:15401/0",
-     offsetof(rc_settings_t, redis_url), 0, 0, "Redis to compare with"},
+     offsetof(rc_settings_t, redis_url), 0, 0, "Redis, the gate the gateway uses"},
     {"kafka-brokers", "VOUCHER_KAFKA_BROKERS", VC_CFG_STRING, "127.0.0.1:15402",
-     offsetof(rc_settings_t, kafka_brokers), 0, 0, "Kafka bootstrap servers (to read the writer's lag)"},
+     offsetof(rc_settings_t, kafka_brokers), 0, 0, "Kafka bootstrap servers"},
     {"writer-group", "VOUCHER_WRITER_GROUP", VC_CFG_STRING, "voucher-writer",
-     offsetof(rc_settings_t, writer_group), 0, 0, "the writer's consumer group"},
+     offsetof(rc_settings_t, writer_group), 0, 0,
+     "the writer's consumer group (events after its committed offsets are in flight)"},
     {"log-level", "VOUCHER_LOG_LEVEL", VC_CFG_STRING, "info", offsetof(rc_settings_t, log_level), 0,
      0, "debug, info, warn or error"},
     {"admin-addr", "VOUCHER_ADMIN_ADDR", VC_CFG_STRING, "127.0.0.1:15412",
      offsetof(rc_settings_t, admin_addr), 0, 0,
      "where /healthz, /readyz and /metrics are served (empty: nowhere)"},
     {"interval", "VOUCHER_RECONCILE_INTERVAL", VC_CFG_MS, "5s", offsetof(rc_settings_t, interval_ms),
-     100, 24LL * 3600 * 1000, "time between passes"},
+     100, 24LL * 3600 * 1000, "time between passes (and between a standby's tries to take over)"},
+    {"grace", "VOUCHER_RECONCILE_GRACE", VC_CFG_MS, "30s", offsetof(rc_settings_t, grace_ms), 0,
+     24LL * 3600 * 1000,
+     "how long a hold unknown downstream, or a begun release, is left alone before it is "
+     "released; keep it above the gateway's Kafka delivery timeout"},
     {"timeout", "VOUCHER_RECONCILE_TIMEOUT", VC_CFG_MS, "5s", offsetof(rc_settings_t, timeout_ms), 10,
      600000, "timeout of each call to Redis and Kafka"},
+    {"batch", "VOUCHER_RECONCILE_BATCH", VC_CFG_INT, "1000", offsetof(rc_settings_t, batch), 1,
+     100000, "most holds expired (and releases finished) per voucher per pass"},
     {"once", NULL, VC_CFG_BOOL, "false", offsetof(rc_settings_t, once), 0, 1,
-     "run one pass, print a table, exit 1 if any voucher is not consistent"},
+     "run one pass (repairing if no other reconciler acts), print a table, and exit: 0 when "
+     "every voucher is consistent or not loaded, 3 when they differ only by events in flight, "
+     "1 when drift remains, 2 on errors"},
+    {"report-only", NULL, VC_CFG_BOOL, "false", offsetof(rc_settings_t, report_only), 0, 1,
+     "judge and report, repair nothing"},
     VC_CFG_END,
 };
 
 static volatile sig_atomic_t stopping;
-
-/* Whether the last pass could read everything; read by the admin thread. */
 static _Atomic int last_pass_ok;
-
-static int ready_cb(void *arg, char *detail, size_t cap)
-{
-    (void)arg;
-    if (!last_pass_ok)
-        snprintf(detail, cap, "the last pass could not read PostgreSQL, Redis or Kafka");
-    return last_pass_ok;
-}
 
 static void on_signal(int sig)
 {
     (void)sig;
     stopping = 1;
+}
+
+static int ready_cb(void *arg, char *detail, size_t cap)
+{
+    (void)arg;
+    if (!last_pass_ok)
+        snprintf(detail, cap, "cannot reach PostgreSQL, Redis or Kafka");
+    return last_pass_ok;
+}
+
+static int run_once(rc_ctx_t *ctx, const rc_settings_t *s)
+{
+    rc_summary_t sum;
+    char err[512];
+    int rc;
+
+    if ((rc = rc_ctx_connect(ctx, err, sizeof(err))) == 0) {
+        if (!s->report_only && !rc_ctx_lead(ctx))
+            printf("another reconciler holds the lock and acts: reporting only\n");
+        rc = rc_pass(ctx, !s->report_only, stdout, &sum, err, sizeof(err));
+    }
+    if (rc == 0 && (sum.expired || sum.stranded || sum.restored || sum.retaken || sum.lowered ||
+                    sum.finished)) {
+        printf("repairs: %lld holds expired, %lld stranded holds released, %lld releases "
+               "finished, %lld vouchers restored, %lld uses taken again, %lld counters lowered\n"
+               "after the repairs:\n",
+               (long long)sum.expired, (long long)sum.stranded, (long long)sum.finished,
+               (long long)sum.restored, (long long)sum.retaken, (long long)sum.lowered);
+        rc = rc_pass(ctx, 0, stdout, &sum, err, sizeof(err));
+    }
+    if (rc != 0) {
+        fprintf(stderr, "voucher-reconciler: %s\n", err);
+        return 2;
+    }
+    printf("%d vouchers: %d consistent, %d not loaded, %d behind, %d undersold, %d drifted; "
+           "%lld events in flight\n",
+           sum.vouchers, sum.verdicts[RC_CONSISTENT], sum.verdicts[RC_NOT_LOADED],
+           sum.verdicts[RC_BEHIND], sum.verdicts[RC_UNDERSOLD], sum.verdicts[RC_DRIFTED],
+           (long long)sum.in_flight);
+    if (sum.verdicts[RC_DRIFTED] || sum.verdicts[RC_UNDERSOLD])
+        return 1;
+    return sum.verdicts[RC_BEHIND] ? 3 : 0;
+}
+
+static void sleep_interval(int64_t ms)
+{
+    for (int64_t waited = 0; waited < ms && !stopping; waited += 100) {
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 int main(int argc, char **argv)
@@ -77,14 +133,16 @@ int main(int argc, char **argv)
     rc_ctx_t ctx = {0};
     rc_summary_t sum;
     vc_admin_t *admin = NULL;
-    vc_metric_t *passes, *failed;
+    vc_metric_t *passes, *failed, *leader;
     char err[512];
-    int rc;
+    int rc, was_leader = 0;
 
     rc = vc_config_load(params, &s, "voucher-reconciler",
                         "Usage: voucher-reconciler [--once] [SETTINGS]\n\n"
-                        "Compares every active voucher in PostgreSQL with Redis and reports\n"
-                        "each as consistent, not loaded, behind (events still in flight) or DRIFTED.",
+                        "Expires unpaid holds, compares every active voucher in PostgreSQL with\n"
+                        "Redis (allowing for the events the writer has not applied yet), and\n"
+                        "repairs drift without ever overselling. One of several replicas acts;\n"
+                        "the others wait and take over when it stops.",
                         argc, argv, NULL, err, sizeof(err));
     if (rc == VC_CFG_EXIT)
         return 0;
@@ -93,25 +151,19 @@ int main(int argc, char **argv)
                 rc != VC_CFG_RUN ? err : "invalid VOUCHER_LOG_LEVEL (debug, info, warn or error)");
         return 2;
     }
-    cfg = (rc_config_t){s.pg_dsn, s.redis_url, s.kafka_brokers, s.writer_group, "voucher-events",
-                        s.timeout_ms};
+    cfg = (rc_config_t){s.pg_dsn,       s.redis_url, s.kafka_brokers, s.writer_group,
+                        "voucher-events", s.timeout_ms, s.grace_ms, (int)s.batch};
     ctx.cfg = &cfg;
+    signal(SIGPIPE, SIG_IGN);
 
     if (s.once) {
-        rc = rc_pass(&ctx, stdout, &sum, err, sizeof(err));
+        rc = run_once(&ctx, &s);
         rc_ctx_close(&ctx);
-        if (rc != 0) {
-            fprintf(stderr, "voucher-reconciler: %s\n", err);
-            return 2;
-        }
-        printf("%d vouchers: %d consistent, %d not loaded, %d behind, %d drifted\n", sum.vouchers,
-               sum.consistent, sum.not_loaded, sum.behind, sum.drifted);
-        return sum.drifted || sum.behind ? 1 : 0;
+        return rc;
     }
 
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
-    signal(SIGPIPE, SIG_IGN);
     if (s.admin_addr && *s.admin_addr &&
         vc_admin_start(s.admin_addr, ready_cb, NULL, &admin, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-reconciler: --admin-addr: %s\n", err);
@@ -120,26 +172,45 @@ int main(int argc, char **argv)
     passes = vc_counter("voucher_reconciler_passes_total", "Reconciliation passes", "result=\"ok\"");
     failed = vc_counter("voucher_reconciler_passes_total", "Reconciliation passes",
                         "result=\"failed\"");
-    vc_info("reconciler started: a pass every %lld ms, admin on %s", (long long)s.interval_ms,
+    leader = vc_gauge("voucher_reconciler_leader", "1 while this replica acts, 0 on standby", NULL);
+    vc_info("reconciler started: a pass every %lld ms, grace %lld ms, admin on %s",
+            (long long)s.interval_ms, (long long)s.grace_ms,
             s.admin_addr && *s.admin_addr ? s.admin_addr : "(off)");
     while (!stopping) {
-        if (rc_pass(&ctx, NULL, &sum, err, sizeof(err)) != 0) {
+        if (rc_ctx_connect(&ctx, err, sizeof(err)) != 0) {
+            vc_warn("cannot connect, will try again: %s", err);
+            last_pass_ok = 0;
+            rc_ctx_close(&ctx);
+            sleep_interval(s.interval_ms);
+            continue;
+        }
+        if (!s.report_only && rc_ctx_lead(&ctx) != was_leader) {
+            was_leader = ctx.leader;
+            vc_info(ctx.leader ? "acting: this replica holds the lock"
+                               : "standby: another replica acts");
+        }
+        vc_metric_set(leader, ctx.leader);
+        if (!s.report_only && !ctx.leader) {
+            last_pass_ok = 1; /* a standby is ready: it is connected and waiting */
+            sleep_interval(s.interval_ms);
+            continue;
+        }
+        if (rc_pass(&ctx, !s.report_only, NULL, &sum, err, sizeof(err)) != 0) {
             vc_warn("pass failed, will try again: %s", err);
             vc_metric_add(failed, 1);
             last_pass_ok = 0;
-            rc_ctx_close(&ctx);
+            if (ctx.pg && PQstatus(ctx.pg) != CONNECTION_OK)
+                vc_warn("lost the PostgreSQL session (and the lock with it)");
         } else {
             vc_metric_add(passes, 1);
             last_pass_ok = 1;
-            vc_debug("pass: %d vouchers, %d consistent, %d behind, %d drifted", sum.vouchers,
-                     sum.consistent, sum.behind, sum.drifted);
+            vc_debug("pass: %d vouchers, %d consistent, %d behind, %d undersold, %d drifted",
+                     sum.vouchers, sum.verdicts[RC_CONSISTENT], sum.verdicts[RC_BEHIND],
+                     sum.verdicts[RC_UNDERSOLD], sum.verdicts[RC_DRIFTED]);
         }
-        for (int64_t waited = 0; waited < s.interval_ms && !stopping; waited += 100) {
-            struct timespec ts = {0, 100 * 1000000L};
-            nanosleep(&ts, NULL);
-        }
+        sleep_interval(s.interval_ms);
     }
-    rc_ctx_close(&ctx);
+    rc_ctx_close(&ctx); /* closing the session releases the lock for a standby */
     vc_admin_stop(admin);
     vc_info("reconciler stopped");
     return 0;

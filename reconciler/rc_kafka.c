@@ -1,5 +1,6 @@
 #include "rc_kafka.h"
 #include "vc_error.h"
+#include "vc_log.h"
 
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
@@ -7,86 +8,147 @@
 #include <string.h>
 
 struct rc_kafka {
-    rd_kafka_t *rk;
+    char *brokers;
+    char *topic;
+    rd_kafka_t *group;    /* carries the writer's group.id, never subscribes: offsets only */
+    rd_kafka_t *reader;   /* assigned to the tail, commits nothing */
+    rd_kafka_t *producer; /* created on first publish */
 };
 
-rc_kafka_t *rc_kafka_new(const char *brokers, const char *group, char *err, size_t errlen)
+static int conf_set(rd_kafka_conf_t *conf, const char *key, const char *value, char *err,
+                    size_t errlen)
+{
+    return rd_kafka_conf_set(conf, key, value, err, errlen) == RD_KAFKA_CONF_OK ? 0 : -1;
+}
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    if (level <= 3)
+        vc_warn("kafka %s: %s", fac, buf);
+    else
+        vc_debug("kafka %s: %s", fac, buf);
+}
+
+static void delivery_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    if (m->_private)
+        *(int *)m->_private = m->err == RD_KAFKA_RESP_ERR_NO_ERROR ? 1 : -1;
+}
+
+static rd_kafka_t *new_client(rd_kafka_type_t type, const char *brokers, const char *group,
+                              const char *client_id, char *err, size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_t *rk;
+
+    if (conf_set(conf, "bootstrap.servers", brokers, err, errlen) ||
+        conf_set(conf, "client.id", client_id, err, errlen) ||
+        (group && conf_set(conf, "group.id", group, err, errlen)) ||
+        (type == RD_KAFKA_CONSUMER &&
+         (conf_set(conf, "enable.auto.commit", "false", err, errlen) ||
+          conf_set(conf, "enable.partition.eof", "true", err, errlen))) ||
+        (type == RD_KAFKA_PRODUCER &&
+         (conf_set(conf, "enable.idempotence", "true", err, errlen) ||
+          conf_set(conf, "acks", "all", err, errlen) ||
+          conf_set(conf, "partitioner", "murmur2_random", err, errlen) ||
+          conf_set(conf, "linger.ms", "5", err, errlen)))) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    if (type == RD_KAFKA_PRODUCER)
+        rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb);
+    /* rd_kafka_new() takes the conf only when it succeeds. */
+    if (!(rk = rd_kafka_new(type, conf, err, errlen)))
+        rd_kafka_conf_destroy(conf);
+    return rk;
+}
+
+rc_kafka_t *rc_kafka_new(const char *brokers, const char *group, const char *topic, char *err,
+                         size_t errlen)
+{
     rc_kafka_t *k = calloc(1, sizeof(*k));
 
-    if (!k) {
-        rd_kafka_conf_destroy(conf);
+    if (!k || !(k->brokers = strdup(brokers)) || !(k->topic = strdup(topic))) {
         snprintf(err, errlen, "out of memory");
-        return NULL;
+        goto fail;
     }
-    if (rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, errlen) != RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(conf, "group.id", group, err, errlen) != RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, errlen) != RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(conf, "client.id", "voucher-reconciler", err, errlen) !=
-            RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(conf, "log_level", "3", err, errlen) != RD_KAFKA_CONF_OK) {
-        rd_kafka_conf_destroy(conf);
-        free(k);
-        return NULL;
-    }
-    /* rd_kafka_new() takes the conf only when it succeeds. */
-    if (!(k->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, errlen))) {
-        rd_kafka_conf_destroy(conf);
-        free(k);
-        return NULL;
-    }
+    if (!(k->group = new_client(RD_KAFKA_CONSUMER, brokers, group, "voucher-reconciler", err,
+                                errlen)) ||
+        !(k->reader = new_client(RD_KAFKA_CONSUMER, brokers, "voucher-reconciler-tail",
+                                 "voucher-reconciler-tail", err, errlen)))
+        goto fail;
     return k;
+fail:
+    rc_kafka_free(k);
+    return NULL;
 }
 
 void rc_kafka_free(rc_kafka_t *k)
 {
     if (!k)
         return;
-    rd_kafka_destroy(k->rk);
+    if (k->producer) {
+        rd_kafka_flush(k->producer, 5000);
+        rd_kafka_destroy(k->producer);
+    }
+    if (k->reader)
+        rd_kafka_destroy(k->reader);
+    if (k->group)
+        rd_kafka_destroy(k->group);
+    free(k->brokers);
+    free(k->topic);
     free(k);
 }
 
-int rc_kafka_lag(rc_kafka_t *k, const char *topic, int64_t timeout_ms, int64_t *lag, char *err,
-                 size_t errlen)
+int rc_kafka_positions(rc_kafka_t *k, int64_t timeout_ms, rc_positions_t *pos, char *err,
+                       size_t errlen)
 {
     const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(k->rk, topic, NULL);
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(k->group, k->topic, NULL);
     rd_kafka_topic_partition_list_t *parts = NULL;
     rd_kafka_resp_err_t e;
-    int rc = 0, nparts;
+    int rc = 0;
 
-    *lag = 0;
-    e = rd_kafka_metadata(k->rk, 0, rkt, &md, (int)timeout_ms);
+    memset(pos, 0, sizeof(*pos));
+    e = rd_kafka_metadata(k->group, 0, rkt, &md, (int)timeout_ms);
     if (e || md->topic_cnt != 1 || md->topics[0].err) {
-        snprintf(err, errlen, "Kafka metadata for %s: %s", topic,
+        snprintf(err, errlen, "Kafka metadata for %s: %s", k->topic,
                  rd_kafka_err2str(e ? e : md->topics[0].err));
         rc = VC_ERR_UNAVAILABLE;
         goto out;
     }
-    nparts = md->topics[0].partition_cnt;
-    parts = rd_kafka_topic_partition_list_new(nparts);
-    for (int i = 0; i < nparts; i++)
-        rd_kafka_topic_partition_list_add(parts, topic, md->topics[0].partitions[i].id);
-    if ((e = rd_kafka_committed(k->rk, parts, (int)timeout_ms)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (md->topics[0].partition_cnt > 64) {
+        snprintf(err, errlen, "%s has %d partitions; this build reads at most 64", k->topic,
+                 md->topics[0].partition_cnt);
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    parts = rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
+    for (int i = 0; i < md->topics[0].partition_cnt; i++)
+        rd_kafka_topic_partition_list_add(parts, k->topic, md->topics[0].partitions[i].id);
+    if ((e = rd_kafka_committed(k->group, parts, (int)timeout_ms)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
         snprintf(err, errlen, "Kafka committed offsets: %s", rd_kafka_err2str(e));
         rc = VC_ERR_UNAVAILABLE;
         goto out;
     }
     for (int i = 0; i < parts->cnt; i++) {
         int64_t lo, hi, committed = parts->elems[i].offset;
-        e = rd_kafka_query_watermark_offsets(k->rk, topic, parts->elems[i].partition, &lo, &hi,
-                                             (int)timeout_ms);
+        e = rd_kafka_query_watermark_offsets(k->group, k->topic, parts->elems[i].partition, &lo,
+                                             &hi, (int)timeout_ms);
         if (e) {
-            snprintf(err, errlen, "Kafka watermarks of %s [%d]: %s", topic,
+            snprintf(err, errlen, "Kafka watermarks of %s [%d]: %s", k->topic,
                      parts->elems[i].partition, rd_kafka_err2str(e));
             rc = VC_ERR_UNAVAILABLE;
             goto out;
         }
-        if (committed < 0)
-            committed = lo; /* nothing committed: the writer starts from the earliest */
-        if (hi > committed)
-            *lag += hi - committed;
+        /* Nothing committed yet: the writer starts from the earliest event. */
+        pos->partition[pos->n] = parts->elems[i].partition;
+        pos->committed[pos->n] = committed < 0 || committed < lo ? lo : committed;
+        pos->n++;
     }
 out:
     if (parts)
@@ -95,4 +157,125 @@ out:
         rd_kafka_metadata_destroy(md);
     rd_kafka_topic_destroy(rkt);
     return rc;
+}
+
+int rc_kafka_tail(rc_kafka_t *k, const rc_positions_t *pos, int64_t timeout_ms,
+                  void (*cb)(void *arg, const vc_event_t *ev), void *arg, int64_t *lag,
+                  int64_t *malformed, char *err, size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *assign = rd_kafka_topic_partition_list_new(pos->n);
+    int64_t end[64];
+    int done[64] = {0}, remaining = 0, rc = 0;
+    rd_kafka_resp_err_t e;
+    int64_t waited = 0;
+
+    *lag = *malformed = 0;
+    for (int i = 0; i < pos->n; i++) {
+        int64_t lo, hi;
+        e = rd_kafka_query_watermark_offsets(k->group, k->topic, pos->partition[i], &lo, &hi,
+                                             (int)timeout_ms);
+        if (e) {
+            snprintf(err, errlen, "Kafka watermarks: %s", rd_kafka_err2str(e));
+            rc = VC_ERR_UNAVAILABLE;
+            goto out;
+        }
+        end[i] = hi;
+        if (pos->committed[i] >= hi) {
+            done[i] = 1;
+            continue;
+        }
+        *lag += hi - pos->committed[i];
+        rd_kafka_topic_partition_list_add(assign, k->topic, pos->partition[i])->offset =
+            pos->committed[i];
+        remaining++;
+    }
+    if (remaining == 0)
+        goto out;
+    if ((e = rd_kafka_assign(k->reader, assign)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "Kafka assign: %s", rd_kafka_err2str(e));
+        rc = VC_ERR_UNAVAILABLE;
+        goto out;
+    }
+    while (remaining > 0) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(k->reader, 100);
+        int idx = -1;
+
+        if (!m) {
+            if ((waited += 100) >= timeout_ms) {
+                snprintf(err, errlen, "Kafka: reading the events in flight took over %lld ms",
+                         (long long)timeout_ms);
+                rc = VC_ERR_TIMEOUT;
+                break;
+            }
+            continue;
+        }
+        for (int i = 0; i < pos->n; i++)
+            if (pos->partition[i] == m->partition)
+                idx = i;
+        if (idx < 0 || done[idx]) {
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            done[idx] = 1;
+            remaining--;
+        } else if (m->err) {
+            snprintf(err, errlen, "Kafka: %s", rd_kafka_message_errstr(m));
+            rd_kafka_message_destroy(m);
+            rc = VC_ERR_UNAVAILABLE;
+            break;
+        } else if (m->offset < end[idx]) {
+            vc_event_t ev;
+            char derr[128];
+            if (vc_event_decode(m->payload, m->len, &ev, derr, sizeof(derr)) == 0)
+                cb(arg, &ev);
+            else
+                (*malformed)++;
+            if (m->offset + 1 >= end[idx]) {
+                done[idx] = 1;
+                remaining--;
+            }
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_assign(k->reader, NULL);
+out:
+    rd_kafka_topic_partition_list_destroy(assign);
+    return rc;
+}
+
+int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delivered,
+                     int64_t timeout_ms, char *err, size_t errlen)
+{
+    char buf[VC_EVENT_MAX_JSON], eerr[128];
+    size_t len;
+
+    if (!k->producer) {
+        if (!(k->producer = new_client(RD_KAFKA_PRODUCER, k->brokers, NULL,
+                                       "voucher-reconciler", err, errlen)))
+            return VC_ERR_UNAVAILABLE;
+    }
+    for (int i = 0; i < n; i++) {
+        rd_kafka_resp_err_t e;
+        delivered[i] = 0;
+        if (vc_event_encode(&events[i], buf, sizeof(buf), &len, eerr, sizeof(eerr)) != 0) {
+            vc_warn("cannot encode a repair event for %s/%s: %s", events[i].code,
+                    events[i].order_id, eerr);
+            delivered[i] = -1;
+            continue;
+        }
+        e = rd_kafka_producev(k->producer, RD_KAFKA_V_TOPIC(k->topic),
+                              RD_KAFKA_V_KEY(events[i].code, strlen(events[i].code)),
+                              RD_KAFKA_V_VALUE(buf, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_OPAQUE(&delivered[i]), RD_KAFKA_V_END);
+        if (e) {
+            vc_warn("cannot publish a repair event for %s/%s: %s", events[i].code,
+                    events[i].order_id, rd_kafka_err2str(e));
+            delivered[i] = -1;
+            continue;
+        }
+    }
+    /* Waits for every delivery report (the callback runs from rd_kafka_flush's polls). */
+    rd_kafka_flush(k->producer, (int)timeout_ms);
+    return 0;
 }

@@ -1,6 +1,7 @@
 /*
- * The reconciler's Kafka adapter: how many events the writer's consumer group
- * has not applied yet (its lag), read without joining the group.
+ * The reconciler's Kafka adapter: where the writer's consumer group stands,
+ * the events after that point (published but not yet applied: "in flight"),
+ * and publishing the VoucherReleased events of the repairs.
  */
 #ifndef RC_KAFKA_H
 #define RC_KAFKA_H
@@ -8,18 +9,46 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vc_event.h"
+
 typedef struct rc_kafka rc_kafka_t;
 
+/* The writer's committed offset in each partition. */
+typedef struct {
+    int n;
+    int32_t partition[64];
+    int64_t committed[64]; /* the next offset the writer will apply */
+} rc_positions_t;
+
 /* Returns a handle (the caller owns it: rc_kafka_free) or NULL with err set. */
-rc_kafka_t *rc_kafka_new(const char *brokers, const char *group, char *err, size_t errlen);
+rc_kafka_t *rc_kafka_new(const char *brokers, const char *group, const char *topic, char *err,
+                         size_t errlen);
 void rc_kafka_free(rc_kafka_t *k);
 
 /*
- * Sums, over the partitions of topic, the high watermark minus the group's
- * committed offset (the whole partition when nothing is committed yet).
- * Returns 0 with *lag set, or a negative error with err set.
+ * Reads the writer group's committed offsets (the earliest offset where it
+ * committed nothing yet). Returns 0 or a negative error with err set.
  */
-int rc_kafka_lag(rc_kafka_t *k, const char *topic, int64_t timeout_ms, int64_t *lag, char *err,
-                 size_t errlen);
+int rc_kafka_positions(rc_kafka_t *k, int64_t timeout_ms, rc_positions_t *pos, char *err,
+                       size_t errlen);
+
+/*
+ * Calls cb for every event from pos up to the end of each partition, in
+ * partition order, and sets *lag to their number. Events that do not decode
+ * are counted in *malformed and skipped (the writer dead-letters them).
+ * Returns 0 or a negative error with err set.
+ */
+int rc_kafka_tail(rc_kafka_t *k, const rc_positions_t *pos, int64_t timeout_ms,
+                  void (*cb)(void *arg, const vc_event_t *ev), void *arg, int64_t *lag,
+                  int64_t *malformed, char *err, size_t errlen);
+
+/*
+ * Publishes events (keyed by code) and waits up to timeout_ms for their
+ * delivery reports: delivered[i] becomes 1 when Kafka acknowledged event i,
+ * -1 when it failed, 0 when its outcome is still unknown. Returns 0, or a
+ * negative error with err set when no producer could be made.
+ */
+int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delivered,
+                     int64_t timeout_ms, char *err, size_t errlen);
 
 #endif

@@ -1,28 +1,83 @@
 #include "rc_pass.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_lua.h"
 #include "vc_metrics.h"
 #include "vc_pg.h"
+#include "vc_time.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+/* The advisory lock that makes one reconciler the one that acts. */
+#define RC_LOCK_KEY "7461736b"
+
+/* One active voucher, as read in one pass. */
+typedef struct {
+    char code[VC_CODE_MAX + 1];
+    int claimed; /* voucher.redis_loaded_at is set: Redis had it once */
+    rc_numbers_t n;
+    rc_orders_t orders;
+    rc_verdict_t verdict;
+} voucher_t;
+
+/* When each unsent hold was first seen, per voucher, kept across passes. */
+typedef struct {
+    char code[VC_CODE_MAX + 1];
+    rc_orders_t seen;
+} memory_entry_t;
+
+struct rc_memory {
+    memory_entry_t *entries;
+    size_t len;
+};
+
+typedef struct {
+    voucher_t *v;
+    size_t len;
+} vouchers_t;
+
+/* A release to publish, then finish. */
+typedef struct {
+    voucher_t *v;
+    vc_event_t ev;
+} release_t;
+
+typedef struct {
+    release_t *items;
+    size_t len, cap;
+} releases_t;
 
 int rc_ctx_connect(rc_ctx_t *ctx, char *err, size_t errlen)
 {
     if (ctx->pg && PQstatus(ctx->pg) != CONNECTION_OK) {
         PQfinish(ctx->pg);
         ctx->pg = NULL;
+        ctx->leader = 0; /* the lock went with the session */
     }
     if (!ctx->pg && !(ctx->pg = vc_pg_connect(ctx->cfg->pg_dsn, "voucher-reconciler", err, errlen)))
         return VC_ERR_UNAVAILABLE;
     if (!ctx->redis &&
         !(ctx->redis = rc_redis_connect(ctx->cfg->redis_url, ctx->cfg->timeout_ms, err, errlen)))
         return VC_ERR_UNAVAILABLE;
-    if (!ctx->kafka && !(ctx->kafka = rc_kafka_new(ctx->cfg->kafka_brokers,
-                                                   ctx->cfg->writer_group, err, errlen)))
+    if (!ctx->kafka && !(ctx->kafka = rc_kafka_new(ctx->cfg->kafka_brokers, ctx->cfg->writer_group,
+                                                   ctx->cfg->topic, err, errlen)))
         return VC_ERR_UNAVAILABLE;
+    if (!ctx->memory && !(ctx->memory = calloc(1, sizeof(*ctx->memory)))) {
+        snprintf(err, errlen, "out of memory");
+        return VC_ERR_NOMEM;
+    }
     return 0;
+}
+
+static void memory_free(rc_memory_t *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->len; i++)
+        rc_orders_free(&m->entries[i].seen);
+    free(m->entries);
+    free(m);
 }
 
 void rc_ctx_close(rc_ctx_t *ctx)
@@ -31,171 +86,616 @@ void rc_ctx_close(rc_ctx_t *ctx)
         PQfinish(ctx->pg);
     rc_redis_free(ctx->redis);
     rc_kafka_free(ctx->kafka);
+    memory_free(ctx->memory);
     ctx->pg = NULL;
     ctx->redis = NULL;
     ctx->kafka = NULL;
+    ctx->memory = NULL;
+    ctx->leader = 0;
 }
 
-/* Drops a Redis connection that failed, so the next pass reconnects. */
-static void redis_failed(rc_ctx_t *ctx)
+int rc_ctx_lead(rc_ctx_t *ctx)
 {
-    rc_redis_free(ctx->redis);
-    ctx->redis = NULL;
-}
-
-/*
- * Reads one voucher's state: PostgreSQL first, then Redis, then the lag. In
- * that order every use PostgreSQL counts was already taken in Redis, so a
- * quiet voucher never looks as if Redis were ahead.
- */
-static int read_state(rc_ctx_t *ctx, const char *code, rc_voucher_state_t *s, char *err,
-                      size_t errlen)
-{
-    const char *params[] = {code};
     PGresult *res;
-    int rc;
 
-    res = PQexecParams(ctx->pg,
-                       "SELECT v.total_limit, v.used_count,"
-                       " (SELECT count(*) FROM voucher_redemption r"
-                       "   WHERE r.voucher_code = v.code AND r.status <> 'RELEASED')"
-                       " FROM voucher v WHERE v.code = $1",
-                       1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-        rc = PQresultStatus(res) == PGRES_TUPLES_OK ? VC_E_NOT_FOUND
-                                                    : vc_pg_error_class(ctx->pg, res);
-        vc_pg_error_text(ctx->pg, res, err, errlen);
-        PQclear(res);
-        return rc;
-    }
-    memset(s, 0, sizeof(*s));
-    snprintf(s->code, sizeof(s->code), "%s", code);
-    s->total_limit = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    s->used_count = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-    s->live_rows = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+    if (!ctx->pg || PQstatus(ctx->pg) != CONNECTION_OK)
+        return ctx->leader = 0;
+    if (ctx->leader)
+        return 1;
+    res = PQexec(ctx->pg, "SELECT pg_try_advisory_lock(x'" RC_LOCK_KEY "'::bigint)");
+    ctx->leader = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+                  strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
-
-    if ((rc = rc_redis_remaining(ctx->redis, code, &s->redis_loaded, &s->redis_remaining, err,
-                                 errlen)) != 0) {
-        redis_failed(ctx);
-        return rc;
-    }
-    if (rc_kafka_lag(ctx->kafka, ctx->cfg->topic, ctx->cfg->timeout_ms, &s->in_flight, err,
-                     errlen) != 0) {
-        /* Without the lag nothing can be called "behind"; say so and go on. */
-        vc_warn("cannot read the writer's lag: %s", err);
-        s->in_flight = -1;
-    }
-    return 0;
+    return ctx->leader;
 }
 
-/* Per-voucher gauges: the drift (what PostgreSQL allows minus what Redis offers) and the verdict. */
-static void record_metrics(const rc_voucher_state_t *s, rc_verdict_t v)
+static rc_pg_status_t parse_status(const char *s)
 {
-    char labels[64];
-
-    snprintf(labels, sizeof(labels), "code=\"%s\"", s->code);
-    vc_metric_set(vc_gauge("voucher_reconciler_drift",
-                           "PostgreSQL's remaining uses minus Redis's, per voucher (0 when they agree)",
-                           labels),
-                  s->redis_loaded ? (s->total_limit - s->used_count) - s->redis_remaining : 0);
-    vc_metric_set(vc_gauge("voucher_reconciler_verdict",
-                           "Last verdict per voucher: 0 consistent, 1 not loaded, 2 behind, 3 drifted",
-                           labels),
-                  (int64_t)v);
-    if (s->in_flight >= 0)
-        vc_metric_set(vc_gauge("voucher_reconciler_writer_lag_events",
-                               "Events published but not yet applied by the writer", NULL),
-                      s->in_flight);
+    if (strcmp(s, "RESERVED") == 0)
+        return RC_PG_RESERVED;
+    if (strcmp(s, "CONFIRMED") == 0)
+        return RC_PG_CONFIRMED;
+    if (strcmp(s, "RELEASED") == 0)
+        return RC_PG_RELEASED;
+    return RC_PG_NONE;
 }
 
-static void sleep_ms(long ms)
+static void vouchers_free(vouchers_t *vs)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    for (size_t i = 0; i < vs->len; i++)
+        rc_orders_free(&vs->v[i].orders);
+    free(vs->v);
+    vs->v = NULL;
+    vs->len = 0;
 }
 
-int rc_pass(rc_ctx_t *ctx, FILE *table, rc_summary_t *sum, char *err, size_t errlen)
+/* Step 2: every active voucher (not ended more than a day ago) and its rows. */
+static int read_postgres(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen)
 {
     PGresult *res;
     int rc = 0;
 
-    memset(sum, 0, sizeof(*sum));
-    if ((rc = rc_ctx_connect(ctx, err, errlen)) != 0)
-        return rc;
-    /* Active vouchers: not ended more than a day ago. */
-    res = PQexec(ctx->pg, "SELECT code FROM voucher WHERE ends_at > now() - interval '1 day'"
-                          " ORDER BY code");
+    res = PQexec(ctx->pg,
+                 "SELECT v.code, v.total_limit, v.used_count,"
+                 " (SELECT count(*) FROM voucher_redemption r"
+                 "   WHERE r.voucher_code = v.code AND r.status <> 'RELEASED'),"
+                 " v.redis_loaded_at IS NOT NULL"
+                 " FROM voucher v WHERE v.ends_at > now() - interval '1 day' ORDER BY v.code");
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         rc = vc_pg_error_class(ctx->pg, res);
         vc_pg_error_text(ctx->pg, res, err, errlen);
         PQclear(res);
         return rc;
     }
-    if (table)
-        fprintf(table, "%-20s %8s %8s %9s %11s %9s  %s\n", "voucher", "limit", "used", "pg_left",
-                "redis_left", "in_flight", "verdict");
-    for (int i = 0; i < PQntuples(res); i++) {
-        const char *code = PQgetvalue(res, i, 0);
-        rc_voucher_state_t s;
-        rc_verdict_t v;
-        char redis_left[24], in_flight[24];
-
-        if ((rc = read_state(ctx, code, &s, err, errlen)) != 0) {
-            if (rc == VC_E_NOT_FOUND) /* deleted since the list was read */
-                continue;
-            break;
-        }
-        v = rc_judge(&s);
-        for (int again = 0; again < 3 && v != RC_CONSISTENT && v != RC_NOT_LOADED; again++) {
-            sleep_ms(300);
-            if ((rc = read_state(ctx, code, &s, err, errlen)) != 0)
-                break;
-            v = rc_judge(&s);
-        }
-        if (rc != 0)
-            break;
-        sum->vouchers++;
-        sum->in_flight = s.in_flight;
-        switch (v) {
-        case RC_CONSISTENT:
-            sum->consistent++;
-            break;
-        case RC_NOT_LOADED:
-            sum->not_loaded++;
-            break;
-        case RC_BEHIND:
-            sum->behind++;
-            break;
-        case RC_DRIFTED:
-            sum->drifted++;
-            break;
-        }
-        if (s.redis_loaded)
-            snprintf(redis_left, sizeof(redis_left), "%lld", (long long)s.redis_remaining);
-        else
-            snprintf(redis_left, sizeof(redis_left), "-");
-        if (s.in_flight >= 0)
-            snprintf(in_flight, sizeof(in_flight), "%lld", (long long)s.in_flight);
-        else
-            snprintf(in_flight, sizeof(in_flight), "?");
-        if (table)
-            fprintf(table, "%-20s %8lld %8lld %9lld %11s %9s  %s\n", s.code,
-                    (long long)s.total_limit, (long long)s.used_count,
-                    (long long)(s.total_limit - s.used_count), redis_left, in_flight,
-                    rc_verdict_name(v));
-        record_metrics(&s, v);
-        if (v == RC_DRIFTED || v == RC_BEHIND) {
-            char used[24], live[24];
-            vc_log_field_t f[] = {{"code", s.code}, {"usedCount", used}, {"liveRows", live}};
-            snprintf(used, sizeof(used), "%lld", (long long)s.used_count);
-            snprintf(live, sizeof(live), "%lld", (long long)s.live_rows);
-            VC_LOG_F(v == RC_DRIFTED ? VC_LOG_WARN : VC_LOG_INFO, f,
-                     "%s: PostgreSQL allows %lld more, Redis offers %s, %s events in flight",
-                     rc_verdict_name(v), (long long)(s.total_limit - s.used_count), redis_left,
-                     in_flight);
-        }
+    vs->len = (size_t)PQntuples(res);
+    if (vs->len && !(vs->v = calloc(vs->len, sizeof(*vs->v)))) {
+        PQclear(res);
+        vs->len = 0;
+        return VC_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < vs->len; i++) {
+        voucher_t *v = &vs->v[i];
+        snprintf(v->code, sizeof(v->code), "%s", PQgetvalue(res, (int)i, 0));
+        v->n.total_limit = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
+        v->n.used_count = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
+        v->n.live_rows = strtoll(PQgetvalue(res, (int)i, 3), NULL, 10);
+        v->claimed = strcmp(PQgetvalue(res, (int)i, 4), "t") == 0;
+        rc_orders_init(&v->orders);
     }
     PQclear(res);
+
+    for (size_t i = 0; i < vs->len && rc == 0; i++) {
+        voucher_t *v = &vs->v[i];
+        const char *params[] = {v->code};
+
+        res = PQexecParams(ctx->pg,
+                           "SELECT order_id, customer_id, discount_amount, status,"
+                           " coalesce((extract(epoch FROM held_until) * 1000)::bigint, 0)"
+                           " FROM voucher_redemption WHERE voucher_code = $1",
+                           1, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+            rc = vc_pg_error_class(ctx->pg, res);
+            vc_pg_error_text(ctx->pg, res, err, errlen);
+            PQclear(res);
+            break;
+        }
+        for (int r = 0; r < PQntuples(res); r++) {
+            rc_order_t *o = rc_orders_get(&v->orders, PQgetvalue(res, r, 0));
+            if (!o) {
+                rc = VC_ERR_NOMEM;
+                break;
+            }
+            o->customer_id = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+            o->discount = strtoll(PQgetvalue(res, r, 2), NULL, 10);
+            o->pg = o->pg_after = parse_status(PQgetvalue(res, r, 3));
+            o->held_until_ms = strtoll(PQgetvalue(res, r, 4), NULL, 10);
+        }
+        PQclear(res);
+    }
+    return rc;
+}
+
+static voucher_t *find_voucher(vouchers_t *vs, const char *code)
+{
+    for (size_t i = 0; i < vs->len; i++)
+        if (strcmp(vs->v[i].code, code) == 0)
+            return &vs->v[i];
+    return NULL;
+}
+
+/* Step 3: each event in flight, replayed on its order. */
+static void tail_cb(void *arg, const vc_event_t *ev)
+{
+    vouchers_t *vs = arg;
+    voucher_t *v = find_voucher(vs, ev->code);
+    rc_order_t *o;
+
+    if (!v || !(o = rc_orders_get(&v->orders, ev->order_id)))
+        return;
+    if (!o->customer_id)
+        o->customer_id = ev->customer_id;
+    if (ev->type == VC_EV_RESERVED) {
+        if (!o->discount)
+            o->discount = ev->discount_amount;
+        if (!o->held_until_ms)
+            o->held_until_ms = ev->held_until_ms;
+    }
+    rc_order_apply(o, ev);
+    v->n.in_flight_events++;
+}
+
+static memory_entry_t *memory_of(rc_memory_t *m, const char *code)
+{
+    memory_entry_t *e;
+    for (size_t i = 0; i < m->len; i++)
+        if (strcmp(m->entries[i].code, code) == 0)
+            return &m->entries[i];
+    e = realloc(m->entries, (m->len + 1) * sizeof(*e));
+    if (!e)
+        return NULL;
+    m->entries = e;
+    e = &m->entries[m->len++];
+    memset(e, 0, sizeof(*e));
+    snprintf(e->code, sizeof(e->code), "%s", code);
+    return e;
+}
+
+/* Carries "first seen unsent" from the last pass into this one's orders, and back. */
+static void remember_before(rc_memory_t *m, voucher_t *v)
+{
+    memory_entry_t *e = memory_of(m, v->code);
+    rc_order_t *seen, *o;
+    if (!e)
+        return;
+    for (size_t i = 0; i < e->seen.cap; i++)
+        if ((seen = rc_orders_at(&e->seen, i)) && (o = rc_orders_find(&v->orders, seen->order_id)))
+            o->first_unsent_ms = seen->first_unsent_ms;
+}
+
+static void remember_after(rc_memory_t *m, voucher_t *v)
+{
+    memory_entry_t *e = memory_of(m, v->code);
+    rc_order_t *o, *seen;
+    if (!e)
+        return;
+    rc_orders_free(&e->seen);
+    for (size_t i = 0; i < v->orders.cap; i++) {
+        if (!(o = rc_orders_at(&v->orders, i)) || !o->first_unsent_ms)
+            continue;
+        /* Still unsent: keep when it was first seen. */
+        if (o->redis_state == 'H' && o->pg_after == RC_PG_NONE &&
+            (seen = rc_orders_get(&e->seen, o->order_id)))
+            seen->first_unsent_ms = o->first_unsent_ms;
+    }
+}
+
+static int add_release(releases_t *rs, voucher_t *v, const rc_order_t *o, const char *reason)
+{
+    release_t *r;
+    if (rs->len == rs->cap) {
+        size_t cap = rs->cap ? rs->cap * 2 : 64;
+        release_t *items = realloc(rs->items, cap * sizeof(*items));
+        if (!items)
+            return VC_ERR_NOMEM;
+        rs->items = items;
+        rs->cap = cap;
+    }
+    r = &rs->items[rs->len++];
+    memset(r, 0, sizeof(*r));
+    r->v = v;
+    r->ev.type = VC_EV_RELEASED;
+    r->ev.version = VC_EVENT_VERSION;
+    snprintf(r->ev.code, sizeof(r->ev.code), "%s", v->code);
+    snprintf(r->ev.order_id, sizeof(r->ev.order_id), "%s", o->order_id);
+    r->ev.customer_id = o->customer_id;
+    r->ev.at_ms = vc_time_now_ms();
+    snprintf(r->ev.reason, sizeof(r->ev.reason), "%s", reason);
+    return 0;
+}
+
+/*
+ * Begins the release of one order (release_begin.lua) and queues its event
+ * when the release is begun now or was begun before and never finished.
+ */
+static int begin_release(rc_ctx_t *ctx, voucher_t *v, rc_order_t *o, const char *why,
+                         const char *reason, releases_t *rs, char *err, size_t errlen)
+{
+    rc_keys_t k;
+    char now[24], order[128];
+    int64_t status;
+    int rc;
+
+    rc_keys_of(v->code, &k);
+    snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
+    const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
+    const char *args[] = {o->order_id, why, now};
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_release_begin, 3, keys, 3, args, &status, order,
+                            sizeof(order), err, errlen)) != 0)
+        return rc;
+    if (status == 1 || status == 2) {
+        if (o->customer_id <= 0 && order[0])
+            rc_order_parse(order, strlen(order), o);
+        return add_release(rs, v, o, reason);
+    }
+    return 0;
+}
+
+typedef struct {
+    rc_ctx_t *ctx;
+    voucher_t *v;
+    const char *why;
+    const char *reason_x; /* for orders already in X */
+    const char *reason;
+    releases_t *rs;
+    int rc;
+    char *err;
+    size_t errlen;
+    int64_t count;
+} due_t;
+
+static void due_cb(void *arg, const char *order_id)
+{
+    due_t *d = arg;
+    rc_order_t *o;
+
+    if (d->rc != 0 || !(o = rc_orders_get(&d->v->orders, order_id)))
+        return;
+    d->rc = begin_release(d->ctx, d->v, o, d->why,
+                          o->redis_state == 'X' && d->reason_x ? d->reason_x : d->reason, d->rs,
+                          d->err, d->errlen);
+    d->count++;
+}
+
+/* Logs and counts one kind of repair on a voucher, with Redis's counter before and after. */
+static void log_repair(const voucher_t *v, const char *kind, const char *what, int64_t count,
+                       int64_t before, int64_t after)
+{
+    char n[24], b[24], a[24], labels[32];
+    vc_log_field_t f[] = {{"code", v->code}, {"count", n}, {"remainingBefore", b},
+                          {"remainingAfter", a}};
+    snprintf(n, sizeof(n), "%lld", (long long)count);
+    snprintf(b, sizeof(b), "%lld", (long long)before);
+    snprintf(a, sizeof(a), "%lld", (long long)after);
+    snprintf(labels, sizeof(labels), "kind=\"%s\"", kind);
+    VC_LOG_F(VC_LOG_INFO, f, "repair: %s", what);
+    vc_metric_add(vc_counter("voucher_reconciler_repairs_total", "Repairs made, by kind", labels),
+                  count);
+}
+
+/* The order value Redis should hold for an order PostgreSQL (after the events in flight) has. */
+static void order_value(const rc_order_t *o, char state, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%lld:%lld:%lld:%c", (long long)o->customer_id, (long long)o->discount,
+             (long long)o->held_until_ms, state);
+}
+
+static char redis_state_for(rc_pg_status_t s)
+{
+    return s == RC_PG_RESERVED ? 'H' : s == RC_PG_CONFIRMED ? 'C' : 'R';
+}
+
+/* Redis lost the voucher's keys: rebuild them from PostgreSQL plus the events in flight. */
+static int restore(rc_ctx_t *ctx, voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
+{
+    rc_keys_t k;
+    const char **args;
+    char (*values)[128], (*held)[24], remaining[24];
+    size_t n = 0;
+    int64_t status = 0;
+    int rc;
+
+    args = calloc(1 + 3 * v->orders.len, sizeof(*args));
+    values = calloc(v->orders.len + 1, sizeof(*values));
+    held = calloc(v->orders.len + 1, sizeof(*held));
+    if (!args || !values || !held) {
+        rc = VC_ERR_NOMEM;
+        goto out;
+    }
+    snprintf(remaining, sizeof(remaining), "%lld", (long long)(v->n.total_limit - v->n.pg_live_after));
+    args[0] = remaining;
+    for (size_t i = 0; i < v->orders.cap; i++) {
+        rc_order_t *o = rc_orders_at(&v->orders, i);
+        if (!o || o->pg_after == RC_PG_NONE)
+            continue;
+        order_value(o, redis_state_for(o->pg_after), values[n], sizeof(values[n]));
+        snprintf(held[n], sizeof(held[n]), "%lld", (long long)o->held_until_ms);
+        args[1 + 3 * n] = o->order_id;
+        args[2 + 3 * n] = values[n];
+        args[3 + 3 * n] = held[n];
+        n++;
+    }
+    rc_keys_of(v->code, &k);
+    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
+                          k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
+    rc = rc_redis_eval(ctx->redis, vc_lua_restore, 5, keys, (int)(1 + 3 * n), args, &status, NULL,
+                       0, err, errlen);
+    if (rc == 0 && status == 1) {
+        sum->restored++;
+        log_repair(v, "restore", "restored lost keys from PostgreSQL and the events in flight", (int64_t)n, 0, v->n.total_limit - v->n.pg_live_after);
+    }
+out:
+    free(args);
+    free(values);
+    free(held);
+    return rc;
+}
+
+/* Takes a use again for each order PostgreSQL counts and Redis had given back. */
+static int retake(rc_ctx_t *ctx, voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
+{
+    rc_keys_t k;
+    int64_t count = 0, status;
+    int rc = 0;
+
+    rc_keys_of(v->code, &k);
+    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
+                          k.name[RC_KEY_HOLDS]};
+    for (size_t i = 0; i < v->orders.cap && rc == 0; i++) {
+        rc_order_t *o = rc_orders_at(&v->orders, i);
+        char value[128], held[24];
+        if (!o || !(o->pg_after == RC_PG_RESERVED || o->pg_after == RC_PG_CONFIRMED) ||
+            strchr("HCXE", o->redis_state ? o->redis_state : '?'))
+            continue;
+        order_value(o, redis_state_for(o->pg_after), value, sizeof(value));
+        snprintf(held, sizeof(held), "%lld", (long long)o->held_until_ms);
+        const char *args[] = {o->order_id, value, held};
+        if ((rc = rc_redis_eval(ctx->redis, vc_lua_retake, 4, keys, 3, args, &status, NULL, 0, err,
+                                errlen)) == 0 &&
+            status == 1)
+            count++;
+    }
+    if (count) {
+        sum->retaken += count;
+        log_repair(v, "retake", "took uses again that PostgreSQL counts", count, v->n.redis_remaining,
+                   v->n.redis_remaining - count);
+    }
+    return rc;
+}
+
+/* Lowers a counter above the orders Redis holds as taken (compare and set). */
+static int lower(rc_ctx_t *ctx, voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
+{
+    int64_t excess = rc_model_excess_remaining(&v->n), status;
+    char before[24], after[24];
+    rc_keys_t k;
+    int rc;
+
+    if (excess <= 0)
+        return 0;
+    rc_keys_of(v->code, &k);
+    snprintf(before, sizeof(before), "%lld", (long long)v->n.redis_remaining);
+    snprintf(after, sizeof(after), "%lld", (long long)(v->n.redis_remaining - excess));
+    const char *keys[] = {k.name[RC_KEY_REMAINING]};
+    const char *args[] = {before, after};
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_lower, 1, keys, 2, args, &status, NULL, 0, err,
+                            errlen)) == 0 &&
+        status == 1) {
+        sum->lowered++;
+        log_repair(v, "lower", "lowered a counter that offered uses Redis holds", excess, v->n.redis_remaining,
+                   v->n.redis_remaining - excess);
+    }
+    return rc;
+}
+
+/* Queues the releases this voucher needs: expired holds, stranded holds, unfinished releases. */
+static int plan_releases(rc_ctx_t *ctx, voucher_t *v, releases_t *rs, rc_summary_t *sum,
+                         char *err, size_t errlen)
+{
+    int64_t now = vc_time_now_ms();
+    due_t d = {ctx, v, "expire", NULL, "EXPIRED", rs, 0, err, errlen, 0};
+    size_t before = rs->len;
+    int rc;
+
+    /* Holds past heldUntil. */
+    if ((rc = rc_redis_due(ctx->redis, v->code, RC_KEY_HOLDS, now, ctx->cfg->batch, due_cb, &d,
+                           err, errlen)) != 0 ||
+        (rc = d.rc) != 0)
+        return rc;
+    sum->expired += (int64_t)(rs->len - before);
+    /* Releases begun more than a grace ago and never finished: publish again. */
+    d = (due_t){ctx, v, "cancel", "CANCELLED", "EXPIRED", rs, 0, err, errlen, 0};
+    if ((rc = rc_redis_due(ctx->redis, v->code, RC_KEY_RELEASING, now - ctx->cfg->grace_ms,
+                           ctx->cfg->batch, due_cb, &d, err, errlen)) != 0 ||
+        (rc = d.rc) != 0)
+        return rc;
+    /* Holds whose reservation never reached Kafka, or that PostgreSQL already released. */
+    for (size_t i = 0; i < v->orders.cap; i++) {
+        rc_order_t *o = rc_orders_at(&v->orders, i);
+        if (!o)
+            continue;
+        if (o->redis_state == 'H' && o->pg_after == RC_PG_NONE && o->first_unsent_ms &&
+            now - o->first_unsent_ms >= ctx->cfg->grace_ms) {
+            size_t n = rs->len;
+            if ((rc = begin_release(ctx, v, o, "undelivered", "UNDELIVERED", rs, err, errlen)) != 0)
+                return rc;
+            sum->stranded += (int64_t)(rs->len - n);
+        } else if ((o->redis_state == 'H' || o->redis_state == 'C') &&
+                   o->pg_after == RC_PG_RELEASED) {
+            if ((rc = begin_release(ctx, v, o, "cancel", "REPAIR", rs, err, errlen)) != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* Publishes the queued releases, then gives back the uses Kafka acknowledged. */
+static int run_releases(rc_ctx_t *ctx, releases_t *rs, rc_summary_t *sum, char *err, size_t errlen)
+{
+    vc_event_t *events;
+    int *delivered;
+    int rc = 0;
+
+    if (rs->len == 0)
+        return 0;
+    events = calloc(rs->len, sizeof(*events));
+    delivered = calloc(rs->len, sizeof(*delivered));
+    if (!events || !delivered) {
+        rc = VC_ERR_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < rs->len; i++)
+        events[i] = rs->items[i].ev;
+    if ((rc = rc_kafka_publish(ctx->kafka, events, (int)rs->len, delivered, ctx->cfg->timeout_ms,
+                               err, errlen)) != 0)
+        goto out;
+    for (size_t i = 0; i < rs->len && rc == 0; i++) {
+        release_t *r = &rs->items[i];
+        rc_keys_t k;
+        int64_t status;
+        if (delivered[i] != 1)
+            continue; /* still X or E: the next pass publishes again */
+        rc_keys_of(r->v->code, &k);
+        const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
+                              k.name[RC_KEY_ORDERS], k.name[RC_KEY_RELEASING]};
+        const char *args[] = {r->ev.order_id};
+        if ((rc = rc_redis_eval(ctx->redis, vc_lua_release_finish, 4, keys, 1, args, &status,
+                                NULL, 0, err, errlen)) == 0 &&
+            status == 1)
+            sum->finished++;
+    }
+    /* One line per voucher, with the counts before and after. */
+    for (size_t i = 0; i < rs->len; i++) {
+        voucher_t *v = rs->items[i].v;
+        int64_t n = 0, failed = 0, rem;
+        int loaded;
+        if (i > 0 && rs->items[i - 1].v == v)
+            continue;
+        for (size_t j = i; j < rs->len && rs->items[j].v == v; j++) {
+            n += delivered[j] == 1;
+            failed += delivered[j] != 1;
+        }
+        if (rc_redis_remaining(ctx->redis, v->code, &loaded, &rem, err, errlen) != 0)
+            rem = -1;
+        log_repair(v, "release", "released expired, stranded or cancelled holds", n, v->n.redis_remaining, rem);
+        if (failed)
+            vc_warn("%s: %lld releases not acknowledged by Kafka; they stay begun and are "
+                    "published again next pass",
+                    v->code, (long long)failed);
+    }
+out:
+    free(events);
+    free(delivered);
+    return rc;
+}
+
+static void record_metrics(const voucher_t *v)
+{
+    char labels[64];
+
+    snprintf(labels, sizeof(labels), "code=\"%s\"", v->code);
+    vc_metric_set(vc_gauge("voucher_reconciler_drift",
+                           "Uses Redis holds beyond what PostgreSQL will count, per voucher "
+                           "(negative: Redis offers uses PostgreSQL counts)",
+                           labels),
+                  v->n.redis_loaded ? v->n.redis_taken - v->n.pg_live_after : 0);
+    vc_metric_set(vc_gauge("voucher_reconciler_verdict",
+                           "Last verdict per voucher: 0 consistent, 1 not loaded, 2 behind, "
+                           "3 undersold, 4 drifted",
+                           labels),
+                  (int64_t)v->verdict);
+}
+
+static void print_row(FILE *table, const voucher_t *v)
+{
+    char redis_left[24];
+    if (v->n.redis_loaded)
+        snprintf(redis_left, sizeof(redis_left), "%lld", (long long)v->n.redis_remaining);
+    else
+        snprintf(redis_left, sizeof(redis_left), "-");
+    fprintf(table, "%-20s %7lld %7lld %8lld %10s %9lld %8lld %9lld  %s\n", v->code,
+            (long long)v->n.total_limit, (long long)v->n.used_count,
+            (long long)(v->n.total_limit - v->n.used_count), redis_left,
+            (long long)v->n.in_flight_events, (long long)v->n.releasing,
+            (long long)(v->n.unsent_fresh + v->n.stranded), rc_verdict_name(v->verdict));
+}
+
+int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err, size_t errlen)
+{
+    vouchers_t vs = {0};
+    releases_t rs = {0};
+    rc_positions_t pos;
+    int64_t lag = 0;
+    int rc;
+
+    memset(sum, 0, sizeof(*sum));
+    repair = repair && ctx->leader;
+    if ((rc = rc_ctx_connect(ctx, err, errlen)) != 0)
+        return rc;
+    /* 1, 2, 3, 4: in this order (see rc_pass.h). */
+    if ((rc = rc_kafka_positions(ctx->kafka, ctx->cfg->timeout_ms, &pos, err, errlen)) != 0 ||
+        (rc = read_postgres(ctx, &vs, err, errlen)) != 0 ||
+        (rc = rc_kafka_tail(ctx->kafka, &pos, ctx->cfg->timeout_ms * 4, tail_cb, &vs, &lag,
+                            &sum->malformed, err, errlen)) != 0)
+        goto out;
+    sum->in_flight = lag;
+    vc_metric_set(vc_gauge("voucher_reconciler_writer_lag_events",
+                           "Events published but not yet applied by the writer", NULL),
+                  lag);
+
+    for (size_t i = 0; i < vs.len; i++) {
+        voucher_t *v = &vs.v[i];
+        int bad = 0;
+
+        if ((rc = rc_redis_remaining(ctx->redis, v->code, &v->n.redis_loaded,
+                                     &v->n.redis_remaining, err, errlen)) != 0 ||
+            (rc = rc_redis_orders(ctx->redis, v->code, &v->orders, &bad, err, errlen)) != 0)
+            goto out;
+        if (bad)
+            vc_warn("%s: %d orders in Redis could not be read", v->code, bad);
+        remember_before(ctx->memory, v);
+        v->verdict = rc_model_judge(&v->orders, &v->n, vc_time_now_ms(), ctx->cfg->grace_ms);
+        remember_after(ctx->memory, v);
+    }
+
+    if (table)
+        fprintf(table, "%-20s %7s %7s %8s %10s %9s %8s %9s  %s\n", "voucher", "limit", "used",
+                "pg_left", "redis_left", "in_flight", "releasing", "unsent", "verdict");
+    for (size_t i = 0; i < vs.len; i++) {
+        voucher_t *v = &vs.v[i];
+
+        sum->vouchers++;
+        sum->verdicts[v->verdict]++;
+        record_metrics(v);
+        if (table)
+            print_row(table, v);
+        if (v->verdict != RC_CONSISTENT && v->verdict != RC_NOT_LOADED) {
+            char taken[24], live[24];
+            vc_log_field_t f[] = {{"code", v->code}, {"redisTaken", taken}, {"pgLive", live}};
+            snprintf(taken, sizeof(taken), "%lld", (long long)v->n.redis_taken);
+            snprintf(live, sizeof(live), "%lld", (long long)v->n.pg_live_after);
+            VC_LOG_F(v->verdict >= RC_UNDERSOLD ? VC_LOG_WARN : VC_LOG_DEBUG, f,
+                     "%s: used_count %lld, %lld events in flight, %lld releases under way, "
+                     "%lld fresh and %lld stranded holds, %lld released in PostgreSQL, "
+                     "%lld given back in Redis but counted in PostgreSQL",
+                     rc_verdict_name(v->verdict), (long long)v->n.used_count,
+                     (long long)v->n.in_flight_events, (long long)v->n.releasing,
+                     (long long)v->n.unsent_fresh, (long long)v->n.stranded,
+                     (long long)v->n.released_in_pg, (long long)v->n.missing_in_redis);
+        }
+        if (!repair)
+            continue;
+        if (!v->n.redis_loaded) {
+            /* Never loaded: the gateway loads it on first use. Loaded once: restore it. */
+            if (v->claimed && (rc = restore(ctx, v, sum, err, errlen)) != 0)
+                goto out;
+            continue;
+        }
+        if (v->n.missing_in_redis > 0 && (rc = retake(ctx, v, sum, err, errlen)) != 0)
+            goto out;
+        if (v->n.missing_in_redis == 0 && (rc = lower(ctx, v, sum, err, errlen)) != 0)
+            goto out;
+        if ((rc = plan_releases(ctx, v, &rs, sum, err, errlen)) != 0)
+            goto out;
+    }
+    if (repair)
+        rc = run_releases(ctx, &rs, sum, err, errlen);
+out:
+    if (rc != 0 && ctx->redis && (rc == VC_ERR_UNAVAILABLE || rc == VC_ERR_TIMEOUT)) {
+        /* A broken Redis connection is made anew next pass. */
+        rc_redis_free(ctx->redis);
+        ctx->redis = NULL;
+    }
+    free(rs.items);
+    vouchers_free(&vs);
     return rc;
 }

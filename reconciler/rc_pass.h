@@ -1,6 +1,20 @@
 /*
- * One reconciliation pass: read every active voucher from PostgreSQL and
- * Redis, and the writer's lag from Kafka, judge each voucher and report.
+ * One reconciliation pass over every active voucher:
+ *
+ *   1. where the writer stands in Kafka (its committed offsets),
+ *   2. PostgreSQL: the voucher's numbers and every redemption row,
+ *   3. the events after the writer's position, replayed on those rows as
+ *      the writer will apply them,
+ *   4. Redis: the counter and every order.
+ *
+ * Read in that order, everything PostgreSQL or the events count was taken
+ * in Redis before Redis is read, so a quiet voucher never looks as if Redis
+ * were behind. Then each voucher is judged (rc_model.h) and, when this
+ * reconciler acts, repaired: expired holds and stranded ones released through
+ * the two-phase release (proto/redis-keys.md), lost keys restored, a counter
+ * that offers uses PostgreSQL counts lowered. Never anything that could
+ * oversell: uses go back to the pool only after their VoucherReleased is in
+ * Kafka, ahead of any later reservation of the same voucher.
  */
 #ifndef RC_PASS_H
 #define RC_PASS_H
@@ -9,8 +23,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "rc_diff.h"
 #include "rc_kafka.h"
+#include "rc_model.h"
 #include "rc_redis.h"
 
 typedef struct {
@@ -19,24 +33,34 @@ typedef struct {
     const char *kafka_brokers;
     const char *writer_group;
     const char *topic;
-    int64_t timeout_ms;
+    int64_t timeout_ms; /* each call to Redis, Kafka */
+    int64_t grace_ms;   /* before a hold unknown downstream, or a begun release, is acted on */
+    int batch;          /* most holds or releases handled per voucher per pass */
 } rc_config_t;
+
+typedef struct rc_memory rc_memory_t;
 
 typedef struct {
     const rc_config_t *cfg;
-    PGconn *pg;
+    PGconn *pg; /* also holds the advisory lock while leader */
     rc_redis_t *redis;
     rc_kafka_t *kafka;
+    int leader;
+    rc_memory_t *memory; /* what earlier passes saw: when each unsent hold was first seen */
 } rc_ctx_t;
 
-/* What a pass found. */
+/* What a pass found and did. */
 typedef struct {
     int vouchers;
-    int consistent;
-    int not_loaded;
-    int behind;
-    int drifted;
+    int verdicts[RC_DRIFTED + 1];
     int64_t in_flight;
+    int64_t malformed;
+    int64_t expired;     /* holds released after heldUntil */
+    int64_t stranded;    /* holds released because their event never reached Kafka */
+    int64_t finished;    /* begun releases finished */
+    int64_t restored;    /* vouchers whose lost keys were restored */
+    int64_t retaken;     /* orders taken again in Redis */
+    int64_t lowered;     /* counters lowered */
 } rc_summary_t;
 
 /*
@@ -47,12 +71,16 @@ int rc_ctx_connect(rc_ctx_t *ctx, char *err, size_t errlen);
 void rc_ctx_close(rc_ctx_t *ctx);
 
 /*
- * Runs one pass. Writes a table (one row per voucher) to table when it is not
- * NULL, and logs each voucher that is not consistent. A voucher that looks
- * drifted is read again after a short pause before it is reported, since
- * reads of three systems under traffic are never quite simultaneous.
- * Returns 0 with *sum filled, or a negative error with err set.
+ * Tries to become the reconciler that acts: a PostgreSQL advisory lock held by
+ * ctx->pg's session, lost with it. Sets and returns ctx->leader.
  */
-int rc_pass(rc_ctx_t *ctx, FILE *table, rc_summary_t *sum, char *err, size_t errlen);
+int rc_ctx_lead(rc_ctx_t *ctx);
+
+/*
+ * Runs one pass; repairs only when repair is set and ctx->leader. Writes a
+ * table (one row per voucher) to table when it is not NULL. Returns 0 with
+ * *sum filled, or a negative error with err set.
+ */
+int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err, size_t errlen);
 
 #endif

@@ -5,10 +5,19 @@
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct rc_redis {
     redisContext *ctx;
 };
+
+void rc_keys_of(const char *code, rc_keys_t *k)
+{
+    static const char *const suffix[RC_KEY_COUNT] = {"remaining", "users", "orders", "holds",
+                                                     "releasing"};
+    for (int i = 0; i < RC_KEY_COUNT; i++)
+        snprintf(k->name[i], sizeof(k->name[i]), "voucher:{%s}:%s", code, suffix[i]);
+}
 
 rc_redis_t *rc_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen)
 {
@@ -58,20 +67,33 @@ void rc_redis_free(rc_redis_t *r)
     free(r);
 }
 
+/* Turns a missing or error reply into our error, with err set. Frees an error reply. */
+static int check_reply(rc_redis_t *r, redisReply *reply, const char *what, char *err,
+                       size_t errlen)
+{
+    if (!reply) {
+        snprintf(err, errlen, "Redis %s: %s", what, r->ctx->errstr);
+        return VC_ERR_UNAVAILABLE; /* hiredis 0.14 reports a timeout as an I/O error */
+    }
+    if (reply->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "Redis %s: %s", what, reply->str);
+        freeReplyObject(reply);
+        return VC_ERR_PROTOCOL;
+    }
+    return 0;
+}
+
 int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *remaining, char *err,
                        size_t errlen)
 {
     redisReply *reply = redisCommand(r->ctx, "GET voucher:{%s}:remaining", code);
-    int rc = 0;
+    int rc;
 
-    if (!reply) {
-        snprintf(err, errlen, "Redis: %s", r->ctx->errstr);
-        return VC_ERR_UNAVAILABLE;
-    }
+    if ((rc = check_reply(r, reply, "GET remaining", err, errlen)) != 0)
+        return rc;
     *loaded = 0;
-    if (reply->type == REDIS_REPLY_NIL) {
-        *remaining = 0;
-    } else if (reply->type == REDIS_REPLY_STRING) {
+    *remaining = 0;
+    if (reply->type == REDIS_REPLY_STRING) {
         char *end;
         *remaining = strtoll(reply->str, &end, 10);
         *loaded = 1;
@@ -79,8 +101,113 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
             snprintf(err, errlen, "Redis: voucher:{%s}:remaining is not a number", code);
             rc = VC_ERR_PROTOCOL;
         }
-    } else {
+    } else if (reply->type != REDIS_REPLY_NIL) {
         snprintf(err, errlen, "Redis: unexpected reply to GET voucher:{%s}:remaining", code);
+        rc = VC_ERR_PROTOCOL;
+    }
+    freeReplyObject(reply);
+    return rc;
+}
+
+int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *bad, char *err,
+                    size_t errlen)
+{
+    redisReply *reply = redisCommand(r->ctx, "HGETALL voucher:{%s}:orders", code);
+    int rc;
+
+    *bad = 0;
+    if ((rc = check_reply(r, reply, "HGETALL orders", err, errlen)) != 0)
+        return rc;
+    if (reply->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(reply);
+        snprintf(err, errlen, "Redis: unexpected reply to HGETALL voucher:{%s}:orders", code);
+        return VC_ERR_PROTOCOL;
+    }
+    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
+        redisReply *k = reply->element[i], *v = reply->element[i + 1];
+        rc_order_t parsed = {0}, *o;
+        char id[VC_ORDER_ID_MAX + 1];
+
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING || k->len == 0 ||
+            k->len > VC_ORDER_ID_MAX || rc_order_parse(v->str, v->len, &parsed) != 0) {
+            (*bad)++;
+            continue;
+        }
+        memcpy(id, k->str, k->len);
+        id[k->len] = '\0';
+        if (!(o = rc_orders_get(m, id))) {
+            freeReplyObject(reply);
+            snprintf(err, errlen, "out of memory");
+            return VC_ERR_NOMEM;
+        }
+        o->redis_state = parsed.redis_state;
+        if (!o->customer_id)
+            o->customer_id = parsed.customer_id;
+        if (!o->discount)
+            o->discount = parsed.discount;
+        if (!o->held_until_ms)
+            o->held_until_ms = parsed.held_until_ms;
+    }
+    freeReplyObject(reply);
+    return 0;
+}
+
+int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_score, int limit,
+                 void (*cb)(void *arg, const char *order_id), void *arg, char *err, size_t errlen)
+{
+    rc_keys_t k;
+    redisReply *reply;
+    int rc;
+
+    rc_keys_of(code, &k);
+    reply = redisCommand(r->ctx, "ZRANGEBYSCORE %s -inf %lld LIMIT 0 %d", k.name[set],
+                         (long long)max_score, limit);
+    if ((rc = check_reply(r, reply, "ZRANGEBYSCORE", err, errlen)) != 0)
+        return rc;
+    if (reply->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < reply->elements; i++)
+            if (reply->element[i]->type == REDIS_REPLY_STRING)
+                cb(arg, reply->element[i]->str);
+    }
+    freeReplyObject(reply);
+    return 0;
+}
+
+int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *const *keys, int nargs,
+                  const char *const *args, int64_t *status, char *order, size_t ordercap,
+                  char *err, size_t errlen)
+{
+    int argc = 3 + nkeys + nargs, rc;
+    const char **argv = malloc(sizeof(*argv) * (size_t)argc);
+    char numkeys[16];
+    redisReply *reply;
+
+    if (!argv)
+        return VC_ERR_NOMEM;
+    snprintf(numkeys, sizeof(numkeys), "%d", nkeys);
+    argv[0] = "EVAL";
+    argv[1] = script;
+    argv[2] = numkeys;
+    for (int i = 0; i < nkeys; i++)
+        argv[3 + i] = keys[i];
+    for (int i = 0; i < nargs; i++)
+        argv[3 + nkeys + i] = args[i];
+    reply = redisCommandArgv(r->ctx, argc, argv, NULL);
+    free(argv);
+    if ((rc = check_reply(r, reply, "EVAL", err, errlen)) != 0)
+        return rc;
+    if (order && ordercap)
+        order[0] = '\0';
+    if (reply->type == REDIS_REPLY_INTEGER) {
+        *status = reply->integer;
+    } else if (reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
+               reply->element[0]->type == REDIS_REPLY_INTEGER) {
+        *status = reply->element[0]->integer;
+        if (order && ordercap && reply->elements >= 2 &&
+            reply->element[1]->type == REDIS_REPLY_STRING)
+            snprintf(order, ordercap, "%s", reply->element[1]->str);
+    } else {
+        snprintf(err, errlen, "Redis: unexpected reply to a script");
         rc = VC_ERR_PROTOCOL;
     }
     freeReplyObject(reply);

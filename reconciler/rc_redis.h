@@ -5,7 +5,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rc_model.h"
+
 typedef struct rc_redis rc_redis_t;
+
+/* The keys of one voucher, in the order the scripts take them. */
+typedef enum {
+    RC_KEY_REMAINING,
+    RC_KEY_USERS,
+    RC_KEY_ORDERS,
+    RC_KEY_HOLDS,
+    RC_KEY_RELEASING,
+    RC_KEY_COUNT,
+} rc_key_t;
+
+typedef struct {
+    char name[RC_KEY_COUNT][VC_CODE_MAX + 32];
+} rc_keys_t;
+
+/* Fills the key names of voucher code. */
+void rc_keys_of(const char *code, rc_keys_t *k);
 
 /*
  * Connects to url ("redis://host:port/db"), timing out connect and every
@@ -21,5 +40,30 @@ void rc_redis_free(rc_redis_t *r);
  */
 int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *remaining, char *err,
                        size_t errlen);
+
+/*
+ * Reads every order of the voucher into m (redis_state and the stored
+ * fields). Unreadable values are skipped and counted in *bad. Returns 0 or a
+ * negative error with err set.
+ */
+int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *bad, char *err,
+                    size_t errlen);
+
+/*
+ * Lists up to limit members of a sorted set (RC_KEY_HOLDS or
+ * RC_KEY_RELEASING) scored at most max_score, calling cb for each.
+ * Returns 0 or a negative error with err set.
+ */
+int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_score, int limit,
+                 void (*cb)(void *arg, const char *order_id), void *arg, char *err, size_t errlen);
+
+/*
+ * Runs a script with the given keys and arguments (borrowed). Scripts answer
+ * an integer or {status, order}: *status gets the integer, order (ordercap
+ * bytes, may be NULL) the order value or "". Returns 0 or a negative error.
+ */
+int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *const *keys, int nargs,
+                  const char *const *args, int64_t *status, char *order, size_t ordercap,
+                  char *err, size_t errlen);
 
 #endif

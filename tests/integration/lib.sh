@@ -97,9 +97,26 @@ start_gateway() {
 
 start_writer() { daemon_start "$test_name-writer" "$bin_writer" "$@"; }
 
+# The reconciler's admin endpoint: base port + 12 (+ 13 for a second one).
+reconciler_admin() { echo "127.0.0.1:$((VOUCHER_PORT_BASE + 12 + ${1:-0}))"; }
+
+# start_reconciler [NAME-SUFFIX] [ARGS...]: a reconciler daemon with its admin endpoint.
+start_reconciler() {
+  local suffix=${1:-} n=0
+  [ $# -gt 0 ] && shift
+  [ -n "$suffix" ] && n=1
+  daemon_start "$test_name-reconciler$suffix" "$bin_reconciler" --admin-addr "$(reconciler_admin $n)" "$@"
+  wait_http_ok "http://$(reconciler_admin $n)/healthz" 30 || { echo "Bail out! the reconciler did not start"; exit 1; }
+}
+
+# A metric's value from an admin endpoint: ADDR NAME (with labels, as printed)
+metric() { curl -s --max-time 2 "http://$1/metrics" | awk -v m="$2" '$1 == m {print $2; exit}'; }
+
 stop_daemons() {
   daemon_stop "$test_name-gateway"
   daemon_stop "$test_name-writer"
+  daemon_stop "$test_name-reconciler"
+  daemon_stop "$test_name-reconciler2"
 }
 
 finish() {

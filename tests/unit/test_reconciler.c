@@ -1,42 +1,248 @@
-/* Unit tests for the reconciler's verdict: rc_judge(). */
+/* Unit tests for the reconciler's model: orders, in-flight replay, verdicts. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "rc_diff.h"
+#include "rc_model.h"
+#include "vc_error.h"
 
-static const struct {
-    const char *name;
-    rc_voucher_state_t s;
-    rc_verdict_t want;
-} cases[] = {
-    /* name, {code, limit, used, live, loaded, redis_left, in_flight}, verdict */
-    {"agree", {"A", 10, 4, 4, 1, 6, 0}, RC_CONSISTENT},
-    {"agree while events fly", {"A", 10, 4, 4, 1, 6, 7}, RC_CONSISTENT},
-    {"not loaded yet", {"A", 10, 0, 0, 0, 0, 0}, RC_NOT_LOADED},
-    {"redis ahead by the lag", {"A", 10, 4, 4, 1, 3, 3}, RC_BEHIND},
-    {"redis ahead by more than the lag", {"A", 10, 4, 4, 1, 3, 2}, RC_DRIFTED},
-    {"redis ahead, lag unknown", {"A", 10, 4, 4, 1, 3, -1}, RC_DRIFTED},
-    {"redis offers more than pg allows", {"A", 10, 4, 4, 1, 7, 100}, RC_DRIFTED},
-    {"used_count disagrees with rows", {"A", 10, 4, 5, 1, 6, 0}, RC_DRIFTED},
-    {"sold out everywhere", {"A", 10, 10, 10, 1, 0, 0}, RC_CONSISTENT},
-};
+#define GRACE 30000
+#define NOW 1000000
 
-START_TEST(judge_table)
+/* Adds an order: redis state (0 for none), PostgreSQL status. */
+static rc_order_t *add(rc_orders_t *m, const char *id, char redis, rc_pg_status_t pg)
 {
-    rc_verdict_t got = rc_judge(&cases[_i].s);
-    ck_assert_msg(got == cases[_i].want, "%s: got %s, want %s", cases[_i].name,
-                  rc_verdict_name(got), rc_verdict_name(cases[_i].want));
+    rc_order_t *o = rc_orders_get(m, id);
+    ck_assert_ptr_nonnull(o);
+    o->customer_id = 7;
+    o->redis_state = redis;
+    o->pg = o->pg_after = pg;
+    return o;
+}
+
+static vc_event_t event(vc_event_type_t type, const char *order)
+{
+    vc_event_t ev = {0};
+    ev.type = type;
+    strcpy(ev.order_id, order);
+    return ev;
+}
+
+static rc_numbers_t numbers(int64_t total, int64_t used, int64_t remaining)
+{
+    rc_numbers_t n = {0};
+    n.total_limit = total;
+    n.used_count = n.live_rows = used;
+    n.redis_loaded = 1;
+    n.redis_remaining = remaining;
+    return n;
+}
+
+START_TEST(consistent_when_everything_agrees)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 3, 7);
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    add(&m, "b", 'C', RC_PG_CONFIRMED);
+    add(&m, "c", 'H', RC_PG_RESERVED);
+    add(&m, "d", 'R', RC_PG_RELEASED);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_CONSISTENT);
+    ck_assert_int_eq(n.pg_live_after, 3);
+    ck_assert_int_eq(rc_model_excess_remaining(&n), 0);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(behind_while_a_reservation_is_in_flight)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 1, 8);
+    vc_event_t ev = event(VC_EV_RESERVED, "b");
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    rc_order_apply(add(&m, "b", 'H', RC_PG_NONE), &ev);
+    n.in_flight_events = 1;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
+    ck_assert_int_eq(n.pg_live_after, 2);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(an_unsent_hold_is_fresh_then_stranded)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 0, 9);
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_NONE);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
+    ck_assert_int_eq(n.unsent_fresh, 1);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW + GRACE - 1, GRACE), RC_BEHIND);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW + GRACE, GRACE), RC_UNDERSOLD);
+    ck_assert_int_eq(n.stranded, 1);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(drifted_when_redis_gave_back_a_use_postgres_counts)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 2, 9);
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    add(&m, "b", 'R', RC_PG_RESERVED);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    ck_assert_int_eq(n.missing_in_redis, 1);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(drifted_when_the_counter_offers_more_than_the_orders_allow)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 3, 8); /* taken 2, but 3 orders held */
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    add(&m, "b", 'H', RC_PG_RESERVED);
+    add(&m, "c", 'C', RC_PG_CONFIRMED);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    ck_assert_int_eq(rc_model_excess_remaining(&n), 1);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(behind_while_a_release_is_under_way)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 2, 8);
+    vc_event_t ev = event(VC_EV_RELEASED, "b");
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    rc_order_apply(add(&m, "b", 'X', RC_PG_RESERVED), &ev);
+    n.in_flight_events = 1;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
+    ck_assert_int_eq(n.releasing, 1);
+    ck_assert_int_eq(n.pg_live_after, 1);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(drifted_when_postgres_disagrees_with_itself)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 2, 8);
+    n.live_rows = 3;
+    rc_orders_init(&m);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(undersold_when_redis_holds_what_postgres_released)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 0, 9);
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RELEASED);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_UNDERSOLD);
+    ck_assert_int_eq(n.released_in_pg, 1);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(not_loaded_without_a_counter)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 0, 0);
+    n.redis_loaded = 0;
+    rc_orders_init(&m);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_NOT_LOADED);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(replay_follows_the_writer)
+{
+    rc_order_t o = {0};
+    vc_event_t reserved = event(VC_EV_RESERVED, "a"), confirmed = event(VC_EV_CONFIRMED, "a"),
+               released = event(VC_EV_RELEASED, "a");
+
+    rc_order_apply(&o, &confirmed); /* no reservation yet: nothing */
+    ck_assert_int_eq(o.pg_after, RC_PG_NONE);
+    rc_order_apply(&o, &reserved);
+    rc_order_apply(&o, &reserved); /* a redelivery */
+    ck_assert_int_eq(o.pg_after, RC_PG_RESERVED);
+    rc_order_apply(&o, &confirmed);
+    ck_assert_int_eq(o.pg_after, RC_PG_CONFIRMED);
+    rc_order_apply(&o, &released);
+    rc_order_apply(&o, &reserved); /* released is final */
+    ck_assert_int_eq(o.pg_after, RC_PG_RELEASED);
+    ck_assert_int_eq(o.in_flight, 1);
+
+    memset(&o, 0, sizeof(o));
+    rc_order_apply(&o, &released); /* released before reserved: a tombstone */
+    rc_order_apply(&o, &reserved);
+    ck_assert_int_eq(o.pg_after, RC_PG_RELEASED);
+}
+END_TEST
+
+START_TEST(order_values_parse)
+{
+    rc_order_t o = {0};
+    const char *bad[] = {"", "1:2:3", "1:2:3:Q", "x:2:3:H", "1:2:3:HH", "1::3:H"};
+
+    ck_assert_int_eq(rc_order_parse("42:100000:1795975982123:C", 25, &o), 0);
+    ck_assert_int_eq(o.customer_id, 42);
+    ck_assert_int_eq(o.discount, 100000);
+    ck_assert_int_eq(o.held_until_ms, 1795975982123);
+    ck_assert_int_eq(o.redis_state, 'C');
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(rc_order_parse(bad[i], strlen(bad[i]), &o) == VC_ERR_INVALID, "%s", bad[i]);
+}
+END_TEST
+
+START_TEST(order_map_grows_and_finds)
+{
+    rc_orders_t m;
+    char id[32];
+    size_t seen = 0;
+
+    rc_orders_init(&m);
+    for (int i = 0; i < 5000; i++) {
+        snprintf(id, sizeof(id), "order-%d", i);
+        rc_orders_get(&m, id)->customer_id = i;
+    }
+    ck_assert_uint_eq(m.len, 5000);
+    ck_assert_int_eq(rc_orders_find(&m, "order-4321")->customer_id, 4321);
+    ck_assert_ptr_null(rc_orders_find(&m, "order-5000"));
+    ck_assert_ptr_eq(rc_orders_get(&m, "order-7"), rc_orders_find(&m, "order-7"));
+    for (size_t i = 0; i < m.cap; i++)
+        seen += rc_orders_at(&m, i) != NULL;
+    ck_assert_uint_eq(seen, 5000);
+    rc_orders_free(&m);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("reconciler");
-    TCase *tc = tcase_create("judge");
+    TCase *tc = tcase_create("model");
     SRunner *sr;
     int failed;
 
-    tcase_add_loop_test(tc, judge_table, 0, sizeof(cases) / sizeof(cases[0]));
+    tcase_add_test(tc, consistent_when_everything_agrees);
+    tcase_add_test(tc, behind_while_a_reservation_is_in_flight);
+    tcase_add_test(tc, an_unsent_hold_is_fresh_then_stranded);
+    tcase_add_test(tc, drifted_when_redis_gave_back_a_use_postgres_counts);
+    tcase_add_test(tc, drifted_when_the_counter_offers_more_than_the_orders_allow);
+    tcase_add_test(tc, behind_while_a_release_is_under_way);
+    tcase_add_test(tc, drifted_when_postgres_disagrees_with_itself);
+    tcase_add_test(tc, undersold_when_redis_holds_what_postgres_released);
+    tcase_add_test(tc, not_loaded_without_a_counter);
+    tcase_add_test(tc, replay_follows_the_writer);
+    tcase_add_test(tc, order_values_parse);
+    tcase_add_test(tc, order_map_grows_and_finds);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,215 @@
+#include "rc_model.h"
+#include "vc_error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+void rc_orders_init(rc_orders_t *m)
+{
+    memset(m, 0, sizeof(*m));
+}
+
+void rc_orders_free(rc_orders_t *m)
+{
+    free(m->slots);
+    memset(m, 0, sizeof(*m));
+}
+
+static rc_order_t *probe(rc_order_t *slots, size_t cap, const char *order_id)
+{
+    size_t i = (size_t)hash_str(order_id) & (cap - 1);
+    while (slots[i].order_id[0] && strcmp(slots[i].order_id, order_id) != 0)
+        i = (i + 1) & (cap - 1);
+    return &slots[i];
+}
+
+static int grow(rc_orders_t *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    rc_order_t *slots = calloc(cap, sizeof(*slots));
+
+    if (!slots)
+        return VC_ERR_NOMEM;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->slots[i].order_id[0])
+            *probe(slots, cap, m->slots[i].order_id) = m->slots[i];
+    free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+    return 0;
+}
+
+rc_order_t *rc_orders_find(const rc_orders_t *m, const char *order_id)
+{
+    rc_order_t *o;
+    if (!m->cap)
+        return NULL;
+    o = probe(m->slots, m->cap, order_id);
+    return o->order_id[0] ? o : NULL;
+}
+
+rc_order_t *rc_orders_get(rc_orders_t *m, const char *order_id)
+{
+    rc_order_t *o;
+
+    if (!*order_id || strlen(order_id) > VC_ORDER_ID_MAX)
+        return NULL;
+    if ((m->len + 1) * 4 > m->cap * 3 && grow(m) != 0)
+        return NULL;
+    o = probe(m->slots, m->cap, order_id);
+    if (!o->order_id[0]) {
+        strcpy(o->order_id, order_id);
+        m->len++;
+    }
+    return o;
+}
+
+rc_order_t *rc_orders_at(const rc_orders_t *m, size_t i)
+{
+    return i < m->cap && m->slots[i].order_id[0] ? &m->slots[i] : NULL;
+}
+
+int rc_order_parse(const char *value, size_t len, rc_order_t *o)
+{
+    char buf[128], *p, *end;
+    long long f[3];
+
+    if (len == 0 || len >= sizeof(buf))
+        return VC_ERR_INVALID;
+    memcpy(buf, value, len);
+    buf[len] = '\0';
+    p = buf;
+    for (int i = 0; i < 3; i++) {
+        f[i] = strtoll(p, &end, 10);
+        if (end == p || *end != ':')
+            return VC_ERR_INVALID;
+        p = end + 1;
+    }
+    if (strlen(p) != 1 || !strchr("HCXER", *p))
+        return VC_ERR_INVALID;
+    o->customer_id = f[0];
+    o->discount = f[1];
+    o->held_until_ms = f[2];
+    o->redis_state = *p;
+    return 0;
+}
+
+void rc_order_apply(rc_order_t *o, const vc_event_t *ev)
+{
+    o->in_flight = 1;
+    switch (ev->type) {
+    case VC_EV_RESERVED:
+        if (o->pg_after == RC_PG_NONE)
+            o->pg_after = RC_PG_RESERVED;
+        break;
+    case VC_EV_CONFIRMED:
+        if (o->pg_after == RC_PG_RESERVED)
+            o->pg_after = RC_PG_CONFIRMED;
+        break;
+    case VC_EV_RELEASED:
+        /* Released before Reserved leaves a RELEASED row: the late Reserved is a no-op. */
+        o->pg_after = RC_PG_RELEASED;
+        break;
+    }
+}
+
+static int pg_live(rc_pg_status_t s)
+{
+    return s == RC_PG_RESERVED || s == RC_PG_CONFIRMED;
+}
+
+static int redis_taken_state(char s)
+{
+    return s == 'H' || s == 'C' || s == 'X' || s == 'E';
+}
+
+rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms, int64_t grace_ms)
+{
+    rc_order_t *o;
+
+    n->pg_live_after = n->redis_counted = n->releasing = n->unsent_fresh = n->stranded = 0;
+    n->released_in_pg = n->missing_in_redis = n->releasing_not_live = 0;
+    n->redis_taken = n->total_limit - n->redis_remaining;
+    for (size_t i = 0; i < orders->cap; i++) {
+        if (!(o = rc_orders_at(orders, i)))
+            continue;
+        if (pg_live(o->pg_after))
+            n->pg_live_after++;
+        if (redis_taken_state(o->redis_state))
+            n->redis_counted++;
+        if (o->redis_state == 'X' || o->redis_state == 'E') {
+            n->releasing++;
+            if (!pg_live(o->pg_after))
+                n->releasing_not_live++;
+        } else if (o->redis_state == 'H' || o->redis_state == 'C') {
+            if (o->pg_after == RC_PG_RELEASED) {
+                n->released_in_pg++;
+            } else if (o->pg_after == RC_PG_NONE && o->redis_state == 'H') {
+                if (!o->first_unsent_ms)
+                    o->first_unsent_ms = now_ms;
+                if (now_ms - o->first_unsent_ms >= grace_ms)
+                    n->stranded++;
+                else
+                    n->unsent_fresh++;
+            }
+        }
+        if (n->redis_loaded && pg_live(o->pg_after) && !redis_taken_state(o->redis_state))
+            n->missing_in_redis++;
+    }
+
+    if (n->live_rows != n->used_count)
+        return RC_DRIFTED; /* PostgreSQL disagrees with itself: no lag explains that */
+    if (!n->redis_loaded)
+        return RC_NOT_LOADED;
+    if (n->missing_in_redis > 0 || n->redis_taken < n->pg_live_after)
+        return RC_DRIFTED;
+    if (n->redis_taken != n->redis_counted)
+        return n->redis_taken > n->redis_counted ? RC_UNDERSOLD : RC_DRIFTED;
+    if (n->stranded > 0 || n->released_in_pg > 0)
+        return RC_UNDERSOLD;
+    if (n->redis_taken == n->used_count && n->in_flight_events == 0 && n->releasing == 0 &&
+        n->unsent_fresh == 0)
+        return RC_CONSISTENT;
+    /*
+     * Every order PostgreSQL will count is taken in Redis (missing_in_redis is
+     * 0), and every other order Redis counts is a release under way or a hold
+     * whose event may still be coming: the gap closes by itself.
+     */
+    if (n->redis_counted == n->pg_live_after + n->unsent_fresh + n->releasing_not_live)
+        return RC_BEHIND;
+    return RC_UNDERSOLD;
+}
+
+int64_t rc_model_excess_remaining(const rc_numbers_t *n)
+{
+    if (!n->redis_loaded || n->redis_counted <= n->redis_taken)
+        return 0;
+    return n->redis_counted - n->redis_taken;
+}
+
+const char *rc_verdict_name(rc_verdict_t v)
+{
+    switch (v) {
+    case RC_CONSISTENT:
+        return "consistent";
+    case RC_NOT_LOADED:
+        return "not loaded";
+    case RC_BEHIND:
+        return "behind";
+    case RC_UNDERSOLD:
+        return "undersold";
+    case RC_DRIFTED:
+        return "DRIFTED";
+    }
+    return "?";
+}

@@ -1,0 +1,109 @@
+/*
+ * The reconciler's model of one voucher: every order Redis knows, every order
+ * PostgreSQL counts, and the events still in flight between them, replayed
+ * the way the writer will apply them (proto/redemption-states.md). From it
+ * come the verdict and the repairs. Pure: no I/O, so every case is tested.
+ */
+#ifndef RC_MODEL_H
+#define RC_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vc_event.h"
+
+/* A redemption's status in PostgreSQL. */
+typedef enum {
+    RC_PG_NONE = 0, /* no row */
+    RC_PG_RESERVED,
+    RC_PG_CONFIRMED,
+    RC_PG_RELEASED,
+} rc_pg_status_t;
+
+/* One order, as each side sees it. */
+typedef struct {
+    char order_id[VC_ORDER_ID_MAX + 1];
+    int64_t customer_id;
+    int64_t discount;
+    int64_t held_until_ms;
+    char redis_state;        /* 'H', 'C', 'X', 'E', 'R', or 0 when Redis has no such order */
+    rc_pg_status_t pg;       /* as PostgreSQL has it now */
+    rc_pg_status_t pg_after; /* once the writer applied the events in flight */
+    int in_flight;           /* events of this order are in flight */
+    int64_t first_unsent_ms; /* when it was first seen held in Redis and unknown downstream */
+} rc_order_t;
+
+/* All orders of one voucher, by orderId (open addressing). */
+typedef struct {
+    rc_order_t *slots;
+    size_t cap; /* a power of two */
+    size_t len;
+} rc_orders_t;
+
+void rc_orders_init(rc_orders_t *m);
+void rc_orders_free(rc_orders_t *m);
+
+/* Returns the order, creating an empty one; NULL only when out of memory. */
+rc_order_t *rc_orders_get(rc_orders_t *m, const char *order_id);
+/* Returns the order or NULL. */
+rc_order_t *rc_orders_find(const rc_orders_t *m, const char *order_id);
+
+/* Iterates: for (size_t i = 0; ...; ) with rc_orders_at(m, i) non-NULL for used slots. */
+rc_order_t *rc_orders_at(const rc_orders_t *m, size_t i);
+
+/*
+ * Parses a stored Redis order "customerId:discount:heldUntilMs:state" into o.
+ * Returns 0 or VC_ERR_INVALID.
+ */
+int rc_order_parse(const char *value, size_t len, rc_order_t *o);
+
+/* Replays one in-flight event on its order's pg_after, as the writer would apply it. */
+void rc_order_apply(rc_order_t *o, const vc_event_t *ev);
+
+typedef enum {
+    RC_CONSISTENT = 0, /* Redis and PostgreSQL agree and nothing is in flight */
+    RC_NOT_LOADED,     /* Redis has no counter for it */
+    RC_BEHIND,         /* they differ only by what is on its way: events, releases, fresh holds */
+    RC_UNDERSOLD,      /* Redis holds uses nothing explains: safe, but a repair is due */
+    RC_DRIFTED,        /* Redis offers a use PostgreSQL counts, or PostgreSQL disagrees with itself */
+} rc_verdict_t;
+
+/* The numbers behind a verdict. */
+typedef struct {
+    int64_t total_limit;
+    int64_t used_count; /* voucher.used_count */
+    int64_t live_rows;  /* rows not RELEASED: must equal used_count */
+    int redis_loaded;
+    int64_t redis_remaining;
+    /* Derived by rc_model_judge(): */
+    int64_t in_flight_events;
+    int64_t pg_live_after;    /* live orders once the writer caught up */
+    int64_t redis_taken;      /* total_limit - redis_remaining */
+    int64_t redis_counted;    /* orders Redis counts as taken: H, C, X, E */
+    int64_t releasing;        /* X and E: releases begun, not finished */
+    int64_t releasing_not_live; /* of those, released in PostgreSQL (or on the way there) */
+    int64_t unsent_fresh;     /* held in Redis, unknown downstream, younger than the grace */
+    int64_t stranded;         /* the same, older than the grace: to release */
+    int64_t released_in_pg;   /* held in Redis, released in PostgreSQL: to release */
+    int64_t missing_in_redis; /* live in PostgreSQL, given back in Redis: oversell danger */
+} rc_numbers_t;
+
+/*
+ * Judges a voucher from its orders (pg_after already replayed) and numbers.
+ * now_ms and grace_ms decide which unsent holds are stranded; an order first
+ * seen unsent gets first_unsent_ms = now_ms here.
+ */
+rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms, int64_t grace_ms);
+
+/* "consistent", "not loaded", "behind", "undersold", "DRIFTED". */
+const char *rc_verdict_name(rc_verdict_t v);
+
+/*
+ * How far to lower Redis's remaining so that its counter agrees with the
+ * orders it holds as taken (a counter above them offers uses that are not
+ * there): 0 when it already agrees. Orders PostgreSQL counts but Redis gave
+ * back (missing_in_redis) are taken again one by one, not by this.
+ */
+int64_t rc_model_excess_remaining(const rc_numbers_t *n);
+
+#endif

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The reconciler on the real servers: unpaid holds expire and their uses come
+# back; a confirm racing an expiry has exactly one outcome; a hold whose event
+# never reached Kafka is released after the grace; lost Redis keys are
+# restored from PostgreSQL plus the events still in flight; of two
+# reconcilers one acts, and the other takes over when it dies.
+source "$(dirname "$0")/lib.sh"
+plan 28
+
+reserve_script=$VOUCHER_SOURCE_DIR/common/lua/reserve.lua
+reserve() { # CODE CUSTOMER ORDER -> $status $body
+  http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
+}
+rows_with() { sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$1' AND status = '$2'"; }
+
+start_gateway --hold-ttl 2s --soldout-recheck 200ms
+start_writer
+
+# --- Holds that are never paid expire, and their uses go back to the pool.
+code=$(unique_code EXP)
+new_voucher "$code" 5
+for i in 1 2 3 4 5; do reserve "$code" "$i" "$code-o$i"; done
+is "$status" 201 "five holds taken"
+reserve "$code" 6 "$code-o6"
+is "$status $(jq -r .error <<<"$body")" "409 OUT_OF_STOCK" "the sixth customer finds it sold out"
+start_reconciler "" --interval 300ms --grace 3s
+is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' AND status = 'RELEASED'" 5 20)" 5 \
+  "all five unpaid holds are RELEASED in PostgreSQL"
+is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'")" 0 "used_count is back to 0"
+is "$(rcli GET "voucher:{$code}:remaining")" 5 "Redis offers the five uses again"
+http POST "/vouchers/$code/reservations/$code-o1/confirm"
+is "$status $(jq -r .error <<<"$body")" "409 HOLD_EXPIRED" "confirming an expired hold answers HOLD_EXPIRED"
+reserve "$code" 1 "$code-again1"
+is "$status" 201 "the customer of an expired hold may reserve again"
+
+# --- A confirm racing the expiry of the same hold: exactly one outcome, everywhere.
+code=$(unique_code RACE)
+new_voucher "$code" 30
+# Each hold is confirmed 100 ms before or after its own heldUntil, while the
+# reconciler expires holds every 300 ms: both outcomes must occur.
+for i in $(seq 1 30); do
+  reserve "$code" "$i" "$code-o$i"
+  echo "$code-o$i $(date -d "$(jq -r .heldUntil <<<"$body")" +%s%3N)"
+done >"$scratch/held.txt"
+pids=()
+i=0
+while read -r order held; do
+  i=$((i + 1))
+  at=$((held + (i % 2 ? -100 : 100)))
+  while [ "$(date +%s%3N)" -lt "$at" ]; do sleep 0.01; done
+  curl -s -o /dev/null -w "$order %{http_code}\n" -X POST --max-time 10 \
+    "$base_url/vouchers/$code/reservations/$order/confirm" >>"$scratch/race.txt" &
+  pids+=($!)
+done <"$scratch/held.txt"
+wait "${pids[@]}" # not a bare wait: the daemons are background jobs too
+confirmed=$(awk '$2 == 200' "$scratch/race.txt" | wc -l)
+expired=$(awk '$2 == 409' "$scratch/race.txt" | wc -l)
+is "$((confirmed + expired))" 30 "every confirm answered 200 or 409 ($confirmed confirmed, $expired expired)"
+ok "$([ "$confirmed" -gt 0 ] && [ "$expired" -gt 0 ]; echo $?)" "both outcomes occurred"
+sleep 4 # the reconciler expires the rest, the writer applies everything
+is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' AND status = 'CONFIRMED'" "$confirmed" 15)" \
+  "$confirmed" "PostgreSQL has a CONFIRMED row for each 200"
+is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' AND status = 'RELEASED'" "$expired" 15)" \
+  "$expired" "and a RELEASED row for each 409"
+mismatch=0
+while read -r order st; do
+  redis_state=$(rcli HGET "voucher:{$code}:orders" "$order" | awk -F: '{print $4}')
+  pg_state=$(sql "SELECT status FROM voucher_redemption WHERE order_id = '$order'")
+  if [ "$st" = 200 ]; then want="C CONFIRMED"; else want="R RELEASED"; fi
+  [ "$redis_state $pg_state" = "$want" ] || { mismatch=$((mismatch + 1)); diag "$order: answered $st, Redis $redis_state, PostgreSQL $pg_state"; }
+done <"$scratch/race.txt"
+is "$mismatch" 0 "each order's answer, Redis state and PostgreSQL row agree"
+is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'")" "$confirmed" "used_count counts the confirmed uses"
+is "$(rcli GET "voucher:{$code}:remaining")" "$((30 - confirmed))" "Redis offers the expired ones again"
+
+# --- A hold whose event never reached Kafka (the gateway died right after the script).
+code=$(unique_code LOST)
+new_voucher "$code" 3
+reserve "$code" 1 "$code-kept"
+http POST "/vouchers/$code/reservations/$code-kept/confirm"
+is "$status" 200 "a normal hold, confirmed (so it never expires)"
+rcli EVAL "$(cat "$reserve_script")" 4 "voucher:{$code}:remaining" "voucher:{$code}:users" \
+  "voucher:{$code}:orders" "voucher:{$code}:holds" 2 1 "$code-stranded" 100000 \
+  "$(( ($(date +%s) + 3600) * 1000 ))" >/dev/null
+is "$(rcli GET "voucher:{$code}:remaining")" 1 "the stranded hold took a use in Redis only"
+for ((i = 0; i < 150; i++)); do
+  [ "$(rcli GET "voucher:{$code}:remaining")" = 2 ] && break
+  sleep 0.1
+done
+is "$(rcli GET "voucher:{$code}:remaining")" 2 "after the grace the stranded hold's use is back"
+is "$(rcli HGET "voucher:{$code}:orders" "$code-stranded" | awk -F: '{print $4}')" R "the stranded order is released in Redis"
+is "$(wait_sql "SELECT status FROM voucher_redemption WHERE order_id = '$code-stranded'" RELEASED 10)" RELEASED \
+  "PostgreSQL records it RELEASED, so a late reservation event would change nothing"
+is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'")" 1 "used_count still counts only the normal hold"
+
+daemon_stop "$test_name-reconciler"
+
+# --- Redis loses a voucher while events are still in flight: restore, never oversell.
+code=$(unique_code FLUSH)
+new_voucher "$code" 10
+for i in 1 2; do reserve "$code" "$i" "$code-o$i"; done
+wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 2 15 >/dev/null
+daemon_stop "$test_name-writer"
+for i in 3 4 5; do reserve "$code" "$i" "$code-o$i"; done
+is "$status" 201 "three more holds while the writer is stopped (their events in flight)"
+daemon_stop "$test_name-gateway"
+rcli DEL "voucher:{$code}:remaining" "voucher:{$code}:users" "voucher:{$code}:orders" \
+  "voucher:{$code}:holds" "voucher:{$code}:releasing" >/dev/null
+sql "UPDATE voucher SET redis_loaded_at = coalesce(redis_loaded_at, now()) WHERE code = '$code'" >/dev/null
+"$bin_reconciler" --once --grace 60s >"$scratch/restore.txt" 2>&1
+diag "$(grep -E "^$code|repairs" "$scratch/restore.txt")"
+is "$(rcli GET "voucher:{$code}:remaining")" 5 \
+  "restored remaining = 10 - 2 applied - 3 in flight (not 10 - used_count = 8)"
+is "$(rcli HLEN "voucher:{$code}:orders")" 5 "all five orders restored, in flight ones included"
+start_gateway --hold-ttl 2s --soldout-recheck 200ms
+reserve "$code" 4 "$code-o4"
+is "$status $(jq -r .replayed <<<"$body")" "201 true" "a retry of an in-flight order is recognised after the restore"
+start_writer
+is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 5 20)" 5 "the writer applies the events in flight"
+
+# --- Two reconcilers: one acts; when it dies, the other takes over.
+start_reconciler "" --interval 300ms
+start_reconciler 2 --interval 300ms
+sleep 1.5
+a=$(metric "$(reconciler_admin 0)" voucher_reconciler_leader)
+b=$(metric "$(reconciler_admin 1)" voucher_reconciler_leader)
+is "$((a + b))" 1 "exactly one of two reconcilers acts ($a and $b)"
+if [ "$a" = 1 ]; then dead=""; alive=1; else dead=2; alive=0; fi
+daemon_stop "$test_name-reconciler$dead" KILL
+for ((i = 0; i < 50; i++)); do
+  [ "$(metric "$(reconciler_admin $alive)" voucher_reconciler_leader)" = 1 ] && break
+  sleep 0.2
+done
+is "$(metric "$(reconciler_admin $alive)" voucher_reconciler_leader)" 1 "after kill -9 of the acting one, the other acts"
