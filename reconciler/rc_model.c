@@ -138,13 +138,15 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
     rc_order_t *o;
 
     n->pg_live_after = n->redis_counted = n->releasing = n->unsent_fresh = n->stranded = 0;
-    n->released_in_pg = n->missing_in_redis = n->releasing_not_live = 0;
+    n->released_in_pg = n->missing_in_redis = n->releasing_not_live = n->pending_changes = 0;
     n->redis_taken = n->total_limit - n->redis_remaining;
     for (size_t i = 0; i < orders->cap; i++) {
         if (!(o = rc_orders_at(orders, i)))
             continue;
         if (pg_live(o->pg_after))
             n->pg_live_after++;
+        if (o->pg_after != o->pg)
+            n->pending_changes++;
         if (redis_taken_state(o->redis_state))
             n->redis_counted++;
         if (o->redis_state == 'X' || o->redis_state == 'E') {
@@ -177,7 +179,8 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
         return n->redis_taken > n->redis_counted ? RC_UNDERSOLD : RC_DRIFTED;
     if (n->stranded > 0 || n->released_in_pg > 0)
         return RC_UNDERSOLD;
-    if (n->redis_taken == n->used_count && n->in_flight_events == 0 && n->releasing == 0 &&
+    /* Events applied but not yet committed replay as no change: they do not count. */
+    if (n->redis_taken == n->used_count && n->pending_changes == 0 && n->releasing == 0 &&
         n->unsent_fresh == 0)
         return RC_CONSISTENT;
     /*

@@ -78,6 +78,7 @@ typedef struct {
     /* Derived by rc_model_judge(): */
     int64_t in_flight_events;
     int64_t pg_live_after;    /* live orders once the writer caught up */
+    int64_t pending_changes;  /* orders the events in flight will still change */
     int64_t redis_taken;      /* total_limit - redis_remaining */
     int64_t redis_counted;    /* orders Redis counts as taken: H, C, X, E */
     int64_t releasing;        /* X and E: releases begun, not finished */

@@ -112,6 +112,19 @@ START_TEST(drifted_when_the_counter_offers_more_than_the_orders_allow)
 }
 END_TEST
 
+START_TEST(consistent_when_the_events_in_flight_are_already_applied)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 1, 9);
+    vc_event_t ev = event(VC_EV_RESERVED, "a");
+    rc_orders_init(&m);
+    rc_order_apply(add(&m, "a", 'H', RC_PG_RESERVED), &ev); /* applied, offset not committed */
+    n.in_flight_events = 1;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_CONSISTENT);
+    rc_orders_free(&m);
+}
+END_TEST
+
 START_TEST(behind_while_a_release_is_under_way)
 {
     rc_orders_t m;
@@ -236,6 +249,7 @@ int main(void)
     tcase_add_test(tc, an_unsent_hold_is_fresh_then_stranded);
     tcase_add_test(tc, drifted_when_redis_gave_back_a_use_postgres_counts);
     tcase_add_test(tc, drifted_when_the_counter_offers_more_than_the_orders_allow);
+    tcase_add_test(tc, consistent_when_the_events_in_flight_are_already_applied);
     tcase_add_test(tc, behind_while_a_release_is_under_way);
     tcase_add_test(tc, drifted_when_postgres_disagrees_with_itself);
     tcase_add_test(tc, undersold_when_redis_holds_what_postgres_released);
