@@ -113,7 +113,8 @@ void rc_order_apply(rc_order_t *o, const vc_event_t *ev)
             o->pg_after = RC_PG_RESERVED;
         break;
     case VC_EV_CONFIRMED:
-        if (o->pg_after == RC_PG_RESERVED)
+        /* A confirm that overtook its reservation inserts the row counted (proto/redemption-states.md). */
+        if (o->pg_after == RC_PG_RESERVED || o->pg_after == RC_PG_NONE)
             o->pg_after = RC_PG_CONFIRMED;
         break;
     case VC_EV_RELEASED:

@@ -181,17 +181,22 @@ START_TEST(replay_follows_the_writer)
     vc_event_t reserved = event(VC_EV_RESERVED, "a"), confirmed = event(VC_EV_CONFIRMED, "a"),
                released = event(VC_EV_RELEASED, "a");
 
-    rc_order_apply(&o, &confirmed); /* no reservation yet: nothing */
-    ck_assert_int_eq(o.pg_after, RC_PG_NONE);
     rc_order_apply(&o, &reserved);
     rc_order_apply(&o, &reserved); /* a redelivery */
     ck_assert_int_eq(o.pg_after, RC_PG_RESERVED);
     rc_order_apply(&o, &confirmed);
     ck_assert_int_eq(o.pg_after, RC_PG_CONFIRMED);
+    rc_order_apply(&o, &reserved); /* a late redelivery changes nothing */
+    ck_assert_int_eq(o.pg_after, RC_PG_CONFIRMED);
     rc_order_apply(&o, &released);
     rc_order_apply(&o, &reserved); /* released is final */
     ck_assert_int_eq(o.pg_after, RC_PG_RELEASED);
     ck_assert_int_eq(o.in_flight, 1);
+
+    memset(&o, 0, sizeof(o));
+    rc_order_apply(&o, &confirmed); /* confirmed before reserved: counted at the confirm */
+    rc_order_apply(&o, &reserved);
+    ck_assert_int_eq(o.pg_after, RC_PG_CONFIRMED);
 
     memset(&o, 0, sizeof(o));
     rc_order_apply(&o, &released); /* released before reserved: a tombstone */
