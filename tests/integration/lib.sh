@@ -46,7 +46,7 @@ is() { # GOT WANT DESCRIPTION
   fi
 }
 
-diag() { echo "# $*"; }
+diag() { printf '%s\n' "$*" | sed 's/^/# /'; }
 
 # SQL on the stack's database; prints unaligned tuples.
 sql() { psql -X -q -tA -v ON_ERROR_STOP=1 "$VOUCHER_PG_DSN" -c "$1"; }

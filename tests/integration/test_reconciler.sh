@@ -36,7 +36,7 @@ is "$status" 201 "the customer of an expired hold may reserve again"
 # --- A confirm racing the expiry of the same hold: exactly one outcome, everywhere.
 code=$(unique_code RACE)
 new_voucher "$code" 30
-# Each hold is confirmed 100 ms before or after its own heldUntil, while the
+# Each hold is confirmed 400 ms before or after its own heldUntil, while the
 # reconciler expires holds every 300 ms: both outcomes must occur.
 for i in $(seq 1 30); do
   reserve "$code" "$i" "$code-o$i"
@@ -46,7 +46,7 @@ pids=()
 i=0
 while read -r order held; do
   i=$((i + 1))
-  at=$((held + (i % 2 ? -100 : 100)))
+  at=$((held + (i % 2 ? -400 : 400)))
   while [ "$(date +%s%3N)" -lt "$at" ]; do sleep 0.01; done
   curl -s -o /dev/null -w "$order %{http_code}\n" -X POST --max-time 10 \
     "$base_url/vouchers/$code/reservations/$order/confirm" >>"$scratch/race.txt" &
