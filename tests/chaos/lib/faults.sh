@@ -1,7 +1,8 @@
 # The faults, one kind per scenario. Each fault_<name> runs in the background
 # while the sale runs, at moments drawn from the scenario's seed (bash's
 # RANDOM, seeded by tests/chaos/run), and leaves the system whole again:
-# whatever it killed or stopped runs again when it returns. Sourced by
+# whatever it killed or stopped runs again when it returns. A step that could
+# not be done is logged with FAILED, and fails the scenario. Sourced by
 # tests/chaos/run, which sets $dir, $t0 (the sale's start, ms) and the profile.
 
 # Sleeps until MS milliseconds after the sale started.
@@ -22,7 +23,10 @@ daemon_pid() { cat "$VOUCHER_STACK_DIR/run/chaos-$1.pid" 2>/dev/null; }
 kill9() { # DAEMON
   local pid
   pid=$(daemon_pid "$1")
-  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+  if [ -z "$pid" ] || ! kill -9 "$pid" 2>/dev/null; then
+    fault_log "kill -9 $1 FAILED: not running"
+    return 1
+  fi
   # Wait until it is gone, so the pid file is not mistaken for a live one.
   while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
   rm -f "$VOUCHER_STACK_DIR/run/chaos-$1.pid"
@@ -77,7 +81,10 @@ fault_pause_writer() {
   local pid
   at "$(rand 800 2000)"
   pid=$(daemon_pid writer)
-  kill -STOP "$pid"
+  if [ -z "$pid" ] || ! kill -STOP "$pid" 2>/dev/null; then
+    fault_log "SIGSTOP writer FAILED: not running"
+    return 1
+  fi
   fault_log "SIGSTOP writer (pid $pid) for ${p_pause_s}s"
   sleep "$p_pause_s"
   kill -CONT "$pid"
@@ -88,24 +95,21 @@ fault_pause_writer() {
 fault_restart_redis() {
   at "$(rand 800 2500)"
   fault_log "restarting Redis"
-  deploy_stack restart redis
-  fault_log "Redis is back"
+  deploy_stack restart redis && fault_log "Redis is back" || fault_log "restart redis FAILED"
 }
 
 # FLUSHALL mid-sale: Redis forgets every remaining count, hold and order.
 # Rebuilding it needs what PostgreSQL knows plus what is still in flight.
 fault_flushall_redis() {
   at "$(rand 800 2500)"
-  rcli FLUSHALL >/dev/null
-  fault_log "Redis FLUSHALL"
+  if [ "$(rcli FLUSHALL)" = OK ]; then fault_log "Redis FLUSHALL"; else fault_log "FLUSHALL FAILED"; fi
 }
 
 # Restart the Kafka broker mid-sale: the gateway cannot get acks meanwhile.
 fault_restart_kafka() {
   at "$(rand 800 2500)"
   fault_log "restarting Kafka"
-  deploy_stack restart kafka
-  fault_log "Kafka is back"
+  deploy_stack restart kafka && fault_log "Kafka is back" || fault_log "restart kafka FAILED"
 }
 
 # Restart PostgreSQL mid-sale: the writer's batches and the gateway's rule
@@ -113,8 +117,7 @@ fault_restart_kafka() {
 fault_restart_postgres() {
   at "$(rand 800 2500)"
   fault_log "restarting PostgreSQL"
-  deploy_stack restart postgres
-  fault_log "PostgreSQL is back"
+  deploy_stack restart postgres && fault_log "PostgreSQL is back" || fault_log "restart postgres FAILED"
 }
 
 # Re-deliver everything: stop the writer mid-sale, move its consumer group back
@@ -126,7 +129,7 @@ fault_redeliver() {
   daemon_stop chaos-writer
   fault_log "writer stopped"
   for ((i = 0; i < 10; i++)); do
-    if deploy_stack kafka org.apache.kafka.tools.consumer.group.ConsumerGroupCommand \
+    if "$repo/deploy/stack" kafka org.apache.kafka.tools.consumer.group.ConsumerGroupCommand \
       --bootstrap-server "$VOUCHER_KAFKA_BROKERS" --group voucher-writer \
       --reset-offsets --to-earliest --topic voucher-events --execute >"$dir/reset.log" 2>&1; then
       fault_log "consumer group voucher-writer reset to the earliest offsets"
@@ -158,16 +161,22 @@ EOF
   printf '\xff\xfe\x00\x01binary\n'
 }
 
+inject_malformed() { # COUNT
+  if malformed_events "$code" | kcat -P -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -k "$code" 2>>"$dir/kcat.err"; then
+    fault_log "injected $1 malformed events keyed $code"
+  else
+    fault_log "injecting malformed events FAILED (see kcat.err)"
+  fi
+}
+
 fault_malformed_events() {
   local n
   n=$(malformed_events "$code" | wc -l)
   echo "$n" >"$dir/malformed.count"
   at "$(rand 500 1500)"
-  malformed_events "$code" | kcat -P -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -k "$code" 2>>"$dir/kcat.err" &&
-    fault_log "injected $n malformed events keyed $code"
+  inject_malformed "$n"
   at "$(rand 2500 3500)"
-  malformed_events "$code" | kcat -P -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -k "$code" 2>>"$dir/kcat.err" &&
-    fault_log "injected $n malformed events keyed $code"
+  inject_malformed "$n"
 }
 
 # No fault during the sale; afterwards the holds nobody confirmed must expire
