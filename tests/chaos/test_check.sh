@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The chaos suite's checker, checked: a history that breaks each invariant
+# must be caught, and a clean one must pass. No servers needed (TAP).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/chaos-check.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+n=0
+failed=0
+
+# A clean history: voucher of 3 uses, per customer 1.
+#   o1 201 confirmed; o2 201 cancelled; o3 201 left held; o4 409 OUT_OF_STOCK;
+#   o5 503 (unknown) that did take a use; o6 timeout that did not.
+clean() {
+  printf '#attempt\torderId\tcustomerId\tstatus\terror\treplayed\tlatencyUs\ttries\tstartUs\tendUs\n'
+  printf '0\to1\t1\t201\t-\t0\t1\t1\t0\t1\n'
+  printf '1\to2\t2\t201\t-\t0\t1\t1\t0\t1\n'
+  printf '2\to3\t3\t201\t-\t0\t1\t1\t0\t1\n'
+  printf '3\to4\t4\t409\tOUT_OF_STOCK\t0\t1\t1\t0\t1\n'
+  printf '4\to5\t5\t503\tUNAVAILABLE\t0\t1\t5\t0\t1\n'
+  printf '5\to6\t6\ttimeout\t-\t0\t1\t5\t0\t1\n'
+} 
+clean_ops() { printf 'confirm\to1\t200\t1\nrelease\to2\t200\t1\n'; }
+clean_rows() { printf 'o1\t1\tCONFIRMED\no2\t2\tRELEASED\no3\t3\tRESERVED\no5\t5\tRESERVED\n'; }
+clean_samples() { printf '1\t0\t3\n2\t2\t3\n3\t3\t3\n4\t3\t3\n'; }
+
+# check NAME KEY WANT USED: runs check.awk on $scratch/{a,o,r,s}.tsv and
+# compares KEY's value with WANT.
+check() {
+  local got
+  got=$(awk -f "$here/check.awk" -v limit=3 -v per_user=1 -v used="$4" \
+    -v attempts_file="$scratch/a.tsv" -v ops_file="$scratch/o.tsv" \
+    -v rows_file="$scratch/r.tsv" -v samples_file="$scratch/s.tsv" \
+    "$scratch/a.tsv" "$scratch/o.tsv" "$scratch/r.tsv" "$scratch/s.tsv" | sed -n "s/^$2=//p")
+  n=$((n + 1))
+  if [ "$got" = "$3" ]; then
+    echo "ok $n - $1"
+  else
+    echo "not ok $n - $1 ($2: got '$got', want '$3')"
+    failed=$((failed + 1))
+  fi
+}
+
+reset() { clean >"$scratch/a.tsv"; clean_ops >"$scratch/o.tsv"; clean_rows >"$scratch/r.tsv"; clean_samples >"$scratch/s.tsv"; }
+
+echo "1..16"
+reset
+for key in oversold duplicates over_per_user used_vs_rows lost_reservation lost_confirm lost_release phantom_row phantom_confirm customer_mismatch; do
+  [ "$key" = oversold ] && check "a clean history passes" oversold 0 3 || check "a clean history has no $key" "$key" 0 3
+done
+check "the clean history counts its calls" attempts 6 3
+
+reset
+clean_rows | sed '/^o3/d' >"$scratch/r.tsv"
+check "a 201 without a row is lost" lost_reservation 1 2
+
+reset
+{ clean_rows; printf 'o4\t4\tRESERVED\n'; } >"$scratch/r.tsv"
+check "a row for a 409 is a phantom" phantom_row 1 4
+
+reset
+{ clean_samples; printf '5\t4\t3\n'; } >"$scratch/s.tsv"
+check "a sample above the limit is an oversell" oversold 1 3
+
+reset
+clean_rows | sed 's/^o1\t1\tCONFIRMED/o1\t1\tRESERVED/' >"$scratch/r.tsv"
+check "a confirm answered 200 on a RESERVED row is lost" lost_confirm 1 3
+
+reset
+{ clean_rows; printf 'o3\t3\tRESERVED\n'; } >"$scratch/r.tsv"
+check "two rows for one orderId are duplicates" duplicates 1 4
+
+[ "$failed" -eq 0 ]
