@@ -5,6 +5,7 @@
 #include "wr_cli.h"
 #include "wr_writer.h"
 
+#include "vc_admin.h"
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_log.h"
@@ -15,6 +16,22 @@
 #include <string.h>
 
 static volatile sig_atomic_t stop_requested;
+static wr_health_t health;
+
+/* vc_admin_ready_cb: ready while the loop runs and no batch waits for a retry. */
+static int ready_cb(void *arg, char *detail, size_t cap)
+{
+    (void)arg;
+    if (!atomic_load(&health.running)) {
+        snprintf(detail, cap, "not consuming yet");
+        return 0;
+    }
+    if (atomic_load(&health.retrying)) {
+        snprintf(detail, cap, "retrying a batch: PostgreSQL or the dead-letter topic unavailable");
+        return 0;
+    }
+    return 1;
+}
 
 static void on_signal(int sig)
 {
@@ -47,6 +64,8 @@ static const vc_cfg_param_t params[] = {
     {"session-timeout", "VOUCHER_WRITER_SESSION_TIMEOUT_MS", VC_CFG_MS, "10s",
      CFG(session_timeout_ms), 6000, 300000,
      "Kafka session timeout: how soon the partitions of a writer that died move to another"},
+    {"admin-addr", "VOUCHER_WRITER_ADMIN_ADDR", VC_CFG_STRING, "127.0.0.1:15411", CFG(admin_addr),
+     0, 0, "address of /healthz, /readyz and /metrics; empty turns it off"},
     VC_CFG_END,
 };
 
@@ -63,6 +82,7 @@ static const char summary[] =
 int main(int argc, char **argv)
 {
     wr_config_t cfg;
+    vc_admin_t *admin = NULL;
     struct sigaction sa;
     char err[256];
     int first_arg = argc, rc;
@@ -97,5 +117,12 @@ int main(int argc, char **argv)
         }
         return wr_cli_dlt(&cfg, argc - first_arg - 1, argv + first_arg + 1, &stop_requested);
     }
-    return wr_writer_run(&cfg, &stop_requested, NULL) == 0 ? 0 : 1;
+    if (cfg.admin_addr && *cfg.admin_addr &&
+        vc_admin_start(cfg.admin_addr, ready_cb, NULL, &admin, err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-writer: --admin-addr: %s\n", err);
+        return 2;
+    }
+    rc = wr_writer_run(&cfg, &stop_requested, NULL, &health);
+    vc_admin_stop(admin);
+    return rc == 0 ? 0 : 1;
 }

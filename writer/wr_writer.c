@@ -6,6 +6,7 @@
 
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_metrics.h"
 #include "vc_time.h"
 
 #include <stdio.h>
@@ -16,8 +17,16 @@
 #define WR_BACKOFF_FIRST_MS 100 /* first wait after a transient failure */
 #define WR_STATS_EVERY_MS 10000
 
+/* The writer's series in the metrics registry, created once. */
+typedef struct {
+    vc_metric_t *applied, *noops, *early, *tombstones, *dead_letters;
+    vc_metric_t *batches, *retries, *queued, *batch_seconds;
+} wr_metrics_t;
+
 typedef struct {
     const wr_config_t *cfg;
+    wr_health_t *health;
+    wr_metrics_t metrics;
     wr_kafka_t *kafka;
     wr_pg_t *pg;
     wr_queue_t queue;
@@ -36,6 +45,24 @@ typedef struct {
     const int32_t *partitions;
     size_t n;
 } wr_revoked_t;
+
+static void metrics_init(wr_metrics_t *m)
+{
+    static const char events[] = "voucher_writer_events_total";
+    static const char events_help[] = "Events in committed batches, by what they did";
+
+    m->applied = vc_counter(events, events_help, "outcome=\"applied\"");
+    m->noops = vc_counter(events, events_help, "outcome=\"noop\"");
+    m->early = vc_counter(events, events_help, "outcome=\"early_confirm\"");
+    m->tombstones = vc_counter(events, events_help, "outcome=\"tombstone\"");
+    m->dead_letters = vc_counter(events, events_help, "outcome=\"dead_letter\"");
+    m->batches = vc_counter("voucher_writer_batches_total", "Committed batches", NULL);
+    m->retries = vc_counter("voucher_writer_retries_total",
+                            "Batches tried again after a transient failure", NULL);
+    m->queued = vc_gauge("voucher_writer_queued_events", "Events read and not yet applied", NULL);
+    m->batch_seconds = vc_histogram("voucher_writer_batch_seconds",
+                                    "Time to apply a batch, dead letters included", NULL);
+}
 
 static int is_revoked(void *ctx, int32_t partition)
 {
@@ -131,7 +158,8 @@ static void log_dead_letter(const wr_msg_t *m)
 static int apply_batch(wr_writer_t *w, size_t n)
 {
     char err[WR_ERR_MAX];
-    size_t nsql = 0, ndead = 0;
+    size_t nsql = 0, ndead = 0, counts[8] = {0};
+    int64_t started = vc_time_mono_ms();
     int rc, npos;
 
     for (size_t i = 0; i < n; i++) {
@@ -181,7 +209,16 @@ static int apply_batch(wr_writer_t *w, size_t n)
         }
         if (w->sql[i]->outcome == WR_OUT_EARLY)
             w->stats.early++;
+        if (w->sql[i]->outcome >= 0 && w->sql[i]->outcome < 8)
+            counts[w->sql[i]->outcome]++;
     }
+    vc_metric_add(w->metrics.applied, (int64_t)counts[WR_OUT_APPLIED]);
+    vc_metric_add(w->metrics.noops, (int64_t)counts[WR_OUT_NOOP]);
+    vc_metric_add(w->metrics.early, (int64_t)counts[WR_OUT_EARLY]);
+    vc_metric_add(w->metrics.tombstones, (int64_t)counts[WR_OUT_TOMBSTONE]);
+    vc_metric_add(w->metrics.dead_letters, (int64_t)ndead);
+    vc_metric_add(w->metrics.batches, 1);
+    vc_metric_observe_us(w->metrics.batch_seconds, (vc_time_mono_ms() - started) * 1000);
     vc_debug("batch of %zu events committed (%zu dead-lettered)", n, ndead);
     return 0;
 }
@@ -217,6 +254,9 @@ static void schedule_retry(wr_writer_t *w)
         w->backoff_ms = w->cfg->backoff_max_ms;
     w->retry_at = vc_time_mono_ms() + w->backoff_ms;
     w->stats.retries++;
+    vc_metric_add(w->metrics.retries, 1);
+    if (w->health)
+        atomic_store(&w->health->retrying, 1);
 }
 
 static void recovered(wr_writer_t *w)
@@ -228,6 +268,8 @@ static void recovered(wr_writer_t *w)
     }
     w->backoff_ms = 0;
     w->retry_at = 0;
+    if (w->health)
+        atomic_store(&w->health->retrying, 0);
 }
 
 static int loop(wr_writer_t *w, volatile sig_atomic_t *stop)
@@ -237,6 +279,7 @@ static int loop(wr_writer_t *w, volatile sig_atomic_t *stop)
 
     while (!*stop) {
         log_stats(w, 0);
+        vc_metric_set(w->metrics.queued, (int64_t)w->queue.len);
         if (w->retry_at) {
             int64_t wait = w->retry_at - vc_time_mono_ms();
             if (wait > 0) {
@@ -264,7 +307,8 @@ static int loop(wr_writer_t *w, volatile sig_atomic_t *stop)
     return 0;
 }
 
-int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_t *stats)
+int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_t *stats,
+                  wr_health_t *health)
 {
     wr_writer_t w;
     wr_kafka_conf_t kconf;
@@ -274,6 +318,8 @@ int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_
 
     memset(&w, 0, sizeof(w));
     w.cfg = cfg;
+    w.health = health;
+    metrics_init(&w.metrics);
     w.last_stats_at = vc_time_mono_ms();
     wr_queue_init(&w.queue, wr_kafka_msg_release);
     w.sql = calloc(batch, sizeof(*w.sql));
@@ -309,7 +355,11 @@ int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_
     vc_info("consuming %s as group %s (batch %zu, linger %lld ms), dead letters to %s", cfg->topic,
             cfg->group, batch, (long long)cfg->linger_ms, cfg->dlt_topic);
 
+    if (health)
+        atomic_store(&health->running, 1);
     rc = loop(&w, stop);
+    if (health)
+        atomic_store(&health->running, 0);
     if (rc != 0)
         vc_error("stopping: %s", vc_strerror(rc));
     else

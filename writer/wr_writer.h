@@ -7,6 +7,7 @@
 #define WR_WRITER_H
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* The writer daemon's settings (the table is in main.c). */
@@ -20,8 +21,9 @@ typedef struct {
     int64_t batch;          /* most events per transaction */
     int64_t linger_ms;      /* longest wait for a batch to fill */
     int64_t backoff_max_ms; /* longest wait between retries of a failed batch */
-    int64_t
-        session_timeout_ms; /* Kafka session.timeout.ms: how soon a dead writer's partitions move */
+    /* Kafka session.timeout.ms: how soon the partitions of a dead writer move. */
+    int64_t session_timeout_ms;
+    const char *admin_addr; /* /healthz, /readyz, /metrics; empty: off */
 } wr_config_t;
 
 /* What the loop has done since it started. */
@@ -37,12 +39,25 @@ typedef struct {
 } wr_stats_t;
 
 /*
+ * What the loop publishes for other threads (the admin endpoint's readiness
+ * probe): plain atomics, read anywhere.
+ */
+typedef struct {
+    atomic_int running;  /* 1 while the loop runs */
+    atomic_int retrying; /* 1 while a batch waits to be retried after a transient failure */
+} wr_health_t;
+
+/*
  * Runs until *stop becomes non-zero (a signal handler sets it): then the
  * batch in hand is finished if it can be, its offsets committed, and the
  * consumer closed. Returns 0 after such a stop, or a negative error when the
  * writer cannot run at all (bad configuration, missing schema, fatal Kafka
- * error). stats, when not NULL, receives the counters at the end.
+ * error). stats, when not NULL, receives the counters at the end; health,
+ * when not NULL, is kept up to date (and borrowed until the return).
+ * Counters also go to the process's metrics registry (vc_metrics.h) as
+ * voucher_writer_*.
  */
-int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_t *stats);
+int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_t *stats,
+                  wr_health_t *health);
 
 #endif
