@@ -13,6 +13,7 @@
  * lost event repairs it, and the writer applies a duplicate once.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gw_app.h"
@@ -39,7 +40,8 @@ typedef struct {
     vc_voucher_t v;
     int64_t discount;
     int64_t now_ms, held_until_ms;
-    int reloaded; /* the voucher was loaded into Redis by this request */
+    int reloaded;   /* the first load was claimed (or found claimed) by this request */
+    int load_waits; /* script runs left while another request's first load lands */
     int claim;
     int script_unsent; /* the script could not be sent after the claim: answer 503 in claim_cb */
     int64_t load_remaining;
@@ -210,6 +212,52 @@ static void replay(reserve_t *x, const gw_redis_reply_t *reply)
 
 /* ---- the first load of a voucher into Redis ---- */
 
+#define GW_LOAD_WAITS 10 /* script runs while another request's first load lands */
+#define GW_LOAD_WAIT_MS 50
+
+/* A timer of its own (not in the request's arena): libuv frees handles only in close_cb. */
+typedef struct {
+    uv_timer_t timer;
+    reserve_t *x;
+} load_wait_t;
+
+static void load_wait_closed_cb(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void load_wait_cb(uv_timer_t *t)
+{
+    load_wait_t *w = t->data;
+    reserve_t *x = w->x;
+
+    uv_close((uv_handle_t *)&w->timer, load_wait_closed_cb);
+    run_script(x);
+}
+
+/*
+ * The first load was claimed by a request that has not set the counter yet,
+ * or Redis lost the voucher. Look again a few times before saying which.
+ */
+static void wait_for_load(reserve_t *x)
+{
+    load_wait_t *w;
+
+    if (x->load_waits-- <= 0 || !(w = malloc(sizeof(*w)))) {
+        /*
+         * Loaded before and gone from Redis: total_limit - used_count would
+         * miss the events in flight and oversell. The reconciler restores it.
+         */
+        unclaim(x);
+        gw_app_reply_error(x->req, VC_ERR_UNAVAILABLE, "voucher is being restored");
+        return;
+    }
+    w->x = x;
+    w->timer.data = w;
+    uv_timer_init(x->app->loop, &w->timer);
+    uv_timer_start(&w->timer, load_wait_cb, GW_LOAD_WAIT_MS, 0);
+}
+
 static int claim_load_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
 {
     reserve_t *x = arg;
@@ -237,12 +285,8 @@ static void claim_load_done(void *arg, int rc, const char *err)
     size_t argvlen[4];
 
     if (rc == VC_E_REPLAYED) {
-        /*
-         * Loaded before and gone from Redis: total_limit - used_count would
-         * miss the events in flight and oversell. The reconciler restores it.
-         */
-        unclaim(x);
-        gw_app_reply_error(x->req, VC_ERR_UNAVAILABLE, "voucher is being restored");
+        x->load_waits = GW_LOAD_WAITS;
+        wait_for_load(x);
         return;
     }
     if (rc != 0) {
@@ -270,7 +314,7 @@ static void load_into_redis(reserve_t *x)
     int rc;
 
     if (x->reloaded) {
-        fail(x, VC_ERR_PROTOCOL, "voucher still not loaded in redis after loading it");
+        wait_for_load(x); /* a racing first load, or lost again */
         return;
     }
     x->reloaded = 1;

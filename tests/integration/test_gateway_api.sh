@@ -5,7 +5,7 @@
 # of 2, sold-out answers that offer a cancelled use again at once, the admin
 # token, the first load into Redis claimed once, and what PostgreSQL ends with.
 source "$(dirname "$0")/lib.sh"
-plan 95
+plan 96
 
 token=admin-$RANDOM$RANDOM
 # A long sold-out recheck: a use must come back because the cancel cleared the
@@ -193,6 +193,13 @@ is "$(jq -r .detail <<<"$body")" "voucher is being restored" "the 503 says it is
 grep -q '^Retry-After: ' <<<"$headers"
 ok $? "the 503 has Retry-After"
 is "$(rcli EXISTS "voucher:{$lazy}:remaining")" 0 "the gateway did not reload it from PostgreSQL's count"
+
+# Forty first uses at once: one claims the load, the others wait for its counter (no 503).
+rush=${p}_RUSH
+new_voucher "$rush" 100 1 100
+"$bin_load" --code "$rush" --attempts 40 --connections 40 --order-prefix "$p-rush" --out "$scratch/rush.tsv" >/dev/null
+is "$(awk -F'\t' '$4 == "201"' "$scratch/rush.tsv" | wc -l) $(rcli GET "voucher:{$rush}:remaining")" "40 60" \
+  "40 concurrent first uses of a voucher: all 201, loaded once"
 
 # ---- malformed requests ----
 twice "400 BAD_REQUEST" "malformed JSON" POST "/vouchers/$pct/reservations" '{"customerId":1,'
