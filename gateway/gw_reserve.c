@@ -20,6 +20,7 @@
 #include "gw_metrics.h"
 #include "gw_store.h"
 #include "vc_error.h"
+#include "vc_fault.h"
 #include "vc_log.h"
 #include "vc_time.h"
 
@@ -370,6 +371,8 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
             size_t argvlen[] = {3, strlen(x->claim_key), strlen(x->code), 2};
             (void)gw_redis_command(x->app->redis, gw_app_ignore_cb, NULL, 4, argv, argvlen);
         }
+        /* Dying here strands a hold that Kafka never heard of: the reconciler releases it. */
+        VC_FAULT("reserve-before-publish");
         publish(x, x->now_ms, delivered_cb);
         return;
     case 0:
