@@ -22,7 +22,8 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/voucher-$test_name.XXXXXX")
 tap_n=0
 tap_failed=0
 
-plan() { echo "1..$1"; }
+tap_planned=0
+plan() { tap_planned=$1; echo "1..$1"; }
 
 ok() { # CONDITION-RESULT DESCRIPTION: pass when the first argument is 0
   tap_n=$((tap_n + 1))
@@ -122,6 +123,10 @@ stop_daemons() {
 finish() {
   stop_daemons
   rm -rf "$scratch"
+  if [ "$tap_n" -ne "$tap_planned" ]; then
+    diag "planned $tap_planned checks but ran $tap_n: the script stopped early or its plan is wrong"
+    exit 1
+  fi
   if [ "$tap_failed" -gt 0 ]; then
     diag "$tap_failed of $tap_n checks failed; daemon logs are in $VOUCHER_STACK_DIR/logs/$test_name-*.log"
     exit 1
