@@ -96,7 +96,9 @@ start_gateway() {
   wait_http_ok "$base_url/healthz" 30 || { echo "Bail out! the gateway did not become healthy"; tail -20 "$VOUCHER_STACK_DIR/logs/$test_name-gateway.log"; exit 1; }
 }
 
-start_writer() { daemon_start "$test_name-writer" "$bin_writer" "$@"; }
+# The writer's admin endpoint: base port + 11.
+writer_admin() { echo "127.0.0.1:$((VOUCHER_PORT_BASE + 11))"; }
+start_writer() { daemon_start "$test_name-writer" "$bin_writer" --admin-addr "$(writer_admin)" "$@"; }
 
 # The reconciler's admin endpoint: base port + 12 (+ 13 for a second one).
 reconciler_admin() { echo "127.0.0.1:$((VOUCHER_PORT_BASE + 12 + ${1:-0}))"; }
