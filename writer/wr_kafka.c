@@ -366,6 +366,29 @@ int wr_kafka_commit(wr_kafka_t *k)
     return 0;
 }
 
+int64_t wr_kafka_lag(wr_kafka_t *k)
+{
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    int64_t lag = 0;
+
+    if (rd_kafka_assignment(k->consumer, &parts) != RD_KAFKA_RESP_ERR_NO_ERROR || !parts)
+        return -1;
+    if (rd_kafka_position(k->consumer, parts) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int i = 0; i < parts->cnt; i++) {
+            int64_t lo, hi, pos = parts->elems[i].offset;
+            /* Cached watermarks: no round trip to the broker. */
+            if (pos < 0 || rd_kafka_get_watermark_offsets(k->consumer, parts->elems[i].topic,
+                                                          parts->elems[i].partition, &lo,
+                                                          &hi) != RD_KAFKA_RESP_ERR_NO_ERROR)
+                continue;
+            if (hi > pos)
+                lag += hi - pos;
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(parts);
+    return lag;
+}
+
 void wr_kafka_close(wr_kafka_t *k)
 {
     rd_kafka_resp_err_t e;

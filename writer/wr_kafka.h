@@ -77,6 +77,12 @@ int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *e
 int wr_kafka_commit(wr_kafka_t *k);
 
 /*
+ * Events in the assigned partitions after this consumer's position (from the
+ * cached high watermarks: no broker round trip), or -1 when unknown.
+ */
+int64_t wr_kafka_lag(wr_kafka_t *k);
+
+/*
  * Commits the stored offsets, leaves the group (the revoke callback runs
  * once more), flushes the producer and frees everything.
  */

@@ -20,7 +20,7 @@
 /* The writer's series in the metrics registry, created once. */
 typedef struct {
     vc_metric_t *applied, *noops, *early, *tombstones, *dead_letters;
-    vc_metric_t *batches, *retries, *queued, *batch_seconds;
+    vc_metric_t *batches, *retries, *queued, *batch_seconds, *batch_events, *lag;
 } wr_metrics_t;
 
 typedef struct {
@@ -39,6 +39,7 @@ typedef struct {
     int64_t retry_at; /* monotonic ms; 0 when no retry is pending */
     uint64_t last_events;
     int64_t last_stats_at;
+    int64_t last_lag_at;
 } wr_writer_t;
 
 typedef struct {
@@ -60,6 +61,10 @@ static void metrics_init(wr_metrics_t *m)
     m->retries = vc_counter("voucher_writer_retries_total",
                             "Batches tried again after a transient failure", NULL);
     m->queued = vc_gauge("voucher_writer_queued_events", "Events read and not yet applied", NULL);
+    m->batch_events = vc_gauge("voucher_writer_batch_events", "Events in the last committed batch",
+                               NULL);
+    m->lag = vc_gauge("voucher_writer_consumer_lag_events",
+                      "Events in this writer's partitions after its position", NULL);
     m->batch_seconds = vc_histogram("voucher_writer_batch_seconds",
                                     "Time to apply a batch, dead letters included", NULL);
 }
@@ -218,6 +223,7 @@ static int apply_batch(wr_writer_t *w, size_t n)
     vc_metric_add(w->metrics.tombstones, (int64_t)counts[WR_OUT_TOMBSTONE]);
     vc_metric_add(w->metrics.dead_letters, (int64_t)ndead);
     vc_metric_add(w->metrics.batches, 1);
+    vc_metric_set(w->metrics.batch_events, (int64_t)n);
     vc_metric_observe_us(w->metrics.batch_seconds, (vc_time_mono_ms() - started) * 1000);
     vc_debug("batch of %zu events committed (%zu dead-lettered)", n, ndead);
     return 0;
@@ -226,6 +232,14 @@ static int apply_batch(wr_writer_t *w, size_t n)
 static void log_stats(wr_writer_t *w, int force)
 {
     int64_t now = vc_time_mono_ms();
+
+    /* The lag gauge, once a second: it walks the assignment. */
+    if (now - w->last_lag_at >= 1000) {
+        int64_t lag = wr_kafka_lag(w->kafka);
+        if (lag >= 0)
+            vc_metric_set(w->metrics.lag, lag);
+        w->last_lag_at = now;
+    }
 
     if (!force && now - w->last_stats_at < WR_STATS_EVERY_MS)
         return;
