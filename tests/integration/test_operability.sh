@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# What the platform team relies on: every daemon's /healthz, /readyz and
+# /metrics; metrics that move when their event happens; SIGTERM during a
+# stream that loses no acknowledged reservation and exits 0; a bad setting
+# that stops start-up naming it; --help and --version; JSON log lines.
+source "$(dirname "$0")/lib.sh"
+plan 30
+
+start_gateway
+start_writer
+start_reconciler "" --interval 500ms
+writer_addr=$(writer_admin)
+reconciler_addr=$(reconciler_admin 0)
+wait_http_ok "http://$writer_addr/readyz" 30
+wait_http_ok "$base_url/readyz" 30
+
+# --- Every endpoint answers.
+for ep in "$base_url" "http://$writer_addr" "http://$reconciler_addr"; do
+  for path in /healthz /readyz /metrics; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$ep$path")
+    is "$code" 200 "$ep$path answers 200"
+  done
+done
+
+# --- A metric moves when its event happens.
+code=$(unique_code OPS)
+new_voucher "$code" 1
+conflicts() { metric "$VOUCHER_HTTP_ADDR" 'voucher_gateway_requests_total{route="reserve",status="409"}'; }
+http POST "/vouchers/$code/reservations" '{"customerId":1,"orderId":"'"$code"'-1","orderAmount":1}'
+before=$(conflicts)
+http POST "/vouchers/$code/reservations" '{"customerId":2,"orderId":"'"$code"'-2","orderAmount":1}'
+is "$status" 409 "a second customer finds the one use taken"
+is "$(conflicts)" "$((${before:-0} + 1))" "the 409 raised the gateway's 409 counter"
+
+dead() { metric "$writer_addr" 'voucher_writer_events_total{outcome="dead_letter"}'; }
+before=$(dead)
+printf '%s\t{"type":"VoucherReserved","version":1,"code":"%s"' "$code" "$code" |
+  kcat -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -P -K $'\t' 2>/dev/null
+for ((i = 0; i < 100; i++)); do
+  [ "$(dead)" = "$((${before:-0} + 1))" ] && break
+  sleep 0.1
+done
+is "$(dead)" "$((${before:-0} + 1))" "a malformed event raised the writer's dead-letter counter"
+ok "$([ -n "$(metric "$writer_addr" voucher_writer_consumer_lag_events)" ]; echo $?)" "the writer exports its consumer lag"
+ok "$([ -n "$(metric "$reconciler_addr" "voucher_reconciler_verdict{code=\"$code\"}")" ]; echo $?)" \
+  "the reconciler exports a verdict for the voucher"
+is "$(metric "$reconciler_addr" voucher_reconciler_leader)" 1 "the only reconciler says it acts"
+
+# --- SIGTERM during a stream of reservations: no acknowledged reservation lost, exit 0.
+code=$(unique_code TERM)
+new_voucher "$code" 100000
+"$bin_load" --code "$code" --attempts 4000 --connections 50 --order-prefix "$code-o" \
+  --timeout 2s --connect-timeout 2s --out "$scratch/term.tsv" >/dev/null 2>&1 &
+load=$!
+sleep 1
+gw_pid=$(cat "$VOUCHER_STACK_DIR/run/$test_name-gateway.pid")
+kill -TERM "$gw_pid"
+wait "$gw_pid"
+is "$?" 0 "the gateway exits 0 on SIGTERM in the middle of a stream"
+rm -f "$VOUCHER_STACK_DIR/run/$test_name-gateway.pid"
+wait "$load"
+created=$(awk -F'\t' '$4 == "201"' "$scratch/term.tsv" | wc -l)
+ok "$([ "$created" -gt 0 ]; echo $?)" "some reservations were acknowledged before the stop ($created)"
+is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'" "$created" 30)" "$created" \
+  "every acknowledged reservation has its row"
+awk -F'\t' '$4 == "201" {print $2}' "$scratch/term.tsv" | sort >"$scratch/acked.txt"
+sql "SELECT order_id FROM voucher_redemption WHERE voucher_code = '$code'" | sort >"$scratch/rows.txt"
+is "$(comm -23 "$scratch/acked.txt" "$scratch/rows.txt" | wc -l)" 0 "no acknowledged orderId is missing"
+
+# The writer, stopped by SIGTERM in the middle of a stream, exits 0 and loses nothing.
+start_gateway
+code=$(unique_code WTERM)
+new_voucher "$code" 100000
+"$bin_load" --code "$code" --attempts 3000 --connections 50 --order-prefix "$code-o" \
+  --out "$scratch/wterm.tsv" >/dev/null 2>&1 &
+load=$!
+sleep 1
+wr_pid=$(cat "$VOUCHER_STACK_DIR/run/$test_name-writer.pid")
+kill -TERM "$wr_pid"
+wait "$wr_pid"
+is "$?" 0 "the writer exits 0 on SIGTERM in the middle of a stream"
+rm -f "$VOUCHER_STACK_DIR/run/$test_name-writer.pid"
+wait "$load"
+created=$(awk -F'\t' '$4 == "201"' "$scratch/wterm.tsv" | wc -l)
+start_writer
+is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'" "$created" 30)" "$created" \
+  "after a restart every acknowledged reservation has its row, once"
+is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'")" "$created" "and used_count counts each once"
+
+# --- A bad setting stops start-up, naming it.
+"$bin_gateway" --hold-ttl 5x >/dev/null 2>"$scratch/err1"
+is "$? $(grep -c -- '--hold-ttl' "$scratch/err1")" "2 1" "voucher-gateway --hold-ttl 5x: exit 2, names --hold-ttl"
+VOUCHER_WRITER_BATCH=lots "$bin_writer" >/dev/null 2>"$scratch/err2"
+rc=$?
+ok "$([ $rc -ne 0 ] && grep -q VOUCHER_WRITER_BATCH "$scratch/err2"; echo $?)" \
+  "VOUCHER_WRITER_BATCH=lots stops the writer and names the variable (exit $rc)"
+"$bin_reconciler" --interval soon >/dev/null 2>"$scratch/err3"
+is "$? $(grep -c -- '--interval' "$scratch/err3")" "2 1" "voucher-reconciler --interval soon: exit 2, names --interval"
+
+# --- --help and --version.
+for bin in "$bin_gateway" "$bin_writer" "$bin_reconciler"; do
+  name=$(basename "$bin")
+  "$bin" --help >"$scratch/help" 2>&1
+  ok "$(grep -q 'VOUCHER_LOG_LEVEL' "$scratch/help" && grep -q 'default' "$scratch/help"; echo $?)" \
+    "$name --help lists settings with their variables and defaults"
+done
+is "$("$bin_gateway" --version)" "voucher-gateway 0.1.0" "voucher-gateway --version"
+
+# --- Logs: one JSON object per line, with time, level, daemon and message.
+bad=0
+for d in gateway writer reconciler; do
+  while IFS= read -r line; do
+    jq -e 'has("time") and has("level") and has("daemon") and has("message")' <<<"$line" >/dev/null 2>&1 ||
+      { bad=$((bad + 1)); [ $bad -le 3 ] && diag "not a log object: ${line:0:120}"; }
+  done < <(grep -v '^\s*$' "$VOUCHER_STACK_DIR/logs/$test_name-$d.log")
+done
+is "$bad" 0 "every log line of the three daemons is a JSON object with time, level, daemon, message"
