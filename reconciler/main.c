@@ -28,6 +28,7 @@ typedef struct {
     int64_t interval_ms;
     int64_t timeout_ms;
     int64_t grace_ms;
+    int64_t restore_delay_ms;
     int64_t batch;
     int once;
     int report_only;
@@ -54,6 +55,11 @@ static const vc_cfg_param_t params[] = {
      24LL * 3600 * 1000,
      "how long a hold unknown downstream, or a begun release, is left alone before it is "
      "released; keep it above the gateway's Kafka delivery timeout"},
+    {"restore-delay", "VOUCHER_RECONCILE_RESTORE_DELAY", VC_CFG_MS, "10s",
+     offsetof(rc_settings_t, restore_delay_ms), 0, 24LL * 3600 * 1000,
+     "how long a voucher's keys must stay missing from Redis before they are restored; keep it "
+     "above the gateway's Kafka delivery timeout, so reservations taken just before the loss "
+     "are in Kafka and counted"},
     {"timeout", "VOUCHER_RECONCILE_TIMEOUT", VC_CFG_MS, "5s", offsetof(rc_settings_t, timeout_ms), 10,
      600000, "timeout of each call to Redis and Kafka"},
     {"batch", "VOUCHER_RECONCILE_BATCH", VC_CFG_INT, "1000", offsetof(rc_settings_t, batch), 1,
@@ -84,6 +90,14 @@ static int ready_cb(void *arg, char *detail, size_t cap)
     return last_pass_ok;
 }
 
+static void sleep_interval(int64_t ms)
+{
+    for (int64_t waited = 0; waited < ms && !stopping; waited += 100) {
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static int run_once(rc_ctx_t *ctx, const rc_settings_t *s)
 {
     rc_summary_t sum;
@@ -94,6 +108,13 @@ static int run_once(rc_ctx_t *ctx, const rc_settings_t *s)
         if (!s->report_only && !rc_ctx_lead(ctx))
             printf("another reconciler holds the lock and acts: reporting only\n");
         rc = rc_pass(ctx, !s->report_only, stdout, &sum, err, sizeof(err));
+    }
+    if (rc == 0 && sum.awaiting_restore && ctx->leader && !s->report_only) {
+        printf("%d vouchers lost from Redis: waiting %lld ms before restoring them\n",
+               sum.awaiting_restore, (long long)s->restore_delay_ms);
+        fflush(stdout);
+        sleep_interval(s->restore_delay_ms);
+        rc = rc_pass(ctx, 1, stdout, &sum, err, sizeof(err));
     }
     if (rc == 0 && (sum.expired || sum.stranded || sum.restored || sum.retaken || sum.lowered ||
                     sum.finished)) {
@@ -116,14 +137,6 @@ static int run_once(rc_ctx_t *ctx, const rc_settings_t *s)
     if (sum.verdicts[RC_DRIFTED] || sum.verdicts[RC_UNDERSOLD])
         return 1;
     return sum.verdicts[RC_BEHIND] ? 3 : 0;
-}
-
-static void sleep_interval(int64_t ms)
-{
-    for (int64_t waited = 0; waited < ms && !stopping; waited += 100) {
-        struct timespec ts = {0, 100 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
 }
 
 int main(int argc, char **argv)
@@ -151,8 +164,9 @@ int main(int argc, char **argv)
                 rc != VC_CFG_RUN ? err : "invalid VOUCHER_LOG_LEVEL (debug, info, warn or error)");
         return 2;
     }
-    cfg = (rc_config_t){s.pg_dsn,       s.redis_url, s.kafka_brokers, s.writer_group,
-                        "voucher-events", s.timeout_ms, s.grace_ms, (int)s.batch};
+    cfg = (rc_config_t){s.pg_dsn,       s.redis_url,  s.kafka_brokers, s.writer_group,
+                        "voucher-events", s.timeout_ms, s.grace_ms,    (int)s.batch,
+                        s.restore_delay_ms};
     ctx.cfg = &cfg;
     signal(SIGPIPE, SIG_IGN);
 

@@ -25,6 +25,7 @@ typedef struct {
 typedef struct {
     char code[VC_CODE_MAX + 1];
     rc_orders_t seen;
+    int64_t missing_since_ms; /* when Redis was first seen without the voucher's counter */
 } memory_entry_t;
 
 struct rc_memory {
@@ -675,10 +676,31 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         if (!repair)
             continue;
         if (!v->n.redis_loaded) {
-            /* Never loaded: the gateway loads it on first use. Loaded once: restore it. */
-            if (v->claimed && (rc = restore(ctx, v, sum, err, errlen)) != 0)
+            /*
+             * Never loaded: the gateway loads it on first use. Loaded once:
+             * restore it, but only once it has been missing for longer than a
+             * gateway takes to deliver an event. Reservations taken just
+             * before the keys vanished are then in Kafka, where the restore
+             * counts them; restoring sooner would offer their uses again.
+             */
+            memory_entry_t *e = v->claimed ? memory_of(ctx->memory, v->code) : NULL;
+            if (!e)
+                continue;
+            if (!e->missing_since_ms)
+                e->missing_since_ms = vc_time_now_ms();
+            if (vc_time_now_ms() - e->missing_since_ms < ctx->cfg->restore_delay_ms) {
+                sum->awaiting_restore++;
+                continue;
+            }
+            if ((rc = restore(ctx, v, sum, err, errlen)) != 0)
                 goto out;
+            e->missing_since_ms = 0;
             continue;
+        }
+        if (v->claimed) {
+            memory_entry_t *e = memory_of(ctx->memory, v->code);
+            if (e)
+                e->missing_since_ms = 0;
         }
         if (v->n.missing_in_redis > 0 && (rc = retake(ctx, v, sum, err, errlen)) != 0)
             goto out;

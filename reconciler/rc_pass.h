@@ -36,6 +36,7 @@ typedef struct {
     int64_t timeout_ms; /* each call to Redis, Kafka */
     int64_t grace_ms;   /* before a hold unknown downstream, or a begun release, is acted on */
     int batch;          /* most holds or releases handled per voucher per pass */
+    int64_t restore_delay_ms; /* how long a voucher's keys must stay missing before a restore */
 } rc_config_t;
 
 typedef struct rc_memory rc_memory_t;
@@ -61,6 +62,7 @@ typedef struct {
     int64_t restored;    /* vouchers whose lost keys were restored */
     int64_t retaken;     /* orders taken again in Redis */
     int64_t lowered;     /* counters lowered */
+    int awaiting_restore; /* vouchers missing from Redis, waiting out the restore delay */
 } rc_summary_t;
 
 /*
