@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# The writer on the real servers, fed straight from kcat: killed with -9 in the
+# middle of a stream it loses nothing and counts nothing twice; poison events
+# go to voucher-events.dlt with every header while the good ones apply; once
+# the cause is fixed a replay applies them once, a second replay changes
+# nothing and --dry-run publishes nothing; with PostgreSQL stopped for 10 s it
+# waits (not ready), dead-letters nothing and then applies everything once.
+# Stops and starts the stack's PostgreSQL: run it on a private stack (tests/run).
+source "$(dirname "$0")/lib.sh"
+plan 42
+
+stack=$VOUCHER_SOURCE_DIR/deploy/stack
+pg_back() { "$stack" up postgres >>"$scratch/pg-up.log" 2>&1; }
+# Whatever happens, leave PostgreSQL running for the tests after this one.
+trap 'pg_back; finish' EXIT
+
+admin=127.0.0.1:$((VOUCHER_PORT_BASE + 11))
+writer_args=(--session-timeout 6s --backoff-max 1s --admin-addr "$admin")
+dlt=voucher-events.dlt
+noop_metric='voucher_writer_events_total{outcome="noop"}'
+now=$(date -u +%Y-%m-%dT%H:%M:%S.000Z)
+later=$(date -u -d '+15 min' +%Y-%m-%dT%H:%M:%S.000Z)
+
+# Event lines "KEY<TAB>JSON" (proto/events.md), keyed by the voucher code.
+ev_reserved() { # CODE CUSTOMER ORDER
+  printf '%s\t{"type":"VoucherReserved","version":1,"code":"%s","customerId":%s,"orderId":"%s","discountAmount":1000,"orderAmount":50000,"reservedAt":"%s","heldUntil":"%s"}\n' \
+    "$1" "$1" "$2" "$3" "$now" "$later"
+}
+ev_confirmed() {
+  printf '%s\t{"type":"VoucherConfirmed","version":1,"code":"%s","customerId":%s,"orderId":"%s","confirmedAt":"%s"}\n' \
+    "$1" "$1" "$2" "$3" "$now"
+}
+ev_released() {
+  printf '%s\t{"type":"VoucherReleased","version":1,"code":"%s","customerId":%s,"orderId":"%s","releasedAt":"%s","reason":"CANCELLED"}\n' \
+    "$1" "$1" "$2" "$3" "$now"
+}
+
+# A stream for N orders spread over CODES: each reserved; every 5th then
+# confirmed, every 7th then released (every 35th both). ORDER-PREFIX N CODES...
+gen_stream() {
+  local prefix=$1 n=$2
+  shift 2
+  awk -v prefix="$prefix" -v n="$n" -v codes="$*" -v now="$now" -v later="$later" 'BEGIN {
+    nc = split(codes, c, " ")
+    for (i = 1; i <= n; i++) {
+      k = c[(i - 1) % nc + 1]; o = prefix i
+      printf "%s\t{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"%s\",\"customerId\":%d,\"orderId\":\"%s\",\"discountAmount\":1000,\"orderAmount\":50000,\"reservedAt\":\"%s\",\"heldUntil\":\"%s\"}\n", k, k, i, o, now, later
+      if (i % 5 == 0)
+        printf "%s\t{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"%s\",\"customerId\":%d,\"orderId\":\"%s\",\"confirmedAt\":\"%s\"}\n", k, k, i, o, now
+      if (i % 7 == 0)
+        printf "%s\t{\"type\":\"VoucherReleased\",\"version\":1,\"code\":\"%s\",\"customerId\":%d,\"orderId\":\"%s\",\"releasedAt\":\"%s\",\"reason\":\"CANCELLED\"}\n", k, k, i, o, now
+    }
+  }'
+}
+
+# Publishes KEY<TAB>VALUE lines from stdin to voucher-events, in order.
+produce() {
+  kcat -P -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -K $'\t' -X enable.idempotence=true
+}
+# The same, about LINES events every 100 ms: a stream that lasts a few seconds.
+produce_paced() { # LINES
+  awk -v per="$1" '{ print; fflush() } NR % per == 0 { system("sleep 0.1") }' | produce
+}
+
+# "OFFSET<TAB>KEY" of every dead letter whose key matches the regex CODES (a|b).
+dlt_entries() {
+  kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t "$dlt" -o beginning -e -q -f '%o\t%k\n' 2>/dev/null |
+    awk -F'\t' -v re="^($1)\$" '$2 ~ re'
+}
+# The dead-letter topic's high watermark (it has one partition).
+dlt_high() { kcat -b "$VOUCHER_KAFKA_BROKERS" -Q -t "$dlt:0:-1" 2>/dev/null | awk '/offset/ { print $NF }'; }
+
+# Polls until COMMAND prints WANT or SECONDS pass; prints the last output.
+wait_for() { # WANT SECONDS COMMAND...
+  local want=$1 secs=$2 got i
+  shift 2
+  for ((i = 0; i < secs * 10; i++)); do
+    got=$("$@" 2>/dev/null)
+    [ "$got" = "$want" ] && break
+    sleep 0.1
+  done
+  echo "$got"
+}
+readyz() { curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$admin/readyz"; }
+count_dlt() { dlt_entries "$1" | wc -l; }
+
+# One line per voucher of CODES (a|b): rows, distinct orders, RESERVED,
+# CONFIRMED, RELEASED, used_count, and whether used_count = rows not RELEASED.
+summary() {
+  sql "SELECT count(r.order_id) || ' ' || count(DISTINCT r.order_id) || ' ' ||
+              count(*) FILTER (WHERE r.status = 'RESERVED') || ' ' ||
+              count(*) FILTER (WHERE r.status = 'CONFIRMED') || ' ' ||
+              count(*) FILTER (WHERE r.status = 'RELEASED')
+         FROM voucher_redemption r WHERE r.voucher_code ~ '^($1)\$'"
+}
+used_mismatches() { # CODES: vouchers whose used_count is not their rows not RELEASED
+  sql "SELECT count(*) FROM voucher v
+        WHERE v.code ~ '^($1)\$' AND v.used_count <> (SELECT count(*) FROM voucher_redemption r
+                WHERE r.voucher_code = v.code AND r.status <> 'RELEASED')"
+}
+# What the stream of gen_stream for N orders must leave: rows distinct RESERVED CONFIRMED RELEASED.
+expected_summary() {
+  awk -v n="$1" 'BEGIN { for (i = 1; i <= n; i++) { if (i % 7 == 0) rel++; else if (i % 5 == 0) conf++; else res++ }
+    print n, n, res, conf, rel }'
+}
+
+start_writer "${writer_args[@]}"
+wait_http_ok "http://$admin/healthz" 30 || { echo "Bail out! the writer's admin endpoint did not answer"; exit 1; }
+
+# --- kill -9 in the middle of a stream of 10,000 orders, then a restart.
+codes=()
+for i in 1 2 3 4; do
+  codes+=("$(unique_code KILL$i)")
+  new_voucher "${codes[-1]}" 10000 >/dev/null
+done
+re=$(IFS='|'; echo "${codes[*]}")
+gen_stream "${codes[0]}-o" 10000 "${codes[@]}" >"$scratch/stream.tsv"
+diag "stream of $(wc -l <"$scratch/stream.tsv") events for 10000 orders over ${#codes[@]} vouchers"
+produce_paced 300 <"$scratch/stream.tsv" &
+producer=$!
+applied=$(wait_sql "SELECT count(*) >= 2500 FROM voucher_redemption WHERE voucher_code ~ '^($re)\$'" t 30)
+daemon_stop "$test_name-writer" KILL
+at_kill=$(sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code ~ '^($re)\$'")
+ok "$([ "$applied" = t ] && [ "$at_kill" -lt 10000 ]; echo $?)" \
+  "the writer was killed with -9 mid-stream ($at_kill of 10000 orders in PostgreSQL)"
+start_writer "${writer_args[@]}"
+wait "$producer"
+ok $? "kcat published the whole stream"
+want=$(expected_summary 10000)
+got=$(wait_for "$want" 90 summary "$re")
+is "$got" "$want" "after the restart: 10000 rows for 10000 orders (RESERVED CONFIRMED RELEASED as sent)"
+read -r rows distinct _ <<<"$got"
+is "$((rows - distinct))" 0 "no duplicate rows: count(*) = count(DISTINCT order_id)"
+is "$(sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code ~ '^($re)\$' AND order_id !~ '^${codes[0]}-o[0-9]+\$'")" 0 \
+  "no row for an order that was not sent"
+is "$(used_mismatches "$re")" 0 "used_count = rows not RELEASED, for each of the ${#codes[@]} vouchers"
+read -r _ _ res conf rel <<<"$want"
+is "$(sql "SELECT sum(used_count) FROM voucher WHERE code ~ '^($re)\$'")" "$((res + conf))" \
+  "the vouchers' used_count adds up to the $((res + conf)) uses still held"
+is "$(count_dlt "$re")" 0 "none of the stream was dead-lettered"
+diag "redelivered events the restarted writer found already applied: $(metric "$admin" "$noop_metric")"
+
+# --- Poison events among good ones.
+code=$(unique_code POISON)
+ghost=$(unique_code GHOST) # never created, at first
+new_voucher "$code" 3 >/dev/null
+{
+  ev_reserved "$code" 1 "$code-o1"
+  ev_reserved "$code" 2 "$code-o2"
+  ev_reserved "$ghost" 9 "$ghost-o1"
+  printf '%s\t{"type":"VoucherReserved","version":1,"code":"%s","customerId":7,"orderId":\n' "$code" "$code"
+  ev_reserved "$code" 3 "$code-o3"
+  ev_reserved "$code" 4 "$code-o4" # a fourth use of a voucher of 3
+  ev_confirmed "$code" 1 "$code-o1"
+  ev_released "$code" 2 "$code-o2"
+} | produce
+re="$code|$ghost"
+is "$(wait_for 3 30 count_dlt "$re")" 3 "three poison events in $dlt"
+is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code ~ '^($re)\$'" \
+  "$code-o1=CONFIRMED $code-o2=RELEASED $code-o3=RESERVED" 20)" \
+  "$code-o1=CONFIRMED $code-o2=RELEASED $code-o3=RESERVED" "the good events around them applied"
+is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'")" 2 "used_count 2: three uses, one given back"
+
+# Each dead letter: its raw Kafka headers, `dlt show`'s reading of them, and
+# the original message they point at.
+dlt_entries "$re" >"$scratch/dead.tsv"
+"$bin_writer" dlt list >"$scratch/list.txt" 2>"$scratch/list.err"
+ok $? "voucher-writer dlt list exits 0"
+find_dead_letter() { # CLASS: sets $dl_offset to the offset of ours of that class (`dlt show`)
+  local off key
+  dl_offset=
+  while IFS=$'\t' read -r off key; do
+    "$bin_writer" dlt show "$off" >"$scratch/show-$off.txt" 2>&1 || continue
+    grep -q "^  dlt-error-class  *$1\$" "$scratch/show-$off.txt" && { dl_offset=$off; return; }
+  done <"$scratch/dead.tsv"
+}
+show_header() { # NAME: its value in the `dlt show` of $dl_offset
+  awk -v n="$1" '$1 == n { sub(/^ *[^ ]+ +/, ""); print; exit }' "$scratch/show-$dl_offset.txt"
+}
+check_dead_letter() { # CLASS CODE ORDER-ID-OR-- (after find_dead_letter): prints problems
+  local class=$1 code=$2 order=$3 headers p o original copy
+  [ -n "$dl_offset" ] || { echo "no dead letter of class $class"; return; }
+  headers=$(kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t "$dlt" -p 0 -o "$dl_offset" -c 1 -e -q -f '%h' 2>/dev/null |
+    grep -o 'dlt-[a-z-]*=' | tr -d = | sort | tr '\n' ' ')
+  [ "$headers" = "dlt-consumer-group dlt-error-class dlt-error-message dlt-failed-at dlt-original-offset dlt-original-partition dlt-original-timestamp dlt-original-topic " ] ||
+    echo "raw headers: $headers"
+  [ "$(show_header dlt-original-topic)" = voucher-events ] || echo "original topic: $(show_header dlt-original-topic)"
+  [ "$(show_header dlt-consumer-group)" = voucher-writer ] || echo "consumer group: $(show_header dlt-consumer-group)"
+  [[ "$(show_header dlt-original-timestamp)" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(Z|[+-][0-9:]+)$ ]] || echo "original timestamp: $(show_header dlt-original-timestamp)"
+  [[ "$(show_header dlt-failed-at)" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(Z|[+-][0-9:]+)$ ]] || echo "failed at: $(show_header dlt-failed-at)"
+  [ -n "$(show_header dlt-error-message)" ] || echo "no error message"
+  p=$(show_header dlt-original-partition)
+  o=$(show_header dlt-original-offset)
+  original=$(kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -p "$p" -o "$o" -c 1 -e -q -f '%k %s' 2>/dev/null)
+  copy=$(kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t "$dlt" -p 0 -o "$dl_offset" -c 1 -e -q -f '%k %s' 2>/dev/null)
+  [ -n "$copy" ] && [ "$original" = "$copy" ] || echo "voucher-events $p/$o is '$original', the dead letter '$copy'"
+  [ "$order" = - ] || grep -q "\"orderId\":\"$order\"" <<<"$copy" || echo "not the event of $order: $copy"
+  # dlt list: one line for it, with its code, order and class.
+  awk -v o="$dl_offset" -v k="$code" -v id="$order" -v c="$class" '$1 == o && $2 == k && $3 == id && $5 == c' \
+    "$scratch/list.txt" | grep -q . || echo "dlt list has no line '$dl_offset $code $order ... $class'"
+}
+for spec in "unknown-voucher $ghost $ghost-o1 23503" "malformed $code - -" "constraint $code $code-o4 23514"; do
+  read -r class key order sqlstate <<<"$spec"
+  find_dead_letter "$class"
+  problems=$(check_dead_letter "$class" "$key" "$order")
+  is "$problems" "" "the $class dead letter ($order) has all 8 headers, points at its original, and is listed"
+  [ "$sqlstate" = - ] ||
+    is "$(awk '$1 == "dlt-error-message" { print $2 }' "$scratch/show-$dl_offset.txt")" "$sqlstate:" \
+      "its error message starts with SQLSTATE $sqlstate"
+  case $class in
+    unknown-voucher) ghost_off=$dl_offset ;;
+    constraint) limit_off=$dl_offset ;;
+  esac
+done
+diag "$(grep -E "$code|$ghost" "$scratch/list.txt")"
+
+# --- Fix the cause, replay: applied once; replay again: nothing changes.
+snapshot() {
+  sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code ~ '^($re)\$'"
+  sql "SELECT string_agg(code || '=' || used_count, ' ' ORDER BY code) FROM voucher WHERE code ~ '^($re)\$'"
+}
+key_count() { # CODE: messages keyed CODE in voucher-events
+  kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%k\n' 2>/dev/null | grep -cx "$1"
+}
+new_voucher "$ghost" 10 >/dev/null
+sql "UPDATE voucher SET total_limit = 4 WHERE code = '$code'"
+before=$(snapshot)
+"$bin_writer" dlt replay --from "$ghost_off" --to "$ghost_off" --dry-run >"$scratch/dry.txt" 2>&1
+ok $? "dlt replay --dry-run by offset exits 0"
+"$bin_writer" dlt replay --error-class unknown-voucher --dry-run >"$scratch/dry-class.txt" 2>&1
+grep -q "^would replay $ghost_off .*$ghost-o1" "$scratch/dry.txt" && grep -q "^would replay $ghost_off .*$ghost-o1" "$scratch/dry-class.txt"
+ok $? "--dry-run by offset and by error class name the dead letter"
+is "$(key_count "$ghost")" 1 "--dry-run published nothing to voucher-events"
+sleep 1
+is "$(snapshot)" "$before" "--dry-run changed nothing in PostgreSQL"
+
+"$bin_writer" dlt replay --from "$ghost_off" --to "$ghost_off" >"$scratch/replay1.txt" 2>&1 &&
+  "$bin_writer" dlt replay --from "$limit_off" --to "$limit_off" >>"$scratch/replay1.txt" 2>&1
+ok $? "dlt replay of the two fixed dead letters, by offset, exits 0"
+is "$(grep -c 'replayed 1 of 1 selected' "$scratch/replay1.txt")" 2 "each replay says it re-published one event"
+want="$ghost-o1=RESERVED $code-o1=CONFIRMED $code-o2=RELEASED $code-o3=RESERVED $code-o4=RESERVED" # GHOST_ < POISON_
+is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code ~ '^($re)\$'" "$want" 20)" \
+  "$want" "the replayed reservations applied"
+is "$(sql "SELECT string_agg(code || '=' || used_count, ' ' ORDER BY code) FROM voucher WHERE code ~ '^($re)\$'")" \
+  "$ghost=1 $code=3" "applied once: used_count 3 and 1"
+kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%k %h\n' 2>/dev/null |
+  grep "^$ghost " | grep -q "dlt-replayed-from=$dlt/0/$ghost_off"
+ok $? "the replayed event carries dlt-replayed-from: $dlt/0/$ghost_off"
+is "$(count_dlt "$re")" 3 "nothing new dead-lettered"
+
+applied=$(snapshot)
+noops=$(metric "$admin" "$noop_metric")
+"$bin_writer" dlt replay --from "$ghost_off" --to "$ghost_off" >"$scratch/replay2.txt" 2>&1 &&
+  "$bin_writer" dlt replay --from "$limit_off" --to "$limit_off" >>"$scratch/replay2.txt" 2>&1
+ok $? "the same replay again exits 0"
+is "$(wait_for "$((noops + 2))" 20 metric "$admin" "$noop_metric")" "$((noops + 2))" \
+  "the writer read both again and found nothing to do (noop count +2)"
+is "$(snapshot)" "$applied" "rows and used_count are identical after the second replay"
+is "$(count_dlt "$re")" 3 "and still nothing new dead-lettered"
+
+# --- PostgreSQL stopped for 10 s in the middle of a stream.
+codes=("$(unique_code PGDOWN1)" "$(unique_code PGDOWN2)")
+for c in "${codes[@]}"; do new_voucher "$c" 5000 >/dev/null; done
+re=$(IFS='|'; echo "${codes[*]}")
+is "$(readyz)" 200 "/readyz: 200 before the outage"
+gen_stream "${codes[0]}-o" 3000 "${codes[@]}" >"$scratch/stream2.tsv"
+dlt_before=$(dlt_high)
+[ -n "$dlt_before" ] || dlt_before=unreadable
+produce_paced 100 <"$scratch/stream2.tsv" &
+producer=$!
+applied=$(wait_sql "SELECT count(*) >= 300 FROM voucher_redemption WHERE voucher_code ~ '^($re)\$'" t 30)
+"$stack" down postgres >"$scratch/pg-down.log" 2>&1
+ok "$([ "$applied" = t ]; echo $?)" "PostgreSQL stopped mid-stream"
+down_at=$(date +%s)
+is "$(wait_for 503 8 readyz)" 503 "/readyz: 503 while PostgreSQL is down"
+wait "$producer"
+ok $? "kcat published the whole stream meanwhile"
+while [ $(($(date +%s) - down_at)) -lt 10 ]; do sleep 0.2; done
+daemon_running "$test_name-writer"
+ok $? "the writer is still running after 10 s without PostgreSQL"
+pg_back
+ok $? "PostgreSQL started again"
+is "$(wait_for 200 20 readyz)" 200 "/readyz: 200 once PostgreSQL is back"
+want=$(expected_summary 3000)
+got=$(wait_for "$want" 60 summary "$re")
+is "$got" "$want" "every event applied: 3000 rows, none twice (RESERVED CONFIRMED RELEASED as sent)"
+is "$(used_mismatches "$re")" 0 "used_count = rows not RELEASED, for both vouchers"
+is "$(dlt_high)" "$dlt_before" "nothing dead-lettered: $dlt's high watermark unchanged ($dlt_before)"
+is "$(metric "$admin" voucher_writer_retries_total | awk '{print ($1 > 0)}')" 1 "the writer retried while it waited"
