@@ -11,7 +11,6 @@ struct rc_kafka {
     char *brokers;
     char *topic;
     rd_kafka_t *group;    /* carries the writer's group.id, never subscribes: offsets only */
-    rd_kafka_t *reader;   /* assigned to the tail, commits nothing */
     rd_kafka_t *producer; /* created on first publish */
 };
 
@@ -77,9 +76,7 @@ rc_kafka_t *rc_kafka_new(const char *brokers, const char *group, const char *top
         goto fail;
     }
     if (!(k->group = new_client(RD_KAFKA_CONSUMER, brokers, group, "voucher-reconciler", err,
-                                errlen)) ||
-        !(k->reader = new_client(RD_KAFKA_CONSUMER, brokers, "voucher-reconciler-tail",
-                                 "voucher-reconciler-tail", err, errlen)))
+                                errlen)))
         goto fail;
     return k;
 fail:
@@ -95,8 +92,6 @@ void rc_kafka_free(rc_kafka_t *k)
         rd_kafka_flush(k->producer, 5000);
         rd_kafka_destroy(k->producer);
     }
-    if (k->reader)
-        rd_kafka_destroy(k->reader);
     if (k->group)
         rd_kafka_destroy(k->group);
     free(k->brokers);
@@ -164,6 +159,7 @@ int rc_kafka_tail(rc_kafka_t *k, const rc_positions_t *pos, int64_t timeout_ms,
                   int64_t *malformed, char *err, size_t errlen)
 {
     rd_kafka_topic_partition_list_t *assign = rd_kafka_topic_partition_list_new(pos->n);
+    rd_kafka_t *reader = NULL;
     int64_t end[64];
     int done[64] = {0}, remaining = 0, rc = 0;
     rd_kafka_resp_err_t e;
@@ -191,13 +187,23 @@ int rc_kafka_tail(rc_kafka_t *k, const rc_positions_t *pos, int64_t timeout_ms,
     }
     if (remaining == 0)
         goto out;
-    if ((e = rd_kafka_assign(k->reader, assign)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    /*
+     * A reader of its own for each pass: nothing fetched for an earlier pass
+     * (a message, an end-of-partition mark) can arrive first and end this
+     * pass's read of a partition early.
+     */
+    if (!(reader = new_client(RD_KAFKA_CONSUMER, k->brokers, "voucher-reconciler-tail",
+                              "voucher-reconciler-tail", err, errlen))) {
+        rc = VC_ERR_UNAVAILABLE;
+        goto out;
+    }
+    if ((e = rd_kafka_assign(reader, assign)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
         snprintf(err, errlen, "Kafka assign: %s", rd_kafka_err2str(e));
         rc = VC_ERR_UNAVAILABLE;
         goto out;
     }
     while (remaining > 0) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(k->reader, 100);
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(reader, 100);
         int idx = -1;
 
         if (!m) {
@@ -217,8 +223,10 @@ int rc_kafka_tail(rc_kafka_t *k, const rc_positions_t *pos, int64_t timeout_ms,
             continue;
         }
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-            done[idx] = 1;
-            remaining--;
+            if (m->offset >= end[idx]) {
+                done[idx] = 1;
+                remaining--;
+            }
         } else if (m->err) {
             snprintf(err, errlen, "Kafka: %s", rd_kafka_message_errstr(m));
             rd_kafka_message_destroy(m);
@@ -238,8 +246,10 @@ int rc_kafka_tail(rc_kafka_t *k, const rc_positions_t *pos, int64_t timeout_ms,
         }
         rd_kafka_message_destroy(m);
     }
-    rd_kafka_assign(k->reader, NULL);
+    rd_kafka_assign(reader, NULL);
 out:
+    if (reader)
+        rd_kafka_destroy(reader);
     rd_kafka_topic_partition_list_destroy(assign);
     return rc;
 }
