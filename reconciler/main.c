@@ -17,6 +17,7 @@
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_metrics.h"
+#include "vc_shutdown.h"
 
 typedef struct {
     const char *pg_dsn;
@@ -29,6 +30,7 @@ typedef struct {
     int64_t timeout_ms;
     int64_t grace_ms;
     int64_t restore_delay_ms;
+    int64_t shutdown_timeout_ms;
     int64_t batch;
     int once;
     int report_only;
@@ -60,6 +62,9 @@ static const vc_cfg_param_t params[] = {
      "how long a voucher's keys must stay missing from Redis before they are restored; keep it "
      "above the gateway's Kafka delivery timeout, so reservations taken just before the loss "
      "are in Kafka and counted"},
+    {"shutdown-timeout", "VOUCHER_SHUTDOWN_TIMEOUT", VC_CFG_MS, "20s",
+     offsetof(rc_settings_t, shutdown_timeout_ms), 100, 3600000,
+     "after SIGTERM, how long finishing the pass may take before the reconciler exits anyway"},
     {"timeout", "VOUCHER_RECONCILE_TIMEOUT", VC_CFG_MS, "5s", offsetof(rc_settings_t, timeout_ms), 10,
      600000, "timeout of each call to Redis and Kafka"},
     {"batch", "VOUCHER_RECONCILE_BATCH", VC_CFG_INT, "1000", offsetof(rc_settings_t, batch), 1,
@@ -178,6 +183,10 @@ int main(int argc, char **argv)
 
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
+    if (vc_shutdown_watch(&stopping, s.shutdown_timeout_ms) != 0) {
+        fprintf(stderr, "voucher-reconciler: cannot start the shutdown watchdog\n");
+        return 2;
+    }
     if (s.admin_addr && *s.admin_addr &&
         vc_admin_start(s.admin_addr, ready_cb, NULL, &admin, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-reconciler: --admin-addr: %s\n", err);

@@ -9,6 +9,7 @@
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_shutdown.h"
 
 #include <signal.h>
 #include <stddef.h>
@@ -55,6 +56,8 @@ static const vc_cfg_param_t params[] = {
      "topic to consume"},
     {"dlt-topic", "VOUCHER_WRITER_DLT_TOPIC", VC_CFG_STRING, "voucher-events.dlt", CFG(dlt_topic),
      0, 0, "dead-letter topic"},
+    {"shutdown-timeout", "VOUCHER_SHUTDOWN_TIMEOUT", VC_CFG_MS, "20s", CFG(shutdown_timeout_ms), 100,
+     3600000, "after SIGTERM, how long finishing the batch may take before the writer exits anyway"},
     {"batch", "VOUCHER_WRITER_BATCH", VC_CFG_INT, "500", CFG(batch), 1, 100000,
      "most events applied in one transaction"},
     {"linger", "VOUCHER_WRITER_LINGER_MS", VC_CFG_MS, "20ms", CFG(linger_ms), 0, 60000,
@@ -120,6 +123,10 @@ int main(int argc, char **argv)
     if (cfg.admin_addr && *cfg.admin_addr &&
         vc_admin_start(cfg.admin_addr, ready_cb, NULL, &admin, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-writer: --admin-addr: %s\n", err);
+        return 2;
+    }
+    if (vc_shutdown_watch(&stop_requested, cfg.shutdown_timeout_ms) != 0) {
+        fprintf(stderr, "voucher-writer: cannot start the shutdown watchdog\n");
         return 2;
     }
     rc = wr_writer_run(&cfg, &stop_requested, NULL, &health);
