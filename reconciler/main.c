@@ -135,7 +135,8 @@ static int run_once(rc_ctx_t *ctx, const rc_settings_t *s)
         return 2;
     }
     printf("%d vouchers: %d consistent, %d not loaded, %d behind, %d undersold, %d drifted; "
-           "%lld events in flight\n",
+           "%lld events after the writer's committed offsets (in flight, or applied and not "
+           "yet committed)\n",
            sum.vouchers, sum.verdicts[RC_CONSISTENT], sum.verdicts[RC_NOT_LOADED],
            sum.verdicts[RC_BEHIND], sum.verdicts[RC_UNDERSOLD], sum.verdicts[RC_DRIFTED],
            (long long)sum.in_flight);
