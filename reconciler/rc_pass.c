@@ -551,8 +551,13 @@ static int run_releases(rc_ctx_t *ctx, releases_t *rs, rc_summary_t *sum, char *
         const char *args[] = {r->ev.order_id};
         if ((rc = rc_redis_eval(ctx->redis, vc_lua_release_finish, 4, keys, 1, args, &status,
                                 NULL, 0, err, errlen)) == 0 &&
-            status == 1)
+            status == 1) {
             sum->finished++;
+            if (strcmp(r->ev.reason, "EXPIRED") == 0)
+                vc_metric_add(vc_counter("voucher_reconciler_holds_expired_total",
+                                         "Unpaid holds given back after their heldUntil", NULL),
+                              1);
+        }
     }
     /* One line per voucher, with the counts before and after. */
     for (size_t i = 0; i < rs->len; i++) {

@@ -5,7 +5,7 @@
 # restored from PostgreSQL plus the events still in flight; of two
 # reconcilers one acts, and the other takes over when it dies.
 source "$(dirname "$0")/lib.sh"
-plan 33
+plan 34
 
 reserve() { # CODE CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
@@ -27,6 +27,8 @@ is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$c
   "all five unpaid holds are RELEASED in PostgreSQL"
 is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'")" 0 "used_count is back to 0"
 is "$(rcli GET "voucher:{$code}:remaining")" 5 "Redis offers the five uses again"
+expired_metric=$(metric "$(reconciler_admin 0)" voucher_reconciler_holds_expired_total)
+ok "$([ "${expired_metric:-0}" -ge 5 ]; echo $?)" "the holds-expired counter counts them (${expired_metric:-none})"
 http POST "/vouchers/$code/reservations/$code-o1/confirm"
 is "$status $(jq -r .error <<<"$body")" "409 HOLD_EXPIRED" "confirming an expired hold answers HOLD_EXPIRED"
 reserve "$code" 1 "$code-again1"
