@@ -241,6 +241,21 @@ static memory_entry_t *memory_of(rc_memory_t *m, const char *code)
     return e;
 }
 
+/* Forgets the vouchers that left the active window, so the memory does not grow forever. */
+static void memory_prune(rc_memory_t *m, vouchers_t *vs)
+{
+    size_t kept = 0;
+
+    for (size_t i = 0; i < m->len; i++) {
+        if (find_voucher(vs, m->entries[i].code)) {
+            m->entries[kept++] = m->entries[i];
+        } else {
+            rc_orders_free(&m->entries[i].seen);
+        }
+    }
+    m->len = kept;
+}
+
 /* Carries "first seen unsent" from the last pass into this one's orders, and back. */
 static void remember_before(rc_memory_t *m, voucher_t *v)
 {
@@ -716,6 +731,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     }
     if (repair)
         rc = run_releases(ctx, &rs, sum, err, errlen);
+    memory_prune(ctx->memory, &vs);
 out:
     if (rc != 0 && ctx->redis && (rc == VC_ERR_UNAVAILABLE || rc == VC_ERR_TIMEOUT)) {
         /* A broken Redis connection is made anew next pass. */
