@@ -257,24 +257,21 @@ int vc_admin_start(const char *addr, vc_admin_ready_cb ready, void *arg, vc_admi
     if ((rc = uv_tcp_bind(&a->listener, (const struct sockaddr *)&sa, 0)) != 0 ||
         (rc = uv_listen((uv_stream_t *)&a->listener, 64, accept_cb)) != 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", addr, uv_strerror(rc));
-        uv_close((uv_handle_t *)&a->listener, NULL);
-        uv_close((uv_handle_t *)&a->stop, NULL);
-        uv_run(&a->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&a->loop);
-        free(a);
-        return VC_ERR_IO;
+        goto fail;
     }
     if (uv_thread_create(&a->thread, thread_main, a) != 0) {
         snprintf(err, errlen, "cannot start the admin thread");
-        uv_close((uv_handle_t *)&a->listener, NULL);
-        uv_close((uv_handle_t *)&a->stop, NULL);
-        uv_run(&a->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&a->loop);
-        free(a);
-        return VC_ERR_IO;
+        goto fail;
     }
     *out = a;
     return 0;
+fail:
+    uv_close((uv_handle_t *)&a->listener, NULL);
+    uv_close((uv_handle_t *)&a->stop, NULL);
+    uv_run(&a->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&a->loop);
+    free(a);
+    return VC_ERR_IO;
 }
 
 void vc_admin_stop(vc_admin_t *a)
