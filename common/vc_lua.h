@@ -3,7 +3,7 @@
 #define VC_LUA_H
 
 extern const char vc_lua_reserve[];
-extern const char vc_lua_release[];
+extern const char vc_lua_forget[];
 extern const char vc_lua_confirm[];
 extern const char vc_lua_release_begin[];
 extern const char vc_lua_release_finish[];

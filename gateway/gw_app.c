@@ -12,7 +12,7 @@
 
 const char *const gw_app_scripts[GW_SCRIPT_COUNT] = {
     [GW_SCRIPT_RESERVE] = vc_lua_reserve,
-    [GW_SCRIPT_RELEASE] = vc_lua_release,
+    [GW_SCRIPT_FORGET] = vc_lua_forget,
     [GW_SCRIPT_CONFIRM] = vc_lua_confirm,
     [GW_SCRIPT_RELEASE_BEGIN] = vc_lua_release_begin,
     [GW_SCRIPT_RELEASE_FINISH] = vc_lua_release_finish,

@@ -20,7 +20,7 @@
 /* The registered Redis scripts, in gw_app_scripts[] order. */
 enum {
     GW_SCRIPT_RESERVE,
-    GW_SCRIPT_RELEASE,
+    GW_SCRIPT_FORGET,
     GW_SCRIPT_CONFIRM,
     GW_SCRIPT_RELEASE_BEGIN,
     GW_SCRIPT_RELEASE_FINISH,
@@ -54,7 +54,7 @@ enum {
     GW_KEY_RELEASING,
     GW_KEY_COUNT
 };
-#define GW_KEY_RESERVE 4 /* reserve.lua and release.lua take the first four */
+#define GW_KEY_RESERVE 4 /* reserve.lua and forget.lua take the first four */
 #define GW_KEY_MAX (VC_CODE_MAX + 32)
 #define GW_CLAIM_KEY_MAX (VC_ORDER_ID_MAX + 32)
 

@@ -104,15 +104,15 @@ static void forgotten_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         gw_rules_clear_soldout(x->code);
 }
 
-/* Forgets the hold this request took (release.lua "forget"); answers nothing. */
+/* Forgets the hold this request took (forget.lua); answers nothing. */
 static int forget(reserve_t *x, gw_redis_cb cb)
 {
     const char *keys[GW_KEY_RESERVE];
-    const char *args[] = {x->in.order_id, "forget"};
+    const char *args[] = {x->in.order_id};
 
     for (int i = 0; i < GW_KEY_RESERVE; i++)
         keys[i] = x->keys[i];
-    return gw_redis_eval(x->app->redis, GW_SCRIPT_RELEASE, cb, x, GW_KEY_RESERVE, keys, 2, args);
+    return gw_redis_eval(x->app->redis, GW_SCRIPT_FORGET, cb, x, GW_KEY_RESERVE, keys, 1, args);
 }
 
 static void given_back_cb(void *arg, int rc, const gw_redis_reply_t *reply)

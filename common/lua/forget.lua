@@ -1,0 +1,23 @@
+-- Forgets a held use whose VoucherReserved Kafka definitely did not store
+-- (RD_KAFKA_MSG_STATUS_NOT_PERSISTED): nothing downstream knows the order, so
+-- it is deleted and its use goes straight back to the pool, and the client
+-- may try the same orderId again. Every other give-back goes through
+-- release_begin.lua and release_finish.lua, after its event is in Kafka
+-- (proto/redis-keys.md).
+--
+-- KEYS[1] voucher:{CODE}:remaining  KEYS[2] voucher:{CODE}:users
+-- KEYS[3] voucher:{CODE}:orders     KEYS[4] voucher:{CODE}:holds   (as reserve.lua)
+-- ARGV[1] orderId
+--
+-- Returns {status, order}: 1 forgotten, 0 not held (confirmed or being
+-- released: kept), -1 no such order; order is the stored value as it was.
+local order = redis.call('HGET', KEYS[3], ARGV[1])
+if not order then return {-1, false} end
+local customer, state = string.match(order, '^([^:]*):[^:]*:[^:]*:(.)$')
+if state ~= 'H' then return {0, order} end
+redis.call('HDEL', KEYS[3], ARGV[1])
+-- A missing counter is restored from PostgreSQL later: do not create it here.
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('INCR', KEYS[1]) end
+redis.call('HINCRBY', KEYS[2], customer, -1)
+redis.call('ZREM', KEYS[4], ARGV[1])
+return {1, order}
