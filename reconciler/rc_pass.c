@@ -130,32 +130,58 @@ static void vouchers_free(vouchers_t *vs)
     vs->len = 0;
 }
 
-/* Step 2: every active voucher (not ended more than a day ago) and its rows. */
+static voucher_t *find_voucher(vouchers_t *vs, const char *code)
+{
+    for (size_t i = 0; i < vs->len; i++)
+        if (strcmp(vs->v[i].code, code) == 0)
+            return &vs->v[i];
+    return NULL;
+}
+
+/* Runs a query that returns rows; on failure sets rc and err and returns NULL. */
+static PGresult *query(rc_ctx_t *ctx, const char *sql, int *rc, char *err, size_t errlen)
+{
+    PGresult *res = PQexec(ctx->pg, sql);
+
+    if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
+        return res;
+    *rc = vc_pg_error_class(ctx->pg, res);
+    vc_pg_error_text(ctx->pg, res, err, errlen);
+    PQclear(res);
+    return NULL;
+}
+
+/*
+ * Step 2: every active voucher (not ended more than a day ago) and all its
+ * rows, in one snapshot (a read-only REPEATABLE READ transaction), so the
+ * counts and the rows describe the same moment.
+ */
 static int read_postgres(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen)
 {
     PGresult *res;
+    voucher_t *v = NULL;
     int rc = 0;
 
-    res = PQexec(ctx->pg,
-                 "SELECT v.code, v.total_limit, v.used_count,"
-                 " (SELECT count(*) FROM voucher_redemption r"
-                 "   WHERE r.voucher_code = v.code AND r.status <> 'RELEASED'),"
-                 " v.redis_loaded_at IS NOT NULL"
-                 " FROM voucher v WHERE v.ends_at > now() - interval '1 day' ORDER BY v.code");
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(ctx->pg, res);
-        vc_pg_error_text(ctx->pg, res, err, errlen);
-        PQclear(res);
+    if (!(res = query(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", &rc, err, errlen)))
         return rc;
-    }
+    PQclear(res);
+    if (!(res = query(ctx,
+                      "SELECT v.code, v.total_limit, v.used_count,"
+                      " (SELECT count(*) FROM voucher_redemption r"
+                      "   WHERE r.voucher_code = v.code AND r.status <> 'RELEASED'),"
+                      " v.redis_loaded_at IS NOT NULL"
+                      " FROM voucher v WHERE v.ends_at > now() - interval '1 day' ORDER BY v.code",
+                      &rc, err, errlen)))
+        goto out;
     vs->len = (size_t)PQntuples(res);
     if (vs->len && !(vs->v = calloc(vs->len, sizeof(*vs->v)))) {
         PQclear(res);
         vs->len = 0;
-        return VC_ERR_NOMEM;
+        rc = VC_ERR_NOMEM;
+        goto out;
     }
     for (size_t i = 0; i < vs->len; i++) {
-        voucher_t *v = &vs->v[i];
+        v = &vs->v[i];
         snprintf(v->code, sizeof(v->code), "%s", PQgetvalue(res, (int)i, 0));
         v->n.total_limit = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
         v->n.used_count = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
@@ -165,44 +191,38 @@ static int read_postgres(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen
     }
     PQclear(res);
 
-    for (size_t i = 0; i < vs->len && rc == 0; i++) {
-        voucher_t *v = &vs->v[i];
-        const char *params[] = {v->code};
+    /* now() is the transaction's start: the same vouchers as above. Grouped by code. */
+    if (!(res = query(ctx,
+                      "SELECT r.voucher_code, r.order_id, r.customer_id, r.discount_amount,"
+                      " r.status,"
+                      " coalesce((extract(epoch FROM r.held_until) * 1000)::bigint, 0)"
+                      " FROM voucher_redemption r JOIN voucher v ON v.code = r.voucher_code"
+                      " WHERE v.ends_at > now() - interval '1 day' ORDER BY r.voucher_code",
+                      &rc, err, errlen)))
+        goto out;
+    v = NULL;
+    for (int r = 0; r < PQntuples(res); r++) {
+        const char *code = PQgetvalue(res, r, 0);
+        rc_order_t *o;
 
-        res = PQexecParams(ctx->pg,
-                           "SELECT order_id, customer_id, discount_amount, status,"
-                           " coalesce((extract(epoch FROM held_until) * 1000)::bigint, 0)"
-                           " FROM voucher_redemption WHERE voucher_code = $1",
-                           1, NULL, params, NULL, NULL, 0);
-        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-            rc = vc_pg_error_class(ctx->pg, res);
-            vc_pg_error_text(ctx->pg, res, err, errlen);
-            PQclear(res);
+        if ((!v || strcmp(v->code, code) != 0) && !(v = find_voucher(vs, code)))
+            continue;
+        if (!(o = rc_orders_get(&v->orders, PQgetvalue(res, r, 1)))) {
+            rc = VC_ERR_NOMEM;
             break;
         }
-        for (int r = 0; r < PQntuples(res); r++) {
-            rc_order_t *o = rc_orders_get(&v->orders, PQgetvalue(res, r, 0));
-            if (!o) {
-                rc = VC_ERR_NOMEM;
-                break;
-            }
-            o->customer_id = strtoll(PQgetvalue(res, r, 1), NULL, 10);
-            o->discount = strtoll(PQgetvalue(res, r, 2), NULL, 10);
-            o->pg = o->pg_after = parse_status(PQgetvalue(res, r, 3));
-            o->held_until_ms = strtoll(PQgetvalue(res, r, 4), NULL, 10);
-        }
-        PQclear(res);
+        o->customer_id = strtoll(PQgetvalue(res, r, 2), NULL, 10);
+        o->discount = strtoll(PQgetvalue(res, r, 3), NULL, 10);
+        o->pg = o->pg_after = parse_status(PQgetvalue(res, r, 4));
+        o->held_until_ms = strtoll(PQgetvalue(res, r, 5), NULL, 10);
     }
+    PQclear(res);
+out:
+    /* Read only: ending it either way changes nothing. */
+    PQclear(PQexec(ctx->pg, "COMMIT"));
     return rc;
 }
 
-static voucher_t *find_voucher(vouchers_t *vs, const char *code)
-{
-    for (size_t i = 0; i < vs->len; i++)
-        if (strcmp(vs->v[i].code, code) == 0)
-            return &vs->v[i];
-    return NULL;
-}
 
 /* Step 3: each event in flight, replayed on its order. */
 static void tail_cb(void *arg, const vc_event_t *ev)
