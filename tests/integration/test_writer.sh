@@ -3,11 +3,13 @@
 # middle of a stream it loses nothing and counts nothing twice; poison events
 # go to voucher-events.dlt with every header while the good ones apply; once
 # the cause is fixed a replay applies them once, a second replay changes
-# nothing and --dry-run publishes nothing; with PostgreSQL stopped for 10 s it
+# nothing and --dry-run publishes nothing; a customer's use beyond the
+# voucher's per-customer limit is refused by PostgreSQL, dead-lettered, and
+# applies on replay once a use was given back; with PostgreSQL stopped for 10 s it
 # waits (not ready), dead-letters nothing and then applies everything once.
 # Stops and starts the stack's PostgreSQL: run it on a private stack (tests/run).
 source "$(dirname "$0")/lib.sh"
-plan 42
+plan 49
 
 stack=$VOUCHER_SOURCE_DIR/deploy/stack
 pg_back() { "$stack" up postgres >>"$scratch/pg-up.log" 2>&1; }
@@ -91,11 +93,11 @@ summary() {
               count(*) FILTER (WHERE r.status = 'RESERVED') || ' ' ||
               count(*) FILTER (WHERE r.status = 'CONFIRMED') || ' ' ||
               count(*) FILTER (WHERE r.status = 'RELEASED')
-         FROM voucher_redemption r WHERE r.voucher_code ~ '^($1)\$'"
+         FROM voucher_redemption r WHERE r.voucher_code = ANY (string_to_array('$1', '|'))"
 }
 used_mismatches() { # CODES: vouchers whose used_count is not their rows not RELEASED
   sql "SELECT count(*) FROM voucher v
-        WHERE v.code ~ '^($1)\$' AND v.used_count <> (SELECT count(*) FROM voucher_redemption r
+        WHERE v.code = ANY (string_to_array('$1', '|')) AND v.used_count <> (SELECT count(*) FROM voucher_redemption r
                 WHERE r.voucher_code = v.code AND r.status <> 'RELEASED')"
 }
 # What the stream of gen_stream for N orders must leave: rows distinct RESERVED CONFIRMED RELEASED.
@@ -118,9 +120,9 @@ gen_stream "${codes[0]}-o" 10000 "${codes[@]}" >"$scratch/stream.tsv"
 diag "stream of $(wc -l <"$scratch/stream.tsv") events for 10000 orders over ${#codes[@]} vouchers"
 produce_paced 300 <"$scratch/stream.tsv" &
 producer=$!
-applied=$(wait_sql "SELECT count(*) >= 2500 FROM voucher_redemption WHERE voucher_code ~ '^($re)\$'" t 30)
+applied=$(wait_sql "SELECT count(*) >= 2500 FROM voucher_redemption WHERE voucher_code = ANY (string_to_array('$re', '|'))" t 30)
 daemon_stop "$test_name-writer" KILL
-at_kill=$(sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code ~ '^($re)\$'")
+at_kill=$(sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = ANY (string_to_array('$re', '|'))")
 ok "$([ "$applied" = t ] && [ "$at_kill" -lt 10000 ]; echo $?)" \
   "the writer was killed with -9 mid-stream ($at_kill of 10000 orders in PostgreSQL)"
 start_writer "${writer_args[@]}"
@@ -131,11 +133,11 @@ got=$(wait_for "$want" 90 summary "$re")
 is "$got" "$want" "after the restart: 10000 rows for 10000 orders (RESERVED CONFIRMED RELEASED as sent)"
 read -r rows distinct _ <<<"$got"
 is "$((rows - distinct))" 0 "no duplicate rows: count(*) = count(DISTINCT order_id)"
-is "$(sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code ~ '^($re)\$' AND order_id !~ '^${codes[0]}-o[0-9]+\$'")" 0 \
+is "$(sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = ANY (string_to_array('$re', '|')) AND order_id !~ '^${codes[0]}-o[0-9]+\$'")" 0 \
   "no row for an order that was not sent"
 is "$(used_mismatches "$re")" 0 "used_count = rows not RELEASED, for each of the ${#codes[@]} vouchers"
 read -r _ _ res conf rel <<<"$want"
-is "$(sql "SELECT sum(used_count) FROM voucher WHERE code ~ '^($re)\$'")" "$((res + conf))" \
+is "$(sql "SELECT sum(used_count) FROM voucher WHERE code = ANY (string_to_array('$re', '|'))")" "$((res + conf))" \
   "the vouchers' used_count adds up to the $((res + conf)) uses still held"
 is "$(count_dlt "$re")" 0 "none of the stream was dead-lettered"
 diag "redelivered events the restarted writer found already applied: $(metric "$admin" "$noop_metric")"
@@ -156,7 +158,7 @@ new_voucher "$code" 3 >/dev/null
 } | produce
 re="$code|$ghost"
 is "$(wait_for 3 30 count_dlt "$re")" 3 "three poison events in $dlt"
-is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code ~ '^($re)\$'" \
+is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code = ANY (string_to_array('$re', '|'))" \
   "$code-o1=CONFIRMED $code-o2=RELEASED $code-o3=RESERVED" 20)" \
   "$code-o1=CONFIRMED $code-o2=RELEASED $code-o3=RESERVED" "the good events around them applied"
 is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'")" 2 "used_count 2: three uses, one given back"
@@ -216,8 +218,8 @@ diag "$(grep -E "$code|$ghost" "$scratch/list.txt")"
 
 # --- Fix the cause, replay: applied once; replay again: nothing changes.
 snapshot() {
-  sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code ~ '^($re)\$'"
-  sql "SELECT string_agg(code || '=' || used_count, ' ' ORDER BY code) FROM voucher WHERE code ~ '^($re)\$'"
+  sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code = ANY (string_to_array('$re', '|'))"
+  sql "SELECT string_agg(code || '=' || used_count, ' ' ORDER BY code) FROM voucher WHERE code = ANY (string_to_array('$re', '|'))"
 }
 key_count() { # CODE: messages keyed CODE in voucher-events
   kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%k\n' 2>/dev/null | grep -cx "$1"
@@ -239,9 +241,9 @@ is "$(snapshot)" "$before" "--dry-run changed nothing in PostgreSQL"
 ok $? "dlt replay of the two fixed dead letters, by offset, exits 0"
 is "$(grep -c 'replayed 1 of 1 selected' "$scratch/replay1.txt")" 2 "each replay says it re-published one event"
 want="$ghost-o1=RESERVED $code-o1=CONFIRMED $code-o2=RELEASED $code-o3=RESERVED $code-o4=RESERVED" # GHOST_ < POISON_
-is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code ~ '^($re)\$'" "$want" 20)" \
+is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code = ANY (string_to_array('$re', '|'))" "$want" 20)" \
   "$want" "the replayed reservations applied"
-is "$(sql "SELECT string_agg(code || '=' || used_count, ' ' ORDER BY code) FROM voucher WHERE code ~ '^($re)\$'")" \
+is "$(sql "SELECT string_agg(code || '=' || used_count, ' ' ORDER BY code) FROM voucher WHERE code = ANY (string_to_array('$re', '|'))")" \
   "$ghost=1 $code=3" "applied once: used_count 3 and 1"
 kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%k %h\n' 2>/dev/null |
   grep "^$ghost " | grep -q "dlt-replayed-from=$dlt/0/$ghost_off"
@@ -258,6 +260,33 @@ is "$(wait_for "$((noops + 2))" 20 metric "$admin" "$noop_metric")" "$((noops + 
 is "$(snapshot)" "$applied" "rows and used_count are identical after the second replay"
 is "$(count_dlt "$re")" 3 "and still nothing new dead-lettered"
 
+# --- The per-customer limit, held by PostgreSQL: customer 5 may hold one use.
+code=$(unique_code PERCUST)
+new_voucher "$code" 10 1 >/dev/null
+{
+  ev_reserved "$code" 5 "$code-o1"
+  ev_reserved "$code" 5 "$code-o2" # a second use for customer 5
+  ev_reserved "$code" 6 "$code-o3"
+} | produce
+is "$(wait_for 1 30 count_dlt "$code")" 1 "the customer's second use is dead-lettered"
+is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code = '$code'" \
+  "$code-o1=RESERVED $code-o3=RESERVED" 20)" "$code-o1=RESERVED $code-o3=RESERVED" \
+  "the other customer's use and the first one applied; used_count $(sql "SELECT used_count FROM voucher WHERE code = '$code'")"
+dlt_entries "$code" >"$scratch/dead.tsv"
+"$bin_writer" dlt list >"$scratch/list.txt" 2>"$scratch/list.err"
+find_dead_letter constraint
+is "$(check_dead_letter constraint "$code" "$code-o2")" "" "it is a constraint dead letter of $code-o2, listed, with all 8 headers"
+grep -q "per_user_limit 1" "$scratch/show-$dl_offset.txt"
+ok $? "its error message names the per-customer limit: $(awk '$1 == "dlt-error-message"' "$scratch/show-$dl_offset.txt" | cut -c1-140)"
+ev_released "$code" 5 "$code-o1" | produce
+wait_sql "SELECT status FROM voucher_redemption WHERE order_id = '$code-o1'" RELEASED 20 >/dev/null
+"$bin_writer" dlt replay --from "$dl_offset" --to "$dl_offset" >"$scratch/replay-percust.txt" 2>&1
+ok $? "once the customer gave the first use back, dlt replay exits 0"
+is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code = '$code'" \
+  "$code-o1=RELEASED $code-o2=RESERVED $code-o3=RESERVED" 20)" "$code-o1=RELEASED $code-o2=RESERVED $code-o3=RESERVED" \
+  "the replayed second use applied"
+is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'")" 2 "used_count 2: customer 5 holds one use again, customer 6 one"
+
 # --- PostgreSQL stopped for 10 s in the middle of a stream.
 codes=("$(unique_code PGDOWN1)" "$(unique_code PGDOWN2)")
 for c in "${codes[@]}"; do new_voucher "$c" 5000 >/dev/null; done
@@ -268,7 +297,7 @@ dlt_before=$(dlt_high)
 [ -n "$dlt_before" ] || dlt_before=unreadable
 produce_paced 100 <"$scratch/stream2.tsv" &
 producer=$!
-applied=$(wait_sql "SELECT count(*) >= 300 FROM voucher_redemption WHERE voucher_code ~ '^($re)\$'" t 30)
+applied=$(wait_sql "SELECT count(*) >= 300 FROM voucher_redemption WHERE voucher_code = ANY (string_to_array('$re', '|'))" t 30)
 "$stack" down postgres >"$scratch/pg-down.log" 2>&1
 ok "$([ "$applied" = t ]; echo $?)" "PostgreSQL stopped mid-stream"
 down_at=$(date +%s)
