@@ -53,7 +53,8 @@
 -- retries.
 --
 -- wr_apply_events() is what the writer calls: the set-based statement, or the
--- walk when that declines.
+-- walk when that declines. (006_writer_fresh_path.sql replaces it with one that
+-- first tries a third, cheaper implementation for live-stream batches.)
 
 CREATE OR REPLACE FUNCTION wr_apply_events_seq(
     p_type     smallint[],
