@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks deploy/sql/003_writer_apply.sql against a real PostgreSQL.
+"""Checks the writer's SQL (deploy/sql/003, 005, 006) against a real PostgreSQL.
 
 1. Every sequence of up to four events of one order, applied one call per
    event and then redelivered as one batch, ends in the row the set of event
@@ -7,9 +7,16 @@
 2. Random batches give the same outcomes, rows (timestamps and amounts
    included) and used_count through wr_apply_events_set() as through
    wr_apply_events_seq().
+3. The same for wr_apply_events_fresh(), on batches shaped like a live stream
+   (each order once, most of them one step further), where it must not
+   decline, and on random ones, where it may.
+4. The per-customer limit: a customer's uses beyond per_user_limit are refused
+   by the database (check_violation, ck_per_user_uses) whichever path applies
+   them, and a use given back makes room again.
 
 Usage: VOUCHER_PG_DSN='host=... dbname=voucher user=voucher' apply_sql_check.py [SEED]
-It creates vouchers SQ*, DA*, DB* and deletes their redemptions first.
+It creates vouchers SQ*, DA*, DB*, PU* and deletes their redemptions first.
+Exit status 0 when every check holds.
 """
 import itertools
 import os
@@ -20,12 +27,14 @@ import sys
 DSN = os.environ.get("VOUCHER_PG_DSN", "host=127.0.0.1 port=15400 dbname=voucher user=voucher")
 
 
-def psql(sql):
+def psql(sql, may_fail=False):
     r = subprocess.run(["psql", "-X", "-tA", "-q", "-v", "ON_ERROR_STOP=1", "-d", DSN],
                        input=sql, capture_output=True, text=True)
     if r.returncode:
+        if may_fail:
+            return None, r.stderr
         sys.exit("psql failed: " + r.stderr)
-    return r.stdout.strip()
+    return (r.stdout.strip(), "") if may_fail else r.stdout.strip()
 
 
 def arr(xs):
@@ -75,50 +84,168 @@ def sequences():
     return bad == 0
 
 
-def differential(seed, rounds=120, conflict=0.005):
+def random_batch(rnd, conflict):
+    evs = []
+    for _ in range(rnd.randint(1, 40)):
+        t = rnd.choice([1, 1, 2, 3])
+        order = rnd.randint(1, 25)
+        code = order % 4 + 1
+        if rnd.random() < conflict:
+            code = code % 4 + 1
+        carries = t == 1 and rnd.random() < 0.8
+        evs.append((t, code, order, rnd.randint(1, 9) * 10 if carries else 0,
+                    rnd.randint(1, 9) * 100 if carries else 0,
+                    1700000000000 + rnd.randint(0, 10**6),
+                    1700000900000 + rnd.randint(0, 10**6) if carries and rnd.random() < 0.5 else 0,
+                    rnd.randint(1, 5)))
+    return evs
+
+
+class LiveStream:
+    """Batches as a live stream makes them: each order once per batch, new
+    orders reserved, held ones confirmed or released, confirmed ones released."""
+
+    def __init__(self, rnd):
+        self.rnd, self.state, self.next_order = rnd, {}, 1000
+
+    def batch(self):
+        rnd, evs, seen = self.rnd, [], set()
+        for _ in range(rnd.randint(1, 40)):
+            live = [o for o, st in self.state.items() if st < 3 and o not in seen]
+            if live and rnd.random() < 0.5:
+                order = rnd.choice(live)
+                t = 2 if self.state[order] == 1 and rnd.random() < 0.6 else 3
+            else:
+                order, t = self.next_order, 1
+                self.next_order += 1
+            seen.add(order)
+            self.state[order] = t
+            evs.append((t, order % 4 + 1, order, rnd.randint(1, 9) * 10 if t == 1 else 0,
+                        rnd.randint(1, 9) * 100 if t == 1 else 0,
+                        1700000000000 + rnd.randint(0, 10**6),
+                        1700000900000 + rnd.randint(0, 10**6) if t == 1 else 0, order % 7))
+        return evs
+
+
+def differential(seed, fn="wr_apply_events_set", live=False, rounds=120, conflict=0.005):
+    """Each batch through wr_apply_events_seq() on DA* and through FN on DB*:
+    the same outcomes and rows, or FN declines (then the walk applies it)."""
     rnd = random.Random(seed)
+    stream = LiveStream(rnd)
     psql("DELETE FROM voucher_redemption WHERE voucher_code LIKE 'DA%' OR voucher_code LIKE 'DB%';"
          "DELETE FROM voucher WHERE code LIKE 'DA%' OR code LIKE 'DB%';"
-         "INSERT INTO voucher (code, discount_amount, total_limit, starts_at, ends_at)"
-         " SELECT p || g, 1, 100000, now(), now() + interval '1 day'"
+         "INSERT INTO voucher (code, discount_amount, total_limit, per_user_limit, starts_at, ends_at)"
+         " SELECT p || g, 1, 100000, 1000, now(), now() + interval '1 day'"
          " FROM unnest(array['DA', 'DB']) p, generate_series(1, 4) g;")
-    rows = ("SELECT string_agg(concat_ws('|', substr(order_id, 3), substr(voucher_code, 3),"
-            " customer_id, status, discount_amount, order_amount, held_until, created_at,"
-            " updated_at), E'\\n' ORDER BY order_id) FROM voucher_redemption"
-            " WHERE voucher_code LIKE '%s%%';"
-            "SELECT string_agg(used_count::text, ',' ORDER BY code) FROM voucher"
-            " WHERE code LIKE '%s%%';")
-    declined = 0
+    # All rounds in one psql session (a psql start costs more than a round):
+    # each round prints "round|outcomes A|outcomes B|rows A|rows B", rows as
+    # md5 of their text with the prefixes that tell A from B taken off.
+    state = ("md5(coalesce((SELECT string_agg(concat_ws('|', substr(order_id, 3),"
+             " substr(voucher_code, 3), customer_id, status, discount_amount, order_amount,"
+             " held_until, created_at, updated_at), ',' ORDER BY order_id)"
+             " FROM voucher_redemption WHERE voucher_code IN ('{p}1', '{p}2', '{p}3', '{p}4')),"
+             " '') || ';' || (SELECT string_agg(used_count::text, ',' ORDER BY code) FROM voucher"
+             " WHERE code IN ('{p}1', '{p}2', '{p}3', '{p}4')))")
+    script = ["BEGIN; CREATE TEMP TABLE ra (o smallint[]); CREATE TEMP TABLE rb (o smallint[]);"
+              " CREATE TEMP TABLE junk (o smallint[]);"]
+    batches = []
     for r in range(rounds):
-        evs = []
-        for _ in range(rnd.randint(1, 40)):
-            t = rnd.choice([1, 1, 2, 3])
-            order = rnd.randint(1, 25)
-            code = order % 4 + 1
-            if rnd.random() < conflict:
-                code = code % 4 + 1
-            carries = t == 1 and rnd.random() < 0.8
-            evs.append((t, code, order, rnd.randint(1, 9) * 10 if carries else 0,
-                        rnd.randint(1, 9) * 100 if carries else 0,
-                        1700000000000 + rnd.randint(0, 10**6),
-                        1700000900000 + rnd.randint(0, 10**6) if carries and rnd.random() < 0.5 else 0,
-                        rnd.randint(1, 5)))
-        a = psql(call("wr_apply_events_seq", evs, lambda e: "DA%d" % e[1], lambda e: "A-%d" % e[2]))
-        b = psql(call("wr_apply_events_set", evs, lambda e: "DB%d" % e[1], lambda e: "B-%d" % e[2]))
+        evs = stream.batch() if live else random_batch(rnd, conflict)
+        batches.append(evs)
+        script.append("TRUNCATE ra, rb;")
+        script.append("INSERT INTO ra " + call("wr_apply_events_seq", evs, lambda e: "DA%d" % e[1],
+                                               lambda e: "A-%d" % e[2]))
+        script.append("INSERT INTO rb " + call(fn, evs, lambda e: "DB%d" % e[1],
+                                               lambda e: "B-%d" % e[2]))
+        script.append("INSERT INTO junk " + call("wr_apply_events_seq", evs, lambda e: "DB%d" % e[1],
+                                                 lambda e: "B-%d" % e[2])[:-1] +
+                      " FROM rb WHERE rb.o IS NULL;")
+        script.append("SELECT %d, (SELECT o FROM ra), (SELECT o FROM rb), %s, %s;" %
+                      (r, state.format(p="DA"), state.format(p="DB")))
+    script.append("COMMIT;")
+    declined = 0
+    for line in psql("\n".join(script)).split("\n"):
+        r, a, b, rows_a, rows_b = line.split("|")
+        evs = batches[int(r)]
         if b == "":
+            if live and fn == "wr_apply_events_fresh":
+                print("round %s: %s declined a live-stream batch: %s" % (r, fn, evs))
+                return False
             declined += 1
-            psql(call("wr_apply_events_seq", evs, lambda e: "DB%d" % e[1], lambda e: "B-%d" % e[2]))
         elif a != b:
-            print("round %d: outcomes differ: %s vs %s for %s" % (r, a, b, evs))
+            print("round %s: outcomes differ: %s vs %s for %s" % (r, a, b, evs))
             return False
-        if psql(rows % ("DA", "DA")) != psql(rows % ("DB", "DB")):
-            print("round %d: rows differ after %s" % (r, evs))
+        if rows_a != rows_b:
+            print("round %s: rows differ after %s" % (r, evs))
             return False
-    print("differential: %d batches equal, %d declined by the set path" % (rounds, declined))
+    print("differential %s%s: %d batches equal, %d declined" %
+          (fn, " (live stream)" if live else "", rounds, declined))
     return True
 
 
+def per_customer():
+    """A voucher with per_user_limit 2: the third use of one customer is
+    refused by each path, in one batch or across batches; a release makes room."""
+    psql("DELETE FROM voucher_redemption WHERE voucher_code LIKE 'PU%';"
+         "DELETE FROM voucher WHERE code LIKE 'PU%';"
+         "INSERT INTO voucher (code, discount_amount, total_limit, per_user_limit, starts_at, ends_at)"
+         " SELECT 'PU' || g, 1, 100, 2, now(), now() + interval '1 day' FROM generate_series(1, 3) g;")
+    ok = True
+
+    def ev(t, code, order, cust):
+        return (t, code, order, 10 if t == 1 else 0, 100 if t == 1 else 0, 1700000000000, 0, cust)
+
+    def apply(fn, evs):
+        return psql(call(fn, evs, lambda e: e[1], lambda e: e[2]), may_fail=True)
+
+    def expect_refused(what, fn, evs):
+        nonlocal ok
+        out, err = apply(fn, evs)
+        if out is not None or "ck_per_user_uses" not in err and "per_user_limit" not in err:
+            print("per-customer: %s through %s was not refused: %s %s" % (what, fn, out, err.strip()))
+            ok = False
+
+    for n, fn in enumerate(["wr_apply_events_fresh", "wr_apply_events_set", "wr_apply_events_seq",
+                            "wr_apply_events"]):
+        code = "PU%d" % (n % 3 + 1)
+        pre = "%s-%d-" % (code, n)
+        expect_refused("three uses in one batch", fn,
+                       [ev(1, code, pre + "a", 7), ev(1, code, pre + "b", 7), ev(1, code, pre + "c", 7)])
+        out, err = apply(fn, [ev(1, code, pre + "a", 7), ev(1, code, pre + "b", 7)])
+        if out is None:
+            print("per-customer: two uses through %s refused: %s" % (fn, err.strip()))
+            ok = False
+        expect_refused("a third use in a later batch", fn, [ev(1, code, pre + "c", 7)])
+        out, err = apply(fn, [ev(3, code, pre + "a", 7), ev(1, code, pre + "c", 7)])
+        if out is None:
+            print("per-customer: a use after a release through %s refused: %s" % (fn, err.strip()))
+            ok = False
+        # Another customer is not held by customer 7's uses.
+        out, err = apply(fn, [ev(1, code, pre + "d", 8)])
+        if out is None:
+            print("per-customer: customer 8 refused through %s: %s" % (fn, err.strip()))
+            ok = False
+        psql("DELETE FROM voucher_redemption WHERE voucher_code = '%s';"
+             "UPDATE voucher SET used_count = 0 WHERE code = '%s';" % (code, code))
+    # By hand: bringing back a released row over the limit is refused too.
+    psql(call("wr_apply_events", [ev(1, "PU1", "PU1-h1", 9), ev(1, "PU1", "PU1-h2", 9),
+                                  ev(3, "PU1", "PU1-h1", 9), ev(1, "PU1", "PU1-h3", 9)],
+              lambda e: e[1], lambda e: e[2]))
+    out, err = psql("UPDATE voucher_redemption SET status = 'RESERVED' WHERE order_id = 'PU1-h1';",
+                    may_fail=True)
+    if out is not None or "ck_per_user_uses" not in err and "per_user_limit" not in err:
+        print("per-customer: an UPDATE bringing back a third use was not refused: %s" % err.strip())
+        ok = False
+    print("per-customer limit: %s" % ("refused beyond the limit on every path" if ok else "FAILED"))
+    return ok
+
+
 if __name__ == "__main__":
+    seed = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     ok = sequences()
-    ok = differential(int(sys.argv[1]) if len(sys.argv) > 1 else 1) and ok
+    ok = differential(seed) and ok
+    ok = differential(seed, "wr_apply_events_fresh") and ok
+    ok = differential(seed, "wr_apply_events_fresh", live=True) and ok
+    ok = differential(seed, "wr_apply_events", live=True) and ok
+    ok = per_customer() and ok
     sys.exit(0 if ok else 1)
