@@ -15,15 +15,26 @@
 #define GW_REDIS_MAX_PENDING 100000
 #define GW_REDIS_BACKOFF_MIN_MS 50
 #define GW_REDIS_BACKOFF_MAX_MS 2000
+/*
+ * A command late by its deadline fails alone (VC_ERR_TIMEOUT) and the
+ * connection stays: under a burst Redis answers late, not never, and
+ * dropping the connection would fail every command pipelined behind it. The
+ * connection is dropped when the oldest command has waited this many
+ * timeouts, and at least GW_REDIS_HUNG_MIN_MS: then Redis is taken as hung.
+ */
+#define GW_REDIS_HUNG_FACTOR 4
+#define GW_REDIS_HUNG_MIN_MS 2000
+#define GW_REDIS_TIMEOUT_LOG_MS 5000 /* at most one timeout warning this often */
 
 /* One command handed to hiredis; freed in its hiredis callback, which always runs. */
 typedef struct cmd {
     struct cmd *prev, *next; /* the pending list, oldest first */
     gw_redis_t *r;
+    int64_t sent_ms;
     int64_t deadline_ms;
     gw_redis_cb cb;
     void *arg;
-    int done; /* cb has run (or was handed to a retry) */
+    int done; /* cb has run (timed out, or handed to a retry): only the reply is awaited */
     int listed;
     long script; /* registered script, or -1: for the EVAL fallback */
     int argc;
@@ -48,8 +59,12 @@ struct gw_redis {
     const char *const *scripts;
     size_t nscripts;
     script_t *slot; /* nscripts */
-    cmd_t *head, *tail;
+    cmd_t *head, *tail; /* sent, no reply yet; the timed-out ones come first */
+    cmd_t *live;        /* the first of them whose callback has not run */
     size_t npending;
+    int64_t hung_ms;
+    uint64_t timeouts_unlogged;
+    int64_t timeout_logged_ms;
     uv_timer_t deadline_timer, reconnect_timer;
     int64_t backoff_ms;
     int fail_rc; /* what commands hiredis ends without a reply get */
@@ -80,12 +95,16 @@ static void list_add(gw_redis_t *r, cmd_t *c)
     r->tail = c;
     c->listed = 1;
     r->npending++;
+    if (!r->live)
+        r->live = c;
 }
 
 static void list_remove(gw_redis_t *r, cmd_t *c)
 {
     if (!c->listed)
         return;
+    if (r->live == c)
+        r->live = c->next;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -101,14 +120,21 @@ static void list_remove(gw_redis_t *r, cmd_t *c)
 static void deadline_cb(uv_timer_t *t);
 static void reconnect_cb(uv_timer_t *t);
 
-/* Makes the deadline timer fire when the oldest pending command is due. */
+/*
+ * Makes the deadline timer fire when the next thing is due: the deadline of
+ * the oldest command still waiting for its callback, or the moment the
+ * oldest command of all makes the connection hung.
+ */
 static void arm_deadline(gw_redis_t *r)
 {
-    int64_t wait;
+    int64_t due, wait;
 
     if (!r->head || r->closing || uv_is_active((uv_handle_t *)&r->deadline_timer))
         return;
-    wait = r->head->deadline_ms - vc_time_mono_ms();
+    due = r->head->sent_ms + r->hung_ms;
+    if (r->live && r->live->deadline_ms < due)
+        due = r->live->deadline_ms;
+    wait = due - vc_time_mono_ms();
     uv_timer_start(&r->deadline_timer, deadline_cb, wait > 0 ? (uint64_t)wait : 0, 0);
 }
 
@@ -140,10 +166,27 @@ static void drop(gw_redis_t *r, int rc)
 static void deadline_cb(uv_timer_t *t)
 {
     gw_redis_t *r = t->data;
+    int64_t now = vc_time_mono_ms();
+    cmd_t *c;
 
-    if (r->head && r->head->deadline_ms <= vc_time_mono_ms()) {
-        vc_warn("redis %s:%d: no reply within %lld ms, %zu commands pending: reconnecting", r->host,
-                r->port, (long long)r->timeout_ms, r->npending);
+    /* Late commands fail one by one; their replies are still read and dropped. */
+    while ((c = r->live) && c->deadline_ms <= now && !r->closing) {
+        r->live = c->next;
+        c->done = 1;
+        r->timeouts_unlogged++;
+        gw_metrics_redis_error(VC_ERR_TIMEOUT);
+        c->cb(c->arg, VC_ERR_TIMEOUT, NULL);
+    }
+    if (r->timeouts_unlogged && now - r->timeout_logged_ms >= GW_REDIS_TIMEOUT_LOG_MS) {
+        vc_warn("redis %s:%d: %llu commands got no reply within %lld ms and failed; %zu pending",
+                r->host, r->port, (unsigned long long)r->timeouts_unlogged,
+                (long long)r->timeout_ms, r->npending);
+        r->timeouts_unlogged = 0;
+        r->timeout_logged_ms = now;
+    }
+    if (r->head && r->head->sent_ms + r->hung_ms <= now) {
+        vc_warn("redis %s:%d: no reply for %lld ms, %zu commands pending: reconnecting", r->host,
+                r->port, (long long)(now - r->head->sent_ms), r->npending);
         drop(r, VC_ERR_TIMEOUT);
     }
     arm_deadline(r);
@@ -247,6 +290,7 @@ static int cmd_send(gw_redis_t *r, cmd_t *c)
         free(c);
         return VC_ERR_UNAVAILABLE;
     }
+    c->sent_ms = vc_time_mono_ms();
     list_add(r, c);
     arm_deadline(r);
     return 0;
@@ -272,7 +316,7 @@ static int retry_with_eval(gw_redis_t *r, cmd_t *old)
         goto out;
     c->cb = old->cb;
     c->arg = old->arg;
-    c->deadline_ms = old->deadline_ms;
+    c->deadline_ms = vc_time_mono_ms() + r->timeout_ms; /* the old one waits no longer */
     rc = cmd_send(r, c);
 out:
     free(argv);
@@ -492,6 +536,9 @@ int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const char *host, int port, 
     r->port = port;
     r->db = db;
     r->timeout_ms = timeout_ms;
+    r->hung_ms = timeout_ms * GW_REDIS_HUNG_FACTOR;
+    if (r->hung_ms < GW_REDIS_HUNG_MIN_MS)
+        r->hung_ms = GW_REDIS_HUNG_MIN_MS;
     r->scripts = scripts;
     r->nscripts = nscripts;
     r->backoff_ms = GW_REDIS_BACKOFF_MIN_MS;

@@ -1,9 +1,11 @@
 /*
  * The Redis adapter of one worker loop: one async hiredis connection, all
  * commands pipelined on it. hiredis 0.14 has no timeouts, so this module
- * keeps its own: commands wait in FIFO order with deadlines, and when the
- * oldest is late every pending command fails with VC_ERR_TIMEOUT and the
- * connection is dropped and made again (with backoff).
+ * keeps its own: commands wait in FIFO order with deadlines; a command whose
+ * deadline passes fails alone with VC_ERR_TIMEOUT (its reply, when it comes,
+ * is read and dropped), and only when the oldest has waited several
+ * timeouts (2 s at least) is the connection taken as hung: then every pending
+ * command fails and the connection is made again (with backoff).
  *
  * Scripts are registered once; gw_redis_eval() runs EVALSHA, loads the
  * scripts (SCRIPT LOAD) on every connect and falls back to EVAL on NOSCRIPT.
