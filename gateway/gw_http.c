@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "vc_error.h"
 #include "vc_log.h"
@@ -617,6 +618,49 @@ static void accept_cb(uv_stream_t *listener, int status)
     conn_read_start(c);
 }
 
+static int parse_addr(const char *host, int port, struct sockaddr_storage *addr, char *err,
+                      size_t errlen)
+{
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)addr) != 0 &&
+        uv_ip6_addr(host, port, (struct sockaddr_in6 *)addr) != 0) {
+        snprintf(err, errlen, "\"%s\" is not a numeric IPv4 or IPv6 address", host);
+        return VC_ERR_INVALID;
+    }
+    return 0;
+}
+
+int gw_http_check_free(const char *host, int port, char *err, size_t errlen)
+{
+    struct sockaddr_storage addr;
+    int fd, rc = 0, one = 1;
+
+    if ((rc = parse_addr(host, port, &addr, err, errlen)) != 0)
+        return rc;
+    if ((fd = socket(addr.ss_family, SOCK_STREAM, 0)) < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return VC_ERR_IO;
+    }
+    /*
+     * SO_REUSEADDR but not SO_REUSEPORT: connections of an earlier run in
+     * TIME_WAIT do not count, a socket listening there does, whatever its
+     * options. The workers' SO_REUSEPORT would bind beside it silently.
+     */
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&addr,
+             addr.ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                       : sizeof(struct sockaddr_in6)) != 0) {
+        if (errno == EADDRINUSE)
+            snprintf(err, errlen,
+                     "%s:%d is in use: another process (another gateway?) listens there", host,
+                     port);
+        else
+            snprintf(err, errlen, "cannot bind %s:%d: %s", host, port, strerror(errno));
+        rc = VC_ERR_IO;
+    }
+    close(fd);
+    return rc;
+}
+
 int gw_http_listen(gw_http_server_t *s, uv_loop_t *loop, const char *host, int port,
                    int64_t idle_timeout_ms, atomic_long *connections, long max_connections,
                    gw_http_handler_cb handler, void *ctx, char *err, size_t errlen)
@@ -632,11 +676,8 @@ int gw_http_listen(gw_http_server_t *s, uv_loop_t *loop, const char *host, int p
     s->idle_timeout_ms = idle_timeout_ms;
     s->connections = connections;
     s->max_connections = max_connections;
-    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&addr) != 0 &&
-        uv_ip6_addr(host, port, (struct sockaddr_in6 *)&addr) != 0) {
-        snprintf(err, errlen, "\"%s\" is not a numeric IPv4 or IPv6 address", host);
-        return VC_ERR_INVALID;
-    }
+    if ((rc = parse_addr(host, port, &addr, err, errlen)) != 0)
+        return rc;
     if ((rc = uv_tcp_init_ex(loop, &s->listener, addr.ss_family)) != 0) {
         snprintf(err, errlen, "socket: %s", uv_strerror(rc));
         return VC_ERR_IO;

@@ -76,6 +76,13 @@ struct gw_http_server {
 };
 
 /*
+ * Returns 0 when nothing listens on host:port yet, or a negative VC_ERR_* with
+ * err saying who is in the way. Call it once before the workers bind: their
+ * SO_REUSEPORT would share the address with any process of the same user.
+ */
+int gw_http_check_free(const char *host, int port, char *err, size_t errlen);
+
+/*
  * Binds host:port with SO_REUSEPORT on loop and starts accepting.
  * connections is borrowed for the server's life. Returns 0, or a negative
  * VC_ERR_* with err saying what failed.

@@ -159,6 +159,10 @@ int main(int argc, char **argv)
                 cfg.redis_url);
         return 2;
     }
+    if (gw_http_check_free(shared.http_host, shared.http_port, err, sizeof(err)) != 0) {
+        vc_error("%s", err);
+        return 1;
+    }
     a.nworkers = cfg.threads > 0 ? (int)cfg.threads : (int)uv_available_parallelism();
     a.shared = &shared;
     a.shutdown_timeout_ms = cfg.shutdown_timeout_ms;

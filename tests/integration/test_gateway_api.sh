@@ -5,7 +5,7 @@
 # of 2, sold-out answers that offer a cancelled use again at once, the admin
 # token, the first load into Redis claimed once, and what PostgreSQL ends with.
 source "$(dirname "$0")/lib.sh"
-plan 95
+plan 97
 
 token=admin-$RANDOM$RANDOM
 # A long sold-out recheck: a use must come back because the cancel cleared the
@@ -245,6 +245,13 @@ is "$(answer)" "401 UNAUTHORIZED" "with no VOUCHER_ADMIN_TOKEN, any token is ref
 ok "$(grep -q VOUCHER_ADMIN_TOKEN <<<"$(jq -r .detail <<<"$body")"; echo $?)" "the 401 says admin routes are off"
 "$bin_gateway" --help | grep -q '401'
 ok $? "--help says admin routes answer 401 without a token"
+
+# ---- a second gateway on the same address refuses to start ----
+"$bin_gateway" >"$scratch/second.log" 2>&1
+rc=$?
+is "$rc" 1 "a second gateway on $VOUCHER_HTTP_ADDR exits 1 instead of sharing the port"
+grep -q "$VOUCHER_HTTP_ADDR is in use" "$scratch/second.log"
+ok $? "and says the address is in use: $(jq -r .message "$scratch/second.log" 2>/dev/null | head -1)"
 
 # ---- SIGTERM: answers what is in flight, exits 0 ----
 pid=$(cat "$VOUCHER_STACK_DIR/run/$test_name-gateway.pid")
