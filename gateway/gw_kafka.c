@@ -8,6 +8,7 @@
 
 #include "gw_metrics.h"
 #include "vc_error.h"
+#include "vc_kafka_conf.h"
 #include "vc_log.h"
 
 struct gw_kafka {
@@ -15,6 +16,8 @@ struct gw_kafka {
     uv_thread_t poller;
     atomic_int stop;
     atomic_int brokers_up; /* brokers in state UP at the last statistics */
+    atomic_int pid_assigned; /* the idempotent producer has its producer id */
+    rd_kafka_topic_t *warm;  /* the topic gw_kafka_warm() looked up, kept known */
 };
 
 /* One produced message: travels as the msg_opaque, then as a report in an inbox. */
@@ -116,25 +119,39 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
         p = state + 9;
     }
     atomic_store(&k->brokers_up, up);
+    /*
+     * The idempotent producer sends nothing before the broker gave it a
+     * producer id: until then the first reservations would wait for it
+     * (about a second after start), so the gateway is not ready yet.
+     */
+    if ((p = strstr(json, "\"idemp_state\":\"")) != NULL && p < end)
+        atomic_store(&k->pid_assigned, strncmp(p + 15, "Assigned\"", 9) == 0);
+    else
+        atomic_store(&k->pid_assigned, 1); /* no such section: nothing to wait for */
     return 0; /* librdkafka frees json */
 }
 
 int gw_kafka_ready(gw_kafka_t *k)
 {
-    return atomic_load(&k->brokers_up) > 0;
+    return atomic_load(&k->brokers_up) > 0 && atomic_load(&k->pid_assigned);
 }
 
-/* Keys a passthrough setting may not change: the delivery guarantees rest on them. */
-static int reserved_key(const char *key, size_t len)
+/*
+ * Keys a passthrough setting may not change: the delivery guarantees rest on
+ * them. acks=all and idempotence are what make a 201 mean "in Kafka, on every
+ * in-sync replica, once"; murmur2_random puts a code's events in the partition
+ * Kafka's own tools and the reconciler's repairs use, so they stay in order;
+ * the brokers come from --kafka-brokers alone.
+ */
+static const char *const reserved_keys[] = {
+    "acks",        "request.required.acks", "enable.idempotence",
+    "partitioner", "bootstrap.servers",     "metadata.broker.list",
+    NULL};
+#define OWNER "the gateway"
+
+int gw_kafka_check_settings(const vc_kafka_settings_t *extra, char *err, size_t errlen)
 {
-    static const char *const keys[] = {
-        "acks",        "request.required.acks", "enable.idempotence",
-        "partitioner", "bootstrap.servers",     "metadata.broker.list",
-        NULL};
-    for (const char *const *p = keys; *p; p++)
-        if (strlen(*p) == len && strncmp(*p, key, len) == 0)
-            return 1;
-    return 0;
+    return vc_kafka_settings_check(extra, OWNER, reserved_keys, err, errlen);
 }
 
 static void poll_thread(void *arg)
@@ -144,12 +161,12 @@ static void poll_thread(void *arg)
         rd_kafka_poll(k->rk, 100);
 }
 
-gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms, const char *const *extra,
-                         size_t nextra, char *err, size_t errlen)
+gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms,
+                         const vc_kafka_settings_t *extra, char *err, size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     gw_kafka_t *k = calloc(1, sizeof(*k));
-    char timeout[32], errstr[512], key[256];
+    char timeout[32], errstr[512];
 
     if (!k || !conf) {
         snprintf(err, errlen, "out of memory");
@@ -164,25 +181,8 @@ gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms, const
         set(conf, "statistics.interval.ms", "1000", err, errlen) ||
         set(conf, "client.id", "voucher-gateway", err, errlen))
         goto fail;
-    for (size_t i = 0; i < nextra; i++) {
-        const char *eq = strchr(extra[i], '=');
-        size_t klen = eq ? (size_t)(eq - extra[i]) : 0;
-        if (!eq || klen == 0 || klen >= sizeof(key)) {
-            snprintf(err, errlen, "kafka setting \"%.200s\": expected key=value", extra[i]);
-            goto fail;
-        }
-        memcpy(key, extra[i], klen);
-        key[klen] = '\0';
-        if (reserved_key(key, klen)) {
-            snprintf(err, errlen,
-                     "kafka setting %s: the gateway sets it itself (its delivery guarantees "
-                     "depend on it)",
-                     key);
-            goto fail;
-        }
-        if (set(conf, key, eq + 1, err, errlen))
-            goto fail;
-    }
+    if (vc_kafka_settings_apply(extra, conf, OWNER, reserved_keys, err, errlen) != 0)
+        goto fail;
     rd_kafka_conf_set_opaque(conf, k);
     rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb);
     rd_kafka_conf_set_log_cb(conf, log_cb);
@@ -282,6 +282,30 @@ int gw_kafka_produce(gw_kafka_t *k, gw_kafka_inbox_t *inbox, const char *topic, 
     return 0;
 }
 
+int gw_kafka_warm(gw_kafka_t *k, const char *topic, int64_t timeout_ms, char *err, size_t errlen)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e;
+
+    if (!k->warm && !(k->warm = rd_kafka_topic_new(k->rk, topic, NULL))) {
+        snprintf(err, errlen, "kafka topic %s: %s", topic,
+                 rd_kafka_err2str(rd_kafka_last_error()));
+        return VC_ERR_INVALID;
+    }
+    e = rd_kafka_metadata(k->rk, 0, k->warm, &md, (int)timeout_ms);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "kafka metadata of %s: %s", topic, rd_kafka_err2str(e));
+        return VC_ERR_UNAVAILABLE;
+    }
+    e = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+    rd_kafka_metadata_destroy(md);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "kafka topic %s: %s", topic, rd_kafka_err2str(e));
+        return VC_ERR_UNAVAILABLE;
+    }
+    return 0;
+}
+
 int gw_kafka_close(gw_kafka_t *k, int64_t timeout_ms)
 {
     rd_kafka_resp_err_t e;
@@ -295,6 +319,8 @@ int gw_kafka_close(gw_kafka_t *k, int64_t timeout_ms)
                 rd_kafka_err2str(e));
         rc = VC_ERR_TIMEOUT;
     }
+    if (k->warm)
+        rd_kafka_topic_destroy(k->warm);
     rd_kafka_destroy(k->rk);
     free(k);
     return rc;

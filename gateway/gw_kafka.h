@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "vc_kafka_conf.h"
+
 typedef struct gw_kafka gw_kafka_t;
 typedef struct gw_kafka_inbox gw_kafka_inbox_t;
 typedef struct gw_kafka_report gw_kafka_report_t;
@@ -35,18 +37,34 @@ struct gw_kafka_inbox {
  * Creates the producer for brokers (bootstrap.servers) with
  * delivery.timeout.ms = delivery_timeout_ms and the partitioner
  * murmur2_random (Java's, so Kafka's own tools route a code's key to the same
- * partition), then applies extra (nextra "key=value" strings, borrowed during
- * the call) straight to librdkafka, and starts the polling thread. The
- * settings the gateway's guarantees rest on (acks, enable.idempotence,
- * partitioner, bootstrap.servers) cannot be overridden. Returns the producer,
- * or NULL with err naming the offending key.
+ * partition), then applies extra (--kafka and VOUCHER_KAFKA_CONF, borrowed
+ * during the call; NULL for none) straight to librdkafka, and starts the
+ * polling thread. The settings the gateway's guarantees rest on (acks,
+ * enable.idempotence, partitioner, bootstrap.servers) cannot be overridden.
+ * Returns the producer, or NULL with err naming the offending key.
  */
-gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms, const char *const *extra,
-                         size_t nextra, char *err, size_t errlen);
+gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms,
+                         const vc_kafka_settings_t *extra, char *err, size_t errlen);
 
 /*
- * Whether the producer has a connection up to at least one broker, as its
- * statistics said within the last second or two (any thread).
+ * Checks extra as gw_kafka_new() will apply it, without making a producer, so
+ * that main() can refuse a bad setting at start. Returns 0 or VC_ERR_INVALID
+ * (or VC_ERR_NOMEM) with err naming the key.
+ */
+int gw_kafka_check_settings(const vc_kafka_settings_t *extra, char *err, size_t errlen);
+
+/*
+ * Asks the broker for topic's metadata, waiting up to timeout_ms, so the
+ * first event published does not wait for it (about a second otherwise).
+ * Returns 0, or a negative VC_ERR_* with err saying why; the producer works
+ * either way (it asks again when it publishes).
+ */
+int gw_kafka_warm(gw_kafka_t *k, const char *topic, int64_t timeout_ms, char *err, size_t errlen);
+
+/*
+ * Whether the producer has a connection up to at least one broker and its
+ * producer id (idempotence), as its statistics said within the last second or
+ * two (any thread).
  */
 int gw_kafka_ready(gw_kafka_t *k);
 

@@ -176,6 +176,8 @@ int main(int argc, char **argv)
         vc_error("%s", err);
         goto out;
     }
+    if (gw_kafka_warm(shared.kafka, cfg.kafka_topic, 3000, err, sizeof(err)) != 0)
+        vc_warn("%s: the first events will wait for it", err);
     if (!(shared.pg = gw_pg_pool_new(cfg.pg_dsn, (int)cfg.pg_pool_size))) {
         vc_error("out of memory");
         goto out;
