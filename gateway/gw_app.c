@@ -18,17 +18,36 @@ const char *const gw_app_scripts[GW_SCRIPT_COUNT] = {
     [GW_SCRIPT_RELEASE_FINISH] = vc_lua_release_finish,
 };
 
+/*
+ * out = a b c, cut to cap - 1 bytes like snprintf would. On every request,
+ * several times: snprintf's format parsing showed in the profile.
+ */
+static void join3(char *out, size_t cap, const char *a, const char *b, const char *c)
+{
+    const char *part[3] = {a, b, c};
+    size_t n = 0;
+
+    for (int i = 0; i < 3; i++) {
+        size_t len = strlen(part[i]);
+        if (len > cap - 1 - n)
+            len = cap - 1 - n;
+        memcpy(out + n, part[i], len);
+        n += len;
+    }
+    out[n] = '\0';
+}
+
 void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX])
 {
-    static const char *const suffix[GW_KEY_COUNT] = {"remaining", "users", "orders", "holds",
-                                                     "releasing"};
+    static const char *const suffix[GW_KEY_COUNT] = {"}:remaining", "}:users", "}:orders",
+                                                     "}:holds", "}:releasing"};
     for (int i = 0; i < GW_KEY_COUNT; i++)
-        snprintf(keys[i], GW_KEY_MAX, "voucher:{%s}:%s", code, suffix[i]);
+        join3(keys[i], GW_KEY_MAX, "voucher:{", code, suffix[i]);
 }
 
 void gw_app_claim_key(const char *order_id, char key[GW_CLAIM_KEY_MAX])
 {
-    snprintf(key, GW_CLAIM_KEY_MAX, "voucher-order:{%s}", order_id);
+    join3(key, GW_CLAIM_KEY_MAX, "voucher-order:{", order_id, "}");
 }
 
 void gw_app_ignore_cb(void *arg, int rc, const gw_redis_reply_t *reply)

@@ -92,6 +92,15 @@ int gw_http_listen(gw_http_server_t *s, uv_loop_t *loop, const char *host, int p
                    gw_http_handler_cb handler, void *ctx, char *err, size_t errlen);
 
 /*
+ * Writes the head of an answer into buf: status line, type (a whole header
+ * line, or ""), Content-Length, "Connection: close" unless keep_alive, extra
+ * (header lines, or NULL) and the blank line. Returns its length, or 0 when
+ * it does not fit in cap bytes (or status is not 3 digits).
+ */
+size_t gw_http_format_head(char *buf, size_t cap, int status, size_t body_len, int keep_alive,
+                           const char *type, const char *extra);
+
+/*
  * Answers req and frees it (with its arena). status and body (body_len bytes,
  * JSON; copied) make the answer; extra_headers, if not NULL, is more header
  * lines, each ending in "\r\n" (copied). A client that has gone away only

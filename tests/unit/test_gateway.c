@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_app.h"
+#include "gw_http.h"
 #include "gw_router.h"
 #include "gw_rules.h"
 #include "vc_error.h"
@@ -515,6 +517,52 @@ START_TEST(soldout_cleared_everywhere)
 }
 END_TEST
 
+START_TEST(answer_head)
+{
+    char buf[256];
+    size_t n;
+
+    n = gw_http_format_head(buf, sizeof(buf), 201, 57, 1, "Content-Type: application/json\r\n",
+                            NULL);
+    buf[n] = '\0';
+    ck_assert_str_eq(buf, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+                          "Content-Length: 57\r\n\r\n");
+    n = gw_http_format_head(buf, sizeof(buf), 503, 0, 0, "", "Retry-After: 1\r\n");
+    buf[n] = '\0';
+    ck_assert_str_eq(buf, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                          "Connection: close\r\nRetry-After: 1\r\n\r\n");
+    /* Exactly full fits; one byte short does not. */
+    n = gw_http_format_head(buf, sizeof(buf), 409, 1234567890, 1, "", NULL);
+    ck_assert_uint_eq(n, strlen("HTTP/1.1 409 Conflict\r\nContent-Length: 1234567890\r\n\r\n"));
+    ck_assert_uint_eq(gw_http_format_head(buf, n, 409, 1234567890, 1, "", NULL), n);
+    ck_assert_uint_eq(gw_http_format_head(buf, n - 1, 409, 1234567890, 1, "", NULL), 0);
+    ck_assert_uint_eq(gw_http_format_head(buf, sizeof(buf), 42, 0, 1, "", NULL), 0);
+}
+END_TEST
+
+START_TEST(redis_keys)
+{
+    char keys[GW_KEY_COUNT][GW_KEY_MAX], claim[GW_CLAIM_KEY_MAX];
+    char code[VC_CODE_MAX + 1], order[VC_ORDER_ID_MAX + 1];
+
+    gw_app_keys("FLASH100", keys);
+    ck_assert_str_eq(keys[GW_KEY_REMAINING], "voucher:{FLASH100}:remaining");
+    ck_assert_str_eq(keys[GW_KEY_ORDERS], "voucher:{FLASH100}:orders");
+    ck_assert_str_eq(keys[GW_KEY_COUNT - 1], "voucher:{FLASH100}:releasing");
+    gw_app_claim_key("order-7", claim);
+    ck_assert_str_eq(claim, "voucher-order:{order-7}");
+    /* The longest code and orderId fit whole. */
+    memset(code, 'C', VC_CODE_MAX);
+    code[VC_CODE_MAX] = '\0';
+    memset(order, 'o', VC_ORDER_ID_MAX);
+    order[VC_ORDER_ID_MAX] = '\0';
+    gw_app_keys(code, keys);
+    ck_assert_uint_eq(strlen(keys[GW_KEY_COUNT - 1]), strlen("voucher:{}:releasing") + VC_CODE_MAX);
+    gw_app_claim_key(order, claim);
+    ck_assert_uint_eq(strlen(claim), strlen("voucher-order:{}") + VC_ORDER_ID_MAX);
+}
+END_TEST
+
 static Suite *gateway_suite(void)
 {
     Suite *s = suite_create("gateway");
@@ -541,6 +589,8 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, voucher_body_out);
     tcase_add_test(tc, route_names);
     tcase_add_test(tc, soldout_cleared_everywhere);
+    tcase_add_test(tc, answer_head);
+    tcase_add_test(tc, redis_keys);
     suite_add_tcase(s, tc);
     return s;
 }
