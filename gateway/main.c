@@ -16,6 +16,7 @@
 #include "gw_rules.h"
 #include "gw_worker.h"
 #include "vc_error.h"
+#include "vc_kafka_conf.h"
 #include "vc_log.h"
 #include "vc_time.h"
 
@@ -24,7 +25,6 @@
     "Admin routes (POST /vouchers, GET /vouchers/{code}) need Authorization: Bearer\n"             \
     "$VOUCHER_ADMIN_TOKEN; with no token set they answer 401 to everyone.\n"                       \
     "GET /healthz, /readyz and /metrics are served on the HTTP port."
-#define MAX_KAFKA_SETTINGS 64
 
 typedef struct {
     gw_worker_t *workers;
@@ -66,71 +66,21 @@ static void signal_cb(uv_signal_t *sig, int signum)
     uv_close((uv_handle_t *)&a->sigint, NULL);
 }
 
-/*
- * Takes every --kafka KEY=VALUE (or --kafka=KEY=VALUE) out of argv, so the
- * flag may repeat, and adds the pairs of VOUCHER_KAFKA_CONF before them.
- * Returns the number of settings, or -1 with err set.
- */
-static int kafka_settings(int *argc, char **argv, char *env_copy, const char **out, int cap,
-                          char *err, size_t errlen)
-{
-    int n = 0, kept = 1;
-    char *save = NULL;
-
-    if (env_copy)
-        for (char *p = strtok_r(env_copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-            if (n == cap)
-                goto too_many;
-            out[n++] = p;
-        }
-    for (int i = 1; i < *argc; i++) {
-        const char *value = NULL;
-        if (strcmp(argv[i], "--") == 0) {
-            while (i < *argc)
-                argv[kept++] = argv[i++];
-            break;
-        }
-        if (strcmp(argv[i], "--kafka") == 0) {
-            if (i + 1 >= *argc) {
-                snprintf(err, errlen, "option --kafka needs a value (key=value)");
-                return -1;
-            }
-            value = argv[++i];
-        } else if (strncmp(argv[i], "--kafka=", 8) == 0) {
-            value = argv[i] + 8;
-        }
-        if (!value) {
-            argv[kept++] = argv[i];
-            continue;
-        }
-        if (n == cap)
-            goto too_many;
-        out[n++] = value;
-    }
-    *argc = kept;
-    argv[kept] = NULL;
-    return n;
-too_many:
-    snprintf(err, errlen, "more than %d kafka settings", cap);
-    return -1;
-}
-
 int main(int argc, char **argv)
 {
     static gw_config_t cfg;
     static gw_shared_t shared;
-    char err[512], *kafka_env = NULL;
-    const char *kafka_extra[MAX_KAFKA_SETTINGS];
+    vc_kafka_settings_t kafka_extra = VC_KAFKA_SETTINGS_INIT;
+    char err[512];
     app_t a = {0};
     uv_loop_t *loop = uv_default_loop();
-    int rc, started = 0, exit_code = 1, nkafka;
+    int rc, started = 0, exit_code = 1;
     int64_t flush_ms;
 
     signal(SIGPIPE, SIG_IGN);
-    if (getenv("VOUCHER_KAFKA_CONF") && !(kafka_env = strdup(getenv("VOUCHER_KAFKA_CONF"))))
-        return 1;
-    if ((nkafka = kafka_settings(&argc, argv, kafka_env, kafka_extra, MAX_KAFKA_SETTINGS, err,
-                                 sizeof(err))) < 0) {
+    /* --kafka may repeat: its pairs are taken out before the table sees argv. */
+    if (vc_kafka_settings_load(&kafka_extra, getenv(VC_KAFKA_CONF_ENV), &argc, argv, err,
+                               sizeof(err)) != 0) {
         fprintf(stderr, "voucher-gateway: %s\n", err);
         return 2;
     }
@@ -144,6 +94,10 @@ int main(int argc, char **argv)
     }
     if (vc_log_init("gateway", cfg.log_level) != 0) {
         fprintf(stderr, "voucher-gateway: unknown log level \"%s\"\n", cfg.log_level);
+        return 2;
+    }
+    if (gw_kafka_check_settings(&kafka_extra, err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-gateway: %s\n", err);
         return 2;
     }
     shared.cfg = &cfg;
@@ -171,8 +125,8 @@ int main(int argc, char **argv)
         !(shared.redis_up = calloc((size_t)a.nworkers, sizeof(*shared.redis_up))))
         return 1;
     gw_metrics_init();
-    if (!(shared.kafka = gw_kafka_new(cfg.kafka_brokers, cfg.kafka_timeout_ms, kafka_extra,
-                                      (size_t)nkafka, err, sizeof(err)))) {
+    if (!(shared.kafka = gw_kafka_new(cfg.kafka_brokers, cfg.kafka_timeout_ms, &kafka_extra, err,
+                                      sizeof(err)))) {
         vc_error("%s", err);
         goto out;
     }
@@ -212,7 +166,7 @@ out:
     gw_pg_pool_free(shared.pg);
     free(a.workers);
     free(shared.redis_up);
-    free(kafka_env);
+    vc_kafka_settings_free(&kafka_extra);
     uv_loop_close(loop);
     if (exit_code == 0)
         vc_info("stopped");

@@ -14,7 +14,9 @@
 #include "rc_pass.h"
 #include "vc_admin.h"
 #include "vc_config.h"
+#include "rc_kafka.h"
 #include "vc_error.h"
+#include "vc_kafka_conf.h"
 #include "vc_log.h"
 #include "vc_metrics.h"
 #include "vc_shutdown.h"
@@ -26,6 +28,7 @@ typedef struct {
     const char *writer_group;
     const char *log_level;
     const char *admin_addr;
+    const char *kafka_conf; /* VOUCHER_KAFKA_CONF as given; main() parses it with --kafka */
     int64_t interval_ms;
     int64_t timeout_ms;
     int64_t grace_ms;
@@ -75,6 +78,10 @@ static const vc_cfg_param_t params[] = {
      "1 when drift remains, 2 on errors"},
     {"report-only", NULL, VC_CFG_BOOL, "false", offsetof(rc_settings_t, report_only), 0, 1,
      "judge and report, repair nothing"},
+    {"kafka", "VOUCHER_KAFKA_CONF", VC_CFG_STRING, "", offsetof(rc_settings_t, kafka_conf), 0, 0,
+     "librdkafka settings for every Kafka client of the reconciler (SASL, TLS...), "
+     "\"key=value,key=value\"; the flag may be repeated (one key=value each, added after the "
+     "variable's)"},
     VC_CFG_END,
 };
 
@@ -149,6 +156,7 @@ int main(int argc, char **argv)
 {
     rc_settings_t s;
     rc_config_t cfg;
+    vc_kafka_settings_t kafka_extra = VC_KAFKA_SETTINGS_INIT;
     rc_ctx_t ctx = {0};
     rc_summary_t sum;
     vc_admin_t *admin = NULL;
@@ -156,6 +164,12 @@ int main(int argc, char **argv)
     char err[512];
     int rc, was_leader = 0;
 
+    /* --kafka may repeat: its pairs are taken out before the table sees argv. */
+    if (vc_kafka_settings_load(&kafka_extra, getenv(VC_KAFKA_CONF_ENV), &argc, argv, err,
+                               sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-reconciler: %s\n", err);
+        return 2;
+    }
     rc = vc_config_load(params, &s, "voucher-reconciler",
                         "Usage: voucher-reconciler [--once] [SETTINGS]\n\n"
                         "Expires unpaid holds, compares every active voucher in PostgreSQL with\n"
@@ -170,15 +184,20 @@ int main(int argc, char **argv)
                 rc != VC_CFG_RUN ? err : "invalid VOUCHER_LOG_LEVEL (debug, info, warn or error)");
         return 2;
     }
-    cfg = (rc_config_t){s.pg_dsn,       s.redis_url,  s.kafka_brokers, s.writer_group,
-                        "voucher-events", s.timeout_ms, s.grace_ms,    (int)s.batch,
-                        s.restore_delay_ms};
+    if (rc_kafka_check_settings(&kafka_extra, err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-reconciler: %s\n", err);
+        return 2;
+    }
+    cfg = (rc_config_t){s.pg_dsn,           s.redis_url,  s.kafka_brokers, s.writer_group,
+                        "voucher-events",   s.timeout_ms, s.grace_ms,      (int)s.batch,
+                        s.restore_delay_ms, &kafka_extra};
     ctx.cfg = &cfg;
     signal(SIGPIPE, SIG_IGN);
 
     if (s.once) {
         rc = run_once(&ctx, &s);
         rc_ctx_close(&ctx);
+        vc_kafka_settings_free(&kafka_extra);
         return rc;
     }
 
@@ -236,6 +255,7 @@ int main(int argc, char **argv)
     }
     rc_ctx_close(&ctx); /* closing the session releases the lock for a standby */
     vc_admin_stop(admin);
+    vc_kafka_settings_free(&kafka_extra);
     vc_info("reconciler stopped");
     return 0;
 }

@@ -1,5 +1,6 @@
 #include "rc_kafka.h"
 #include "vc_error.h"
+#include "vc_kafka_conf.h"
 #include "vc_log.h"
 
 #include <librdkafka/rdkafka.h>
@@ -7,8 +8,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * The keys the reconciler's handles set themselves and a passthrough setting
+ * (--kafka, VOUCHER_KAFKA_CONF) may not change; everything else (SASL, TLS,
+ * timeouts...) passes straight to librdkafka. Every handle gets the same
+ * pairs, so a key either list holds is refused at start
+ * (rc_kafka_check_settings). The brokers come from --kafka-brokers alone.
+ *
+ * The readers: one carries the writer's group.id only to read the writer's
+ * committed offsets, and must never commit into that group (it would move
+ * the writer's position); the other reads each pass's events and ends a
+ * partition at its end mark (enable.partition.eof), or the pass would wait
+ * out its timeout and fail.
+ */
+static const char *const reader_keys[] = {"bootstrap.servers",  "metadata.broker.list", "group.id",
+                                          "enable.auto.commit", "enable.partition.eof", NULL};
+/*
+ * The producer of repairs: uses go back to the pool only once their
+ * VoucherReleased is acknowledged by every in-sync replica, once (acks=all,
+ * idempotence), and murmur2_random, the gateway's partitioner, puts it in the
+ * partition of the voucher's other events, so the writer applies them in
+ * order.
+ */
+static const char *const producer_keys[] = {
+    "bootstrap.servers",  "metadata.broker.list", "acks", "request.required.acks",
+    "enable.idempotence", "partitioner",          NULL};
+#define READER "the reconciler's reader"
+#define PRODUCER "the reconciler's producer"
+
 struct rc_kafka {
     char *brokers;
+    const vc_kafka_settings_t *extra; /* borrowed */
     char *topic;
     rd_kafka_t *group;    /* carries the writer's group.id, never subscribes: offsets only */
     rd_kafka_t *producer; /* created on first publish */
@@ -37,7 +67,8 @@ static void delivery_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         *(int *)m->_private = m->err == RD_KAFKA_RESP_ERR_NO_ERROR ? 1 : -1;
 }
 
-static rd_kafka_t *new_client(rd_kafka_type_t type, const char *brokers, const char *group,
+static rd_kafka_t *new_client(rd_kafka_type_t type, const char *brokers,
+                              const vc_kafka_settings_t *extra, const char *group,
                               const char *client_id, char *err, size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -53,7 +84,10 @@ static rd_kafka_t *new_client(rd_kafka_type_t type, const char *brokers, const c
          (conf_set(conf, "enable.idempotence", "true", err, errlen) ||
           conf_set(conf, "acks", "all", err, errlen) ||
           conf_set(conf, "partitioner", "murmur2_random", err, errlen) ||
-          conf_set(conf, "linger.ms", "5", err, errlen)))) {
+          conf_set(conf, "linger.ms", "5", err, errlen))) ||
+        (type == RD_KAFKA_CONSUMER
+             ? vc_kafka_settings_apply(extra, conf, READER, reader_keys, err, errlen)
+             : vc_kafka_settings_apply(extra, conf, PRODUCER, producer_keys, err, errlen))) {
         rd_kafka_conf_destroy(conf);
         return NULL;
     }
@@ -66,8 +100,17 @@ static rd_kafka_t *new_client(rd_kafka_type_t type, const char *brokers, const c
     return rk;
 }
 
-rc_kafka_t *rc_kafka_new(const char *brokers, const char *group, const char *topic, char *err,
-                         size_t errlen)
+int rc_kafka_check_settings(const vc_kafka_settings_t *extra, char *err, size_t errlen)
+{
+    int rc = vc_kafka_settings_check(extra, READER, reader_keys, err, errlen);
+
+    if (rc == 0)
+        rc = vc_kafka_settings_check(extra, PRODUCER, producer_keys, err, errlen);
+    return rc;
+}
+
+rc_kafka_t *rc_kafka_new(const char *brokers, const vc_kafka_settings_t *extra, const char *group,
+                         const char *topic, char *err, size_t errlen)
 {
     rc_kafka_t *k = calloc(1, sizeof(*k));
 
@@ -75,7 +118,8 @@ rc_kafka_t *rc_kafka_new(const char *brokers, const char *group, const char *top
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (!(k->group = new_client(RD_KAFKA_CONSUMER, brokers, group, "voucher-reconciler", err,
+    k->extra = extra;
+    if (!(k->group = new_client(RD_KAFKA_CONSUMER, brokers, extra, group, "voucher-reconciler", err,
                                 errlen)))
         goto fail;
     return k;
@@ -192,7 +236,7 @@ int rc_kafka_tail(rc_kafka_t *k, const rc_positions_t *pos, int64_t timeout_ms,
      * (a message, an end-of-partition mark) can arrive first and end this
      * pass's read of a partition early.
      */
-    if (!(reader = new_client(RD_KAFKA_CONSUMER, k->brokers, "voucher-reconciler-tail",
+    if (!(reader = new_client(RD_KAFKA_CONSUMER, k->brokers, k->extra, "voucher-reconciler-tail",
                               "voucher-reconciler-tail", err, errlen))) {
         rc = VC_ERR_UNAVAILABLE;
         goto out;
@@ -261,7 +305,7 @@ int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delive
     size_t len;
 
     if (!k->producer) {
-        if (!(k->producer = new_client(RD_KAFKA_PRODUCER, k->brokers, NULL,
+        if (!(k->producer = new_client(RD_KAFKA_PRODUCER, k->brokers, k->extra, NULL,
                                        "voucher-reconciler", err, errlen)))
             return VC_ERR_UNAVAILABLE;
     }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "vc_event.h"
+#include "vc_kafka_conf.h"
 
 typedef struct rc_kafka rc_kafka_t;
 
@@ -20,9 +21,22 @@ typedef struct {
     int64_t committed[64]; /* the next offset the writer will apply */
 } rc_positions_t;
 
-/* Returns a handle (the caller owns it: rc_kafka_free) or NULL with err set. */
-rc_kafka_t *rc_kafka_new(const char *brokers, const char *group, const char *topic, char *err,
-                         size_t errlen);
+/*
+ * Checks extra as every handle of this adapter (the readers, the producer of
+ * repairs) will apply it, without making one, so that main() can refuse a bad
+ * setting at start: a key any of them sets itself, or one librdkafka refuses.
+ * Returns 0 or VC_ERR_INVALID (or VC_ERR_NOMEM) with err naming the key.
+ */
+int rc_kafka_check_settings(const vc_kafka_settings_t *extra, char *err, size_t errlen);
+
+/*
+ * Returns a handle (the caller owns it: rc_kafka_free) or NULL with err set.
+ * extra (--kafka and VOUCHER_KAFKA_CONF; NULL for none) is applied to every
+ * rd_kafka handle it makes, after the reconciler's own settings, and is
+ * borrowed until rc_kafka_free.
+ */
+rc_kafka_t *rc_kafka_new(const char *brokers, const vc_kafka_settings_t *extra, const char *group,
+                         const char *topic, char *err, size_t errlen);
 void rc_kafka_free(rc_kafka_t *k);
 
 /*

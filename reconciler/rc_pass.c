@@ -61,8 +61,9 @@ int rc_ctx_connect(rc_ctx_t *ctx, char *err, size_t errlen)
     if (!ctx->redis &&
         !(ctx->redis = rc_redis_connect(ctx->cfg->redis_url, ctx->cfg->timeout_ms, err, errlen)))
         return VC_ERR_UNAVAILABLE;
-    if (!ctx->kafka && !(ctx->kafka = rc_kafka_new(ctx->cfg->kafka_brokers, ctx->cfg->writer_group,
-                                                   ctx->cfg->topic, err, errlen)))
+    if (!ctx->kafka &&
+        !(ctx->kafka = rc_kafka_new(ctx->cfg->kafka_brokers, ctx->cfg->kafka_extra,
+                                    ctx->cfg->writer_group, ctx->cfg->topic, err, errlen)))
         return VC_ERR_UNAVAILABLE;
     if (!ctx->memory && !(ctx->memory = calloc(1, sizeof(*ctx->memory)))) {
         snprintf(err, errlen, "out of memory");

@@ -26,6 +26,7 @@
 #include "rc_kafka.h"
 #include "rc_model.h"
 #include "rc_redis.h"
+#include "vc_kafka_conf.h"
 
 typedef struct {
     const char *pg_dsn;
@@ -37,6 +38,7 @@ typedef struct {
     int64_t grace_ms;   /* before a hold unknown downstream, or a begun release, is acted on */
     int batch;          /* most holds or releases handled per voucher per pass */
     int64_t restore_delay_ms; /* how long a voucher's keys must stay missing before a restore */
+    const vc_kafka_settings_t *kafka_extra; /* librdkafka settings passed through; NULL: none */
 } rc_config_t;
 
 typedef struct rc_memory rc_memory_t;

@@ -3,17 +3,20 @@
  * Configuration, signals and wiring only; the work is in wr_*.c.
  */
 #include "wr_cli.h"
+#include "wr_kafka.h"
 #include "wr_writer.h"
 
 #include "vc_admin.h"
 #include "vc_config.h"
 #include "vc_error.h"
+#include "vc_kafka_conf.h"
 #include "vc_log.h"
 #include "vc_shutdown.h"
 
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static volatile sig_atomic_t stop_requested;
@@ -69,6 +72,10 @@ static const vc_cfg_param_t params[] = {
      "Kafka session timeout: how soon the partitions of a writer that died move to another"},
     {"admin-addr", "VOUCHER_ADMIN_ADDR", VC_CFG_STRING, "127.0.0.1:15411", CFG(admin_addr),
      0, 0, "address of /healthz, /readyz and /metrics; empty turns it off"},
+    {"kafka", "VOUCHER_KAFKA_CONF", VC_CFG_STRING, "", CFG(kafka_conf), 0, 0,
+     "librdkafka settings for every Kafka client of the writer and of its dlt commands (SASL, "
+     "TLS...), \"key=value,key=value\"; the flag may be repeated (one key=value each, added after "
+     "the variable's)"},
     VC_CFG_END,
 };
 
@@ -85,12 +92,19 @@ static const char summary[] =
 int main(int argc, char **argv)
 {
     wr_config_t cfg;
+    vc_kafka_settings_t kafka_extra = VC_KAFKA_SETTINGS_INIT;
     vc_admin_t *admin = NULL;
     struct sigaction sa;
-    char err[256];
+    char err[512];
     int first_arg = argc, rc;
 
     memset(&cfg, 0, sizeof(cfg));
+    /* --kafka may repeat: its pairs are taken out before the table sees argv. */
+    if (vc_kafka_settings_load(&kafka_extra, getenv(VC_KAFKA_CONF_ENV), &argc, argv, err,
+                               sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-writer: %s\n", err);
+        return 2;
+    }
     rc = vc_config_load(params, &cfg, "voucher-writer", summary, argc, argv, &first_arg, err,
                         sizeof(err));
     if (rc == VC_CFG_EXIT)
@@ -103,6 +117,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "voucher-writer: unknown log level \"%s\"\n", cfg.log_level);
         return 2;
     }
+    if (wr_kafka_check_settings(&kafka_extra, err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-writer: %s\n", err);
+        return 2;
+    }
+    cfg.kafka_extra = &kafka_extra;
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -118,7 +137,9 @@ int main(int argc, char **argv)
                     argv[first_arg]);
             return 2;
         }
-        return wr_cli_dlt(&cfg, argc - first_arg - 1, argv + first_arg + 1, &stop_requested);
+        rc = wr_cli_dlt(&cfg, argc - first_arg - 1, argv + first_arg + 1, &stop_requested);
+        vc_kafka_settings_free(&kafka_extra);
+        return rc;
     }
     if (cfg.admin_addr && *cfg.admin_addr &&
         vc_admin_start(cfg.admin_addr, ready_cb, NULL, &admin, err, sizeof(err)) != 0) {
@@ -131,5 +152,6 @@ int main(int argc, char **argv)
     }
     rc = wr_writer_run(&cfg, &stop_requested, NULL, &health);
     vc_admin_stop(admin);
+    vc_kafka_settings_free(&kafka_extra);
     return rc == 0 ? 0 : 1;
 }

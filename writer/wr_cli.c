@@ -73,7 +73,8 @@ static int cmd_list(const wr_config_t *cfg)
 
     printf("%-8s %-20s %-24s %-17s %-16s %-6s %s\n", "OFFSET", "CODE", "ORDER_ID", "TYPE",
            "ERROR_CLASS", "AGE", "MESSAGE");
-    rc = wr_kafka_dlt_scan(cfg->brokers, cfg->dlt_topic, list_cb, &l, err, sizeof(err));
+    rc = wr_kafka_dlt_scan(cfg->brokers, cfg->kafka_extra, cfg->dlt_topic, list_cb, &l, err,
+                           sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "voucher-writer: dlt list: %s\n", err);
         return 1;
@@ -127,7 +128,8 @@ static int cmd_show(const wr_config_t *cfg, const char *arg)
     s.offset = strtoll(arg, &end, 10);
     if (*arg == '\0' || *end || s.offset < 0)
         goto usage;
-    rc = wr_kafka_dlt_scan(cfg->brokers, cfg->dlt_topic, show_cb, &s, err, sizeof(err));
+    rc = wr_kafka_dlt_scan(cfg->brokers, cfg->kafka_extra, cfg->dlt_topic, show_cb, &s, err,
+                           sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "voucher-writer: dlt show: %s\n", err);
         return 1;
@@ -196,11 +198,13 @@ static int cmd_replay(const wr_config_t *cfg, int argc, char **argv, volatile si
     r.cfg = cfg;
     r.filter = &filter;
     r.stop = stop;
-    if (!filter.dry_run && wr_replayer_open(&r.replayer, cfg->brokers, err, sizeof(err)) != 0) {
+    if (!filter.dry_run &&
+        wr_replayer_open(&r.replayer, cfg->brokers, cfg->kafka_extra, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-writer: dlt replay: %s\n", err);
         return 1;
     }
-    rc = wr_kafka_dlt_scan(cfg->brokers, cfg->dlt_topic, replay_cb, &r, err, sizeof(err));
+    rc = wr_kafka_dlt_scan(cfg->brokers, cfg->kafka_extra, cfg->dlt_topic, replay_cb, &r, err,
+                           sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "voucher-writer: dlt replay: %s\n",
                 rc == VC_ERR_SHUTDOWN                  ? "interrupted"

@@ -2,6 +2,7 @@
 #include "wr_dlt.h"
 
 #include "vc_error.h"
+#include "vc_kafka_conf.h"
 #include "vc_log.h"
 #include "vc_time.h"
 
@@ -11,6 +12,57 @@
 #include <string.h>
 
 #define WR_DLT_FLUSH_MS 10000
+
+/*
+ * The keys each handle sets itself and a passthrough setting (--kafka,
+ * VOUCHER_KAFKA_CONF) may not change, because what the writer promises rests
+ * on them. Everything else (security.protocol, sasl.*, ssl.*, client.id,
+ * timeouts...) passes straight to librdkafka, after the writer's own values.
+ * Every handle of the process gets the same pairs, so a key reserved by any
+ * one of them is refused at start (wr_kafka_check_settings).
+ *
+ * The brokers come from --kafka-brokers alone, for every handle.
+ *
+ * The consumer: an event's offset is stored by hand only after the COMMIT
+ * that applied it, and the stored offsets are committed automatically; an
+ * automatic store would commit events not yet applied (lost on a crash), and
+ * no auto commit would leave the group's offsets, which the reconciler reads
+ * as the writer's position, behind. group.id is --group, which the
+ * reconciler reads too; a new group starts from the earliest event, or the
+ * events published before it first joined would never be applied.
+ */
+static const char *const consumer_keys[] = {
+    "bootstrap.servers",  "metadata.broker.list", "group.id", "enable.auto.offset.store",
+    "enable.auto.commit", "auto.offset.reset",    NULL};
+/*
+ * The dead-letter producer, and the replayer of `dlt replay`: a batch's
+ * offsets are stored (or a replay reported done) only once every message is
+ * acknowledged by all in-sync replicas (acks=all, which idempotence implies),
+ * and idempotence keeps librdkafka's retries from writing one twice. Their
+ * message timeout is shorter than the wait for the acknowledgements, so every
+ * message is settled, delivered or failed, when the wait ends.
+ */
+static const char *const producer_keys[] = {"bootstrap.servers",
+                                            "metadata.broker.list",
+                                            "acks",
+                                            "request.required.acks",
+                                            "enable.idempotence",
+                                            "message.timeout.ms",
+                                            "delivery.timeout.ms",
+                                            NULL};
+/*
+ * The reader of the dlt tools: it joins no group and must commit nothing
+ * (group.id only lets it assign), and a partition's scan ends at its end
+ * mark when the last offsets hold no message.
+ */
+static const char *const scanner_keys[] = {"bootstrap.servers",  "metadata.broker.list", "group.id",
+                                           "enable.auto.commit", "enable.partition.eof", NULL};
+
+/* The handles, as errors name them. */
+#define CONSUMER "the writer's consumer"
+#define DLT_PRODUCER "the writer's dead-letter producer"
+#define SCANNER "the dlt tools' reader"
+#define REPLAYER "the dlt replayer"
 
 struct wr_kafka {
     rd_kafka_t *consumer;
@@ -152,7 +204,8 @@ static int open_consumer(wr_kafka_t *k, char *err, size_t errlen)
         (rc = set_conf(conf, "enable.partition.eof", "false", err, errlen)) ||
         (rc = set_conf(conf, "session.timeout.ms", session_timeout, err, errlen)) ||
         (rc = set_conf(conf, "heartbeat.interval.ms", heartbeat, err, errlen)) ||
-        (rc = set_conf(conf, "log.connection.close", "false", err, errlen)))
+        (rc = set_conf(conf, "log.connection.close", "false", err, errlen)) ||
+        (rc = vc_kafka_settings_apply(k->conf.extra, conf, CONSUMER, consumer_keys, err, errlen)))
         goto fail;
     rd_kafka_conf_set_opaque(conf, k);
     rd_kafka_conf_set_log_cb(conf, log_cb);
@@ -189,7 +242,9 @@ static int open_producer(wr_kafka_t *k, char *err, size_t errlen)
         (rc = set_conf(conf, "enable.idempotence", "true", err, errlen)) ||
         (rc = set_conf(conf, "linger.ms", "5", err, errlen)) ||
         (rc = set_conf(conf, "message.timeout.ms", "8000", err, errlen)) ||
-        (rc = set_conf(conf, "log.connection.close", "false", err, errlen))) {
+        (rc = set_conf(conf, "log.connection.close", "false", err, errlen)) ||
+        (rc = vc_kafka_settings_apply(k->conf.extra, conf, DLT_PRODUCER, producer_keys, err,
+                                      errlen))) {
         rd_kafka_conf_destroy(conf);
         return rc;
     }
@@ -203,6 +258,18 @@ static int open_producer(wr_kafka_t *k, char *err, size_t errlen)
         return VC_ERR_INVALID;
     }
     return 0;
+}
+
+int wr_kafka_check_settings(const vc_kafka_settings_t *extra, char *err, size_t errlen)
+{
+    int rc = vc_kafka_settings_check(extra, CONSUMER, consumer_keys, err, errlen);
+
+    /* The replayer has the dead-letter producer's keys. */
+    if (rc == 0)
+        rc = vc_kafka_settings_check(extra, DLT_PRODUCER, producer_keys, err, errlen);
+    if (rc == 0)
+        rc = vc_kafka_settings_check(extra, SCANNER, scanner_keys, err, errlen);
+    return rc;
 }
 
 int wr_kafka_open(wr_kafka_t **out, const wr_kafka_conf_t *conf, char *err, size_t errlen)
@@ -406,7 +473,8 @@ void wr_kafka_close(wr_kafka_t *k)
 
 /* ---- dead-letter tools */
 
-static rd_kafka_t *tool_handle(rd_kafka_type_t type, const char *brokers, void *opaque, char *err,
+static rd_kafka_t *tool_handle(rd_kafka_type_t type, const char *brokers,
+                               const vc_kafka_settings_t *extra, void *opaque, char *err,
                                size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -421,7 +489,10 @@ static rd_kafka_t *tool_handle(rd_kafka_type_t type, const char *brokers, void *
           set_conf(conf, "enable.partition.eof", "true", err, errlen))) ||
         (type == RD_KAFKA_PRODUCER &&
          (set_conf(conf, "enable.idempotence", "true", err, errlen) ||
-          set_conf(conf, "message.timeout.ms", "15000", err, errlen)))) {
+          set_conf(conf, "message.timeout.ms", "15000", err, errlen))) ||
+        (type == RD_KAFKA_CONSUMER
+             ? vc_kafka_settings_apply(extra, conf, SCANNER, scanner_keys, err, errlen)
+             : vc_kafka_settings_apply(extra, conf, REPLAYER, producer_keys, err, errlen))) {
         rd_kafka_conf_destroy(conf);
         return NULL;
     }
@@ -457,8 +528,8 @@ static void read_record(const rd_kafka_message_t *rkm, wr_dlt_record_t *rec)
         wr_dlt_info_set(&rec->info, name, value, size); /* a bad header leaves its field unset */
 }
 
-int wr_kafka_dlt_scan(const char *brokers, const char *topic, wr_dlt_record_cb cb, void *ctx,
-                      char *err, size_t errlen)
+int wr_kafka_dlt_scan(const char *brokers, const vc_kafka_settings_t *extra, const char *topic,
+                      wr_dlt_record_cb cb, void *ctx, char *err, size_t errlen)
 {
     const rd_kafka_metadata_t *md = NULL;
     rd_kafka_topic_partition_list_t *parts = NULL;
@@ -468,7 +539,7 @@ int wr_kafka_dlt_scan(const char *brokers, const char *topic, wr_dlt_record_cb c
     int64_t *high = NULL;
     int remaining = 0, rc = 0, npart;
 
-    if (!(rk = tool_handle(RD_KAFKA_CONSUMER, brokers, NULL, err, errlen)))
+    if (!(rk = tool_handle(RD_KAFKA_CONSUMER, brokers, extra, NULL, err, errlen)))
         return VC_ERR_INVALID;
     rd_kafka_poll_set_consumer(rk);
     rkt = rd_kafka_topic_new(rk, topic, NULL);
@@ -552,7 +623,8 @@ struct wr_replayer {
     size_t sent;
 };
 
-int wr_replayer_open(wr_replayer_t **out, const char *brokers, char *err, size_t errlen)
+int wr_replayer_open(wr_replayer_t **out, const char *brokers, const vc_kafka_settings_t *extra,
+                     char *err, size_t errlen)
 {
     wr_replayer_t *r = calloc(1, sizeof(*r));
 
@@ -561,7 +633,7 @@ int wr_replayer_open(wr_replayer_t **out, const char *brokers, char *err, size_t
         snprintf(err, errlen, "out of memory");
         return VC_ERR_NOMEM;
     }
-    if (!(r->rk = tool_handle(RD_KAFKA_PRODUCER, brokers, &r->counts, err, errlen))) {
+    if (!(r->rk = tool_handle(RD_KAFKA_PRODUCER, brokers, extra, &r->counts, err, errlen))) {
         free(r);
         return VC_ERR_INVALID;
     }

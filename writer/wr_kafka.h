@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vc_kafka_conf.h"
 #include "wr_batch.h"
 
 typedef struct wr_kafka wr_kafka_t;
@@ -27,14 +28,25 @@ typedef struct {
     const char *topic;     /* the topic to consume */
     const char *dlt_topic; /* where dead letters go */
     int64_t session_timeout_ms;
+    const vc_kafka_settings_t *extra; /* --kafka and VOUCHER_KAFKA_CONF, or NULL */
     wr_revoke_cb revoke_cb;
     void *ctx;
 } wr_kafka_conf_t;
 
 /*
+ * Checks extra as every handle of this adapter (the consumer, the dead-letter
+ * producer, the dlt tools' reader and replayer) will apply it, without making
+ * one, so that main() can refuse a bad setting at start: a key any of them
+ * sets itself, or one librdkafka refuses. Returns 0 or VC_ERR_INVALID (or
+ * VC_ERR_NOMEM) with err naming the key.
+ */
+int wr_kafka_check_settings(const vc_kafka_settings_t *extra, char *err, size_t errlen);
+
+/*
  * Creates the consumer (subscribed to conf->topic) and the dead-letter
- * producer. The strings in conf are borrowed for the adapter's lifetime.
- * Returns 0, or VC_ERR_INVALID with err set. The caller owns *out
+ * producer, both with conf->extra applied after the writer's own settings.
+ * The strings in conf and conf->extra are borrowed for the adapter's
+ * lifetime. Returns 0, or VC_ERR_INVALID with err set. The caller owns *out
  * (wr_kafka_close).
  */
 int wr_kafka_open(wr_kafka_t **out, const wr_kafka_conf_t *conf, char *err, size_t errlen);
@@ -111,16 +123,21 @@ typedef int (*wr_dlt_record_cb)(void *ctx, const wr_dlt_record_t *rec);
  * Reads every message of topic (all partitions, from the oldest kept to the
  * end as it was when the scan started; partition by partition, in offset
  * order) and calls cb for each. Joins no consumer group and commits
- * nothing. Returns 0, the callback's non-zero value, or VC_ERR_UNAVAILABLE
- * with err set.
+ * nothing. extra (borrowed during the call; NULL for none) is applied to its
+ * reader. Returns 0, the callback's non-zero value, VC_ERR_INVALID when the
+ * reader cannot be made, or VC_ERR_UNAVAILABLE with err set.
  */
-int wr_kafka_dlt_scan(const char *brokers, const char *topic, wr_dlt_record_cb cb, void *ctx,
-                      char *err, size_t errlen);
+int wr_kafka_dlt_scan(const char *brokers, const vc_kafka_settings_t *extra, const char *topic,
+                      wr_dlt_record_cb cb, void *ctx, char *err, size_t errlen);
 
 typedef struct wr_replayer wr_replayer_t;
 
-/* A producer for replays. Returns 0 or VC_ERR_INVALID; caller owns *out. */
-int wr_replayer_open(wr_replayer_t **out, const char *brokers, char *err, size_t errlen);
+/*
+ * A producer for replays, with extra (borrowed during the call; NULL for
+ * none) applied. Returns 0 or VC_ERR_INVALID; caller owns *out.
+ */
+int wr_replayer_open(wr_replayer_t **out, const char *brokers, const vc_kafka_settings_t *extra,
+                     char *err, size_t errlen);
 
 /*
  * Queues rec's key and value for topic with the header dlt-replayed-from

@@ -359,6 +359,7 @@ int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_
         .topic = cfg->topic,
         .dlt_topic = cfg->dlt_topic,
         .session_timeout_ms = cfg->session_timeout_ms,
+        .extra = cfg->kafka_extra,
         .revoke_cb = on_revoke,
         .ctx = &w,
     };

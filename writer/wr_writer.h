@@ -10,6 +10,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "vc_kafka_conf.h"
+
 /* The writer daemon's settings (the table is in main.c). */
 typedef struct {
     const char *brokers;
@@ -25,6 +27,9 @@ typedef struct {
     /* Kafka session.timeout.ms: how soon the partitions of a dead writer move. */
     int64_t session_timeout_ms;
     const char *admin_addr; /* /healthz, /readyz, /metrics; empty: off */
+    const char *kafka_conf; /* VOUCHER_KAFKA_CONF as given; kafka_extra holds it parsed */
+    /* librdkafka settings passed through (VOUCHER_KAFKA_CONF, --kafka); NULL: none. */
+    const vc_kafka_settings_t *kafka_extra;
 } wr_config_t;
 
 /* What the loop has done since it started. */

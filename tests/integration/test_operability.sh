@@ -2,9 +2,10 @@
 # What the platform team relies on: every daemon's /healthz, /readyz and
 # /metrics; metrics that move when their event happens; SIGTERM during a
 # stream that loses no acknowledged reservation and exits 0; a bad setting
-# that stops start-up naming it; --help and --version; JSON log lines.
+# that stops start-up naming it; librdkafka settings passed through to the
+# writer and the reconciler; --help and --version; JSON log lines.
 source "$(dirname "$0")/lib.sh"
-plan 30
+plan 37
 
 start_gateway
 start_writer
@@ -97,12 +98,43 @@ ok "$([ $rc -ne 0 ] && grep -q VOUCHER_WRITER_BATCH "$scratch/err2"; echo $?)" \
 "$bin_reconciler" --interval soon >/dev/null 2>"$scratch/err3"
 is "$? $(grep -c -- '--interval' "$scratch/err3")" "2 1" "voucher-reconciler --interval soon: exit 2, names --interval"
 
+# --- librdkafka settings passed through (--kafka, VOUCHER_KAFKA_CONF): a pair that is not
+# key=value, that the daemon sets itself, or that librdkafka does not know stops start-up,
+# naming it; a harmless one reaches every Kafka client and the daemons work as before.
+"$bin_writer" --kafka group.id=elsewhere >/dev/null 2>"$scratch/err4"
+is "$? $(grep -c "option --kafka: kafka setting group.id: the writer's consumer sets it itself" "$scratch/err4")" "2 1" \
+  "voucher-writer --kafka group.id=elsewhere: exit 2, says the writer sets group.id itself"
+VOUCHER_KAFKA_CONF=socket.keepalive.enable=true,client.rack "$bin_writer" >/dev/null 2>"$scratch/err5"
+is "$? $(grep -c 'VOUCHER_KAFKA_CONF: kafka setting "client.rack": expected key=value' "$scratch/err5")" "2 1" \
+  "VOUCHER_KAFKA_CONF with a pair missing its '=' stops the writer: exit 2, quotes the pair"
+"$bin_reconciler" --kafka enable.auto.commit=true >/dev/null 2>"$scratch/err6"
+is "$? $(grep -c "kafka setting enable.auto.commit: the reconciler's reader sets it itself" "$scratch/err6")" "2 1" \
+  "voucher-reconciler --kafka enable.auto.commit=true: exit 2, says the reconciler sets it itself"
+"$bin_reconciler" --once --kafka=no.such.property=1 >/dev/null 2>"$scratch/err7"
+is "$? $(grep -c 'kafka setting no.such.property: No such configuration property' "$scratch/err7")" "2 1" \
+  "voucher-reconciler --kafka=no.such.property=1: exit 2 with librdkafka's reason"
+
+daemon_stop "$test_name-writer"
+VOUCHER_KAFKA_CONF=socket.keepalive.enable=true start_writer --kafka client.rack=r1
+code=$(unique_code KCONF)
+new_voucher "$code" 10
+http POST "/vouchers/$code/reservations" '{"customerId":1,"orderId":"'"$code"'-1","orderAmount":1}'
+is "$status $(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'" 1 30)" "201 1" \
+  "a writer started with --kafka client.rack=r1 and VOUCHER_KAFKA_CONF=socket.keepalive.enable=true applies a reservation"
+"$bin_writer" --kafka client.rack=r1 dlt list >/dev/null 2>"$scratch/dlt"
+is "$?" 0 "voucher-writer --kafka client.rack=r1 dlt list reads the dead-letter topic"
+daemon_stop "$test_name-reconciler"
+VOUCHER_KAFKA_CONF=socket.keepalive.enable=true start_reconciler "" --interval 500ms --kafka client.rack=r1
+wait_http_ok "http://$reconciler_addr/readyz" 30
+is "$?" 0 "a reconciler started with the same settings passes (its /readyz answers 200)"
+
 # --- --help and --version.
 for bin in "$bin_gateway" "$bin_writer" "$bin_reconciler"; do
   name=$(basename "$bin")
   "$bin" --help >"$scratch/help" 2>&1
-  ok "$(grep -q 'VOUCHER_LOG_LEVEL' "$scratch/help" && grep -q 'default' "$scratch/help"; echo $?)" \
-    "$name --help lists settings with their variables and defaults"
+  ok "$(grep -q 'VOUCHER_LOG_LEVEL' "$scratch/help" && grep -q 'default' "$scratch/help" &&
+    grep -q -- '--kafka TEXT' "$scratch/help" && grep -q 'VOUCHER_KAFKA_CONF' "$scratch/help"; echo $?)" \
+    "$name --help lists settings with their variables and defaults, --kafka and VOUCHER_KAFKA_CONF among them"
 done
 is "$("$bin_gateway" --version)" "voucher-gateway 0.1.0" "voucher-gateway --version"
 
