@@ -66,11 +66,11 @@ static void signal_cb(uv_signal_t *sig, int signum)
     uv_close((uv_handle_t *)&a->sigint, NULL);
 }
 
-int main(int argc, char **argv)
+/* The daemon; main() frees the Kafka settings this loads into kafka_extra, on every way out. */
+static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
 {
     static gw_config_t cfg;
     static gw_shared_t shared;
-    vc_kafka_settings_t kafka_extra = VC_KAFKA_SETTINGS_INIT;
     char err[512];
     app_t a = {0};
     uv_loop_t *loop = uv_default_loop();
@@ -79,7 +79,7 @@ int main(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
     /* --kafka may repeat: its pairs are taken out before the table sees argv. */
-    if (vc_kafka_settings_load(&kafka_extra, getenv(VC_KAFKA_CONF_ENV), &argc, argv, err,
+    if (vc_kafka_settings_load(kafka_extra, getenv(VC_KAFKA_CONF_ENV), &argc, argv, err,
                                sizeof(err)) != 0) {
         fprintf(stderr, "voucher-gateway: %s\n", err);
         return 2;
@@ -96,7 +96,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "voucher-gateway: unknown log level \"%s\"\n", cfg.log_level);
         return 2;
     }
-    if (gw_kafka_check_settings(&kafka_extra, err, sizeof(err)) != 0) {
+    if (gw_kafka_check_settings(kafka_extra, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-gateway: %s\n", err);
         return 2;
     }
@@ -125,7 +125,7 @@ int main(int argc, char **argv)
         !(shared.redis_up = calloc((size_t)a.nworkers, sizeof(*shared.redis_up))))
         return 1;
     gw_metrics_init();
-    if (!(shared.kafka = gw_kafka_new(cfg.kafka_brokers, cfg.kafka_timeout_ms, &kafka_extra, err,
+    if (!(shared.kafka = gw_kafka_new(cfg.kafka_brokers, cfg.kafka_timeout_ms, kafka_extra, err,
                                       sizeof(err)))) {
         vc_error("%s", err);
         goto out;
@@ -166,9 +166,17 @@ out:
     gw_pg_pool_free(shared.pg);
     free(a.workers);
     free(shared.redis_up);
-    vc_kafka_settings_free(&kafka_extra);
     uv_loop_close(loop);
     if (exit_code == 0)
         vc_info("stopped");
     return exit_code;
+}
+
+int main(int argc, char **argv)
+{
+    vc_kafka_settings_t kafka_extra = VC_KAFKA_SETTINGS_INIT;
+    int rc = run(argc, argv, &kafka_extra);
+
+    vc_kafka_settings_free(&kafka_extra); /* whichever way run() ended */
+    return rc;
 }

@@ -152,11 +152,11 @@ static int run_once(rc_ctx_t *ctx, const rc_settings_t *s)
     return sum.verdicts[RC_BEHIND] ? 3 : 0;
 }
 
-int main(int argc, char **argv)
+/* The daemon; main() frees the Kafka settings this loads into kafka_extra, on every way out. */
+static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
 {
     rc_settings_t s;
     rc_config_t cfg;
-    vc_kafka_settings_t kafka_extra = VC_KAFKA_SETTINGS_INIT;
     rc_ctx_t ctx = {0};
     rc_summary_t sum;
     vc_admin_t *admin = NULL;
@@ -165,7 +165,7 @@ int main(int argc, char **argv)
     int rc, was_leader = 0;
 
     /* --kafka may repeat: its pairs are taken out before the table sees argv. */
-    if (vc_kafka_settings_load(&kafka_extra, getenv(VC_KAFKA_CONF_ENV), &argc, argv, err,
+    if (vc_kafka_settings_load(kafka_extra, getenv(VC_KAFKA_CONF_ENV), &argc, argv, err,
                                sizeof(err)) != 0) {
         fprintf(stderr, "voucher-reconciler: %s\n", err);
         return 2;
@@ -184,20 +184,19 @@ int main(int argc, char **argv)
                 rc != VC_CFG_RUN ? err : "invalid VOUCHER_LOG_LEVEL (debug, info, warn or error)");
         return 2;
     }
-    if (rc_kafka_check_settings(&kafka_extra, err, sizeof(err)) != 0) {
+    if (rc_kafka_check_settings(kafka_extra, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-reconciler: %s\n", err);
         return 2;
     }
     cfg = (rc_config_t){s.pg_dsn,           s.redis_url,  s.kafka_brokers, s.writer_group,
                         "voucher-events",   s.timeout_ms, s.grace_ms,      (int)s.batch,
-                        s.restore_delay_ms, &kafka_extra};
+                        s.restore_delay_ms, kafka_extra};
     ctx.cfg = &cfg;
     signal(SIGPIPE, SIG_IGN);
 
     if (s.once) {
         rc = run_once(&ctx, &s);
         rc_ctx_close(&ctx);
-        vc_kafka_settings_free(&kafka_extra);
         return rc;
     }
 
@@ -255,7 +254,15 @@ int main(int argc, char **argv)
     }
     rc_ctx_close(&ctx); /* closing the session releases the lock for a standby */
     vc_admin_stop(admin);
-    vc_kafka_settings_free(&kafka_extra);
     vc_info("reconciler stopped");
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    vc_kafka_settings_t kafka_extra = VC_KAFKA_SETTINGS_INIT;
+    int rc = run(argc, argv, &kafka_extra);
+
+    vc_kafka_settings_free(&kafka_extra); /* whichever way run() ended */
+    return rc;
 }

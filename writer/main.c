@@ -89,10 +89,10 @@ static const char summary[] =
     "events that can never apply go to the dead-letter topic, which the dlt commands read\n"
     "and replay.";
 
-int main(int argc, char **argv)
+/* The daemon; main() frees the Kafka settings this loads into kafka_extra, on every way out. */
+static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
 {
     wr_config_t cfg;
-    vc_kafka_settings_t kafka_extra = VC_KAFKA_SETTINGS_INIT;
     vc_admin_t *admin = NULL;
     struct sigaction sa;
     char err[512];
@@ -100,7 +100,7 @@ int main(int argc, char **argv)
 
     memset(&cfg, 0, sizeof(cfg));
     /* --kafka may repeat: its pairs are taken out before the table sees argv. */
-    if (vc_kafka_settings_load(&kafka_extra, getenv(VC_KAFKA_CONF_ENV), &argc, argv, err,
+    if (vc_kafka_settings_load(kafka_extra, getenv(VC_KAFKA_CONF_ENV), &argc, argv, err,
                                sizeof(err)) != 0) {
         fprintf(stderr, "voucher-writer: %s\n", err);
         return 2;
@@ -117,11 +117,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "voucher-writer: unknown log level \"%s\"\n", cfg.log_level);
         return 2;
     }
-    if (wr_kafka_check_settings(&kafka_extra, err, sizeof(err)) != 0) {
+    if (wr_kafka_check_settings(kafka_extra, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-writer: %s\n", err);
         return 2;
     }
-    cfg.kafka_extra = &kafka_extra;
+    cfg.kafka_extra = kafka_extra;
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -138,7 +138,6 @@ int main(int argc, char **argv)
             return 2;
         }
         rc = wr_cli_dlt(&cfg, argc - first_arg - 1, argv + first_arg + 1, &stop_requested);
-        vc_kafka_settings_free(&kafka_extra);
         return rc;
     }
     if (cfg.admin_addr && *cfg.admin_addr &&
@@ -152,6 +151,14 @@ int main(int argc, char **argv)
     }
     rc = wr_writer_run(&cfg, &stop_requested, NULL, &health);
     vc_admin_stop(admin);
-    vc_kafka_settings_free(&kafka_extra);
     return rc == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    vc_kafka_settings_t kafka_extra = VC_KAFKA_SETTINGS_INIT;
+    int rc = run(argc, argv, &kafka_extra);
+
+    vc_kafka_settings_free(&kafka_extra); /* whichever way run() ended */
+    return rc;
 }
