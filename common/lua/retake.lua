@@ -6,7 +6,11 @@
 -- KEYS[1] remaining  KEYS[2] users  KEYS[3] orders  KEYS[4] holds
 -- ARGV[1] orderId  ARGV[2] order value (state H or C)  ARGV[3] heldUntilMs
 --
--- Returns 1 taken again, 0 the order is already taken.
+-- Returns 1 taken again, 0 the order is already taken, -1 the counter is
+-- missing (the keys were lost: the restore rebuilds them from PostgreSQL and
+-- the events in flight; a DECR here would create a counter of -1 that looks
+-- loaded, and the voucher would never be restored).
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local order = redis.call('HGET', KEYS[3], ARGV[1])
 if order then
   local state = string.sub(order, -1)

@@ -5,7 +5,7 @@
 # restored from PostgreSQL plus the events still in flight; of two
 # reconcilers one acts, and the other takes over when it dies.
 source "$(dirname "$0")/lib.sh"
-plan 34
+plan 35
 
 reserve() { # CODE CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
@@ -157,6 +157,13 @@ used=$(sql "SELECT used_count FROM voucher WHERE code = '$code'")
 ok "$([ "$used" -le 200 ] && [ "$used" -ge "$created" ]; echo $?)" \
   "PostgreSQL counts every acknowledged use and never more than the limit ($used)"
 daemon_stop "$test_name-reconciler"
+# A retake decided just before a flush must not bring back a counter of -1
+# that looks loaded (the voucher would then never be restored).
+gone=$(unique_code GONE)
+out=$(rcli EVAL "$(cat "$VOUCHER_SOURCE_DIR/common/lua/retake.lua")" 4 "voucher:{$gone}:remaining" \
+  "voucher:{$gone}:users" "voucher:{$gone}:orders" "voucher:{$gone}:holds" "$gone-o1" "7:100:0:C" 0)
+is "$out $(rcli EXISTS "voucher:{$gone}:remaining" "voucher:{$gone}:orders" "voucher:{$gone}:users")" "-1 0" \
+  "retake on a voucher whose keys are gone: -1, and it creates none of them"
 
 # --- Two reconcilers: one acts; when it dies, the other takes over.
 start_reconciler "" --interval 300ms
