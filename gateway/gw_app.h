@@ -45,20 +45,21 @@ typedef struct {
     atomic_long *connections;
 } gw_app_t;
 
-/* The Redis keys of a voucher: the first four in the order of reserve.lua. */
+/* The Redis keys of a voucher: the first five in the order of reserve.lua. */
 enum {
     GW_KEY_REMAINING,
     GW_KEY_USERS,
     GW_KEY_ORDERS,
     GW_KEY_HOLDS,
+    GW_KEY_RESENT,
     GW_KEY_RELEASING,
     GW_KEY_COUNT
 };
-#define GW_KEY_RESERVE 4 /* reserve.lua and forget.lua take the first four */
+#define GW_KEY_RESERVE 5 /* reserve.lua and forget.lua take the first five */
 #define GW_KEY_MAX (VC_CODE_MAX + 32)
 #define GW_CLAIM_KEY_MAX (VC_ORDER_ID_MAX + 32)
 
-/* Fills keys with voucher:{code}:remaining, :users, :orders, :holds, :releasing. */
+/* Fills keys with voucher:{code}:remaining, :users, :orders, :holds, :resent, :releasing. */
 void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
 
 /*

@@ -32,7 +32,7 @@ const vc_cfg_param_t gw_config_params[] = {
     INT("threads", "VOUCHER_GATEWAY_THREADS", "0", threads, 0, 256,
         "worker threads, each with its own loop and listener; 0 = one per core"),
     MS("redis-timeout", "VOUCHER_REDIS_TIMEOUT", "500ms", redis_timeout_ms, 1, 60000,
-       "deadline of each Redis command; a late reply drops the connection"),
+       "deadline of each Redis command; a late command fails alone (503)"),
     MS("kafka-timeout", "VOUCHER_KAFKA_TIMEOUT", "5s", kafka_timeout_ms, 10, 300000,
        "how long the producer tries to deliver an event (delivery.timeout.ms)"),
     MS("rules-ttl", "VOUCHER_RULES_TTL", "5s", rules_ttl_ms, 0, 3600000,

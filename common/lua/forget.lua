@@ -5,16 +5,24 @@
 -- release_begin.lua and release_finish.lua, after its event is in Kafka
 -- (proto/redis-keys.md).
 --
+-- "Definitely not stored" speaks of one message only. A retry of the same
+-- orderId that found the hold publishes the event again (reserve.lua marks it
+-- in KEYS[5]); that message may be stored, so such a hold is kept and left to
+-- the retry, or to the reconciler if no event ever arrives.
+--
 -- KEYS[1] voucher:{CODE}:remaining  KEYS[2] voucher:{CODE}:users
--- KEYS[3] voucher:{CODE}:orders     KEYS[4] voucher:{CODE}:holds   (as reserve.lua)
+-- KEYS[3] voucher:{CODE}:orders     KEYS[4] voucher:{CODE}:holds
+-- KEYS[5] voucher:{CODE}:resent     (as reserve.lua)
 -- ARGV[1] orderId
 --
 -- Returns {status, order}: 1 forgotten, 0 not held (confirmed or being
--- released: kept), -1 no such order; order is the stored value as it was.
+-- released: kept), -1 no such order, -2 held and published again by a retry
+-- (kept); order is the stored value as it was.
 local order = redis.call('HGET', KEYS[3], ARGV[1])
 if not order then return {-1, false} end
 local customer, state = string.match(order, '^([^:]*):[^:]*:[^:]*:(.)$')
 if state ~= 'H' then return {0, order} end
+if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return {-2, order} end
 redis.call('HDEL', KEYS[3], ARGV[1])
 -- A missing counter is restored from PostgreSQL later: do not create it here.
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('INCR', KEYS[1]) end

@@ -5,8 +5,11 @@
 -- KEYS[3] voucher:{CODE}:orders     hash orderId -> "customerId:discount:heldUntilMs:state"
 --                                   state H = held, C = confirmed, R = released
 -- KEYS[4] voucher:{CODE}:holds      sorted set orderId scored by heldUntilMs
+-- KEYS[5] voucher:{CODE}:resent     sorted set orderId scored by when a retry
+--                                   found it held (ms): its event is being
+--                                   published again, so forget.lua must keep it
 -- ARGV[1] customerId   ARGV[2] perCustomerLimit   ARGV[3] orderId
--- ARGV[4] discount     ARGV[5] heldUntilMs
+-- ARGV[4] discount     ARGV[5] heldUntilMs        ARGV[6] nowMs
 --
 -- Returns {status, order}: status 1 taken, 0 the same order again (nothing
 -- taken), -1 out of stock, -2 customer at the limit, -3 voucher not loaded,
@@ -16,6 +19,15 @@ local order = redis.call('HGET', KEYS[3], ARGV[3])
 if order then
   local customer = string.match(order, '^([^:]*):')
   if customer ~= ARGV[1] then return {-4, order} end
+  if string.sub(order, -1) == 'H' then
+    -- The retry publishes VoucherReserved again. Markers older than ten
+    -- minutes go: no delivery report comes later than VOUCHER_KAFKA_TIMEOUT
+    -- (five minutes at most).
+    local now = tonumber(ARGV[6])
+    redis.call('ZADD', KEYS[5], now, ARGV[3])
+    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 600000)
+    redis.call('PEXPIRE', KEYS[5], 600000)
+  end
   return {0, order}
 end
 local remaining = redis.call('GET', KEYS[1])

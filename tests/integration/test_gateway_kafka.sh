@@ -3,9 +3,13 @@
 # Kafka stopped, DELETE answers 503, Redis still counts the use (order X, not
 # confirmable), /readyz says not ready; once Kafka is back, the retried DELETE
 # publishes, finishes, and gives the use back, and PostgreSQL agrees.
+# A reservation whose event Kafka definitely did not store gives its use back
+# (503), unless a retry of the same orderId found the hold and published the
+# event again meanwhile: that message may be stored, so the hold is kept, and
+# the retry once Kafka is back gets its 201 and the row.
 # Stops and starts the stack's Kafka: run it on a private stack (tests/run).
 source "$(dirname "$0")/lib.sh"
-plan 16
+plan 26
 
 stack=$VOUCHER_SOURCE_DIR/deploy/stack
 kafka_back() { "$stack" up kafka >"$scratch/kafka-up.log" 2>&1; }
@@ -36,6 +40,30 @@ ready=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$base_url/readyz")
 is "$ready" 503 "/readyz: 503 without a broker"
 is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'")" 1 "PostgreSQL still counts the use"
 
+# Kafka definitely did not store it (never reachable): the use is given back.
+code2=$(unique_code GWKAFKA)
+new_voucher "$code2" 2
+orders2="voucher:{$code2}:orders"
+http POST "/vouchers/$code2/reservations" '{"customerId":2,"orderId":"'"$code2"'-o2","orderAmount":1000}'
+is "$status $(jq -r .detail <<<"$body")" "503 event log unavailable: use given back" \
+  "a reservation while Kafka is down: 503 once the producer gives up"
+is "$(rcli HEXISTS "$orders2" "$code2-o2") $(rcli GET "voucher:{$code2}:remaining") $(rcli EXISTS "voucher-order:{$code2-o2}")" \
+  "0 2 0" "its use is given back, the order and the orderId's claim forgotten"
+
+# The same, but a retry found the hold and published again before the first
+# attempt's message timed out: the hold must stay.
+o3=$code2-o3
+curl -s -o /dev/null --max-time 1 -X POST -H 'Content-Type: application/json' \
+  --data-binary '{"customerId":3,"orderId":"'"$o3"'","orderAmount":1000}' "$base_url/vouchers/$code2/reservations"
+http POST "/vouchers/$code2/reservations" '{"customerId":3,"orderId":"'"$o3"'","orderAmount":1000}'
+is "$status" 503 "its retry (sent before the first attempt's message timed out): 503"
+is "$(rcli HGET "$orders2" "$o3" | cut -d: -f4) $(rcli GET "voucher:{$code2}:remaining")" "H 1" \
+  "the first attempt's 'not persisted' did not give the use back: still held"
+[ -n "$(rcli ZSCORE "voucher:{$code2}:resent" "$o3")" ]
+ok $? "the retry's publication is marked in voucher:{CODE}:resent"
+grep -q "\"orderId\":\"$o3\".*use kept: a retry published the reservation again" "$VOUCHER_STACK_DIR/logs/$test_name-gateway.log"
+ok $? "the gateway logged why it kept the use"
+
 kafka_back
 ok $? "Kafka started again"
 for ((i = 0; i < 300; i++)); do
@@ -55,3 +83,13 @@ is "$(rcli GET "voucher:{$code}:remaining") $(rcli HGET "voucher:{$code}:orders"
   "the use is back in Redis, the order R"
 is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 0 60)" 0 "the writer gave the use back in PostgreSQL"
 is "$(sql "SELECT status FROM voucher_redemption WHERE order_id = '$code-o1'")" RELEASED "the redemption is RELEASED"
+
+# The retry once Kafka is back: its event is stored, and Redis and PostgreSQL agree.
+http POST "/vouchers/$code2/reservations" '{"customerId":3,"orderId":"'"$o3"'","orderAmount":1000}'
+is "$status $(jq -r .replayed <<<"$body")" "201 true" "the retry once Kafka is back: 201 replayed"
+is "$(wait_sql "SELECT status FROM voucher_redemption WHERE order_id = '$o3'" RESERVED 60)" RESERVED \
+  "the writer inserted the kept reservation"
+is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '$code2'" 1 30) $(rcli GET "voucher:{$code2}:remaining")" "1 1" \
+  "PostgreSQL counts one use, Redis offers one of two"
+is "$(sql "SELECT count(*) FROM voucher_redemption WHERE order_id = '$code2-o2'")" 0 \
+  "the given-back order has no row"

@@ -548,6 +548,7 @@ START_TEST(redis_keys)
     gw_app_keys("FLASH100", keys);
     ck_assert_str_eq(keys[GW_KEY_REMAINING], "voucher:{FLASH100}:remaining");
     ck_assert_str_eq(keys[GW_KEY_ORDERS], "voucher:{FLASH100}:orders");
+    ck_assert_str_eq(keys[GW_KEY_RESENT], "voucher:{FLASH100}:resent");
     ck_assert_str_eq(keys[GW_KEY_COUNT - 1], "voucher:{FLASH100}:releasing");
     gw_app_claim_key("order-7", claim);
     ck_assert_str_eq(claim, "voucher-order:{order-7}");

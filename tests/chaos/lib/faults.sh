@@ -112,6 +112,25 @@ fault_restart_kafka() {
   deploy_stack restart kafka && fault_log "Kafka is back" || fault_log "restart kafka FAILED"
 }
 
+# kill -9 the Kafka broker mid-sale and start it again after a while: unlike a
+# clean restart (the broker keeps serving while it shuts down), the produce
+# requests in flight get no answer, so the gateway's outcome is unknown for
+# them, and the holds of the reservations waiting meanwhile may expire before
+# the broker is back. The broker recovers its log from the page cache.
+fault_kill_kafka() {
+  local pid pidfile=$VOUCHER_STACK_DIR/kafka/kafka.pid
+  at "$(rand 800 2500)"
+  pid=$(cat "$pidfile" 2>/dev/null)
+  if [ -z "$pid" ] || ! kill -9 "$pid" 2>/dev/null; then
+    fault_log "kill -9 Kafka FAILED: not running"
+    return 1
+  fi
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  fault_log "kill -9 Kafka (pid $pid), down for ${p_kafka_down_s}s"
+  sleep "$p_kafka_down_s"
+  deploy_stack up kafka && fault_log "Kafka is back" || fault_log "start kafka FAILED"
+}
+
 # Restart PostgreSQL mid-sale: the writer's batches and the gateway's rule
 # loads fail meanwhile.
 fault_restart_postgres() {
