@@ -4,6 +4,7 @@
 #include "vc_log.h"
 
 #include <librdkafka/rdkafka.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,23 @@ struct rc_kafka {
     char *topic;
     rd_kafka_t *group;    /* carries the writer's group.id, never subscribes: offsets only */
     rd_kafka_t *producer; /* created on first publish */
+    /*
+     * Delivery reports of the current rc_kafka_publish() call, number call:
+     * each message's opaque is its index in results. A report can come
+     * after its call stopped waiting (Kafka away longer than the timeout):
+     * it then names an earlier call and is dropped, never written into
+     * memory the caller has freed since.
+     */
+    uint32_t call;
+    int *results; /* 1 delivered, -1 failed, 0 no report yet */
+    int nresults, cap;
 };
+
+/* A message's opaque: the call it belongs to and its index in that call. */
+static void *report_tag(uint32_t call, int index)
+{
+    return (void *)(uintptr_t)(((uint64_t)call << 32) | (uint32_t)index);
+}
 
 static int conf_set(rd_kafka_conf_t *conf, const char *key, const char *value, char *err,
                     size_t errlen)
@@ -61,15 +78,19 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
 
 static void delivery_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
+    rc_kafka_t *k = opaque;
+    uint64_t tag = (uint64_t)(uintptr_t)m->_private;
+    int index = (int)(uint32_t)tag;
     (void)rk;
-    (void)opaque;
-    if (m->_private)
-        *(int *)m->_private = m->err == RD_KAFKA_RESP_ERR_NO_ERROR ? 1 : -1;
+
+    if ((uint32_t)(tag >> 32) != k->call || index < 0 || index >= k->nresults)
+        return; /* late: its call already gave up, the release is published again */
+    k->results[index] = m->err == RD_KAFKA_RESP_ERR_NO_ERROR ? 1 : -1;
 }
 
 static rd_kafka_t *new_client(rd_kafka_type_t type, const char *brokers,
                               const vc_kafka_settings_t *extra, const char *group,
-                              const char *client_id, char *err, size_t errlen)
+                              const char *client_id, void *opaque, char *err, size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_t *rk;
@@ -92,6 +113,7 @@ static rd_kafka_t *new_client(rd_kafka_type_t type, const char *brokers,
         return NULL;
     }
     rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_opaque(conf, opaque);
     if (type == RD_KAFKA_PRODUCER)
         rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb);
     /* rd_kafka_new() takes the conf only when it succeeds. */
@@ -119,8 +141,8 @@ rc_kafka_t *rc_kafka_new(const char *brokers, const vc_kafka_settings_t *extra, 
         goto fail;
     }
     k->extra = extra;
-    if (!(k->group = new_client(RD_KAFKA_CONSUMER, brokers, extra, group, "voucher-reconciler", err,
-                                errlen)))
+    if (!(k->group = new_client(RD_KAFKA_CONSUMER, brokers, extra, group, "voucher-reconciler", NULL,
+                                err, errlen)))
         goto fail;
     return k;
 fail:
@@ -138,6 +160,7 @@ void rc_kafka_free(rc_kafka_t *k)
     }
     if (k->group)
         rd_kafka_destroy(k->group);
+    free(k->results);
     free(k->brokers);
     free(k->topic);
     free(k);
@@ -237,7 +260,7 @@ int rc_kafka_tail(rc_kafka_t *k, const rc_positions_t *pos, int64_t timeout_ms,
      * pass's read of a partition early.
      */
     if (!(reader = new_client(RD_KAFKA_CONSUMER, k->brokers, k->extra, "voucher-reconciler-tail",
-                              "voucher-reconciler-tail", err, errlen))) {
+                              "voucher-reconciler-tail", NULL, err, errlen))) {
         rc = VC_ERR_UNAVAILABLE;
         goto out;
     }
@@ -306,30 +329,43 @@ int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delive
 
     if (!k->producer) {
         if (!(k->producer = new_client(RD_KAFKA_PRODUCER, k->brokers, k->extra, NULL,
-                                       "voucher-reconciler", err, errlen)))
+                                       "voucher-reconciler", k, err, errlen)))
             return VC_ERR_UNAVAILABLE;
     }
+    if (n > k->cap) {
+        int *results = realloc(k->results, (size_t)n * sizeof(*results));
+        if (!results) {
+            snprintf(err, errlen, "out of memory");
+            return VC_ERR_NOMEM;
+        }
+        k->results = results;
+        k->cap = n;
+    }
+    k->call++;
+    k->nresults = n;
+    memset(k->results, 0, (size_t)n * sizeof(*k->results));
     for (int i = 0; i < n; i++) {
         rd_kafka_resp_err_t e;
-        delivered[i] = 0;
         if (vc_event_encode(&events[i], buf, sizeof(buf), &len, eerr, sizeof(eerr)) != 0) {
             vc_warn("cannot encode a repair event for %s/%s: %s", events[i].code,
                     events[i].order_id, eerr);
-            delivered[i] = -1;
+            k->results[i] = -1;
             continue;
         }
         e = rd_kafka_producev(k->producer, RD_KAFKA_V_TOPIC(k->topic),
                               RD_KAFKA_V_KEY(events[i].code, strlen(events[i].code)),
                               RD_KAFKA_V_VALUE(buf, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                              RD_KAFKA_V_OPAQUE(&delivered[i]), RD_KAFKA_V_END);
+                              RD_KAFKA_V_OPAQUE(report_tag(k->call, i)), RD_KAFKA_V_END);
         if (e) {
             vc_warn("cannot publish a repair event for %s/%s: %s", events[i].code,
                     events[i].order_id, rd_kafka_err2str(e));
-            delivered[i] = -1;
+            k->results[i] = -1;
             continue;
         }
     }
-    /* Waits for every delivery report (the callback runs from rd_kafka_flush's polls). */
+    /* Waits for the delivery reports (the callback runs from rd_kafka_flush's polls). */
     rd_kafka_flush(k->producer, (int)timeout_ms);
+    memcpy(delivered, k->results, (size_t)n * sizeof(*delivered));
+    k->nresults = 0; /* reports still to come are late: dropped */
     return 0;
 }

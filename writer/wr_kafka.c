@@ -7,6 +7,7 @@
 #include "vc_time.h"
 
 #include <librdkafka/rdkafka.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,8 +70,15 @@ struct wr_kafka {
     rd_kafka_t *producer;
     wr_kafka_conf_t conf;
     int paused;
-    /* Delivery reports of the current wr_kafka_dead_letter() call. */
+    /*
+     * Delivery reports of the current wr_kafka_dead_letter() call, which is
+     * number dlt_call; each message carries its call's number as its opaque.
+     * A report that comes after its call gave up waiting (a broker away for
+     * longer than WR_DLT_FLUSH_MS) belongs to an earlier call and is not
+     * counted for this one.
+     */
     size_t delivered, failed;
+    uintptr_t dlt_call;
     char delivery_error[128];
 };
 
@@ -103,6 +111,8 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaqu
 {
     wr_kafka_t *k = opaque;
     (void)rk;
+    if ((uintptr_t)rkm->_private != k->dlt_call)
+        return;
     if (rkm->err) {
         k->failed++;
         snprintf(k->delivery_error, sizeof(k->delivery_error), "%s", rd_kafka_err2str(rkm->err));
@@ -397,7 +407,7 @@ static int produce_dead_letter(wr_kafka_t *k, const wr_msg_t *m, char *err, size
     e = rd_kafka_producev(
         k->producer, RD_KAFKA_V_TOPIC(k->conf.dlt_topic), RD_KAFKA_V_KEY(m->key, m->key_len),
         RD_KAFKA_V_VALUE((void *)m->payload, m->len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
+        RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE((void *)k->dlt_call), RD_KAFKA_V_END);
     if (e) {
         rd_kafka_headers_destroy(h); /* producev took it only on success */
         snprintf(err, errlen, "producing to %s: %s", k->conf.dlt_topic, rd_kafka_err2str(e));
@@ -412,6 +422,7 @@ int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *e
     int rc = 0;
 
     k->delivered = k->failed = 0;
+    k->dlt_call++;
     for (size_t i = 0; i < n; i++) {
         if ((rc = produce_dead_letter(k, msgs[i], err, errlen)) != 0)
             break;

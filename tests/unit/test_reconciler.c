@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include "rc_kafka.h"
 #include "rc_model.h"
 #include "vc_error.h"
 
@@ -242,6 +246,63 @@ START_TEST(order_map_grows_and_finds)
 }
 END_TEST
 
+
+/*
+ * A repair published while the broker is away: the call gives up waiting
+ * (outcome unknown), and the delivery reports that come once the broker is
+ * back belong to a call that has returned. They must not be written into the
+ * caller's array (freed by then in the reconciler: the reports overwrote
+ * heap memory and crashed it), nor count for the next call.
+ */
+START_TEST(publish_drops_reports_that_come_after_the_call)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_t *host;
+    rd_kafka_mock_cluster_t *mc;
+    rc_kafka_t *k;
+    vc_event_t ev[2];
+    int first[2] = {0, 0}, second[1] = {0};
+
+    /* The mock cluster lives in a handle of its own (which connects nowhere). */
+    ck_assert_int_eq(rd_kafka_conf_set(conf, "log_level", "3", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    host = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    ck_assert_ptr_nonnull(host);
+    mc = rd_kafka_mock_cluster_new(host, 1);
+    ck_assert_ptr_nonnull(mc);
+    ck_assert_int_eq(rd_kafka_mock_topic_create(mc, "voucher-events", 1, 1), 0);
+    k = rc_kafka_new(rd_kafka_mock_cluster_bootstraps(mc), NULL, "voucher-writer",
+                     "voucher-events", err, sizeof(err));
+    ck_assert_msg(k != NULL, "%s", err);
+
+    memset(ev, 0, sizeof(ev));
+    for (int i = 0; i < 2; i++) {
+        ev[i].type = VC_EV_RELEASED;
+        ev[i].version = VC_EVENT_VERSION;
+        snprintf(ev[i].code, sizeof(ev[i].code), "MOCK");
+        snprintf(ev[i].order_id, sizeof(ev[i].order_id), "mock-%d", i);
+        ev[i].customer_id = 7;
+        ev[i].at_ms = 1700000000000LL;
+        snprintf(ev[i].reason, sizeof(ev[i].reason), "EXPIRED");
+    }
+
+    rd_kafka_mock_broker_set_down(mc, 1);
+    ck_assert_int_eq(rc_kafka_publish(k, ev, 2, first, 500, err, sizeof(err)), 0);
+    ck_assert_int_eq(first[0], 0); /* unknown: still queued in the producer */
+    ck_assert_int_eq(first[1], 0);
+
+    rd_kafka_mock_broker_set_up(mc, 1);
+    ck_assert_int_eq(rc_kafka_publish(k, ev, 1, second, 30000, err, sizeof(err)), 0);
+    ck_assert_int_eq(second[0], 1); /* delivered: the broker is back */
+    ck_assert_int_eq(first[0], 0);  /* the late reports of the first call went nowhere */
+    ck_assert_int_eq(first[1], 0);
+
+    rc_kafka_free(k);
+    rd_kafka_mock_cluster_destroy(mc);
+    rd_kafka_destroy(host);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("reconciler");
@@ -262,6 +323,10 @@ int main(void)
     tcase_add_test(tc, replay_follows_the_writer);
     tcase_add_test(tc, order_values_parse);
     tcase_add_test(tc, order_map_grows_and_finds);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("kafka");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, publish_drops_reports_that_come_after_the_call);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
