@@ -7,6 +7,7 @@
 #include "vc_pg.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ static const char apply_sql[] =
 struct wr_pg {
     PGconn *conn;
     char *dsn;
+    int in_flight; /* wr_pg_send() sent a statement whose result is not read yet */
 };
 
 /* A growing text buffer for array literals; errors are sticky. */
@@ -93,6 +95,29 @@ static void error_text(const PGconn *conn, const PGresult *res, char *buf, size_
         snprintf(buf, cap, "%s: %s", state, primary);
     else
         vc_pg_error_text(conn, res, buf, cap);
+}
+
+/*
+ * What a failed apply statement means. Only an error the events' data caused
+ * (class 22, data exception; class 23, integrity constraint violation, which
+ * wr_apply_events() also raises for an unknown voucher and the limits) marks
+ * an event poison (VC_ERR_INVALID). Any other error that is not already
+ * transient (vc_pg_error_class) is the schema's or the deployment's: an
+ * undefined column after a bad migration (42703), a privilege taken away
+ * (42501), a function missing. Each event would fail the same way, so
+ * dead-lettering would empty the stream into the dead-letter topic; the batch
+ * waits and is tried again instead (VC_ERR_UNAVAILABLE), loudly, until
+ * someone mends the database.
+ */
+static int apply_error_class(const PGconn *conn, const PGresult *res)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    int rc = vc_pg_error_class(conn, res);
+
+    if (rc == VC_ERR_INVALID && !(state && (strncmp(state, "22", 2) == 0 ||
+                                            strncmp(state, "23", 2) == 0)))
+        return VC_ERR_UNAVAILABLE;
+    return rc;
 }
 
 const char *wr_pg_dlt_class(const char *error_text)
@@ -217,19 +242,25 @@ static int read_outcomes(const char *text, wr_msg_t **msgs, size_t lo, size_t hi
     return i == hi ? 0 : VC_ERR_PROTOCOL;
 }
 
-/*
- * Runs wr_apply_events() over msgs[lo..hi) as one statement and records the
- * outcomes. Returns 0, VC_ERR_INVALID (the statement failed and will fail
- * again; err holds "SQLSTATE: message"), or VC_ERR_UNAVAILABLE.
- */
-static int apply_range(wr_pg_t *pg, wr_msg_t **msgs, size_t lo, size_t hi, char *err, size_t errlen)
-{
+/* The statement's parameters for msgs[lo..hi): eight array literals. */
+typedef struct {
     wr_text_t arr[WR_PG_NPARAMS];
     const char *values[WR_PG_NPARAMS];
-    PGresult *res = NULL;
-    int rc = 0;
+} wr_params_t;
 
-    memset(arr, 0, sizeof(arr));
+static void params_free(wr_params_t *p)
+{
+    for (int a = 0; a < WR_PG_NPARAMS; a++)
+        free(p->arr[a].data);
+}
+
+/* Fills p (params_free() it whatever the result). Returns 0 or VC_ERR_NOMEM. */
+static int params_build(wr_params_t *p, wr_msg_t **msgs, size_t lo, size_t hi, char *err,
+                        size_t errlen)
+{
+    wr_text_t *arr = p->arr;
+
+    memset(p, 0, sizeof(*p));
     for (int a = 0; a < WR_PG_NPARAMS; a++)
         text_putc(&arr[a], '{');
     for (size_t i = lo; i < hi; i++) {
@@ -250,26 +281,50 @@ static int apply_range(wr_pg_t *pg, wr_msg_t **msgs, size_t lo, size_t hi, char 
         text_putc(&arr[a], '}');
         if (arr[a].failed) {
             snprintf(err, errlen, "out of memory");
-            rc = VC_ERR_NOMEM;
-            goto out;
+            return VC_ERR_NOMEM;
         }
-        values[a] = arr[a].data;
+        p->values[a] = arr[a].data;
     }
-    res = PQexecPrepared(pg->conn, "wr_apply", WR_PG_NPARAMS, values, NULL, NULL, 0);
+    return 0;
+}
+
+/*
+ * Records the outcomes of msgs[lo..hi) from wr_apply_events()'s result, and
+ * clears res. Returns 0, VC_ERR_INVALID (the statement failed and will fail
+ * again; err holds "SQLSTATE: message"), VC_ERR_UNAVAILABLE or
+ * VC_ERR_PROTOCOL.
+ */
+static int take_result(wr_pg_t *pg, PGresult *res, wr_msg_t **msgs, size_t lo, size_t hi,
+                       char *err, size_t errlen)
+{
+    int rc = 0;
+
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(pg->conn, res);
+        rc = apply_error_class(pg->conn, res);
         error_text(pg->conn, res, err, errlen);
-        goto out;
-    }
-    if (PQntuples(res) != 1 || read_outcomes(PQgetvalue(res, 0, 0), msgs, lo, hi) != 0) {
+    } else if (PQntuples(res) != 1 || read_outcomes(PQgetvalue(res, 0, 0), msgs, lo, hi) != 0) {
         snprintf(err, errlen, "unexpected result from wr_apply_events(): %.80s",
                  PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "(no row)");
         rc = VC_ERR_PROTOCOL;
     }
-out:
     PQclear(res);
-    for (int a = 0; a < WR_PG_NPARAMS; a++)
-        free(arr[a].data);
+    return rc;
+}
+
+/*
+ * Runs wr_apply_events() over msgs[lo..hi) as one statement and records the
+ * outcomes. Returns as take_result().
+ */
+static int apply_range(wr_pg_t *pg, wr_msg_t **msgs, size_t lo, size_t hi, char *err, size_t errlen)
+{
+    wr_params_t p;
+    int rc;
+
+    if ((rc = params_build(&p, msgs, lo, hi, err, errlen)) == 0)
+        rc = take_result(pg,
+                         PQexecPrepared(pg->conn, "wr_apply", WR_PG_NPARAMS, p.values, NULL, NULL, 0),
+                         msgs, lo, hi, err, errlen);
+    params_free(&p);
     return rc;
 }
 
@@ -333,22 +388,20 @@ static void mark_poison(void *ctx, size_t i, const char *err)
     snprintf(m->error, sizeof(m->error), "%s", err);
 }
 
-int wr_pg_apply(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen)
+/*
+ * The first statement over the whole batch failed with first_rc (first: its
+ * error): isolate the events that can never apply, under savepoints, and
+ * commit the rest. Returns as wr_pg_apply().
+ */
+static int after_first(wr_pg_t *pg, wr_msg_t **msgs, size_t n, int first_rc, const char *first,
+                       char *err, size_t errlen)
 {
     wr_pg_bisect_t b = {.pg = pg, .msgs = msgs};
-    char first[WR_ERR_MAX];
     int rc;
 
-    if (n == 0)
+    if (first_rc == 0)
         return 0;
-    if ((rc = ensure_conn(pg, err, errlen)) != 0)
-        return rc == VC_ERR_INVALID ? VC_ERR_UNAVAILABLE : rc;
-
-    /* The common case: one statement, which is its own transaction. */
-    rc = apply_range(pg, msgs, 0, n, first, sizeof(first));
-    if (rc == 0)
-        return 0;
-    if (rc != VC_ERR_INVALID) {
+    if (first_rc != VC_ERR_INVALID) {
         snprintf(err, errlen, "%s", first);
         return VC_ERR_UNAVAILABLE;
     }
@@ -372,4 +425,76 @@ fail:
         PQclear(res);
     }
     return VC_ERR_UNAVAILABLE;
+}
+
+int wr_pg_apply(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen)
+{
+    int rc;
+
+    if ((rc = wr_pg_send(pg, msgs, n, err, errlen)) != 0)
+        return rc;
+    return wr_pg_finish(pg, msgs, n, err, errlen);
+}
+
+int wr_pg_send(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen)
+{
+    wr_params_t p;
+    int rc;
+
+    VC_ASSERT(!pg->in_flight);
+    if (n == 0)
+        return 0;
+    if ((rc = ensure_conn(pg, err, errlen)) != 0)
+        return rc == VC_ERR_INVALID ? VC_ERR_UNAVAILABLE : rc;
+    if ((rc = params_build(&p, msgs, 0, n, err, errlen)) == 0) {
+        /* A blocking connection: the statement is on its way when this returns. */
+        if (PQsendQueryPrepared(pg->conn, "wr_apply", WR_PG_NPARAMS, p.values, NULL, NULL, 0)) {
+            pg->in_flight = 1;
+        } else {
+            vc_pg_error_text(pg->conn, NULL, err, errlen);
+            rc = VC_ERR_UNAVAILABLE;
+        }
+    }
+    params_free(&p);
+    return rc;
+}
+
+int wr_pg_wait(wr_pg_t *pg, int timeout_ms)
+{
+    struct pollfd pfd;
+
+    if (!pg->in_flight)
+        return 1;
+    /* A broken connection is "ready": wr_pg_finish() reports it. */
+    if (!PQconsumeInput(pg->conn) || !PQisBusy(pg->conn))
+        return 1;
+    if (timeout_ms <= 0)
+        return 0;
+    pfd.fd = PQsocket(pg->conn);
+    pfd.events = POLLIN;
+    pfd.revents = 0;
+    if (poll(&pfd, 1, timeout_ms) <= 0)
+        return 0;
+    return !PQconsumeInput(pg->conn) || !PQisBusy(pg->conn);
+}
+
+int wr_pg_finish(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen)
+{
+    char first[WR_ERR_MAX];
+    PGresult *res, *extra;
+    int rc;
+
+    if (n == 0)
+        return 0;
+    VC_ASSERT(pg->in_flight);
+    pg->in_flight = 0;
+    if (!(res = PQgetResult(pg->conn))) {
+        vc_pg_error_text(pg->conn, NULL, err, errlen);
+        return VC_ERR_UNAVAILABLE;
+    }
+    rc = take_result(pg, res, msgs, 0, n, first, sizeof(first));
+    /* A statement has one result; read up to the end of the query. */
+    while ((extra = PQgetResult(pg->conn)) != NULL)
+        PQclear(extra);
+    return after_first(pg, msgs, n, rc, first, err, errlen);
 }

@@ -39,6 +39,20 @@ void wr_pg_close(wr_pg_t *pg);
 int wr_pg_apply(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen);
 
 /*
+ * wr_pg_apply() in two halves, so the caller can work while PostgreSQL does:
+ * wr_pg_send() sends the batch's statement and returns (0, or as
+ * wr_pg_apply(): nothing is then in flight); wr_pg_wait() says whether its
+ * result came (1), waiting at most timeout_ms (0: do not wait), and
+ * wr_pg_finish() takes the result, isolates poison events if the statement
+ * failed, and returns as wr_pg_apply(). Between send and finish the messages
+ * may move in memory (finish gets them again, in the same order), but their
+ * events must not change; nothing else may use the adapter meanwhile.
+ */
+int wr_pg_send(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen);
+int wr_pg_wait(wr_pg_t *pg, int timeout_ms);
+int wr_pg_finish(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen);
+
+/*
  * The dead-letter class for a permanent error text as vc_pg_error_text()
  * writes it ("SQLSTATE: message"): WR_DLT_UNKNOWN_VOUCHER, WR_DLT_CONSTRAINT
  * or WR_DLT_REJECTED. Pure.

@@ -16,6 +16,7 @@
 #define WR_POLL_MS 100          /* longest a poll blocks, so a stop is seen quickly */
 #define WR_BACKOFF_FIRST_MS 100 /* first wait after a transient failure */
 #define WR_STATS_EVERY_MS 10000
+#define WR_OVERLAP_WAIT_MS 2 /* while a batch is in flight and Kafka has nothing: wait on PostgreSQL */
 
 /* The writer's series in the metrics registry, created once. */
 typedef struct {
@@ -35,6 +36,8 @@ typedef struct {
     wr_position_t *positions;
     wr_stats_t stats;
     int paused;
+    size_t in_flight;      /* events of the batch sent to PostgreSQL, result not taken yet */
+    int64_t sent_at;       /* monotonic ms the batch in flight was sent */
     int64_t backoff_ms;
     int64_t retry_at; /* monotonic ms; 0 when no retry is pending */
     uint64_t last_events;
@@ -81,12 +84,23 @@ static int is_revoked(void *ctx, int32_t partition)
     return 0;
 }
 
-/* wr_revoke_cb: unapplied messages of lost partitions are read again by their next owner. */
+static void complete_batch(wr_writer_t *w);
+
+/*
+ * wr_revoke_cb: unapplied messages of lost partitions are read again by their
+ * next owner. A batch in flight is finished first (its offsets are then
+ * stored, and committed right after this), and the queue cannot be compacted
+ * under it.
+ */
 static void on_revoke(void *ctx, const int32_t *partitions, size_t n)
 {
     wr_writer_t *w = ctx;
     wr_revoked_t r = {partitions, n};
-    size_t dropped = wr_queue_drop_partitions(&w->queue, is_revoked, &r);
+    size_t dropped;
+
+    if (w->in_flight)
+        complete_batch(w);
+    dropped = wr_queue_drop_partitions(&w->queue, is_revoked, &r);
 
     if (dropped)
         vc_info("dropped %zu unapplied events of revoked partitions", dropped);
@@ -153,28 +167,56 @@ static void log_dead_letter(const wr_msg_t *m)
     VC_LOG_F(VC_LOG_WARN, fields, "event dead-lettered: %s", m->error);
 }
 
-/*
- * Applies the first n queued messages: decoded ones in one transaction, then
- * the poison and orphan ones to the dead-letter topic, then their offsets
- * stored. Returns 0, or VC_ERR_UNAVAILABLE when the batch must be tried
- * again (nothing of it stored; the database part may have committed, which
- * a retry repeats as no-ops).
- */
-static int apply_batch(wr_writer_t *w, size_t n)
+/* Points w->sql at the decoded messages among the first n queued; returns how many. */
+static size_t collect_sql(wr_writer_t *w, size_t n)
 {
-    char err[WR_ERR_MAX];
-    size_t nsql = 0, ndead = 0, counts[8] = {0};
-    int64_t started = vc_time_mono_ms();
-    int rc, npos;
+    size_t nsql = 0;
 
     for (size_t i = 0; i < n; i++) {
         wr_msg_t *m = wr_queue_at(&w->queue, i);
-        if (m->decoded) {
-            m->outcome = WR_OUT_PENDING;
+        if (m->decoded)
             w->sql[nsql++] = m;
-        }
     }
-    if ((rc = wr_pg_apply(w->pg, w->sql, nsql, err, sizeof(err))) != 0) {
+    return nsql;
+}
+
+/*
+ * Sends the statement applying the first n queued messages (the decoded ones,
+ * in one transaction) without waiting for it. Returns 0 (w->in_flight is n),
+ * or VC_ERR_UNAVAILABLE when the batch must be tried again.
+ */
+static int send_batch(wr_writer_t *w, size_t n)
+{
+    char err[WR_ERR_MAX];
+    size_t nsql = collect_sql(w, n);
+
+    for (size_t i = 0; i < nsql; i++)
+        w->sql[i]->outcome = WR_OUT_PENDING;
+    w->sent_at = vc_time_mono_ms();
+    if (wr_pg_send(w->pg, w->sql, nsql, err, sizeof(err)) != 0) {
+        vc_warn("applying a batch of %zu events failed, will retry: %s", n, err);
+        return VC_ERR_UNAVAILABLE;
+    }
+    w->in_flight = n;
+    return 0;
+}
+
+/*
+ * Finishes the batch of the first n queued messages that send_batch() sent:
+ * takes PostgreSQL's result, then dead-letters the poison and orphan ones,
+ * then stores the offsets. Returns 0, or VC_ERR_UNAVAILABLE when the batch
+ * must be tried again (nothing of it stored; the database part may have
+ * committed, which a retry repeats as no-ops).
+ */
+static int finish_batch(wr_writer_t *w, size_t n)
+{
+    char err[WR_ERR_MAX];
+    size_t nsql, ndead = 0, counts[8] = {0};
+    int rc, npos;
+
+    /* The queue may have moved while the batch was in flight: point at it again. */
+    nsql = collect_sql(w, n);
+    if ((rc = wr_pg_finish(w->pg, w->sql, nsql, err, sizeof(err))) != 0) {
         vc_warn("applying a batch of %zu events failed, will retry: %s", n, err);
         return VC_ERR_UNAVAILABLE;
     }
@@ -224,7 +266,7 @@ static int apply_batch(wr_writer_t *w, size_t n)
     vc_metric_add(w->metrics.dead_letters, (int64_t)ndead);
     vc_metric_add(w->metrics.batches, 1);
     vc_metric_set(w->metrics.batch_events, (int64_t)n);
-    vc_metric_observe_us(w->metrics.batch_seconds, (vc_time_mono_ms() - started) * 1000);
+    vc_metric_observe_us(w->metrics.batch_seconds, (vc_time_mono_ms() - w->sent_at) * 1000);
     vc_debug("batch of %zu events committed (%zu dead-lettered)", n, ndead);
     return 0;
 }
@@ -286,6 +328,48 @@ static void recovered(wr_writer_t *w)
         atomic_store(&w->health->retrying, 0);
 }
 
+/* Takes the result of the batch in flight: drops it from the queue, or schedules its retry. */
+static void complete_batch(wr_writer_t *w)
+{
+    size_t n = w->in_flight;
+
+    w->in_flight = 0;
+    if (finish_batch(w, n) == 0) {
+        wr_queue_drop_front(&w->queue, n);
+        recovered(w);
+    } else {
+        schedule_retry(w);
+    }
+}
+
+/*
+ * While PostgreSQL applies the batch in flight, read the next one from
+ * Kafka (decoding it too), then take the result. Up to two batches are
+ * queued; when Kafka has nothing, wait on PostgreSQL a moment and look again.
+ */
+static int overlap(wr_writer_t *w)
+{
+    size_t want = 2 * (size_t)w->cfg->batch;
+    int rc;
+
+    while (w->in_flight && !wr_pg_wait(w->pg, 0)) {
+        if (w->queue.len < want) {
+            size_t before = w->queue.len;
+            if ((rc = poll_one(w, 0)) != 0) {
+                if (w->in_flight)
+                    complete_batch(w);
+                return rc;
+            }
+            if (w->queue.len > before)
+                continue;
+        }
+        (void)wr_pg_wait(w->pg, WR_OVERLAP_WAIT_MS);
+    }
+    if (w->in_flight) /* a revoke may have completed it already */
+        complete_batch(w);
+    return 0;
+}
+
 static int loop(wr_writer_t *w, volatile sig_atomic_t *stop)
 {
     size_t batch = (size_t)w->cfg->batch, n;
@@ -311,12 +395,12 @@ static int loop(wr_writer_t *w, volatile sig_atomic_t *stop)
                 recovered(w); /* the failed batch was revoked meanwhile */
             continue;
         }
-        if (apply_batch(w, n) == 0) {
-            wr_queue_drop_front(&w->queue, n);
-            recovered(w);
-        } else {
+        if (send_batch(w, n) != 0) {
             schedule_retry(w);
+            continue;
         }
+        if ((rc = overlap(w)) != 0)
+            return rc;
     }
     return 0;
 }

@@ -9,7 +9,7 @@
 # waits (not ready), dead-letters nothing and then applies everything once.
 # Stops and starts the stack's PostgreSQL: run it on a private stack (tests/run).
 source "$(dirname "$0")/lib.sh"
-plan 49
+plan 55
 
 stack=$VOUCHER_SOURCE_DIR/deploy/stack
 pg_back() { "$stack" up postgres >>"$scratch/pg-up.log" 2>&1; }
@@ -316,3 +316,28 @@ is "$got" "$want" "every event applied: 3000 rows, none twice (RESERVED CONFIRME
 is "$(used_mismatches "$re")" 0 "used_count = rows not RELEASED, for both vouchers"
 is "$(dlt_high)" "$dlt_before" "nothing dead-lettered: $dlt's high watermark unchanged ($dlt_before)"
 is "$(metric "$admin" voucher_writer_retries_total | awk '{print ($1 > 0)}')" 1 "the writer retried while it waited"
+
+# --- The database refuses every batch for a reason no event causes (here a
+# privilege taken away; a bad migration does the same): nothing may be
+# dead-lettered, the writer waits and applies everything once it is mended.
+code=$(unique_code NOPRIV)
+new_voucher "$code" 100 >/dev/null
+dlt_before=$(dlt_high)
+[ -n "$dlt_before" ] || dlt_before=unreadable
+retries_before=$(metric "$admin" voucher_writer_retries_total)
+sql "REVOKE INSERT ON voucher_redemption FROM CURRENT_USER"
+trap 'sql "GRANT INSERT ON voucher_redemption TO CURRENT_USER" >/dev/null 2>&1; finish' EXIT
+for i in 1 2 3; do ev_reserved "$code" "$i" "$code-o$i"; done | produce
+got=$(wait_for 1 15 bash -c "curl -s --max-time 1 http://$admin/metrics |
+  awk -v b=${retries_before:-0} '/^voucher_writer_retries_total/ { print (\$2 >= b + 2) }'")
+is "$got" 1 "without INSERT on voucher_redemption the batch fails and is retried"
+is "$(sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'") $(dlt_high)" "0 $dlt_before" \
+  "meanwhile: no row, and nothing dead-lettered (42501 is not the events' fault)"
+is "$(readyz)" 503 "/readyz: 503 while the batch waits"
+grep -q "42501" "$VOUCHER_STACK_DIR/logs/$test_name-writer.log"
+ok $? "the writer's log names the database's error (42501)"
+sql "GRANT INSERT ON voucher_redemption TO CURRENT_USER"
+is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'" 3 30)" 3 \
+  "once the privilege is back, the three reservations apply"
+is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'") $(dlt_high)" "3 $dlt_before" \
+  "used_count 3, and still nothing dead-lettered"
