@@ -125,6 +125,18 @@ static int is_reserved(const char *key, const char *const *reserved)
     return 0;
 }
 
+int vc_kafka_set(struct rd_kafka_conf_s *conf, const char *key, const char *value, char *err,
+                 size_t errlen)
+{
+    char why[512];
+
+    if (rd_kafka_conf_set(conf, key, value, why, sizeof(why)) != RD_KAFKA_CONF_OK) {
+        snprintf(err, errlen, "kafka setting %s=%s: %s", key, value, why);
+        return VC_ERR_INVALID;
+    }
+    return 0;
+}
+
 int vc_kafka_settings_apply(const vc_kafka_settings_t *s, struct rd_kafka_conf_s *conf,
                             const char *owner, const char *const *reserved, char *err,
                             size_t errlen)

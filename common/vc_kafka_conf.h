@@ -69,6 +69,13 @@ int vc_kafka_settings_load(vc_kafka_settings_t *s, const char *env_value, int *a
 void vc_kafka_settings_free(vc_kafka_settings_t *s);
 
 /*
+ * One setting a daemon makes itself: rd_kafka_conf_set() on conf. Returns 0,
+ * or VC_ERR_INVALID with err "kafka setting KEY=VALUE: librdkafka's reason".
+ */
+int vc_kafka_set(struct rd_kafka_conf_s *conf, const char *key, const char *value, char *err,
+                 size_t errlen);
+
+/*
  * Applies every pair of s (NULL: none) to conf (an rd_kafka_conf_t, still
  * owned by the caller) with rd_kafka_conf_set(), in order. reserved is a
  * NULL-terminated list of keys the handle sets itself and must keep (with

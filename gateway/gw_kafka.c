@@ -29,16 +29,6 @@ struct gw_kafka_report {
     int rc;
 };
 
-static int set(rd_kafka_conf_t *conf, const char *key, const char *value, char *err, size_t errlen)
-{
-    char errstr[512];
-    if (rd_kafka_conf_set(conf, key, value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
-        snprintf(err, errlen, "kafka setting %s=%s: %s", key, value, errstr);
-        return VC_ERR_INVALID;
-    }
-    return 0;
-}
-
 /* Runs on the polling thread: classify, then hand the report to its worker. */
 static void delivery_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
@@ -173,13 +163,13 @@ gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms,
         goto fail;
     }
     snprintf(timeout, sizeof(timeout), "%lld", (long long)delivery_timeout_ms);
-    if (set(conf, "bootstrap.servers", brokers, err, errlen) ||
-        set(conf, "enable.idempotence", "true", err, errlen) ||
-        set(conf, "acks", "all", err, errlen) || set(conf, "linger.ms", "2", err, errlen) ||
-        set(conf, "delivery.timeout.ms", timeout, err, errlen) ||
-        set(conf, "partitioner", "murmur2_random", err, errlen) ||
-        set(conf, "statistics.interval.ms", "1000", err, errlen) ||
-        set(conf, "client.id", "voucher-gateway", err, errlen))
+    if (vc_kafka_set(conf, "bootstrap.servers", brokers, err, errlen) ||
+        vc_kafka_set(conf, "enable.idempotence", "true", err, errlen) ||
+        vc_kafka_set(conf, "acks", "all", err, errlen) || vc_kafka_set(conf, "linger.ms", "2", err, errlen) ||
+        vc_kafka_set(conf, "delivery.timeout.ms", timeout, err, errlen) ||
+        vc_kafka_set(conf, "partitioner", "murmur2_random", err, errlen) ||
+        vc_kafka_set(conf, "statistics.interval.ms", "1000", err, errlen) ||
+        vc_kafka_set(conf, "client.id", "voucher-gateway", err, errlen))
         goto fail;
     if (vc_kafka_settings_apply(extra, conf, OWNER, reserved_keys, err, errlen) != 0)
         goto fail;

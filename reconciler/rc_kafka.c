@@ -61,12 +61,6 @@ static void *report_tag(uint32_t call, int index)
     return (void *)(uintptr_t)(((uint64_t)call << 32) | (uint32_t)index);
 }
 
-static int conf_set(rd_kafka_conf_t *conf, const char *key, const char *value, char *err,
-                    size_t errlen)
-{
-    return rd_kafka_conf_set(conf, key, value, err, errlen) == RD_KAFKA_CONF_OK ? 0 : -1;
-}
-
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
@@ -95,17 +89,17 @@ static rd_kafka_t *new_client(rd_kafka_type_t type, const char *brokers,
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_t *rk;
 
-    if (conf_set(conf, "bootstrap.servers", brokers, err, errlen) ||
-        conf_set(conf, "client.id", client_id, err, errlen) ||
-        (group && conf_set(conf, "group.id", group, err, errlen)) ||
+    if (vc_kafka_set(conf, "bootstrap.servers", brokers, err, errlen) ||
+        vc_kafka_set(conf, "client.id", client_id, err, errlen) ||
+        (group && vc_kafka_set(conf, "group.id", group, err, errlen)) ||
         (type == RD_KAFKA_CONSUMER &&
-         (conf_set(conf, "enable.auto.commit", "false", err, errlen) ||
-          conf_set(conf, "enable.partition.eof", "true", err, errlen))) ||
+         (vc_kafka_set(conf, "enable.auto.commit", "false", err, errlen) ||
+          vc_kafka_set(conf, "enable.partition.eof", "true", err, errlen))) ||
         (type == RD_KAFKA_PRODUCER &&
-         (conf_set(conf, "enable.idempotence", "true", err, errlen) ||
-          conf_set(conf, "acks", "all", err, errlen) ||
-          conf_set(conf, "partitioner", "murmur2_random", err, errlen) ||
-          conf_set(conf, "linger.ms", "5", err, errlen))) ||
+         (vc_kafka_set(conf, "enable.idempotence", "true", err, errlen) ||
+          vc_kafka_set(conf, "acks", "all", err, errlen) ||
+          vc_kafka_set(conf, "partitioner", "murmur2_random", err, errlen) ||
+          vc_kafka_set(conf, "linger.ms", "5", err, errlen))) ||
         (type == RD_KAFKA_CONSUMER
              ? vc_kafka_settings_apply(extra, conf, READER, reader_keys, err, errlen)
              : vc_kafka_settings_apply(extra, conf, PRODUCER, producer_keys, err, errlen))) {

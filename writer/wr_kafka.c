@@ -121,14 +121,6 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaqu
     }
 }
 
-static int set_conf(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
-                    size_t errlen)
-{
-    if (rd_kafka_conf_set(conf, name, value, err, errlen) != RD_KAFKA_CONF_OK)
-        return VC_ERR_INVALID;
-    return 0;
-}
-
 /* Pauses or resumes parts; logs a failure. */
 static void pause_list(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts, int pause)
 {
@@ -203,25 +195,25 @@ static int open_consumer(wr_kafka_t *k, char *err, size_t errlen)
     snprintf(session_timeout, sizeof(session_timeout), "%lld",
              (long long)k->conf.session_timeout_ms);
     snprintf(heartbeat, sizeof(heartbeat), "%lld", (long long)k->conf.session_timeout_ms / 3);
-    if ((rc = set_conf(conf, "bootstrap.servers", k->conf.brokers, err, errlen)) ||
-        (rc = set_conf(conf, "group.id", k->conf.group, err, errlen)) ||
-        (rc = set_conf(conf, "client.id", "voucher-writer", err, errlen)) ||
+    if ((rc = vc_kafka_set(conf, "bootstrap.servers", k->conf.brokers, err, errlen)) ||
+        (rc = vc_kafka_set(conf, "group.id", k->conf.group, err, errlen)) ||
+        (rc = vc_kafka_set(conf, "client.id", "voucher-writer", err, errlen)) ||
         /* Offsets are stored by hand, after the COMMIT that applied them. */
-        (rc = set_conf(conf, "enable.auto.offset.store", "false", err, errlen)) ||
-        (rc = set_conf(conf, "enable.auto.commit", "true", err, errlen)) ||
-        (rc = set_conf(conf, "auto.commit.interval.ms", "1000", err, errlen)) ||
-        (rc = set_conf(conf, "auto.offset.reset", "earliest", err, errlen)) ||
-        (rc = set_conf(conf, "enable.partition.eof", "false", err, errlen)) ||
-        (rc = set_conf(conf, "session.timeout.ms", session_timeout, err, errlen)) ||
-        (rc = set_conf(conf, "heartbeat.interval.ms", heartbeat, err, errlen)) ||
-        (rc = set_conf(conf, "log.connection.close", "false", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "enable.auto.offset.store", "false", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "enable.auto.commit", "true", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "auto.commit.interval.ms", "1000", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "auto.offset.reset", "earliest", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "enable.partition.eof", "false", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "session.timeout.ms", session_timeout, err, errlen)) ||
+        (rc = vc_kafka_set(conf, "heartbeat.interval.ms", heartbeat, err, errlen)) ||
+        (rc = vc_kafka_set(conf, "log.connection.close", "false", err, errlen)) ||
         /*
          * Caught up with a busy topic, the default (answer a fetch as soon as
          * one byte is there) made a fetch per handful of events: a fifth of a
          * core of the broker's during a sale. Batches wait for 20 ms anyway.
          */
-        (rc = set_conf(conf, "fetch.min.bytes", "65536", err, errlen)) ||
-        (rc = set_conf(conf, "fetch.wait.max.ms", "50", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "fetch.min.bytes", "65536", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "fetch.wait.max.ms", "50", err, errlen)) ||
         (rc = vc_kafka_settings_apply(k->conf.extra, conf, CONSUMER, consumer_keys, err, errlen)))
         goto fail;
     rd_kafka_conf_set_opaque(conf, k);
@@ -254,12 +246,12 @@ static int open_producer(wr_kafka_t *k, char *err, size_t errlen)
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     int rc;
 
-    if ((rc = set_conf(conf, "bootstrap.servers", k->conf.brokers, err, errlen)) ||
-        (rc = set_conf(conf, "client.id", "voucher-writer-dlt", err, errlen)) ||
-        (rc = set_conf(conf, "enable.idempotence", "true", err, errlen)) ||
-        (rc = set_conf(conf, "linger.ms", "5", err, errlen)) ||
-        (rc = set_conf(conf, "message.timeout.ms", "8000", err, errlen)) ||
-        (rc = set_conf(conf, "log.connection.close", "false", err, errlen)) ||
+    if ((rc = vc_kafka_set(conf, "bootstrap.servers", k->conf.brokers, err, errlen)) ||
+        (rc = vc_kafka_set(conf, "client.id", "voucher-writer-dlt", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "enable.idempotence", "true", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "linger.ms", "5", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "message.timeout.ms", "8000", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "log.connection.close", "false", err, errlen)) ||
         (rc = vc_kafka_settings_apply(k->conf.extra, conf, DLT_PRODUCER, producer_keys, err,
                                       errlen))) {
         rd_kafka_conf_destroy(conf);
@@ -498,16 +490,16 @@ static rd_kafka_t *tool_handle(rd_kafka_type_t type, const char *brokers,
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_t *rk;
 
-    if (set_conf(conf, "bootstrap.servers", brokers, err, errlen) ||
-        set_conf(conf, "log.connection.close", "false", err, errlen) ||
+    if (vc_kafka_set(conf, "bootstrap.servers", brokers, err, errlen) ||
+        vc_kafka_set(conf, "log.connection.close", "false", err, errlen) ||
         (type == RD_KAFKA_CONSUMER &&
          /* assign() wants a group id; nothing joins or commits with it. */
-         (set_conf(conf, "group.id", "voucher-writer-dlt-tool", err, errlen) ||
-          set_conf(conf, "enable.auto.commit", "false", err, errlen) ||
-          set_conf(conf, "enable.partition.eof", "true", err, errlen))) ||
+         (vc_kafka_set(conf, "group.id", "voucher-writer-dlt-tool", err, errlen) ||
+          vc_kafka_set(conf, "enable.auto.commit", "false", err, errlen) ||
+          vc_kafka_set(conf, "enable.partition.eof", "true", err, errlen))) ||
         (type == RD_KAFKA_PRODUCER &&
-         (set_conf(conf, "enable.idempotence", "true", err, errlen) ||
-          set_conf(conf, "message.timeout.ms", "15000", err, errlen))) ||
+         (vc_kafka_set(conf, "enable.idempotence", "true", err, errlen) ||
+          vc_kafka_set(conf, "message.timeout.ms", "15000", err, errlen))) ||
         (type == RD_KAFKA_CONSUMER
              ? vc_kafka_settings_apply(extra, conf, SCANNER, scanner_keys, err, errlen)
              : vc_kafka_settings_apply(extra, conf, REPLAYER, producer_keys, err, errlen))) {
