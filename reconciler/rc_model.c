@@ -194,6 +194,13 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
     return RC_UNDERSOLD;
 }
 
+int rc_model_quiet(const rc_numbers_t *n, int64_t due_holds, int64_t releasing)
+{
+    return n->redis_loaded && n->in_flight_events == 0 &&
+           n->total_limit - n->redis_remaining == n->used_count && due_holds == 0 &&
+           releasing == 0;
+}
+
 int64_t rc_model_excess_remaining(const rc_numbers_t *n)
 {
     if (!n->redis_loaded || n->redis_counted <= n->redis_taken)

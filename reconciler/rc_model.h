@@ -96,6 +96,16 @@ typedef struct {
  */
 rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms, int64_t grace_ms);
 
+/*
+ * Whether a voucher's numbers alone settle it as consistent, so its rows and
+ * orders need not be read this pass: Redis is loaded and takes exactly the
+ * uses PostgreSQL counts (used_count), no event of it is in flight, no hold
+ * is due (due_holds: holds whose heldUntil has passed) and no release is under
+ * way (releasing). Reads n->redis_loaded, redis_remaining, total_limit,
+ * used_count and in_flight_events. Pure.
+ */
+int rc_model_quiet(const rc_numbers_t *n, int64_t due_holds, int64_t releasing);
+
 /* "consistent", "not loaded", "behind", "undersold", "DRIFTED". */
 const char *rc_verdict_name(rc_verdict_t v);
 

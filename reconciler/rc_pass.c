@@ -16,8 +16,11 @@
 typedef struct {
     char code[VC_CODE_MAX + 1];
     int claimed; /* voucher.redis_loaded_at is set: Redis had it once */
+    int full;    /* read in full this pass: every row, every Redis order (else numbers only) */
     rc_numbers_t n;
     rc_orders_t orders;
+    vc_event_t *events; /* its events in flight, in order, replayed once its rows are read */
+    size_t nevents, cap;
     rc_verdict_t verdict;
 } voucher_t;
 
@@ -26,6 +29,7 @@ typedef struct {
     char code[VC_CODE_MAX + 1];
     rc_orders_t seen;
     int64_t missing_since_ms; /* when Redis was first seen without the voucher's counter */
+    int64_t last_full_ms;     /* when the voucher was last read in full */
 } memory_entry_t;
 
 struct rc_memory {
@@ -36,6 +40,7 @@ struct rc_memory {
 typedef struct {
     voucher_t *v;
     size_t len;
+    int nomem; /* an event in flight could not be kept: the pass fails */
 } vouchers_t;
 
 /* A release to publish, then finish. */
@@ -124,8 +129,10 @@ static rc_pg_status_t parse_status(const char *s)
 
 static void vouchers_free(vouchers_t *vs)
 {
-    for (size_t i = 0; i < vs->len; i++)
+    for (size_t i = 0; i < vs->len; i++) {
         rc_orders_free(&vs->v[i].orders);
+        free(vs->v[i].events);
+    }
     free(vs->v);
     vs->v = NULL;
     vs->len = 0;
@@ -153,55 +160,96 @@ static PGresult *query(rc_ctx_t *ctx, const char *sql, int *rc, char *err, size_
 }
 
 /*
- * Step 2: every active voucher (not ended more than a day ago) and all its
- * rows, in one snapshot (a read-only REPEATABLE READ transaction), so the
- * counts and the rows describe the same moment.
+ * Step 2: every active voucher (not ended more than a day ago) and its
+ * numbers. This opens a read-only REPEATABLE READ transaction that stays
+ * open until read_rows(): the rows read then, of the vouchers that need them,
+ * describe the same moment as these numbers.
  */
-static int read_postgres(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen)
+static int read_vouchers(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen)
 {
     PGresult *res;
-    voucher_t *v = NULL;
     int rc = 0;
 
     if (!(res = query(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", &rc, err, errlen)))
         return rc;
     PQclear(res);
     if (!(res = query(ctx,
-                      "SELECT v.code, v.total_limit, v.used_count,"
-                      " (SELECT count(*) FROM voucher_redemption r"
-                      "   WHERE r.voucher_code = v.code AND r.status <> 'RELEASED'),"
-                      " v.redis_loaded_at IS NOT NULL"
+                      "SELECT v.code, v.total_limit, v.used_count, v.redis_loaded_at IS NOT NULL"
                       " FROM voucher v WHERE v.ends_at > now() - interval '1 day' ORDER BY v.code",
                       &rc, err, errlen)))
-        goto out;
+        return rc;
     vs->len = (size_t)PQntuples(res);
     if (vs->len && !(vs->v = calloc(vs->len, sizeof(*vs->v)))) {
         PQclear(res);
         vs->len = 0;
-        rc = VC_ERR_NOMEM;
-        goto out;
+        return VC_ERR_NOMEM;
     }
     for (size_t i = 0; i < vs->len; i++) {
-        v = &vs->v[i];
+        voucher_t *v = &vs->v[i];
         snprintf(v->code, sizeof(v->code), "%s", PQgetvalue(res, (int)i, 0));
         v->n.total_limit = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
         v->n.used_count = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
-        v->n.live_rows = strtoll(PQgetvalue(res, (int)i, 3), NULL, 10);
-        v->claimed = strcmp(PQgetvalue(res, (int)i, 4), "t") == 0;
+        v->n.live_rows = v->n.used_count; /* counted from the rows when they are read */
+        v->claimed = strcmp(PQgetvalue(res, (int)i, 3), "t") == 0;
         rc_orders_init(&v->orders);
     }
     PQclear(res);
+    return 0;
+}
 
-    /* now() is the transaction's start: the same vouchers as above. Grouped by code. */
-    if (!(res = query(ctx,
-                      "SELECT r.voucher_code, r.order_id, r.customer_id, r.discount_amount,"
-                      " r.status,"
-                      " coalesce((extract(epoch FROM r.held_until) * 1000)::bigint, 0)"
-                      " FROM voucher_redemption r JOIN voucher v ON v.code = r.voucher_code"
-                      " WHERE v.ends_at > now() - interval '1 day' ORDER BY r.voucher_code",
-                      &rc, err, errlen)))
+/*
+ * Step 2, second half: every row of the vouchers read in full, from the
+ * snapshot read_vouchers() took; then the transaction ends. Their live rows
+ * are counted here.
+ */
+static int read_rows(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen)
+{
+    size_t cap = 3, len = 0;
+    char *codes = malloc(cap);
+    const char *params[1];
+    PGresult *res = NULL;
+    voucher_t *v = NULL;
+    int rc = 0;
+
+    if (!codes)
+        return VC_ERR_NOMEM;
+    codes[len++] = '{';
+    for (size_t i = 0; i < vs->len; i++) {
+        size_t n = strlen(vs->v[i].code);
+        char *grown;
+        if (!vs->v[i].full)
+            continue;
+        vs->v[i].n.live_rows = 0;
+        if (len + n + 3 > cap) {
+            cap = (len + n + 3) * 2;
+            if (!(grown = realloc(codes, cap))) {
+                rc = VC_ERR_NOMEM;
+                goto out;
+            }
+            codes = grown;
+        }
+        if (len > 1)
+            codes[len++] = ',';
+        memcpy(codes + len, vs->v[i].code, n); /* [A-Z0-9_-]: nothing to quote */
+        len += n;
+    }
+    codes[len++] = '}';
+    codes[len] = '\0';
+    if (len == 2)
+        goto out; /* no voucher needs its rows */
+    params[0] = codes;
+    res = PQexecParams(ctx->pg,
+                       "SELECT r.voucher_code, r.order_id, r.customer_id, r.discount_amount,"
+                       " r.status,"
+                       " coalesce((extract(epoch FROM r.held_until) * 1000)::bigint, 0)"
+                       " FROM voucher_redemption r WHERE r.voucher_code = ANY ($1::text[])"
+                       " ORDER BY r.voucher_code",
+                       1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = vc_pg_error_class(ctx->pg, res);
+        vc_pg_error_text(ctx->pg, res, err, errlen);
         goto out;
-    v = NULL;
+    }
     for (int r = 0; r < PQntuples(res); r++) {
         const char *code = PQgetvalue(res, r, 0);
         rc_order_t *o;
@@ -216,34 +264,59 @@ static int read_postgres(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen
         o->discount = strtoll(PQgetvalue(res, r, 3), NULL, 10);
         o->pg = o->pg_after = parse_status(PQgetvalue(res, r, 4));
         o->held_until_ms = strtoll(PQgetvalue(res, r, 5), NULL, 10);
+        if (o->pg == RC_PG_RESERVED || o->pg == RC_PG_CONFIRMED)
+            v->n.live_rows++;
     }
-    PQclear(res);
 out:
+    PQclear(res);
+    free(codes);
     /* Read only: ending it either way changes nothing. */
     PQclear(PQexec(ctx->pg, "COMMIT"));
     return rc;
 }
 
-
-/* Step 3: each event in flight, replayed on its order. */
+/* Step 3: each event in flight, kept with its voucher until its rows are read. */
 static void tail_cb(void *arg, const vc_event_t *ev)
 {
     vouchers_t *vs = arg;
     voucher_t *v = find_voucher(vs, ev->code);
-    rc_order_t *o;
 
-    if (!v || !(o = rc_orders_get(&v->orders, ev->order_id)))
+    if (!v)
         return;
-    if (!o->customer_id)
-        o->customer_id = ev->customer_id;
-    if (ev->type == VC_EV_RESERVED) {
-        if (!o->discount)
-            o->discount = ev->discount_amount;
-        if (!o->held_until_ms)
-            o->held_until_ms = ev->held_until_ms;
+    if (v->nevents == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 16;
+        vc_event_t *events = realloc(v->events, cap * sizeof(*events));
+        if (!events) {
+            vs->nomem = 1;
+            return;
+        }
+        v->events = events;
+        v->cap = cap;
     }
-    rc_order_apply(o, ev);
+    v->events[v->nevents++] = *ev;
     v->n.in_flight_events++;
+}
+
+/* The events in flight, replayed on the orders as the writer will apply them. */
+static int replay_events(voucher_t *v)
+{
+    for (size_t i = 0; i < v->nevents; i++) {
+        const vc_event_t *ev = &v->events[i];
+        rc_order_t *o = rc_orders_get(&v->orders, ev->order_id);
+
+        if (!o)
+            return VC_ERR_NOMEM;
+        if (!o->customer_id)
+            o->customer_id = ev->customer_id;
+        if (ev->type == VC_EV_RESERVED) {
+            if (!o->discount)
+                o->discount = ev->discount_amount;
+            if (!o->held_until_ms)
+                o->held_until_ms = ev->held_until_ms;
+        }
+        rc_order_apply(o, ev);
+    }
+    return 0;
 }
 
 static memory_entry_t *memory_of(rc_memory_t *m, const char *code)
@@ -620,6 +693,41 @@ out:
     return rc;
 }
 
+/*
+ * Whether this pass reads v in full (every row, every Redis order) or judges
+ * it by its numbers alone. A quiet voucher (Redis takes exactly the uses
+ * PostgreSQL counts, no event in flight, no hold due, no release under way)
+ * would be judged consistent by a full read too, except for drift that
+ * cancels out in the counts (one use Redis gave back and PostgreSQL counts,
+ * one Redis holds and nothing downstream knows): so each voucher is still
+ * read in full at least every full_every_ms. Reading everything every pass
+ * costs time and memory in proportion to every row of every active voucher.
+ */
+static int choose_full(rc_ctx_t *ctx, voucher_t *v, char *err, size_t errlen)
+{
+    int64_t now = vc_time_now_ms(), due = 0, releasing = 0;
+    memory_entry_t *e;
+    int rc;
+
+    v->full = 1;
+    if (ctx->cfg->full_every_ms <= 0 || v->n.in_flight_events > 0)
+        return 0;
+    e = memory_of(ctx->memory, v->code);
+    if (!e || !e->last_full_ms || vc_time_mono_ms() - e->last_full_ms >= ctx->cfg->full_every_ms)
+        return 0;
+    if (!v->n.redis_loaded) {
+        /* Never loaded: nothing in Redis to compare. Loaded once and lost: restore it. */
+        v->full = v->claimed;
+        return 0;
+    }
+    if (v->n.total_limit - v->n.redis_remaining != v->n.used_count)
+        return 0;
+    if ((rc = rc_redis_activity(ctx->redis, v->code, now, &due, &releasing, err, errlen)) != 0)
+        return rc;
+    v->full = !rc_model_quiet(&v->n, due, releasing);
+    return 0;
+}
+
 static void record_metrics(const voucher_t *v)
 {
     char labels[64];
@@ -665,21 +773,46 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         return rc;
     /* 1, 2, 3, 4: in this order (see rc_pass.h). */
     if ((rc = rc_kafka_positions(ctx->kafka, ctx->cfg->timeout_ms, &pos, err, errlen)) != 0 ||
-        (rc = read_postgres(ctx, &vs, err, errlen)) != 0 ||
+        (rc = read_vouchers(ctx, &vs, err, errlen)) != 0 ||
         (rc = rc_kafka_tail(ctx->kafka, &pos, ctx->cfg->timeout_ms * 4, tail_cb, &vs, &lag,
                             &sum->malformed, err, errlen)) != 0)
         goto out;
+    if (vs.nomem) {
+        snprintf(err, errlen, "out of memory keeping the events in flight");
+        rc = VC_ERR_NOMEM;
+        goto out;
+    }
     sum->in_flight = lag;
     vc_metric_set(vc_gauge("voucher_reconciler_writer_lag_events",
                            "Events published but not yet applied by the writer", NULL),
                   lag);
 
+    /* Which vouchers need their rows and orders read; the quiet ones are judged by numbers. */
     for (size_t i = 0; i < vs.len; i++) {
         voucher_t *v = &vs.v[i];
-        int bad = 0;
-
         if ((rc = rc_redis_remaining(ctx->redis, v->code, &v->n.redis_loaded,
                                      &v->n.redis_remaining, err, errlen)) != 0 ||
+            (rc = choose_full(ctx, v, err, errlen)) != 0)
+            goto out;
+        sum->read_in_full += v->full;
+    }
+    if ((rc = read_rows(ctx, &vs, err, errlen)) != 0)
+        goto out;
+
+    for (size_t i = 0; i < vs.len; i++) {
+        voucher_t *v = &vs.v[i];
+        memory_entry_t *e;
+        int bad = 0;
+
+        if (!v->full) {
+            /* Numbers agree and nothing is under way: what a full read would conclude. */
+            v->n.pg_live_after = v->n.used_count;
+            v->n.redis_taken = v->n.redis_counted =
+                v->n.redis_loaded ? v->n.total_limit - v->n.redis_remaining : 0;
+            v->verdict = v->n.redis_loaded ? RC_CONSISTENT : RC_NOT_LOADED;
+            continue;
+        }
+        if ((rc = replay_events(v)) != 0 ||
             (rc = rc_redis_orders(ctx->redis, v->code, &v->orders, &bad, err, errlen)) != 0)
             goto out;
         if (bad)
@@ -687,6 +820,8 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         remember_before(ctx->memory, v);
         v->verdict = rc_model_judge(&v->orders, &v->n, vc_time_now_ms(), ctx->cfg->grace_ms);
         remember_after(ctx->memory, v);
+        if ((e = memory_of(ctx->memory, v->code)) != NULL)
+            e->last_full_ms = vc_time_mono_ms();
     }
 
     if (table)
@@ -714,7 +849,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
                      (long long)v->n.unsent_fresh, (long long)v->n.stranded,
                      (long long)v->n.released_in_pg, (long long)v->n.missing_in_redis);
         }
-        if (!repair)
+        if (!repair || !v->full)
             continue;
         if (!v->n.redis_loaded) {
             /*
@@ -754,6 +889,10 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         rc = run_releases(ctx, &rs, sum, err, errlen);
     memory_prune(ctx->memory, &vs);
 out:
+    /* A pass that failed between read_vouchers() and read_rows() left the snapshot open. */
+    if (ctx->pg && PQtransactionStatus(ctx->pg) != PQTRANS_IDLE &&
+        PQtransactionStatus(ctx->pg) != PQTRANS_UNKNOWN)
+        PQclear(PQexec(ctx->pg, "ROLLBACK"));
     if (rc != 0 && ctx->redis && (rc == VC_ERR_UNAVAILABLE || rc == VC_ERR_TIMEOUT)) {
         /* A broken Redis connection is made anew next pass. */
         rc_redis_free(ctx->redis);

@@ -2,10 +2,16 @@
  * One reconciliation pass over every active voucher:
  *
  *   1. where the writer stands in Kafka (its committed offsets),
- *   2. PostgreSQL: the voucher's numbers and every redemption row,
+ *   2. PostgreSQL: the voucher's numbers and, for the vouchers read in full,
+ *      every redemption row (one snapshot),
  *   3. the events after the writer's position, replayed on those rows as
  *      the writer will apply them,
- *   4. Redis: the counter and every order.
+ *   4. Redis: the counter and, for the vouchers read in full, every order.
+ *
+ * A voucher is read in full when its numbers do not settle it (Redis takes
+ * other than the uses PostgreSQL counts, events in flight, holds due,
+ * releases under way), and at least every full_every_ms anyway; a quiet one
+ * costs a few commands, not its history.
  *
  * Read in that order, everything PostgreSQL or the events count was taken
  * in Redis before Redis is read, so a quiet voucher never looks as if Redis
@@ -38,6 +44,8 @@ typedef struct {
     int64_t grace_ms;   /* before a hold unknown downstream, or a begun release, is acted on */
     int batch;          /* most holds or releases handled per voucher per pass */
     int64_t restore_delay_ms; /* how long a voucher's keys must stay missing before a restore */
+    /* a quiet voucher is read in full (rows, orders) at least this often; 0: every pass */
+    int64_t full_every_ms;
     const vc_kafka_settings_t *kafka_extra; /* librdkafka settings passed through; NULL: none */
 } rc_config_t;
 
@@ -65,6 +73,7 @@ typedef struct {
     int64_t retaken;     /* orders taken again in Redis */
     int64_t lowered;     /* counters lowered */
     int awaiting_restore; /* vouchers missing from Redis, waiting out the restore delay */
+    int read_in_full;     /* vouchers whose rows and orders were read (the others: numbers only) */
 } rc_summary_t;
 
 /*

@@ -109,6 +109,37 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
     return rc;
 }
 
+int rc_redis_activity(rc_redis_t *r, const char *code, int64_t now_ms, int64_t *due_holds,
+                      int64_t *releasing, char *err, size_t errlen)
+{
+    int64_t *out[2] = {due_holds, releasing};
+    int rc = 0;
+
+    /* Pipelined: both commands go out before either reply is read. */
+    redisAppendCommand(r->ctx, "ZCOUNT voucher:{%s}:holds -inf %lld", code, (long long)now_ms);
+    redisAppendCommand(r->ctx, "ZCARD voucher:{%s}:releasing", code);
+    for (int i = 0; i < 2; i++) {
+        redisReply *reply;
+        void *got = NULL;
+
+        if (redisGetReply(r->ctx, &got) != REDIS_OK || !got) {
+            /* A broken connection: the pass drops it, the unread reply with it. */
+            snprintf(err, errlen, "Redis ZCOUNT/ZCARD: %s", r->ctx->errstr);
+            return VC_ERR_UNAVAILABLE;
+        }
+        reply = got;
+        if (rc == 0 && reply->type == REDIS_REPLY_INTEGER) {
+            *out[i] = reply->integer;
+        } else if (rc == 0) {
+            snprintf(err, errlen, "Redis ZCOUNT/ZCARD of %s: %s", code,
+                     reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+            rc = VC_ERR_PROTOCOL;
+        }
+        freeReplyObject(reply);
+    }
+    return rc;
+}
+
 int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *bad, char *err,
                     size_t errlen)
 {

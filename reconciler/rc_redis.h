@@ -54,6 +54,14 @@ int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *bad, c
  * RC_KEY_RELEASING) scored at most max_score, calling cb for each.
  * Returns 0 or a negative error with err set.
  */
+/*
+ * What is under way for code: *due_holds, the holds whose heldUntil is at or
+ * before now_ms, and *releasing, the releases begun and not finished. One
+ * round trip. Returns 0 or a negative error with err set.
+ */
+int rc_redis_activity(rc_redis_t *r, const char *code, int64_t now_ms, int64_t *due_holds,
+                      int64_t *releasing, char *err, size_t errlen);
+
 int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_score, int limit,
                  void (*cb)(void *arg, const char *order_id), void *arg, char *err, size_t errlen);
 

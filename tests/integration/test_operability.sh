@@ -14,6 +14,7 @@ writer_addr=$(writer_admin)
 reconciler_addr=$(reconciler_admin 0)
 wait_http_ok "http://$writer_addr/readyz" 30
 wait_http_ok "$base_url/readyz" 30
+wait_http_ok "http://$reconciler_addr/readyz" 30 # ready after its first pass
 
 # --- Every endpoint answers.
 for ep in "$base_url" "http://$writer_addr" "http://$reconciler_addr"; do

@@ -247,6 +247,30 @@ START_TEST(order_map_grows_and_finds)
 END_TEST
 
 
+START_TEST(quiet_only_when_numbers_settle_it)
+{
+    rc_numbers_t n = {0};
+
+    n.total_limit = 100;
+    n.redis_loaded = 1;
+    n.redis_remaining = 60;
+    n.used_count = 40;
+    ck_assert_int_eq(rc_model_quiet(&n, 0, 0), 1);
+    ck_assert_int_eq(rc_model_quiet(&n, 1, 0), 0); /* a hold is due: expire it */
+    ck_assert_int_eq(rc_model_quiet(&n, 0, 1), 0); /* a release is under way */
+    n.in_flight_events = 1;
+    ck_assert_int_eq(rc_model_quiet(&n, 0, 0), 0); /* an event of it is in flight */
+    n.in_flight_events = 0;
+    n.redis_remaining = 59; /* Redis takes one use PostgreSQL does not count (yet) */
+    ck_assert_int_eq(rc_model_quiet(&n, 0, 0), 0);
+    n.redis_remaining = 61; /* Redis offers a use PostgreSQL counts */
+    ck_assert_int_eq(rc_model_quiet(&n, 0, 0), 0);
+    n.redis_remaining = 60;
+    n.redis_loaded = 0;
+    ck_assert_int_eq(rc_model_quiet(&n, 0, 0), 0);
+}
+END_TEST
+
 /*
  * A repair published while the broker is away: the call gives up waiting
  * (outcome unknown), and the delivery reports that come once the broker is
@@ -323,6 +347,7 @@ int main(void)
     tcase_add_test(tc, replay_follows_the_writer);
     tcase_add_test(tc, order_values_parse);
     tcase_add_test(tc, order_map_grows_and_finds);
+    tcase_add_test(tc, quiet_only_when_numbers_settle_it);
     suite_add_tcase(s, tc);
     tc = tcase_create("kafka");
     tcase_set_timeout(tc, 60);
