@@ -700,10 +700,13 @@ out:
  * would be judged consistent by a full read too, except for drift that
  * cancels out in the counts (one use Redis gave back and PostgreSQL counts,
  * one Redis holds and nothing downstream knows): so each voucher is still
- * read in full at least every full_every_ms. Reading everything every pass
- * costs time and memory in proportion to every row of every active voucher.
+ * read in full once full_every_ms has passed since its last full read. Those
+ * periodic reads take at most *periodic_left more of this pass (the caller
+ * allows an eighth of the vouchers), so they spread over passes instead of
+ * all coming due together. Reading everything every pass costs time and
+ * memory in proportion to every row of every active voucher.
  */
-static int choose_full(rc_ctx_t *ctx, voucher_t *v, char *err, size_t errlen)
+static int choose_full(rc_ctx_t *ctx, voucher_t *v, int *periodic_left, char *err, size_t errlen)
 {
     int64_t now = vc_time_now_ms(), due = 0, releasing = 0;
     memory_entry_t *e;
@@ -712,19 +715,25 @@ static int choose_full(rc_ctx_t *ctx, voucher_t *v, char *err, size_t errlen)
     v->full = 1;
     if (ctx->cfg->full_every_ms <= 0 || v->n.in_flight_events > 0)
         return 0;
-    e = memory_of(ctx->memory, v->code);
-    if (!e || !e->last_full_ms || vc_time_mono_ms() - e->last_full_ms >= ctx->cfg->full_every_ms)
-        return 0;
+    if (!(e = memory_of(ctx->memory, v->code)) || !e->last_full_ms)
+        return 0; /* never read in full yet */
     if (!v->n.redis_loaded) {
-        /* Never loaded: nothing in Redis to compare. Loaded once and lost: restore it. */
-        v->full = v->claimed;
+        /* Loaded once and lost: restore it. Never loaded: nothing in Redis to compare. */
+        if (v->claimed)
+            return 0;
+    } else {
+        if (v->n.total_limit - v->n.redis_remaining != v->n.used_count)
+            return 0;
+        if ((rc = rc_redis_activity(ctx->redis, v->code, now, &due, &releasing, err, errlen)) != 0)
+            return rc;
+        if (!rc_model_quiet(&v->n, due, releasing))
+            return 0;
+    }
+    if (vc_time_mono_ms() - e->last_full_ms >= ctx->cfg->full_every_ms && *periodic_left > 0) {
+        (*periodic_left)--;
         return 0;
     }
-    if (v->n.total_limit - v->n.redis_remaining != v->n.used_count)
-        return 0;
-    if ((rc = rc_redis_activity(ctx->redis, v->code, now, &due, &releasing, err, errlen)) != 0)
-        return rc;
-    v->full = !rc_model_quiet(&v->n, due, releasing);
+    v->full = 0;
     return 0;
 }
 
@@ -765,7 +774,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     releases_t rs = {0};
     rc_positions_t pos;
     int64_t lag = 0;
-    int rc;
+    int rc, periodic_left;
 
     memset(sum, 0, sizeof(*sum));
     repair = repair && ctx->leader;
@@ -788,11 +797,12 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
                   lag);
 
     /* Which vouchers need their rows and orders read; the quiet ones are judged by numbers. */
+    periodic_left = (int)(vs.len / 8) + 1;
     for (size_t i = 0; i < vs.len; i++) {
         voucher_t *v = &vs.v[i];
         if ((rc = rc_redis_remaining(ctx->redis, v->code, &v->n.redis_loaded,
                                      &v->n.redis_remaining, err, errlen)) != 0 ||
-            (rc = choose_full(ctx, v, err, errlen)) != 0)
+            (rc = choose_full(ctx, v, &periodic_left, err, errlen)) != 0)
             goto out;
         sum->read_in_full += v->full;
     }
