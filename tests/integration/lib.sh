@@ -67,17 +67,17 @@ new_voucher() {
 # A unique voucher code for this run: PREFIX -> PREFIX_<random>
 unique_code() { echo "$1_$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)"; }
 
-# HTTP: sets $status and $body. METHOD PATH [JSON]
+# http METHOD PATH [JSON] [CURL ARGS...]: sets $status, $body, $headers (the answer's
+# header lines) and $secs (how long the answer took).
 http() {
-  local out
-  if [ $# -ge 3 ]; then
-    out=$(curl -s -X "$1" -H 'Content-Type: application/json' --data-binary "$3" \
-      -w '\n%{http_code}' --max-time 10 "$base_url$2")
-  else
-    out=$(curl -s -X "$1" -w '\n%{http_code}' --max-time 10 "$base_url$2")
-  fi
-  status=${out##*$'\n'}
+  local method=$1 path=$2 data=${3:-} out
+  shift 2
+  [ $# -gt 0 ] && shift
+  out=$(curl -s -D "$scratch/headers" -X "$method" ${data:+-H 'Content-Type: application/json'} \
+    ${data:+--data-binary "$data"} -w '\n%{http_code} %{time_total}' --max-time 10 "$@" "$base_url$path")
+  read -r status secs <<<"${out##*$'\n'}"
   body=${out%$'\n'*}
+  headers=$(tr -d '\r' <"$scratch/headers" 2>/dev/null)
 }
 
 # Polls a SQL query until it prints WANT or SECONDS pass; prints the last value.

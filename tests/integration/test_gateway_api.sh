@@ -15,17 +15,8 @@ start_gateway
 start_writer
 unset VOUCHER_ADMIN_TOKEN
 
-# api METHOD PATH [JSON] [CURL ARGS...]: sets $status, $body and $headers.
-api() {
-  local method=$1 path=$2 data=${3:-} out
-  shift 2
-  [ $# -gt 0 ] && shift
-  out=$(curl -s -D "$scratch/headers" -X "$method" -H 'Content-Type: application/json' \
-    ${data:+--data-binary "$data"} -w '\n%{http_code}' --max-time 10 "$@" "$base_url$path")
-  status=${out##*$'\n'}
-  body=${out%$'\n'*}
-  headers=$(tr -d '\r' <"$scratch/headers")
-}
+# api METHOD PATH [JSON] [CURL ARGS...]: lib.sh's http, which also sets $headers.
+api() { http "$@"; }
 admin() { api "$@" -H "Authorization: Bearer $token"; }
 answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
 

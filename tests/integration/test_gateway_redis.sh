@@ -19,13 +19,8 @@ log_from=$(($(wc -l <"$log" 2>/dev/null || echo 0) + 1)) # the log of earlier ru
 start_gateway
 new_log() { tail -n "+$log_from" "$log"; }
 timeouts() { metric "$VOUCHER_HTTP_ADDR" 'voucher_gateway_redis_errors_total{kind="timeout"}'; }
-reserve() { # ORDER CUSTOMER: sets status, body and secs (the answer's time)
-  local out
-  out=$(curl -s -X POST -H 'Content-Type: application/json' --max-time 10 -D "$scratch/headers" \
-    --data-binary '{"customerId":'"$2"',"orderId":"'"$1"'","orderAmount":1000}' \
-    -w '\n%{http_code} %{time_total}' "$base_url/vouchers/$code/reservations")
-  read -r status secs <<<"${out##*$'\n'}"
-  body=${out%$'\n'*}
+reserve() { # ORDER CUSTOMER: sets status, body, headers and secs (the answer's time)
+  http POST "/vouchers/$code/reservations" '{"customerId":'"$2"',"orderId":"'"$1"'","orderAmount":1000}'
 }
 
 code=$(unique_code SLOWREDIS)
