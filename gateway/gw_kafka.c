@@ -165,7 +165,8 @@ gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms,
     snprintf(timeout, sizeof(timeout), "%lld", (long long)delivery_timeout_ms);
     if (vc_kafka_set(conf, "bootstrap.servers", brokers, err, errlen) ||
         vc_kafka_set(conf, "enable.idempotence", "true", err, errlen) ||
-        vc_kafka_set(conf, "acks", "all", err, errlen) || vc_kafka_set(conf, "linger.ms", "2", err, errlen) ||
+        vc_kafka_set(conf, "acks", "all", err, errlen) ||
+        vc_kafka_set(conf, "linger.ms", "2", err, errlen) ||
         vc_kafka_set(conf, "delivery.timeout.ms", timeout, err, errlen) ||
         vc_kafka_set(conf, "partitioner", "murmur2_random", err, errlen) ||
         vc_kafka_set(conf, "statistics.interval.ms", "1000", err, errlen) ||

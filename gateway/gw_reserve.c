@@ -91,20 +91,17 @@ static void reply_created(reserve_t *x, int64_t discount, int64_t held_until_ms,
     gw_app_reply(x->req, 201, body, len);
 }
 
-/* forget.lua's status: 1 forgotten, 0 or -1 not held, -2 published again by a retry. */
-static int64_t forget_status(int rc, const gw_redis_reply_t *reply)
+/*
+ * What forget.lua did, logged: returns its status, 1 forgotten, 0 or -1 not
+ * held, -2 published again by a retry (kept); 0 when the call failed.
+ */
+static int64_t forgotten(reserve_t *x, int rc, const gw_redis_reply_t *reply)
 {
-    if (rc != 0 || reply->n < 1 || reply->item[0].type != GW_REDIS_INT)
-        return 0;
-    return reply->item[0].integer;
-}
-
-static void forgotten_cb(void *arg, int rc, const gw_redis_reply_t *reply)
-{
-    reserve_t *x = arg;
     vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
-    int64_t status = forget_status(rc, reply);
+    int64_t status = 0;
 
+    if (rc == 0 && reply->n >= 1 && reply->item[0].type == GW_REDIS_INT)
+        status = reply->item[0].integer;
     if (status == 1)
         gw_rules_clear_soldout(x->code);
     else if (status == -2)
@@ -112,6 +109,7 @@ static void forgotten_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     else
         VC_LOG_F(VC_LOG_WARN, f, "giving the use back failed (%s): the reconciler will",
                  rc ? vc_strerror(rc) : "order not held");
+    return status;
 }
 
 /* Forgets the hold this request took (forget.lua); answers nothing. */
@@ -129,8 +127,7 @@ static void given_back_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     reserve_t *x = arg;
 
-    forgotten_cb(x, rc, reply);
-    if (forget_status(rc, reply) == 1) {
+    if (forgotten(x, rc, reply) == 1) {
         unclaim(x);
         gw_app_reply_error(x->req, VC_ERR_UNAVAILABLE, "event log unavailable: use given back");
     } else {
@@ -346,7 +343,7 @@ static void conflict_forgotten_cb(void *arg, int rc, const gw_redis_reply_t *rep
 {
     reserve_t *x = arg;
 
-    forgotten_cb(x, rc, reply);
+    (void)forgotten(x, rc, reply);
     gw_app_reply_error(x->req, VC_E_ORDER_CONFLICT,
                        "this orderId was reserved with another voucher code");
 }
@@ -434,12 +431,12 @@ static void claim_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     }
 }
 
-static void run_script(reserve_t *x)
+/* Sends reserve.lua for this request; returns 0 or the error of sending it. */
+static int send_script(reserve_t *x)
 {
     char customer[24], limit[24], discount[24], held[24], now[24];
     const char *keys[GW_KEY_RESERVE];
     const char *args[] = {customer, limit, x->in.order_id, discount, held, now};
-    int rc;
 
     for (int i = 0; i < GW_KEY_RESERVE; i++)
         keys[i] = x->keys[i];
@@ -448,8 +445,15 @@ static void run_script(reserve_t *x)
     snprintf(discount, sizeof(discount), "%lld", (long long)x->discount);
     snprintf(held, sizeof(held), "%lld", (long long)x->held_until_ms);
     snprintf(now, sizeof(now), "%lld", (long long)x->now_ms);
-    if ((rc = gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_RESERVE, keys, 6,
-                            args)) != 0)
+    return gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_RESERVE, keys, 6,
+                         args);
+}
+
+static void run_script(reserve_t *x)
+{
+    int rc;
+
+    if ((rc = send_script(x)) != 0)
         fail(x, rc, "redis reserve");
 }
 
@@ -458,24 +462,13 @@ static void claim_and_run(reserve_t *x)
 {
     const char *argv[] = {"SET", x->claim_key, x->code, "NX", "GET"};
     size_t argvlen[] = {3, strlen(x->claim_key), strlen(x->code), 2, 3};
-    char customer[24], limit[24], discount[24], held[24], now[24];
-    const char *keys[GW_KEY_RESERVE];
-    const char *args[] = {customer, limit, x->in.order_id, discount, held, now};
     int rc;
 
     if ((rc = gw_redis_command(x->app->redis, claim_cb, x, 5, argv, argvlen)) != 0) {
         fail(x, rc, "redis reserve");
         return;
     }
-    for (int i = 0; i < GW_KEY_RESERVE; i++)
-        keys[i] = x->keys[i];
-    snprintf(customer, sizeof(customer), "%lld", (long long)x->in.customer_id);
-    snprintf(limit, sizeof(limit), "%lld", (long long)x->v.per_customer_limit);
-    snprintf(discount, sizeof(discount), "%lld", (long long)x->discount);
-    snprintf(held, sizeof(held), "%lld", (long long)x->held_until_ms);
-    snprintf(now, sizeof(now), "%lld", (long long)x->now_ms);
-    if (gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_RESERVE, keys, 6,
-                      args) != 0)
+    if (send_script(x) != 0)
         x->script_unsent = 1; /* claim_cb answers, once the claim's outcome is known */
 }
 

@@ -56,6 +56,7 @@ struct rc_kafka {
 };
 
 /* A message's opaque: the call it belongs to and its index in that call. */
+_Static_assert(sizeof(void *) >= 8, "a report tag needs a 64-bit pointer");
 static void *report_tag(uint32_t call, int index)
 {
     return (void *)(uintptr_t)(((uint64_t)call << 32) | (uint32_t)index);

@@ -12,19 +12,11 @@
 /* The advisory lock that makes one reconciler the one that acts. */
 #define RC_LOCK_KEY "7461736b"
 
-/* One active voucher, as read in one pass. */
-typedef struct {
-    char code[VC_CODE_MAX + 1];
-    int claimed; /* voucher.redis_loaded_at is set: Redis had it once */
-    int full;    /* read in full this pass: every row, every Redis order (else numbers only) */
-    rc_numbers_t n;
-    rc_orders_t orders;
-    vc_event_t *events; /* its events in flight, in order, replayed once its rows are read */
-    size_t nevents, cap;
-    rc_verdict_t verdict;
-} voucher_t;
-
-/* When each unsent hold was first seen, per voucher, kept across passes. */
+/*
+ * What earlier passes saw of a voucher, kept across passes: when each unsent
+ * hold was first seen, and more. One entry per active voucher, in the order of
+ * the vouchers (memory_align()).
+ */
 typedef struct {
     char code[VC_CODE_MAX + 1];
     rc_orders_t seen;
@@ -36,6 +28,20 @@ struct rc_memory {
     memory_entry_t *entries;
     size_t len;
 };
+
+/* One active voucher, as read in one pass. */
+typedef struct {
+    char code[VC_CODE_MAX + 1];
+    int claimed; /* voucher.redis_loaded_at is set: Redis had it once */
+    int full;    /* read in full this pass: every row, every Redis order (else numbers only) */
+    rc_numbers_t n;
+    rc_orders_t orders;
+    vc_event_t *events; /* its events in flight, in order, replayed once its rows are read */
+    size_t nevents, cap;
+    memory_entry_t *mem; /* its entry in ctx->memory, this pass */
+    rc_verdict_t verdict;
+} voucher_t;
+
 
 typedef struct {
     voucher_t *v;
@@ -138,11 +144,21 @@ static void vouchers_free(vouchers_t *vs)
     vs->len = 0;
 }
 
+/* The vouchers are sorted by code in byte order (read_vouchers()): a binary search. */
 static voucher_t *find_voucher(vouchers_t *vs, const char *code)
 {
-    for (size_t i = 0; i < vs->len; i++)
-        if (strcmp(vs->v[i].code, code) == 0)
-            return &vs->v[i];
+    size_t lo = 0, hi = vs->len;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int cmp = strcmp(vs->v[mid].code, code);
+        if (cmp == 0)
+            return &vs->v[mid];
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return NULL;
 }
 
@@ -175,7 +191,8 @@ static int read_vouchers(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen
     PQclear(res);
     if (!(res = query(ctx,
                       "SELECT v.code, v.total_limit, v.used_count, v.redis_loaded_at IS NOT NULL"
-                      " FROM voucher v WHERE v.ends_at > now() - interval '1 day' ORDER BY v.code",
+                      " FROM voucher v WHERE v.ends_at > now() - interval '1 day'"
+                      " ORDER BY v.code COLLATE \"C\"",
                       &rc, err, errlen)))
         return rc;
     vs->len = (size_t)PQntuples(res);
@@ -205,32 +222,26 @@ static int read_vouchers(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen
 static int read_rows(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen)
 {
     size_t cap = 3, len = 0;
-    char *codes = malloc(cap);
+    char *codes;
     const char *params[1];
     PGresult *res = NULL;
     voucher_t *v = NULL;
     int rc = 0;
 
-    if (!codes)
+    /* The codes as an array literal, {A,B}: [A-Z0-9_-], nothing to quote. */
+    for (size_t i = 0; i < vs->len; i++)
+        cap += vs->v[i].full ? strlen(vs->v[i].code) + 1 : 0;
+    if (!(codes = malloc(cap)))
         return VC_ERR_NOMEM;
     codes[len++] = '{';
     for (size_t i = 0; i < vs->len; i++) {
         size_t n = strlen(vs->v[i].code);
-        char *grown;
         if (!vs->v[i].full)
             continue;
         vs->v[i].n.live_rows = 0;
-        if (len + n + 3 > cap) {
-            cap = (len + n + 3) * 2;
-            if (!(grown = realloc(codes, cap))) {
-                rc = VC_ERR_NOMEM;
-                goto out;
-            }
-            codes = grown;
-        }
         if (len > 1)
             codes[len++] = ',';
-        memcpy(codes + len, vs->v[i].code, n); /* [A-Z0-9_-]: nothing to quote */
+        memcpy(codes + len, vs->v[i].code, n);
         len += n;
     }
     codes[len++] = '}';
@@ -319,55 +330,55 @@ static int replay_events(voucher_t *v)
     return 0;
 }
 
-static memory_entry_t *memory_of(rc_memory_t *m, const char *code)
+/*
+ * Lines the memory up with this pass's vouchers, both sorted by code: one
+ * entry per voucher, in the same order (new vouchers get an empty one), and
+ * the entries of vouchers that left the active window are freed, so the
+ * memory does not grow forever. Sets each voucher's mem.
+ */
+static int memory_align(rc_memory_t *m, vouchers_t *vs)
 {
-    memory_entry_t *e;
-    for (size_t i = 0; i < m->len; i++)
-        if (strcmp(m->entries[i].code, code) == 0)
-            return &m->entries[i];
-    e = realloc(m->entries, (m->len + 1) * sizeof(*e));
-    if (!e)
-        return NULL;
-    m->entries = e;
-    e = &m->entries[m->len++];
-    memset(e, 0, sizeof(*e));
-    snprintf(e->code, sizeof(e->code), "%s", code);
-    return e;
-}
+    memory_entry_t *entries = vs->len ? calloc(vs->len, sizeof(*entries)) : NULL;
+    size_t j = 0;
 
-/* Forgets the vouchers that left the active window, so the memory does not grow forever. */
-static void memory_prune(rc_memory_t *m, vouchers_t *vs)
-{
-    size_t kept = 0;
+    if (vs->len && !entries)
+        return VC_ERR_NOMEM;
+    for (size_t i = 0; i < vs->len; i++) {
+        voucher_t *v = &vs->v[i];
+        int cmp = 1;
 
-    for (size_t i = 0; i < m->len; i++) {
-        if (find_voucher(vs, m->entries[i].code)) {
-            m->entries[kept++] = m->entries[i];
-        } else {
-            rc_orders_free(&m->entries[i].seen);
-        }
+        while (j < m->len && (cmp = strcmp(m->entries[j].code, v->code)) < 0)
+            rc_orders_free(&m->entries[j++].seen);
+        if (j < m->len && cmp == 0)
+            entries[i] = m->entries[j++];
+        else
+            snprintf(entries[i].code, sizeof(entries[i].code), "%s", v->code);
+        v->mem = &entries[i];
     }
-    m->len = kept;
+    for (; j < m->len; j++)
+        rc_orders_free(&m->entries[j].seen);
+    free(m->entries);
+    m->entries = entries;
+    m->len = vs->len;
+    return 0;
 }
 
 /* Carries "first seen unsent" from the last pass into this one's orders, and back. */
-static void remember_before(rc_memory_t *m, voucher_t *v)
+static void remember_before(voucher_t *v)
 {
-    memory_entry_t *e = memory_of(m, v->code);
+    memory_entry_t *e = v->mem;
     rc_order_t *seen, *o;
-    if (!e)
-        return;
+
     for (size_t i = 0; i < e->seen.cap; i++)
         if ((seen = rc_orders_at(&e->seen, i)) && (o = rc_orders_find(&v->orders, seen->order_id)))
             o->first_unsent_ms = seen->first_unsent_ms;
 }
 
-static void remember_after(rc_memory_t *m, voucher_t *v)
+static void remember_after(voucher_t *v)
 {
-    memory_entry_t *e = memory_of(m, v->code);
+    memory_entry_t *e = v->mem;
     rc_order_t *o, *seen;
-    if (!e)
-        return;
+
     rc_orders_free(&e->seen);
     for (size_t i = 0; i < v->orders.cap; i++) {
         if (!(o = rc_orders_at(&v->orders, i)) || !o->first_unsent_ms)
@@ -708,28 +719,23 @@ out:
  */
 static int choose_full(rc_ctx_t *ctx, voucher_t *v, int *periodic_left, char *err, size_t errlen)
 {
-    int64_t now = vc_time_now_ms(), due = 0, releasing = 0;
-    memory_entry_t *e;
-    int rc;
+    int64_t due = 0, releasing = 0;
+    int rc = 0;
 
     v->full = 1;
-    if (ctx->cfg->full_every_ms <= 0 || v->n.in_flight_events > 0)
-        return 0;
-    if (!(e = memory_of(ctx->memory, v->code)) || !e->last_full_ms)
-        return 0; /* never read in full yet */
-    if (!v->n.redis_loaded) {
-        /* Loaded once and lost: restore it. Never loaded: nothing in Redis to compare. */
-        if (v->claimed)
-            return 0;
-    } else {
-        if (v->n.total_limit - v->n.redis_remaining != v->n.used_count)
-            return 0;
-        if ((rc = rc_redis_activity(ctx->redis, v->code, now, &due, &releasing, err, errlen)) != 0)
+    if (ctx->cfg->full_every_ms <= 0 || !v->mem->last_full_ms)
+        return 0; /* always in full, or never read in full yet */
+    if (v->n.redis_loaded) {
+        /* The numbers first: the two counts cost a round trip only when they agree. */
+        if (!rc_model_quiet(&v->n, 0, 0) ||
+            (rc = rc_redis_activity(ctx->redis, v->code, vc_time_now_ms(), &due, &releasing,
+                                    err, errlen)) != 0 ||
+            !rc_model_quiet(&v->n, due, releasing))
             return rc;
-        if (!rc_model_quiet(&v->n, due, releasing))
-            return 0;
+    } else if (v->claimed || v->n.in_flight_events > 0) {
+        return 0; /* loaded once and lost: restore it (never loaded: nothing to compare) */
     }
-    if (vc_time_mono_ms() - e->last_full_ms >= ctx->cfg->full_every_ms && *periodic_left > 0) {
+    if (vc_time_mono_ms() - v->mem->last_full_ms >= ctx->cfg->full_every_ms && *periodic_left > 0) {
         (*periodic_left)--;
         return 0;
     }
@@ -783,6 +789,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     /* 1, 2, 3, 4: in this order (see rc_pass.h). */
     if ((rc = rc_kafka_positions(ctx->kafka, ctx->cfg->timeout_ms, &pos, err, errlen)) != 0 ||
         (rc = read_vouchers(ctx, &vs, err, errlen)) != 0 ||
+        (rc = memory_align(ctx->memory, &vs)) != 0 ||
         (rc = rc_kafka_tail(ctx->kafka, &pos, ctx->cfg->timeout_ms * 4, tail_cb, &vs, &lag,
                             &sum->malformed, err, errlen)) != 0)
         goto out;
@@ -811,7 +818,6 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
 
     for (size_t i = 0; i < vs.len; i++) {
         voucher_t *v = &vs.v[i];
-        memory_entry_t *e;
         int bad = 0;
 
         if (!v->full) {
@@ -827,11 +833,10 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             goto out;
         if (bad)
             vc_warn("%s: %d orders in Redis could not be read", v->code, bad);
-        remember_before(ctx->memory, v);
+        remember_before(v);
         v->verdict = rc_model_judge(&v->orders, &v->n, vc_time_now_ms(), ctx->cfg->grace_ms);
-        remember_after(ctx->memory, v);
-        if ((e = memory_of(ctx->memory, v->code)) != NULL)
-            e->last_full_ms = vc_time_mono_ms();
+        remember_after(v);
+        v->mem->last_full_ms = vc_time_mono_ms();
     }
 
     if (table)
@@ -869,8 +874,8 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
              * before the keys vanished are then in Kafka, where the restore
              * counts them; restoring sooner would offer their uses again.
              */
-            memory_entry_t *e = v->claimed ? memory_of(ctx->memory, v->code) : NULL;
-            if (!e)
+            memory_entry_t *e = v->mem;
+            if (!v->claimed)
                 continue;
             if (!e->missing_since_ms)
                 e->missing_since_ms = vc_time_now_ms();
@@ -883,11 +888,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             e->missing_since_ms = 0;
             continue;
         }
-        if (v->claimed) {
-            memory_entry_t *e = memory_of(ctx->memory, v->code);
-            if (e)
-                e->missing_since_ms = 0;
-        }
+        v->mem->missing_since_ms = 0;
         if (v->n.missing_in_redis > 0 && (rc = retake(ctx, v, sum, err, errlen)) != 0)
             goto out;
         if (v->n.missing_in_redis == 0 && (rc = lower(ctx, v, sum, err, errlen)) != 0)
@@ -897,7 +898,6 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     }
     if (repair)
         rc = run_releases(ctx, &rs, sum, err, errlen);
-    memory_prune(ctx->memory, &vs);
 out:
     /* A pass that failed between read_vouchers() and read_rows() left the snapshot open. */
     if (ctx->pg && PQtransactionStatus(ctx->pg) != PQTRANS_IDLE &&

@@ -391,7 +391,7 @@ static void mark_poison(void *ctx, size_t i, const char *err)
 /*
  * The first statement over the whole batch failed with first_rc (first: its
  * error): isolate the events that can never apply, under savepoints, and
- * commit the rest. Returns as wr_pg_apply().
+ * commit the rest. Returns as wr_pg_finish().
  */
 static int after_first(wr_pg_t *pg, wr_msg_t **msgs, size_t n, int first_rc, const char *first,
                        char *err, size_t errlen)
@@ -425,15 +425,6 @@ fail:
         PQclear(res);
     }
     return VC_ERR_UNAVAILABLE;
-}
-
-int wr_pg_apply(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen)
-{
-    int rc;
-
-    if ((rc = wr_pg_send(pg, msgs, n, err, errlen)) != 0)
-        return rc;
-    return wr_pg_finish(pg, msgs, n, err, errlen);
 }
 
 int wr_pg_send(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen)

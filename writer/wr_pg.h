@@ -2,7 +2,8 @@
  * The writer's PostgreSQL adapter: applies a batch of decoded events with
  * wr_apply_events() (deploy/sql/003_writer_apply.sql) in one transaction,
  * and isolates the events that can never apply. The only writer file that
- * speaks libpq. Blocking.
+ * speaks libpq. Blocking, except that a statement is sent and its result
+ * taken in two calls (wr_pg_send, wr_pg_finish).
  */
 #ifndef WR_PG_H
 #define WR_PG_H
@@ -16,7 +17,7 @@ typedef struct wr_pg wr_pg_t;
 /*
  * Creates the adapter for dsn (a libpq conninfo string, copied) and connects.
  * Returns 0, VC_ERR_NOMEM, VC_ERR_UNAVAILABLE (the server cannot be reached
- * now: *out is still set and wr_pg_apply() reconnects), or VC_ERR_INVALID
+ * now: *out is still set and wr_pg_send() reconnects), or VC_ERR_INVALID
  * when the database lacks wr_apply_events() (err says which migration).
  * The caller owns *out (wr_pg_close).
  */
@@ -26,27 +27,25 @@ void wr_pg_close(wr_pg_t *pg);
 
 /*
  * Applies msgs[0..n) (each decoded, in partition order) in one transaction,
- * reconnecting first if needed, and sets each message's outcome:
+ * in two halves, so the caller can work while PostgreSQL does:
+ *
+ * wr_pg_send() reconnects if needed and sends the batch's statement. Returns
+ * 0, or VC_ERR_UNAVAILABLE (err says why; nothing is then in flight).
+ *
+ * wr_pg_wait() says whether the result came (1), waiting at most timeout_ms
+ * (0: do not wait); a broken connection counts as come.
+ *
+ * wr_pg_finish() takes the result and sets each message's outcome:
  * WR_OUT_APPLIED, WR_OUT_NOOP, WR_OUT_EARLY, WR_OUT_TOMBSTONE, or
  * WR_OUT_CONFLICT and WR_OUT_POISON (with dlt_class and error set) for the
- * ones to dead-letter.
- * The messages stay owned by the caller.
- *
- * Returns 0 once the transaction committed, or VC_ERR_UNAVAILABLE when it
- * did not and trying the same batch again later may succeed (err says why);
+ * ones to dead-letter, isolated under savepoints when the statement failed.
+ * Returns 0 once the transaction committed, or VC_ERR_UNAVAILABLE when it did
+ * not and trying the same batch again later may succeed (err says why);
  * nothing of the batch is then visible.
- */
-int wr_pg_apply(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen);
-
-/*
- * wr_pg_apply() in two halves, so the caller can work while PostgreSQL does:
- * wr_pg_send() sends the batch's statement and returns (0, or as
- * wr_pg_apply(): nothing is then in flight); wr_pg_wait() says whether its
- * result came (1), waiting at most timeout_ms (0: do not wait), and
- * wr_pg_finish() takes the result, isolates poison events if the statement
- * failed, and returns as wr_pg_apply(). Between send and finish the messages
- * may move in memory (finish gets them again, in the same order), but their
- * events must not change; nothing else may use the adapter meanwhile.
+ *
+ * Between send and finish the messages may move in memory (finish gets them
+ * again, in the same order) but their events must not change, and nothing
+ * else may use the adapter. The messages stay owned by the caller.
  */
 int wr_pg_send(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen);
 int wr_pg_wait(wr_pg_t *pg, int timeout_ms);

@@ -344,29 +344,29 @@ static void complete_batch(wr_writer_t *w)
 
 /*
  * While PostgreSQL applies the batch in flight, read the next one from
- * Kafka (decoding it too), then take the result. Up to two batches are
- * queued; when Kafka has nothing, wait on PostgreSQL a moment and look again.
+ * Kafka (decoding it too), then take the result. What Kafka has at hand is
+ * taken first, up to two batches queued; then the writer waits on
+ * PostgreSQL's socket a moment and looks again.
  */
 static int overlap(wr_writer_t *w)
 {
     size_t want = 2 * (size_t)w->cfg->batch;
     int rc;
 
-    while (w->in_flight && !wr_pg_wait(w->pg, 0)) {
-        if (w->queue.len < want) {
+    while (w->in_flight) {
+        while (w->in_flight && w->queue.len < want) {
             size_t before = w->queue.len;
             if ((rc = poll_one(w, 0)) != 0) {
                 if (w->in_flight)
                     complete_batch(w);
                 return rc;
             }
-            if (w->queue.len > before)
-                continue;
+            if (w->queue.len == before)
+                break; /* nothing at hand */
         }
-        (void)wr_pg_wait(w->pg, WR_OVERLAP_WAIT_MS);
+        if (w->in_flight && wr_pg_wait(w->pg, WR_OVERLAP_WAIT_MS))
+            complete_batch(w);
     }
-    if (w->in_flight) /* a revoke may have completed it already */
-        complete_batch(w);
     return 0;
 }
 
