@@ -1,5 +1,6 @@
 #include "rc_pass.h"
 #include "vc_error.h"
+#include "vc_fault.h"
 #include "vc_log.h"
 #include "vc_lua.h"
 #include "vc_metrics.h"
@@ -793,6 +794,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         (rc = rc_kafka_tail(ctx->kafka, &pos, ctx->cfg->timeout_ms * 4, tail_cb, &vs, &lag,
                             &sum->malformed, err, errlen)) != 0)
         goto out;
+    VC_PAUSE("reconciler-after-tail");
     if (vs.nomem) {
         snprintf(err, errlen, "out of memory keeping the events in flight");
         rc = VC_ERR_NOMEM;
@@ -813,6 +815,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             goto out;
         sum->read_in_full += v->full;
     }
+    VC_PAUSE("reconciler-after-remaining");
     if ((rc = read_rows(ctx, &vs, err, errlen)) != 0)
         goto out;
 
@@ -839,6 +842,8 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         v->mem->last_full_ms = vc_time_mono_ms();
     }
 
+    /* Everything is read and judged; the repairs below act on Redis as it is now. */
+    VC_PAUSE("reconciler-before-repair");
     if (table)
         fprintf(table, "%-20s %7s %7s %8s %10s %9s %8s %9s  %s\n", "voucher", "limit", "used",
                 "pg_left", "redis_left", "in_flight", "releasing", "unsent", "verdict");

@@ -115,6 +115,22 @@ start_reconciler() {
 # A metric's value from an admin endpoint: ADDR NAME (with labels, as printed)
 metric() { curl -s --max-time 2 "http://$1/metrics" | awk -v m="$2" '$1 == m {print $2; exit}'; }
 
+# Pause points (common/vc_fault.h, fault builds only). A daemon started with
+# VOUCHER_PAUSE=POINT and VOUCHER_PAUSE_DIR=$pause_dir stops at that point until
+# the test lets it go: pause_wait POINT [SECONDS] (0 once it is there),
+# act inside the window, then pause_go POINT.
+pause_dir=$scratch/pause
+mkdir -p "$pause_dir"
+pause_wait() {
+  local i
+  for ((i = 0; i < ${2:-30} * 20; i++)); do
+    [ -e "$pause_dir/$1" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+pause_go() { rm -f "$pause_dir/$1"; }
+
 stop_daemons() {
   daemon_stop "$test_name-gateway"
   daemon_stop "$test_name-writer"
