@@ -71,6 +71,12 @@ static int set_value(const vc_cfg_param_t *p, void *cfg, const char *text, const
 
     switch (p->type) {
     case VC_CFG_STRING:
+        if (!*text && p->def && *p->def) {
+            snprintf(err, errlen,
+                     "%s: empty value for --%s: give one, or leave it unset for the default (%s)",
+                     from, p->flag, p->def);
+            return VC_ERR_INVALID;
+        }
         *(const char **)field = text;
         return 0;
     case VC_CFG_BOOL:
@@ -150,7 +156,7 @@ int vc_config_load(const vc_cfg_param_t *params, void *cfg, const char *prog, co
     }
     for (p = params; p->flag; p++) {
         const char *v = p->env ? getenv(p->env) : NULL;
-        if (v && *v) {
+        if (v) {
             snprintf(from, sizeof(from), "environment variable %s", p->env);
             if ((rc = set_value(p, cfg, v, from, err, errlen)) != 0)
                 return rc;

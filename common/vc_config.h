@@ -38,7 +38,10 @@ enum {
 
 /*
  * Fills cfg from params (terminated by VC_CFG_END): defaults, then environment,
- * then argv. Stops at the first argument that is not an option (or after
+ * then argv. An empty value for a setting whose default is not empty is an
+ * error, from the environment as from the command line: an empty
+ * VOUCHER_KAFKA_BROKERS silently meaning the default broker could join another
+ * stack. Stops at the first argument that is not an option (or after
  * "--") and stores its index in *first_arg, so subcommands can follow.
  *
  * Returns VC_CFG_RUN, VC_CFG_EXIT, or VC_ERR_INVALID with err naming the

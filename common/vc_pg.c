@@ -23,6 +23,23 @@ PGconn *vc_pg_connect(const char *dsn, const char *application_name, char *err, 
     return conn;
 }
 
+int vc_pg_dsn_check(const char *dsn, char *err, size_t errlen)
+{
+    char *why = NULL;
+    PQconninfoOption *opts = PQconninfoParse(dsn, &why);
+
+    if (!opts) {
+        snprintf(err, errlen, "VOUCHER_PG_DSN is not a libpq connection string: %s",
+                 why ? why : "out of memory");
+        /* libpq's own message ends in a newline. */
+        err[strcspn(err, "\n")] = '\0';
+        PQfreemem(why);
+        return VC_ERR_INVALID;
+    }
+    PQconninfoFree(opts);
+    return 0;
+}
+
 int vc_pg_error_class(const PGconn *conn, const PGresult *res)
 {
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;

@@ -18,6 +18,13 @@
 PGconn *vc_pg_connect(const char *dsn, const char *application_name, char *err, size_t errlen);
 
 /*
+ * Checks that dsn is a conninfo string libpq can parse ("host=... dbname=..."
+ * or a postgresql:// URI), for the settings table (vc_cfg_param_t.check).
+ * Returns 0, or VC_ERR_INVALID with err saying what libpq found wrong.
+ */
+int vc_pg_dsn_check(const char *dsn, char *err, size_t errlen);
+
+/*
  * Classifies a failed result (or, with res NULL, a broken connection):
  * VC_ERR_UNAVAILABLE when trying again may succeed (connection lost,
  * serialization failure, deadlock, server starting or shutting down), or

@@ -18,6 +18,7 @@
 #include "vc_error.h"
 #include "vc_kafka_conf.h"
 #include "vc_log.h"
+#include "vc_pg.h"
 #include "vc_time.h"
 
 #define SUMMARY                                                                                    \
@@ -96,7 +97,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         fprintf(stderr, "voucher-gateway: unknown log level \"%s\"\n", cfg.log_level);
         return 2;
     }
-    if (gw_kafka_check_settings(kafka_extra, err, sizeof(err)) != 0) {
+    if (gw_kafka_check_settings(kafka_extra, err, sizeof(err)) != 0 ||
+        vc_pg_dsn_check(cfg.pg_dsn, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-gateway: %s\n", err);
         return 2;
     }

@@ -19,6 +19,7 @@
 #include "vc_kafka_conf.h"
 #include "vc_log.h"
 #include "vc_metrics.h"
+#include "vc_pg.h"
 #include "vc_shutdown.h"
 
 typedef struct {
@@ -190,7 +191,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                 rc != VC_CFG_RUN ? err : "invalid VOUCHER_LOG_LEVEL (debug, info, warn or error)");
         return 2;
     }
-    if (rc_kafka_check_settings(kafka_extra, err, sizeof(err)) != 0) {
+    if (rc_kafka_check_settings(kafka_extra, err, sizeof(err)) != 0 ||
+        vc_pg_dsn_check(s.pg_dsn, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-reconciler: %s\n", err);
         return 2;
     }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "vc_config.h"
+#include "vc_pg.h"
 #include "vc_error.h"
 #include "vc_event.h"
 #include "vc_metrics.h"
@@ -219,6 +220,46 @@ START_TEST(config_errors_name_the_setting)
 }
 END_TEST
 
+/* An empty setting whose default is not empty stops start-up; it never means the default. */
+START_TEST(config_empty_value_is_an_error)
+{
+    test_cfg_t cfg;
+    char err[256];
+    char *argv0[] = {"prog", NULL};
+    char *argv1[] = {"prog", "--name=", NULL};
+
+    setenv("VCTEST_NAME", "", 1);
+    ck_assert_int_eq(vc_config_load(test_params, &cfg, "p", "s", 1, argv0, NULL, err, sizeof(err)),
+                     VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "VCTEST_NAME"));
+    ck_assert_ptr_nonnull(strstr(err, "empty"));
+    unsetenv("VCTEST_NAME");
+    ck_assert_int_eq(vc_config_load(test_params, &cfg, "p", "s", 2, argv1, NULL, err, sizeof(err)),
+                     VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "--name"));
+    setenv("VCTEST_COUNT", "", 1);
+    ck_assert_int_eq(vc_config_load(test_params, &cfg, "p", "s", 1, argv0, NULL, err, sizeof(err)),
+                     VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "VCTEST_COUNT"));
+    unsetenv("VCTEST_COUNT");
+}
+END_TEST
+
+START_TEST(pg_dsn_check)
+{
+    char err[256];
+
+    ck_assert_int_eq(vc_pg_dsn_check("host=127.0.0.1 port=5432 dbname=voucher", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(vc_pg_dsn_check("postgresql://u@127.0.0.1:5432/voucher", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(vc_pg_dsn_check("nonsense", err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "nonsense"));
+    ck_assert_ptr_null(strchr(err, '\n'));
+    ck_assert_int_eq(vc_pg_dsn_check("host=x bogus_key=1", err, sizeof(err)), VC_ERR_INVALID);
+}
+END_TEST
+
 START_TEST(redis_url_parsing)
 {
     char host[64];
@@ -320,6 +361,8 @@ static Suite *common_suite(void)
     tcase_add_test(tc, time_parse_and_format);
     tcase_add_test(tc, config_defaults_env_flags);
     tcase_add_test(tc, config_errors_name_the_setting);
+    tcase_add_test(tc, config_empty_value_is_an_error);
+    tcase_add_test(tc, pg_dsn_check);
     tcase_add_test(tc, redis_url_parsing);
     tcase_add_test(tc, voucher_rules);
     tcase_add_test(tc, metrics_render_prometheus_text);
