@@ -151,6 +151,16 @@ static const struct {
     {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":99999999999999999999}", "orderAmount"},
     {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1,\"coupon\":\"x\"}", "coupon"},
     {"{\"customerId\":1,\"customerId\":2,\"orderId\":\"o\",\"orderAmount\":1}", "customerId"},
+    /* Reserved as "nul" by a reader that measures the decoded string with strlen(). */
+    {"{\"customerId\":1,\"orderId\":\"nul\\u0000tail\",\"orderAmount\":1}", "orderId"},
+    {"{\"customerId\":1,\"orderId\":\"\\u0000\",\"orderAmount\":1}", "orderId"},
+    {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1,\"orderId\\u0000\":2}", "NUL"},
+    /* Comments are not JSON. */
+    {"{\"customerId\":1,/* a comment */\"orderId\":\"o\",\"orderAmount\":1}", "comment"},
+    {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1}// trailing", "malformed"},
+    {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1,"
+     "\"x\":[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]}",
+     "nested"},
 };
 
 START_TEST(body_rejected)
@@ -371,7 +381,15 @@ static const struct {
      "usedCount"},
     {"{\"code\":\"A\",\"code\":\"B\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":"
      "1," WINDOW "}",
+     "code"},    /* "A\u0000B" would be created as "A". */
+    {"{\"code\":\"A\\u0000B\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1," WINDOW
+     "}",
      "code"},
+    {"{\"code\":\"A\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1,"
+     "\"startsAt\":\"2026-01-01T00:00:00Z\\u0000junk\",\"endsAt\":\"2026-02-01T00:00:00Z\"}",
+     "startsAt"},
+    {"{\"code\":\"A\",/**/\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1," WINDOW "}",
+     "comment"},
 };
 
 START_TEST(voucher_body_rejected)
@@ -434,7 +452,9 @@ START_TEST(quote_body)
     static const char *const bad[] = {"{\"customerId\":1}", "{\"orderAmount\":1}",
                                       "{\"customerId\":0,\"orderAmount\":1}",
                                       "{\"customerId\":1,\"orderAmount\":-1}",
-                                      "{\"customerId\":1,\"orderAmount\":1,\"orderId\":\"o\"}"};
+                                      "{\"customerId\":1,\"orderAmount\":1,\"orderId\":\"o\"}",
+                                      "{\"customerId\":1,/* c */\"orderAmount\":1}",
+                                      "{\"customerId\":1,\"orderAmount\":1,\"orderAmount\":2}"};
     const char *ok = "{\"customerId\":7,\"orderAmount\":1500}";
 
     ck_assert_int_eq(gw_quote_req_parse(ok, strlen(ok), &q, err, sizeof(err)), 0);
