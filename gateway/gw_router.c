@@ -344,6 +344,20 @@ int gw_order_value_parse(const char *s, size_t len, gw_order_value_t *out)
     return 0;
 }
 
+void gw_claim_value(char out[GW_CLAIM_VALUE_MAX], const char *code, uint64_t process,
+                    uint64_t seq)
+{
+    snprintf(out, GW_CLAIM_VALUE_MAX, "%s:%016llx%016llx", code, (unsigned long long)process,
+             (unsigned long long)seq);
+}
+
+int gw_claim_is_code(const char *value, size_t len, const char *code)
+{
+    size_t n = strlen(code);
+
+    return len >= n && memcmp(value, code, n) == 0 && (len == n || value[n] == ':');
+}
+
 int gw_status_for(int rc, const char **error, const char **reason)
 {
     *reason = NULL;

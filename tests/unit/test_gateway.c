@@ -569,6 +569,7 @@ START_TEST(redis_keys)
     ck_assert_str_eq(keys[GW_KEY_REMAINING], "voucher:{FLASH100}:remaining");
     ck_assert_str_eq(keys[GW_KEY_ORDERS], "voucher:{FLASH100}:orders");
     ck_assert_str_eq(keys[GW_KEY_RESENT], "voucher:{FLASH100}:resent");
+    ck_assert_str_eq(keys[GW_KEY_AMOUNTS], "voucher:{FLASH100}:amounts");
     ck_assert_str_eq(keys[GW_KEY_COUNT - 1], "voucher:{FLASH100}:releasing");
     gw_app_claim_key("order-7", claim);
     ck_assert_str_eq(claim, "voucher-order:{order-7}");
@@ -581,6 +582,28 @@ START_TEST(redis_keys)
     ck_assert_uint_eq(strlen(keys[GW_KEY_COUNT - 1]), strlen("voucher:{}:releasing") + VC_CODE_MAX);
     gw_app_claim_key(order, claim);
     ck_assert_uint_eq(strlen(claim), strlen("voucher-order:{}") + VC_ORDER_ID_MAX);
+}
+END_TEST
+
+/* A claim's value names the code and the request; which code it names, and only that. */
+START_TEST(claim_values)
+{
+    char value[GW_CLAIM_VALUE_MAX], code[VC_CODE_MAX + 1];
+
+    gw_claim_value(value, "FLASH100", 0x0123456789abcdefULL, 7);
+    ck_assert_str_eq(value, "FLASH100:0123456789abcdef0000000000000007");
+    ck_assert(gw_claim_is_code(value, strlen(value), "FLASH100"));
+    ck_assert(!gw_claim_is_code(value, strlen(value), "FLASH10"));
+    ck_assert(!gw_claim_is_code(value, strlen(value), "FLASH1000"));
+    ck_assert(gw_claim_is_code("FLASH100", 8, "FLASH100")); /* written before tokens */
+    ck_assert(!gw_claim_is_code("FLASH100", 7, "FLASH100"));
+    ck_assert(!gw_claim_is_code("FLASH100X:1", 11, "FLASH100"));
+    /* The longest code and token fit whole. */
+    memset(code, 'C', VC_CODE_MAX);
+    code[VC_CODE_MAX] = '\0';
+    gw_claim_value(value, code, UINT64_MAX, UINT64_MAX);
+    ck_assert_uint_eq(strlen(value), VC_CODE_MAX + 33);
+    ck_assert(gw_claim_is_code(value, strlen(value), code));
 }
 END_TEST
 
@@ -612,6 +635,7 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, soldout_cleared_everywhere);
     tcase_add_test(tc, answer_head);
     tcase_add_test(tc, redis_keys);
+    tcase_add_test(tc, claim_values);
     suite_add_tcase(s, tc);
     return s;
 }
