@@ -103,6 +103,8 @@ static void unclaim(reserve_t *x)
     if (x->claim != CLAIM_NEW)
         return;
     x->claim = CLAIM_PENDING;
+    /* A test holds the release here while another request of the orderId takes a use. */
+    VC_PAUSE("reserve-before-unclaim");
     claim_script(x, "release");
 }
 
