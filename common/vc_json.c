@@ -2,10 +2,13 @@
 #include "vc_error.h"
 #include "vc_time.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yajl/yajl_gen.h>
+#include <yajl/yajl_parse.h>
 #include <yajl/yajl_tree.h>
 
 #define GEN(g) ((yajl_gen)(g)->gen)
@@ -101,45 +104,318 @@ int vc_jgen_finish(vc_jgen_t *g, char *buf, size_t cap, size_t *len)
     return rc;
 }
 
+/*
+ * The document is built by our own yajl callbacks rather than yajl_tree_parse(),
+ * which turns on yajl's comment option and cannot refuse what below must be
+ * refused: a document that yajl would read, but whose meaning we would change
+ * or could not bound.
+ */
+typedef struct {
+    yajl_val root;
+    yajl_val open[VC_JSON_MAX_DEPTH]; /* the containers being filled, outermost first */
+    char *key[VC_JSON_MAX_DEPTH];     /* for an object in open[]: the key of its next value */
+    int depth;
+    int failed; /* err is set: the callback that failed cancelled the parse */
+    int nomem;
+    char err[192];
+} build_t;
+
+/* Frees a value and everything in it; depth is bounded by VC_JSON_MAX_DEPTH. */
+static void value_free(yajl_val v)
+{
+    if (!v)
+        return;
+    switch (v->type) {
+    case yajl_t_string:
+        free(v->u.string);
+        break;
+    case yajl_t_number:
+        free(v->u.number.r);
+        break;
+    case yajl_t_object:
+        for (size_t i = 0; i < v->u.object.len; i++) {
+            free((char *)v->u.object.keys[i]);
+            value_free(v->u.object.values[i]);
+        }
+        free(v->u.object.keys);
+        free(v->u.object.values);
+        break;
+    case yajl_t_array:
+        for (size_t i = 0; i < v->u.array.len; i++)
+            value_free(v->u.array.values[i]);
+        free(v->u.array.values);
+        break;
+    default:
+        break;
+    }
+    free(v);
+}
+
+/* Cancels the parse with a reason; returns 0, for the callback to return. */
+__attribute__((format(printf, 2, 3))) static int refuse(build_t *b, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!b->failed) {
+        va_start(ap, fmt);
+        vsnprintf(b->err, sizeof(b->err), fmt, ap);
+        va_end(ap);
+    }
+    b->failed = 1;
+    return 0;
+}
+
+static int out_of_memory(build_t *b)
+{
+    b->nomem = 1;
+    return refuse(b, "out of memory");
+}
+
+/*
+ * Puts v (owned) where the document is now: the root, the next element of an
+ * array, or the value of the pending key of an object. Returns 1, or 0 with
+ * v freed when memory runs out.
+ */
+static int attach(build_t *b, yajl_val v)
+{
+    yajl_val parent;
+
+    if (b->depth == 0) {
+        b->root = v;
+        return 1;
+    }
+    parent = b->open[b->depth - 1];
+    if (parent->type == yajl_t_array) {
+        yajl_val *values =
+            realloc(parent->u.array.values, (parent->u.array.len + 1) * sizeof(*values));
+        if (!values)
+            goto nomem;
+        parent->u.array.values = values;
+        values[parent->u.array.len++] = v;
+        return 1;
+    } else {
+        size_t n = parent->u.object.len;
+        const char **keys = realloc(parent->u.object.keys, (n + 1) * sizeof(*keys));
+        yajl_val *values;
+        if (!keys)
+            goto nomem;
+        parent->u.object.keys = keys;
+        if (!(values = realloc(parent->u.object.values, (n + 1) * sizeof(*values))))
+            goto nomem;
+        parent->u.object.values = values;
+        keys[n] = b->key[b->depth - 1];
+        values[n] = v;
+        b->key[b->depth - 1] = NULL;
+        parent->u.object.len = n + 1;
+        return 1;
+    }
+nomem:
+    value_free(v);
+    return out_of_memory(b);
+}
+
+static yajl_val value_new(yajl_type type)
+{
+    yajl_val v = calloc(1, sizeof(*v));
+    if (v)
+        v->type = type;
+    return v;
+}
+
+static int scalar(build_t *b, yajl_type type)
+{
+    yajl_val v = value_new(type);
+    return v ? attach(b, v) : out_of_memory(b);
+}
+
+static int on_null(void *ctx)
+{
+    return scalar(ctx, yajl_t_null);
+}
+
+static int on_boolean(void *ctx, int boolean)
+{
+    return scalar(ctx, boolean ? yajl_t_true : yajl_t_false);
+}
+
+/* Keeps the text, and says whether it is an integer of 64 bits and a double, as yajl_tree does. */
+static int on_number(void *ctx, const char *s, size_t len)
+{
+    build_t *b = ctx;
+    yajl_val v = value_new(yajl_t_number);
+    char *end;
+
+    if (!v || !(v->u.number.r = malloc(len + 1))) {
+        free(v);
+        return out_of_memory(b);
+    }
+    memcpy(v->u.number.r, s, len);
+    v->u.number.r[len] = '\0';
+    errno = 0;
+    v->u.number.i = strtoll(v->u.number.r, &end, 10);
+    if (errno == 0 && *end == '\0')
+        v->u.number.flags |= YAJL_NUMBER_INT_VALID;
+    errno = 0;
+    v->u.number.d = strtod(v->u.number.r, &end);
+    if (errno == 0 && *end == '\0')
+        v->u.number.flags |= YAJL_NUMBER_DOUBLE_VALID;
+    return attach(b, v);
+}
+
+/*
+ * yajl decodes \u0000 into a NUL byte, and every reader of a field measures
+ * it with strlen(): "nul\u0000tail" would silently become "nul". Refused.
+ */
+static int on_string(void *ctx, const unsigned char *s, size_t len)
+{
+    build_t *b = ctx;
+    yajl_val v;
+
+    if (memchr(s, '\0', len)) {
+        if (b->depth > 0 && b->key[b->depth - 1])
+            return refuse(b, "field \"%.64s\" contains a NUL character (\\u0000)",
+                          b->key[b->depth - 1]);
+        return refuse(b, "a string contains a NUL character (\\u0000)");
+    }
+    if (!(v = value_new(yajl_t_string)) || !(v->u.string = malloc(len + 1))) {
+        free(v);
+        return out_of_memory(b);
+    }
+    memcpy(v->u.string, s, len);
+    v->u.string[len] = '\0';
+    return attach(b, v);
+}
+
+/* Opens an object or array, at most VC_JSON_MAX_DEPTH deep. */
+static int open_container(build_t *b, yajl_type type)
+{
+    yajl_val v;
+
+    if (b->depth >= VC_JSON_MAX_DEPTH)
+        return refuse(b, "nested deeper than %d levels", VC_JSON_MAX_DEPTH);
+    if (!(v = value_new(type)))
+        return out_of_memory(b);
+    if (!attach(b, v))
+        return 0;
+    b->open[b->depth] = v;
+    b->key[b->depth] = NULL;
+    b->depth++;
+    return 1;
+}
+
+static int on_start_map(void *ctx)
+{
+    return open_container(ctx, yajl_t_object);
+}
+
+static int on_start_array(void *ctx)
+{
+    return open_container(ctx, yajl_t_array);
+}
+
+static int on_end(void *ctx)
+{
+    build_t *b = ctx;
+    b->depth--;
+    return 1;
+}
+
+/*
+ * A key given twice would leave its meaning to whichever reader looks first:
+ * refused. Objects are bounded to VC_JSON_MAX_MEMBERS, which keeps this
+ * check (linear per key) cheap on any input.
+ */
+static int on_map_key(void *ctx, const unsigned char *s, size_t len)
+{
+    build_t *b = ctx;
+    yajl_val obj = b->open[b->depth - 1];
+    char *key;
+
+    if (memchr(s, '\0', len))
+        return refuse(b, "a key contains a NUL character (\\u0000)");
+    if (obj->u.object.len >= VC_JSON_MAX_MEMBERS)
+        return refuse(b, "an object has more than %d fields", VC_JSON_MAX_MEMBERS);
+    for (size_t i = 0; i < obj->u.object.len; i++) {
+        const char *k = obj->u.object.keys[i];
+        if (strlen(k) == len && memcmp(k, s, len) == 0)
+            return refuse(b, "field \"%.64s\" given twice", k);
+    }
+    if (!(key = malloc(len + 1)))
+        return out_of_memory(b);
+    memcpy(key, s, len);
+    key[len] = '\0';
+    b->key[b->depth - 1] = key;
+    return 1;
+}
+
+static const yajl_callbacks build_callbacks = {
+    .yajl_null = on_null,
+    .yajl_boolean = on_boolean,
+    .yajl_number = on_number,
+    .yajl_string = on_string,
+    .yajl_start_map = on_start_map,
+    .yajl_map_key = on_map_key,
+    .yajl_end_map = on_end,
+    .yajl_start_array = on_start_array,
+    .yajl_end_array = on_end,
+};
+
 int vc_jdoc_parse(vc_jdoc_t *doc, const char *json, size_t len, char *err, size_t errlen)
 {
-    char ebuf[256] = "";
-    char *copy;
-    yajl_val root;
+    build_t b;
+    yajl_handle h;
+    yajl_status st;
+    int rc = 0;
 
     doc->root = NULL;
-    /* yajl_tree_parse() wants a NUL-terminated string. */
     if (memchr(json, '\0', len)) {
         snprintf(err, errlen, "malformed JSON: contains a NUL byte");
         return VC_ERR_INVALID;
     }
-    if (!(copy = malloc(len + 1)))
+    memset(&b, 0, sizeof(b));
+    /* Comments stay off (yajl's default), and so do trailing garbage and several values. */
+    if (!(h = yajl_alloc(&build_callbacks, NULL, &b)))
         return VC_ERR_NOMEM;
-    memcpy(copy, json, len);
-    copy[len] = '\0';
-    root = yajl_tree_parse(copy, ebuf, sizeof(ebuf));
-    free(copy);
-    if (!root) {
-        /* yajl's message spans lines and quotes the input: keep its first line. */
-        char *nl = strchr(ebuf, '\n');
-        if (nl)
-            *nl = '\0';
-        snprintf(err, errlen, "malformed JSON: %s", ebuf[0] ? ebuf : "empty input");
-        return VC_ERR_INVALID;
-    }
-    if (!YAJL_IS_OBJECT(root)) {
-        yajl_tree_free(root);
+    st = yajl_parse(h, (const unsigned char *)json, len);
+    if (st == yajl_status_ok)
+        st = yajl_complete_parse(h);
+    if (st != yajl_status_ok) {
+        if (b.failed) {
+            snprintf(err, errlen, "malformed JSON: %s", b.err);
+            rc = b.nomem ? VC_ERR_NOMEM : VC_ERR_INVALID;
+        } else {
+            /* yajl's message spans lines and quotes the input: keep its first line. */
+            unsigned char *msg = yajl_get_error(h, 0, (const unsigned char *)json, len);
+            char *nl = msg ? strchr((char *)msg, '\n') : NULL;
+            if (nl)
+                *nl = '\0';
+            snprintf(err, errlen, "malformed JSON: %s", msg && *msg ? (char *)msg : "empty input");
+            if (msg)
+                yajl_free_error(h, msg);
+            rc = VC_ERR_INVALID;
+        }
+    } else if (!b.root) {
+        snprintf(err, errlen, "malformed JSON: empty input");
+        rc = VC_ERR_INVALID;
+    } else if (!YAJL_IS_OBJECT(b.root)) {
         snprintf(err, errlen, "malformed JSON: expected an object");
-        return VC_ERR_INVALID;
+        rc = VC_ERR_INVALID;
     }
-    doc->root = root;
+    yajl_free(h);
+    if (rc != 0) {
+        /* Keys read but not yet attached belong to no value. */
+        for (int i = 0; i < VC_JSON_MAX_DEPTH; i++)
+            free(b.key[i]);
+        value_free(b.root);
+        return rc;
+    }
+    doc->root = b.root;
     return 0;
 }
 
 void vc_jdoc_free(vc_jdoc_t *doc)
 {
-    if (doc->root)
-        yajl_tree_free((yajl_val)doc->root);
+    value_free((yajl_val)doc->root);
     doc->root = NULL;
 }
 
@@ -174,12 +450,6 @@ int vc_jdoc_check_keys(const vc_jdoc_t *doc, const char *const *allowed, char *e
         if (!*a) {
             snprintf(err, errlen, "unknown field \"%.64s\"", key);
             return VC_ERR_INVALID;
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(root->u.object.keys[j], key) == 0) {
-                snprintf(err, errlen, "field \"%.64s\" given twice", key);
-                return VC_ERR_INVALID;
-            }
         }
     }
     return 0;

@@ -1,6 +1,7 @@
 /*
  * A thin layer over yajl: building JSON with yajl_gen, and reading fields of a
- * parsed object with yajl_tree, with errors that name the field.
+ * parsed object (a tree of yajl_tree's types, built by our own callbacks),
+ * with errors that name the field.
  */
 #ifndef VC_JSON_H
 #define VC_JSON_H
@@ -42,17 +43,27 @@ typedef struct {
     void *root; /* yajl_val */
 } vc_jdoc_t;
 
+#define VC_JSON_MAX_DEPTH 16   /* objects and arrays nested deeper are refused */
+#define VC_JSON_MAX_MEMBERS 64  /* objects with more fields are refused */
+
 /*
  * Parses json (len bytes, need not be NUL-terminated) and requires an object
- * at the top. Returns 0, or VC_ERR_INVALID with err saying why. On success the
- * caller must call vc_jdoc_free(); on failure there is nothing to free.
+ * at the top. Strict: refused with VC_ERR_INVALID and err saying why are
+ * comments, a string or key holding a NUL character (raw, or \u0000: every
+ * reader measures strings with strlen, so "a\u0000b" would silently become
+ * "a"), a key given twice in one object, nesting deeper than
+ * VC_JSON_MAX_DEPTH and objects of more than VC_JSON_MAX_MEMBERS fields (so
+ * neither building nor freeing the tree recurses without bound, and the
+ * duplicate check stays cheap). Returns 0, VC_ERR_INVALID, or VC_ERR_NOMEM.
+ * On success the caller must call vc_jdoc_free(); on failure there is nothing
+ * to free.
  */
 int vc_jdoc_parse(vc_jdoc_t *doc, const char *json, size_t len, char *err, size_t errlen);
 void vc_jdoc_free(vc_jdoc_t *doc);
 
 /*
- * Rejects keys not in allowed (NULL-terminated) and keys given twice.
- * Returns 0 or VC_ERR_INVALID naming the offending key.
+ * Rejects keys not in allowed (NULL-terminated); vc_jdoc_parse() already
+ * refused keys given twice. Returns 0 or VC_ERR_INVALID naming the key.
  */
 int vc_jdoc_check_keys(const vc_jdoc_t *doc, const char *const *allowed, char *err, size_t errlen);
 

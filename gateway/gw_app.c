@@ -16,6 +16,7 @@ const char *const gw_app_scripts[GW_SCRIPT_COUNT] = {
     [GW_SCRIPT_CONFIRM] = vc_lua_confirm,
     [GW_SCRIPT_RELEASE_BEGIN] = vc_lua_release_begin,
     [GW_SCRIPT_RELEASE_FINISH] = vc_lua_release_finish,
+    [GW_SCRIPT_CLAIM] = vc_lua_claim,
 };
 
 /*
@@ -39,8 +40,8 @@ static void join3(char *out, size_t cap, const char *a, const char *b, const cha
 
 void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX])
 {
-    static const char *const suffix[GW_KEY_COUNT] = {"}:remaining", "}:users", "}:orders",
-                                                     "}:holds", "}:resent", "}:releasing"};
+    static const char *const suffix[GW_KEY_COUNT] = {
+        "}:remaining", "}:users", "}:orders", "}:holds", "}:resent", "}:amounts", "}:releasing"};
     for (int i = 0; i < GW_KEY_COUNT; i++)
         join3(keys[i], GW_KEY_MAX, "voucher:{", code, suffix[i]);
 }

@@ -24,6 +24,7 @@ enum {
     GW_SCRIPT_CONFIRM,
     GW_SCRIPT_RELEASE_BEGIN,
     GW_SCRIPT_RELEASE_FINISH,
+    GW_SCRIPT_CLAIM,
     GW_SCRIPT_COUNT,
 };
 
@@ -45,21 +46,26 @@ typedef struct {
     atomic_long *connections;
 } gw_app_t;
 
-/* The Redis keys of a voucher: the first five in the order of reserve.lua. */
+/* The Redis keys of a voucher: the first six in the order of reserve.lua. */
 enum {
     GW_KEY_REMAINING,
     GW_KEY_USERS,
     GW_KEY_ORDERS,
     GW_KEY_HOLDS,
     GW_KEY_RESENT,
+    GW_KEY_AMOUNTS,
     GW_KEY_RELEASING,
     GW_KEY_COUNT
 };
-#define GW_KEY_RESERVE 5 /* reserve.lua and forget.lua take the first five */
+#define GW_KEY_RESERVE 6 /* reserve.lua takes the first six */
+#define GW_KEY_FORGET 5  /* forget.lua the first five */
 #define GW_KEY_MAX (VC_CODE_MAX + 32)
 #define GW_CLAIM_KEY_MAX (VC_ORDER_ID_MAX + 32)
 
-/* Fills keys with voucher:{code}:remaining, :users, :orders, :holds, :resent, :releasing. */
+/*
+ * Fills keys with voucher:{code}:remaining, :users, :orders, :holds, :resent,
+ * :amounts, :releasing.
+ */
 void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
 
 /*

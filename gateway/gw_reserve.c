@@ -6,12 +6,25 @@
  * the event. A use whose event was definitely not persisted is given back
  * before answering 503.
  *
- * A retry of the same orderId (reserve.lua status 0) publishes VoucherReserved
- * again, from the stored order (discount, heldUntil; reservedAt is heldUntil
- * minus the hold ttl) and the retry's orderAmount, which Redis does not keep,
- * and answers 201 replayed only after Kafka acknowledged it: a retry after a
- * lost event repairs it, and the writer applies a duplicate once.
+ * A retry is recognised as one before any rule decides: the rules are judged
+ * first (no I/O), but their verdict applies to new orders only.
+ * - Eligible, and the voucher not marked sold out (the success path): the
+ *   claim and reserve.lua "take", one round trip as before. The script answers
+ *   an order it knows before it looks at stock or limits.
+ * - Refused by the rules, or marked sold out: nothing may be taken, so no
+ *   claim; HGET asks whether Redis knows the order. Unknown (every new order):
+ *   the refusal, after one read. Known (a retry): reserve.lua "known", which
+ *   answers it as the success path would and takes nothing.
+ *
+ * A known order (reserve.lua status 0) publishes VoucherReserved again, from
+ * the stored order (discount, heldUntil; reservedAt is heldUntil minus the
+ * hold ttl) and the orderAmount, and answers 201 replayed only after Kafka
+ * acknowledged it: a retry after a lost event repairs it, and the writer
+ * applies a duplicate once. A retry with another orderAmount than the one
+ * stored (voucher:{CODE}:amounts) is refused with 409 ORDER_CONFLICT, like a
+ * retry from another customer.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +54,7 @@ typedef struct {
     vc_voucher_t v;
     int64_t discount;
     int64_t now_ms, held_until_ms;
+    int refusal; /* a new order's answer when it may not take a use (rules, sold out); 0 may */
     int reloaded;   /* the first load was claimed (or found claimed) by this request */
     int load_waits; /* script runs left while another request's first load lands */
     int claim;
@@ -48,6 +62,7 @@ typedef struct {
     int64_t load_remaining;
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
     char claim_key[GW_CLAIM_KEY_MAX];
+    char claim_value[GW_CLAIM_VALUE_MAX]; /* CODE:TOKEN, this request's own */
 } reserve_t;
 
 static void with_rules(reserve_t *x);
@@ -64,16 +79,33 @@ static void fail(reserve_t *x, int rc, const char *what)
     gw_app_reply_error(x->req, rc, detail);
 }
 
-/* Gives up this request's claim of the orderId, if it made one: nothing was taken. */
+/*
+ * Runs claim.lua on the orderId's claim: op "release" or "keep". Nobody waits
+ * for the answer: a release that finds the claim taken over leaves it, which
+ * is the point, and a keep that finds another code cannot be helped here.
+ */
+static void claim_script(reserve_t *x, const char *op)
+{
+    const char *keys[] = {x->claim_key};
+    const char *args[] = {op, x->claim_value, x->code};
+
+    (void)gw_redis_eval(x->app->redis, GW_SCRIPT_CLAIM, gw_app_ignore_cb, NULL, 1, keys, 3, args);
+}
+
+/*
+ * Gives up this request's claim of the orderId, if it made one: nothing was
+ * taken. Only while the claim still holds this request's token: a request of
+ * the same orderId that took a use since made the claim its own ("keep"), and
+ * deleting it would let the orderId be reserved with another voucher.
+ */
 static void unclaim(reserve_t *x)
 {
-    const char *argv[] = {"DEL", x->claim_key};
-    size_t argvlen[] = {3, strlen(x->claim_key)};
-
     if (x->claim != CLAIM_NEW)
         return;
     x->claim = CLAIM_PENDING;
-    (void)gw_redis_command(x->app->redis, gw_app_ignore_cb, NULL, 2, argv, argvlen);
+    /* A test holds the release here while another request of the orderId takes a use. */
+    VC_PAUSE("reserve-before-unclaim");
+    claim_script(x, "release");
 }
 
 /* A rejection: release the claim, then answer. */
@@ -115,12 +147,12 @@ static int64_t forgotten(reserve_t *x, int rc, const gw_redis_reply_t *reply)
 /* Forgets the hold this request took (forget.lua); answers nothing. */
 static int forget(reserve_t *x, gw_redis_cb cb)
 {
-    const char *keys[GW_KEY_RESERVE];
+    const char *keys[GW_KEY_FORGET];
     const char *args[] = {x->in.order_id};
 
-    for (int i = 0; i < GW_KEY_RESERVE; i++)
+    for (int i = 0; i < GW_KEY_FORGET; i++)
         keys[i] = x->keys[i];
-    return gw_redis_eval(x->app->redis, GW_SCRIPT_FORGET, cb, x, GW_KEY_RESERVE, keys, 1, args);
+    return gw_redis_eval(x->app->redis, GW_SCRIPT_FORGET, cb, x, GW_KEY_FORGET, keys, 1, args);
 }
 
 static void given_back_cb(void *arg, int rc, const gw_redis_reply_t *reply)
@@ -221,6 +253,30 @@ static void replay(reserve_t *x, const gw_redis_reply_t *reply)
     x->discount = o.discount;
     x->held_until_ms = o.held_until_ms;
     publish(x, o.held_until_ms - x->app->cfg->hold_ttl_ms, redelivered_cb);
+}
+
+/* The same orderId with another orderAmount than the one that took the use. */
+static void other_amount(reserve_t *x, const gw_redis_reply_t *reply)
+{
+    char detail[200];
+
+    if (reply->n < 3 || reply->item[2].type != GW_REDIS_STR || reply->item[2].len > 20) {
+        fail(x, VC_ERR_PROTOCOL, "redis reserve");
+        return;
+    }
+    snprintf(detail, sizeof(detail),
+             "this orderId was reserved with orderAmount %.*s: a retry must repeat the original "
+             "request; use a new orderId for another amount",
+             (int)reply->item[2].len, reply->item[2].str);
+    gw_app_reply_error(x->req, VC_E_ORDER_CONFLICT, detail);
+}
+
+/* A new order that may not take a use: the rules' rejection, or sold out. */
+static void refuse_new(reserve_t *x)
+{
+    if (x->refusal == VC_E_OUT_OF_STOCK)
+        gw_metrics_soldout();
+    gw_app_reply_error(x->req, x->refusal, NULL);
 }
 
 /* ---- the first load of a voucher into Redis ---- */
@@ -363,6 +419,21 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     status = reply->item[0].integer;
+    if (x->refusal != 0) {
+        /* reserve.lua "known": nothing was claimed, nothing can have been taken. */
+        if (status == 0)
+            replay(x, reply);
+        else if (status == -4)
+            gw_app_reply_error(x->req, VC_E_ORDER_CONFLICT,
+                               "this orderId was reserved by another customer");
+        else if (status == -5)
+            other_amount(x, reply);
+        else if (status == -6)
+            refuse_new(x); /* forgotten since the probe */
+        else
+            fail(x, VC_ERR_PROTOCOL, "redis reserve");
+        return;
+    }
     if (x->claim == CLAIM_OTHER || x->claim == CLAIM_FAILED || x->claim == CLAIM_PENDING) {
         int conflict = x->claim == CLAIM_OTHER;
         /* A use taken for an order that may not have it: give it back before answering. */
@@ -378,10 +449,12 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     switch (status) {
     case 1:
         if (x->claim == CLAIM_OURS) {
-            /* A racing request of this order may drop its claim: make sure one stays. */
-            const char *argv[] = {"SET", x->claim_key, x->code, "NX"};
-            size_t argvlen[] = {3, strlen(x->claim_key), strlen(x->code), 2};
-            (void)gw_redis_command(x->app->redis, gw_app_ignore_cb, NULL, 4, argv, argvlen);
+            /*
+             * The claim is another request's, which may be rejected and
+             * release it: make it ours, so that its release finds another
+             * token and leaves it (claim.lua).
+             */
+            claim_script(x, "keep");
         }
         /* Dying here strands a hold that Kafka never heard of: the reconciler releases it. */
         VC_FAULT("reserve-before-publish");
@@ -402,7 +475,12 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         load_into_redis(x);
         return;
     case -4:
-        reject(x, VC_E_ORDER_CONFLICT, "this orderId was reserved by another customer");
+        /* The orderId is this voucher's: the claim, if this request made it, is right. */
+        gw_app_reply_error(x->req, VC_E_ORDER_CONFLICT,
+                           "this orderId was reserved by another customer");
+        return;
+    case -5:
+        other_amount(x, reply);
         return;
     default:
         fail(x, VC_ERR_PROTOCOL, "redis reserve");
@@ -418,8 +496,8 @@ static void claim_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         x->claim = CLAIM_FAILED;
     else if (reply->item[0].type == GW_REDIS_NIL)
         x->claim = CLAIM_NEW;
-    else if (reply->item[0].type == GW_REDIS_STR && reply->item[0].len == strlen(x->code) &&
-             memcmp(reply->item[0].str, x->code, reply->item[0].len) == 0)
+    else if (reply->item[0].type == GW_REDIS_STR &&
+             gw_claim_is_code(reply->item[0].str, reply->item[0].len, x->code))
         x->claim = CLAIM_OURS;
     else if (reply->item[0].type == GW_REDIS_STR)
         x->claim = CLAIM_OTHER;
@@ -431,12 +509,17 @@ static void claim_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     }
 }
 
-/* Sends reserve.lua for this request; returns 0 or the error of sending it. */
+/*
+ * Sends reserve.lua for this request, "take" when it passed the rules and
+ * "known" when it did not; returns 0 or the error of sending it.
+ */
 static int send_script(reserve_t *x)
 {
-    char customer[24], limit[24], discount[24], held[24], now[24];
+    char customer[24], limit[24], discount[24], held[24], now[24], amount[24];
     const char *keys[GW_KEY_RESERVE];
-    const char *args[] = {customer, limit, x->in.order_id, discount, held, now};
+    const char *args[] = {customer, limit,  x->in.order_id,
+                          discount, held,   now,
+                          amount,   x->refusal ? "known" : "take"};
 
     for (int i = 0; i < GW_KEY_RESERVE; i++)
         keys[i] = x->keys[i];
@@ -445,7 +528,8 @@ static int send_script(reserve_t *x)
     snprintf(discount, sizeof(discount), "%lld", (long long)x->discount);
     snprintf(held, sizeof(held), "%lld", (long long)x->held_until_ms);
     snprintf(now, sizeof(now), "%lld", (long long)x->now_ms);
-    return gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_RESERVE, keys, 6,
+    snprintf(amount, sizeof(amount), "%lld", (long long)x->in.order_amount);
+    return gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_RESERVE, keys, 8,
                          args);
 }
 
@@ -457,12 +541,29 @@ static void run_script(reserve_t *x)
         fail(x, rc, "redis reserve");
 }
 
+/* A token part unique to this process (random), and one to each claim in it. */
+static uv_once_t claim_once = UV_ONCE_INIT;
+static uint64_t claim_process;
+static atomic_uint_fast64_t claim_seq;
+
+static void claim_process_init(void)
+{
+    if (uv_random(NULL, NULL, &claim_process, sizeof(claim_process), 0, NULL) != 0)
+        claim_process = ((uint64_t)uv_os_getpid() << 32) ^ (uint64_t)vc_time_now_ms();
+}
+
 /* Claims the orderId and runs the script right behind it, on the same connection. */
 static void claim_and_run(reserve_t *x)
 {
-    const char *argv[] = {"SET", x->claim_key, x->code, "NX", "GET"};
-    size_t argvlen[] = {3, strlen(x->claim_key), strlen(x->code), 2, 3};
+    const char *argv[] = {"SET", x->claim_key, x->claim_value, "NX", "GET"};
+    size_t argvlen[5];
     int rc;
+
+    uv_once(&claim_once, claim_process_init);
+    gw_claim_value(x->claim_value, x->code, claim_process,
+                   atomic_fetch_add_explicit(&claim_seq, 1, memory_order_relaxed));
+    for (int i = 0; i < 5; i++)
+        argvlen[i] = strlen(argv[i]);
 
     if ((rc = gw_redis_command(x->app->redis, claim_cb, x, 5, argv, argvlen)) != 0) {
         fail(x, rc, "redis reserve");
@@ -472,45 +573,47 @@ static void claim_and_run(reserve_t *x)
         x->script_unsent = 1; /* claim_cb answers, once the claim's outcome is known */
 }
 
-/* Sold out a moment ago: only an order reserved before may still get its answer. */
-static void soldout_probe_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+/* The request may not take a use: only an order Redis knows gets another answer. */
+static void probe_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     reserve_t *x = arg;
 
     if (rc != 0) {
+        /* Whether this is a retry of a reservation cannot be told: retry later. */
         fail(x, rc, "redis order lookup");
         return;
     }
     if (reply->n == 1 && reply->item[0].type == GW_REDIS_NIL) {
-        gw_metrics_soldout();
-        gw_app_reply_error(x->req, VC_E_OUT_OF_STOCK, NULL);
+        refuse_new(x);
         return;
     }
-    claim_and_run(x);
+    run_script(x); /* "known": replays, or ORDER_CONFLICT; never takes */
 }
 
 static void with_rules(reserve_t *x)
 {
+    const char *argv[] = {"HGET", x->keys[GW_KEY_ORDERS], x->in.order_id};
+    size_t argvlen[3];
     int rc;
 
     x->now_ms = vc_time_now_ms();
-    if ((rc = vc_voucher_check(&x->v, x->now_ms, x->in.order_amount, &x->discount)) != 0) {
-        gw_app_reply_error(x->req, rc, NULL);
+    x->refusal = vc_voucher_check(&x->v, x->now_ms, x->in.order_amount, &x->discount);
+    if (x->refusal == 0 && gw_rules_soldout(x->app->rules, x->code, vc_time_mono_ms()))
+        x->refusal = VC_E_OUT_OF_STOCK;
+    if (x->refusal == 0) {
+        x->held_until_ms = x->now_ms + x->app->cfg->hold_ttl_ms;
+        claim_and_run(x);
         return;
     }
-    x->held_until_ms = x->now_ms + x->app->cfg->hold_ttl_ms;
-    if (gw_rules_soldout(x->app->rules, x->code, vc_time_mono_ms())) {
-        /*
-         * The fast path skips the script, but not the one read that keeps
-         * retries idempotent: an order reserved before still gets its 201.
-         */
-        const char *argv[] = {"HGET", x->keys[GW_KEY_ORDERS], x->in.order_id};
-        size_t argvlen[] = {4, strlen(argv[1]), strlen(argv[2])};
-        if ((rc = gw_redis_command(x->app->redis, soldout_probe_cb, x, 3, argv, argvlen)) != 0)
-            fail(x, rc, "redis order lookup");
-        return;
-    }
-    claim_and_run(x);
+    /*
+     * The verdict stands for a new order only. Most such requests are new: one
+     * read (cheaper than the script) tells, and only a known order runs
+     * reserve.lua, to be answered from what Redis stores.
+     */
+    for (int i = 0; i < 3; i++)
+        argvlen[i] = strlen(argv[i]);
+    if ((rc = gw_redis_command(x->app->redis, probe_cb, x, 3, argv, argvlen)) != 0)
+        fail(x, rc, "redis order lookup");
 }
 
 static void rules_cb(void *arg, int rc, const vc_voucher_t *v)

@@ -126,6 +126,21 @@ typedef struct {
 int gw_order_value_parse(const char *s, size_t len, gw_order_value_t *out);
 
 /*
+ * An orderId's claim, voucher-order:{orderId} (proto/redis-keys.md), holds
+ * "CODE:TOKEN": the voucher code the orderId belongs to, and a token unique to
+ * the request that wrote it, so that only that request may delete it. Claims
+ * written before tokens hold the bare "CODE".
+ */
+#define GW_CLAIM_VALUE_MAX (VC_CODE_MAX + 40)
+
+/* Writes "code:TOKEN" into out, TOKEN being process and seq as 32 hex digits. */
+void gw_claim_value(char out[GW_CLAIM_VALUE_MAX], const char *code, uint64_t process,
+                    uint64_t seq);
+
+/* Whether a claim's value (len bytes) ties the orderId to code. */
+int gw_claim_is_code(const char *value, size_t len, const char *code);
+
+/*
  * The HTTP status and error name for a result code of vc_error.h: the name
  * is what goes in {"error": ...}, and *reason is set for NOT_ELIGIBLE answers
  * ("EXPIRED", ...) and NULL otherwise. Negative codes are 503 UNAVAILABLE,

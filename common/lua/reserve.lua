@@ -1,4 +1,7 @@
--- Takes one use of a voucher for an order, atomically.
+-- Takes one use of a voucher for an order, atomically; or, for an order Redis
+-- has already seen, answers what it stores. A known order is recognised before
+-- anything else, so a retry gets its first answer whatever the voucher's rules
+-- say now (proto/openapi.yaml).
 --
 -- KEYS[1] voucher:{CODE}:remaining  uses left (string integer)
 -- KEYS[2] voucher:{CODE}:users      hash customerId -> uses held or confirmed
@@ -8,17 +11,29 @@
 -- KEYS[5] voucher:{CODE}:resent     sorted set orderId scored by when a retry
 --                                   found it held (ms): its event is being
 --                                   published again, so forget.lua must keep it
+-- KEYS[6] voucher:{CODE}:amounts    hash orderId -> orderAmount of the request
+--                                   that took the use
 -- ARGV[1] customerId   ARGV[2] perCustomerLimit   ARGV[3] orderId
 -- ARGV[4] discount     ARGV[5] heldUntilMs        ARGV[6] nowMs
+-- ARGV[7] orderAmount
+-- ARGV[8] "take": the request passed the voucher's rules, a new order may take
+--         a use; "known": it did not (or the voucher is marked sold out), only
+--         an order seen before is answered and nothing is taken
 --
--- Returns {status, order}: status 1 taken, 0 the same order again (nothing
--- taken), -1 out of stock, -2 customer at the limit, -3 voucher not loaded,
--- -4 the orderId belongs to another customer; order is the stored order
--- value for 1, 0 and -4.
+-- Returns {status, order[, amount]}: status 1 taken, 0 the same order again
+-- (nothing taken), -1 out of stock, -2 customer at the limit, -3 voucher not
+-- loaded, -4 the orderId belongs to another customer, -5 the orderId was
+-- reserved with another orderAmount (amount: the stored one), -6 a new order
+-- and ARGV[8] is "known" (nothing read beyond the order); order is the stored
+-- order value for 1, 0, -4 and -5.
 local order = redis.call('HGET', KEYS[3], ARGV[3])
 if order then
   local customer = string.match(order, '^([^:]*):')
   if customer ~= ARGV[1] then return {-4, order} end
+  -- Orders taken before amounts were kept, or restored by the reconciler,
+  -- have none: such a retry cannot be compared and is answered as the same.
+  local amount = redis.call('HGET', KEYS[6], ARGV[3])
+  if amount and amount ~= ARGV[7] then return {-5, order, amount} end
   if string.sub(order, -1) == 'H' then
     -- The retry publishes VoucherReserved again. Markers older than ten
     -- minutes go: no delivery report comes later than VOUCHER_KAFKA_TIMEOUT
@@ -30,6 +45,7 @@ if order then
   end
   return {0, order}
 end
+if ARGV[8] ~= 'take' then return {-6, false} end
 local remaining = redis.call('GET', KEYS[1])
 if not remaining then return {-3, false} end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
@@ -39,5 +55,6 @@ redis.call('DECR', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
 order = ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':H'
 redis.call('HSET', KEYS[3], ARGV[3], order)
+redis.call('HSET', KEYS[6], ARGV[3], ARGV[7])
 redis.call('ZADD', KEYS[4], ARGV[5], ARGV[3])
 return {1, order}

@@ -5,7 +5,7 @@
 # of 2, sold-out answers that offer a cancelled use again at once, the admin
 # token, the first load into Redis claimed once, and what PostgreSQL ends with.
 source "$(dirname "$0")/lib.sh"
-plan 97
+plan 120
 
 token=admin-$RANDOM$RANDOM
 # A long sold-out recheck: a use must come back because the cancel cleared the
@@ -202,6 +202,83 @@ twice "404 NOT_FOUND" "an unknown path" GET /nowhere
 twice "405 METHOD_NOT_ALLOWED" "a wrong method" GET "/vouchers/$pct/reservations"
 grep -q '^Allow: POST' <<<"$headers"
 ok $? "the 405 says Allow: POST"
+
+# ---- a retry is answered from Redis, whatever the rules say now ----
+# How many VoucherReserved events Kafka holds for ORDER.
+reserved_events() {
+  kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%s\n' 2>/dev/null |
+    grep '"type":"VoucherReserved"' | grep -c "\"orderId\":\"$1\""
+}
+summary() { jq -c '[.orderId, .discountAmount, .heldUntil]' <<<"$body"; }
+
+# The window closes a few seconds after the first reservation.
+late=${p}_LATE
+ends=$(date -u -d '+4 seconds' +%Y-%m-%dT%H:%M:%SZ)
+admin POST /vouchers "{\"code\":\"$late\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":2,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"$ends\"}"
+reserve "$late" 11 "$p-e1" 5000
+first=$(summary)
+is "$status" 201 "a reservation just before the window ends: 201"
+for ((i = 0; i < 150; i++)); do
+  api POST "/vouchers/$late/quote" '{"customerId":11,"orderAmount":5000}'
+  [ "$status" = 422 ] && break
+  sleep 0.1
+done
+is "$(answer) $(jq -r .reason <<<"$body")" "422 NOT_ELIGIBLE EXPIRED" "then the window ends (a quote says EXPIRED)"
+reserve "$late" 13 "$p-e2" 5000
+is "$(answer) $(jq -r .reason <<<"$body")" "422 NOT_ELIGIBLE EXPIRED" "a new order after endsAt: 422 EXPIRED"
+reserve "$late" 11 "$p-e1" 5000
+is "$status $(jq -r .replayed <<<"$body")" "201 true" "its retry after endsAt: 201 replayed, not 422"
+is "$(summary)" "$first" "the retry gets the stored discount and heldUntil"
+is "$(reserved_events "$p-e1")" 2 "the retry published VoucherReserved again (two in Kafka)"
+reserve "$late" 12 "$p-e1" 5000
+is "$(answer)" "409 ORDER_CONFLICT" "the orderId from another customer after endsAt: 409 ORDER_CONFLICT"
+reserve "$late" 11 "$p-e1" 4000
+is "$(answer)" "409 ORDER_CONFLICT" "the orderId with another orderAmount after endsAt: 409 ORDER_CONFLICT"
+is "$(reserved_events "$p-e1") $(rcli GET "voucher:{$late}:remaining")" "2 1" "the conflicts published nothing and took nothing"
+
+# The order's amount is below minOrderAmount, or merely different, on the retry.
+min=${p}_MIN
+admin POST /vouchers "{\"code\":\"$min\",\"discountAmount\":100,\"minOrderAmount\":1000,\"totalLimit\":5,$window}"
+reserve "$min" 21 "$p-m1" 5000
+first=$(summary)
+is "$status" 201 "a reservation with orderAmount 5000 (minOrderAmount 1000): 201"
+reserve "$min" 21 "$p-m1" 500
+is "$(answer)" "409 ORDER_CONFLICT" "its retry with orderAmount 500 (too small): 409 ORDER_CONFLICT, not 422"
+grep -q 'orderAmount 5000' <<<"$(jq -r .detail <<<"$body")"
+ok $? "the 409 names the orderAmount the orderId was reserved with: $(jq -r .detail <<<"$body")"
+reserve "$min" 21 "$p-m1" 6000
+is "$(answer)" "409 ORDER_CONFLICT" "its retry with orderAmount 6000 (eligible too): 409 ORDER_CONFLICT"
+reserve "$min" 21 "$p-m1" 5000
+is "$status $(jq -r .replayed <<<"$body") $(summary)" "201 true $first" "the same body again: 201 replayed"
+is "$(rcli GET "voucher:{$min}:remaining") $(reserved_events "$p-m1")" "4 2" \
+  "one use taken; the refused retries published nothing"
+
+# The sold-out fast path answers a known order the same way.
+gone=${p}_GONE
+admin POST /vouchers "{\"code\":\"$gone\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":1,$window}"
+reserve "$gone" 31 "$p-g1" 5000
+first=$(summary)
+for i in 1 2 3 4 5 6 7 8; do reserve "$gone" $((40 + i)) "$p-gx$i" 5000; done
+is "$(answer)" "409 OUT_OF_STOCK" "the voucher is sold out (marked on the workers)"
+replays="" conflicts=""
+for i in 1 2 3 4 5 6 7 8; do
+  reserve "$gone" 31 "$p-g1" 5000
+  replays="$replays$status/$(jq -r .replayed <<<"$body")/$([ "$(summary)" = "$first" ] && echo same) "
+  reserve "$gone" 31 "$p-g1" 7000
+  conflicts="$conflicts$(answer | tr ' ' /) "
+done
+is "$replays" "$(printf '201/true/same %.0s' 1 2 3 4 5 6 7 8)" "8 retries of the sold-out voucher's order: 201 replayed"
+is "$conflicts" "$(printf '409/ORDER_CONFLICT %.0s' 1 2 3 4 5 6 7 8)" "8 retries with another orderAmount: 409 ORDER_CONFLICT"
+
+# ---- ids the decoder would change ----
+api POST "/vouchers/$min/reservations" '{"customerId":22,"orderId":"'"$p"'-nul\u0000tail","orderAmount":5000}'
+is "$(answer)" "400 BAD_REQUEST" "an orderId with \\u0000: 400 BAD_REQUEST"
+is "$(rcli HEXISTS "voucher:{$min}:orders" "$p-nul")" 0 "nothing was reserved under the cut orderId"
+api POST "/vouchers/$min/reservations" '{"customerId":23,/* a comment */"orderId":"'"$p"'-cmt","orderAmount":5000}'
+is "$(answer)" "400 BAD_REQUEST" "a body with a /* comment */: 400 BAD_REQUEST"
+api POST "/vouchers/$min/reservations" '{"customerId":24,"orderId":"'"$p"'-dup","orderId":"'"$p"'-dup2","orderAmount":5000}'
+is "$(answer)" "400 BAD_REQUEST" "a body with orderId twice: 400 BAD_REQUEST"
+is "$(rcli HLEN "voucher:{$min}:orders")" 1 "none of them took a use"
 
 # ---- probes ----
 twice "200 ok" "/healthz" GET /healthz

@@ -6,9 +6,13 @@
 # when Redis woke up). Only a Redis silent for several timeouts (2 s at least)
 # makes the gateway drop the connection and connect again; a retry of the order
 # that got 503 then gets its 201.
+# Then the orderId's claim: a request refused and held (pause point) just
+# before releasing its claim, while a second gateway takes a use for the same
+# orderId under that claim, must not delete the claim when it goes on; the
+# orderId then stays out of other vouchers.
 # Pauses the stack's Redis: run it on a private stack (tests/run).
 source "$(dirname "$0")/lib.sh"
-plan 14
+plan 23
 
 # Whatever happens, leave Redis serving the tests after this one.
 trap 'rcli CLIENT UNPAUSE >/dev/null 2>&1; finish' EXIT
@@ -64,3 +68,53 @@ done
 is "$status" 201 "once Redis answers again, reservations succeed on the new connection"
 reserve "$code-o4" 4
 is "$status" 201 "a retry of the order that got 503 during the pause: 201 (replayed: $(jq -r .replayed <<<"$body"))"
+
+# --- The orderId's claim is released only by the request that holds it.
+# Request A (gateway 1) claims an orderId and is refused OUT_OF_STOCK; it is
+# held just before it releases the claim. Meanwhile a use comes back and
+# request B of the same orderId and code (gateway 2) takes it under A's claim.
+# A's late release must leave the claim, or the orderId could then be
+# reserved with another voucher too (two uses, one PostgreSQL row).
+daemon_stop "$test_name-gateway"
+VOUCHER_PAUSE=reserve-before-unclaim VOUCHER_PAUSE_DIR=$pause_dir start_gateway
+addr2=127.0.0.1:$((VOUCHER_PORT_BASE + 16))
+VOUCHER_HTTP_ADDR=$addr2 daemon_start "$test_name-gateway2" "$bin_gateway"
+trap 'rcli CLIENT UNPAUSE >/dev/null 2>&1; pause_go reserve-before-unclaim; daemon_stop "$test_name-gateway2"; finish' EXIT
+wait_http_ok "http://$addr2/healthz" 30
+ok $? "a second gateway on $addr2"
+via2() { # METHOD PATH [JSON]: lib.sh's http through the second gateway
+  local saved=$base_url
+  base_url=http://$addr2
+  http "$@"
+  base_url=$saved
+}
+claimed=$(unique_code CLAIMED)
+other=$(unique_code OTHER)
+new_voucher "$claimed" 1
+new_voucher "$other" 5
+order=$claimed-o
+claim="voucher-order:{$order}"
+via2 POST "/vouchers/$other/reservations" '{"customerId":1,"orderId":"'"$other"'-o1","orderAmount":1000}'
+http POST "/vouchers/$claimed/reservations" '{"customerId":1,"orderId":"'"$claimed"'-filler","orderAmount":1000}'
+is "$status" 201 "the voucher's only use is taken"
+curl -s -o "$scratch/a.body" -w '%{http_code}' --max-time 30 -X POST -H 'Content-Type: application/json' \
+  --data-binary '{"customerId":2,"orderId":"'"$order"'","orderAmount":1000}' \
+  "$base_url/vouchers/$claimed/reservations" >"$scratch/a.status" &
+a_pid=$!
+pause_wait reserve-before-unclaim
+ok $? "request A was refused and holds before releasing its claim ($(rcli GET "$claim"))"
+via2 DELETE "/vouchers/$claimed/reservations/$claimed-filler"
+is "$status" 200 "the use comes back (a cancel)"
+via2 POST "/vouchers/$claimed/reservations" '{"customerId":2,"orderId":"'"$order"'","orderAmount":1000}'
+is "$status" 201 "request B of the same orderId takes it under A's claim"
+pause_go reserve-before-unclaim
+wait "$a_pid"
+is "$(cat "$scratch/a.status") $(jq -r .error "$scratch/a.body")" "409 OUT_OF_STOCK" "request A answers OUT_OF_STOCK"
+# A quote through gateway 1 (one worker, one connection) is answered after
+# A's release ran in Redis: commands of a connection run in order.
+http POST "/vouchers/$claimed/quote" '{"customerId":9,"orderAmount":1000}'
+is "$(rcli GET "$claim" | cut -d: -f1)" "$claimed" "A's late release left the claim B holds"
+via2 POST "/vouchers/$other/reservations" '{"customerId":2,"orderId":"'"$order"'","orderAmount":1000}'
+is "$status $(jq -r .error <<<"$body")" "409 ORDER_CONFLICT" "the orderId with another voucher: 409 ORDER_CONFLICT"
+is "$(rcli GET "voucher:{$other}:remaining") $(rcli HEXISTS "voucher:{$other}:orders" "$order")" "4 0" \
+  "the other voucher took nothing for it"

@@ -7,6 +7,7 @@
 #include "vc_pg.h"
 #include "vc_error.h"
 #include "vc_event.h"
+#include "vc_json.h"
 #include "vc_metrics.h"
 #include "vc_time.h"
 #include "vc_voucher.h"
@@ -138,6 +139,170 @@ START_TEST(event_decode_rejects_embedded_nul)
     vc_event_t ev;
     char err[256];
     ck_assert_int_eq(vc_event_decode("{\"a\":\0}", 7, &ev, err, sizeof(err)), VC_ERR_INVALID);
+}
+END_TEST
+
+/*
+ * Every string field of every event type, one at a time, with "\u0000tail"
+ * appended: yajl decodes it to a NUL byte, and a reader that measures the
+ * field with strlen() would see only what comes before ("nul\u0000tail" read
+ * as "nul"). Each must be refused, naming the field.
+ */
+static const char *const nul_templates[] = {
+    "{\"type\":\"VoucherReserved%s\",\"version\":1,\"code\":\"A%s\",\"customerId\":1,"
+    "\"orderId\":\"nul%s\",\"discountAmount\":1,\"orderAmount\":5,"
+    "\"reservedAt\":\"2026-01-01T00:00:00Z%s\",\"heldUntil\":\"2026-01-01T00:15:00Z%s\"}",
+    "{\"type\":\"VoucherConfirmed%s\",\"version\":1,\"code\":\"A%s\",\"customerId\":1,"
+    "\"orderId\":\"nul%s\",\"confirmedAt\":\"2026-01-01T00:00:00Z%s\"}",
+    "{\"type\":\"VoucherReleased%s\",\"version\":1,\"code\":\"A%s\",\"customerId\":1,"
+    "\"orderId\":\"nul%s\",\"releasedAt\":\"2026-01-01T00:00:00Z%s\",\"reason\":\"EXPIRED%s\"}",
+};
+static const char *const nul_fields[][5] = {
+    {"type", "code", "orderId", "reservedAt", "heldUntil"},
+    {"type", "code", "orderId", "confirmedAt", NULL},
+    {"type", "code", "orderId", "releasedAt", "reason"},
+};
+
+START_TEST(event_decode_rejects_nul_escape_in_every_string)
+{
+    const char *tmpl = nul_templates[_i];
+    char json[512], err[256];
+    vc_event_t ev;
+
+    /* The template as it is decodes: the cases below differ by the escape alone. */
+    snprintf(json, sizeof(json), tmpl, "", "", "", "", "");
+    ck_assert_msg(vc_event_decode(json, strlen(json), &ev, err, sizeof(err)) == 0, "%s: %s", json,
+                  err);
+    for (int f = 0; f < 5 && nul_fields[_i][f]; f++) {
+        const char *arg[5] = {"", "", "", "", ""};
+        arg[f] = "\\u0000tail";
+        snprintf(json, sizeof(json), tmpl, arg[0], arg[1], arg[2], arg[3], arg[4]);
+        err[0] = '\0';
+        ck_assert_msg(vc_event_decode(json, strlen(json), &ev, err, sizeof(err)) == VC_ERR_INVALID,
+                      "accepted %s (orderId \"%s\")", json, ev.order_id);
+        ck_assert_msg(strstr(err, nul_fields[_i][f]) && strstr(err, "NUL"),
+                      "%s: error \"%s\" does not name the field", json, err);
+    }
+}
+END_TEST
+
+/* Events the decoder must refuse although each field it reads would be fine. */
+static const struct {
+    const char *json;
+    const char *detail;
+} strict_events[] = {
+    /* A key with \u0000: read by strcmp(), "orderId\u0000x" would be "orderId". */
+    {"{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\\u0000x\":\"o\",\"confirmedAt\":\"2026-01-01T00:00:00Z\"}",
+     "NUL"},
+    /* Comments are not JSON. */
+    {"{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "/* a comment */\"orderId\":\"o\",\"confirmedAt\":\"2026-01-01T00:00:00Z\"}",
+     "comment"},
+    {"{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"confirmedAt\":\"2026-01-01T00:00:00Z\"} // trailing",
+     "malformed JSON"},
+    /* A key twice: which orderId would the writer apply? */
+    {"{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"orderId\":\"p\",\"confirmedAt\":\"2026-01-01T00:00:00Z\"}",
+     "given twice"},
+    /* Twice in a nested object, too (a field the codec does not read). */
+    {"{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"confirmedAt\":\"2026-01-01T00:00:00Z\",\"x\":{\"k\":1,\"k\":2}}",
+     "given twice"},
+    /* Two documents. */
+    {"{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"confirmedAt\":\"2026-01-01T00:00:00Z\"}{}",
+     "malformed JSON"},
+};
+
+START_TEST(event_decode_is_strict)
+{
+    vc_event_t ev;
+    char err[256] = "";
+    const char *json = strict_events[_i].json;
+
+    ck_assert_int_eq(vc_event_decode(json, strlen(json), &ev, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_msg(strstr(err, strict_events[_i].detail), "case %d: error \"%s\" lacks \"%s\"", _i,
+                  err, strict_events[_i].detail);
+}
+END_TEST
+
+/* A valid VoucherConfirmed with an extra field x holding depth nested arrays. */
+static char *nested_event(int depth)
+{
+    static const char head[] = "{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\","
+                               "\"customerId\":1,\"orderId\":\"o\","
+                               "\"confirmedAt\":\"2026-01-01T00:00:00Z\",\"x\":";
+    size_t n = strlen(head);
+    char *json = malloc(n + 2 * (size_t)depth + 2);
+
+    ck_assert_ptr_nonnull(json);
+    memcpy(json, head, n);
+    memset(json + n, '[', (size_t)depth);
+    memset(json + n + depth, ']', (size_t)depth);
+    json[n + 2 * depth] = '}';
+    json[n + 2 * depth + 1] = '\0';
+    return json;
+}
+
+START_TEST(event_decode_bounds_nesting)
+{
+    vc_event_t ev;
+    char err[256] = "";
+    char *json;
+
+    /* The event object is one level: VC_JSON_MAX_DEPTH - 1 arrays inside it still fit. */
+    json = nested_event(VC_JSON_MAX_DEPTH - 1);
+    ck_assert_msg(vc_event_decode(json, strlen(json), &ev, err, sizeof(err)) == 0, "%s", err);
+    free(json);
+    json = nested_event(VC_JSON_MAX_DEPTH);
+    ck_assert_int_eq(vc_event_decode(json, strlen(json), &ev, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_msg(strstr(err, "nested deeper"), "%s", err);
+    free(json);
+    /* A million levels: refused at the bound, neither built nor freed by recursion. */
+    json = nested_event(1000000);
+    ck_assert_int_eq(vc_event_decode(json, strlen(json), &ev, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_msg(strstr(err, "nested deeper"), "%s", err);
+    free(json);
+}
+END_TEST
+
+/* vc_jdoc itself: the bounds and what a field reader sees. */
+START_TEST(jdoc_parse_strict)
+{
+    vc_jdoc_t doc;
+    char err[256] = "", json[4096];
+    const char *s;
+    int64_t i;
+    size_t n = 0;
+
+    /* Objects of VC_JSON_MAX_MEMBERS fields parse; one more is refused. */
+    json[n++] = '{';
+    for (int k = 0; k < VC_JSON_MAX_MEMBERS; k++)
+        n += (size_t)snprintf(json + n, sizeof(json) - n, "%s\"k%d\":%d", k ? "," : "", k, k);
+    json[n++] = '}';
+    ck_assert_msg(vc_jdoc_parse(&doc, json, n, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(vc_jdoc_int(&doc, "k63", &i, err, sizeof(err)), 0);
+    ck_assert_int_eq(i, 63);
+    vc_jdoc_free(&doc);
+    n--;
+    n += (size_t)snprintf(json + n, sizeof(json) - n, ",\"k%d\":0}", VC_JSON_MAX_MEMBERS);
+    ck_assert_int_eq(vc_jdoc_parse(&doc, json, n, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_msg(strstr(err, "more than"), "%s", err);
+    /* Escapes other than \u0000 still decode, and numbers keep their kinds. */
+    s = "{\"a\":\"\\u00e9\\n\\\"\",\"b\":-9223372036854775808,\"c\":1.5,\"d\":[true,null,{}]}";
+    ck_assert_msg(vc_jdoc_parse(&doc, s, strlen(s), err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(vc_jdoc_str(&doc, "a", &s, err, sizeof(err)), 0);
+    ck_assert_str_eq(s, "\xc3\xa9\n\"");
+    ck_assert_int_eq(vc_jdoc_int(&doc, "b", &i, err, sizeof(err)), 0);
+    ck_assert_int_eq(i, INT64_MIN);
+    ck_assert_int_eq(vc_jdoc_int(&doc, "c", &i, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_int_eq(vc_jdoc_has(&doc, "d"), 1);
+    vc_jdoc_free(&doc);
+    /* Invalid UTF-8 and an empty body are refused. */
+    ck_assert_int_eq(vc_jdoc_parse(&doc, "{\"a\":\"\xff\"}", 8, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_int_eq(vc_jdoc_parse(&doc, "  ", 2, err, sizeof(err)), VC_ERR_INVALID);
 }
 END_TEST
 
@@ -358,6 +523,12 @@ static Suite *common_suite(void)
     tcase_add_loop_test(tc, event_decode_rejects_malformed, 0,
                         sizeof(bad_events) / sizeof(bad_events[0]));
     tcase_add_test(tc, event_decode_rejects_embedded_nul);
+    tcase_add_loop_test(tc, event_decode_rejects_nul_escape_in_every_string, 0,
+                        sizeof(nul_templates) / sizeof(nul_templates[0]));
+    tcase_add_loop_test(tc, event_decode_is_strict, 0,
+                        sizeof(strict_events) / sizeof(strict_events[0]));
+    tcase_add_test(tc, event_decode_bounds_nesting);
+    tcase_add_test(tc, jdoc_parse_strict);
     tcase_add_test(tc, time_parse_and_format);
     tcase_add_test(tc, config_defaults_env_flags);
     tcase_add_test(tc, config_errors_name_the_setting);

@@ -151,6 +151,16 @@ static const struct {
     {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":99999999999999999999}", "orderAmount"},
     {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1,\"coupon\":\"x\"}", "coupon"},
     {"{\"customerId\":1,\"customerId\":2,\"orderId\":\"o\",\"orderAmount\":1}", "customerId"},
+    /* Reserved as "nul" by a reader that measures the decoded string with strlen(). */
+    {"{\"customerId\":1,\"orderId\":\"nul\\u0000tail\",\"orderAmount\":1}", "orderId"},
+    {"{\"customerId\":1,\"orderId\":\"\\u0000\",\"orderAmount\":1}", "orderId"},
+    {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1,\"orderId\\u0000\":2}", "NUL"},
+    /* Comments are not JSON. */
+    {"{\"customerId\":1,/* a comment */\"orderId\":\"o\",\"orderAmount\":1}", "comment"},
+    {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1}// trailing", "malformed"},
+    {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1,"
+     "\"x\":[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]}",
+     "nested"},
 };
 
 START_TEST(body_rejected)
@@ -371,7 +381,15 @@ static const struct {
      "usedCount"},
     {"{\"code\":\"A\",\"code\":\"B\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":"
      "1," WINDOW "}",
+     "code"},    /* "A\u0000B" would be created as "A". */
+    {"{\"code\":\"A\\u0000B\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1," WINDOW
+     "}",
      "code"},
+    {"{\"code\":\"A\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1,"
+     "\"startsAt\":\"2026-01-01T00:00:00Z\\u0000junk\",\"endsAt\":\"2026-02-01T00:00:00Z\"}",
+     "startsAt"},
+    {"{\"code\":\"A\",/**/\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1," WINDOW "}",
+     "comment"},
 };
 
 START_TEST(voucher_body_rejected)
@@ -434,7 +452,9 @@ START_TEST(quote_body)
     static const char *const bad[] = {"{\"customerId\":1}", "{\"orderAmount\":1}",
                                       "{\"customerId\":0,\"orderAmount\":1}",
                                       "{\"customerId\":1,\"orderAmount\":-1}",
-                                      "{\"customerId\":1,\"orderAmount\":1,\"orderId\":\"o\"}"};
+                                      "{\"customerId\":1,\"orderAmount\":1,\"orderId\":\"o\"}",
+                                      "{\"customerId\":1,/* c */\"orderAmount\":1}",
+                                      "{\"customerId\":1,\"orderAmount\":1,\"orderAmount\":2}"};
     const char *ok = "{\"customerId\":7,\"orderAmount\":1500}";
 
     ck_assert_int_eq(gw_quote_req_parse(ok, strlen(ok), &q, err, sizeof(err)), 0);
@@ -549,6 +569,7 @@ START_TEST(redis_keys)
     ck_assert_str_eq(keys[GW_KEY_REMAINING], "voucher:{FLASH100}:remaining");
     ck_assert_str_eq(keys[GW_KEY_ORDERS], "voucher:{FLASH100}:orders");
     ck_assert_str_eq(keys[GW_KEY_RESENT], "voucher:{FLASH100}:resent");
+    ck_assert_str_eq(keys[GW_KEY_AMOUNTS], "voucher:{FLASH100}:amounts");
     ck_assert_str_eq(keys[GW_KEY_COUNT - 1], "voucher:{FLASH100}:releasing");
     gw_app_claim_key("order-7", claim);
     ck_assert_str_eq(claim, "voucher-order:{order-7}");
@@ -561,6 +582,28 @@ START_TEST(redis_keys)
     ck_assert_uint_eq(strlen(keys[GW_KEY_COUNT - 1]), strlen("voucher:{}:releasing") + VC_CODE_MAX);
     gw_app_claim_key(order, claim);
     ck_assert_uint_eq(strlen(claim), strlen("voucher-order:{}") + VC_ORDER_ID_MAX);
+}
+END_TEST
+
+/* A claim's value names the code and the request; which code it names, and only that. */
+START_TEST(claim_values)
+{
+    char value[GW_CLAIM_VALUE_MAX], code[VC_CODE_MAX + 1];
+
+    gw_claim_value(value, "FLASH100", 0x0123456789abcdefULL, 7);
+    ck_assert_str_eq(value, "FLASH100:0123456789abcdef0000000000000007");
+    ck_assert(gw_claim_is_code(value, strlen(value), "FLASH100"));
+    ck_assert(!gw_claim_is_code(value, strlen(value), "FLASH10"));
+    ck_assert(!gw_claim_is_code(value, strlen(value), "FLASH1000"));
+    ck_assert(gw_claim_is_code("FLASH100", 8, "FLASH100")); /* written before tokens */
+    ck_assert(!gw_claim_is_code("FLASH100", 7, "FLASH100"));
+    ck_assert(!gw_claim_is_code("FLASH100X:1", 11, "FLASH100"));
+    /* The longest code and token fit whole. */
+    memset(code, 'C', VC_CODE_MAX);
+    code[VC_CODE_MAX] = '\0';
+    gw_claim_value(value, code, UINT64_MAX, UINT64_MAX);
+    ck_assert_uint_eq(strlen(value), VC_CODE_MAX + 33);
+    ck_assert(gw_claim_is_code(value, strlen(value), code));
 }
 END_TEST
 
@@ -592,6 +635,7 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, soldout_cleared_everywhere);
     tcase_add_test(tc, answer_head);
     tcase_add_test(tc, redis_keys);
+    tcase_add_test(tc, claim_values);
     suite_add_tcase(s, tc);
     return s;
 }
