@@ -10,5 +10,6 @@ extern const char vc_lua_release_finish[];
 extern const char vc_lua_restore[];
 extern const char vc_lua_lower[];
 extern const char vc_lua_retake[];
+extern const char vc_lua_repair_confirmed[];
 
 #endif

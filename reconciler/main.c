@@ -135,12 +135,14 @@ static int run_once(rc_ctx_t *ctx, const rc_settings_t *s)
         rc = rc_pass(ctx, 1, stdout, &sum, err, sizeof(err));
     }
     if (rc == 0 && (sum.expired || sum.stranded || sum.restored || sum.retaken || sum.lowered ||
-                    sum.finished)) {
+                    sum.finished || sum.reconfirmed)) {
         printf("repairs: %lld holds expired, %lld stranded holds released, %lld releases "
-               "finished, %lld vouchers restored, %lld uses taken again, %lld counters lowered\n"
+               "finished, %lld vouchers restored, %lld uses taken again, %lld counters lowered, "
+               "%lld holds confirmed again\n"
                "after the repairs:\n",
                (long long)sum.expired, (long long)sum.stranded, (long long)sum.finished,
-               (long long)sum.restored, (long long)sum.retaken, (long long)sum.lowered);
+               (long long)sum.restored, (long long)sum.retaken, (long long)sum.lowered,
+               (long long)sum.reconfirmed);
         rc = rc_pass(ctx, 0, stdout, &sum, err, sizeof(err));
     }
     if (rc != 0) {

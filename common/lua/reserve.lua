@@ -6,8 +6,10 @@
 --                                   state H = held, C = confirmed, R = released
 -- KEYS[4] voucher:{CODE}:holds      sorted set orderId scored by heldUntilMs
 -- KEYS[5] voucher:{CODE}:resent     sorted set orderId scored by when a retry
---                                   found it held (ms): its event is being
---                                   published again, so forget.lua must keep it
+--                                   found it held or confirmed (ms): its event
+--                                   is being published again, so forget.lua
+--                                   must keep it and the reconciler must not
+--                                   release it as never delivered
 -- ARGV[1] customerId   ARGV[2] perCustomerLimit   ARGV[3] orderId
 -- ARGV[4] discount     ARGV[5] heldUntilMs        ARGV[6] nowMs
 --
@@ -19,7 +21,8 @@ local order = redis.call('HGET', KEYS[3], ARGV[3])
 if order then
   local customer = string.match(order, '^([^:]*):')
   if customer ~= ARGV[1] then return {-4, order} end
-  if string.sub(order, -1) == 'H' then
+  local state = string.sub(order, -1)
+  if state == 'H' or state == 'C' then
     -- The retry publishes VoucherReserved again. Markers older than ten
     -- minutes go: no delivery report comes later than VOUCHER_KAFKA_TIMEOUT
     -- (five minutes at most).
