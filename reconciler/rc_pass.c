@@ -115,13 +115,13 @@ static PGconn *lock_session(const rc_config_t *cfg, char *err, size_t errlen)
         PQfinish(conn);
         return NULL;
     }
-    /* Six Redis or Kafka timeouts (30 s by default): the longest read of a pass. */
+    /* The longest read of a pass: six Redis or Kafka timeouts, 30 s at least. */
     snprintf(set, sizeof(set),
              "SET tcp_keepalives_idle = %d; SET tcp_keepalives_interval = %d;"
              " SET tcp_keepalives_count = %d; SET tcp_user_timeout = %d;"
              " SET statement_timeout = %lld",
              RC_KEEPALIVE_IDLE_S, RC_KEEPALIVE_INTERVAL_S, RC_KEEPALIVE_COUNT, RC_SILENCE_MS,
-             (long long)(cfg->timeout_ms * 6));
+             (long long)(cfg->timeout_ms * 6 > 30000 ? cfg->timeout_ms * 6 : 30000));
     res = PQexec(conn, set);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
         vc_pg_error_text(conn, res, err, errlen);
