@@ -624,7 +624,8 @@ static int repair_confirmed(rc_ctx_t *ctx, voucher_t *v, const rc_order_t *o,
     if (status == 1) {
         vc_log_field_t f[] = {{"code", v->code}, {"orderId", o->order_id}};
         VC_LOG_F(VC_LOG_INFO, f,
-                 "repair: held in Redis, confirmed in PostgreSQL: confirmed in Redis (never expired)");
+                 "repair: held in Redis, confirmed in PostgreSQL: confirmed in Redis "
+                 "(never expired)");
         sum->reconfirmed++;
     }
     return 0;
@@ -650,8 +651,9 @@ static void due_cb(void *arg, const char *order_id)
     if (d->rc != 0 || !(o = rc_orders_find(&d->v->orders, order_id)) ||
         (o->redis_state != 'X' && o->redis_state != 'E'))
         return;
-    d->rc = begin_release(d->ctx, d->v, o, "resume", o->redis_state == 'X' ? "CANCELLED" : "EXPIRED",
-                          d->snapshot_ms, d->rs, d->err, d->errlen);
+    d->rc = begin_release(d->ctx, d->v, o, "resume",
+                          o->redis_state == 'X' ? "CANCELLED" : "EXPIRED", d->snapshot_ms, d->rs,
+                          d->err, d->errlen);
 }
 
 /* Logs and counts one kind of repair on a voucher, with Redis's counter before and after. */
