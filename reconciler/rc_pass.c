@@ -14,7 +14,7 @@
 #define RC_LOCK_KEY "7461736b"
 
 /*
- * The lock's session, kept honest (deploy/README.md, "Leadership"). Both ends
+ * The lock's session, kept honest (deploy/README.md, "Reconciler leadership"). Both ends
  * probe a silent connection: after RC_KEEPALIVE_IDLE_S of silence, every
  * RC_KEEPALIVE_INTERVAL_S, RC_KEEPALIVE_COUNT times; data left unacknowledged
  * for RC_SILENCE_MS ends it too. So PostgreSQL ends the session of a leader
