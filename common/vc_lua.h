@@ -11,5 +11,6 @@ extern const char vc_lua_restore[];
 extern const char vc_lua_lower[];
 extern const char vc_lua_retake[];
 extern const char vc_lua_claim[];
+extern const char vc_lua_repair_confirmed[];
 
 #endif

@@ -208,8 +208,10 @@ static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const 
     keys[1] = h->keys[GW_KEY_HOLDS];
     args[0] = h->order_id;
     if (type == VC_EV_CONFIRMED) {
+        /* confirm.lua marks a confirm of a confirmed order in resent (it publishes again). */
+        keys[2] = h->keys[GW_KEY_RESENT];
         args[1] = now;
-        rc = gw_redis_eval(app->redis, GW_SCRIPT_CONFIRM, script_cb, h, 2, keys, 2, args);
+        rc = gw_redis_eval(app->redis, GW_SCRIPT_CONFIRM, script_cb, h, 3, keys, 2, args);
     } else {
         keys[2] = h->keys[GW_KEY_RELEASING];
         args[1] = "cancel";

@@ -60,8 +60,9 @@ static const vc_cfg_param_t params[] = {
      100, 24LL * 3600 * 1000, "time between passes (and between a standby's tries to take over)"},
     {"grace", "VOUCHER_RECONCILE_GRACE", VC_CFG_MS, "30s", offsetof(rc_settings_t, grace_ms), 0,
      24LL * 3600 * 1000,
-     "how long a hold unknown downstream, or a begun release, is left alone before it is "
-     "released; keep it above the gateway's Kafka delivery timeout"},
+     "how long a hold or confirmed order unknown downstream, or a begun release, is left alone "
+     "before it is released, and how long after heldUntil a hold expires; keep it above the "
+     "gateway's Kafka delivery timeout (proto/redis-keys.md)"},
     {"restore-delay", "VOUCHER_RECONCILE_RESTORE_DELAY", VC_CFG_MS, "10s",
      offsetof(rc_settings_t, restore_delay_ms), 0, 24LL * 3600 * 1000,
      "how long a voucher's keys must stay missing from Redis before they are restored; keep it "
@@ -136,12 +137,14 @@ static int run_once(rc_ctx_t *ctx, const rc_settings_t *s)
         rc = rc_pass(ctx, 1, stdout, &sum, err, sizeof(err));
     }
     if (rc == 0 && (sum.expired || sum.stranded || sum.restored || sum.retaken || sum.lowered ||
-                    sum.finished)) {
+                    sum.finished || sum.reconfirmed)) {
         printf("repairs: %lld holds expired, %lld stranded holds released, %lld releases "
-               "finished, %lld vouchers restored, %lld uses taken again, %lld counters lowered\n"
+               "finished, %lld vouchers restored, %lld uses taken again, %lld counters lowered, "
+               "%lld holds confirmed again\n"
                "after the repairs:\n",
                (long long)sum.expired, (long long)sum.stranded, (long long)sum.finished,
-               (long long)sum.restored, (long long)sum.retaken, (long long)sum.lowered);
+               (long long)sum.restored, (long long)sum.retaken, (long long)sum.lowered,
+               (long long)sum.reconfirmed);
         rc = rc_pass(ctx, 0, stdout, &sum, err, sizeof(err));
     }
     if (rc != 0) {

@@ -100,6 +100,7 @@ int rc_order_parse(const char *value, size_t len, rc_order_t *o)
     o->customer_id = f[0];
     o->discount = f[1];
     o->held_until_ms = f[2];
+    o->redis_held_until_ms = f[2];
     o->redis_state = *p;
     return 0;
 }
@@ -223,4 +224,29 @@ const char *rc_verdict_name(rc_verdict_t v)
         return "DRIFTED";
     }
     return "?";
+}
+
+int rc_order_unsent(const rc_order_t *o)
+{
+    return (o->redis_state == 'H' || o->redis_state == 'C') && o->pg_after == RC_PG_NONE;
+}
+
+int rc_order_same_hold(const rc_order_t *a, const rc_order_t *b)
+{
+    return a->redis_state == b->redis_state && a->redis_held_until_ms == b->redis_held_until_ms;
+}
+
+rc_release_t rc_model_release(const rc_order_t *o, int64_t snapshot_ms, int64_t grace_ms)
+{
+    if (o->redis_state != 'H' && o->redis_state != 'C')
+        return RC_RELEASE_NONE;
+    if (o->pg_after == RC_PG_RELEASED)
+        return RC_RELEASE_CANCEL;
+    if (o->pg_after == RC_PG_CONFIRMED)
+        return o->redis_state == 'H' ? RC_RELEASE_TO_CONFIRMED : RC_RELEASE_NONE;
+    if (o->redis_state == 'H' && o->redis_held_until_ms <= snapshot_ms - grace_ms)
+        return RC_RELEASE_EXPIRE;
+    if (rc_order_unsent(o) && o->first_unsent_ms && o->first_unsent_ms <= snapshot_ms - grace_ms)
+        return RC_RELEASE_UNDELIVERED;
+    return RC_RELEASE_NONE;
 }

@@ -27,10 +27,12 @@ typedef struct {
     int64_t discount;
     int64_t held_until_ms;
     char redis_state;        /* 'H', 'C', 'X', 'E', 'R', or 0 when Redis has no such order */
+    int64_t redis_held_until_ms; /* heldUntil in Redis's value: with the state, which hold it is */
     rc_pg_status_t pg;       /* as PostgreSQL has it now */
     rc_pg_status_t pg_after; /* once the writer applied the events in flight */
     int in_flight;           /* events of this order are in flight */
-    int64_t first_unsent_ms; /* when it was first seen held in Redis and unknown downstream */
+    int64_t first_unsent_ms; /* when this hold was first seen (held or confirmed) in Redis and
+                                unknown downstream: rc_order_unsent() */
 } rc_order_t;
 
 /* All orders of one voucher, by orderId (open addressing). */
@@ -116,5 +118,54 @@ const char *rc_verdict_name(rc_verdict_t v);
  * back (missing_in_redis) are taken again one by one, not by this.
  */
 int64_t rc_model_excess_remaining(const rc_numbers_t *n);
+
+/*
+ * Whether o is held or confirmed in Redis and unknown downstream: no row in
+ * PostgreSQL and no event of it in flight. Pure.
+ */
+int rc_order_unsent(const rc_order_t *o);
+
+/*
+ * Whether a and b are the same hold in Redis: the same state and heldUntil.
+ * An orderId forgotten (its event was not stored) may be taken again: the new
+ * hold has a heldUntil of its own, and what was remembered of the old one
+ * (when it was first seen unsent) must not carry over to it. Pure.
+ */
+int rc_order_same_hold(const rc_order_t *a, const rc_order_t *b);
+
+/* What the reconciler does with one order: rc_model_release(). */
+typedef enum {
+    RC_RELEASE_NONE = 0,
+    RC_RELEASE_EXPIRE,      /* held past heldUntil: release_begin "expire" (reason EXPIRED) */
+    RC_RELEASE_UNDELIVERED, /* held or confirmed, never known downstream: "undelivered" */
+    RC_RELEASE_CANCEL,      /* held or confirmed in Redis, released in PostgreSQL: "cancel" */
+    RC_RELEASE_TO_CONFIRMED, /* held in Redis, confirmed in PostgreSQL: repair_confirmed.lua */
+} rc_release_t;
+
+/*
+ * Decides what the reconciler does with one order of a voucher read in full
+ * (pg_after replayed, first_unsent_ms carried over), from a pass whose
+ * snapshot of Kafka began at snapshot_ms: every event Kafka acknowledged
+ * before it is in PostgreSQL or among the events in flight. grace_ms exceeds
+ * the gateway's Kafka delivery timeout, so an answer (a 201, a 200) the
+ * gateway gave for a change Redis made before snapshot_ms - grace_ms has its
+ * event in that snapshot. Hence:
+ *
+ * - confirmed in PostgreSQL (or by an event in flight) outranks held in
+ *   Redis: TO_CONFIRMED, never EXPIRE;
+ * - EXPIRE only once heldUntil + grace_ms <= snapshot_ms (a confirm accepted
+ *   just before heldUntil has its VoucherConfirmed in the snapshot by then),
+ *   and only when PostgreSQL does not say CONFIRMED;
+ * - UNDELIVERED (held or confirmed, unknown downstream) only once
+ *   first_unsent_ms + grace_ms <= snapshot_ms: the hold existed when it was
+ *   first seen, so the event of its 201 or 200 would be in the snapshot;
+ *   retries after that are checked in release_begin.lua (resent);
+ * - CANCEL when PostgreSQL released the order (final there) and Redis still
+ *   counts it held or confirmed.
+ *
+ * Releases already begun (X, E) are not decided here: the releasing set says
+ * when they began. Pure.
+ */
+rc_release_t rc_model_release(const rc_order_t *o, int64_t snapshot_ms, int64_t grace_ms);
 
 #endif

@@ -14,9 +14,28 @@
 #define RC_LOCK_KEY "7461736b"
 
 /*
+ * The lock's session, kept honest (deploy/README.md, "Reconciler leadership"). Both ends
+ * probe a silent connection: after RC_KEEPALIVE_IDLE_S of silence, every
+ * RC_KEEPALIVE_INTERVAL_S, RC_KEEPALIVE_COUNT times; data left unacknowledged
+ * for RC_SILENCE_MS ends it too. So PostgreSQL ends the session of a leader
+ * that vanished (and frees the lock for a standby) no sooner than
+ * RC_SILENCE_MS after it last heard from it, and no later than about that.
+ * The leader proves its session at most RC_PROOF_EVERY_MS before each
+ * repair: it stops acting long before PostgreSQL could give the lock away.
+ */
+#define RC_KEEPALIVE_IDLE_S 10
+#define RC_KEEPALIVE_INTERVAL_S 5
+#define RC_KEEPALIVE_COUNT 3
+#define RC_SILENCE_MS ((RC_KEEPALIVE_IDLE_S + RC_KEEPALIVE_INTERVAL_S * RC_KEEPALIVE_COUNT) * 1000)
+#define RC_PROOF_EVERY_MS 1000
+#define RC_STR_(x) #x
+#define RC_STR(x) RC_STR_(x)
+
+/*
  * What earlier passes saw of a voucher, kept across passes: when each unsent
- * hold was first seen, and more. One entry per active voucher, in the order of
- * the vouchers (memory_align()).
+ * hold was first seen (keyed by orderId, and valid only for the same hold:
+ * rc_order_same_hold()), and more. One entry per active voucher, in the order
+ * of the vouchers (memory_align()).
  */
 typedef struct {
     char code[VC_CODE_MAX + 1];
@@ -61,6 +80,59 @@ typedef struct {
     size_t len, cap;
 } releases_t;
 
+/*
+ * Opens the session that also holds the lock: keepalives and a user timeout
+ * on our side (libpq) and on PostgreSQL's (the session's settings), so that a
+ * half-open connection ends within RC_SILENCE_MS instead of keeping the lock
+ * for hours, and a statement timeout, so that a blocked read fails the pass
+ * instead of stalling every pass. Returns the connection or NULL with err set.
+ */
+static PGconn *lock_session(const rc_config_t *cfg, char *err, size_t errlen)
+{
+    const char *keys[] = {"dbname",           "application_name", "connect_timeout",
+                          "keepalives",       "keepalives_idle",  "keepalives_interval",
+                          "keepalives_count", "tcp_user_timeout", NULL};
+    const char *vals[] = {cfg->pg_dsn,
+                          "voucher-reconciler",
+                          "5",
+                          "1",
+                          RC_STR(RC_KEEPALIVE_IDLE_S),
+                          RC_STR(RC_KEEPALIVE_INTERVAL_S),
+                          RC_STR(RC_KEEPALIVE_COUNT),
+                          "25000",
+                          NULL};
+    char set[320];
+    PGconn *conn = PQconnectdbParams(keys, vals, 1 /* expand dbname as a conninfo */);
+    PGresult *res;
+
+    _Static_assert(RC_SILENCE_MS == 25000, "tcp_user_timeout above is RC_SILENCE_MS");
+    if (!conn) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (PQstatus(conn) != CONNECTION_OK) {
+        vc_pg_error_text(conn, NULL, err, errlen);
+        PQfinish(conn);
+        return NULL;
+    }
+    /* The longest read of a pass: six Redis or Kafka timeouts, 30 s at least. */
+    snprintf(set, sizeof(set),
+             "SET tcp_keepalives_idle = %d; SET tcp_keepalives_interval = %d;"
+             " SET tcp_keepalives_count = %d; SET tcp_user_timeout = %d;"
+             " SET statement_timeout = %lld",
+             RC_KEEPALIVE_IDLE_S, RC_KEEPALIVE_INTERVAL_S, RC_KEEPALIVE_COUNT, RC_SILENCE_MS,
+             (long long)(cfg->timeout_ms * 6 > 30000 ? cfg->timeout_ms * 6 : 30000));
+    res = PQexec(conn, set);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        vc_pg_error_text(conn, res, err, errlen);
+        PQclear(res);
+        PQfinish(conn);
+        return NULL;
+    }
+    PQclear(res);
+    return conn;
+}
+
 int rc_ctx_connect(rc_ctx_t *ctx, char *err, size_t errlen)
 {
     if (ctx->pg && PQstatus(ctx->pg) != CONNECTION_OK) {
@@ -68,7 +140,7 @@ int rc_ctx_connect(rc_ctx_t *ctx, char *err, size_t errlen)
         ctx->pg = NULL;
         ctx->leader = 0; /* the lock went with the session */
     }
-    if (!ctx->pg && !(ctx->pg = vc_pg_connect(ctx->cfg->pg_dsn, "voucher-reconciler", err, errlen)))
+    if (!ctx->pg && !(ctx->pg = lock_session(ctx->cfg, err, errlen)))
         return VC_ERR_UNAVAILABLE;
     if (!ctx->redis &&
         !(ctx->redis = rc_redis_connect(ctx->cfg->redis_url, ctx->cfg->timeout_ms, err, errlen)))
@@ -111,6 +183,7 @@ void rc_ctx_close(rc_ctx_t *ctx)
 int rc_ctx_lead(rc_ctx_t *ctx)
 {
     PGresult *res;
+    int64_t sent = vc_time_mono_ms();
 
     if (!ctx->pg || PQstatus(ctx->pg) != CONNECTION_OK)
         return ctx->leader = 0;
@@ -120,7 +193,53 @@ int rc_ctx_lead(rc_ctx_t *ctx)
     ctx->leader = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
                   strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
+    if (ctx->leader)
+        ctx->proven_ms = sent;
     return ctx->leader;
+}
+
+/*
+ * Before a repair: whether this reconciler still holds the lock. Proven by a
+ * round trip on the lock's session at most RC_PROOF_EVERY_MS ago (counted from
+ * when the proof was sent); PostgreSQL cannot have given the lock to another
+ * reconciler since, unless someone ended the session by hand. Returns 0, or
+ * VC_ERR_UNAVAILABLE with err set after closing the session (it frees the lock
+ * if the session was still alive): the pass stops, and the next one starts by
+ * trying to take the lock again.
+ */
+static int still_leading(rc_ctx_t *ctx, char *err, size_t errlen)
+{
+    int64_t sent = vc_time_mono_ms();
+    PGresult *res;
+    int held;
+
+    if (!ctx->leader || !ctx->pg) {
+        snprintf(err, errlen, "not the acting reconciler any more: stopped repairing");
+        return VC_ERR_UNAVAILABLE;
+    }
+    if (sent - ctx->proven_ms < RC_PROOF_EVERY_MS)
+        return 0;
+    res = PQexec(ctx->pg, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                          " AND pid = pg_backend_pid() AND granted AND classid = 0"
+                          " AND objid = x'" RC_LOCK_KEY "'::bigint::oid AND objsubid = 1");
+    held = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+           strcmp(PQgetvalue(res, 0, 0), "1") == 0;
+    if (held) {
+        PQclear(res);
+        ctx->proven_ms = sent;
+        return 0;
+    }
+    if (PQresultStatus(res) == PGRES_TUPLES_OK)
+        snprintf(err, errlen, "the session no longer holds it");
+    else
+        vc_pg_error_text(ctx->pg, res, err, errlen);
+    PQclear(res);
+    vc_warn("lost the lock (%s): stopped repairing; the next pass tries to take it again", err);
+    snprintf(err, errlen, "lost the reconciler lock: stopped repairing");
+    PQfinish(ctx->pg);
+    ctx->pg = NULL;
+    ctx->leader = 0;
+    return VC_ERR_UNAVAILABLE;
 }
 
 static rc_pg_status_t parse_status(const char *s)
@@ -364,17 +483,28 @@ static int memory_align(rc_memory_t *m, vouchers_t *vs)
     return 0;
 }
 
-/* Carries "first seen unsent" from the last pass into this one's orders, and back. */
-static void remember_before(voucher_t *v)
+/*
+ * Carries "first seen unsent" from the last pass into this one's orders, for
+ * the same hold only: an orderId forgotten and taken again is a new hold,
+ * first seen now (an old time would release it within seconds). Orders
+ * unsent and not remembered are first seen now.
+ */
+static void remember_before(voucher_t *v, int64_t now_ms)
 {
     memory_entry_t *e = v->mem;
     rc_order_t *seen, *o;
 
     for (size_t i = 0; i < e->seen.cap; i++)
-        if ((seen = rc_orders_at(&e->seen, i)) && (o = rc_orders_find(&v->orders, seen->order_id)))
+        if ((seen = rc_orders_at(&e->seen, i)) &&
+            (o = rc_orders_find(&v->orders, seen->order_id)) && rc_order_unsent(o) &&
+            rc_order_same_hold(o, seen))
             o->first_unsent_ms = seen->first_unsent_ms;
+    for (size_t i = 0; i < v->orders.cap; i++)
+        if ((o = rc_orders_at(&v->orders, i)) && rc_order_unsent(o) && !o->first_unsent_ms)
+            o->first_unsent_ms = now_ms;
 }
 
+/* Keeps the orders still unsent, with their hold, for the next pass; the rest is forgotten. */
 static void remember_after(voucher_t *v)
 {
     memory_entry_t *e = v->mem;
@@ -382,12 +512,13 @@ static void remember_after(voucher_t *v)
 
     rc_orders_free(&e->seen);
     for (size_t i = 0; i < v->orders.cap; i++) {
-        if (!(o = rc_orders_at(&v->orders, i)) || !o->first_unsent_ms)
+        if (!(o = rc_orders_at(&v->orders, i)) || !o->first_unsent_ms || !rc_order_unsent(o))
             continue;
-        /* Still unsent: keep when it was first seen. */
-        if (o->redis_state == 'H' && o->pg_after == RC_PG_NONE &&
-            (seen = rc_orders_get(&e->seen, o->order_id)))
+        if ((seen = rc_orders_get(&e->seen, o->order_id))) {
             seen->first_unsent_ms = o->first_unsent_ms;
+            seen->redis_state = o->redis_state;
+            seen->redis_held_until_ms = o->redis_held_until_ms;
+        }
     }
 }
 
@@ -418,26 +549,84 @@ static int add_release(releases_t *rs, voucher_t *v, const rc_order_t *o, const 
 /*
  * Begins the release of one order (release_begin.lua) and queues its event
  * when the release is begun now or was begun before and never finished.
+ * why is release_begin.lua's: "resume" for a release begun before; for the
+ * others the script checks that the order is still the hold the pass read
+ * (heldUntil and state), and for "undelivered" that no retry published its
+ * event again since snapshot_ms - grace (a retry's answer could come after
+ * the pass read Kafka). Refused: the next pass decides again.
  */
 static int begin_release(rc_ctx_t *ctx, voucher_t *v, rc_order_t *o, const char *why,
-                         const char *reason, releases_t *rs, char *err, size_t errlen)
+                         const char *reason, int64_t snapshot_ms, releases_t *rs, char *err,
+                         size_t errlen)
 {
     rc_keys_t k;
-    char now[24], order[128];
+    char now[24], order[128], read[48], since[24];
+    rc_order_t current = {0};
+    int64_t status;
+    int rc, nargs = 3;
+
+    if ((rc = still_leading(ctx, err, errlen)) != 0)
+        return rc;
+    rc_keys_of(v->code, &k);
+    snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
+    snprintf(read, sizeof(read), "%lld:%c", (long long)o->redis_held_until_ms,
+             o->redis_state ? o->redis_state : '?');
+    snprintf(since, sizeof(since), "%lld", (long long)(snapshot_ms - ctx->cfg->grace_ms));
+    if (strcmp(why, "resume") != 0)
+        nargs = strcmp(why, "undelivered") == 0 ? 5 : 4;
+    const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING],
+                          k.name[RC_KEY_RESENT]};
+    const char *args[] = {o->order_id, why, now, read, since};
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_release_begin, 4, keys, nargs, args, &status, order,
+                            sizeof(order), err, errlen)) != 0)
+        return rc;
+    if (status == -3) {
+        vc_log_field_t f[] = {{"code", v->code}, {"orderId", o->order_id}};
+        VC_LOG_F(VC_LOG_INFO, f,
+                 "not released (%s): the order changed, or a retry published it again, after "
+                 "the pass read it; the next pass decides again",
+                 why);
+        return 0;
+    }
+    if (status != 1 && status != 2)
+        return 0;
+    if (order[0] && rc_order_parse(order, strlen(order), &current) == 0) {
+        if (o->customer_id <= 0)
+            o->customer_id = current.customer_id;
+        /* Begun before by a cancel: publish it as the cancel it is. */
+        if (current.redis_state == 'X')
+            reason = "CANCELLED";
+    }
+    return add_release(rs, v, o, reason);
+}
+
+/*
+ * Repairs a hold that PostgreSQL (or an event in flight) has as confirmed:
+ * H -> C in Redis, if it is still the hold the pass read (repair_confirmed.lua).
+ */
+static int repair_confirmed(rc_ctx_t *ctx, voucher_t *v, const rc_order_t *o,
+                            rc_summary_t *sum, char *err, size_t errlen)
+{
+    rc_keys_t k;
+    char held[24];
     int64_t status;
     int rc;
 
-    rc_keys_of(v->code, &k);
-    snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
-    const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
-    const char *args[] = {o->order_id, why, now};
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_release_begin, 3, keys, 3, args, &status, order,
-                            sizeof(order), err, errlen)) != 0)
+    if ((rc = still_leading(ctx, err, errlen)) != 0)
         return rc;
-    if (status == 1 || status == 2) {
-        if (o->customer_id <= 0 && order[0])
-            rc_order_parse(order, strlen(order), o);
-        return add_release(rs, v, o, reason);
+    rc_keys_of(v->code, &k);
+    snprintf(held, sizeof(held), "%lld", (long long)o->redis_held_until_ms);
+    const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS]};
+    const char *args[] = {o->order_id, held};
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_repair_confirmed, 2, keys, 2, args, &status, NULL,
+                            0, err, errlen)) != 0)
+        return rc;
+    if (status == 1) {
+        vc_log_field_t f[] = {{"code", v->code}, {"orderId", o->order_id}};
+        VC_LOG_F(VC_LOG_INFO, f,
+                 "repair: held in Redis, confirmed in PostgreSQL: confirmed in Redis "
+                 "(never expired)");
+        sum->reconfirmed++;
     }
     return 0;
 }
@@ -445,27 +634,26 @@ static int begin_release(rc_ctx_t *ctx, voucher_t *v, rc_order_t *o, const char 
 typedef struct {
     rc_ctx_t *ctx;
     voucher_t *v;
-    const char *why;
-    const char *reason_x; /* for orders already in X */
-    const char *reason;
+    int64_t snapshot_ms;
     releases_t *rs;
     int rc;
     char *err;
     size_t errlen;
-    int64_t count;
 } due_t;
 
+/* A release begun more than a grace ago and never finished: publish it again. */
 static void due_cb(void *arg, const char *order_id)
 {
     due_t *d = arg;
     rc_order_t *o;
 
-    if (d->rc != 0 || !(o = rc_orders_get(&d->v->orders, order_id)))
+    /* Only what the pass read as begun: a release begun since is its requester's to finish. */
+    if (d->rc != 0 || !(o = rc_orders_find(&d->v->orders, order_id)) ||
+        (o->redis_state != 'X' && o->redis_state != 'E'))
         return;
-    d->rc = begin_release(d->ctx, d->v, o, d->why,
-                          o->redis_state == 'X' && d->reason_x ? d->reason_x : d->reason, d->rs,
+    d->rc = begin_release(d->ctx, d->v, o, "resume",
+                          o->redis_state == 'X' ? "CANCELLED" : "EXPIRED", d->snapshot_ms, d->rs,
                           d->err, d->errlen);
-    d->count++;
 }
 
 /* Logs and counts one kind of repair on a voucher, with Redis's counter before and after. */
@@ -599,45 +787,54 @@ static int lower(rc_ctx_t *ctx, voucher_t *v, rc_summary_t *sum, char *err, size
     return rc;
 }
 
-/* Queues the releases this voucher needs: expired holds, stranded holds, unfinished releases. */
-static int plan_releases(rc_ctx_t *ctx, voucher_t *v, releases_t *rs, rc_summary_t *sum,
-                         char *err, size_t errlen)
+/*
+ * Queues the releases this voucher needs, decided by rc_model_release() on the
+ * pass's snapshot (which began at snapshot_ms) and checked again by the
+ * scripts against Redis as it is: expired holds, holds or confirmed orders
+ * that never reached Kafka, orders PostgreSQL released, unfinished releases;
+ * and repairs holds PostgreSQL has as confirmed. At most batch holds expire,
+ * and batch releases resume, per voucher per pass.
+ */
+static int plan_releases(rc_ctx_t *ctx, voucher_t *v, int64_t snapshot_ms, releases_t *rs,
+                         rc_summary_t *sum, char *err, size_t errlen)
 {
-    int64_t now = vc_time_now_ms();
-    due_t d = {ctx, v, "expire", NULL, "EXPIRED", rs, 0, err, errlen, 0};
-    size_t before = rs->len;
-    int rc;
+    int64_t now = vc_time_now_ms(), expiring = 0;
+    due_t d = {ctx, v, snapshot_ms, rs, 0, err, errlen};
+    int rc = 0;
 
-    /* Holds past heldUntil. */
-    if ((rc = rc_redis_due(ctx->redis, v->code, RC_KEY_HOLDS, now, ctx->cfg->batch, due_cb, &d,
-                           err, errlen)) != 0 ||
-        (rc = d.rc) != 0)
-        return rc;
-    sum->expired += (int64_t)(rs->len - before);
     /* Releases begun more than a grace ago and never finished: publish again. */
-    d = (due_t){ctx, v, "cancel", "CANCELLED", "EXPIRED", rs, 0, err, errlen, 0};
     if ((rc = rc_redis_due(ctx->redis, v->code, RC_KEY_RELEASING, now - ctx->cfg->grace_ms,
                            ctx->cfg->batch, due_cb, &d, err, errlen)) != 0 ||
         (rc = d.rc) != 0)
         return rc;
-    /* Holds whose reservation never reached Kafka, or that PostgreSQL already released. */
-    for (size_t i = 0; i < v->orders.cap; i++) {
+    for (size_t i = 0; i < v->orders.cap && rc == 0; i++) {
         rc_order_t *o = rc_orders_at(&v->orders, i);
+        size_t n = rs->len;
         if (!o)
             continue;
-        if (o->redis_state == 'H' && o->pg_after == RC_PG_NONE && o->first_unsent_ms &&
-            now - o->first_unsent_ms >= ctx->cfg->grace_ms) {
-            size_t n = rs->len;
-            if ((rc = begin_release(ctx, v, o, "undelivered", "UNDELIVERED", rs, err, errlen)) != 0)
-                return rc;
+        switch (rc_model_release(o, snapshot_ms, ctx->cfg->grace_ms)) {
+        case RC_RELEASE_EXPIRE:
+            if (expiring++ >= ctx->cfg->batch)
+                break;
+            rc = begin_release(ctx, v, o, "expire", "EXPIRED", snapshot_ms, rs, err, errlen);
+            sum->expired += (int64_t)(rs->len - n);
+            break;
+        case RC_RELEASE_UNDELIVERED:
+            rc = begin_release(ctx, v, o, "undelivered", "UNDELIVERED", snapshot_ms, rs, err,
+                               errlen);
             sum->stranded += (int64_t)(rs->len - n);
-        } else if ((o->redis_state == 'H' || o->redis_state == 'C') &&
-                   o->pg_after == RC_PG_RELEASED) {
-            if ((rc = begin_release(ctx, v, o, "cancel", "REPAIR", rs, err, errlen)) != 0)
-                return rc;
+            break;
+        case RC_RELEASE_CANCEL:
+            rc = begin_release(ctx, v, o, "cancel", "REPAIR", snapshot_ms, rs, err, errlen);
+            break;
+        case RC_RELEASE_TO_CONFIRMED:
+            rc = repair_confirmed(ctx, v, o, sum, err, errlen);
+            break;
+        case RC_RELEASE_NONE:
+            break;
         }
     }
-    return 0;
+    return rc;
 }
 
 /* Publishes the queued releases, then gives back the uses Kafka acknowledged. */
@@ -658,7 +855,8 @@ static int run_releases(rc_ctx_t *ctx, releases_t *rs, rc_summary_t *sum, char *
     for (size_t i = 0; i < rs->len; i++)
         events[i] = rs->items[i].ev;
     if ((rc = rc_kafka_publish(ctx->kafka, events, (int)rs->len, delivered, ctx->cfg->timeout_ms,
-                               err, errlen)) != 0)
+                               err, errlen)) != 0 ||
+        (rc = still_leading(ctx, err, errlen)) != 0)
         goto out;
     for (size_t i = 0; i < rs->len && rc == 0; i++) {
         release_t *r = &rs->items[i];
@@ -729,8 +927,8 @@ static int choose_full(rc_ctx_t *ctx, voucher_t *v, int *periodic_left, char *er
     if (v->n.redis_loaded) {
         /* The numbers first: the two counts cost a round trip only when they agree. */
         if (!rc_model_quiet(&v->n, 0, 0) ||
-            (rc = rc_redis_activity(ctx->redis, v->code, vc_time_now_ms(), &due, &releasing,
-                                    err, errlen)) != 0 ||
+            (rc = rc_redis_activity(ctx->redis, v->code, vc_time_now_ms() - ctx->cfg->grace_ms,
+                                    &due, &releasing, err, errlen)) != 0 ||
             !rc_model_quiet(&v->n, due, releasing))
             return rc;
     } else if (v->claimed || v->n.in_flight_events > 0) {
@@ -780,7 +978,8 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     vouchers_t vs = {0};
     releases_t rs = {0};
     rc_positions_t pos;
-    int64_t lag = 0;
+    /* Every event Kafka acknowledged before this is in PostgreSQL or read from the tail. */
+    int64_t snapshot_ms = vc_time_now_ms(), lag = 0;
     int rc, periodic_left;
 
     memset(sum, 0, sizeof(*sum));
@@ -836,7 +1035,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             goto out;
         if (bad)
             vc_warn("%s: %d orders in Redis could not be read", v->code, bad);
-        remember_before(v);
+        remember_before(v, vc_time_now_ms());
         v->verdict = rc_model_judge(&v->orders, &v->n, vc_time_now_ms(), ctx->cfg->grace_ms);
         remember_after(v);
         v->mem->last_full_ms = vc_time_mono_ms();
@@ -871,6 +1070,8 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         }
         if (!repair || !v->full)
             continue;
+        if ((rc = still_leading(ctx, err, errlen)) != 0)
+            goto out;
         if (!v->n.redis_loaded) {
             /*
              * Never loaded: the gateway loads it on first use. Loaded once:
@@ -898,7 +1099,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             goto out;
         if (v->n.missing_in_redis == 0 && (rc = lower(ctx, v, sum, err, errlen)) != 0)
             goto out;
-        if ((rc = plan_releases(ctx, v, &rs, sum, err, errlen)) != 0)
+        if ((rc = plan_releases(ctx, v, snapshot_ms, &rs, sum, err, errlen)) != 0)
             goto out;
     }
     if (repair)

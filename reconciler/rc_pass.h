@@ -57,6 +57,7 @@ typedef struct {
     rc_redis_t *redis;
     rc_kafka_t *kafka;
     int leader;
+    int64_t proven_ms;   /* monotonic: when the last proof that pg holds the lock was sent */
     rc_memory_t *memory; /* what earlier passes saw: when each unsent hold was first seen */
 } rc_ctx_t;
 
@@ -72,6 +73,7 @@ typedef struct {
     int64_t restored;    /* vouchers whose lost keys were restored */
     int64_t retaken;     /* orders taken again in Redis */
     int64_t lowered;     /* counters lowered */
+    int64_t reconfirmed; /* holds confirmed in PostgreSQL repaired to confirmed in Redis */
     int awaiting_restore; /* vouchers missing from Redis, waiting out the restore delay */
     int read_in_full;     /* vouchers whose rows and orders were read (the others: numbers only) */
 } rc_summary_t;

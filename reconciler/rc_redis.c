@@ -14,7 +14,7 @@ struct rc_redis {
 void rc_keys_of(const char *code, rc_keys_t *k)
 {
     static const char *const suffix[RC_KEY_COUNT] = {"remaining", "users", "orders", "holds",
-                                                     "releasing"};
+                                                     "releasing", "resent"};
     for (int i = 0; i < RC_KEY_COUNT; i++)
         snprintf(k->name[i], sizeof(k->name[i]), "voucher:{%s}:%s", code, suffix[i]);
 }
@@ -172,6 +172,7 @@ int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *bad, c
             return VC_ERR_NOMEM;
         }
         o->redis_state = parsed.redis_state;
+        o->redis_held_until_ms = parsed.redis_held_until_ms;
         if (!o->customer_id)
             o->customer_id = parsed.customer_id;
         if (!o->discount)

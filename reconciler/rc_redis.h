@@ -16,6 +16,7 @@ typedef enum {
     RC_KEY_ORDERS,
     RC_KEY_HOLDS,
     RC_KEY_RELEASING,
+    RC_KEY_RESENT, /* orders a retry published again (reserve.lua, confirm.lua) */
     RC_KEY_COUNT,
 } rc_key_t;
 

@@ -4,26 +4,41 @@
 --
 -- KEYS[1] voucher:{CODE}:orders  KEYS[2] voucher:{CODE}:holds
 -- KEYS[3] voucher:{CODE}:releasing
+-- KEYS[4] voucher:{CODE}:resent (the reconciler's "undelivered" only)
 -- ARGV[1] orderId
--- ARGV[2] why: "cancel" (held or confirmed -> X), "expire" (held and past
---         heldUntil -> E), "undelivered" (held, its event never reached
---         Kafka -> E)
+-- ARGV[2] why: "cancel" (the order service: held or confirmed -> X),
+--         "expire" (held and past heldUntil -> E), "undelivered" (held or
+--         confirmed, and no event of it ever reached Kafka -> E), "resume"
+--         (a release begun before: only answers 2 or 0, changes nothing)
 -- ARGV[3] nowMs
+-- ARGV[4] (the reconciler) "heldUntilMs:state" of the order as its pass read
+--         it. The pass decided on a snapshot; if the order is another hold
+--         now (its orderId forgotten and taken again), or moved on (a
+--         confirm), the decision no longer holds: -3, nothing changed.
+-- ARGV[5] ("undelivered") resentSinceMs: a retry that published the order's
+--         event again at or after this time (reserve.lua and confirm.lua
+--         mark it in KEYS[4]) may have been acknowledged after the pass read
+--         Kafka, so its answer (201 or 200) would be released behind it: -3.
 --
 -- Returns {status, order}: 1 begun now, 2 already begun (publish and finish
 -- again), 0 already released, -1 no such order, -2 not in a state this
--- reason may release (confirmed, or not expired yet); order as it is now.
+-- reason may release (confirmed, or not expired yet), -3 changed since the
+-- reconciler read it (it looks again next pass); order as it is now.
 local order = redis.call('HGET', KEYS[1], ARGV[1])
 if not order then return {-1, false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
 if state == 'R' then return {0, order} end
 if state == 'X' or state == 'E' then return {2, order} end
+if ARGV[2] == 'resume' then return {-2, order} end
+if ARGV[4] and ARGV[4] ~= held .. ':' .. state then return {-3, order} end
 local next
 if ARGV[2] == 'cancel' and (state == 'H' or state == 'C') then
   next = 'X'
 elseif ARGV[2] == 'expire' and state == 'H' and tonumber(held) <= tonumber(ARGV[3]) then
   next = 'E'
-elseif ARGV[2] == 'undelivered' and state == 'H' then
+elseif ARGV[2] == 'undelivered' and (state == 'H' or state == 'C') and ARGV[5] then
+  local marked = redis.call('ZSCORE', KEYS[4], ARGV[1])
+  if marked and tonumber(marked) >= tonumber(ARGV[5]) then return {-3, order} end
   next = 'E'
 else
   return {-2, order}

@@ -9,8 +9,10 @@
 --                                   state H = held, C = confirmed, R = released
 -- KEYS[4] voucher:{CODE}:holds      sorted set orderId scored by heldUntilMs
 -- KEYS[5] voucher:{CODE}:resent     sorted set orderId scored by when a retry
---                                   found it held (ms): its event is being
---                                   published again, so forget.lua must keep it
+--                                   found it held or confirmed (ms): its event
+--                                   is being published again, so forget.lua
+--                                   must keep it and the reconciler must not
+--                                   release it as never delivered
 -- KEYS[6] voucher:{CODE}:amounts    hash orderId -> orderAmount of the request
 --                                   that took the use
 -- ARGV[1] customerId   ARGV[2] perCustomerLimit   ARGV[3] orderId
@@ -34,7 +36,8 @@ if order then
   -- have none: such a retry cannot be compared and is answered as the same.
   local amount = redis.call('HGET', KEYS[6], ARGV[3])
   if amount and amount ~= ARGV[7] then return {-5, order, amount} end
-  if string.sub(order, -1) == 'H' then
+  local state = string.sub(order, -1)
+  if state == 'H' or state == 'C' then
     -- The retry publishes VoucherReserved again. Markers older than ten
     -- minutes go: no delivery report comes later than VOUCHER_KAFKA_TIMEOUT
     -- (five minutes at most).

@@ -327,6 +327,93 @@ START_TEST(publish_drops_reports_that_come_after_the_call)
 }
 END_TEST
 
+/*
+ * What the reconciler does with one order, on a pass whose snapshot of Kafka
+ * began at SNAP (issue 22 races 2-4, issue 25 item 4). A hold whose heldUntil
+ * or first sighting is exactly a grace before the snapshot is due.
+ */
+#define SNAP 10000000
+START_TEST(release_decisions)
+{
+    static const struct {
+        char redis;
+        rc_pg_status_t pg_after;
+        int64_t held_until, first_unsent;
+        rc_release_t want;
+        const char *why;
+    } cases[] = {
+        {'H', RC_PG_NONE, SNAP + 60000, 0, RC_RELEASE_NONE, "a fresh hold"},
+        {'H', RC_PG_RESERVED, SNAP - GRACE, 0, RC_RELEASE_EXPIRE, "expired a grace before"},
+        {'H', RC_PG_RESERVED, SNAP - GRACE + 1, 0, RC_RELEASE_NONE,
+         "expired, but a confirm accepted just before may not be in the snapshot"},
+        {'H', RC_PG_CONFIRMED, SNAP - 10 * GRACE, 0, RC_RELEASE_TO_CONFIRMED,
+         "confirmed in PostgreSQL outranks held in Redis: never expired"},
+        {'H', RC_PG_CONFIRMED, SNAP + 60000, 0, RC_RELEASE_TO_CONFIRMED,
+         "repaired before heldUntil too"},
+        {'C', RC_PG_CONFIRMED, SNAP - 10 * GRACE, 0, RC_RELEASE_NONE, "confirmed on both sides"},
+        {'C', RC_PG_RESERVED, SNAP - 10 * GRACE, 0, RC_RELEASE_NONE,
+         "confirmed in Redis, its confirm on its way: never expired"},
+        {'H', RC_PG_RELEASED, SNAP + 60000, 0, RC_RELEASE_CANCEL, "released in PostgreSQL"},
+        {'C', RC_PG_RELEASED, SNAP + 60000, 0, RC_RELEASE_CANCEL,
+         "released in PostgreSQL (confirmed)"},
+        {'H', RC_PG_NONE, SNAP + 60000, SNAP - GRACE, RC_RELEASE_UNDELIVERED,
+         "unknown downstream since a grace before the snapshot"},
+        {'H', RC_PG_NONE, SNAP + 60000, SNAP - GRACE + 1, RC_RELEASE_NONE,
+         "unknown downstream, not yet a grace before the snapshot"},
+        {'C', RC_PG_NONE, SNAP + 60000, SNAP - GRACE, RC_RELEASE_UNDELIVERED,
+         "confirmed in Redis, no event anywhere after the grace: never answered 200"},
+        {'C', RC_PG_NONE, SNAP + 60000, SNAP - GRACE + 1, RC_RELEASE_NONE,
+         "confirmed in Redis, no event yet: its 200 may still come"},
+        {'C', RC_PG_NONE, SNAP - 10 * GRACE, 0, RC_RELEASE_NONE, "a confirmed order never expires"},
+        {'H', RC_PG_NONE, SNAP - GRACE, SNAP, RC_RELEASE_EXPIRE, "unsent and expired: expired"},
+        {'H', RC_PG_NONE, SNAP + 60000, 0, RC_RELEASE_NONE, "unsent, never seen before"},
+        {'X', RC_PG_RESERVED, SNAP - 10 * GRACE, SNAP - GRACE, RC_RELEASE_NONE, "a release begun"},
+        {'E', RC_PG_NONE, SNAP - 10 * GRACE, SNAP - GRACE, RC_RELEASE_NONE, "a release begun"},
+        {'R', RC_PG_RESERVED, SNAP - 10 * GRACE, SNAP - GRACE, RC_RELEASE_NONE,
+         "released in Redis"},
+        {0, RC_PG_RESERVED, SNAP - 10 * GRACE, SNAP - GRACE, RC_RELEASE_NONE, "not in Redis"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        rc_order_t o = {0};
+        o.redis_state = cases[i].redis;
+        o.pg_after = cases[i].pg_after;
+        o.redis_held_until_ms = cases[i].held_until;
+        o.first_unsent_ms = cases[i].first_unsent;
+        ck_assert_msg(rc_model_release(&o, SNAP, GRACE) == cases[i].want, "case %zu (%s): got %d",
+                      i, cases[i].why, (int)rc_model_release(&o, SNAP, GRACE));
+    }
+}
+END_TEST
+
+START_TEST(unsent_orders_and_hold_identity)
+{
+    rc_order_t a = {0}, b = {0};
+
+    ck_assert_int_eq(rc_order_parse("7:100:5000:H", 12, &a), 0);
+    ck_assert_int_eq(a.redis_held_until_ms, 5000);
+    a.pg_after = RC_PG_NONE;
+    ck_assert_int_eq(rc_order_unsent(&a), 1);
+    a.redis_state = 'C';
+    ck_assert_int_eq(rc_order_unsent(&a), 1);
+    a.pg_after = RC_PG_RESERVED;
+    ck_assert_int_eq(rc_order_unsent(&a), 0);
+    a.pg_after = RC_PG_NONE;
+    a.redis_state = 'E';
+    ck_assert_int_eq(rc_order_unsent(&a), 0);
+
+    /* The same orderId forgotten and taken again is another hold: another heldUntil. */
+    ck_assert_int_eq(rc_order_parse("7:100:5000:H", 12, &a), 0);
+    ck_assert_int_eq(rc_order_parse("7:100:5000:H", 12, &b), 0);
+    ck_assert_int_eq(rc_order_same_hold(&a, &b), 1);
+    ck_assert_int_eq(rc_order_parse("7:100:5001:H", 12, &b), 0);
+    ck_assert_int_eq(rc_order_same_hold(&a, &b), 0);
+    /* Held, then confirmed: first seen unsent again as confirmed (its 200 may come later). */
+    ck_assert_int_eq(rc_order_parse("7:100:5000:C", 12, &b), 0);
+    ck_assert_int_eq(rc_order_same_hold(&a, &b), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("reconciler");
@@ -348,6 +435,10 @@ int main(void)
     tcase_add_test(tc, order_values_parse);
     tcase_add_test(tc, order_map_grows_and_finds);
     tcase_add_test(tc, quiet_only_when_numbers_settle_it);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("releases");
+    tcase_add_test(tc, release_decisions);
+    tcase_add_test(tc, unsent_orders_and_hold_identity);
     suite_add_tcase(s, tc);
     tc = tcase_create("kafka");
     tcase_set_timeout(tc, 60);
