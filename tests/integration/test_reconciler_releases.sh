@@ -26,7 +26,8 @@ load() {
 # CODE CUSTOMER ORDER HELD_UNTIL_MS -> the script's status
 redis_reserve() {
   # shellcheck disable=SC2046
-  rcli EVAL "$(lua reserve)" 5 $(keys5 "$1") "$2" 1 "$3" 100000 "$4" "$(now_ms)" | head -1
+  rcli EVAL "$(lua reserve)" 6 $(keys5 "$1") "voucher:{$1}:amounts" "$2" 1 "$3" 100000 "$4" "$(now_ms)" \
+    500000 take | head -1
 }
 redis_confirm() { # CODE ORDER: confirm.lua run in Redis, nothing published
   rcli EVAL "$(lua confirm)" 3 "voucher:{$1}:orders" "voucher:{$1}:holds" "voucher:{$1}:resent" "$2" "$(now_ms)" | head -1
