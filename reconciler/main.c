@@ -173,6 +173,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     vc_metric_t *passes, *failed, *leader;
     char err[512];
     int rc, was_leader = 0;
+    int failing = 0; /* the last connect or pass failed: the next success is logged */
 
     /* --kafka may repeat: its pairs are taken out before the table sees argv. */
     if (vc_kafka_settings_load(kafka_extra, getenv(VC_KAFKA_CONF_ENV), &argc, argv, err,
@@ -233,6 +234,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         if (rc_ctx_connect(&ctx, err, sizeof(err)) != 0) {
             vc_warn("cannot connect, will try again: %s", err);
             last_pass_ok = 0;
+            failing = 1;
             rc_ctx_close(&ctx);
             sleep_interval(s.interval_ms);
             continue;
@@ -252,10 +254,16 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
             vc_warn("pass failed, will try again: %s", err);
             vc_metric_add(failed, 1);
             last_pass_ok = 0;
+            failing = 1;
             if (ctx.pg && PQstatus(ctx.pg) != CONNECTION_OK)
                 vc_warn("lost the PostgreSQL session (and the lock with it)");
         } else {
             vc_metric_add(passes, 1);
+            if (failing) {
+                /* Said once, so a log that said "lost" also says "back". */
+                vc_info("a pass succeeded again: PostgreSQL, Redis and Kafka are reachable");
+                failing = 0;
+            }
             vc_metric_set(vc_gauge("voucher_reconciler_vouchers_read_in_full",
                                    "Vouchers of the last pass whose rows and Redis orders were "
                                    "read (the others were judged by their numbers)",

@@ -5,7 +5,7 @@
 # that stops start-up naming it; librdkafka settings passed through to the
 # writer and the reconciler; --help and --version; JSON log lines.
 source "$(dirname "$0")/lib.sh"
-plan 37
+plan 40
 
 start_gateway
 start_writer
@@ -128,6 +128,18 @@ daemon_stop "$test_name-reconciler"
 VOUCHER_KAFKA_CONF=socket.keepalive.enable=true start_reconciler "" --interval 500ms --kafka client.rack=r1
 wait_http_ok "http://$reconciler_addr/readyz" 30
 is "$?" 0 "a reconciler started with the same settings passes (its /readyz answers 200)"
+
+# --- The reconciler's log says when it loses PostgreSQL, and when it works again.
+rlog=$VOUCHER_STACK_DIR/logs/$test_name-reconciler.log
+sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'voucher-reconciler'" >/dev/null
+for ((i = 0; i < 100; i++)); do grep -q "lost the PostgreSQL session" "$rlog" && break; sleep 0.1; done
+ok "$(grep -q "lost the PostgreSQL session" "$rlog"; echo $?)" "the reconciler logs losing its PostgreSQL session"
+lost_at=$(grep -n "lost the PostgreSQL session" "$rlog" | tail -1 | cut -d: -f1)
+for ((i = 0; i < 100; i++)); do tail -n +"$lost_at" "$rlog" | grep -q "a pass succeeded again" && break; sleep 0.1; done
+ok "$(tail -n +"$lost_at" "$rlog" | grep -q "a pass succeeded again"; echo $?)" \
+  "and then logs that its passes succeed again"
+wait_http_ok "http://$reconciler_addr/readyz" 30
+is "$?" 0 "the reconciler is ready again after its session came back"
 
 # --- --help and --version.
 for bin in "$bin_gateway" "$bin_writer" "$bin_reconciler"; do
