@@ -492,14 +492,22 @@ static rd_kafka_resp_err_t produce_dead_letter(wr_kafka_t *k, const wr_msg_t *m,
 /*
  * After librdkafka's idempotent producer raised a fatal error (it can no
  * longer guarantee order or exactly-once), only a new producer can send.
- * Returns 0 or VC_ERR_UNAVAILABLE.
+ * The old one stays when no new one can be made (its produce calls then fail
+ * as transient errors, and the next call tries again). Returns 0 or
+ * VC_ERR_UNAVAILABLE.
  */
 static int renew_producer(wr_kafka_t *k, const char *reason, char *err, size_t errlen)
 {
+    rd_kafka_t *old = k->producer;
+
     vc_error("the dead-letter producer failed for good (%s): making a new one", reason);
-    rd_kafka_destroy(k->producer);
     k->producer = NULL;
-    return open_producer(k, err, errlen) != 0 ? VC_ERR_UNAVAILABLE : 0;
+    if (open_producer(k, err, errlen) != 0) {
+        k->producer = old;
+        return VC_ERR_UNAVAILABLE;
+    }
+    rd_kafka_destroy(old);
+    return 0;
 }
 
 int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *err, size_t errlen)
