@@ -279,6 +279,11 @@ def per_customer_paths():
         ("an early confirm before the release", 1, [ev(R, "A", 7)],
          [ev(C, "B", 7), ev(X, "A", 7)], "refused"),
         ("another customer", 1, [ev(R, "A", 7)], [ev(R, "B", 8), ev(X, "A", 7)], "applied"),
+        # A release naming another customer than its row's still gives the row's customer's use back.
+        ("a release that names another customer", 1, [ev(R, "A", 7)],
+         [ev(R, "B", 7), ev(X, "A", 8)], "refused"),
+        ("the same, the row made in the batch", 1, [],
+         [ev(R, "A", 7), ev(R, "B", 7), ev(X, "A", 8)], "refused"),
         ("a redelivered use", 1, [ev(R, "A", 7)], [ev(R, "A", 7), ev(C, "A", 7)], "applied"),
     ]
     state = ("(SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id)"
