@@ -117,6 +117,9 @@ void vc_kafka_settings_free(vc_kafka_settings_t *s)
     s->n = s->cap = 0;
 }
 
+/* Keys no handle of any daemon lets a passthrough setting change. */
+static const char *const always_reserved[] = {"partitioner", NULL};
+
 static int is_reserved(const char *key, const char *const *reserved)
 {
     for (const char *const *r = reserved; r && *r; r++)
@@ -137,6 +140,11 @@ int vc_kafka_set(struct rd_kafka_conf_s *conf, const char *key, const char *valu
     return 0;
 }
 
+int vc_kafka_set_partitioner(struct rd_kafka_conf_s *conf, char *err, size_t errlen)
+{
+    return vc_kafka_set(conf, "partitioner", VC_KAFKA_PARTITIONER, err, errlen);
+}
+
 int vc_kafka_settings_apply(const vc_kafka_settings_t *s, struct rd_kafka_conf_s *conf,
                             const char *owner, const char *const *reserved, char *err,
                             size_t errlen)
@@ -146,6 +154,13 @@ int vc_kafka_settings_apply(const vc_kafka_settings_t *s, struct rd_kafka_conf_s
     for (size_t i = 0; s && i < s->n; i++) {
         const vc_kafka_pair_t *p = &s->pairs[i];
 
+        if (is_reserved(p->key, always_reserved)) {
+            snprintf(err, errlen,
+                     "%s: kafka setting %s: every producer of voucher-events uses %s, so that "
+                     "all events of a voucher share a partition and stay in order",
+                     p->from, p->key, VC_KAFKA_PARTITIONER);
+            return VC_ERR_INVALID;
+        }
         if (is_reserved(p->key, reserved)) {
             snprintf(err, errlen,
                      "%s: kafka setting %s: %s sets it itself (its guarantees depend on it)",

@@ -69,6 +69,26 @@ int vc_kafka_settings_load(vc_kafka_settings_t *s, const char *env_value, int *a
 void vc_kafka_settings_free(vc_kafka_settings_t *s);
 
 /*
+ * The partitioner of every producer of voucher-events: the gateway, the
+ * reconciler's repairs and `voucher-writer dlt replay`. All events of a
+ * voucher must land in one partition, whoever publishes them, because the
+ * writer keeps order only within a partition: a release published elsewhere
+ * than its reservation could be applied first. murmur2_random is the Java
+ * client's partitioner (the one Kafka's own tools use for a key); kcat and
+ * librdkafka default to consistent_random, which puts most codes elsewhere.
+ * It is set here once, and vc_kafka_settings_apply() refuses the key on
+ * every handle, so no passthrough setting can change it.
+ */
+#define VC_KAFKA_PARTITIONER "murmur2_random"
+
+/*
+ * Sets VC_KAFKA_PARTITIONER on conf (an rd_kafka_conf_t of a producer of
+ * voucher-events, owned by the caller). Returns 0, or VC_ERR_INVALID with
+ * err set.
+ */
+int vc_kafka_set_partitioner(struct rd_kafka_conf_s *conf, char *err, size_t errlen);
+
+/*
  * One setting a daemon makes itself: rd_kafka_conf_set() on conf. Returns 0,
  * or VC_ERR_INVALID with err "kafka setting KEY=VALUE: librdkafka's reason".
  */
@@ -80,6 +100,7 @@ int vc_kafka_set(struct rd_kafka_conf_s *conf, const char *key, const char *valu
  * owned by the caller) with rd_kafka_conf_set(), in order. reserved is a
  * NULL-terminated list of keys the handle sets itself and must keep (with
  * their aliases: librdkafka knows "acks" also as "request.required.acks");
+ * "partitioner" is refused whatever reserved says (VC_KAFKA_PARTITIONER);
  * owner names that handle in the error ("the gateway"). Returns 0, or VC_ERR_INVALID with err
  * naming the key and where it came from, and either that owner sets it itself or librdkafka's own
  * error text. Pairs applied before the bad one stay in conf.

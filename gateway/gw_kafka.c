@@ -168,7 +168,7 @@ gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms,
         vc_kafka_set(conf, "acks", "all", err, errlen) ||
         vc_kafka_set(conf, "linger.ms", "2", err, errlen) ||
         vc_kafka_set(conf, "delivery.timeout.ms", timeout, err, errlen) ||
-        vc_kafka_set(conf, "partitioner", "murmur2_random", err, errlen) ||
+        vc_kafka_set_partitioner(conf, err, errlen) ||
         vc_kafka_set(conf, "statistics.interval.ms", "1000", err, errlen) ||
         vc_kafka_set(conf, "client.id", "voucher-gateway", err, errlen))
         goto fail;

@@ -99,7 +99,7 @@ static rd_kafka_t *new_client(rd_kafka_type_t type, const char *brokers,
         (type == RD_KAFKA_PRODUCER &&
          (vc_kafka_set(conf, "enable.idempotence", "true", err, errlen) ||
           vc_kafka_set(conf, "acks", "all", err, errlen) ||
-          vc_kafka_set(conf, "partitioner", "murmur2_random", err, errlen) ||
+          vc_kafka_set_partitioner(conf, err, errlen) ||
           vc_kafka_set(conf, "linger.ms", "5", err, errlen))) ||
         (type == RD_KAFKA_CONSUMER
              ? vc_kafka_settings_apply(extra, conf, READER, reader_keys, err, errlen)

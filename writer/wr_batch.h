@@ -30,6 +30,7 @@ typedef struct {
     vc_event_t ev;
     int outcome;            /* wr_outcome_t after the batch was applied */
     const char *dlt_class;  /* for WR_OUT_POISON and WR_OUT_CONFLICT: a WR_DLT_* name */
+    int dlt_form;           /* a wr_dlt_form_t: how much of it the dead letter holds */
     char error[WR_ERR_MAX]; /* why, for the dead-letter headers and the log */
 } wr_msg_t;
 

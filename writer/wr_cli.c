@@ -57,10 +57,10 @@ static int list_cb(void *ctx, const wr_dlt_record_t *rec)
         snprintf(offset, sizeof(offset), "%lld", (long long)rec->offset);
     else
         snprintf(offset, sizeof(offset), "%d:%lld", (int)rec->partition, (long long)rec->offset);
-    printf("%-8s %-20s %-24s %-17s %-16s %-6s %.70s\n", offset, s.code, s.order_id, s.type,
+    printf("%-8s %-20s %-24s %-17s %-16s %-6s %s%.70s\n", offset, s.code, s.order_id, s.type,
            rec->info.error_class[0] ? rec->info.error_class : "-",
            wr_dlt_format_age(l->now_ms - failed_at(rec), age, sizeof(age)),
-           rec->info.error_message);
+           rec->info.truncated_from >= 0 ? "[not whole] " : "", rec->info.error_message);
     l->count++;
     return 0;
 }
@@ -103,11 +103,16 @@ static int show_cb(void *ctx, const wr_dlt_record_t *rec)
     printf("key:        %.*s\n", (int)rec->key_len, rec->key ? (const char *)rec->key : "");
     printf("headers:\n");
     {
-        wr_header_t h[WR_DLT_NHEADERS];
+        wr_header_t h[WR_DLT_MAX_HEADERS];
         size_t n = wr_dlt_headers(&rec->info, h);
         for (size_t i = 0; i < n; i++)
             printf("  %-24s %s\n", h[i].name, h[i].value);
     }
+    if (rec->info.truncated_from >= 0)
+        printf("value:      the first %zu of %lld bytes; the original is %s/%d/%lld while "
+               "that topic keeps it\n",
+               rec->len, (long long)rec->info.truncated_from, rec->info.topic,
+               (int)rec->info.partition, (long long)rec->info.offset);
     printf("value:\n%.*s\n", (int)rec->len, rec->value ? (const char *)rec->value : "");
     return 1; /* found: stop reading */
 }
@@ -151,7 +156,7 @@ typedef struct {
     const wr_dlt_filter_t *filter;
     wr_replayer_t *replayer;
     volatile sig_atomic_t *stop;
-    size_t selected, sent;
+    size_t selected, sent, skipped;
     char err[256];
 } wr_replay_t;
 
@@ -163,13 +168,29 @@ static int replay_cb(void *ctx, const wr_dlt_record_t *rec)
 
     if (*r->stop)
         return VC_ERR_SHUTDOWN;
-    if (!wr_dlt_filter_match(r->filter, rec->offset, rec->info.error_class))
+    if (!wr_dlt_filter_match(r->filter, rec->partition, rec->offset, rec->info.error_class))
         return 0;
     r->selected++;
     subject_of(rec, &s);
+    if (rec->info.truncated_from >= 0) {
+        /* Replaying a part would dead-letter it again, as malformed, or worse. */
+        fprintf(stderr,
+                "not replaying %s/%d/%lld: it holds %zu of the original's %lld bytes; the "
+                "original is %s/%d/%lld\n",
+                r->cfg->dlt_topic, (int)rec->partition, (long long)rec->offset, rec->len,
+                (long long)rec->info.truncated_from, rec->info.topic, (int)rec->info.partition,
+                (long long)rec->info.offset);
+        r->skipped++;
+        return 0;
+    }
     if (r->filter->dry_run) {
-        printf("would replay %lld  %s %s %s (%s)\n", (long long)rec->offset, s.code, s.order_id,
-               s.type, rec->info.error_class[0] ? rec->info.error_class : "-");
+        if (rec->partition == 0)
+            printf("would replay %lld  %s %s %s (%s)\n", (long long)rec->offset, s.code,
+                   s.order_id, s.type, rec->info.error_class[0] ? rec->info.error_class : "-");
+        else
+            printf("would replay %d:%lld  %s %s %s (%s)\n", (int)rec->partition,
+                   (long long)rec->offset, s.code, s.order_id, s.type,
+                   rec->info.error_class[0] ? rec->info.error_class : "-");
         return 0;
     }
     snprintf(from, sizeof(from), "%s/%d/%lld", r->cfg->dlt_topic, (int)rec->partition,
@@ -188,11 +209,22 @@ static int cmd_replay(const wr_config_t *cfg, int argc, char **argv, volatile si
     wr_replay_t r;
     char err[256];
     size_t delivered = 0;
-    int rc, status = 0;
+    int rc, status = 0, npartitions = 0;
 
     if (wr_dlt_filter_parse(argc, argv, &filter, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-writer: dlt replay: %s\n", err);
         return 2;
+    }
+    if (filter.from >= 0 || filter.to >= 0) {
+        if ((rc = wr_kafka_topic_partitions(cfg->brokers, cfg->kafka_extra, cfg->dlt_topic,
+                                            &npartitions, err, sizeof(err))) != 0) {
+            fprintf(stderr, "voucher-writer: dlt replay: %s\n", err);
+            return 1;
+        }
+        if (wr_dlt_filter_resolve(&filter, npartitions, err, sizeof(err)) != 0) {
+            fprintf(stderr, "voucher-writer: dlt replay: %s\n", err);
+            return 2;
+        }
     }
     memset(&r, 0, sizeof(r));
     r.cfg = cfg;
@@ -212,8 +244,13 @@ static int cmd_replay(const wr_config_t *cfg, int argc, char **argv, volatile si
                                                        : err);
         status = 1;
     }
+    if (r.skipped > 0) {
+        fprintf(stderr, "%zu selected dead letters not whole: not replayed\n", r.skipped);
+        status = 1;
+    }
     if (filter.dry_run) {
-        fprintf(stderr, "%zu dead letters would be replayed to %s\n", r.selected, cfg->topic);
+        fprintf(stderr, "%zu dead letters would be replayed to %s\n", r.selected - r.skipped,
+                cfg->topic);
         return status;
     }
     if (wr_replayer_close(r.replayer, &delivered, err, sizeof(err)) != 0) {
@@ -233,9 +270,13 @@ int wr_cli_dlt(const wr_config_t *cfg, int argc, char **argv, volatile sig_atomi
         return cmd_show(cfg, argv[1]);
     if (argc >= 1 && strcmp(argv[0], "replay") == 0)
         return cmd_replay(cfg, argc - 1, argv + 1, stop);
-    fprintf(stderr, "usage: voucher-writer dlt list\n"
-                    "       voucher-writer dlt show OFFSET\n"
-                    "       voucher-writer dlt replay [--from N --to N | --error-class C | --all]"
-                    " [--dry-run]\n");
+    fprintf(stderr,
+            "usage: voucher-writer dlt list\n"
+            "       voucher-writer dlt show [PARTITION:]OFFSET\n"
+            "       voucher-writer dlt replay [[--partition P] --from N --to N | --error-class C"
+            " | --all] [--dry-run]\n"
+            "  --from/--to are offsets of one partition of the dead-letter topic: --partition P\n"
+            "  says which, and is required when the topic has more than one (dlt list shows\n"
+            "  P:OFFSET for partitions other than 0).\n");
     return 2;
 }

@@ -14,7 +14,34 @@ static void set_time(char *buf, size_t cap, int64_t ms)
         buf[0] = '\0';
 }
 
-size_t wr_dlt_headers(const wr_dlt_info_t *info, wr_header_t out[WR_DLT_NHEADERS])
+const char *wr_dlt_form_name(wr_dlt_form_t form)
+{
+    switch (form) {
+    case WR_DLT_WHOLE:
+        return "whole";
+    case WR_DLT_TRUNCATED:
+        return "truncated";
+    case WR_DLT_REFERENCE:
+        return "reference";
+    case WR_DLT_LOST:
+        return "lost";
+    }
+    return "?";
+}
+
+size_t wr_dlt_form_keep(wr_dlt_form_t form, size_t len, int keep_key)
+{
+    size_t cap;
+
+    if (form == WR_DLT_WHOLE)
+        return len;
+    if (form == WR_DLT_LOST || (form == WR_DLT_REFERENCE && !keep_key))
+        return 0;
+    cap = keep_key ? WR_DLT_KEEP_KEY : WR_DLT_KEEP_VALUE;
+    return len < cap ? len : cap;
+}
+
+size_t wr_dlt_headers(const wr_dlt_info_t *info, wr_header_t out[WR_DLT_MAX_HEADERS])
 {
     size_t n = 0;
 
@@ -34,6 +61,10 @@ size_t wr_dlt_headers(const wr_dlt_info_t *info, wr_header_t out[WR_DLT_NHEADERS
     snprintf(out[n++].value, WR_HDR_VALUE_MAX, "%s", info->error_message);
     out[n].name = WR_HDR_FAILED_AT;
     set_time(out[n++].value, WR_HDR_VALUE_MAX, info->failed_at_ms);
+    if (info->truncated_from >= 0) {
+        out[n].name = WR_HDR_TRUNCATED;
+        snprintf(out[n++].value, WR_HDR_VALUE_MAX, "%lld", (long long)info->truncated_from);
+    }
     return n;
 }
 
@@ -44,6 +75,7 @@ void wr_dlt_info_clear(wr_dlt_info_t *info)
     info->offset = -1;
     info->timestamp_ms = -1;
     info->failed_at_ms = -1;
+    info->truncated_from = -1;
 }
 
 static void copy_text(char *dst, size_t cap, const void *value, size_t len)
@@ -107,6 +139,13 @@ int wr_dlt_info_set(wr_dlt_info_t *info, const char *name, const void *value, si
         copy_text(info->error_message, sizeof(info->error_message), value, len);
     } else if (strcmp(name, WR_HDR_FAILED_AT) == 0) {
         return parse_time(value, len, &info->failed_at_ms);
+    } else if (strcmp(name, WR_HDR_TRUNCATED) == 0) {
+        /* Unreadable, it still says the copy is not whole: never replay it as is. */
+        if ((rc = parse_int(value, len, &v)) != 0 || v < 0) {
+            info->truncated_from = 0;
+            return VC_ERR_INVALID;
+        }
+        info->truncated_from = v;
     }
     return 0;
 }
@@ -130,6 +169,7 @@ int wr_dlt_filter_parse(int argc, char **argv, wr_dlt_filter_t *f, char *err, si
 {
     memset(f, 0, sizeof(*f));
     f->from = f->to = -1;
+    f->partition = -1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         int64_t *target = NULL;
@@ -140,6 +180,19 @@ int wr_dlt_filter_parse(int argc, char **argv, wr_dlt_filter_t *f, char *err, si
         }
         if (strcmp(a, "--dry-run") == 0) {
             f->dry_run = 1;
+            continue;
+        }
+        if (strcmp(a, "--partition") == 0) {
+            int64_t p;
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "--partition needs a value");
+                return VC_ERR_INVALID;
+            }
+            if (parse_offset_arg(argv[++i], &p) != 0 || p > INT32_MAX) {
+                snprintf(err, errlen, "--partition needs a partition number, got \"%s\"", argv[i]);
+                return VC_ERR_INVALID;
+            }
+            f->partition = (int32_t)p;
             continue;
         }
         if (strcmp(a, "--from") == 0)
@@ -178,16 +231,46 @@ int wr_dlt_filter_parse(int argc, char **argv, wr_dlt_filter_t *f, char *err, si
         return VC_ERR_INVALID;
     }
     if (!f->all && f->from < 0 && f->to < 0 && !f->error_class) {
-        snprintf(err, errlen, "say what to replay: --from N --to N, --error-class C, or --all");
+        snprintf(err, errlen, "say what to replay: [--partition P] --from N --to N, "
+                              "--error-class C, or --all");
+        return VC_ERR_INVALID;
+    }
+    if (f->partition >= 0 && f->from < 0 && f->to < 0) {
+        snprintf(err, errlen, "--partition goes with --from/--to: it says which partition's "
+                              "offsets they are");
         return VC_ERR_INVALID;
     }
     return 0;
 }
 
-int wr_dlt_filter_match(const wr_dlt_filter_t *f, int64_t offset, const char *error_class)
+int wr_dlt_filter_resolve(wr_dlt_filter_t *f, int npartitions, char *err, size_t errlen)
+{
+    if (f->from < 0 && f->to < 0)
+        return 0;
+    if (f->partition >= npartitions) {
+        snprintf(err, errlen, "--partition %d: the dead-letter topic has %d partition%s (0..%d)",
+                 (int)f->partition, npartitions, npartitions == 1 ? "" : "s", npartitions - 1);
+        return VC_ERR_INVALID;
+    }
+    if (f->partition < 0 && npartitions > 1) {
+        snprintf(err, errlen,
+                 "the dead-letter topic has %d partitions and offsets count in each: "
+                 "say which with --partition P (dlt list shows P:OFFSET)",
+                 npartitions);
+        return VC_ERR_INVALID;
+    }
+    if (f->partition < 0)
+        f->partition = 0;
+    return 0;
+}
+
+int wr_dlt_filter_match(const wr_dlt_filter_t *f, int32_t partition, int64_t offset,
+                        const char *error_class)
 {
     if (f->all)
         return 1;
+    if ((f->from >= 0 || f->to >= 0) && f->partition >= 0 && partition != f->partition)
+        return 0;
     if (f->from >= 0 && offset < f->from)
         return 0;
     if (f->to >= 0 && offset > f->to)

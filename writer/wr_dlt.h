@@ -26,11 +26,44 @@
 #define WR_HDR_CLASS "dlt-error-class"
 #define WR_HDR_MESSAGE "dlt-error-message"
 #define WR_HDR_FAILED_AT "dlt-failed-at" /* RFC 3339 */
+/*
+ * Only on a dead letter that could not be stored whole (wr_dlt_form_t): the
+ * original value's size in bytes. Its topic, partition and offset headers
+ * then say where the whole original is, while the main topic keeps it.
+ */
+#define WR_HDR_TRUNCATED "dlt-truncated"
 /* Set on events `voucher-writer dlt replay` puts back on the main topic. */
 #define WR_HDR_REPLAYED_FROM "dlt-replayed-from" /* "voucher-events.dlt/PARTITION/OFFSET" */
 
-#define WR_DLT_NHEADERS 8
+#define WR_DLT_NHEADERS 8     /* on every dead letter */
+#define WR_DLT_MAX_HEADERS 9  /* with dlt-truncated */
 #define WR_HDR_VALUE_MAX 320
+
+/*
+ * How much of the original a dead letter holds. The writer tries each form
+ * in turn while the broker refuses the message itself (too large, invalid
+ * record), so that one event the dead-letter topic cannot take never stops
+ * the writer: a bad message near the size limit of the main topic becomes
+ * too large once the headers are added.
+ */
+typedef enum {
+    WR_DLT_WHOLE = 0,  /* key and value byte for byte */
+    WR_DLT_TRUNCATED,  /* key cut to WR_DLT_KEEP_KEY, value to WR_DLT_KEEP_VALUE bytes */
+    WR_DLT_REFERENCE,  /* key cut as above, value empty: the headers point at the original */
+    WR_DLT_LOST        /* even the reference was refused: only the writer's log has it */
+} wr_dlt_form_t;
+
+#define WR_DLT_KEEP_KEY 256
+#define WR_DLT_KEEP_VALUE 4096
+
+/* The form's name, for logs: "whole", "truncated", "reference", "lost". */
+const char *wr_dlt_form_name(wr_dlt_form_t form);
+
+/*
+ * How many bytes of an original of len bytes the form keeps (the key with
+ * keep_key = 1, the value otherwise).
+ */
+size_t wr_dlt_form_keep(wr_dlt_form_t form, size_t len, int keep_key);
 
 /* Where a dead-lettered event came from and why it failed. */
 typedef struct {
@@ -42,6 +75,7 @@ typedef struct {
     char error_class[32];
     char error_message[WR_HDR_VALUE_MAX];
     int64_t failed_at_ms;
+    int64_t truncated_from; /* dlt-truncated: the original value's size; -1 when stored whole */
 } wr_dlt_info_t;
 
 typedef struct {
@@ -51,9 +85,10 @@ typedef struct {
 
 /*
  * Writes the WR_DLT_NHEADERS headers describing info into out, in a fixed
- * order. Long texts are cut to fit. Returns the number written.
+ * order, and dlt-truncated after them when info->truncated_from >= 0. Long
+ * texts are cut to fit. Returns the number written.
  */
-size_t wr_dlt_headers(const wr_dlt_info_t *info, wr_header_t out[WR_DLT_NHEADERS]);
+size_t wr_dlt_headers(const wr_dlt_info_t *info, wr_header_t out[WR_DLT_MAX_HEADERS]);
 
 /*
  * Fills one field of info from a header read back from the topic (value is
@@ -71,6 +106,7 @@ int wr_dlt_class_valid(const char *cls);
 typedef struct {
     int all;                 /* --all */
     int64_t from, to;        /* --from N --to N, inclusive; -1 when not given */
+    int32_t partition;       /* --partition P: the DLT partition --from/--to count in; -1 when not given */
     const char *error_class; /* --error-class C (borrowed from argv), or NULL */
     int dry_run;             /* --dry-run */
 } wr_dlt_filter_t;
@@ -78,13 +114,25 @@ typedef struct {
 /*
  * Parses the arguments of `dlt replay`. At least one of --all, --from/--to
  * or --error-class is required, so that nothing is replayed by accident;
- * --all goes with no other selector. Returns 0, or VC_ERR_INVALID with err
- * set.
+ * --all goes with no other selector; --partition only goes with --from or
+ * --to (an offset means nothing without its partition). Returns 0, or
+ * VC_ERR_INVALID with err set.
  */
 int wr_dlt_filter_parse(int argc, char **argv, wr_dlt_filter_t *f, char *err, size_t errlen);
 
-/* Whether the dead letter at offset with error_class is selected by f. */
-int wr_dlt_filter_match(const wr_dlt_filter_t *f, int64_t offset, const char *error_class);
+/*
+ * Checks f against the dead-letter topic, which has npartitions partitions:
+ * an offset range needs --partition when there are more than one (offsets
+ * of different partitions are unrelated, so a range alone would pick
+ * unrelated dead letters from each), and --partition must exist. Fills in
+ * partition 0 for a range on a one-partition topic. Returns 0, or
+ * VC_ERR_INVALID with err set.
+ */
+int wr_dlt_filter_resolve(wr_dlt_filter_t *f, int npartitions, char *err, size_t errlen);
+
+/* Whether the dead letter at partition/offset with error_class is selected by f. */
+int wr_dlt_filter_match(const wr_dlt_filter_t *f, int32_t partition, int64_t offset,
+                        const char *error_class);
 
 /*
  * Writes a short age for ms milliseconds ("42s", "17m", "5h", "3d"; "-" when

@@ -65,22 +65,66 @@ static const char *const scanner_keys[] = {"bootstrap.servers",  "metadata.broke
 #define SCANNER "the dlt tools' reader"
 #define REPLAYER "the dlt replayer"
 
+/* What became of one dead letter of the current wr_kafka_dead_letter() call. */
+typedef enum {
+    SLOT_SEND = 0,  /* to be produced in this round, in the message's dlt_form */
+    SLOT_IN_FLIGHT, /* produced, no delivery report yet */
+    SLOT_DONE,    /* acknowledged, or given up (WR_DLT_LOST) */
+    SLOT_REFUSED, /* the broker or librdkafka refused this message itself: try a smaller form */
+    SLOT_FAILED   /* anything else (broker away, no such topic, not authorized): retry later */
+} wr_slot_state_t;
+
+typedef struct {
+    wr_slot_state_t state;
+    rd_kafka_resp_err_t err;
+} wr_slot_t;
+
 struct wr_kafka {
     rd_kafka_t *consumer;
     rd_kafka_t *producer;
     wr_kafka_conf_t conf;
     int paused;
     /*
-     * Delivery reports of the current wr_kafka_dead_letter() call, which is
-     * number dlt_call; each message carries its call's number as its opaque.
-     * A report that comes after its call gave up waiting (a broker away for
-     * longer than WR_DLT_FLUSH_MS) belongs to an earlier call and is not
-     * counted for this one.
+     * The dead letters of the current round of a wr_kafka_dead_letter()
+     * call, which is round number dlt_call; each message carries its round
+     * and its index in slots as its opaque (dlt_opaque). A report that comes
+     * after its round gave up waiting (a broker away for longer than
+     * WR_DLT_FLUSH_MS) belongs to an earlier round and is ignored.
      */
-    size_t delivered, failed;
-    uintptr_t dlt_call;
-    char delivery_error[128];
+    wr_slot_t *slots;
+    size_t nslots;
+    uint32_t dlt_call;
+    /*
+     * Per partition of the consumed topic (indexed by partition number), the
+     * offset of the first event not yet applied: what the last
+     * wr_kafka_store() stored, or before any store since the partition was
+     * assigned, the first offset fetched. -1 when unknown. The lag counts
+     * from here, not from the fetch position, which runs ahead of what is
+     * applied by two batches, and all the way while a batch is retried.
+     */
+    int64_t *applied;
+    size_t napplied;
 };
+
+_Static_assert(sizeof(uintptr_t) >= 8, "dlt_opaque packs the round and the index in a pointer");
+
+static void *dlt_opaque(uint32_t call, size_t index)
+{
+    return (void *)(((uintptr_t)call << 32) | (uintptr_t)(uint32_t)index);
+}
+
+/*
+ * Whether the broker (or librdkafka, before sending) refused this message
+ * for what it is, so that sending it again can never succeed: too large for
+ * the topic or the producer, or an invalid record. Everything else (a broker
+ * away, an unknown topic, no authorization, a timeout) is about the cluster,
+ * and is retried until an operator mends it.
+ */
+static int message_refused(rd_kafka_resp_err_t e)
+{
+    return e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE || e == RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE ||
+           e == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE || e == RD_KAFKA_RESP_ERR_INVALID_RECORD;
+}
 
 static vc_log_level_t syslog_level(int level)
 {
@@ -110,15 +154,37 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
 {
     wr_kafka_t *k = opaque;
+    uintptr_t packed = (uintptr_t)rkm->_private;
+    size_t index = (size_t)(uint32_t)packed;
+    wr_slot_t *slot;
+
     (void)rk;
-    if ((uintptr_t)rkm->_private != k->dlt_call)
+    if ((uint32_t)(packed >> 32) != k->dlt_call || index >= k->nslots)
         return;
-    if (rkm->err) {
-        k->failed++;
-        snprintf(k->delivery_error, sizeof(k->delivery_error), "%s", rd_kafka_err2str(rkm->err));
-    } else {
-        k->delivered++;
+    slot = &k->slots[index];
+    slot->err = rkm->err;
+    slot->state = !rkm->err                  ? SLOT_DONE
+                  : message_refused(rkm->err) ? SLOT_REFUSED
+                                              : SLOT_FAILED;
+}
+
+/* The lag's starting point of partition p: grows the table as needed. */
+static void set_applied(wr_kafka_t *k, int32_t p, int64_t next_offset, int only_if_unknown)
+{
+    if (p < 0)
+        return;
+    if ((size_t)p >= k->napplied) {
+        size_t n = (size_t)p + 16;
+        int64_t *grown = realloc(k->applied, n * sizeof(*grown));
+        if (!grown)
+            return; /* the lag of p stays unknown */
+        for (size_t i = k->napplied; i < n; i++)
+            grown[i] = -1;
+        k->applied = grown;
+        k->napplied = n;
     }
+    if (!only_if_unknown || k->applied[p] < 0)
+        k->applied[p] = next_offset;
 }
 
 /* Pauses or resumes parts; logs a failure. */
@@ -146,6 +212,10 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d", i ? "," : "",
                                  (int)parts->elems[i].partition);
 
+    /* Whatever was known of these partitions is stale now. */
+    for (int i = 0; i < parts->cnt; i++)
+        if ((size_t)parts->elems[i].partition < k->napplied)
+            k->applied[parts->elems[i].partition] = -1;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         vc_info("assigned partitions [%s]", list);
         if (cooperative)
@@ -248,6 +318,7 @@ static int open_producer(wr_kafka_t *k, char *err, size_t errlen)
 
     if ((rc = vc_kafka_set(conf, "bootstrap.servers", k->conf.brokers, err, errlen)) ||
         (rc = vc_kafka_set(conf, "client.id", "voucher-writer-dlt", err, errlen)) ||
+        (rc = vc_kafka_set_partitioner(conf, err, errlen)) ||
         (rc = vc_kafka_set(conf, "enable.idempotence", "true", err, errlen)) ||
         (rc = vc_kafka_set(conf, "linger.ms", "5", err, errlen)) ||
         (rc = vc_kafka_set(conf, "message.timeout.ms", "8000", err, errlen)) ||
@@ -323,6 +394,7 @@ int wr_kafka_poll(wr_kafka_t *k, int timeout_ms, wr_msg_t *m)
         rd_kafka_message_destroy(rkm);
         return 0;
     }
+    set_applied(k, rkm->partition, rkm->offset, 1);
     memset(m, 0, sizeof(*m));
     m->partition = rkm->partition;
     m->offset = rkm->offset;
@@ -346,9 +418,11 @@ int wr_kafka_store(wr_kafka_t *k, const wr_position_t *pos, size_t n)
     rd_kafka_resp_err_t e;
     int rc = 0;
 
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         rd_kafka_topic_partition_list_add(list, k->conf.topic, pos[i].partition)->offset =
             pos[i].next_offset;
+        set_applied(k, pos[i].partition, pos[i].next_offset, 0);
+    }
     e = rd_kafka_offsets_store(k->consumer, list);
     if (e) {
         vc_warn("storing offsets: %s", rd_kafka_err2str(e));
@@ -374,10 +448,16 @@ int wr_kafka_pause(wr_kafka_t *k, int pause)
     return 0;
 }
 
-static int produce_dead_letter(wr_kafka_t *k, const wr_msg_t *m, char *err, size_t errlen)
+/*
+ * Queues m for the dead-letter topic in the form m->dlt_form (WR_DLT_WHOLE,
+ * WR_DLT_TRUNCATED or WR_DLT_REFERENCE) as message index of the current
+ * round. Returns librdkafka's immediate answer.
+ */
+static rd_kafka_resp_err_t produce_dead_letter(wr_kafka_t *k, const wr_msg_t *m, size_t index)
 {
     wr_dlt_info_t info;
-    wr_header_t hdrs[WR_DLT_NHEADERS];
+    wr_header_t hdrs[WR_DLT_MAX_HEADERS];
+    wr_dlt_form_t form = (wr_dlt_form_t)m->dlt_form;
     rd_kafka_headers_t *h;
     rd_kafka_resp_err_t e;
     size_t nh;
@@ -392,44 +472,124 @@ static int produce_dead_letter(wr_kafka_t *k, const wr_msg_t *m, char *err, size
              m->dlt_class ? m->dlt_class : WR_DLT_REJECTED);
     snprintf(info.error_message, sizeof(info.error_message), "%s", m->error);
     info.failed_at_ms = vc_time_now_ms();
+    if (form != WR_DLT_WHOLE)
+        info.truncated_from = (int64_t)m->len;
     nh = wr_dlt_headers(&info, hdrs);
     h = rd_kafka_headers_new(nh);
     for (size_t i = 0; i < nh; i++)
         rd_kafka_header_add(h, hdrs[i].name, -1, hdrs[i].value, -1);
     e = rd_kafka_producev(
-        k->producer, RD_KAFKA_V_TOPIC(k->conf.dlt_topic), RD_KAFKA_V_KEY(m->key, m->key_len),
-        RD_KAFKA_V_VALUE((void *)m->payload, m->len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE((void *)k->dlt_call), RD_KAFKA_V_END);
-    if (e) {
+        k->producer, RD_KAFKA_V_TOPIC(k->conf.dlt_topic),
+        RD_KAFKA_V_KEY(m->key, wr_dlt_form_keep(form, m->key_len, 1)),
+        RD_KAFKA_V_VALUE((void *)m->payload, wr_dlt_form_keep(form, m->len, 0)),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
+        RD_KAFKA_V_OPAQUE(dlt_opaque(k->dlt_call, index)), RD_KAFKA_V_END);
+    if (e)
         rd_kafka_headers_destroy(h); /* producev took it only on success */
-        snprintf(err, errlen, "producing to %s: %s", k->conf.dlt_topic, rd_kafka_err2str(e));
+    return e;
+}
+
+/*
+ * After librdkafka's idempotent producer raised a fatal error (it can no
+ * longer guarantee order or exactly-once), only a new producer can send.
+ * The old one stays when no new one can be made (its produce calls then fail
+ * as transient errors, and the next call tries again). Returns 0 or
+ * VC_ERR_UNAVAILABLE.
+ */
+static int renew_producer(wr_kafka_t *k, const char *reason, char *err, size_t errlen)
+{
+    rd_kafka_t *old = k->producer;
+
+    vc_error("the dead-letter producer failed for good (%s): making a new one", reason);
+    k->producer = NULL;
+    if (open_producer(k, err, errlen) != 0) {
+        k->producer = old;
         return VC_ERR_UNAVAILABLE;
     }
+    rd_kafka_destroy(old);
     return 0;
 }
 
 int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *err, size_t errlen)
 {
-    size_t produced = 0;
-    int rc = 0;
+    char reason[256], why[256];
+    size_t failed = 0;
+    int again = 1;
 
-    k->delivered = k->failed = 0;
-    k->dlt_call++;
-    for (size_t i = 0; i < n; i++) {
-        if ((rc = produce_dead_letter(k, msgs[i], err, errlen)) != 0)
+    if (n > k->nslots) {
+        wr_slot_t *grown = realloc(k->slots, n * sizeof(*grown));
+        if (!grown) {
+            snprintf(err, errlen, "out of memory");
+            return VC_ERR_UNAVAILABLE;
+        }
+        k->slots = grown;
+        k->nslots = n;
+    }
+    for (size_t i = 0; i < n; i++)
+        k->slots[i] = (wr_slot_t){msgs[i]->dlt_form == WR_DLT_LOST ? SLOT_DONE : SLOT_SEND, 0};
+    /*
+     * Round after round, each message the topic refused for what it is steps
+     * down one form (whole, truncated, reference) and goes again; its form
+     * stays with the queued message, so a retry of the batch starts there. A
+     * message refused even as a reference is given up (WR_DLT_LOST): the log
+     * then holds its only trace. At most three rounds.
+     */
+    while (again) {
+        size_t sent = 0;
+
+        again = 0;
+        k->dlt_call++;
+        for (size_t i = 0; i < n; i++) {
+            wr_slot_t *slot = &k->slots[i];
+            rd_kafka_resp_err_t e;
+
+            if (slot->state != SLOT_SEND)
+                continue;
+            for (;;) {
+                e = produce_dead_letter(k, msgs[i], i);
+                if (e == RD_KAFKA_RESP_ERR__FATAL &&
+                    rd_kafka_fatal_error(k->producer, reason, sizeof(reason)) &&
+                    renew_producer(k, reason, why, sizeof(why)) == 0)
+                    e = produce_dead_letter(k, msgs[i], i);
+                if (!e || !message_refused(e) || msgs[i]->dlt_form >= WR_DLT_REFERENCE)
+                    break;
+                msgs[i]->dlt_form++; /* librdkafka refused it before sending: smaller at once */
+            }
+            if (!e) {
+                *slot = (wr_slot_t){SLOT_IN_FLIGHT, 0};
+                sent++;
+            } else if (message_refused(e)) {
+                msgs[i]->dlt_form = WR_DLT_LOST;
+                *slot = (wr_slot_t){SLOT_DONE, 0};
+            } else {
+                *slot = (wr_slot_t){SLOT_FAILED, e};
+            }
+        }
+        if (sent > 0)
+            rd_kafka_flush(k->producer, WR_DLT_FLUSH_MS);
+        for (size_t i = 0; i < n; i++) {
+            wr_slot_t *slot = &k->slots[i];
+            if (slot->state == SLOT_IN_FLIGHT) {
+                *slot = (wr_slot_t){SLOT_FAILED, RD_KAFKA_RESP_ERR__TIMED_OUT};
+            } else if (slot->state == SLOT_REFUSED) {
+                msgs[i]->dlt_form++;
+                slot->state = msgs[i]->dlt_form == WR_DLT_LOST ? SLOT_DONE : SLOT_SEND;
+                if (slot->state == SLOT_SEND)
+                    again = 1;
+            }
+            if (slot->state == SLOT_FAILED && failed++ == 0)
+                snprintf(reason, sizeof(reason), "%s", rd_kafka_err2str(slot->err));
+        }
+        if (failed > 0) {
+            snprintf(err, errlen, "%zu of %zu dead letters not acknowledged by %s: %s", failed,
+                     n, k->conf.dlt_topic, reason);
             break;
-        produced++;
+        }
     }
-    rd_kafka_flush(k->producer, WR_DLT_FLUSH_MS);
-    if (rc != 0)
-        return rc;
-    if (k->delivered != produced) {
-        snprintf(err, errlen, "%zu of %zu dead letters not acknowledged by %s: %s",
-                 produced - k->delivered, produced, k->conf.dlt_topic,
-                 k->failed ? k->delivery_error : "timed out");
-        return VC_ERR_UNAVAILABLE;
-    }
-    return 0;
+    if (rd_kafka_fatal_error(k->producer, reason, sizeof(reason)) &&
+        renew_producer(k, reason, why, sizeof(why)) != 0)
+        vc_error("a new dead-letter producer: %s", why); /* the next call tries again */
+    return failed > 0 ? VC_ERR_UNAVAILABLE : 0;
 }
 
 int wr_kafka_commit(wr_kafka_t *k)
@@ -450,17 +610,16 @@ int64_t wr_kafka_lag(wr_kafka_t *k)
 
     if (rd_kafka_assignment(k->consumer, &parts) != RD_KAFKA_RESP_ERR_NO_ERROR || !parts)
         return -1;
-    if (rd_kafka_position(k->consumer, parts) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        for (int i = 0; i < parts->cnt; i++) {
-            int64_t lo, hi, pos = parts->elems[i].offset;
-            /* Cached watermarks: no round trip to the broker. */
-            if (pos < 0 || rd_kafka_get_watermark_offsets(k->consumer, parts->elems[i].topic,
-                                                          parts->elems[i].partition, &lo,
-                                                          &hi) != RD_KAFKA_RESP_ERR_NO_ERROR)
-                continue;
-            if (hi > pos)
-                lag += hi - pos;
-        }
+    for (int i = 0; i < parts->cnt; i++) {
+        int32_t p = parts->elems[i].partition;
+        int64_t lo, hi, from = (size_t)p < k->napplied ? k->applied[p] : -1;
+        /* Cached watermarks: no round trip to the broker. */
+        if (from < 0 ||
+            rd_kafka_get_watermark_offsets(k->consumer, parts->elems[i].topic, p, &lo, &hi) !=
+                RD_KAFKA_RESP_ERR_NO_ERROR)
+            continue;
+        if (hi > from)
+            lag += hi - from;
     }
     rd_kafka_topic_partition_list_destroy(parts);
     return lag;
@@ -478,10 +637,31 @@ void wr_kafka_close(wr_kafka_t *k)
     rd_kafka_destroy(k->consumer);
     rd_kafka_flush(k->producer, WR_DLT_FLUSH_MS);
     rd_kafka_destroy(k->producer);
+    free(k->slots);
+    free(k->applied);
     free(k);
 }
 
 /* ---- dead-letter tools */
+
+/* What the replayer's delivery reports said. */
+typedef struct {
+    size_t delivered, failed;
+    char delivery_error[128];
+} wr_replay_counts_t;
+
+static void replay_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
+{
+    wr_replay_counts_t *c = opaque;
+
+    (void)rk;
+    if (rkm->err) {
+        c->failed++;
+        snprintf(c->delivery_error, sizeof(c->delivery_error), "%s", rd_kafka_err2str(rkm->err));
+    } else {
+        c->delivered++;
+    }
+}
 
 static rd_kafka_t *tool_handle(rd_kafka_type_t type, const char *brokers,
                                const vc_kafka_settings_t *extra, void *opaque, char *err,
@@ -499,6 +679,8 @@ static rd_kafka_t *tool_handle(rd_kafka_type_t type, const char *brokers,
           vc_kafka_set(conf, "enable.partition.eof", "true", err, errlen))) ||
         (type == RD_KAFKA_PRODUCER &&
          (vc_kafka_set(conf, "enable.idempotence", "true", err, errlen) ||
+          /* A replayed event must land where the gateway puts its voucher's events. */
+          vc_kafka_set_partitioner(conf, err, errlen) ||
           vc_kafka_set(conf, "message.timeout.ms", "15000", err, errlen))) ||
         (type == RD_KAFKA_CONSUMER
              ? vc_kafka_settings_apply(extra, conf, SCANNER, scanner_keys, err, errlen)
@@ -509,7 +691,7 @@ static rd_kafka_t *tool_handle(rd_kafka_type_t type, const char *brokers,
     rd_kafka_conf_set_opaque(conf, opaque);
     rd_kafka_conf_set_log_cb(conf, log_cb);
     if (type == RD_KAFKA_PRODUCER)
-        rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
+        rd_kafka_conf_set_dr_msg_cb(conf, replay_dr_cb);
     if (!(rk = rd_kafka_new(type, conf, err, errlen)))
         rd_kafka_conf_destroy(conf);
     return rk;
@@ -627,9 +809,38 @@ out:
     return rc;
 }
 
+int wr_kafka_topic_partitions(const char *brokers, const vc_kafka_settings_t *extra,
+                              const char *topic, int *npartitions, char *err, size_t errlen)
+{
+    const rd_kafka_metadata_t *md = NULL;
+    rd_kafka_topic_t *rkt;
+    rd_kafka_resp_err_t e;
+    rd_kafka_t *rk;
+    int rc = 0;
+
+    if (!(rk = tool_handle(RD_KAFKA_CONSUMER, brokers, extra, NULL, err, errlen)))
+        return VC_ERR_INVALID;
+    rkt = rd_kafka_topic_new(rk, topic, NULL);
+    if ((e = rd_kafka_metadata(rk, 0, rkt, &md, 10000)) != 0 || md->topic_cnt != 1 ||
+        md->topics[0].err) {
+        snprintf(err, errlen, "metadata of %s: %s", topic,
+                 rd_kafka_err2str(e               ? e
+                                  : md->topic_cnt ? md->topics[0].err
+                                                  : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
+        rc = VC_ERR_UNAVAILABLE;
+    } else {
+        *npartitions = md->topics[0].partition_cnt;
+    }
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
 struct wr_replayer {
     rd_kafka_t *rk;
-    wr_kafka_t counts; /* only delivered, failed and delivery_error are used */
+    wr_replay_counts_t counts;
     size_t sent;
 };
 

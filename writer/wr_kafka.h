@@ -80,8 +80,13 @@ int wr_kafka_pause(wr_kafka_t *k, int pause);
 /*
  * Produces msgs[0..n) to the dead-letter topic (same key and value, plus
  * the headers of wr_dlt.h built from each message's dlt_class and error)
- * and waits until each is acknowledged. Returns 0, or VC_ERR_UNAVAILABLE
- * with err set when any was not: produce them all again later.
+ * and waits until each is acknowledged. A message the topic refuses for
+ * what it is (too large, an invalid record) is sent again truncated, then
+ * as a reference (wr_dlt_form_t); each message's dlt_form says what was
+ * stored in the end, WR_DLT_LOST when not even the reference was taken.
+ * Returns 0, or VC_ERR_UNAVAILABLE with err set when any was not
+ * acknowledged for another reason (the topic or the cluster, not the
+ * message): produce them all again later, from the forms reached.
  */
 int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *err, size_t errlen);
 
@@ -89,7 +94,8 @@ int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *e
 int wr_kafka_commit(wr_kafka_t *k);
 
 /*
- * Events in the assigned partitions after this consumer's position (from the
+ * Events in the assigned partitions not yet applied: after the offsets
+ * last stored, or before any store, from the first event fetched (from the
  * cached high watermarks: no broker round trip), or -1 when unknown.
  */
 int64_t wr_kafka_lag(wr_kafka_t *k);
@@ -130,11 +136,20 @@ typedef int (*wr_dlt_record_cb)(void *ctx, const wr_dlt_record_t *rec);
 int wr_kafka_dlt_scan(const char *brokers, const vc_kafka_settings_t *extra, const char *topic,
                       wr_dlt_record_cb cb, void *ctx, char *err, size_t errlen);
 
+/*
+ * Sets *npartitions to the partition count of topic. extra as for
+ * wr_kafka_dlt_scan(). Returns 0, VC_ERR_INVALID when the reader cannot be
+ * made, or VC_ERR_UNAVAILABLE with err set.
+ */
+int wr_kafka_topic_partitions(const char *brokers, const vc_kafka_settings_t *extra,
+                              const char *topic, int *npartitions, char *err, size_t errlen);
+
 typedef struct wr_replayer wr_replayer_t;
 
 /*
  * A producer for replays, with extra (borrowed during the call; NULL for
- * none) applied. Returns 0 or VC_ERR_INVALID; caller owns *out.
+ * none) applied, and the gateway's partitioner (VC_KAFKA_PARTITIONER), so
+ * that a replayed event joins its voucher's partition. Returns 0 or VC_ERR_INVALID; caller owns *out.
  */
 int wr_replayer_open(wr_replayer_t **out, const char *brokers, const vc_kafka_settings_t *extra,
                      char *err, size_t errlen);

@@ -149,6 +149,8 @@ static int check_schema(PGconn *conn, char *err, size_t errlen)
     return rc;
 }
 
+static int exec_cmd(wr_pg_t *pg, const char *sql, char *err, size_t errlen);
+
 /* Connects (again) when there is no healthy connection. */
 static int ensure_conn(wr_pg_t *pg, char *err, size_t errlen)
 {
@@ -163,7 +165,15 @@ static int ensure_conn(wr_pg_t *pg, char *err, size_t errlen)
     pg->conn = vc_pg_connect(pg->dsn, "voucher-writer", err, errlen);
     if (!pg->conn)
         return VC_ERR_UNAVAILABLE;
-    if ((rc = check_schema(pg->conn, err, errlen)) != 0)
+    /*
+     * The per-customer check of deploy/sql/005 locks the voucher rows and
+     * then counts with a fresh snapshot: right under READ COMMITTED only.
+     * Whatever the server, the role or PGOPTIONS make the default, the
+     * writer's transactions run READ COMMITTED (007 refuses REPEATABLE READ).
+     */
+    if ((rc = exec_cmd(pg, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                       err, errlen)) != 0 ||
+        (rc = check_schema(pg->conn, err, errlen)) != 0)
         goto fail;
     res = PQprepare(pg->conn, "wr_apply", apply_sql, WR_PG_NPARAMS, NULL);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {

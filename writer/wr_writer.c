@@ -1,5 +1,6 @@
 #include "wr_writer.h"
 #include "wr_batch.h"
+#include "wr_dlt.h"
 #include "wr_kafka.h"
 #include "wr_pg.h"
 #include "wr_state.h"
@@ -67,7 +68,7 @@ static void metrics_init(wr_metrics_t *m)
     m->batch_events = vc_gauge("voucher_writer_batch_events", "Events in the last committed batch",
                                NULL);
     m->lag = vc_gauge("voucher_writer_consumer_lag_events",
-                      "Events in this writer's partitions after its position", NULL);
+                      "Events in this writer's partitions not yet applied (after its stored offsets)", NULL);
     m->batch_seconds = vc_histogram("voucher_writer_batch_seconds",
                                     "Time to apply a batch, dead letters included", NULL);
 }
@@ -158,13 +159,21 @@ static void log_dead_letter(const wr_msg_t *m)
         {"partition", partition},
         {"offset", offset},
         {"errorClass", m->dlt_class ? m->dlt_class : ""},
+        {"stored", wr_dlt_form_name((wr_dlt_form_t)m->dlt_form)},
     };
 
     snprintf(key, sizeof(key), "%.*s", m->key && m->key_len <= VC_CODE_MAX ? (int)m->key_len : 0,
              m->key ? (const char *)m->key : "");
     snprintf(partition, sizeof(partition), "%d", (int)m->partition);
     snprintf(offset, sizeof(offset), "%lld", (long long)m->offset);
-    VC_LOG_F(VC_LOG_WARN, fields, "event dead-lettered: %s", m->error);
+    if (m->dlt_form == WR_DLT_LOST)
+        /* The dead-letter topic refused even a reference: this line is all that is left. */
+        VC_LOG_F(VC_LOG_ERROR, fields,
+                 "event not dead-lettered: the dead-letter topic refused even a reference to it; "
+                 "the original stays in its partition at that offset until retention: %s",
+                 m->error);
+    else
+        VC_LOG_F(VC_LOG_WARN, fields, "event dead-lettered: %s", m->error);
 }
 
 /* Points w->sql at the decoded messages among the first n queued; returns how many. */

@@ -14,8 +14,14 @@
 -- a count that misses the other's rows: the trigger first locks the voucher
 -- rows concerned (FOR NO KEY UPDATE, as the writer's own used_count update
 -- does), so the second waits for the first to end, and its count, a new
--- statement under READ COMMITTED, sees the first's rows. Under REPEATABLE
--- READ the lock fails with serialization_failure instead, which is retried.
+-- statement under READ COMMITTED, sees the first's rows. That holds under
+-- READ COMMITTED only. Under REPEATABLE READ the lock fails with
+-- serialization_failure only when the first transaction updated the voucher
+-- row (the writer's used_count); when it only locked it (a redemption
+-- inserted by hand), the lock is granted and the count, from the
+-- transaction's first snapshot, misses the first's rows: the check is
+-- bypassed. 007_per_customer_per_event.sql makes this function refuse to
+-- run under REPEATABLE READ, and the writer sets READ COMMITTED itself.
 
 CREATE OR REPLACE FUNCTION voucher_redemption_per_user_check()
 RETURNS trigger

@@ -7,9 +7,14 @@
 # voucher's per-customer limit is refused by PostgreSQL, dead-lettered, and
 # applies on replay once a use was given back; with PostgreSQL stopped for 10 s it
 # waits (not ready), dead-letters nothing and then applies everything once.
+# Also: a poison event too large for the dead-letter topic once its headers are
+# added is stored truncated and stops nothing; a replayed event lands in the
+# partition the gateway uses for its voucher; a replay range needs --partition
+# on a dead-letter topic of several partitions; under a REPEATABLE READ default
+# the per-customer limit still holds; the lag gauge counts what is not applied.
 # Stops and starts the stack's PostgreSQL: run it on a private stack (tests/run).
 source "$(dirname "$0")/lib.sh"
-plan 55
+plan 76
 
 stack=$VOUCHER_SOURCE_DIR/deploy/stack
 pg_back() { "$stack" up postgres >>"$scratch/pg-up.log" 2>&1; }
@@ -17,7 +22,10 @@ pg_back() { "$stack" up postgres >>"$scratch/pg-up.log" 2>&1; }
 trap 'pg_back; finish' EXIT
 
 admin=127.0.0.1:$((VOUCHER_PORT_BASE + 11))
-writer_args=(--session-timeout 6s --backoff-max 1s --admin-addr "$admin")
+# The producer's own size limit above the broker's (1048588 bytes), so that the
+# broker, not librdkafka, refuses an oversized dead letter (as in production
+# with a larger message.max.bytes).
+writer_args=(--session-timeout 6s --backoff-max 1s --admin-addr "$admin" --kafka message.max.bytes=1100000)
 dlt=voucher-events.dlt
 noop_metric='voucher_writer_events_total{outcome="noop"}'
 now=$(date -u +%Y-%m-%dT%H:%M:%S.000Z)
@@ -287,6 +295,109 @@ is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_
   "the replayed second use applied"
 is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'")" 2 "used_count 2: customer 5 holds one use again, customer 6 one"
 
+# --- A malformed event so large that its dead-letter copy (the original plus
+# eight headers) is over the broker's limit, followed by a good event of the
+# same voucher: stored truncated, and the partition goes on.
+code=$(unique_code OVERSIZE)
+new_voucher "$code" 10 >/dev/null
+retries_before=$(metric "$admin" voucher_writer_retries_total)
+python3 -c '
+import sys
+sys.stdout.write("%s\t{\"type\":\"VoucherReserved\",\"code\":\"%s\",\"junk\":\"%s\"}\n" % (sys.argv[1], sys.argv[1], "x" * 1048300))
+' "$code" >"$scratch/oversize.tsv"
+big_len=$(($(cut -f2- "$scratch/oversize.tsv" | wc -c) - 1))
+{ cat "$scratch/oversize.tsv"; ev_reserved "$code" 1 "$code-o1"; } |
+  kcat -P -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -K $'\t' -X message.max.bytes=1100000
+ok $? "kcat published a $big_len-byte malformed event (the broker takes up to 1048588) and a good one after it"
+is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ') FROM voucher_redemption WHERE voucher_code = '$code'" \
+  "$code-o1=RESERVED" 30)" "$code-o1=RESERVED" "the good event behind the oversized one applied"
+is "$(wait_for 1 20 count_dlt "$code")" 1 "the oversized event is in $dlt"
+big_off=$(dlt_entries "$code" | cut -f1)
+kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t "$dlt" -p 0 -o "$big_off" -c 1 -e -q -f '%S %h\n' 2>/dev/null >"$scratch/big-dl.txt"
+is "$(grep -o '^[0-9]*' "$scratch/big-dl.txt") $(grep -o 'dlt-truncated=[0-9]*' "$scratch/big-dl.txt")" \
+  "4096 dlt-truncated=$big_len" "stored truncated: its first 4096 bytes, and dlt-truncated names the original's size"
+is "$(grep -o 'dlt-original-offset=[0-9]*' "$scratch/big-dl.txt" | cut -d= -f2)" \
+  "$(kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%k %S %o\n' 2>/dev/null | awk -v k="$code" '$1 == k && $2 > 1000000 { print $3 }')" \
+  "its dlt-original-offset points at the whole original in voucher-events"
+is "$(metric "$admin" voucher_writer_retries_total)" "$retries_before" "no batch was retried for it"
+"$bin_writer" dlt list 2>/dev/null | awk -v o="$big_off" '$1 == o' | grep -q '\[not whole\]'
+ok $? "dlt list marks it [not whole]"
+"$bin_writer" dlt replay --from "$big_off" --to "$big_off" >"$scratch/replay-big.txt" 2>&1
+rc=$?
+ok "$([ "$rc" = 1 ] && grep -q "not replaying $dlt/0/$big_off" "$scratch/replay-big.txt"; echo $?)" \
+  "dlt replay refuses to replay a part of it (exit $rc): $(head -1 "$scratch/replay-big.txt" | cut -c1-120)"
+
+# --- A replayed event lands in the partition the gateway puts its voucher's
+# events in (murmur2_random), not where kcat's or librdkafka's default would.
+VOUCHER_GATEWAY_THREADS=1 start_gateway
+pcodes=()
+for i in 1 2 3 4 5 6 7 8; do
+  pcodes+=("$(unique_code PART$i)")
+  new_voucher "${pcodes[-1]}" 10 1 >/dev/null
+  http POST "/vouchers/${pcodes[-1]}/reservations" '{"customerId":1,"orderId":"'"${pcodes[-1]}"'-o1","orderAmount":1000}'
+  [ "$status" = 201 ] || diag "reservation for ${pcodes[-1]}: $status $body"
+done
+re=$(IFS='|'; echo "${pcodes[*]}")
+is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = ANY (string_to_array('$re', '|'))" 8 30)" 8 \
+  "the gateway's 8 reservations applied"
+# A second use of customer 1 on each voucher, published by kcat: dead-lettered.
+for c in "${pcodes[@]}"; do ev_reserved "$c" 1 "$c-o2"; done | produce
+is "$(wait_for 8 30 count_dlt "$re")" 8 "the 8 second uses are dead-lettered"
+read -r first last < <(dlt_entries "$re" | cut -f1 | sort -n | awk 'NR == 1 { f = $1 } { l = $1 } END { print f, l }')
+"$bin_writer" dlt replay --from "$first" --to "$last" >"$scratch/replay-part.txt" 2>&1
+ok $? "dlt replay of the 8 exits 0"
+kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%p\t%k\t%h\t%s\n' 2>/dev/null |
+  awk -F'\t' -v re="^($re)\$" '$2 ~ re' >"$scratch/parts.txt"
+# KEY GATEWAY-PARTITION KCAT-PARTITION REPLAY-PARTITION per code: the gateway
+# published order -o1, kcat -o2, and the replay -o2 with dlt-replayed-from.
+awk -F'\t' '$3 ~ /dlt-replayed-from/ { replay[$2] = $1; next }
+     $4 ~ /-o1"/ { gw[$2] = $1; next }
+     $4 ~ /-o2"/ { kc[$2] = $1 }
+     END { for (k in gw) print k, gw[k], kc[k], replay[k] }' "$scratch/parts.txt" >"$scratch/part-table.txt"
+is "$(awk '$4 != $2' "$scratch/part-table.txt")" "" "each replayed event is in the partition of the gateway's event for its code"
+is "$(wc -l <"$scratch/part-table.txt")" 8 "8 codes compared"
+diag "kcat's default partitioner put $(awk '$3 != $2' "$scratch/part-table.txt" | wc -l) of the 8 elsewhere"
+
+# --- On a dead-letter topic of several partitions a range needs --partition
+# (voucher-events, 12 partitions, stands in for one: --dry-run publishes nothing).
+"$bin_writer" --dlt-topic voucher-events dlt replay --from 0 --to 0 --dry-run >"$scratch/multi.txt" 2>&1
+rc=$?
+ok "$([ "$rc" = 2 ] && grep -q -- "--partition" "$scratch/multi.txt"; echo $?)" \
+  "a range on a 12-partition DLT without --partition is refused (exit $rc): $(head -1 "$scratch/multi.txt" | cut -c1-120)"
+"$bin_writer" --dlt-topic voucher-events dlt replay --partition 3 --from 0 --to 0 --dry-run >"$scratch/multi.txt" 2>&1
+is "$? $(grep -c '^would replay' "$scratch/multi.txt") $(grep '^would replay' "$scratch/multi.txt" | cut -d' ' -f3)" "0 1 3:0" \
+  "with --partition 3 it selects offset 0 of partition 3 alone"
+
+# --- The per-customer limit under a REPEATABLE READ default (the server's or
+# the role's, here PGOPTIONS): another transaction adds a use for customer 7
+# by hand while the writer waits for the voucher's row lock, then commits; the
+# writer's use for customer 7 must then be refused, not counted on an old
+# snapshot.
+daemon_stop "$test_name-writer"
+PGOPTIONS='-c default_transaction_isolation=repeatable\ read' start_writer "${writer_args[@]}"
+code=$(unique_code RRLIMIT)
+new_voucher "$code" 10 1 >/dev/null
+{
+  echo "BEGIN; INSERT INTO voucher_redemption (voucher_code, customer_id, order_id, status) VALUES ('$code', 7, '$code-byhand', 'RESERVED');"
+  for ((i = 0; i < 600; i++)); do [ -e "$scratch/rr-go" ] && break; sleep 0.05; done
+  echo "COMMIT;"
+} | PGAPPNAME=rr-holder psql -X -q -v ON_ERROR_STOP=1 "$VOUCHER_PG_DSN" >"$scratch/rr-holder.txt" 2>&1 &
+holder=$!
+is "$(wait_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rr-holder' AND state = 'idle in transaction'" 1 10)" 1 \
+  "a session added a use for customer 7 and holds its transaction open"
+ev_reserved "$code" 7 "$code-o1" | produce
+is "$(wait_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'voucher-writer' AND wait_event_type = 'Lock'" 1 30)" 1 \
+  "the writer's batch waits for the voucher's row lock"
+touch "$scratch/rr-go"
+wait "$holder"
+ok $? "the session committed its use"
+is "$(wait_for 1 30 count_dlt "$code")" 1 "the writer's use for customer 7 is dead-lettered"
+is "$(sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' AND customer_id = 7 AND status <> 'RELEASED'")" 1 \
+  "customer 7 holds one use, within per_user_limit 1"
+daemon_stop "$test_name-writer"
+start_writer "${writer_args[@]}"
+wait_http_ok "http://$admin/healthz" 30 || diag "the writer's admin endpoint did not answer"
+
 # --- PostgreSQL stopped for 10 s in the middle of a stream.
 codes=("$(unique_code PGDOWN1)" "$(unique_code PGDOWN2)")
 for c in "${codes[@]}"; do new_voucher "$c" 5000 >/dev/null; done
@@ -334,6 +445,8 @@ is "$got" 1 "without INSERT on voucher_redemption the batch fails and is retried
 is "$(sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'") $(dlt_high)" "0 $dlt_before" \
   "meanwhile: no row, and nothing dead-lettered (42501 is not the events' fault)"
 is "$(readyz)" 503 "/readyz: 503 while the batch waits"
+is "$(wait_for 3 10 metric "$admin" voucher_writer_consumer_lag_events)" 3 \
+  "the lag gauge counts the 3 events fetched but not applied"
 grep -q "42501" "$VOUCHER_STACK_DIR/logs/$test_name-writer.log"
 ok $? "the writer's log names the database's error (42501)"
 sql "GRANT INSERT ON voucher_redemption TO CURRENT_USER"

@@ -148,6 +148,36 @@ START_TEST(reserved_keys_are_refused_naming_key_and_owner)
 }
 END_TEST
 
+START_TEST(the_partitioner_is_set_in_one_place_and_never_overridden)
+{
+    vc_kafka_settings_t s = VC_KAFKA_SETTINGS_INIT;
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char err[512], value[64];
+    size_t len = sizeof(value);
+
+    ck_assert_int_eq(vc_kafka_set_partitioner(conf, err, sizeof(err)), 0);
+    ck_assert_int_eq(rd_kafka_conf_get(conf, "partitioner", value, &len), RD_KAFKA_CONF_OK);
+    ck_assert_str_eq(value, VC_KAFKA_PARTITIONER);
+    ck_assert_str_eq(VC_KAFKA_PARTITIONER, "murmur2_random"); /* the Java client's, and the gateway's */
+
+    /* Refused by every handle, even one whose own list does not name it. */
+    ck_assert_int_eq(vc_kafka_settings_add(&s, "partitioner=consistent_random", "option --kafka",
+                                           err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(vc_kafka_settings_apply(&s, conf, "the dlt replayer", NULL, err, sizeof(err)),
+                     VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "partitioner"));
+    ck_assert_ptr_nonnull(strstr(err, "murmur2_random"));
+    ck_assert_int_eq(vc_kafka_settings_check(&s, "the dlt replayer", NULL, err, sizeof(err)),
+                     VC_ERR_INVALID);
+    len = sizeof(value);
+    ck_assert_int_eq(rd_kafka_conf_get(conf, "partitioner", value, &len), RD_KAFKA_CONF_OK);
+    ck_assert_str_eq(value, VC_KAFKA_PARTITIONER);
+    rd_kafka_conf_destroy(conf);
+    vc_kafka_settings_free(&s);
+}
+END_TEST
+
 START_TEST(librdkafka_errors_are_passed_on)
 {
     vc_kafka_settings_t s = VC_KAFKA_SETTINGS_INIT;
@@ -211,6 +241,7 @@ static Suite *kafka_conf_suite(void)
     tcase_add_loop_test(tc, malformed_pairs_are_refused, 0,
                         sizeof(malformed) / sizeof(malformed[0]));
     tcase_add_test(tc, reserved_keys_are_refused_naming_key_and_owner);
+    tcase_add_test(tc, the_partitioner_is_set_in_one_place_and_never_overridden);
     tcase_add_test(tc, librdkafka_errors_are_passed_on);
     tcase_add_test(tc, valid_pairs_reach_the_conf);
     suite_add_tcase(s, tc);

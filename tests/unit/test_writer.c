@@ -349,7 +349,7 @@ END_TEST
 START_TEST(dlt_headers_round_trip)
 {
     wr_dlt_info_t in, out;
-    wr_header_t h[WR_DLT_NHEADERS];
+    wr_header_t h[WR_DLT_MAX_HEADERS];
     static const char *const names[] = {WR_HDR_TOPIC,     WR_HDR_PARTITION, WR_HDR_OFFSET,
                                         WR_HDR_TIMESTAMP, WR_HDR_GROUP,     WR_HDR_CLASS,
                                         WR_HDR_MESSAGE,   WR_HDR_FAILED_AT};
@@ -377,13 +377,53 @@ START_TEST(dlt_headers_round_trip)
         ck_assert_int_eq(wr_dlt_info_set(&out, h[i].name, h[i].value, strlen(h[i].value)), 0);
     ck_assert_int_eq(wr_dlt_info_set(&out, "x-unknown", "1", 1), 0);
     ck_assert_int_eq(memcmp(&in, &out, sizeof(in)), 0);
+    ck_assert_int_eq(out.truncated_from, -1); /* a whole copy has no dlt-truncated */
+}
+END_TEST
+
+START_TEST(dlt_headers_say_when_the_copy_is_not_whole)
+{
+    wr_dlt_info_t in, out;
+    wr_header_t h[WR_DLT_MAX_HEADERS];
+    size_t n;
+
+    wr_dlt_info_clear(&in);
+    in.truncated_from = 1048000;
+    n = wr_dlt_headers(&in, h);
+    ck_assert_uint_eq(n, WR_DLT_NHEADERS + 1);
+    ck_assert_str_eq(h[WR_DLT_NHEADERS].name, WR_HDR_TRUNCATED);
+    ck_assert_str_eq(h[WR_DLT_NHEADERS].value, "1048000");
+
+    wr_dlt_info_clear(&out);
+    ck_assert_int_eq(wr_dlt_info_set(&out, WR_HDR_TRUNCATED, "1048000", 7), 0);
+    ck_assert_int_eq(out.truncated_from, 1048000);
+    /* Unreadable, the header still marks the copy as not whole: never replayed. */
+    wr_dlt_info_clear(&out);
+    ck_assert_int_eq(wr_dlt_info_set(&out, WR_HDR_TRUNCATED, "lots", 4), VC_ERR_INVALID);
+    ck_assert_int_ge(out.truncated_from, 0);
+}
+END_TEST
+
+START_TEST(dlt_forms_keep_less_and_less)
+{
+    /* key, then value, for an original of 300-byte key and 1 MB value */
+    ck_assert_uint_eq(wr_dlt_form_keep(WR_DLT_WHOLE, 300, 1), 300);
+    ck_assert_uint_eq(wr_dlt_form_keep(WR_DLT_WHOLE, 1048000, 0), 1048000);
+    ck_assert_uint_eq(wr_dlt_form_keep(WR_DLT_TRUNCATED, 300, 1), WR_DLT_KEEP_KEY);
+    ck_assert_uint_eq(wr_dlt_form_keep(WR_DLT_TRUNCATED, 1048000, 0), WR_DLT_KEEP_VALUE);
+    ck_assert_uint_eq(wr_dlt_form_keep(WR_DLT_TRUNCATED, 12, 1), 12);
+    ck_assert_uint_eq(wr_dlt_form_keep(WR_DLT_REFERENCE, 12, 1), 12);
+    ck_assert_uint_eq(wr_dlt_form_keep(WR_DLT_REFERENCE, 1048000, 0), 0);
+    ck_assert_uint_eq(wr_dlt_form_keep(WR_DLT_LOST, 12, 1), 0);
+    ck_assert_str_eq(wr_dlt_form_name(WR_DLT_TRUNCATED), "truncated");
+    ck_assert_str_eq(wr_dlt_form_name(WR_DLT_LOST), "lost");
 }
 END_TEST
 
 START_TEST(dlt_headers_unknown_timestamp_and_long_message)
 {
     wr_dlt_info_t in, out;
-    wr_header_t h[WR_DLT_NHEADERS];
+    wr_header_t h[WR_DLT_MAX_HEADERS];
 
     wr_dlt_info_clear(&in);
     in.timestamp_ms = -1;
@@ -429,6 +469,12 @@ static const struct {
     {{"--all", "--from", "1", NULL}, 0},
     {{"--dry-run", NULL}, 0},
     {{"--bogus", NULL}, 0},
+    {{"--partition", "2", "--from", "3", NULL}, 1},
+    {{"--partition", "2", "--all", NULL}, 0},      /* a partition without offsets means nothing */
+    {{"--partition", "2", "--error-class", "constraint", NULL}, 0},
+    {{"--partition", "-1", "--from", "3", NULL}, 0},
+    {{"--partition", "x", "--from", "3", NULL}, 0},
+    {{"--from", "3", "--partition", NULL}, 0},
 };
 
 START_TEST(dlt_replay_arguments)
@@ -459,20 +505,50 @@ START_TEST(dlt_replay_selection)
     wr_dlt_filter_t f;
 
     ck_assert_int_eq(wr_dlt_filter_parse(4, range, &f, err, sizeof(err)), 0);
-    ck_assert(!wr_dlt_filter_match(&f, 2, "constraint"));
-    ck_assert(wr_dlt_filter_match(&f, 3, "malformed"));
-    ck_assert(wr_dlt_filter_match(&f, 5, "constraint"));
-    ck_assert(!wr_dlt_filter_match(&f, 6, "constraint"));
+    ck_assert_int_eq(wr_dlt_filter_resolve(&f, 1, err, sizeof(err)), 0);
+    ck_assert_int_eq(f.partition, 0);
+    ck_assert(!wr_dlt_filter_match(&f, 0, 2, "constraint"));
+    ck_assert(wr_dlt_filter_match(&f, 0, 3, "malformed"));
+    ck_assert(wr_dlt_filter_match(&f, 0, 5, "constraint"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 6, "constraint"));
 
     ck_assert_int_eq(wr_dlt_filter_parse(4, cls, &f, err, sizeof(err)), 0);
-    ck_assert(!wr_dlt_filter_match(&f, 3, "constraint"));
-    ck_assert(wr_dlt_filter_match(&f, 4, "constraint"));
-    ck_assert(!wr_dlt_filter_match(&f, 4, "malformed"));
-    ck_assert(!wr_dlt_filter_match(&f, 4, NULL));
+    ck_assert_int_eq(wr_dlt_filter_resolve(&f, 1, err, sizeof(err)), 0);
+    ck_assert(!wr_dlt_filter_match(&f, 0, 3, "constraint"));
+    ck_assert(wr_dlt_filter_match(&f, 0, 4, "constraint"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 4, "malformed"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 4, NULL));
 
     ck_assert_int_eq(wr_dlt_filter_parse(1, all, &f, err, sizeof(err)), 0);
-    ck_assert(wr_dlt_filter_match(&f, 0, ""));
+    ck_assert_int_eq(wr_dlt_filter_resolve(&f, 3, err, sizeof(err)), 0);
+    ck_assert(wr_dlt_filter_match(&f, 0, 0, ""));
+    ck_assert(wr_dlt_filter_match(&f, 2, 0, ""));
     ck_assert(!f.dry_run);
+}
+END_TEST
+
+START_TEST(dlt_replay_range_is_one_partitions)
+{
+    char *range[] = {"--from", "3", "--to", "5"};
+    char *in_two[] = {"--partition", "2", "--from", "3", "--to", "5"};
+    char err[256];
+    wr_dlt_filter_t f;
+
+    /* Offsets count in each partition: a bare range on several is refused. */
+    ck_assert_int_eq(wr_dlt_filter_parse(4, range, &f, err, sizeof(err)), 0);
+    ck_assert_int_eq(wr_dlt_filter_resolve(&f, 3, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "--partition"));
+
+    ck_assert_int_eq(wr_dlt_filter_parse(6, in_two, &f, err, sizeof(err)), 0);
+    ck_assert_int_eq(wr_dlt_filter_resolve(&f, 3, err, sizeof(err)), 0);
+    ck_assert(wr_dlt_filter_match(&f, 2, 4, "constraint"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 4, "constraint"));
+    ck_assert(!wr_dlt_filter_match(&f, 1, 4, "constraint"));
+
+    /* A partition the topic does not have. */
+    ck_assert_int_eq(wr_dlt_filter_parse(6, in_two, &f, err, sizeof(err)), 0);
+    ck_assert_int_eq(wr_dlt_filter_resolve(&f, 1, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "1 partition"));
 }
 END_TEST
 
@@ -514,10 +590,13 @@ static Suite *writer_suite(void)
     tc = tcase_create("dlt");
     tcase_add_test(tc, dlt_headers_round_trip);
     tcase_add_test(tc, dlt_headers_unknown_timestamp_and_long_message);
+    tcase_add_test(tc, dlt_headers_say_when_the_copy_is_not_whole);
+    tcase_add_test(tc, dlt_forms_keep_less_and_less);
     tcase_add_test(tc, dlt_classes);
     tcase_add_loop_test(tc, dlt_replay_arguments, 0,
                         (int)(sizeof(replay_args) / sizeof(replay_args[0])));
     tcase_add_test(tc, dlt_replay_selection);
+    tcase_add_test(tc, dlt_replay_range_is_one_partitions);
     tcase_add_test(tc, dlt_age);
     suite_add_tcase(s, tc);
     return s;

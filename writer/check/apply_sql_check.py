@@ -13,9 +13,17 @@
 4. The per-customer limit: a customer's uses beyond per_user_limit are refused
    by the database (check_violation, ck_per_user_uses) whichever path applies
    them, and a use given back makes room again.
+5. The three paths judge the per-customer limit alike, per event: batches
+   where what a customer holds after the whole batch is within the limit but
+   not after each event (a use taken before one given back) are refused by
+   the walk, and the fresh and set paths either decline or give the very
+   same result, never apply them (deploy/sql/007).
+6. Under REPEATABLE READ the per-customer trigger refuses to count (it would
+   read an old snapshot and let a second use through).
 
 Usage: VOUCHER_PG_DSN='host=... dbname=voucher user=voucher' apply_sql_check.py [SEED]
-It creates vouchers SQ*, DA*, DB*, PU* and deletes their redemptions first.
+It creates vouchers SQ*, DA*, DB*, PU* and deletes their redemptions first
+(the checks of 5 run in transactions that are rolled back).
 Exit status 0 when every check holds.
 """
 import itertools
@@ -201,6 +209,8 @@ def per_customer():
     def expect_refused(what, fn, evs):
         nonlocal ok
         out, err = apply(fn, evs)
+        if out == "" and fn in ("wr_apply_events_fresh", "wr_apply_events_set"):
+            return  # declined (deploy/sql/007): the walk judges it, and refuses it below
         if out is not None or "ck_per_user_uses" not in err and "per_user_limit" not in err:
             print("per-customer: %s through %s was not refused: %s %s" % (what, fn, out, err.strip()))
             ok = False
@@ -240,6 +250,95 @@ def per_customer():
     return ok
 
 
+PATHS = ["wr_apply_events_fresh", "wr_apply_events_set", "wr_apply_events_seq", "wr_apply_events"]
+
+
+def per_customer_paths():
+    """Each batch, from the same rows, through every path in a transaction
+    rolled back afterwards: the walk's result (outcomes and rows, or refused)
+    is the reference; the dispatcher must give it, fresh and set must give it
+    or decline."""
+
+    def ev(t, order, cust):
+        return (t, "PC", order, 10 if t == 1 else 0, 100 if t == 1 else 0, 1700000000000,
+                0, cust)
+
+    R, C, X = 1, 2, 3  # Reserved, Confirmed, Released
+    # (name, per_user_limit, events applied before, the batch, what the walk must do)
+    cases = [
+        ("a use taken before one given back", 1, [ev(R, "A", 7)],
+         [ev(R, "B", 7), ev(X, "A", 7)], "refused"),
+        ("a use given back before one taken", 1, [ev(R, "A", 7)],
+         [ev(X, "A", 7), ev(R, "B", 7)], "applied"),
+        ("two taken, then one given back, in one batch", 1, [],
+         [ev(R, "A", 7), ev(R, "B", 7), ev(X, "A", 7)], "refused"),
+        ("taken, given back, taken again", 1, [],
+         [ev(R, "A", 7), ev(X, "A", 7), ev(R, "B", 7)], "applied"),
+        ("limit 2: two taken before one given back", 2, [ev(R, "A", 7)],
+         [ev(R, "B", 7), ev(R, "C", 7), ev(X, "A", 7)], "refused"),
+        ("an early confirm before the release", 1, [ev(R, "A", 7)],
+         [ev(C, "B", 7), ev(X, "A", 7)], "refused"),
+        ("another customer", 1, [ev(R, "A", 7)], [ev(R, "B", 8), ev(X, "A", 7)], "applied"),
+        # A release naming another customer than its row's still gives the row's customer's use back.
+        ("a release that names another customer", 1, [ev(R, "A", 7)],
+         [ev(R, "B", 7), ev(X, "A", 8)], "refused"),
+        ("the same, the row made in the batch", 1, [],
+         [ev(R, "A", 7), ev(R, "B", 7), ev(X, "A", 8)], "refused"),
+        ("a redelivered use", 1, [ev(R, "A", 7)], [ev(R, "A", 7), ev(C, "A", 7)], "applied"),
+    ]
+    state = ("(SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id)"
+             " FROM voucher_redemption WHERE voucher_code = 'PC') || ' used=' ||"
+             " (SELECT used_count FROM voucher WHERE code = 'PC')")
+    code_of, order_of = (lambda e: e[1]), (lambda e: "PC-" + e[2])
+    ok = True
+    for name, limit, before, batch, want in cases:
+        results = {}
+        for fn in PATHS:
+            script = ["BEGIN;",
+                      "DELETE FROM voucher_redemption WHERE voucher_code = 'PC';",
+                      "DELETE FROM voucher WHERE code = 'PC';",
+                      "INSERT INTO voucher (code, discount_amount, total_limit, per_user_limit,"
+                      " starts_at, ends_at) VALUES ('PC', 1, 100, %d, now(),"
+                      " now() + interval '1 day');" % limit]
+            if before:
+                script.append("SELECT 'before|' || " + call("wr_apply_events_seq", before, code_of,
+                                                            order_of)[7:-1] + "::text;")
+            script.append("SELECT 'result|' || coalesce(" + call(fn, batch, code_of, order_of)[7:-1] +
+                          "::text, 'declined');")
+            # A statement of its own: the call's own statement cannot see its changes.
+            script.append("SELECT 'result|' || coalesce(%s, '');" % state)
+            script.append("ROLLBACK;")
+            out, err = psql("\n".join(script), may_fail=True)
+            if out is None:
+                refused = "ck_per_user_uses" in err or "above per_user_limit" in err
+                results[fn] = "refused" if refused else "error " + err.strip()[:200]
+            else:
+                results[fn] = " ".join(l[7:] for l in out.split("\n") if l.startswith("result|"))
+        walk = results["wr_apply_events_seq"]
+        if (walk == "refused") != (want == "refused") or walk.startswith("error"):
+            print("per-customer paths: %s: the walk gave %s, expected %s" % (name, walk, want))
+            ok = False
+        for fn in PATHS:
+            got = results[fn]
+            if got == walk or (fn != "wr_apply_events" and got.startswith("declined")):
+                continue
+            print("per-customer paths: %s: %s gave %s, the walk %s" % (name, fn, got, walk))
+            ok = False
+    # REPEATABLE READ: the trigger's count would read an old snapshot.
+    out, err = psql("BEGIN ISOLATION LEVEL REPEATABLE READ;"
+                    " INSERT INTO voucher (code, discount_amount, total_limit, per_user_limit,"
+                    " starts_at, ends_at) VALUES ('PC', 1, 100, 1, now(), now() + interval '1 day');"
+                    " INSERT INTO voucher_redemption (voucher_code, customer_id, order_id, status)"
+                    " VALUES ('PC', 7, 'PC-rr', 'RESERVED'); ROLLBACK;", may_fail=True)
+    if out is not None or "REPEATABLE READ" not in err:
+        print("per-customer paths: a use added under REPEATABLE READ was not refused: %s" %
+              (out if out is not None else err.strip()))
+        ok = False
+    print("per-customer paths: %s" % ("%d batches judged per event on every path" % len(cases)
+                                      if ok else "FAILED"))
+    return ok
+
+
 if __name__ == "__main__":
     seed = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     ok = sequences()
@@ -248,4 +347,5 @@ if __name__ == "__main__":
     ok = differential(seed, "wr_apply_events_fresh", live=True) and ok
     ok = differential(seed, "wr_apply_events", live=True) and ok
     ok = per_customer() and ok
+    ok = per_customer_paths() and ok
     sys.exit(0 if ok else 1)
