@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Clients that go away at the worst moment do not hurt the gateway: pipelined
+# bursts of /healthz reset after 100 bytes of answers (the gateway's writes
+# then fail while it still has answers to give), clients that reset
+# mid-request while the reservation waits for Redis or Kafka (also during a
+# Redis pause, so the answers come after the connections are gone), and a
+# SIGTERM under such a load. After each, the gateway's log has no sanitizer
+# report and the gateway still answers; on SIGTERM it exits 0.
+# Meant for the sanitizer build (tests/run runs it in build-asan, where an
+# AddressSanitizer report of a use-after-free is a failure); in a plain build
+# it still proves the gateway survives.
+source "$(dirname "$0")/lib.sh"
+plan 13
+
+client() { python3 "$VOUCHER_SOURCE_DIR/tests/integration/hostile_client.py" "$@"; }
+log=$VOUCHER_STACK_DIR/logs/$test_name-gateway.log
+: >"$log"
+sanitizer_re='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|WARNING: ThreadSanitizer|SUMMARY: [A-Za-z]*Sanitizer'
+# No report in the log from line FROM on (default 1): 0, else 1 with the
+# report's first lines as diagnostics.
+no_report() {
+  if tail -n +"${1:-1}" "$log" | grep -qE "$sanitizer_re"; then
+    tail -n +"${1:-1}" "$log" | grep -E -A12 "$sanitizer_re" | head -30 | sed 's/^/#   /'
+    return 1
+  fi
+  return 0
+}
+# The log's next line number: where the next step's reports would begin.
+mark() { echo $(($(wc -l <"$log") + 1)); }
+healthz() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$base_url/healthz"; }
+
+export VOUCHER_GATEWAY_THREADS=2 VOUCHER_REDIS_TIMEOUT=200ms
+start_gateway
+pid=$(cat "$(daemon_dir)/$test_name-gateway.pid")
+code=$(unique_code HOSTILE)
+new_voucher "$code" 1000000
+
+# 1. Pipelined bursts, each reset after the first 100 bytes of answers.
+from=$(mark)
+out=$(client burst "$VOUCHER_HTTP_ADDR" 3000 8)
+diag "$out"
+no_report "$from"
+ok $? "bursts of 3000 pipelined /healthz reset after 100 bytes: no sanitizer report"
+is "$(healthz)" 200 "the gateway still answers /healthz"
+
+# 2. Clients leaving mid-request, reservations among them.
+from=$(mark)
+out=$(client midrequest "$VOUCHER_HTTP_ADDR" "$code" 300)
+diag "$out"
+# The reservations sent whole reach Redis even though their clients left.
+for ((i = 0; i < 100; i++)); do
+  [ "$(rcli HLEN "voucher:{$code}:orders")" -ge 60 ] && break
+  sleep 0.1
+done
+ok $(($(rcli HLEN "voucher:{$code}:orders") >= 60 ? 0 : 1)) \
+  "reservations of clients that reset were taken in Redis ($(rcli HLEN "voucher:{$code}:orders"))"
+no_report "$from"
+ok $? "clients resetting mid-request and mid-reservation: no sanitizer report"
+is "$(healthz)" 200 "the gateway still answers /healthz"
+
+# 3. The same while Redis is paused longer than the gateway's Redis timeout:
+# the commands time out (503) after the clients left, and Redis's replies
+# come later still.
+from=$(mark)
+rcli CLIENT PAUSE 1500 ALL >/dev/null
+out=$(client midrequest "$VOUCHER_HTTP_ADDR" "$code" 100)
+diag "$out"
+# Past the pause, Redis answers again, and so does the gateway.
+for ((i = 0; i < 100; i++)); do
+  [ "$(rcli PING 2>/dev/null)" = PONG ] && break
+  sleep 0.1
+done
+http POST "/vouchers/$code/reservations" '{"customerId":999999999,"orderId":"'"$code"'-after-pause","orderAmount":1000}'
+is "$status" 201 "a reservation after the Redis pause: 201"
+no_report "$from"
+ok $? "clients resetting while Redis was paused: no sanitizer report"
+
+# 4. SIGTERM under load: the gateway drains and exits 0.
+client load "$VOUCHER_HTTP_ADDR" "$code" 60 6 >"$scratch/load.out" 2>&1 &
+load_pid=$!
+from=$(mark)
+# Load is on once many more reservations arrive than the steps above made.
+before=$(rcli HLEN "voucher:{$code}:orders")
+for ((i = 0; i < 300; i++)); do
+  [ "$(rcli HLEN "voucher:{$code}:orders")" -ge $((before + 200)) ] && break
+  sleep 0.1
+done
+ok $(($(rcli HLEN "voucher:{$code}:orders") >= before + 200 ? 0 : 1)) "the load is running"
+no_report "$from"
+ok $? "under mixed hostile load: no sanitizer report"
+is "$(healthz)" 200 "the gateway still answers /healthz under that load"
+kill -TERM "$pid"
+for ((i = 0; i < 600; i++)); do
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+if kill -0 "$pid" 2>/dev/null; then
+  kill -KILL "$pid"
+  diag "the gateway did not exit within 60 s of SIGTERM"
+fi
+wait "$pid"
+is "$?" 0 "SIGTERM under load: the gateway exits 0"
+rm -f "$(daemon_dir)/$test_name-gateway.pid"
+grep -q stopped "$log"
+ok $? "and logs that it stopped"
+no_report 1
+ok $? "through the shutdown: no sanitizer report"
+wait "$load_pid"
+diag "$(cat "$scratch/load.out")"
