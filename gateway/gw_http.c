@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "vc_error.h"
+#include "vc_fault.h"
 #include "vc_log.h"
 
 /* Bytes read ahead while a request is in flight before reading pauses. */
@@ -553,6 +554,8 @@ static void conn_feed(gw_conn_t *c, char *data, size_t len)
         }
         c->inflight = r;
         uv_timer_stop(&c->timer);
+        /* Tests hold a worker here to make its shutdown overrun (fault builds only). */
+        VC_PAUSE("gateway-dispatch");
         c->server->handler(c->server->ctx, &r->pub);
         return;
     }

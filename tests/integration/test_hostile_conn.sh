@@ -10,7 +10,7 @@
 # AddressSanitizer report of a use-after-free is a failure); in a plain build
 # it still proves the gateway survives.
 source "$(dirname "$0")/lib.sh"
-plan 13
+plan 16
 
 client() { python3 "$VOUCHER_SOURCE_DIR/tests/integration/hostile_client.py" "$@"; }
 log=$VOUCHER_STACK_DIR/logs/$test_name-gateway.log
@@ -107,3 +107,32 @@ no_report 1
 ok $? "through the shutdown: no sanitizer report"
 wait "$load_pid"
 diag "$(cat "$scratch/load.out")"
+
+# 5. A shutdown that overruns VOUCHER_SHUTDOWN_TIMEOUT: a worker is held
+# inside a request (pause point), so it cannot finish; the shared watchdog
+# (common/vc_shutdown.c) ends the gateway with status 1 and says why.
+VOUCHER_SHUTDOWN_TIMEOUT=1s VOUCHER_PAUSE=gateway-dispatch VOUCHER_PAUSE_DIR=$pause_dir \
+  daemon_start "$test_name-gateway" "$bin_gateway"
+pid=$(cat "$(daemon_dir)/$test_name-gateway.pid")
+for ((i = 0; i < 300; i++)); do
+  (exec 3<>"/dev/tcp/${VOUCHER_HTTP_ADDR%:*}/${VOUCHER_HTTP_ADDR#*:}") 2>/dev/null && break
+  sleep 0.1
+done
+curl -s -o /dev/null --max-time 10 "$base_url/healthz" &
+curl_pid=$!
+pause_wait gateway-dispatch
+ok $? "a request is held inside a worker"
+from=$(mark)
+kill -TERM "$pid"
+for ((i = 0; i < 100; i++)); do
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+wait "$pid"
+is "$?" 1 "a shutdown longer than VOUCHER_SHUTDOWN_TIMEOUT: the watchdog exits 1"
+rm -f "$(daemon_dir)/$test_name-gateway.pid"
+pause_go gateway-dispatch
+wait "$curl_pid"
+tail -n +"$from" "$log" | grep -q "shutdown took longer than 1000 ms"
+ok $? "and logs that the shutdown took longer than 1000 ms"
