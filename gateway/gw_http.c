@@ -2,12 +2,14 @@
 
 #include <errno.h>
 #include <http_parser.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "vc_error.h"
@@ -720,10 +722,77 @@ static int parse_addr(const char *host, int port, struct sockaddr_storage *addr,
     return 0;
 }
 
+/* The address's length for bind() and connect(). */
+static socklen_t addr_len(const struct sockaddr_storage *addr)
+{
+    return addr->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+}
+
+/*
+ * Whether a socket listens on addr: a connect() to it (to loopback for a
+ * wildcard address) is accepted. A listener too busy to accept within a
+ * second counts as one.
+ */
+static int someone_listens(const struct sockaddr_storage *addr)
+{
+    struct sockaddr_storage to = *addr;
+    struct timeval tv = {1, 0};
+    int fd, rc;
+
+    if (to.ss_family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)&to;
+        if (in->sin_addr.s_addr == htonl(INADDR_ANY))
+            in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    } else {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&to;
+        if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr))
+            in6->sin6_addr = in6addr_loopback;
+    }
+    if ((fd = socket(to.ss_family, SOCK_STREAM, 0)) < 0)
+        return 0;
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)); /* bounds connect() */
+    rc = connect(fd, (struct sockaddr *)&to, addr_len(&to));
+    rc = rc == 0 || errno == EINPROGRESS || errno == EAGAIN || errno == ETIMEDOUT;
+    close(fd);
+    return rc;
+}
+
+/*
+ * Counts the TCP sockets whose local port is port, from /proc/net/tcp and
+ * tcp6: those in TIME-WAIT, and the others (connected, closing). Leaves both
+ * at 0 where /proc cannot be read.
+ */
+static void count_port_users(int port, int *time_wait, int *others)
+{
+    static const char *const tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    char line[512], local[128];
+    unsigned state, lport;
+
+    *time_wait = *others = 0;
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        FILE *f = fopen(tables[i], "r");
+        if (!f)
+            continue;
+        while (fgets(line, sizeof(line), f)) {
+            /* "  0: 0100007F:3CF0 0100007F:9C40 06 ...": local address:port, remote, state. */
+            char *colon;
+            if (sscanf(line, " %*u: %127s %*s %x", local, &state) != 2 ||
+                !(colon = strrchr(local, ':')) || sscanf(colon + 1, "%x", &lport) != 1 ||
+                (int)lport != port)
+                continue;
+            if (state == 0x06)
+                (*time_wait)++;
+            else if (state != 0x0A) /* a listener is found by connecting, not here */
+                (*others)++;
+        }
+        fclose(f);
+    }
+}
+
 int gw_http_check_free(const char *host, int port, char *err, size_t errlen)
 {
     struct sockaddr_storage addr;
-    int fd, rc = 0, one = 1;
+    int fd, rc = 0, one = 1, time_wait, others;
 
     if ((rc = parse_addr(host, port, &addr, err, errlen)) != 0)
         return rc;
@@ -732,24 +801,41 @@ int gw_http_check_free(const char *host, int port, char *err, size_t errlen)
         return VC_ERR_IO;
     }
     /*
-     * SO_REUSEADDR but not SO_REUSEPORT: connections of an earlier run in
-     * TIME_WAIT do not count, a socket listening there does, whatever its
+     * SO_REUSEADDR but not SO_REUSEPORT: connections of an earlier gateway
+     * in TIME-WAIT do not count, a socket listening there does, whatever its
      * options. The workers' SO_REUSEPORT would bind beside it silently.
      */
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&addr,
-             addr.ss_family == AF_INET ? sizeof(struct sockaddr_in)
-                                       : sizeof(struct sockaddr_in6)) != 0) {
-        if (errno == EADDRINUSE)
-            snprintf(err, errlen,
-                     "%s:%d is in use: another process (another gateway?) listens there", host,
-                     port);
-        else
-            snprintf(err, errlen, "cannot bind %s:%d: %s", host, port, strerror(errno));
-        rc = VC_ERR_IO;
+    if (bind(fd, (struct sockaddr *)&addr, addr_len(&addr)) == 0) {
+        close(fd);
+        return 0;
     }
+    rc = errno;
     close(fd);
-    return rc;
+    if (rc != EADDRINUSE) {
+        snprintf(err, errlen, "cannot bind %s:%d: %s", host, port, strerror(rc));
+        return VC_ERR_IO;
+    }
+    /*
+     * In use, but not necessarily by a listener: connections that another
+     * program opened from this port (the kernel hands out ports of
+     * net.ipv4.ip_local_port_range to outgoing connections) block a bind
+     * while they last, also in TIME-WAIT, unless they had SO_REUSEADDR.
+     * Say which it is, since the remedies differ.
+     */
+    if (someone_listens(&addr)) {
+        snprintf(err, errlen, "%s:%d is in use: another process (another gateway?) listens there",
+                 host, port);
+        return VC_ERR_IO;
+    }
+    count_port_users(port, &time_wait, &others);
+    snprintf(err, errlen,
+             "%s:%d cannot be bound, although nothing listens there: %d connection(s) in "
+             "TIME-WAIT and %d other connection(s) use port %d as their local port (outgoing "
+             "connections get ports from net.ipv4.ip_local_port_range); wait until they are "
+             "gone (TIME-WAIT lasts 60 s) or choose a port outside that range",
+             host, port, time_wait, others, port);
+    return VC_ERR_IO;
 }
 
 int gw_http_listen(gw_http_server_t *s, uv_loop_t *loop, const char *host, int port,

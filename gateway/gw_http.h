@@ -81,9 +81,12 @@ struct gw_http_server {
 };
 
 /*
- * Returns 0 when nothing listens on host:port yet, or a negative VC_ERR_* with
- * err saying who is in the way. Call it once before the workers bind: their
- * SO_REUSEPORT would share the address with any process of the same user.
+ * Returns 0 when host:port can be bound and nothing listens there yet, or a
+ * negative VC_ERR_* with err saying what is in the way: a listener (found by
+ * connecting to it), or, when nothing listens, how many connections in
+ * TIME-WAIT and others hold the port as their local port. Call it once
+ * before the workers bind: their SO_REUSEPORT would share the address with
+ * any process of the same user.
  */
 int gw_http_check_free(const char *host, int port, char *err, size_t errlen);
 

@@ -10,7 +10,7 @@
 # AddressSanitizer report of a use-after-free is a failure); in a plain build
 # it still proves the gateway survives.
 source "$(dirname "$0")/lib.sh"
-plan 16
+plan 19
 
 client() { python3 "$VOUCHER_SOURCE_DIR/tests/integration/hostile_client.py" "$@"; }
 log=$VOUCHER_STACK_DIR/logs/$test_name-gateway.log
@@ -28,6 +28,38 @@ no_report() {
 # The log's next line number: where the next step's reports would begin.
 mark() { echo $(($(wc -l <"$log") + 1)); }
 healthz() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$base_url/healthz"; }
+
+# 0. The start-up check tells a listener from a port that connections hold.
+# A connection made from port P (bound without SO_REUSEADDR, as an outgoing
+# connection's port is) and closed by its side first leaves P in TIME-WAIT:
+# nothing listens there, but nothing can bind P for a minute either.
+tw_port=$((VOUCHER_PORT_BASE + 18))
+python3 - "$tw_port" <<'PY'
+import socket, sys
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+cli = socket.socket(); cli.bind(("127.0.0.1", int(sys.argv[1])))
+cli.connect(srv.getsockname()); peer, _ = srv.accept()
+cli.close()  # the active close: TIME-WAIT stays on the client's port
+peer.recv(1); peer.close(); srv.close()
+PY
+VOUCHER_HTTP_ADDR=127.0.0.1:$tw_port timeout 30 "$bin_gateway" >"$scratch/tw.log" 2>&1
+is "$?" 1 "the gateway refuses a port held by a connection in TIME-WAIT"
+diag "$(grep -o 'cannot be bound.*range' "$scratch/tw.log" | head -1)"
+grep -q "nothing listens there: [1-9][0-9]* connection(s) in TIME-WAIT" "$scratch/tw.log" &&
+  ! grep -q "listens there\"" "$scratch/tw.log"
+ok $? "and says that nothing listens there and a connection is in TIME-WAIT"
+python3 -c 'import socket,sys,time
+s=socket.socket(); s.bind(("127.0.0.1",int(sys.argv[1]))); s.listen(1); time.sleep(30)' "$((tw_port + 1))" &
+listener_pid=$!
+for ((i = 0; i < 100; i++)); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$((tw_port + 1))") 2>/dev/null && break
+  sleep 0.1
+done
+VOUCHER_HTTP_ADDR=127.0.0.1:$((tw_port + 1)) timeout 30 "$bin_gateway" >"$scratch/listener.log" 2>&1
+grep -q "is in use: another process (another gateway?) listens there" "$scratch/listener.log"
+ok $? "a port with a listener: the gateway says another process listens there"
+kill "$listener_pid" 2>/dev/null
+wait "$listener_pid" 2>/dev/null
 
 export VOUCHER_GATEWAY_THREADS=2 VOUCHER_REDIS_TIMEOUT=200ms
 start_gateway
