@@ -60,12 +60,15 @@ def read_some(s, n):
         return b""
 
 
-def burst(addr, requests, rounds):
+def burst(addr, requests, rounds, strict=False):
+    """strict: a refused connection raises (the load stops on it)."""
     done = 0
     for _ in range(rounds):
         try:
             s = connect(addr)
         except OSError:
+            if strict:
+                raise
             continue
         try:
             s.sendall(HEALTHZ * requests)
@@ -142,7 +145,7 @@ def load(addr, code, seconds, threads):
             try:
                 what = rnd.randrange(4)
                 if what == 0:
-                    burst(addr, rnd.choice((10, 200, 1000)), 1)
+                    burst(addr, rnd.choice((10, 200, 1000)), 1, strict=True)
                 elif what == 1:
                     one_midrequest(addr, code, rnd.randrange(5), i * 1000000 + n)
                 else:
