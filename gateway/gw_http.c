@@ -1,8 +1,8 @@
 #include "gw_http.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <http_parser.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdalign.h>
 #include <stdio.h>
@@ -94,6 +94,9 @@ typedef struct {
 } write_t;
 
 static void conn_close(gw_conn_t *c);
+static void conn_feed(gw_conn_t *c, char *data, size_t len);
+static void conn_read_start(gw_conn_t *c);
+static void timer_close_cb(uv_timer_t *t);
 
 /*
  * A request was dispatched and its answer is not written yet: the
@@ -104,9 +107,6 @@ static int conn_busy(const gw_conn_t *c)
 {
     return c->inflight || c->answering;
 }
-static void conn_feed(gw_conn_t *c, char *data, size_t len);
-static void conn_read_start(gw_conn_t *c);
-static void timer_close_cb(uv_timer_t *t);
 
 static void maybe_done(gw_http_server_t *s)
 {
