@@ -1,5 +1,6 @@
 #include "gw_http.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <http_parser.h>
 #include <netinet/in.h>
@@ -8,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "vc_error.h"
+#include "vc_fault.h"
 #include "vc_log.h"
 
 /* Bytes read ahead while a request is in flight before reading pauses. */
@@ -23,9 +26,31 @@ struct gw_arena_chunk {
     max_align_t data[];
 };
 
-/* A request as the connection builds it: the public part first. */
+/*
+ * Who owns a request, and until when:
+ *
+ * - From on_message_complete() until conn_feed() dispatches it, the
+ *   connection owns it (c->ready); conn_close() frees it there.
+ * - From the handler's call until gw_http_respond(), the handler owns it,
+ *   whatever happens to the connection. Meanwhile the request and the
+ *   connection point at each other (r->conn, c->inflight), and each pointer
+ *   is borrowed: the side that goes away first clears the other's pointer to
+ *   it. conn_close() sets r->conn to NULL (the handler still owns r, and its
+ *   answer then has nowhere to go); respond() sets c->inflight to NULL
+ *   before it frees r.
+ * - gw_http_respond() ends the request: it copies the answer into the write,
+ *   then frees the request. Nothing of the request outlives that call: the
+ *   connection waiting for the answer to be written is c->answering, not a
+ *   pointer to the freed request.
+ *
+ * So a connection never reaches a request that respond() freed, and a
+ * request never reaches a connection that close_cb() freed, whichever of a
+ * reset, a failed write, a Redis reply, a Kafka delivery report or a
+ * shutdown comes first.
+ */
 typedef struct {
     gw_request_t pub;
+    gw_conn_t *conn; /* borrowed; NULL once the connection closed */
     int keep_alive;
 } request_t;
 
@@ -44,8 +69,9 @@ struct gw_conn {
     size_t body_len;
     char *pending; /* GW_PENDING_CAP bytes: read while a request was in flight */
     size_t pending_len;
-    request_t *ready;    /* complete, not yet handed to the handler */
-    request_t *inflight; /* handed to the handler, not yet answered */
+    request_t *ready;    /* complete, not yet handed to the handler: owned */
+    request_t *inflight; /* owned by the handler until it answers: borrowed */
+    int answering;       /* an answer (or an error answer) is being written */
     int error_status;    /* set by a parser callback that rejects the request */
     /*
      * Recognising "Expect: 100-continue" and keeping "Authorization" across
@@ -71,6 +97,16 @@ static void conn_close(gw_conn_t *c);
 static void conn_feed(gw_conn_t *c, char *data, size_t len);
 static void conn_read_start(gw_conn_t *c);
 static void timer_close_cb(uv_timer_t *t);
+
+/*
+ * A request was dispatched and its answer is not written yet: the
+ * connection waits (reads are buffered, the idle timer is off, a shutdown
+ * lets it finish).
+ */
+static int conn_busy(const gw_conn_t *c)
+{
+    return c->inflight || c->answering;
+}
 
 static void maybe_done(gw_http_server_t *s)
 {
@@ -128,6 +164,7 @@ static void write_cb(uv_write_t *wr, int status)
     int resume = w->resume;
 
     free(w);
+    /* Reached with c->closing when uv_close() cancelled the write: c lives until close_cb. */
     if (c->closing)
         return;
     if (status < 0) {
@@ -138,7 +175,7 @@ static void write_cb(uv_write_t *wr, int status)
     if (!resume)
         return;
     /* The answer is out: take the next request, if the connection stays. */
-    c->inflight = NULL;
+    c->answering = 0;
     if (c->close_after || c->server->shutting_down) {
         conn_close(c);
         return;
@@ -149,7 +186,8 @@ static void write_cb(uv_write_t *wr, int status)
         size_t len = c->pending_len;
         c->pending_len = 0;
         conn_feed(c, c->pending, len);
-        if (c->closing || c->inflight)
+        /* A request dispatched from it may also have been answered already. */
+        if (c->closing || conn_busy(c))
             return;
     }
     if (c->read_eof)
@@ -158,7 +196,12 @@ static void write_cb(uv_write_t *wr, int status)
         conn_read_start(c);
 }
 
-/* Queues len bytes of data (copied). Returns 0, or closes the connection and returns < 0. */
+/*
+ * Queues head and body (both copied). resume: this is the answer to the
+ * request in flight (or an error answer), and write_cb takes the next
+ * request, or closes, once it is written. Returns 0, or closes the
+ * connection and returns < 0.
+ */
 static int conn_write(gw_conn_t *c, const char *head, size_t head_len, const char *body,
                       size_t body_len, int resume)
 {
@@ -182,6 +225,8 @@ static int conn_write(gw_conn_t *c, const char *head, size_t head_len, const cha
         conn_close(c);
         return VC_ERR_IO;
     }
+    if (resume)
+        c->answering = 1;
     return 0;
 }
 
@@ -237,18 +282,22 @@ static void respond(gw_request_t *req, int status, const char *type, const char 
                     const char *body, size_t body_len)
 {
     request_t *r = (request_t *)req;
-    gw_conn_t *c = req->conn;
+    gw_conn_t *c = r->conn;
     char head[1024];
     size_t head_len;
     int keep_alive;
 
     if (!c) {
+        /* The client went away (conn_close() let go of r): only free it. */
         if (req->server->observe)
             req->server->observe(req->server->ctx, req, status);
         request_free(r);
         return;
     }
-    VC_ASSERT(c->inflight == r);
+    VC_ASSERT(c->inflight == r && !c->closing);
+    /* From here the connection waits for the write, not for r. */
+    c->inflight = NULL;
+    r->conn = NULL;
     if (c->server->observe)
         c->server->observe(c->server->ctx, req, status);
     keep_alive = r->keep_alive && !c->close_after && !c->server->shutting_down;
@@ -261,8 +310,9 @@ static void respond(gw_request_t *req, int status, const char *type, const char 
         body_len = 0;
         c->close_after = 1;
     }
-    request_free(r);
+    /* Written (copied) before r goes: body may live in r's arena. */
     conn_write(c, head, head_len, body, body_len, 1);
+    request_free(r);
 }
 
 void gw_http_respond(gw_request_t *req, int status, const char *extra_headers, const char *body,
@@ -463,7 +513,7 @@ static int on_message_complete(http_parser *p)
     r->pub.body = body;
     r->pub.body_len = c->body_len;
     r->pub.id = ++s->next_id;
-    r->pub.conn = c;
+    r->conn = c;
     r->pub.server = s;
     r->keep_alive = http_should_keep_alive(p) && !p->upgrade;
     s->requests++;
@@ -506,6 +556,8 @@ static void conn_feed(gw_conn_t *c, char *data, size_t len)
         }
         c->inflight = r;
         uv_timer_stop(&c->timer);
+        /* Tests hold a worker here to make its shutdown overrun (fault builds only). */
+        VC_PAUSE("gateway-dispatch");
         c->server->handler(c->server->ctx, &r->pub);
         return;
     }
@@ -537,7 +589,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0)
         return;
     if (nread < 0) {
-        if (nread == UV_EOF && (c->inflight || c->pending_len)) {
+        if (nread == UV_EOF && (conn_busy(c) || c->pending_len)) {
             /* Answer what was asked, then close. */
             c->read_eof = 1;
             uv_read_stop(st);
@@ -547,7 +599,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         conn_close(c);
         return;
     }
-    if (c->inflight || c->close_after) {
+    if (conn_busy(c) || c->close_after) {
         if (c->close_after)
             return; /* an error answer is on its way: ignore the rest */
         if (!c->pending && !(c->pending = malloc(GW_PENDING_CAP))) {
@@ -593,8 +645,11 @@ static void conn_close(gw_conn_t *c)
     if (c->closing)
         return;
     c->closing = 1;
-    if (c->inflight)
-        c->inflight->pub.conn = NULL; /* the handler still owns it */
+    if (c->inflight) {
+        /* The handler still owns it: its answer will find no connection. */
+        c->inflight->conn = NULL;
+        c->inflight = NULL;
+    }
     if (c->ready) {
         request_free(c->ready);
         c->ready = NULL;
@@ -613,7 +668,7 @@ static void conn_close(gw_conn_t *c)
 static void timer_close_cb(uv_timer_t *t)
 {
     gw_conn_t *c = t->data;
-    if (!c->inflight)
+    if (!conn_busy(c))
         conn_close(c);
 }
 
@@ -667,10 +722,77 @@ static int parse_addr(const char *host, int port, struct sockaddr_storage *addr,
     return 0;
 }
 
+/* The address's length for bind() and connect(). */
+static socklen_t addr_len(const struct sockaddr_storage *addr)
+{
+    return addr->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+}
+
+/*
+ * Whether a socket listens on addr: a connect() to it (to loopback for a
+ * wildcard address) is accepted. A listener too busy to accept within a
+ * second counts as one.
+ */
+static int someone_listens(const struct sockaddr_storage *addr)
+{
+    struct sockaddr_storage to = *addr;
+    struct timeval tv = {1, 0};
+    int fd, rc;
+
+    if (to.ss_family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)&to;
+        if (in->sin_addr.s_addr == htonl(INADDR_ANY))
+            in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    } else {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&to;
+        if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr))
+            in6->sin6_addr = in6addr_loopback;
+    }
+    if ((fd = socket(to.ss_family, SOCK_STREAM, 0)) < 0)
+        return 0;
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)); /* bounds connect() */
+    rc = connect(fd, (struct sockaddr *)&to, addr_len(&to));
+    rc = rc == 0 || errno == EINPROGRESS || errno == EAGAIN || errno == ETIMEDOUT;
+    close(fd);
+    return rc;
+}
+
+/*
+ * Counts the TCP sockets whose local port is port, from /proc/net/tcp and
+ * tcp6: those in TIME-WAIT, and the others (connected, closing). Leaves both
+ * at 0 where /proc cannot be read.
+ */
+static void count_port_users(int port, int *time_wait, int *others)
+{
+    static const char *const tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    char line[512], local[128];
+    unsigned state, lport;
+
+    *time_wait = *others = 0;
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        FILE *f = fopen(tables[i], "r");
+        if (!f)
+            continue;
+        while (fgets(line, sizeof(line), f)) {
+            /* "  0: 0100007F:3CF0 0100007F:9C40 06 ...": local address:port, remote, state. */
+            char *colon;
+            if (sscanf(line, " %*u: %127s %*s %x", local, &state) != 2 ||
+                !(colon = strrchr(local, ':')) || sscanf(colon + 1, "%x", &lport) != 1 ||
+                (int)lport != port)
+                continue;
+            if (state == 0x06)
+                (*time_wait)++;
+            else if (state != 0x0A) /* a listener is found by connecting, not here */
+                (*others)++;
+        }
+        fclose(f);
+    }
+}
+
 int gw_http_check_free(const char *host, int port, char *err, size_t errlen)
 {
     struct sockaddr_storage addr;
-    int fd, rc = 0, one = 1;
+    int fd, rc = 0, one = 1, time_wait, others;
 
     if ((rc = parse_addr(host, port, &addr, err, errlen)) != 0)
         return rc;
@@ -679,24 +801,41 @@ int gw_http_check_free(const char *host, int port, char *err, size_t errlen)
         return VC_ERR_IO;
     }
     /*
-     * SO_REUSEADDR but not SO_REUSEPORT: connections of an earlier run in
-     * TIME_WAIT do not count, a socket listening there does, whatever its
+     * SO_REUSEADDR but not SO_REUSEPORT: connections of an earlier gateway
+     * in TIME-WAIT do not count, a socket listening there does, whatever its
      * options. The workers' SO_REUSEPORT would bind beside it silently.
      */
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&addr,
-             addr.ss_family == AF_INET ? sizeof(struct sockaddr_in)
-                                       : sizeof(struct sockaddr_in6)) != 0) {
-        if (errno == EADDRINUSE)
-            snprintf(err, errlen,
-                     "%s:%d is in use: another process (another gateway?) listens there", host,
-                     port);
-        else
-            snprintf(err, errlen, "cannot bind %s:%d: %s", host, port, strerror(errno));
-        rc = VC_ERR_IO;
+    if (bind(fd, (struct sockaddr *)&addr, addr_len(&addr)) == 0) {
+        close(fd);
+        return 0;
     }
+    rc = errno;
     close(fd);
-    return rc;
+    if (rc != EADDRINUSE) {
+        snprintf(err, errlen, "cannot bind %s:%d: %s", host, port, strerror(rc));
+        return VC_ERR_IO;
+    }
+    /*
+     * In use, but not necessarily by a listener: connections that another
+     * program opened from this port (the kernel hands out ports of
+     * net.ipv4.ip_local_port_range to outgoing connections) block a bind
+     * while they last, also in TIME-WAIT, unless they had SO_REUSEADDR.
+     * Say which it is, since the remedies differ.
+     */
+    if (someone_listens(&addr)) {
+        snprintf(err, errlen, "%s:%d is in use: another process (another gateway?) listens there",
+                 host, port);
+        return VC_ERR_IO;
+    }
+    count_port_users(port, &time_wait, &others);
+    snprintf(err, errlen,
+             "%s:%d cannot be bound, although nothing listens there: %d connection(s) in "
+             "TIME-WAIT and %d other connection(s) use port %d as their local port (outgoing "
+             "connections get ports from net.ipv4.ip_local_port_range); wait until they are "
+             "gone (TIME-WAIT lasts 60 s) or choose a port outside that range",
+             host, port, time_wait, others, port);
+    return VC_ERR_IO;
 }
 
 int gw_http_listen(gw_http_server_t *s, uv_loop_t *loop, const char *host, int port,
@@ -762,7 +901,7 @@ void gw_http_shutdown(gw_http_server_t *s, gw_http_done_cb done_cb)
         uv_close((uv_handle_t *)&s->listener, listener_close_cb);
     for (c = s->conns; c; c = next) {
         next = c->next;
-        if (!c->inflight)
+        if (!conn_busy(c))
             conn_close(c);
     }
     maybe_done(s);

@@ -27,7 +27,11 @@ typedef struct gw_http_server gw_http_server_t;
 typedef struct gw_conn gw_conn_t;
 typedef struct gw_arena_chunk gw_arena_chunk_t;
 
-/* One request, alive from its dispatch until gw_http_respond(). */
+/*
+ * One request, alive from its dispatch until gw_http_respond(). Whether its
+ * client is still connected is the server's business: a handler answers
+ * every request the same way (see the ownership notes in gw_http.c).
+ */
 typedef struct gw_request {
     gw_method_t method;
     const char *path; /* NUL-terminated request target */
@@ -38,14 +42,15 @@ typedef struct gw_request {
     int route;                 /* set by the handler, for the observer (gw_route_kind_t) */
     uint64_t start_ns;         /* uv_hrtime() when the request was complete */
     uint64_t id;               /* per-worker sequence, for logs */
-    gw_conn_t *conn;           /* NULL once the client went away */
     gw_http_server_t *server;
     gw_arena_chunk_t *arena;
 } gw_request_t;
 
 /*
  * Called for each complete request. The handler owns req until it calls
- * gw_http_respond() exactly once (also when the client has gone away).
+ * gw_http_respond() exactly once (also when the client has gone away, which
+ * the handler need not know: the answer is then dropped). req and its arena
+ * are freed inside that call: neither may be touched after it.
  */
 typedef void (*gw_http_handler_cb)(void *ctx, gw_request_t *req);
 
@@ -76,9 +81,12 @@ struct gw_http_server {
 };
 
 /*
- * Returns 0 when nothing listens on host:port yet, or a negative VC_ERR_* with
- * err saying who is in the way. Call it once before the workers bind: their
- * SO_REUSEPORT would share the address with any process of the same user.
+ * Returns 0 when host:port can be bound and nothing listens there yet, or a
+ * negative VC_ERR_* with err saying what is in the way: a listener (found by
+ * connecting to it), or, when nothing listens, how many connections in
+ * TIME-WAIT and others hold the port as their local port. Call it once
+ * before the workers bind: their SO_REUSEPORT would share the address with
+ * any process of the same user.
  */
 int gw_http_check_free(const char *host, int port, char *err, size_t errlen);
 
@@ -101,8 +109,9 @@ size_t gw_http_format_head(char *buf, size_t cap, int status, size_t body_len, i
                            const char *type, const char *extra);
 
 /*
- * Answers req and frees it (with its arena). status and body (body_len bytes,
- * JSON; copied) make the answer; extra_headers, if not NULL, is more header
+ * Answers req and frees it (with its arena): the handler's ownership ends
+ * here. status and body (body_len bytes, JSON; copied, so it may live in
+ * req's arena) make the answer; extra_headers, if not NULL, is more header
  * lines, each ending in "\r\n" (copied). A client that has gone away only
  * gets its request freed.
  */

@@ -19,6 +19,7 @@
 #include "vc_kafka_conf.h"
 #include "vc_log.h"
 #include "vc_pg.h"
+#include "vc_shutdown.h"
 #include "vc_time.h"
 
 #define SUMMARY                                                                                    \
@@ -32,24 +33,8 @@ typedef struct {
     int nworkers;
     gw_shared_t *shared;
     int64_t shutdown_timeout_ms;
-    int64_t deadline_ms; /* monotonic; 0 until a signal came */
     uv_signal_t sigterm, sigint;
-    uv_thread_t watchdog;
-    int watchdog_started;
 } app_t;
-
-/* Ends the process if shutting down takes longer than VOUCHER_SHUTDOWN_TIMEOUT. */
-static void watchdog_main(void *arg)
-{
-    app_t *a = arg;
-    int64_t left;
-
-    while ((left = a->deadline_ms - vc_time_mono_ms()) > 0)
-        uv_sleep((unsigned)(left > 200 ? 200 : left));
-    vc_error("shutdown took longer than %lld ms: exiting with requests still in flight",
-             (long long)a->shutdown_timeout_ms);
-    _exit(1);
-}
 
 static void signal_cb(uv_signal_t *sig, int signum)
 {
@@ -57,10 +42,8 @@ static void signal_cb(uv_signal_t *sig, int signum)
 
     vc_info("%s received: finishing requests in flight (at most %lld ms)", strsignal(signum),
             (long long)a->shutdown_timeout_ms);
-    a->deadline_ms = vc_time_mono_ms() + a->shutdown_timeout_ms;
+    vc_shutdown_begin();
     atomic_store(&a->shared->draining, 1);
-    if (uv_thread_create(&a->watchdog, watchdog_main, a) == 0)
-        a->watchdog_started = 1;
     for (int i = 0; i < a->nworkers; i++)
         gw_worker_stop(&a->workers[i]);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
@@ -119,6 +102,11 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         vc_error("%s", err);
         return 1;
     }
+    /* The same watchdog as the writer's and the reconciler's: it holds nothing of run()'s. */
+    if (vc_shutdown_watch(cfg.shutdown_timeout_ms) != 0) {
+        vc_error("cannot start the shutdown watchdog");
+        return 1;
+    }
     a.nworkers = cfg.threads > 0 ? (int)cfg.threads : (int)uv_available_parallelism();
     a.shared = &shared;
     a.shutdown_timeout_ms = cfg.shutdown_timeout_ms;
@@ -162,7 +150,8 @@ out:
     for (int i = 0; i < started; i++)
         gw_worker_join(&a.workers[i]);
     /* What is left of the shutdown time goes to the producer's flush. */
-    flush_ms = a.deadline_ms ? a.deadline_ms - vc_time_mono_ms() - 100 : cfg.shutdown_timeout_ms;
+    flush_ms = vc_shutdown_deadline_ms() ? vc_shutdown_deadline_ms() - vc_time_mono_ms() - 100
+                                         : cfg.shutdown_timeout_ms;
     if (shared.kafka && gw_kafka_close(shared.kafka, flush_ms > 0 ? flush_ms : 0) != 0)
         vc_warn("some events were not delivered before exit");
     gw_pg_pool_free(shared.pg);

@@ -93,13 +93,15 @@ static const vc_cfg_param_t params[] = {
     VC_CFG_END,
 };
 
-static volatile sig_atomic_t stopping;
+/* Set by the signal handler, read by the loop: lock-free, so both are defined. */
+static atomic_int stopping;
 static _Atomic int last_pass_ok;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    stopping = 1;
+    atomic_store(&stopping, 1);
+    vc_shutdown_begin();
 }
 
 static int ready_cb(void *arg, char *detail, size_t cap)
@@ -112,7 +114,7 @@ static int ready_cb(void *arg, char *detail, size_t cap)
 
 static void sleep_interval(int64_t ms)
 {
-    for (int64_t waited = 0; waited < ms && !stopping; waited += 100) {
+    for (int64_t waited = 0; waited < ms && !atomic_load(&stopping); waited += 100) {
         struct timespec ts = {0, 100 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -214,7 +216,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
 
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
-    if (vc_shutdown_watch(&stopping, s.shutdown_timeout_ms) != 0) {
+    if (vc_shutdown_watch(s.shutdown_timeout_ms) != 0) {
         fprintf(stderr, "voucher-reconciler: cannot start the shutdown watchdog\n");
         return 2;
     }
@@ -230,7 +232,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     vc_info("reconciler started: a pass every %lld ms, grace %lld ms, admin on %s",
             (long long)s.interval_ms, (long long)s.grace_ms,
             s.admin_addr && *s.admin_addr ? s.admin_addr : "(off)");
-    while (!stopping) {
+    while (!atomic_load(&stopping)) {
         if (rc_ctx_connect(&ctx, err, sizeof(err)) != 0) {
             vc_warn("cannot connect, will try again: %s", err);
             last_pass_ok = 0;

@@ -20,7 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static volatile sig_atomic_t stop_requested;
+/* Set by the signal handler, read by the writer's loop: lock-free, so both are defined. */
+static atomic_int stop_requested;
 static wr_health_t health;
 
 /* vc_admin_ready_cb: ready while the loop runs and no batch waits for a retry. */
@@ -41,7 +42,8 @@ static int ready_cb(void *arg, char *detail, size_t cap)
 static void on_signal(int sig)
 {
     (void)sig;
-    stop_requested = 1;
+    atomic_store(&stop_requested, 1);
+    vc_shutdown_begin();
 }
 
 #define CFG(field) offsetof(wr_config_t, field)
@@ -149,7 +151,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         fprintf(stderr, "voucher-writer: --admin-addr: %s\n", err);
         return 2;
     }
-    if (vc_shutdown_watch(&stop_requested, cfg.shutdown_timeout_ms) != 0) {
+    if (vc_shutdown_watch(cfg.shutdown_timeout_ms) != 0) {
         fprintf(stderr, "voucher-writer: cannot start the shutdown watchdog\n");
         return 2;
     }

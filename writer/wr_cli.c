@@ -155,7 +155,7 @@ typedef struct {
     const wr_config_t *cfg;
     const wr_dlt_filter_t *filter;
     wr_replayer_t *replayer;
-    volatile sig_atomic_t *stop;
+    atomic_int *stop;
     size_t selected, sent, skipped;
     char err[256];
 } wr_replay_t;
@@ -203,7 +203,7 @@ static int replay_cb(void *ctx, const wr_dlt_record_t *rec)
     return 0;
 }
 
-static int cmd_replay(const wr_config_t *cfg, int argc, char **argv, volatile sig_atomic_t *stop)
+static int cmd_replay(const wr_config_t *cfg, int argc, char **argv, atomic_int *stop)
 {
     wr_dlt_filter_t filter;
     wr_replay_t r;
@@ -262,7 +262,7 @@ static int cmd_replay(const wr_config_t *cfg, int argc, char **argv, volatile si
     return status;
 }
 
-int wr_cli_dlt(const wr_config_t *cfg, int argc, char **argv, volatile sig_atomic_t *stop)
+int wr_cli_dlt(const wr_config_t *cfg, int argc, char **argv, atomic_int *stop)
 {
     if (argc >= 1 && strcmp(argv[0], "list") == 0 && argc == 1)
         return cmd_list(cfg);

@@ -13,6 +13,6 @@
  * after "dlt", argc of them). Output goes to stdout, progress to stderr.
  * Returns the process exit status: 0 ok, 1 failure, 2 usage error.
  */
-int wr_cli_dlt(const wr_config_t *cfg, int argc, char **argv, volatile sig_atomic_t *stop);
+int wr_cli_dlt(const wr_config_t *cfg, int argc, char **argv, atomic_int *stop);
 
 #endif

@@ -126,7 +126,7 @@ static int poll_one(wr_writer_t *w, int timeout_ms)
 }
 
 /* Polls until a full batch is queued, linger_ms passed since the first event, or a stop. */
-static int fill(wr_writer_t *w, volatile sig_atomic_t *stop)
+static int fill(wr_writer_t *w, atomic_int *stop)
 {
     size_t batch = (size_t)w->cfg->batch;
     int64_t deadline = -1;
@@ -379,7 +379,7 @@ static int overlap(wr_writer_t *w)
     return 0;
 }
 
-static int loop(wr_writer_t *w, volatile sig_atomic_t *stop)
+static int loop(wr_writer_t *w, atomic_int *stop)
 {
     size_t batch = (size_t)w->cfg->batch, n;
     int rc;
@@ -414,7 +414,7 @@ static int loop(wr_writer_t *w, volatile sig_atomic_t *stop)
     return 0;
 }
 
-int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_t *stats,
+int wr_writer_run(const wr_config_t *cfg, atomic_int *stop, wr_stats_t *stats,
                   wr_health_t *health)
 {
     wr_writer_t w;

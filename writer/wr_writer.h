@@ -63,7 +63,7 @@ typedef struct {
  * Counters also go to the process's metrics registry (vc_metrics.h) as
  * voucher_writer_*.
  */
-int wr_writer_run(const wr_config_t *cfg, volatile sig_atomic_t *stop, wr_stats_t *stats,
+int wr_writer_run(const wr_config_t *cfg, atomic_int *stop, wr_stats_t *stats,
                   wr_health_t *health);
 
 #endif

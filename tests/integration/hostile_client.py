@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Hostile HTTP clients for test_hostile_conn.sh: they send what a client may
+send and then go away at the worst moment, with a reset (SO_LINGER {1, 0})
+rather than a clean close, so the gateway's writes and reads fail while it
+still holds requests.
+
+  hostile_client.py burst HOST:PORT REQUESTS ROUNDS
+      ROUNDS connections, each sending REQUESTS pipelined GET /healthz in one
+      write, reading 100 bytes of the answers, then resetting.
+  hostile_client.py midrequest HOST:PORT CODE CONNECTIONS
+      CONNECTIONS connections at once, each in one of several ways of leaving
+      mid-request: half a request head, a reservation reset before its
+      answer (Redis and Kafka work in flight), pipelined reservations and
+      /healthz reset after the first bytes of the answers, a body cut short.
+  hostile_client.py load HOST:PORT CODE SECONDS THREADS
+      THREADS threads mixing all of the above with ordinary requests for
+      SECONDS seconds, or until the gateway stops accepting (SIGTERM).
+
+Prints one summary line; exits 0 unless an argument is wrong. Whether the
+gateway survived is for the test to judge (its log, /healthz, its exit status).
+"""
+import random
+import socket
+import struct
+import sys
+import threading
+import time
+
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def reservation(code, order):
+    body = ('{"customerId":%d,"orderId":"%s-%s","orderAmount":1000}'
+            % (random.randint(1, 1 << 30), code, order)).encode()
+    return (b"POST /vouchers/" + code.encode() + b"/reservations HTTP/1.1\r\n"
+            b"Host: x\r\nContent-Type: application/json\r\nContent-Length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+def connect(addr):
+    host, port = addr.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=5)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def reset(s):
+    """Closes with a reset: the gateway's next read or write on it fails."""
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    s.close()
+
+
+def read_some(s, n):
+    try:
+        return s.recv(n)
+    except OSError:
+        return b""
+
+
+def burst(addr, requests, rounds, strict=False):
+    """strict: a refused connection raises (the load stops on it)."""
+    done = 0
+    for _ in range(rounds):
+        try:
+            s = connect(addr)
+        except OSError:
+            if strict:
+                raise
+            continue
+        try:
+            s.sendall(HEALTHZ * requests)
+            read_some(s, 100)
+        except OSError:
+            pass
+        reset(s)
+        done += 1
+    return done
+
+
+def one_midrequest(addr, code, kind, n):
+    s = connect(addr)
+    try:
+        if kind == 0:
+            # Half a request head, then gone.
+            s.sendall(b"POST /vouchers/" + code.encode() + b"/reserv")
+        elif kind == 1:
+            # A whole reservation, reset before its answer: the gateway is
+            # waiting for Redis or Kafka when the connection goes.
+            s.sendall(reservation(code, "m%d" % n))
+        elif kind == 2:
+            # Pipelined reservations and /healthz; the first bytes of the
+            # answers are read, then the connection is reset while the rest
+            # are in flight or being written.
+            s.sendall(reservation(code, "p%da" % n) + HEALTHZ * 3 +
+                      reservation(code, "p%db" % n) + HEALTHZ * 50)
+            read_some(s, 100)
+        elif kind == 3:
+            # A body cut short.
+            req = reservation(code, "b%d" % n)
+            s.sendall(req[: len(req) - 10])
+        else:
+            # A reservation answered, and the connection reset while the
+            # next (pipelined) one is in flight.
+            s.sendall(reservation(code, "k%da" % n) + reservation(code, "k%db" % n))
+            read_some(s, 1)
+    except OSError:
+        pass
+    reset(s)
+
+
+def midrequest(addr, code, connections):
+    done = 0
+    for n in range(connections):
+        try:
+            one_midrequest(addr, code, n % 5, n)
+            done += 1
+        except OSError:
+            pass
+    return done
+
+
+def polite(addr, code, n):
+    """An ordinary request whose answer is read in full."""
+    s = connect(addr)
+    try:
+        s.sendall(reservation(code, "ok%d" % n) if n % 2 else HEALTHZ)
+        read_some(s, 4096)
+    finally:
+        s.close()
+
+
+def load(addr, code, seconds, threads):
+    stop = time.monotonic() + seconds
+    counts = [0] * threads
+    refused = [0] * threads
+
+    def worker(i):
+        n = 0
+        rnd = random.Random(i)
+        while time.monotonic() < stop:
+            n += 1
+            try:
+                what = rnd.randrange(4)
+                if what == 0:
+                    burst(addr, rnd.choice((10, 200, 1000)), 1, strict=True)
+                elif what == 1:
+                    one_midrequest(addr, code, rnd.randrange(5), i * 1000000 + n)
+                else:
+                    polite(addr, code, i * 1000000 + n)
+                counts[i] += 1
+                refused[i] = 0
+            except OSError:
+                # Refused: the gateway stopped listening (SIGTERM). Give up
+                # after a few in a row.
+                refused[i] += 1
+                if refused[i] > 20:
+                    return
+                time.sleep(0.05)
+
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sum(counts)
+
+
+def main(argv):
+    if len(argv) >= 4 and argv[1] == "burst":
+        print("burst: %d connections" % burst(argv[2], int(argv[3]), int(argv[4])))
+    elif len(argv) == 5 and argv[1] == "midrequest":
+        print("midrequest: %d connections" % midrequest(argv[2], argv[3], int(argv[4])))
+    elif len(argv) == 6 and argv[1] == "load":
+        print("load: %d actions" % load(argv[2], argv[3], float(argv[4]), int(argv[5])))
+    else:
+        sys.stderr.write(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
