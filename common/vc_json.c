@@ -413,6 +413,150 @@ int vc_jdoc_parse(vc_jdoc_t *doc, const char *json, size_t len, char *err, size_
     return 0;
 }
 
+/* vc_json_pick_str(): walks the events, following path while the keys match. */
+typedef struct {
+    const char *const *path;
+    int plen;
+    int depth;   /* how many objects we are inside */
+    int matched; /* how many leading keys of path the enclosing objects matched */
+    int at_key;  /* the last key read matched path[depth - 1] at this depth */
+    char *out;
+    size_t cap;
+    int found;
+} pick_t;
+
+/* A value (or the start of a container) after the key at this depth. */
+static int pick_value(pick_t *k)
+{
+    k->at_key = 0;
+    return 1;
+}
+
+static int pick_null(void *ctx)
+{
+    return pick_value(ctx);
+}
+
+static int pick_bool(void *ctx, int b)
+{
+    (void)b;
+    return pick_value(ctx);
+}
+
+static int pick_number(void *ctx, const char *s, size_t len)
+{
+    (void)s;
+    (void)len;
+    return pick_value(ctx);
+}
+
+static int pick_string(void *ctx, const unsigned char *s, size_t len)
+{
+    pick_t *k = ctx;
+
+    if (k->at_key && k->depth == k->plen && k->matched == k->plen - 1) {
+        size_t n = len < k->cap - 1 ? len : k->cap - 1;
+        memcpy(k->out, s, n);
+        k->out[n] = '\0';
+        k->found = 1;
+        return 0; /* stop: found */
+    }
+    return pick_value(k);
+}
+
+static int pick_start_map(void *ctx)
+{
+    pick_t *k = ctx;
+
+    /* Entering the object that a matching key opens: one more key of path matched. */
+    if (k->at_key)
+        k->matched = k->depth;
+    k->depth++;
+    k->at_key = 0;
+    return 1;
+}
+
+static int pick_end_map(void *ctx)
+{
+    pick_t *k = ctx;
+
+    /* Leaving a matched object: its key no longer counts. */
+    k->depth--;
+    if (k->matched > k->depth - 1)
+        k->matched = k->depth > 0 ? k->depth - 1 : 0;
+    k->at_key = 0;
+    return 1;
+}
+
+static int pick_start_array(void *ctx)
+{
+    pick_t *k = ctx;
+
+    /* Arrays are not on any path: their objects never match. */
+    k->depth += 1000;
+    k->at_key = 0;
+    return 1;
+}
+
+static int pick_end_array(void *ctx)
+{
+    pick_t *k = ctx;
+
+    k->depth -= 1000;
+    k->at_key = 0;
+    return 1;
+}
+
+static int pick_key(void *ctx, const unsigned char *s, size_t len)
+{
+    pick_t *k = ctx;
+    const char *want;
+
+    k->at_key = 0;
+    if (k->depth < 1 || k->depth > k->plen || k->matched != k->depth - 1)
+        return 1;
+    want = k->path[k->depth - 1];
+    k->at_key = strlen(want) == len && memcmp(want, s, len) == 0;
+    return 1;
+}
+
+static const yajl_callbacks pick_callbacks = {
+    .yajl_null = pick_null,
+    .yajl_boolean = pick_bool,
+    .yajl_number = pick_number,
+    .yajl_string = pick_string,
+    .yajl_start_map = pick_start_map,
+    .yajl_map_key = pick_key,
+    .yajl_end_map = pick_end_map,
+    .yajl_start_array = pick_start_array,
+    .yajl_end_array = pick_end_array,
+};
+
+int vc_json_pick_str(const char *json, size_t len, const char *const *path, char *out, size_t cap)
+{
+    pick_t k;
+    yajl_handle h;
+    yajl_status st;
+
+    memset(&k, 0, sizeof(k));
+    k.path = path;
+    while (path[k.plen])
+        k.plen++;
+    k.out = out;
+    k.cap = cap;
+    if (k.plen == 0 || cap == 0)
+        return VC_E_NOT_FOUND;
+    if (!(h = yajl_alloc(&pick_callbacks, NULL, &k)))
+        return VC_ERR_NOMEM;
+    st = yajl_parse(h, (const unsigned char *)json, len);
+    if (st == yajl_status_ok)
+        st = yajl_complete_parse(h);
+    yajl_free(h);
+    if (k.found)
+        return 0;
+    return st == yajl_status_ok ? VC_E_NOT_FOUND : VC_ERR_INVALID;
+}
+
 void vc_jdoc_free(vc_jdoc_t *doc)
 {
     value_free((yajl_val)doc->root);

@@ -38,6 +38,16 @@ int vc_jgen_finish(vc_jgen_t *g, char *buf, size_t cap, size_t *len);
 /* Frees the writer without output (for error paths). */
 void vc_jgen_free(vc_jgen_t *g);
 
+/*
+ * Reads one string out of a large document without building a tree: the
+ * value at path (keys of nested objects, NULL-terminated, e.g. {"cgrp",
+ * "state", NULL}), copied into out (NUL-terminated, cut to cap-1 bytes). For
+ * documents from a trusted source, such as librdkafka's statistics, that
+ * are too big for vc_jdoc_parse()'s limits. Returns 0, VC_E_NOT_FOUND when
+ * the path is absent or not a string, VC_ERR_INVALID for malformed JSON.
+ */
+int vc_json_pick_str(const char *json, size_t len, const char *const *path, char *out, size_t cap);
+
 /* A parsed JSON object. */
 typedef struct {
     void *root; /* yajl_val */

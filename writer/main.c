@@ -24,12 +24,24 @@
 static atomic_int stop_requested;
 static wr_health_t health;
 
-/* vc_admin_ready_cb: ready while the loop runs and no batch waits for a retry. */
+/*
+ * vc_admin_ready_cb: ready while the loop runs with a live PostgreSQL
+ * session, as a member of its consumer group, and no batch waits for a retry
+ * (the runbook's meaning of ready; each is checked every second).
+ */
 static int ready_cb(void *arg, char *detail, size_t cap)
 {
     (void)arg;
     if (!atomic_load(&health.running)) {
         snprintf(detail, cap, "not consuming yet");
+        return 0;
+    }
+    if (!atomic_load(&health.pg_ok)) {
+        snprintf(detail, cap, "no PostgreSQL session");
+        return 0;
+    }
+    if (!atomic_load(&health.in_group)) {
+        snprintf(detail, cap, "not a member of the consumer group (Kafka unreachable, or joining)");
         return 0;
     }
     if (atomic_load(&health.retrying)) {

@@ -3,6 +3,7 @@
 
 #include "vc_error.h"
 #include "vc_kafka_conf.h"
+#include "vc_json.h"
 #include "vc_log.h"
 #include "vc_time.h"
 
@@ -30,11 +31,12 @@
  * no auto commit would leave the group's offsets, which the reconciler reads
  * as the writer's position, behind. group.id is --group, which the
  * reconciler reads too; a new group starts from the earliest event, or the
- * events published before it first joined would never be applied.
+ * events published before it first joined would never be applied. The
+ * statistics tell /readyz whether the consumer is in its group.
  */
 static const char *const consumer_keys[] = {
     "bootstrap.servers",  "metadata.broker.list", "group.id", "enable.auto.offset.store",
-    "enable.auto.commit", "auto.offset.reset",    NULL};
+    "enable.auto.commit", "auto.offset.reset",    "statistics.interval.ms", NULL};
 /*
  * The dead-letter producer, and the replayer of `dlt replay`: a batch's
  * offsets are stored (or a replay reported done) only once every message is
@@ -104,7 +106,17 @@ struct wr_kafka {
      */
     int64_t *applied;
     size_t napplied;
+    /*
+     * Whether the consumer is a member of its group now: librdkafka's
+     * statistics (every WR_STATS_MS ms) say its coordinator is up and its join
+     * state steady. Written by stats_cb, which runs inside
+     * rd_kafka_consumer_poll() on the loop's thread.
+     */
+    int in_group;
 };
+
+/* How often librdkafka reports its statistics (the group's state), in ms. */
+#define WR_STATS_MS "1000"
 
 _Static_assert(sizeof(uintptr_t) >= 8, "dlt_opaque packs the round and the index in a pointer");
 
@@ -254,6 +266,31 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
 }
 
+/* librdkafka's statistics: only the consumer group's state is read. */
+static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    static const char *const state_path[] = {"cgrp", "state", NULL};
+    static const char *const join_path[] = {"cgrp", "join_state", NULL};
+    wr_kafka_t *k = opaque;
+    char state[32], join[32];
+    int member;
+
+    (void)rk;
+    member = vc_json_pick_str(json, len, state_path, state, sizeof(state)) == 0 &&
+             vc_json_pick_str(json, len, join_path, join, sizeof(join)) == 0 &&
+             strcmp(state, "up") == 0 && strcmp(join, "steady") == 0;
+    if (member != k->in_group)
+        vc_info("consumer group: %s (coordinator %s, join state %s)",
+                member ? "member" : "not a member", state, join);
+    k->in_group = member;
+    return 0; /* librdkafka frees json */
+}
+
+int wr_kafka_in_group(const wr_kafka_t *k)
+{
+    return k->in_group;
+}
+
 static int open_consumer(wr_kafka_t *k, char *err, size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -284,9 +321,11 @@ static int open_consumer(wr_kafka_t *k, char *err, size_t errlen)
          */
         (rc = vc_kafka_set(conf, "fetch.min.bytes", "65536", err, errlen)) ||
         (rc = vc_kafka_set(conf, "fetch.wait.max.ms", "50", err, errlen)) ||
+        (rc = vc_kafka_set(conf, "statistics.interval.ms", WR_STATS_MS, err, errlen)) ||
         (rc = vc_kafka_settings_apply(k->conf.extra, conf, CONSUMER, consumer_keys, err, errlen)))
         goto fail;
     rd_kafka_conf_set_opaque(conf, k);
+    rd_kafka_conf_set_stats_cb(conf, stats_cb);
     rd_kafka_conf_set_log_cb(conf, log_cb);
     rd_kafka_conf_set_error_cb(conf, error_cb);
     rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);

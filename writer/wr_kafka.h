@@ -104,6 +104,14 @@ int64_t wr_kafka_lag(wr_kafka_t *k);
  * Commits the stored offsets, leaves the group (the revoke callback runs
  * once more), flushes the producer and frees everything.
  */
+/*
+ * Whether the consumer is a member of its group now (its coordinator is up
+ * and it has joined: an assignment, possibly empty, and heartbeats), as
+ * librdkafka's statistics last said; 0 until they first say so. Call on the
+ * loop's thread.
+ */
+int wr_kafka_in_group(const wr_kafka_t *k);
+
 void wr_kafka_close(wr_kafka_t *k);
 
 /* ---- Tools for `voucher-writer dlt`: reading the dead-letter topic, replaying. */

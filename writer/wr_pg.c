@@ -460,6 +460,27 @@ int wr_pg_send(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen)
     return rc;
 }
 
+int wr_pg_check(wr_pg_t *pg, char *err, size_t errlen)
+{
+    struct pollfd pfd;
+
+    if (pg->in_flight)
+        return 0;
+    if (pg->conn && PQstatus(pg->conn) == CONNECTION_OK) {
+        pfd.fd = PQsocket(pg->conn);
+        pfd.events = POLLIN;
+        pfd.revents = 0;
+        if (poll(&pfd, 1, 0) <= 0)
+            return 0;
+        /* A notice is harmless; an end of stream leaves the connection bad. */
+        if (PQconsumeInput(pg->conn) && PQstatus(pg->conn) == CONNECTION_OK)
+            return 0;
+        vc_pg_error_text(pg->conn, NULL, err, errlen);
+        vc_warn("PostgreSQL session lost: %s", err);
+    }
+    return ensure_conn(pg, err, errlen);
+}
+
 int wr_pg_wait(wr_pg_t *pg, int timeout_ms)
 {
     struct pollfd pfd;

@@ -47,6 +47,17 @@ void wr_pg_close(wr_pg_t *pg);
  * again, in the same order) but their events must not change, and nothing
  * else may use the adapter. The messages stay owned by the caller.
  */
+/*
+ * Checks, without blocking when it is healthy, that the session is alive:
+ * an idle session has nothing to read, so data or an end of stream on its
+ * socket means the server went away (a killed postmaster, a restart). A
+ * session found dead, or missing, is made again (which blocks up to the
+ * connect timeout). While a statement is in flight its result tells, and
+ * this returns 0. Returns 0, or VC_ERR_UNAVAILABLE / VC_ERR_INVALID with err
+ * set.
+ */
+int wr_pg_check(wr_pg_t *pg, char *err, size_t errlen);
+
 int wr_pg_send(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen);
 int wr_pg_wait(wr_pg_t *pg, int timeout_ms);
 int wr_pg_finish(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen);

@@ -20,6 +20,9 @@
 #define WR_OVERLAP_WAIT_MS 2 /* while a batch is in flight and Kafka has nothing: wait on PostgreSQL */
 
 /* The writer's series in the metrics registry, created once. */
+/* How often the PostgreSQL session and the group membership are checked for /readyz. */
+#define WR_HEALTH_MS 1000
+
 typedef struct {
     vc_metric_t *applied, *noops, *early, *tombstones, *dead_letters;
     vc_metric_t *batches, *retries, *queued, *batch_seconds, *batch_events, *lag;
@@ -43,6 +46,7 @@ typedef struct {
     int64_t retry_at; /* monotonic ms; 0 when no retry is pending */
     uint64_t last_events;
     int64_t last_stats_at;
+    int64_t health_at; /* when the PostgreSQL session and the group were last looked at */
     int64_t last_lag_at;
 } wr_writer_t;
 
@@ -125,6 +129,8 @@ static int poll_one(wr_writer_t *w, int timeout_ms)
     return 0;
 }
 
+static void check_health(wr_writer_t *w);
+
 /* Polls until a full batch is queued, linger_ms passed since the first event, or a stop. */
 static int fill(wr_writer_t *w, atomic_int *stop)
 {
@@ -143,6 +149,7 @@ static int fill(wr_writer_t *w, atomic_int *stop)
             if (deadline - now < timeout)
                 timeout = deadline - now;
         }
+        check_health(w); /* an idle writer waits here */
         if ((rc = poll_one(w, (int)timeout)) != 0)
             return rc;
     }
@@ -379,6 +386,25 @@ static int overlap(wr_writer_t *w)
     return 0;
 }
 
+/*
+ * What /readyz tells: every second, whether the PostgreSQL session is alive
+ * (made again if it is not, so readiness comes back without waiting for an
+ * event) and whether the consumer is in its group. Between batches only.
+ */
+static void check_health(wr_writer_t *w)
+{
+    char err[WR_ERR_MAX];
+    int64_t now = vc_time_mono_ms();
+
+    if (w->in_flight || now - w->health_at < WR_HEALTH_MS)
+        return;
+    w->health_at = now;
+    if (!w->health)
+        return;
+    atomic_store(&w->health->pg_ok, wr_pg_check(w->pg, err, sizeof(err)) == 0);
+    atomic_store(&w->health->in_group, wr_kafka_in_group(w->kafka));
+}
+
 static int loop(wr_writer_t *w, atomic_int *stop)
 {
     size_t batch = (size_t)w->cfg->batch, n;
@@ -386,6 +412,7 @@ static int loop(wr_writer_t *w, atomic_int *stop)
 
     while (!*stop) {
         log_stats(w, 0);
+        check_health(w);
         vc_metric_set(w->metrics.queued, (int64_t)w->queue.len);
         if (w->retry_at) {
             int64_t wait = w->retry_at - vc_time_mono_ms();

@@ -51,6 +51,8 @@ typedef struct {
 typedef struct {
     atomic_int running;  /* 1 while the loop runs */
     atomic_int retrying; /* 1 while a batch waits to be retried after a transient failure */
+    atomic_int pg_ok;    /* 1 while the PostgreSQL session is alive (checked every second) */
+    atomic_int in_group; /* 1 while the consumer is a member of its group (librdkafka's stats) */
 } wr_health_t;
 
 /*

@@ -425,6 +425,38 @@ START_TEST(pg_dsn_check)
 }
 END_TEST
 
+/* librdkafka's statistics are larger than vc_jdoc_parse() takes: one field is picked out. */
+START_TEST(json_pick_str_follows_the_path)
+{
+    static const char doc[] =
+        "{\"name\":\"x\",\"state\":\"top\",\"brokers\":{\"b1\":{\"state\":\"UP\"}},"
+        "\"topics\":[{\"cgrp\":{\"state\":\"in-array\"}}],"
+        "\"cgrp\":{\"stateage\":5,\"inner\":{\"state\":\"deeper\"},\"state\":\"up\","
+        "\"join_state\":\"steady\"}}";
+    const char *cgrp_state[] = {"cgrp", "state", NULL};
+    const char *join[] = {"cgrp", "join_state", NULL};
+    const char *top[] = {"state", NULL};
+    const char *absent[] = {"cgrp", "nothing", NULL};
+    const char *not_str[] = {"cgrp", "stateage", NULL};
+    char out[16];
+
+    ck_assert_int_eq(vc_json_pick_str(doc, strlen(doc), cgrp_state, out, sizeof(out)), 0);
+    ck_assert_str_eq(out, "up");
+    ck_assert_int_eq(vc_json_pick_str(doc, strlen(doc), join, out, sizeof(out)), 0);
+    ck_assert_str_eq(out, "steady");
+    ck_assert_int_eq(vc_json_pick_str(doc, strlen(doc), top, out, sizeof(out)), 0);
+    ck_assert_str_eq(out, "top");
+    ck_assert_int_eq(vc_json_pick_str(doc, strlen(doc), absent, out, sizeof(out)), VC_E_NOT_FOUND);
+    ck_assert_int_eq(vc_json_pick_str(doc, strlen(doc), not_str, out, sizeof(out)),
+                     VC_E_NOT_FOUND);
+    ck_assert_int_eq(vc_json_pick_str("{\"cgrp\":", 8, cgrp_state, out, sizeof(out)),
+                     VC_ERR_INVALID);
+    /* Cut to the buffer, still terminated. */
+    ck_assert_int_eq(vc_json_pick_str(doc, strlen(doc), join, out, 4), 0);
+    ck_assert_str_eq(out, "ste");
+}
+END_TEST
+
 START_TEST(redis_url_parsing)
 {
     char host[64];
@@ -534,6 +566,7 @@ static Suite *common_suite(void)
     tcase_add_test(tc, config_errors_name_the_setting);
     tcase_add_test(tc, config_empty_value_is_an_error);
     tcase_add_test(tc, pg_dsn_check);
+    tcase_add_test(tc, json_pick_str_follows_the_path);
     tcase_add_test(tc, redis_url_parsing);
     tcase_add_test(tc, voucher_rules);
     tcase_add_test(tc, metrics_render_prometheus_text);
