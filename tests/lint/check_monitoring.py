@@ -108,6 +108,13 @@ for g in rules["groups"]:
     for r in g["rules"]:
         check_names(f"rule {r.get('alert') or r.get('record')}", r["expr"])
 
+# deploy/run --monitoring prints a link to graphs of the demo sale.
+with open(os.path.join(root, "deploy", "run")) as f:
+    graph = re.search(r"^monitoring_graph\(\) \{\n(.*?)^\}", f.read(), re.M | re.S)
+run_names = set(re.findall(r"\bvoucher[_:][a-z_:]*[a-z]", graph.group(1) if graph else ""))
+check(run_names and not run_names - known, "deploy/run's graph queries metrics the daemons export",
+      f"unknown {sorted(run_names - known)}")
+
 with open(os.path.join(mon, "dashboard.json")) as f:
     dash = json.load(f)
 ids = [p["id"] for p in dash["panels"]]
