@@ -9,7 +9,7 @@
 # events unapplied, and VoucherWriterLagGrowing goes pending, then firing (with
 # VoucherDaemonDown for the writer); the writer back, it resolves.
 source "$(dirname "$0")/lib.sh"
-plan 16
+plan 17
 
 prom="http://127.0.0.1:$((VOUCHER_PORT_BASE + 20))"
 stack=$VOUCHER_SOURCE_DIR/deploy/stack
@@ -80,6 +80,13 @@ targets() {
 }
 is "$(wait_for "gateway=up reconciler=up writer=up" 30 targets)" "gateway=up reconciler=up writer=up" \
   "Prometheus scrapes the gateway, the writer and the reconciler, each labelled daemon"
+
+# The writer has its partitions and Prometheus has the acting reconciler's lag
+# before the sale: a lag first seen during the sale, not yet drained by a
+# writer still joining its group, would look like a stuck one.
+wait_http_ok "http://$(writer_admin)/readyz" 30 || { echo "Bail out! the writer did not become ready"; exit 1; }
+is "$(wait_for 0 20 promql 'voucher:writer_lag_events:acting')" 0 \
+  "Prometheus has the acting reconciler's writer lag: 0 before the sale"
 
 # A normal sale: 100 attempts for 40 uses, the writer applying.
 "$bin_load" --code "$code" --attempts 100 --connections 20 --customers 100 --amount 500000 \
