@@ -237,7 +237,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
             vc_warn("cannot connect, will try again: %s", err);
             last_pass_ok = 0;
             failing = 1;
-            rc_ctx_close(&ctx);
+            rc_ctx_close(&ctx); /* the lock goes with the session: this replica no longer acts */
+            vc_metric_set(leader, 0);
             sleep_interval(s.interval_ms);
             continue;
         }
