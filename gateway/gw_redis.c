@@ -562,7 +562,8 @@ static void connect_now(gw_redis_t *r)
         load_script(r, i);
 }
 
-int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *url, int64_t timeout_ms, const char *const *scripts, size_t nscripts, atomic_int *up)
+int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *url, int64_t timeout_ms,
+                 const char *const *scripts, size_t nscripts, atomic_int *up)
 {
     gw_redis_t *r = calloc(1, sizeof(*r));
 

@@ -62,7 +62,8 @@ typedef void (*gw_redis_cb)(void *arg, int rc, const gw_redis_reply_t *reply);
  * threads to read (readiness); borrowed for the adapter's life.
  * Returns 0 and sets *out, or VC_ERR_NOMEM.
  */
-int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *url, int64_t timeout_ms, const char *const *scripts, size_t nscripts, atomic_int *up);
+int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *url, int64_t timeout_ms,
+                 const char *const *scripts, size_t nscripts, atomic_int *up);
 
 /*
  * Sends one command (argc strings of argvlen bytes; copied). Returns 0 and
