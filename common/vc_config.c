@@ -131,7 +131,16 @@ void vc_config_usage(const vc_cfg_param_t *params, const char *prog, const char 
         snprintf(left, sizeof(left), "--%s%s%s", p->flag, p->type == VC_CFG_BOOL ? "" : " ",
                  p->type == VC_CFG_BOOL ? "" : type_hint(p->type));
         fprintf(out, "  %-34s %s\n", left, p->help);
-        fprintf(out, "  %-34s env %s, default: %s\n", "", p->env ? p->env : "(flag only)",
+        char env[160];
+        /* "A,B": A, or when A is unset, B (a daemon's own variable, then the shared one). */
+        if (!p->env)
+            snprintf(env, sizeof(env), "(flag only)");
+        else if (strchr(p->env, ','))
+            snprintf(env, sizeof(env), "%.*s (or %s)", (int)strcspn(p->env, ","), p->env,
+                     strchr(p->env, ',') + 1);
+        else
+            snprintf(env, sizeof(env), "%s", p->env);
+        fprintf(out, "  %-34s env %s, default: %s\n", "", env,
                 p->def ? (*p->def ? p->def : "\"\"") : "(none)");
     }
     fprintf(out, "  %-34s %s\n  %-34s %s\n", "--help", "show this help and exit", "--version",
@@ -139,6 +148,24 @@ void vc_config_usage(const vc_cfg_param_t *params, const char *prog, const char 
     fprintf(out, "\nDurations take a unit: 250ms, 5s, 15m, 1h (a bare number is milliseconds).\n"
                  "Flags override environment variables, which override defaults.\n");
     (void)prog;
+}
+
+/*
+ * The value of the first variable of names ("A" or "A,B,...") that is set,
+ * its name copied into name; NULL when none is set (or names is NULL).
+ */
+static const char *env_lookup(const char *names, char *name, size_t cap)
+{
+    while (names && *names) {
+        size_t n = strcspn(names, ",");
+        const char *v;
+
+        snprintf(name, cap, "%.*s", (int)n, names);
+        if ((v = getenv(name)))
+            return v;
+        names += n + (names[n] == ',');
+    }
+    return NULL;
 }
 
 int vc_config_load(const vc_cfg_param_t *params, void *cfg, const char *prog, const char *summary,
@@ -155,9 +182,10 @@ int vc_config_load(const vc_cfg_param_t *params, void *cfg, const char *prog, co
             *(const char **)((char *)cfg + p->offset) = NULL;
     }
     for (p = params; p->flag; p++) {
-        const char *v = p->env ? getenv(p->env) : NULL;
+        char name[96];
+        const char *v = env_lookup(p->env, name, sizeof(name));
         if (v) {
-            snprintf(from, sizeof(from), "environment variable %s", p->env);
+            snprintf(from, sizeof(from), "environment variable %s", name);
             if ((rc = set_value(p, cfg, v, from, err, errlen)) != 0)
                 return rc;
         }

@@ -20,7 +20,8 @@ typedef enum {
 
 typedef struct {
     const char *flag;    /* "http-addr", used as --http-addr */
-    const char *env;     /* "VOUCHER_HTTP_ADDR", or NULL for a flag-only setting */
+    const char *env;     /* "VOUCHER_HTTP_ADDR", or NULL for a flag-only setting; "A,B"
+                            reads B when A is unset (a daemon's own, then a shared one) */
     vc_cfg_type_t type;
     const char *def;     /* the default, as it would be written; NULL means unset */
     size_t offset;       /* offsetof() into the daemon's config struct */

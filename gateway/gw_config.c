@@ -24,8 +24,10 @@ const vc_cfg_param_t gw_config_params[] = {
         "Kafka bootstrap servers (comma-separated host:port)"),
     STR("kafka-topic", "VOUCHER_KAFKA_TOPIC", "voucher-events", kafka_topic,
         "topic the voucher events are published to"),
-    STR("pg-dsn", "VOUCHER_PG_DSN", "host=127.0.0.1 port=15400 dbname=voucher user=voucher", pg_dsn,
-        "PostgreSQL connection string (libpq conninfo) for voucher rules"),
+    STR("pg-dsn", "VOUCHER_GATEWAY_PG_DSN,VOUCHER_PG_DSN",
+        "host=127.0.0.1 port=15400 dbname=voucher user=voucher_gateway", pg_dsn,
+        "PostgreSQL connection string (libpq conninfo) for voucher rules, as the role "
+        "voucher_gateway (deploy/sql/008_daemon_roles.sql)"),
     STR("log-level", "VOUCHER_LOG_LEVEL", "info", log_level, "debug, info, warn or error"),
     MS("hold-ttl", "VOUCHER_HOLD_TTL", "15m", hold_ttl_ms, 1000, 86400000LL,
        "how long a reservation holds a use before it may be released"),
