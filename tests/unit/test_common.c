@@ -363,6 +363,39 @@ START_TEST(config_defaults_env_flags)
 }
 END_TEST
 
+/* "A,B": a daemon's own variable first, then the shared one (the per-daemon DSNs). */
+START_TEST(config_env_fallback)
+{
+    static const vc_cfg_param_t params[] = {
+        {"dsn", "VCTEST_OWN_DSN,VCTEST_DSN", VC_CFG_STRING, "d", offsetof(test_cfg_t, s), 0, 0,
+         "a dsn"},
+        {"ttl", "VCTEST_OWN_TTL,VCTEST_TTL", VC_CFG_MS, "1s", offsetof(test_cfg_t, ms), 0, 10000,
+         "a ttl"},
+        VC_CFG_END,
+    };
+    test_cfg_t cfg;
+    char err[256], *argv[] = {"prog", NULL};
+
+    unsetenv("VCTEST_OWN_DSN");
+    setenv("VCTEST_DSN", "shared", 1);
+    ck_assert_int_eq(vc_config_load(params, &cfg, "prog", "s", 1, argv, NULL, err, sizeof(err)),
+                     VC_CFG_RUN);
+    ck_assert_str_eq(cfg.s, "shared");
+    setenv("VCTEST_OWN_DSN", "own", 1);
+    ck_assert_int_eq(vc_config_load(params, &cfg, "prog", "s", 1, argv, NULL, err, sizeof(err)),
+                     VC_CFG_RUN);
+    ck_assert_str_eq(cfg.s, "own");
+    /* An error names the variable the value came from. */
+    setenv("VCTEST_TTL", "soon", 1);
+    ck_assert_int_eq(vc_config_load(params, &cfg, "prog", "s", 1, argv, NULL, err, sizeof(err)),
+                     VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "environment variable VCTEST_TTL"));
+    unsetenv("VCTEST_OWN_DSN");
+    unsetenv("VCTEST_DSN");
+    unsetenv("VCTEST_TTL");
+}
+END_TEST
+
 START_TEST(config_errors_name_the_setting)
 {
     test_cfg_t cfg;
@@ -597,6 +630,7 @@ static Suite *common_suite(void)
     tcase_add_test(tc, jdoc_parse_strict);
     tcase_add_test(tc, time_parse_and_format);
     tcase_add_test(tc, config_defaults_env_flags);
+    tcase_add_test(tc, config_env_fallback);
     tcase_add_test(tc, config_errors_name_the_setting);
     tcase_add_test(tc, config_empty_value_is_an_error);
     tcase_add_test(tc, pg_dsn_check);
