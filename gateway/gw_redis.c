@@ -457,19 +457,19 @@ static void auth_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         r->backoff_ms = GW_REDIS_BACKOFF_MIN_MS;
         return;
     }
-    if (rc == VC_ERR_SHUTDOWN)
+    /* A connection lost or closing: its own path logs it and reconnects. */
+    if (rc != VC_ERR_PROTOCOL)
         return;
     /*
-     * Every command behind would fail with NOAUTH: drop the connection, so
+     * Redis refused the credentials (WRONGPASS, or NOAUTH, its text is logged
+     * by reply_cb): every command behind would fail. Drop the connection, so
      * that /readyz says so, and try again with the backoff growing (a
      * password being rotated in Redis may be accepted on a later try).
      */
-    vc_error("redis %s:%d: AUTH%s%s failed (%s): check the user and password of "
-             "VOUCHER_REDIS_URL",
-             r->host, r->port, r->user[0] ? " as user " : "", r->user, vc_strerror(rc));
+    vc_error("redis %s:%d: AUTH%s%s failed: check the user and password of VOUCHER_REDIS_URL",
+             r->host, r->port, r->user[0] ? " as user " : "", r->user);
     r->auth_refused = 1;
-    if (rc != VC_ERR_TIMEOUT && rc != VC_ERR_UNAVAILABLE)
-        drop(r, VC_ERR_UNAVAILABLE);
+    drop(r, VC_ERR_UNAVAILABLE);
 }
 
 static void select_cb(void *arg, int rc, const gw_redis_reply_t *reply)
