@@ -88,8 +88,11 @@ is "$(sql "SELECT string_agg(DISTINCT application_name || '=' || usename, ' ')
              FROM pg_stat_activity WHERE application_name IN ('voucher-gateway', 'voucher-writer')")" \
   "voucher-gateway=voucher_gateway voucher-writer=voucher_writer" \
   "the gateway and the writer are logged in to PostgreSQL as their own roles"
+# Its verdicts depend on every voucher of the stack (exit 0, 1 or 3); 2 is an error.
 "$bin_reconciler" --once --redis-url "$acl_url" >"$scratch/reconcile.log" 2>&1
-is "$?" 0 "the reconciler's pass runs as the ACL user (exit 0)"
+rc=$?
+[ "$rc" -ne 2 ] && grep -q '^[0-9]* vouchers: [0-9]* consistent' "$scratch/reconcile.log"
+ok $? "the reconciler's pass runs as the ACL user and reports (exit $rc)"
 "$bin_reconciler" --once --redis-url "$bad_url" >"$scratch/reconcile-bad.log" 2>&1
 rc=$?
 [ "$rc" -ne 0 ] && grep -q "AUTH as user $redis_user" "$scratch/reconcile-bad.log"
