@@ -131,7 +131,16 @@ void vc_config_usage(const vc_cfg_param_t *params, const char *prog, const char 
         snprintf(left, sizeof(left), "--%s%s%s", p->flag, p->type == VC_CFG_BOOL ? "" : " ",
                  p->type == VC_CFG_BOOL ? "" : type_hint(p->type));
         fprintf(out, "  %-34s %s\n", left, p->help);
-        fprintf(out, "  %-34s env %s, default: %s\n", "", p->env ? p->env : "(flag only)",
+        char env[160];
+        /* "A,B": A, or when A is unset, B (a daemon's own variable, then the shared one). */
+        if (!p->env)
+            snprintf(env, sizeof(env), "(flag only)");
+        else if (strchr(p->env, ','))
+            snprintf(env, sizeof(env), "%.*s (or %s)", (int)strcspn(p->env, ","), p->env,
+                     strchr(p->env, ',') + 1);
+        else
+            snprintf(env, sizeof(env), "%s", p->env);
+        fprintf(out, "  %-34s env %s, default: %s\n", "", env,
                 p->def ? (*p->def ? p->def : "\"\"") : "(none)");
     }
     fprintf(out, "  %-34s %s\n  %-34s %s\n", "--help", "show this help and exit", "--version",
@@ -139,6 +148,24 @@ void vc_config_usage(const vc_cfg_param_t *params, const char *prog, const char 
     fprintf(out, "\nDurations take a unit: 250ms, 5s, 15m, 1h (a bare number is milliseconds).\n"
                  "Flags override environment variables, which override defaults.\n");
     (void)prog;
+}
+
+/*
+ * The value of the first variable of names ("A" or "A,B,...") that is set,
+ * its name copied into name; NULL when none is set (or names is NULL).
+ */
+static const char *env_lookup(const char *names, char *name, size_t cap)
+{
+    while (names && *names) {
+        size_t n = strcspn(names, ",");
+        const char *v;
+
+        snprintf(name, cap, "%.*s", (int)n, names);
+        if ((v = getenv(name)))
+            return v;
+        names += n + (names[n] == ',');
+    }
+    return NULL;
 }
 
 int vc_config_load(const vc_cfg_param_t *params, void *cfg, const char *prog, const char *summary,
@@ -155,9 +182,10 @@ int vc_config_load(const vc_cfg_param_t *params, void *cfg, const char *prog, co
             *(const char **)((char *)cfg + p->offset) = NULL;
     }
     for (p = params; p->flag; p++) {
-        const char *v = p->env ? getenv(p->env) : NULL;
+        char name[96];
+        const char *v = env_lookup(p->env, name, sizeof(name));
         if (v) {
-            snprintf(from, sizeof(from), "environment variable %s", p->env);
+            snprintf(from, sizeof(from), "environment variable %s", name);
             if ((rc = set_value(p, cfg, v, from, err, errlen)) != 0)
                 return rc;
         }
@@ -228,35 +256,137 @@ int vc_parse_host_port(const char *s, char *host, size_t hostcap, int *port)
     return 0;
 }
 
-int vc_parse_redis_url(const char *url, char *host, size_t hostcap, int *port, int *db)
+/* The user part of a URL's authority: the text before the last '@' of it, or NULL. */
+static const char *userinfo_end(const char *authority, size_t len)
 {
-    const char *p = url, *slash;
-    char hp[256];
+    const char *at = NULL;
+
+    for (size_t i = 0; i < len; i++)
+        if (authority[i] == '@')
+            at = authority + i;
+    return at;
+}
+
+const char *vc_redis_url_redact(const char *url, char *buf, size_t cap)
+{
+    const char *scheme = strstr(url, "://");
+    const char *authority = scheme ? scheme + 3 : url;
+    size_t alen = strcspn(authority, "/");
+    const char *at = userinfo_end(authority, alen);
+    const char *colon;
+
+    if (cap == 0)
+        return buf;
+    if (!at) {
+        snprintf(buf, cap, "%s", url);
+        return buf;
+    }
+    colon = memchr(authority, ':', (size_t)(at - authority));
+    if (colon) /* user:password@: the user stays, the password goes */
+        snprintf(buf, cap, "%.*s:***%s", (int)(colon - url), url, at);
+    else /* no colon: whatever it is may be a password */
+        snprintf(buf, cap, "%.*s***%s", (int)(authority - url), url, at);
+    return buf;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes len bytes of s into out (cap bytes with the NUL). Returns 0 or -1. */
+static int percent_decode(const char *s, size_t len, char *out, size_t cap)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (c == '%') {
+            int hi, lo;
+            /* A NUL (%00) would cut the password short: refused too. */
+            if (i + 2 >= len || (hi = hex_value(s[i + 1])) < 0 ||
+                (lo = hex_value(s[i + 2])) < 0 || (hi == 0 && lo == 0))
+                return -1;
+            c = (char)(hi * 16 + lo);
+            i += 2;
+        }
+        if (n + 1 >= cap)
+            return -1;
+        out[n++] = c;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+int vc_parse_redis_url(const char *url, vc_redis_url_t *out, char *err, size_t errlen)
+{
+    const char *p = url, *slash, *at, *colon;
+    char hp[256], shown[512];
     size_t len;
     int64_t v;
 
-    if (strncmp(p, "redis://", 8) != 0)
+    memset(out, 0, sizeof(*out));
+    vc_redis_url_redact(url, shown, sizeof(shown));
+    if (strncmp(p, "rediss://", 9) == 0) {
+        snprintf(err, errlen, "\"%s\": TLS (rediss://) is not supported", shown);
         return VC_ERR_INVALID;
+    }
+    if (strncmp(p, "redis://", 8) != 0) {
+        snprintf(err, errlen, "\"%s\" is not redis://[user:password@]host:port/db", shown);
+        return VC_ERR_INVALID;
+    }
     p += 8;
     slash = strchr(p, '/');
     len = slash ? (size_t)(slash - p) : strlen(p);
+    if ((at = userinfo_end(p, len))) {
+        colon = memchr(p, ':', (size_t)(at - p));
+        if (!colon) {
+            snprintf(err, errlen,
+                     "\"%s\": a user without a password; write redis://user:password@host "
+                     "or redis://:password@host",
+                     shown);
+            return VC_ERR_INVALID;
+        }
+        if (percent_decode(p, (size_t)(colon - p), out->user, sizeof(out->user)) != 0 ||
+            percent_decode(colon + 1, (size_t)(at - colon - 1), out->password,
+                           sizeof(out->password)) != 0) {
+            snprintf(err, errlen,
+                     "\"%s\": the user or password is too long or has a bad %%-escape "
+                     "(write '@', ':' and '/' as %%40, %%3A and %%2F)",
+                     shown);
+            return VC_ERR_INVALID;
+        }
+        if (!out->password[0]) {
+            snprintf(err, errlen, "\"%s\": the password is empty", shown);
+            return VC_ERR_INVALID;
+        }
+        len -= (size_t)(at + 1 - p);
+        p = at + 1;
+    }
     if (len >= sizeof(hp))
-        return VC_ERR_INVALID;
+        goto bad;
     memcpy(hp, p, len);
     hp[len] = '\0';
-    *db = 0;
     if (slash && slash[1]) {
         if (parse_int(slash + 1, &v) != 0 || v < 0 || v > 15)
-            return VC_ERR_INVALID;
-        *db = (int)v;
+            goto bad;
+        out->db = (int)v;
     }
-    if (strchr(hp, ':'))
-        return vc_parse_host_port(hp, host, hostcap, port);
-    if (len == 0)
-        snprintf(hp, sizeof(hp), "127.0.0.1");
-    if (strlen(hp) >= hostcap)
-        return VC_ERR_INVALID;
-    strcpy(host, hp);
-    *port = 6379;
+    if (strchr(hp, ':')) {
+        if (vc_parse_host_port(hp, out->host, sizeof(out->host), &out->port) != 0)
+            goto bad;
+        return 0;
+    }
+    snprintf(out->host, sizeof(out->host), "%s", len ? hp : "127.0.0.1");
+    out->port = 6379;
     return 0;
+bad:
+    snprintf(err, errlen, "\"%s\" is not redis://[user:password@]host:port/db (db 0..15)", shown);
+    return VC_ERR_INVALID;
 }

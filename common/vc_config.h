@@ -20,7 +20,8 @@ typedef enum {
 
 typedef struct {
     const char *flag;    /* "http-addr", used as --http-addr */
-    const char *env;     /* "VOUCHER_HTTP_ADDR", or NULL for a flag-only setting */
+    const char *env;     /* "VOUCHER_HTTP_ADDR", or NULL for a flag-only setting; "A,B"
+                            reads B when A is unset (a daemon's own, then a shared one) */
     vc_cfg_type_t type;
     const char *def;     /* the default, as it would be written; NULL means unset */
     size_t offset;       /* offsetof() into the daemon's config struct */
@@ -60,10 +61,31 @@ void vc_config_usage(const vc_cfg_param_t *params, const char *prog, const char 
  */
 int vc_parse_host_port(const char *s, char *host, size_t hostcap, int *port);
 
+/* A Redis address with its credentials, as VOUCHER_REDIS_URL gives them. */
+typedef struct {
+    char host[256];
+    int port; /* 6379 when the URL names none */
+    int db;   /* 0..15 */
+    char user[128];     /* ACL user; "" sends AUTH with the password alone */
+    char password[256]; /* "" sends no AUTH; never log it */
+} vc_redis_url_t;
+
 /*
- * Parses "redis://host:port[/db]" (host and port may be left out: 127.0.0.1,
- * 6379). Returns 0 or VC_ERR_INVALID.
+ * Parses "redis://[[user]:password@]host[:port][/db]" into out: host and
+ * port may be left out (127.0.0.1, 6379); user and password are
+ * percent-decoded, so a password holding '@', ':' or '/' is written %40,
+ * %3A, %2F. "user@host" without a password is refused, as is rediss:// (no
+ * TLS here). Returns 0, or VC_ERR_INVALID with err saying what is wrong and
+ * showing the URL only as vc_redis_url_redact() writes it.
  */
-int vc_parse_redis_url(const char *url, char *host, size_t hostcap, int *port, int *db);
+int vc_parse_redis_url(const char *url, vc_redis_url_t *out, char *err, size_t errlen);
+
+/*
+ * Writes url into buf (cap bytes, always NUL-terminated) with the password,
+ * or the whole user part when it is not user:password, replaced by "***":
+ * what logs and error messages show of a Redis URL. Works on any text, also
+ * one vc_parse_redis_url() refuses. Returns buf.
+ */
+const char *vc_redis_url_redact(const char *url, char *buf, size_t cap);
 
 #endif

@@ -7,8 +7,13 @@
 
 PGconn *vc_pg_connect(const char *dsn, const char *application_name, char *err, size_t errlen)
 {
-    const char *keys[] = {"dbname", "application_name", "connect_timeout", NULL};
-    const char *vals[] = {dsn, application_name, "5", NULL};
+    /*
+     * Keywords are read in order and a later one wins: options comes before
+     * the DSN (expanded from dbname), so that a DSN setting options replaces
+     * ours; application_name and connect_timeout come after it and are ours.
+     */
+    const char *keys[] = {"options", "dbname", "application_name", "connect_timeout", NULL};
+    const char *vals[] = {VC_PG_SESSION_OPTIONS, dsn, application_name, "5", NULL};
     PGconn *conn = PQconnectdbParams(keys, vals, 1 /* expand dbname as a conninfo */);
 
     if (!conn) {
@@ -29,7 +34,8 @@ int vc_pg_dsn_check(const char *dsn, char *err, size_t errlen)
     PQconninfoOption *opts = PQconninfoParse(dsn, &why);
 
     if (!opts) {
-        snprintf(err, errlen, "VOUCHER_PG_DSN is not a libpq connection string: %s",
+        snprintf(err, errlen,
+                 "the PostgreSQL DSN (--pg-dsn, VOUCHER_PG_DSN) is not a libpq connection string: %s",
                  why ? why : "out of memory");
         /* libpq's own message ends in a newline. */
         err[strcspn(err, "\n")] = '\0';

@@ -12,8 +12,21 @@
 #include "vc_voucher.h"
 
 /*
- * Connects to dsn (a libpq conninfo string). Returns the connection, or NULL
- * with err set. The caller owns the connection (PQfinish).
+ * The session settings every daemon connection gets (VC_PG_SESSION_OPTIONS,
+ * libpq's "options"): a statement that runs longer than statement_timeout,
+ * or waits longer than lock_timeout for a lock, fails instead of holding a
+ * daemon's connection (and its locks) without end. A DSN that sets options
+ * itself replaces these (deploy/README.md, "PostgreSQL roles").
+ */
+#define VC_PG_STATEMENT_TIMEOUT "30s"
+#define VC_PG_LOCK_TIMEOUT "10s"
+#define VC_PG_SESSION_OPTIONS                                                                      \
+    "-c statement_timeout=" VC_PG_STATEMENT_TIMEOUT " -c lock_timeout=" VC_PG_LOCK_TIMEOUT
+
+/*
+ * Connects to dsn (a libpq conninfo string) with VC_PG_SESSION_OPTIONS.
+ * Returns the connection, or NULL with err set. The caller owns the
+ * connection (PQfinish).
  */
 PGconn *vc_pg_connect(const char *dsn, const char *application_name, char *err, size_t errlen);
 

@@ -150,13 +150,25 @@ void gw_app_handle(void *ctx, gw_request_t *req)
 
     gw_route(req->method, req->path, req->path_len, &route);
     req->route = (int)route.kind;
-    if ((route.kind == GW_ROUTE_CREATE || route.kind == GW_ROUTE_SHOW) &&
-        !gw_admin_authorized(req->authorization, app->cfg->admin_token)) {
+    switch (gw_route_auth(route.kind)) {
+    case GW_AUTH_ADMIN:
+        if (gw_bearer_authorized(req->authorization, app->cfg->admin_token))
+            break;
         gw_app_reply_error(req, GW_E_UNAUTHORIZED,
                            app->cfg->admin_token[0]
                                ? "this route needs Authorization: Bearer <VOUCHER_ADMIN_TOKEN>"
                                : "admin routes are off: VOUCHER_ADMIN_TOKEN is not set");
         return;
+    case GW_AUTH_API:
+        /* An empty VOUCHER_API_TOKEN leaves the order service's routes open. */
+        if (!app->cfg->api_token[0] ||
+            gw_bearer_authorized(req->authorization, app->cfg->api_token))
+            break;
+        gw_app_reply_error(req, GW_E_UNAUTHORIZED,
+                           "this route needs Authorization: Bearer <VOUCHER_API_TOKEN>");
+        return;
+    default:
+        break;
     }
     switch (route.kind) {
     case GW_ROUTE_HEALTHZ:

@@ -24,8 +24,10 @@ const vc_cfg_param_t gw_config_params[] = {
         "Kafka bootstrap servers (comma-separated host:port)"),
     STR("kafka-topic", "VOUCHER_KAFKA_TOPIC", "voucher-events", kafka_topic,
         "topic the voucher events are published to"),
-    STR("pg-dsn", "VOUCHER_PG_DSN", "host=127.0.0.1 port=15400 dbname=voucher user=voucher", pg_dsn,
-        "PostgreSQL connection string (libpq conninfo) for voucher rules"),
+    STR("pg-dsn", "VOUCHER_GATEWAY_PG_DSN,VOUCHER_PG_DSN",
+        "host=127.0.0.1 port=15400 dbname=voucher user=voucher_gateway", pg_dsn,
+        "PostgreSQL connection string (libpq conninfo) for voucher rules, as the role "
+        "voucher_gateway (deploy/sql/008_daemon_roles.sql)"),
     STR("log-level", "VOUCHER_LOG_LEVEL", "info", log_level, "debug, info, warn or error"),
     MS("hold-ttl", "VOUCHER_HOLD_TTL", "15m", hold_ttl_ms, 1000, 86400000LL,
        "how long a reservation holds a use before it may be released"),
@@ -48,8 +50,11 @@ const vc_cfg_param_t gw_config_params[] = {
     INT("pg-pool-size", "VOUCHER_PG_POOL_SIZE", "4", pg_pool_size, 1, 64,
         "PostgreSQL connections shared by the rule loads"),
     STR("admin-token", "VOUCHER_ADMIN_TOKEN", "", admin_token,
-        "bearer token of POST /vouchers and GET /vouchers/{code}; when empty (the default) "
-        "the admin routes answer 401 to everyone"),
+        "bearer tokens of POST /vouchers and GET /vouchers/{code}, comma-separated (rotation); "
+        "when empty (the default) the admin routes answer 401 to everyone"),
+    STR("api-token", "VOUCHER_API_TOKEN", "", api_token,
+        "bearer tokens of the order service (reserve, confirm, release, quote), comma-separated "
+        "(rotation); when empty (the default) those routes need no token"),
     MS("shutdown-timeout", "VOUCHER_SHUTDOWN_TIMEOUT", "20s", shutdown_timeout_ms, 1000, 600000,
        "on SIGTERM: stop accepting, answer the requests in flight and flush the producer "
        "within this time"),

@@ -27,7 +27,8 @@ typedef struct {
     int64_t max_connections;     /* open client connections, all workers together */
     int64_t idle_timeout_ms;     /* keep-alive idle time, and time to send one request */
     int64_t pg_pool_size;        /* PostgreSQL connections for rule loads */
-    const char *admin_token;     /* bearer token of the admin routes; "" refuses them all */
+    const char *admin_token;     /* bearer tokens of the admin routes; "" refuses them all */
+    const char *api_token;       /* bearer tokens of the order service's routes; "" = open */
     int64_t shutdown_timeout_ms; /* SIGTERM to exit, in-flight requests and flush included */
     const char *kafka_conf;      /* "key=value,key=value" passed to librdkafka */
 } gw_config_t;

@@ -55,6 +55,8 @@ struct gw_redis {
     int connected;
     char host[256];
     int port, db;
+    char user[128], password[256]; /* for AUTH; the password is never logged */
+    int auth_refused;              /* the last AUTH failed: keep backing off */
     int64_t timeout_ms;
     const char *const *scripts;
     size_t nscripts;
@@ -445,6 +447,31 @@ static void load_script(gw_redis_t *r, size_t i)
         r->slot[i].loading = 1;
 }
 
+static void auth_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    gw_redis_t *r = arg;
+    (void)reply;
+
+    if (rc == 0) {
+        r->auth_refused = 0;
+        r->backoff_ms = GW_REDIS_BACKOFF_MIN_MS;
+        return;
+    }
+    /* A connection lost or closing: its own path logs it and reconnects. */
+    if (rc != VC_ERR_PROTOCOL)
+        return;
+    /*
+     * Redis refused the credentials (WRONGPASS, or NOAUTH, its text is logged
+     * by reply_cb): every command behind would fail. Drop the connection, so
+     * that /readyz says so, and try again with the backoff growing (a
+     * password being rotated in Redis may be accepted on a later try).
+     */
+    vc_error("redis %s:%d: AUTH%s%s failed: check the user and password of VOUCHER_REDIS_URL",
+             r->host, r->port, r->user[0] ? " as user " : "", r->user);
+    r->auth_refused = 1;
+    drop(r, VC_ERR_UNAVAILABLE);
+}
+
 static void select_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     gw_redis_t *r = arg;
@@ -466,7 +493,9 @@ static void connect_cb(const redisAsyncContext *ac, int status)
         return;
     }
     set_connected(r, 1);
-    r->backoff_ms = GW_REDIS_BACKOFF_MIN_MS;
+    /* After a refused AUTH the backoff keeps growing until one is accepted. */
+    if (!r->auth_refused)
+        r->backoff_ms = GW_REDIS_BACKOFF_MIN_MS;
     vc_info("redis %s:%d connected", r->host, r->port);
 }
 
@@ -510,7 +539,18 @@ static void connect_now(gw_redis_t *r)
     redisAsyncSetConnectCallback(ac, connect_cb);
     redisAsyncSetDisconnectCallback(ac, disconnect_cb);
     r->ctx = ac;
-    /* Pipelined behind the connect: SELECT first, then the scripts. */
+    /* Pipelined behind the connect: AUTH first, then SELECT, then the scripts. */
+    if (r->password[0]) {
+        const char *argv[] = {"AUTH", r->user, r->password};
+        size_t argvlen[] = {4, strlen(r->user), strlen(r->password)};
+        int with_user = r->user[0] != '\0';
+
+        if (!with_user) {
+            argv[1] = r->password;
+            argvlen[1] = argvlen[2];
+        }
+        gw_redis_command(r, auth_cb, r, with_user ? 3 : 2, argv, argvlen);
+    }
     if (r->db != 0) {
         const char *argv[] = {"SELECT", db};
         size_t argvlen[2] = {6, 0};
@@ -522,8 +562,8 @@ static void connect_now(gw_redis_t *r)
         load_script(r, i);
 }
 
-int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const char *host, int port, int db,
-                 int64_t timeout_ms, const char *const *scripts, size_t nscripts, atomic_int *up)
+int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *url, int64_t timeout_ms,
+                 const char *const *scripts, size_t nscripts, atomic_int *up)
 {
     gw_redis_t *r = calloc(1, sizeof(*r));
 
@@ -532,9 +572,11 @@ int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const char *host, int port, 
         return VC_ERR_NOMEM;
     }
     r->loop = loop;
-    snprintf(r->host, sizeof(r->host), "%s", host);
-    r->port = port;
-    r->db = db;
+    snprintf(r->host, sizeof(r->host), "%s", url->host);
+    r->port = url->port;
+    r->db = url->db;
+    snprintf(r->user, sizeof(r->user), "%s", url->user);
+    snprintf(r->password, sizeof(r->password), "%s", url->password);
     r->timeout_ms = timeout_ms;
     r->hung_ms = timeout_ms * GW_REDIS_HUNG_FACTOR;
     if (r->hung_ms < GW_REDIS_HUNG_MIN_MS)

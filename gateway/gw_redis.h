@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "vc_config.h"
+
 typedef struct gw_redis gw_redis_t;
 
 enum {
@@ -52,14 +54,16 @@ typedef struct {
 typedef void (*gw_redis_cb)(void *arg, int rc, const gw_redis_reply_t *reply);
 
 /*
- * Creates the adapter on loop and starts connecting to host:port, database
- * db. scripts (nscripts Lua sources) are borrowed for the adapter's life.
+ * Creates the adapter on loop and starts connecting to url's host:port,
+ * database db (url copied); every connection, the reconnections too, sends
+ * AUTH first when url has a password (as url's user when it has one).
+ * scripts (nscripts Lua sources) are borrowed for the adapter's life.
  * up, if not NULL, is kept at 1 while connected and 0 otherwise, for other
  * threads to read (readiness); borrowed for the adapter's life.
  * Returns 0 and sets *out, or VC_ERR_NOMEM.
  */
-int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const char *host, int port, int db,
-                 int64_t timeout_ms, const char *const *scripts, size_t nscripts, atomic_int *up);
+int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *url, int64_t timeout_ms,
+                 const char *const *scripts, size_t nscripts, atomic_int *up);
 
 /*
  * Sends one command (argc strings of argvlen bytes; copied). Returns 0 and

@@ -239,22 +239,69 @@ out:
     return rc;
 }
 
-int gw_admin_authorized(const char *auth, const char *token)
+int gw_route_auth(gw_route_kind_t kind)
+{
+    switch (kind) {
+    case GW_ROUTE_RESERVE:
+    case GW_ROUTE_CONFIRM:
+    case GW_ROUTE_CANCEL:
+    case GW_ROUTE_QUOTE:
+        return GW_AUTH_API;
+    case GW_ROUTE_CREATE:
+    case GW_ROUTE_SHOW:
+        return GW_AUTH_ADMIN;
+    default:
+        return GW_AUTH_NONE;
+    }
+}
+
+/*
+ * Whether given (glen bytes) equals want (wlen bytes), in a time that depends
+ * on wlen only: every byte of want is compared, whatever matched before.
+ */
+static unsigned token_differs(const char *given, size_t glen, const char *want, size_t wlen)
+{
+    unsigned diff = glen != wlen;
+
+    for (size_t i = 0; i < wlen; i++)
+        diff |= (unsigned)(unsigned char)want[i] ^
+                (unsigned)(unsigned char)(i < glen ? given[i] : 0);
+    return diff;
+}
+
+int gw_bearer_authorized(const char *auth, const char *tokens)
 {
     static const char prefix[] = "Bearer ";
-    size_t tlen, glen;
-    unsigned diff = 0;
+    const char *p, *end;
+    size_t glen;
+    int match = 0;
 
-    if (!token || !*token || !auth || strncmp(auth, prefix, sizeof(prefix) - 1) != 0)
+    if (!tokens || !auth || strncmp(auth, prefix, sizeof(prefix) - 1) != 0)
         return 0;
     auth += sizeof(prefix) - 1;
-    tlen = strlen(token);
     glen = strlen(auth);
-    /* Compare every byte of the token, so the time does not tell how much matched. */
-    for (size_t i = 0; i < tlen; i++)
-        diff |=
-            (unsigned)(unsigned char)token[i] ^ (unsigned)(unsigned char)(i < glen ? auth[i] : 0);
-    return diff == 0 && glen == tlen;
+    if (glen == 0)
+        return 0;
+    /*
+     * Every token of the list is compared, also after one matched, so the
+     * time tells neither which token matched nor how much of one did; only
+     * the number and lengths of the tokens set, which are no secret.
+     */
+    for (p = tokens; *p; p = *end ? end + 1 : end) {
+        size_t wlen;
+
+        end = strchr(p, ',');
+        if (!end)
+            end = p + strlen(p);
+        while (p < end && *p == ' ')
+            p++;
+        wlen = (size_t)(end - p);
+        while (wlen > 0 && p[wlen - 1] == ' ')
+            wlen--;
+        if (wlen > 0)
+            match |= token_differs(auth, glen, p, wlen) == 0;
+    }
+    return match;
 }
 
 int gw_reserve_req_parse(const char *body, size_t len, gw_reserve_req_t *out, char *err,

@@ -18,7 +18,7 @@
  * admin routes: gw_status_for() maps them.
  */
 #define GW_E_EXISTS 100       /* 409 EXISTS: a voucher with this code exists */
-#define GW_E_UNAUTHORIZED 101 /* 401 UNAUTHORIZED: missing or wrong admin token */
+#define GW_E_UNAUTHORIZED 101 /* 401 UNAUTHORIZED: missing or wrong bearer token */
 
 #define GW_MAX_BODY (16 * 1024) /* request bodies above this get 413 */
 
@@ -104,12 +104,25 @@ int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *
 size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_counters,
                        int64_t used_count, int has_remaining, int64_t remaining, int64_t holds);
 
+/* Which token a route needs (gw_route_auth). */
+enum {
+    GW_AUTH_NONE = 0, /* /healthz, /readyz, /metrics, and paths that name no route */
+    GW_AUTH_API,      /* the order service's routes: VOUCHER_API_TOKEN, when set */
+    GW_AUTH_ADMIN,    /* POST /vouchers and GET /vouchers/{code}: VOUCHER_ADMIN_TOKEN, always */
+};
+
+/* The token kind (GW_AUTH_*) a route needs. */
+int gw_route_auth(gw_route_kind_t kind);
+
 /*
  * Whether the Authorization header value (auth, may be NULL) carries
- * "Bearer <token>". An empty token refuses everything. Takes the same time
- * whatever prefix of the token matches.
+ * "Bearer <token>" with a token of the list tokens: comma-separated, spaces
+ * around each ignored, empty entries skipped, so that a new token can be
+ * added before the old one is removed (rotation). An empty list (or NULL)
+ * refuses everything. The time taken does not depend on how much of any
+ * token matched, nor on which one did (deploy/README.md, "Authentication").
  */
-int gw_admin_authorized(const char *auth, const char *token);
+int gw_bearer_authorized(const char *auth, const char *tokens);
 
 /*
  * A stored order value of the Redis scripts: "customerId:discount:heldUntilMs:state",

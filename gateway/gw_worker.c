@@ -69,9 +69,8 @@ static void worker_main(void *arg)
     w->stop_async.data = w;
     if (!(w->app.rules =
               gw_rules_new(&w->loop, sh->pg, cfg->rules_ttl_ms, cfg->rules_miss_ttl_ms)) ||
-        gw_redis_new(&w->app.redis, &w->loop, sh->redis_host, sh->redis_port, sh->redis_db,
-                     cfg->redis_timeout_ms, gw_app_scripts, GW_SCRIPT_COUNT,
-                     &sh->redis_up[w->id]) != 0) {
+        gw_redis_new(&w->app.redis, &w->loop, &sh->redis, cfg->redis_timeout_ms, gw_app_scripts,
+                     GW_SCRIPT_COUNT, &sh->redis_up[w->id]) != 0) {
         snprintf(w->err, sizeof(w->err), "out of memory");
         rc = VC_ERR_NOMEM;
     } else {

@@ -23,8 +23,7 @@ typedef struct {
     atomic_int draining; /* set when shutdown begins: /readyz answers 503 */
     char http_host[256];
     int http_port;
-    char redis_host[256];
-    int redis_port, redis_db;
+    vc_redis_url_t redis; /* VOUCHER_REDIS_URL parsed, credentials included */
 } gw_shared_t;
 
 typedef struct {

@@ -92,10 +92,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                 cfg.http_addr);
         return 2;
     }
-    if (vc_parse_redis_url(cfg.redis_url, shared.redis_host, sizeof(shared.redis_host),
-                           &shared.redis_port, &shared.redis_db) != 0) {
-        fprintf(stderr, "voucher-gateway: VOUCHER_REDIS_URL \"%s\" is not redis://host:port/db\n",
-                cfg.redis_url);
+    if (vc_parse_redis_url(cfg.redis_url, &shared.redis, err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-gateway: VOUCHER_REDIS_URL %s\n", err);
         return 2;
     }
     if (gw_http_check_free(shared.http_host, shared.http_port, err, sizeof(err)) != 0) {
@@ -139,7 +137,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     uv_signal_start(&a.sigterm, signal_cb, SIGTERM);
     uv_signal_start(&a.sigint, signal_cb, SIGINT);
     vc_info("listening on %s with %d workers (redis %s, kafka %s, topic %s)", cfg.http_addr,
-            a.nworkers, cfg.redis_url, cfg.kafka_brokers, cfg.kafka_topic);
+            a.nworkers, vc_redis_url_redact(cfg.redis_url, err, sizeof(err)), cfg.kafka_brokers,
+            cfg.kafka_topic);
     uv_run(loop, UV_RUN_DEFAULT);
     exit_code = 0;
 out:

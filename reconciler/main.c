@@ -42,8 +42,10 @@ typedef struct {
 } rc_settings_t;
 
 static const vc_cfg_param_t params[] = {
-    {"pg-dsn", "VOUCHER_PG_DSN", VC_CFG_STRING, "host=127.0.0.1 port=15400 dbname=voucher user=voucher",
-     offsetof(rc_settings_t, pg_dsn), 0, 0, "PostgreSQL connection string (libpq conninfo)"},
+    {"pg-dsn", "VOUCHER_RECONCILER_PG_DSN,VOUCHER_PG_DSN", VC_CFG_STRING,
+     "host=127.0.0.1 port=15400 dbname=voucher user=voucher_reconciler",
+     offsetof(rc_settings_t, pg_dsn), 0, 0,
+     "PostgreSQL connection string (libpq conninfo), as the role voucher_reconciler"},
     {"redis-url", "VOUCHER_REDIS_URL", VC_CFG_STRING, "redis://127.0.0.1:15401/0",
      offsetof(rc_settings_t, redis_url), 0, 0, "Redis, the gate the gateway uses"},
     {"kafka-brokers", "VOUCHER_KAFKA_BROKERS", VC_CFG_STRING, "127.0.0.1:15402",

@@ -21,31 +21,53 @@ void rc_keys_of(const char *code, rc_keys_t *k)
 
 rc_redis_t *rc_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen)
 {
-    char host[256];
-    int port, db;
+    vc_redis_url_t u;
     struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)((timeout_ms % 1000) * 1000)};
     rc_redis_t *r;
     redisReply *reply;
+    char why[384];
 
-    if (vc_parse_redis_url(url, host, sizeof(host), &port, &db) != 0) {
-        snprintf(err, errlen, "invalid Redis URL \"%s\" (expected redis://host:port/db)", url);
+    if (vc_parse_redis_url(url, &u, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "VOUCHER_REDIS_URL %s", why);
         return NULL;
     }
     if (!(r = calloc(1, sizeof(*r)))) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    r->ctx = redisConnectWithTimeout(host, port, tv);
+    r->ctx = redisConnectWithTimeout(u.host, u.port, tv);
     if (!r->ctx || r->ctx->err) {
-        snprintf(err, errlen, "cannot connect to Redis at %s:%d: %s", host, port,
+        snprintf(err, errlen, "cannot connect to Redis at %s:%d: %s", u.host, u.port,
                  r->ctx ? r->ctx->errstr : "out of memory");
         goto fail;
     }
     redisSetTimeout(r->ctx, tv);
-    if (db != 0) {
-        reply = redisCommand(r->ctx, "SELECT %d", db);
+    /* Every connection, a reconnection too, authenticates first: the URL's user or password. */
+    if (u.password[0]) {
+        const char *argv[] = {"AUTH", u.user, u.password};
+        size_t argvlen[] = {4, strlen(u.user), strlen(u.password)};
+        int with_user = u.user[0] != '\0';
+
+        if (!with_user) {
+            argv[1] = u.password;
+            argvlen[1] = argvlen[2];
+        }
+        reply = redisCommandArgv(r->ctx, with_user ? 3 : 2, argv, argvlen);
+        /* Redis's answer (WRONGPASS ...) never repeats the password. */
         if (!reply || reply->type == REDIS_REPLY_ERROR) {
-            snprintf(err, errlen, "Redis SELECT %d failed", db);
+            snprintf(err, errlen, "Redis AUTH%s%s at %s:%d failed: %s",
+                     with_user ? " as user " : "", u.user, u.host, u.port,
+                     reply ? reply->str : r->ctx->errstr);
+            if (reply)
+                freeReplyObject(reply);
+            goto fail;
+        }
+        freeReplyObject(reply);
+    }
+    if (u.db != 0) {
+        reply = redisCommand(r->ctx, "SELECT %d", u.db);
+        if (!reply || reply->type == REDIS_REPLY_ERROR) {
+            snprintf(err, errlen, "Redis SELECT %d failed", u.db);
             if (reply)
                 freeReplyObject(reply);
             goto fail;

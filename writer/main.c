@@ -63,8 +63,8 @@ static void on_signal(int sig)
 static const vc_cfg_param_t params[] = {
     {"kafka-brokers", "VOUCHER_KAFKA_BROKERS", VC_CFG_STRING, "127.0.0.1:15402", CFG(brokers), 0, 0,
      "Kafka bootstrap servers"},
-    {"pg-dsn", "VOUCHER_PG_DSN", VC_CFG_STRING,
-     "host=127.0.0.1 port=15400 dbname=voucher user=voucher", CFG(pg_dsn), 0, 0,
+    {"pg-dsn", "VOUCHER_WRITER_PG_DSN,VOUCHER_PG_DSN", VC_CFG_STRING,
+     "host=127.0.0.1 port=15400 dbname=voucher user=voucher_writer", CFG(pg_dsn), 0, 0,
      "PostgreSQL connection string"},
     {"log-level", "VOUCHER_LOG_LEVEL", VC_CFG_STRING, "info", CFG(log_level), 0, 0,
      "debug, info, warn or error"},

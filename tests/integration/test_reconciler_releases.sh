@@ -210,7 +210,8 @@ VOUCHER_PAUSE=reconciler-before-repair VOUCHER_PAUSE_DIR=$pause_dir \
 rc_pid=$!
 pause_wait reconciler-before-repair || { echo "Bail out! the reconciler did not pause"; exit 1; }
 paused=$(now_ms)
-is "$(sql "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' AND objid = x'7461736b'::bigint::oid")" 1 \
+# As the superuser: the reconciler logs in as its own role, whose sessions the owner may not end.
+is "$(psql -X -q -tA "$VOUCHER_PG_DSN user=postgres" -c "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' AND objid = x'7461736b'::bigint::oid")" 1 \
   "its PostgreSQL session is ended while it is about to repair (the lock is free for another)"
 # It proves its lock at most a second before a repair (rc_pass.c RC_PROOF_EVERY_MS).
 while [ "$(now_ms)" -le $((paused + 1200)) ]; do sleep 0.1; done

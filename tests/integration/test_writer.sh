@@ -436,8 +436,10 @@ new_voucher "$code" 100 >/dev/null
 dlt_before=$(dlt_high)
 [ -n "$dlt_before" ] || dlt_before=unreadable
 retries_before=$(metric "$admin" voucher_writer_retries_total)
-sql "REVOKE INSERT ON voucher_redemption FROM CURRENT_USER"
-trap 'sql "GRANT INSERT ON voucher_redemption TO CURRENT_USER" >/dev/null 2>&1; finish' EXIT
+# The role the writer logs in as: its own (deploy/sql/008_daemon_roles.sql), or the owner.
+writer_role=$(psql -X -tA "${VOUCHER_WRITER_PG_DSN:-$VOUCHER_PG_DSN}" -c "SELECT current_user")
+sql "REVOKE INSERT ON voucher_redemption FROM $writer_role"
+trap 'sql "GRANT INSERT ON voucher_redemption TO $writer_role" >/dev/null 2>&1; finish' EXIT
 for i in 1 2 3; do ev_reserved "$code" "$i" "$code-o$i"; done | produce
 got=$(wait_for 1 15 bash -c "curl -s --max-time 1 http://$admin/metrics |
   awk -v b=${retries_before:-0} '/^voucher_writer_retries_total/ { print (\$2 >= b + 2) }'")
@@ -449,7 +451,7 @@ is "$(wait_for 3 10 metric "$admin" voucher_writer_consumer_lag_events)" 3 \
   "the lag gauge counts the 3 events fetched but not applied"
 grep -q "42501" "$VOUCHER_STACK_DIR/logs/$test_name-writer.log"
 ok $? "the writer's log names the database's error (42501)"
-sql "GRANT INSERT ON voucher_redemption TO CURRENT_USER"
+sql "GRANT INSERT ON voucher_redemption TO $writer_role"
 is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'" 3 30)" 3 \
   "once the privilege is back, the three reservations apply"
 is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'") $(dlt_high)" "3 $dlt_before" \

@@ -3,9 +3,13 @@
 platform team relies on. TAP output; exit 1 on any failure.
 
 The rules: every container has liveness and readiness probes and resource
-requests and limits; credentials come from Secrets, not literals; the writer
-has no more replicas than voucher-events has partitions; the reconciler runs
-two replicas; every Deployment has a PodDisruptionBudget.
+requests and limits; credentials come from Secrets, not literals (nor the
+ConfigMap); each daemon connects to PostgreSQL as its own role; the gateway
+requires an API token; every pod runs with the RuntimeDefault seccomp profile
+and without a service account token; a NetworkPolicy denies by default and
+one more opens each Deployment's traffic, in and out; the writer has no more
+replicas than voucher-events has partitions; the reconciler runs two
+replicas; every Deployment has a PodDisruptionBudget.
 """
 import glob
 import os
@@ -16,7 +20,12 @@ import yaml
 
 K8S_VERSION = "1.33.0"
 PARTITIONS = 12
-SECRET_VARS = {"VOUCHER_PG_DSN", "VOUCHER_ADMIN_TOKEN"}
+SECRET_VARS = {"VOUCHER_PG_DSN", "VOUCHER_GATEWAY_PG_DSN", "VOUCHER_WRITER_PG_DSN",
+               "VOUCHER_RECONCILER_PG_DSN", "VOUCHER_REDIS_URL", "VOUCHER_ADMIN_TOKEN",
+               "VOUCHER_API_TOKEN"}
+# Each daemon's own PostgreSQL role (deploy/sql/008_daemon_roles.sql).
+OWN_DSN = {"voucher-gateway": "VOUCHER_GATEWAY_PG_DSN", "voucher-writer": "VOUCHER_WRITER_PG_DSN",
+           "voucher-reconciler": "VOUCHER_RECONCILER_PG_DSN"}
 
 root = os.environ.get("VOUCHER_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 results = []
@@ -51,9 +60,46 @@ deployments = {d["metadata"]["name"]: d for _, d in docs if d["kind"] == "Deploy
 pdb_selectors = [d["spec"]["selector"]["matchLabels"] for _, d in docs if d["kind"] == "PodDisruptionBudget"]
 check(set(deployments) == {"voucher-gateway", "voucher-writer", "voucher-reconciler"},
       "Deployments for gateway, writer and reconciler")
+policies = [d for _, d in docs if d["kind"] == "NetworkPolicy"]
+
+
+def selects(policy, labels):
+    """Whether a NetworkPolicy's podSelector (matchLabels only) takes pods with these labels."""
+    sel = policy["spec"].get("podSelector", {})
+    if sel.get("matchExpressions"):
+        return False
+    return all(labels.get(k) == v for k, v in sel.get("matchLabels", {}).items())
+
+
+for _, doc in docs:
+    if doc["kind"] == "ConfigMap":
+        check(not (set(doc.get("data", {})) & SECRET_VARS),
+              f"ConfigMap {doc['metadata']['name']}: holds no credential")
+check(any(not p["spec"].get("ingress") and not p["spec"].get("egress")
+          and set(p["spec"].get("policyTypes", [])) == {"Ingress", "Egress"}
+          and p["spec"]["podSelector"].get("matchLabels") == {"app.kubernetes.io/part-of": "voucher"}
+          for p in policies),
+      "a NetworkPolicy denies all traffic of part-of=voucher by default")
 for name, d in deployments.items():
     spec = d["spec"]["template"]["spec"]
+    labels = d["spec"]["template"]["metadata"].get("labels", {})
+    check(spec.get("automountServiceAccountToken") is False,
+          f"{name}: automountServiceAccountToken: false")
+    check(spec.get("securityContext", {}).get("seccompProfile", {}).get("type") == "RuntimeDefault",
+          f"{name}: seccompProfile RuntimeDefault")
+    mine = [p for p in policies if selects(p, labels) and p["spec"].get("podSelector", {}).get(
+        "matchLabels", {}).get("app.kubernetes.io/name") == name]
+    check(any(p["spec"].get("ingress") for p in mine) and any(p["spec"].get("egress") for p in mine)
+          and all(set(p["spec"].get("policyTypes", [])) == {"Ingress", "Egress"} for p in mine),
+          f"{name}: a NetworkPolicy of its own opens its ingress and egress")
     for c in spec["containers"]:
+        from_secret = {e["name"] for e in c.get("env", [])
+                       if "secretKeyRef" in e.get("valueFrom", {})}
+        check(OWN_DSN[name] in from_secret and "VOUCHER_PG_DSN" not in from_secret,
+              f"{name}: connects to PostgreSQL as its own role ({OWN_DSN[name]} from a Secret)")
+        if name == "voucher-gateway":
+            check("VOUCHER_API_TOKEN" in from_secret,
+                  f"{name}: requires an API token (VOUCHER_API_TOKEN from a Secret)")
         check("livenessProbe" in c and "readinessProbe" in c, f"{name}: liveness and readiness probes")
         res = c.get("resources", {})
         check("requests" in res and "limits" in res, f"{name}: resource requests and limits")

@@ -11,7 +11,8 @@ START_TEST(request_is_complete_http)
 {
     char buf[1024];
     size_t n =
-        vl_request_format(buf, sizeof(buf), "127.0.0.1:15410", "FLASH 50/x", 42, "o-\"1\"", 250000);
+        vl_request_format(buf, sizeof(buf), "127.0.0.1:15410", NULL, "FLASH 50/x", 42, "o-\"1\"",
+                          250000);
     const char *body = "{\"customerId\":42,\"orderId\":\"o-\\\"1\\\"\",\"orderAmount\":250000}";
     char want[1024];
 
@@ -27,10 +28,21 @@ START_TEST(request_is_complete_http)
 }
 END_TEST
 
+START_TEST(request_carries_the_token)
+{
+    char buf[1024];
+
+    ck_assert_uint_gt(vl_request_format(buf, sizeof(buf), "h:1", "t0k", "C", 1, "o", 1), 0);
+    ck_assert_ptr_nonnull(strstr(buf, "\r\nAuthorization: Bearer t0k\r\n"));
+    ck_assert_uint_gt(vl_request_format(buf, sizeof(buf), "h:1", "", "C", 1, "o", 1), 0);
+    ck_assert_ptr_null(strstr(buf, "Authorization"));
+}
+END_TEST
+
 START_TEST(request_too_long_is_refused)
 {
     char buf[64];
-    ck_assert_uint_eq(vl_request_format(buf, sizeof(buf), "h:1", "C", 1, "o", 1), 0);
+    ck_assert_uint_eq(vl_request_format(buf, sizeof(buf), "h:1", NULL, "C", 1, "o", 1), 0);
 }
 END_TEST
 
@@ -82,6 +94,7 @@ int main(void)
     int failed;
 
     tcase_add_test(tc, request_is_complete_http);
+    tcase_add_test(tc, request_carries_the_token);
     tcase_add_test(tc, request_too_long_is_refused);
     tcase_add_test(tc, answers);
     tcase_add_test(tc, retry_after);

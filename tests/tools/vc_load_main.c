@@ -38,6 +38,7 @@ typedef struct {
     int64_t seed;
     const char *out;
     int json;
+    const char *token;
 } load_cfg_t;
 
 #define OFF(field) offsetof(load_cfg_t, field)
@@ -77,6 +78,9 @@ static const vc_cfg_param_t params[] = {
     {"out", NULL, VC_CFG_STRING, NULL, OFF(out), 0, 0,
      "write one TSV line per attempt to this file (columns in its first line)"},
     {"json", NULL, VC_CFG_BOOL, "false", OFF(json), 0, 0, "print the summary as JSON"},
+    {"token", "VOUCHER_API_TOKEN", VC_CFG_STRING, NULL, OFF(token), 0, 0,
+     "bearer token sent as Authorization with every request; of a comma-separated list "
+     "(the gateway's rotation setting) the first"},
     VC_CFG_END,
 };
 
@@ -96,7 +100,7 @@ int main(int argc, char **argv)
     vl_options_t opt;
     vl_stats_t *stats = NULL;
     FILE *out = NULL;
-    char err[512], prefix[64];
+    char err[512], prefix[64], token[512];
     int rc, status = EXIT_FAILED;
 
     memset(&cfg, 0, sizeof(cfg));
@@ -139,6 +143,17 @@ int main(int argc, char **argv)
     opt.duration_ms = cfg.duration_ms;
     opt.connect_timeout_ms = cfg.connect_timeout_ms;
     opt.seed = (uint64_t)cfg.seed;
+    /* The gateway takes a list for rotation; a client sends one: the first. */
+    if (cfg.token) {
+        size_t n = strcspn(cfg.token, ",");
+        if (n >= sizeof(token)) {
+            fprintf(stderr, "vc-load: --token is longer than %zu bytes\n", sizeof(token) - 1);
+            return EXIT_USAGE;
+        }
+        memcpy(token, cfg.token, n);
+        token[n] = '\0';
+        opt.token = token;
+    }
 
     if (cfg.out) {
         if (!(out = fopen(cfg.out, "w"))) {

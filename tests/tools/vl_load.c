@@ -450,8 +450,9 @@ static void conn_send(conn_t *c)
     load_t *l = c->load;
     attempt_t *a = &c->attempt;
 
-    c->request_len = vl_request_format(c->request, sizeof(c->request), l->host_header, l->opt->code,
-                                       a->customer_id, a->order_id, l->opt->amount);
+    c->request_len =
+        vl_request_format(c->request, sizeof(c->request), l->host_header, l->opt->token,
+                          l->opt->code, a->customer_id, a->order_id, l->opt->amount);
     VC_ASSERT(c->request_len > 0); /* vl_run() checked the longest one fits */
     http_parser_init(&c->parser, HTTP_RESPONSE);
     c->parser.data = c;
@@ -809,9 +810,9 @@ static int setup(load_t *l, const vl_options_t *opt, char *err, size_t errlen)
                      VL_ORDER_ID_MAX - 1);
             return VC_ERR_INVALID;
         }
-        if (!vl_request_format(request, sizeof(request), l->host_header, opt->code, INT64_MAX,
-                               order_id, opt->amount)) {
-            snprintf(err, errlen, "the request does not fit in %d bytes: shorten --code",
+        if (!vl_request_format(request, sizeof(request), l->host_header, opt->token, opt->code,
+                               INT64_MAX, order_id, opt->amount)) {
+            snprintf(err, errlen, "the request does not fit in %d bytes: shorten --code or --token",
                      REQUEST_MAX);
             return VC_ERR_INVALID;
         }

@@ -32,6 +32,7 @@ typedef struct {
     int port;
     const char *code;         /* borrowed */
     const char *order_prefix; /* borrowed */
+    const char *token;        /* bearer token sent with every request, or NULL; borrowed */
     int64_t attempts;
     int64_t connections;
     int64_t customers;     /* 0: attempt i gets its own customer, i + 1 */

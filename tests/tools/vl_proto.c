@@ -31,11 +31,13 @@ static size_t path_escape(char *buf, size_t cap, const char *s)
     return n;
 }
 
-size_t vl_request_format(char *buf, size_t cap, const char *host, const char *code,
-                         int64_t customer_id, const char *order_id, int64_t order_amount)
+size_t vl_request_format(char *buf, size_t cap, const char *host, const char *token,
+                         const char *code, int64_t customer_id, const char *order_id,
+                         int64_t order_amount)
 {
     char path_code[256], order[512], body[768];
     int body_len, n;
+    int with_token = token && *token;
 
     if (!path_escape(path_code, sizeof(path_code), code))
         return 0;
@@ -51,11 +53,13 @@ size_t vl_request_format(char *buf, size_t cap, const char *host, const char *co
                  "POST /vouchers/%s/reservations HTTP/1.1\r\n"
                  "Host: %s\r\n"
                  "User-Agent: vc-load\r\n"
+                 "%s%s%s"
                  "Content-Type: application/json\r\n"
                  "Content-Length: %d\r\n"
                  "\r\n"
                  "%s",
-                 path_code, host, body_len, body);
+                 path_code, host, with_token ? "Authorization: Bearer " : "",
+                 with_token ? token : "", with_token ? "\r\n" : "", body_len, body);
     if (n < 0 || (size_t)n >= cap)
         return 0;
     return (size_t)n;

@@ -21,11 +21,14 @@ typedef struct {
  * Writes a complete HTTP/1.1 keep-alive request for
  * POST /vouchers/{code}/reservations with the JSON body
  * {"customerId":..,"orderId":"..","orderAmount":..} into buf. host is the
- * Host header ("127.0.0.1:15410"); code is percent-encoded into the path and
- * order_id escaped into the body. Returns the length, or 0 if it did not fit.
+ * Host header ("127.0.0.1:15410"); token, when neither NULL nor empty, is
+ * sent as "Authorization: Bearer <token>"; code is percent-encoded into the
+ * path and order_id escaped into the body. Returns the length, or 0 if it
+ * did not fit.
  */
-size_t vl_request_format(char *buf, size_t cap, const char *host, const char *code,
-                         int64_t customer_id, const char *order_id, int64_t order_amount);
+size_t vl_request_format(char *buf, size_t cap, const char *host, const char *token,
+                         const char *code, int64_t customer_id, const char *order_id,
+                         int64_t order_amount);
 
 /*
  * Reads "error" and "replayed" from a JSON body (len bytes). Returns 0, or

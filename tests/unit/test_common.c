@@ -363,6 +363,39 @@ START_TEST(config_defaults_env_flags)
 }
 END_TEST
 
+/* "A,B": a daemon's own variable first, then the shared one (the per-daemon DSNs). */
+START_TEST(config_env_fallback)
+{
+    static const vc_cfg_param_t params[] = {
+        {"dsn", "VCTEST_OWN_DSN,VCTEST_DSN", VC_CFG_STRING, "d", offsetof(test_cfg_t, s), 0, 0,
+         "a dsn"},
+        {"ttl", "VCTEST_OWN_TTL,VCTEST_TTL", VC_CFG_MS, "1s", offsetof(test_cfg_t, ms), 0, 10000,
+         "a ttl"},
+        VC_CFG_END,
+    };
+    test_cfg_t cfg;
+    char err[256], *argv[] = {"prog", NULL};
+
+    unsetenv("VCTEST_OWN_DSN");
+    setenv("VCTEST_DSN", "shared", 1);
+    ck_assert_int_eq(vc_config_load(params, &cfg, "prog", "s", 1, argv, NULL, err, sizeof(err)),
+                     VC_CFG_RUN);
+    ck_assert_str_eq(cfg.s, "shared");
+    setenv("VCTEST_OWN_DSN", "own", 1);
+    ck_assert_int_eq(vc_config_load(params, &cfg, "prog", "s", 1, argv, NULL, err, sizeof(err)),
+                     VC_CFG_RUN);
+    ck_assert_str_eq(cfg.s, "own");
+    /* An error names the variable the value came from. */
+    setenv("VCTEST_TTL", "soon", 1);
+    ck_assert_int_eq(vc_config_load(params, &cfg, "prog", "s", 1, argv, NULL, err, sizeof(err)),
+                     VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "environment variable VCTEST_TTL"));
+    unsetenv("VCTEST_OWN_DSN");
+    unsetenv("VCTEST_DSN");
+    unsetenv("VCTEST_TTL");
+}
+END_TEST
+
 START_TEST(config_errors_name_the_setting)
 {
     test_cfg_t cfg;
@@ -459,19 +492,85 @@ END_TEST
 
 START_TEST(redis_url_parsing)
 {
-    char host[64];
-    int port, db;
-    ck_assert_int_eq(vc_parse_redis_url("redis://127.0.0.1:16381/0", host, sizeof(host), &port, &db),
-                     0);
-    ck_assert_str_eq(host, "127.0.0.1");
-    ck_assert_int_eq(port, 16381);
-    ck_assert_int_eq(db, 0);
-    ck_assert_int_eq(vc_parse_redis_url("redis://localhost", host, sizeof(host), &port, &db), 0);
-    ck_assert_int_eq(port, 6379);
-    ck_assert_int_eq(vc_parse_redis_url("http://x:1", host, sizeof(host), &port, &db),
-                     VC_ERR_INVALID);
-    ck_assert_int_eq(vc_parse_redis_url("redis://x:99999", host, sizeof(host), &port, &db),
-                     VC_ERR_INVALID);
+    vc_redis_url_t u;
+    char err[512];
+
+    ck_assert_int_eq(vc_parse_redis_url("redis://127.0.0.1:16381/0", &u, err, sizeof(err)), 0);
+    ck_assert_str_eq(u.host, "127.0.0.1");
+    ck_assert_int_eq(u.port, 16381);
+    ck_assert_int_eq(u.db, 0);
+    ck_assert_str_eq(u.user, "");
+    ck_assert_str_eq(u.password, "");
+    ck_assert_int_eq(vc_parse_redis_url("redis://localhost", &u, err, sizeof(err)), 0);
+    ck_assert_int_eq(u.port, 6379);
+    ck_assert_int_eq(vc_parse_redis_url("http://x:1", &u, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_int_eq(vc_parse_redis_url("redis://x:99999", &u, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_int_eq(vc_parse_redis_url("redis://x:1/16", &u, err, sizeof(err)), VC_ERR_INVALID);
+}
+END_TEST
+
+/* Credentials: an ACL user, a password alone, %-escapes; none of it in an error. */
+START_TEST(redis_url_credentials)
+{
+    vc_redis_url_t u;
+    char err[512];
+
+    ck_assert_int_eq(
+        vc_parse_redis_url("redis://gateway:pa%40ss%3Aw%2Fd@10.0.0.5:6380/2", &u, err, sizeof(err)),
+        0);
+    ck_assert_str_eq(u.user, "gateway");
+    ck_assert_str_eq(u.password, "pa@ss:w/d");
+    ck_assert_str_eq(u.host, "10.0.0.5");
+    ck_assert_int_eq(u.port, 6380);
+    ck_assert_int_eq(u.db, 2);
+    /* A password alone (requirepass, the default user). */
+    ck_assert_int_eq(vc_parse_redis_url("redis://:hunter2@redis", &u, err, sizeof(err)), 0);
+    ck_assert_str_eq(u.user, "");
+    ck_assert_str_eq(u.password, "hunter2");
+    ck_assert_str_eq(u.host, "redis");
+    ck_assert_int_eq(u.port, 6379);
+    /* An '@' in the password unescaped: the last '@' ends the user part. */
+    ck_assert_int_eq(vc_parse_redis_url("redis://u:a@b@h:1", &u, err, sizeof(err)), 0);
+    ck_assert_str_eq(u.password, "a@b");
+    ck_assert_str_eq(u.host, "h");
+
+    static const char *const bad[] = {
+        "redis://hunter2@h:1",       /* a user without a password, or a password without ':' */
+        "redis://u:@h:1",            /* an empty password */
+        "redis://u:hunter2%4@h:1",   /* a cut escape */
+        "redis://u:hunter2%zz@h:1",  /* not hex */
+        "redis://u:hunter2%00x@h:1", /* a NUL */
+        "rediss://u:hunter2@h:1",    /* TLS */
+        "redis://u:hunter2@h:0",     /* a bad port */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_msg(vc_parse_redis_url(bad[i], &u, err, sizeof(err)) == VC_ERR_INVALID,
+                      "accepted %s", bad[i]);
+        ck_assert_msg(!strstr(err, "hunter2"), "error shows the password: %s", err);
+        ck_assert_ptr_nonnull(strstr(err, "***"));
+    }
+}
+END_TEST
+
+START_TEST(redis_url_redaction)
+{
+    static const struct {
+        const char *url, *shown;
+    } cases[] = {
+        {"redis://u:hunter2@h:1/0", "redis://u:***@h:1/0"},
+        {"redis://:hunter2@h", "redis://:***@h"},
+        {"redis://hunter2@h:1", "redis://***@h:1"},
+        {"redis://u:a@b@h:1", "redis://u:***@h:1"},
+        {"redis://h:1/0", "redis://h:1/0"},
+        {"u:hunter2@h:1", "u:***@h:1"},
+        {"redis://h/x@y", "redis://h/x@y"},
+    };
+    char buf[128], tiny[8];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        ck_assert_str_eq(vc_redis_url_redact(cases[i].url, buf, sizeof(buf)), cases[i].shown);
+    /* Cut short, it still shows no password. */
+    ck_assert_str_eq(vc_redis_url_redact("redis://u:hunter2@h", tiny, sizeof(tiny)), "redis:/");
 }
 END_TEST
 
@@ -563,11 +662,14 @@ static Suite *common_suite(void)
     tcase_add_test(tc, jdoc_parse_strict);
     tcase_add_test(tc, time_parse_and_format);
     tcase_add_test(tc, config_defaults_env_flags);
+    tcase_add_test(tc, config_env_fallback);
     tcase_add_test(tc, config_errors_name_the_setting);
     tcase_add_test(tc, config_empty_value_is_an_error);
     tcase_add_test(tc, pg_dsn_check);
     tcase_add_test(tc, json_pick_str_follows_the_path);
     tcase_add_test(tc, redis_url_parsing);
+    tcase_add_test(tc, redis_url_credentials);
+    tcase_add_test(tc, redis_url_redaction);
     tcase_add_test(tc, voucher_rules);
     tcase_add_test(tc, metrics_render_prometheus_text);
     suite_add_tcase(s, tc);

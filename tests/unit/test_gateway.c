@@ -468,15 +468,56 @@ END_TEST
 
 START_TEST(admin_token)
 {
-    ck_assert(gw_admin_authorized("Bearer s3cret", "s3cret"));
-    ck_assert(!gw_admin_authorized("Bearer s3cre", "s3cret"));
-    ck_assert(!gw_admin_authorized("Bearer s3cretX", "s3cret"));
-    ck_assert(!gw_admin_authorized("bearer s3cret", "s3cret"));
-    ck_assert(!gw_admin_authorized("s3cret", "s3cret"));
-    ck_assert(!gw_admin_authorized(NULL, "s3cret"));
+    ck_assert(gw_bearer_authorized("Bearer s3cret", "s3cret"));
+    ck_assert(!gw_bearer_authorized("Bearer s3cre", "s3cret"));
+    ck_assert(!gw_bearer_authorized("Bearer s3cretX", "s3cret"));
+    ck_assert(!gw_bearer_authorized("bearer s3cret", "s3cret"));
+    ck_assert(!gw_bearer_authorized("s3cret", "s3cret"));
+    ck_assert(!gw_bearer_authorized(NULL, "s3cret"));
     /* No token configured: nobody is admin, not even with an empty bearer. */
-    ck_assert(!gw_admin_authorized("Bearer ", ""));
-    ck_assert(!gw_admin_authorized("Bearer x", NULL));
+    ck_assert(!gw_bearer_authorized("Bearer ", ""));
+    ck_assert(!gw_bearer_authorized("Bearer x", NULL));
+}
+END_TEST
+
+/* Several tokens at once, for rotation: each is accepted, nothing else is. */
+START_TEST(token_list)
+{
+    static const struct {
+        const char *auth, *tokens;
+        int ok;
+    } cases[] = {
+        {"Bearer old-one", "old-one,new-one", 1},
+        {"Bearer new-one", "old-one,new-one", 1},
+        {"Bearer new-one", " old-one , new-one ", 1},
+        {"Bearer old-one,new-one", "old-one,new-one", 0},
+        {"Bearer old", "old-one,new-one", 0},
+        {"Bearer new-on", "old-one,new-one", 0},
+        {"Bearer ", "old-one,,new-one", 0},
+        {"Bearer ", ",", 0},
+        {"Bearer  ", " , ", 0},
+        {"Bearer x", ",x,", 1},
+        {"Bearer x", "", 0},
+        {"Bearer x ", "x", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        ck_assert_msg(gw_bearer_authorized(cases[i].auth, cases[i].tokens) == cases[i].ok,
+                      "case %zu: \"%s\" against \"%s\"", i, cases[i].auth, cases[i].tokens);
+}
+END_TEST
+
+/* Which routes need which token: every order-service route, the admin ones, no probe. */
+START_TEST(route_auth)
+{
+    ck_assert_int_eq(gw_route_auth(GW_ROUTE_RESERVE), GW_AUTH_API);
+    ck_assert_int_eq(gw_route_auth(GW_ROUTE_CONFIRM), GW_AUTH_API);
+    ck_assert_int_eq(gw_route_auth(GW_ROUTE_CANCEL), GW_AUTH_API);
+    ck_assert_int_eq(gw_route_auth(GW_ROUTE_QUOTE), GW_AUTH_API);
+    ck_assert_int_eq(gw_route_auth(GW_ROUTE_CREATE), GW_AUTH_ADMIN);
+    ck_assert_int_eq(gw_route_auth(GW_ROUTE_SHOW), GW_AUTH_ADMIN);
+    ck_assert_int_eq(gw_route_auth(GW_ROUTE_HEALTHZ), GW_AUTH_NONE);
+    ck_assert_int_eq(gw_route_auth(GW_ROUTE_READYZ), GW_AUTH_NONE);
+    ck_assert_int_eq(gw_route_auth(GW_ROUTE_METRICS), GW_AUTH_NONE);
 }
 END_TEST
 
@@ -630,6 +671,8 @@ static Suite *gateway_suite(void)
                         sizeof(discount_cases) / sizeof(discount_cases[0]));
     tcase_add_test(tc, quote_body);
     tcase_add_test(tc, admin_token);
+    tcase_add_test(tc, token_list);
+    tcase_add_test(tc, route_auth);
     tcase_add_test(tc, voucher_body_out);
     tcase_add_test(tc, route_names);
     tcase_add_test(tc, soldout_cleared_everywhere);

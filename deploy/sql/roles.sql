@@ -1,0 +1,33 @@
+-- The daemons' login roles: one per daemon, each granted only what it uses by
+-- migration 008_daemon_roles.sql. Roles belong to the whole PostgreSQL
+-- cluster, not to one database, so a migration (run as the database owner,
+-- who may not create roles) cannot make them: a superuser, or a role with
+-- CREATEROLE, runs this file once before 008, and again harmlessly later.
+-- deploy/stack does it for the local stack. Not numbered: the migration
+-- runner does not pick it up.
+--
+--   psql -v ON_ERROR_STOP=1 -U postgres -d postgres -f deploy/sql/roles.sql
+--
+-- Passwords are not set here (the local stack trusts 127.0.0.1). In production
+-- give each role its own, from your secret store, and put it in that daemon's
+-- DSN only:  ALTER ROLE voucher_gateway PASSWORD '...';
+--
+-- The role defaults bound every session of these roles, whatever opens it
+-- (the reconciler's lock session does not go through vc_pg_connect): a
+-- statement running longer than statement_timeout, or waiting longer than
+-- lock_timeout for a lock, fails instead of holding the connection and its
+-- locks. A daemon may set a longer statement_timeout in its own session (the
+-- reconciler does, for its pass).
+DO $$
+DECLARE
+    r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['voucher_gateway', 'voucher_writer', 'voucher_reconciler'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) THEN
+            EXECUTE format('CREATE ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT', r);
+        END IF;
+        EXECUTE format('ALTER ROLE %I SET statement_timeout = %L', r, '30s');
+        EXECUTE format('ALTER ROLE %I SET lock_timeout = %L', r, '10s');
+    END LOOP;
+END
+$$;
