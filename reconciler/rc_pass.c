@@ -660,8 +660,8 @@ static int retake(rc_ctx_t *ctx, voucher_t *v, rc_summary_t *sum, char *err, siz
         goto out;
     rc_keys_of(v->code, &k);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
-                          k.name[RC_KEY_HOLDS]};
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_retake, 4, keys, a.nargs, a.args, &status, answer,
+                          k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_retake, 5, keys, a.nargs, a.args, &status, answer,
                             sizeof(answer), err, errlen)) != 0 ||
         status < 0)
         goto out;
@@ -674,6 +674,7 @@ static int retake(rc_ctx_t *ctx, voucher_t *v, rc_summary_t *sum, char *err, siz
     parse_pair(answer, &before, &after);
     if (status > 0 || after < before) {
         sum->retaken += status;
+        sum->lowered += after < before;
         log_repair(v, "retake", "took uses again that PostgreSQL counts and Redis lost", status,
                    before, after);
     }

@@ -55,9 +55,11 @@ end
 -- R), heldUntilMs, and "1" when an order Redis holds R may be taken again
 -- (an earlier pass saw it R too, so the snapshot is younger than its release
 -- and still counts it) or "0". An order Redis holds is never dropped nor
--- changed, except such an R; an order Redis lacks is written. Returns how
--- many were written and the customers they belong to.
-local function merge(orders_key, holds_key, first)
+-- changed, except such an R; an order Redis lacks is written, as X when
+-- releasing_key still lists it (its release had begun: the reconciler
+-- publishes it again and finishes it; H would make a cancelled order
+-- confirmable). Returns how many were written and their customers.
+local function merge(orders_key, holds_key, releasing_key, first)
   local written, touched = 0, {}
   for i = first, #ARGV - 3, 4 do
     local id, value, held, proven = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -65,6 +67,10 @@ local function merge(orders_key, holds_key, first)
     local have = redis.call('HGET', orders_key, id)
     if state and (not have or
         (proven == '1' and string.sub(have, -1) == 'R' and taken_state(state))) then
+      if not have and taken_state(state) and redis.call('ZSCORE', releasing_key, id) then
+        state = 'X'
+        value = string.sub(value, 1, -2) .. 'X'
+      end
       redis.call('HSET', orders_key, id, value)
       if state == 'H' then redis.call('ZADD', holds_key, held, id) end
       written = written + 1

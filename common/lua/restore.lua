@@ -12,7 +12,7 @@
 --
 -- Returns {1, "live:remaining"} restored, {0, false} the counter exists.
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, false} end
-merge(KEYS[3], KEYS[4], 4)
+merge(KEYS[3], KEYS[4], KEYS[5], 4)
 -- The sets follow the merged orders: every hold by its heldUntil, every
 -- release begun (kept with its start, or due after the grace from now).
 local live, per = count_taken(KEYS[3], function(id, value, state)

@@ -8,6 +8,7 @@
 -- safe), and never created.
 --
 -- KEYS[1] remaining  KEYS[2] users  KEYS[3] orders  KEYS[4] holds
+-- KEYS[5] releasing
 -- ARGV[1] total_limit  ARGV[2] uses counted without rows,
 -- then fours as merge() takes them
 --
@@ -15,7 +16,7 @@
 -- missing (the keys were lost: the restore rebuilds them; writing here would
 -- make a voucher that looks loaded and is never restored).
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, false} end
-local written, touched = merge(KEYS[3], KEYS[4], 3)
+local written, touched = merge(KEYS[3], KEYS[4], KEYS[5], 3)
 local live, per = count_taken(KEYS[3])
 raise_users(KEYS[2], per, touched)
 local _, counter = settle(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), live)
