@@ -141,7 +141,7 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
 
     n->pg_live_after = n->redis_counted = n->releasing = n->unsent_fresh = n->stranded = 0;
     n->released_in_pg = n->missing_in_redis = n->releasing_not_live = n->pending_changes = 0;
-    n->released_after = n->confirmed_unsent = 0;
+    n->released_after = n->confirmed_unsent = n->confirmed_unknown = 0;
     n->uncounted = vc_uses_without_rows(n->used_count, n->live_rows);
     n->redis_taken = n->total_limit - n->redis_remaining;
     for (size_t i = 0; i < orders->cap; i++) {
@@ -168,7 +168,16 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
                 else
                     n->unsent_fresh++;
             } else if (o->pg_after == RC_PG_NONE) {
-                n->confirmed_unsent++;
+                /*
+                 * Confirmed, and neither event downstream: both may be on
+                 * their way. A confirm runs before heldUntil and publishes
+                 * then, so past heldUntil and a grace they are not: the
+                 * writer refused them, or they were lost. Paid: never released.
+                 */
+                if (now_ms < o->held_until_ms + grace_ms)
+                    n->confirmed_unsent++;
+                else
+                    n->confirmed_unknown++;
             }
         }
         if (pg_live(o->pg_after) && !redis_taken_state(o->redis_state)) {
@@ -200,7 +209,7 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
         return RC_DRIFTED; /* the last: more orders hold uses than the limit has */
     if (n->redis_taken > n->redis_counted + n->uncounted)
         return RC_UNDERSOLD;
-    if (n->stranded > 0 || n->released_in_pg > 0)
+    if (n->stranded > 0 || n->released_in_pg > 0 || n->confirmed_unknown > 0)
         return RC_UNDERSOLD;
     /* Events applied but not yet committed replay as no change: they do not count. */
     if (n->redis_counted == n->pg_live_after && n->pending_changes == 0 && n->releasing == 0 &&

@@ -101,6 +101,7 @@ typedef struct {
     int64_t released_after;   /* live in the snapshot, R in Redis, not revivable: a release the
                                  snapshot is too old to show, or drift the next pass proves */
     int64_t confirmed_unsent; /* C in Redis, unknown downstream: reserved and confirmed since */
+    int64_t confirmed_unknown; /* the same, past heldUntil and the grace: refused or lost */
     int64_t uncounted;        /* used_count beyond live_rows: uses counted without rows */
     int64_t accounted;        /* orders holding a use: Redis's H, C, X, E plus missing_in_redis */
     int64_t bound;            /* the most remaining may be: vc_remaining_bound() */

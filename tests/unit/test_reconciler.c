@@ -146,9 +146,12 @@ START_TEST(behind_when_reserved_and_confirmed_after_the_snapshot)
     rc_numbers_t n = numbers(10, 1, 8);
     rc_orders_init(&m);
     add(&m, "a", 'H', RC_PG_RESERVED);
-    add(&m, "b", 'C', RC_PG_NONE);
+    add(&m, "b", 'C', RC_PG_NONE)->held_until_ms = NOW + 1;
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
     ck_assert_int_eq(n.confirmed_unsent, 1);
+    /* Past heldUntil and the grace nothing is on its way: the writer refused it, or it was lost. */
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW + 1 + GRACE, GRACE), RC_UNDERSOLD);
+    ck_assert_int_eq(n.confirmed_unknown, 1);
     rc_orders_free(&m);
 }
 END_TEST
