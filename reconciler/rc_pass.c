@@ -6,6 +6,7 @@
 #include "vc_metrics.h"
 #include "vc_pg.h"
 #include "vc_time.h"
+#include "vc_voucher.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -941,6 +942,8 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             v->n.redis_taken = v->n.redis_counted =
                 v->n.redis_loaded ? v->n.total_limit - v->n.redis_remaining : 0;
             v->n.uncounted = v->mem->uncounted;
+            v->n.live_rows = v->n.used_count - v->n.uncounted;
+            v->n.bound = vc_remaining_bound(v->n.total_limit, v->n.uncounted, v->n.live_rows);
             v->verdict = !v->n.redis_loaded      ? RC_NOT_LOADED
                          : v->mem->uncounted > 0 ? RC_USED_WITHOUT_ROWS
                                                  : RC_CONSISTENT;
@@ -981,7 +984,9 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             vc_log_field_t f[] = {{"code", v->code}, {"redisTaken", taken}, {"pgLive", live}};
             snprintf(taken, sizeof(taken), "%lld", (long long)v->n.redis_taken);
             snprintf(live, sizeof(live), "%lld", (long long)v->n.pg_live_after);
-            VC_LOG_F(v->verdict >= RC_UNDERSOLD ? VC_LOG_WARN : VC_LOG_DEBUG, f,
+            /* A lasting used-without-rows warns at each full read, not each pass. */
+            int warn = v->verdict == RC_USED_WITHOUT_ROWS ? v->full : v->verdict >= RC_UNDERSOLD;
+            VC_LOG_F(warn ? VC_LOG_WARN : VC_LOG_DEBUG, f,
                      "%s: used_count %lld, %lld events in flight, %lld releases under way, "
                      "%lld fresh and %lld stranded holds, %lld released in PostgreSQL, "
                      "%lld counted in PostgreSQL and lost in Redis, %lld given back in Redis "
