@@ -130,7 +130,8 @@ diag "$(grep -E "^$code|repair" "$scratch/race6.txt")"
 is "$(rcli GET "voucher:{$code}:remaining")" 9 "race 6: the counter is left at 9 (one use held), not lowered"
 ok "$([ "$(verdict_before "$code" "$scratch/race6.txt")" != DRIFTED ]; echo $?)" \
   "race 6: a reserve during the pass is no drift ($(verdict_before "$code" "$scratch/race6.txt"))"
-wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 1 20 >/dev/null
+wait_sql "SELECT string_agg(status, ',' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code = '$code'" \
+  RELEASED,RESERVED 20 >/dev/null
 "$bin_reconciler" --once --report-only >"$scratch/race6-after.txt" 2>&1
 is "$(verdict_before "$code" "$scratch/race6-after.txt")" consistent "race 6: once the writer caught up, consistent (no undersell left)"
 
