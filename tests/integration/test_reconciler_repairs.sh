@@ -31,13 +31,14 @@ verdict_before() { awk -v c="$1" '$1 == c { print $NF; exit }' "$2"; }
 verdict_after() { awk -v c="$1" '$1 == c { v = $NF } END { print v }' "$2"; }
 
 # rc_start OUT [POINT...]: voucher-reconciler --once in the background, stopping at
-# each POINT; the test acts at pause_wait/pause_go, then rc_finish.
+# each POINT; the test acts at pause_wait/pause_go, then rc_finish. Its table
+# goes to OUT, its log lines to OUT.log (apart: they would interleave).
 rc_start() {
   local out=$1 points
   shift
   points=$(IFS=,; echo "$*")
   VOUCHER_PAUSE=$points VOUCHER_PAUSE_DIR=$pause_dir \
-    "$bin_reconciler" --once --grace 60s --restore-delay 0s >"$out" 2>&1 &
+    "$bin_reconciler" --once --grace 60s --restore-delay 0s >"$out" 2>"$out.log" &
   rc_pid=$!
 }
 # Lets every later pause go (--once runs a second pass after repairs) and waits,
@@ -132,7 +133,7 @@ ok "$([ "$(verdict_before "$code" "$scratch/race6.txt")" != DRIFTED ]; echo $?)"
   "race 6: a reserve during the pass is no drift ($(verdict_before "$code" "$scratch/race6.txt"))"
 wait_sql "SELECT string_agg(status, ',' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code = '$code'" \
   RELEASED,RESERVED 20 >/dev/null
-"$bin_reconciler" --once --report-only >"$scratch/race6-after.txt" 2>&1
+"$bin_reconciler" --once --report-only >"$scratch/race6-after.txt" 2>"$scratch/race6-after.log"
 is "$(verdict_before "$code" "$scratch/race6-after.txt")" consistent "race 6: once the writer caught up, consistent (no undersell left)"
 
 # --- Race 7: a cancel acknowledged after the tail read and finished before the
@@ -185,7 +186,7 @@ reserve "$code" 2 "$code-o2"
 is "$status $(jq -r .error <<<"$body")" "409 OUT_OF_STOCK" "issue 26: a reservation after the restore gets 409"
 is "$(verdict_after "$code" "$scratch/used.txt")" used-without-rows "issue 26: its own verdict"
 ok "$(grep -q "used-without-rows.*total_limit 10, live rows 0, 10 uses counted without rows" \
-  "$VOUCHER_STACK_DIR/logs/$test_name-"*.log "$scratch/used.txt"; echo $?)" \
+  "$scratch/used.txt.log"; echo $?)" \
   "issue 26: the verdict is logged with the numbers"
 # A counter that already offers the difference (restored by the old rule) is lowered.
 rcli SET "voucher:{$code}:remaining" 10 >/dev/null
