@@ -702,7 +702,8 @@ static int lower(rc_ctx_t *ctx, voucher_t *v, rc_summary_t *sum, char *err, size
         status == 1) {
         parse_pair(answer, &before, &after);
         sum->lowered++;
-        log_repair(v, "lower", "lowered a counter that offered more uses than the remaining rule allows",
+        log_repair(v, "lower",
+                   "lowered a counter that offered more uses than the remaining rule allows",
                    before - after, before, after);
     }
     return rc;
