@@ -135,13 +135,41 @@ static int redis_taken_state(char s)
     return s == 'H' || s == 'C' || s == 'X' || s == 'E';
 }
 
+static int cmp_customer(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * How many customers hold a use in Redis's orders (H, C, X, E): each has a
+ * field in the users hash while they do (release_finish leaves a 0). 0 when
+ * out of memory: the check is skipped, nothing is repaired on a guess.
+ */
+static int64_t customers_holding(const rc_orders_t *orders)
+{
+    int64_t *ids = orders->len ? malloc(orders->len * sizeof(*ids)) : NULL, n = 0, distinct = 0;
+    rc_order_t *o;
+
+    if (!ids)
+        return 0;
+    for (size_t i = 0; i < orders->cap; i++)
+        if ((o = rc_orders_at(orders, i)) && redis_taken_state(o->redis_state))
+            ids[n++] = o->customer_id;
+    qsort(ids, (size_t)n, sizeof(*ids), cmp_customer);
+    for (int64_t i = 0; i < n; i++)
+        distinct += i == 0 || ids[i] != ids[i - 1];
+    free(ids);
+    return distinct;
+}
+
 rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms, int64_t grace_ms)
 {
     rc_order_t *o;
 
     n->pg_live_after = n->redis_counted = n->releasing = n->unsent_fresh = n->stranded = 0;
     n->released_in_pg = n->missing_in_redis = n->releasing_not_live = n->pending_changes = 0;
-    n->released_after = n->confirmed_unsent = n->confirmed_unknown = 0;
+    n->released_after = n->confirmed_unsent = n->confirmed_unknown = n->users_missing = 0;
     n->uncounted = vc_uses_without_rows(n->used_count, n->live_rows);
     n->redis_taken = n->total_limit - n->redis_remaining;
     for (size_t i = 0; i < orders->cap; i++) {
@@ -194,6 +222,10 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
         }
     }
     n->accounted = n->redis_counted + n->missing_in_redis;
+    if (n->redis_users >= 0) {
+        int64_t customers = customers_holding(orders);
+        n->users_missing = customers > n->redis_users ? customers - n->redis_users : 0;
+    }
     n->bound = vc_remaining_bound(n->total_limit, n->uncounted, n->accounted);
 
     if (n->live_rows > n->used_count)
@@ -204,7 +236,7 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
      * The counter and the orders were read at one moment: during a sale they
      * still agree (each script moves both), so these hold only for drift.
      */
-    if (n->missing_in_redis > 0 || n->redis_remaining > n->bound ||
+    if (n->missing_in_redis > 0 || n->users_missing > 0 || n->redis_remaining > n->bound ||
         n->redis_taken < n->redis_counted + n->uncounted)
         return RC_DRIFTED; /* the last: more orders hold uses than the limit has */
     if (n->redis_taken > n->redis_counted + n->uncounted)

@@ -86,6 +86,7 @@ typedef struct {
     int64_t live_rows;  /* rows not RELEASED: used_count counts these, and uncounted more */
     int redis_loaded;
     int64_t redis_remaining; /* read with Redis's orders, at the same moment (rc_redis_orders()) */
+    int64_t redis_users;     /* customers in Redis's users hash, read with them; -1 not read */
     /* Derived by rc_model_judge(): */
     int64_t in_flight_events;
     int64_t pg_live_after;    /* live orders once the writer caught up */
@@ -105,6 +106,8 @@ typedef struct {
     int64_t uncounted;        /* used_count beyond live_rows: uses counted without rows */
     int64_t accounted;        /* orders holding a use: Redis's H, C, X, E plus missing_in_redis */
     int64_t bound;            /* the most remaining may be: vc_remaining_bound() */
+    int64_t users_missing;    /* customers holding uses in Redis's orders, absent from users
+                                 (the hash was lost): they could pass their limit */
 } rc_numbers_t;
 
 /*

@@ -679,6 +679,9 @@ static int retake(rc_ctx_t *ctx, voucher_t *v, rc_summary_t *sum, char *err, siz
         log_repair(v, "retake", "took uses again that PostgreSQL counts and Redis lost", status,
                    before, after);
     }
+    if (v->n.users_missing > 0)
+        log_repair(v, "users", "counted again the uses of customers Redis's users hash lost",
+                   v->n.users_missing, before, after);
 out:
     repair_args_free(&a);
     return rc;
@@ -953,7 +956,8 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         /* The counter is read again with the orders, at one moment: the verdict compares those. */
         if ((rc = replay_events(v)) != 0 ||
             (rc = rc_redis_orders(ctx->redis, v->code, &v->orders, &v->n.redis_loaded,
-                                  &v->n.redis_remaining, &bad, err, errlen)) != 0)
+                                  &v->n.redis_remaining, &v->n.redis_users, &bad, err,
+                                  errlen)) != 0)
             goto out;
         if (bad)
             vc_warn("%s: %d orders in Redis could not be read", v->code, bad);
@@ -1029,9 +1033,11 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         }
         v->mem->missing_since_ms = 0;
         /* Both recount Redis's orders when they run; a retake lowers as a lower would. */
-        if (v->n.missing_in_redis > 0 && (rc = retake(ctx, v, sum, err, errlen)) != 0)
+        if ((v->n.missing_in_redis > 0 || v->n.users_missing > 0) &&
+            (rc = retake(ctx, v, sum, err, errlen)) != 0)
             goto out;
-        if (v->n.missing_in_redis == 0 && rc_model_excess_remaining(&v->n) > 0 &&
+        if (v->n.missing_in_redis == 0 && v->n.users_missing == 0 &&
+            rc_model_excess_remaining(&v->n) > 0 &&
             (rc = lower(ctx, v, sum, err, errlen)) != 0)
             goto out;
         if ((rc = plan_releases(ctx, v, &rs, sum, err, errlen)) != 0)

@@ -149,27 +149,28 @@ int rc_redis_activity(rc_redis_t *r, const char *code, int64_t now_ms, int64_t *
 }
 
 int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded,
-                    int64_t *remaining, int *bad, char *err, size_t errlen)
+                    int64_t *remaining, int64_t *users, int *bad, char *err, size_t errlen)
 {
     redisReply *reply = NULL, *orders;
     int rc = 0;
 
     *bad = 0;
-    /* Pipelined: MULTI, GET, HGETALL, EXEC; only EXEC's reply carries the values. */
+    /* Pipelined: MULTI, GET, HGETALL, HLEN, EXEC; only EXEC's reply carries the values. */
     redisAppendCommand(r->ctx, "MULTI");
     redisAppendCommand(r->ctx, "GET voucher:{%s}:remaining", code);
     redisAppendCommand(r->ctx, "HGETALL voucher:{%s}:orders", code);
+    redisAppendCommand(r->ctx, "HLEN voucher:{%s}:users", code);
     redisAppendCommand(r->ctx, "EXEC");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         void *got = NULL;
         if (redisGetReply(r->ctx, &got) != REDIS_OK || !got) {
             /* A broken connection: the pass drops it, the unread replies with it. */
-            snprintf(err, errlen, "Redis MULTI GET HGETALL EXEC: %s", r->ctx->errstr);
+            snprintf(err, errlen, "Redis MULTI GET HGETALL HLEN EXEC: %s", r->ctx->errstr);
             if (reply)
                 freeReplyObject(reply);
             return VC_ERR_UNAVAILABLE;
         }
-        if (i < 3) {
+        if (i < 4) {
             if (((redisReply *)got)->type == REDIS_REPLY_ERROR && rc == 0) {
                 snprintf(err, errlen, "Redis MULTI of %s: %s", code, ((redisReply *)got)->str);
                 rc = VC_ERR_PROTOCOL;
@@ -181,14 +182,16 @@ int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded
     }
     if (rc != 0)
         goto out;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-        reply->element[1]->type != REDIS_REPLY_ARRAY) {
-        snprintf(err, errlen, "Redis: unexpected reply to EXEC (GET, HGETALL) of %s", code);
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+        reply->element[1]->type != REDIS_REPLY_ARRAY ||
+        reply->element[2]->type != REDIS_REPLY_INTEGER) {
+        snprintf(err, errlen, "Redis: unexpected reply to EXEC (GET, HGETALL, HLEN) of %s", code);
         rc = VC_ERR_PROTOCOL;
         goto out;
     }
     if ((rc = parse_remaining(reply->element[0], code, loaded, remaining, err, errlen)) != 0)
         goto out;
+    *users = reply->element[2]->integer;
     orders = reply->element[1];
     for (size_t i = 0; i + 1 < orders->elements; i += 2) {
         redisReply *k = orders->element[i], *v = orders->element[i + 1];

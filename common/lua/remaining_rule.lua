@@ -37,16 +37,13 @@ local function count_taken(orders_key, each)
   return live, per
 end
 
--- Raises users[customer] to the orders the customer holds as taken (only the
--- customers in only, when given). Never lowers it: a count above the orders
--- refuses the customer early, a count below would let them past their limit
--- for orders Redis lost.
-local function raise_users(users_key, per, only)
+-- Raises users[customer] to the orders the customer holds as taken. Never
+-- lowers it: a count above the orders refuses the customer early, a count
+-- below would let them past their limit for orders Redis lost.
+local function raise_users(users_key, per)
   for customer, n in pairs(per) do
-    if not only or only[customer] then
-      local have = tonumber(redis.call('HGET', users_key, customer) or '0') or 0
-      if have < n then redis.call('HSET', users_key, customer, n) end
-    end
+    local have = tonumber(redis.call('HGET', users_key, customer) or '0') or 0
+    if have < n then redis.call('HSET', users_key, customer, n) end
   end
 end
 
@@ -58,12 +55,12 @@ end
 -- changed, except such an R; an order Redis lacks is written, as X when
 -- releasing_key still lists it (its release had begun: the reconciler
 -- publishes it again and finishes it; H would make a cancelled order
--- confirmable). Returns how many were written and their customers.
+-- confirmable). Returns how many were written.
 local function merge(orders_key, holds_key, releasing_key, first)
-  local written, touched = 0, {}
+  local written = 0
   for i = first, #ARGV - 3, 4 do
     local id, value, held, proven = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-    local customer, state = string.match(value, '^([^:]*):[^:]*:[^:]*:(.)$')
+    local state = string.match(value, '^[^:]*:[^:]*:[^:]*:(.)$')
     local have = redis.call('HGET', orders_key, id)
     if state and (not have or
         (proven == '1' and string.sub(have, -1) == 'R' and taken_state(state))) then
@@ -74,10 +71,9 @@ local function merge(orders_key, holds_key, releasing_key, first)
       redis.call('HSET', orders_key, id, value)
       if state == 'H' then redis.call('ZADD', holds_key, held, id) end
       written = written + 1
-      touched[customer] = true
     end
   end
-  return written, touched
+  return written
 end
 
 -- Lowers the counter to the rule's bound when it is above it; never raises

@@ -1,7 +1,8 @@
 -- retake: takes a use again for each order the reconciler's snapshot counts
 -- and Redis lacks (lost with the orders hash), or holds R where an earlier
 -- pass saw it R too (remaining_rule.lua comes before this). An order Redis
--- holds otherwise is kept as it is. The counter is then lowered to the rule's
+-- holds otherwise is kept as it is. Each customer's count in users is raised
+-- to the orders they hold (a lost users hash lets them past their limit). The counter is then lowered to the rule's
 -- bound, counting the orders as they are now, never by one per order: when
 -- only the orders hash was lost, the counter already counts those uses. It is
 -- never raised, never taken below 0 (proto/redis-keys.md says why that stays
@@ -16,8 +17,9 @@
 -- missing (the keys were lost: the restore rebuilds them; writing here would
 -- make a voucher that looks loaded and is never restored).
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, false} end
-local written, touched = merge(KEYS[3], KEYS[4], KEYS[5], 3)
+local written = merge(KEYS[3], KEYS[4], KEYS[5], 3)
 local live, per = count_taken(KEYS[3])
-raise_users(KEYS[2], per, touched)
+-- Every customer, not only those written: the users hash may be what was lost.
+raise_users(KEYS[2], per)
 local _, counter = settle(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), live)
 return {written, counter}

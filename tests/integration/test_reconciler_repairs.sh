@@ -10,7 +10,7 @@
 # reservation beyond it gets 409 and the writer dead-letters nothing), every
 # 201 gets its row, and nothing stays undersold.
 source "$(dirname "$0")/lib.sh"
-plan 39
+plan 41
 
 reserve() { # CODE CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
@@ -110,6 +110,20 @@ is "$(rcli HGET "voucher:{$code}:users" 1) $(rcli HGET "voucher:{$code}:users" 2
 reserve "$code" 1 "$code-again1"
 is "$status" 201 "race 5: a customer with a limit of two may take a second use"
 is "$(verdict_after "$code" "$scratch/race5.txt")" consistent "race 5: after the repair Redis and PostgreSQL agree"
+
+# --- The users hash is lost: until something counts them again, a customer
+# could take a use beyond per_user_limit that PostgreSQL then refuses.
+code=$(unique_code USERS)
+new_voucher "$code" 10
+for i in 1 2; do reserve "$code" "$i" "$code-o$i"; done
+wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 2 20 >/dev/null
+rcli DEL "voucher:{$code}:users" >/dev/null
+rc_start "$scratch/users.txt"
+rc_finish
+is "$(rcli HGET "voucher:{$code}:users" 1) $(rcli HGET "voucher:{$code}:users" 2) $(rcli GET "voucher:{$code}:remaining")" \
+  "1 1 8" "users lost: each customer's count is back, the counter unchanged"
+reserve "$code" 1 "$code-again1"
+is "$status $(jq -r .error <<<"$body")" "409 ALREADY_USED" "users lost: a customer at the limit is refused again"
 
 # --- Race 6: lower's A-B-A. A reserve between the counter's read and the
 # orders' read, a finished cancel before the repair; and no DRIFTED for it.

@@ -41,6 +41,7 @@ static rc_numbers_t numbers(int64_t total, int64_t used, int64_t remaining)
     n.used_count = n.live_rows = used;
     n.redis_loaded = 1;
     n.redis_remaining = remaining;
+    n.redis_users = -1; /* not read: no users check */
     return n;
 }
 
@@ -205,6 +206,28 @@ START_TEST(more_orders_than_the_limit_never_ask_for_a_negative_counter)
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
     ck_assert_int_eq(n.bound, 0);
     ck_assert_int_eq(rc_model_excess_remaining(&n), 0);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(drifted_when_the_users_hash_lost_customers)
+{
+    /* Two customers hold uses; the users hash has one field left: one could pass the limit. */
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 3, 7);
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    add(&m, "b", 'C', RC_PG_CONFIRMED);
+    add(&m, "c", 'H', RC_PG_RESERVED)->customer_id = 8;
+    n.redis_users = 2;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_CONSISTENT);
+    n.redis_users = 1;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    ck_assert_int_eq(n.users_missing, 1);
+    n.redis_users = 0;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    ck_assert_int_eq(n.users_missing, 2);
+    ck_assert_int_eq(rc_model_excess_remaining(&n), 0); /* the counter itself is right */
     rc_orders_free(&m);
 }
 END_TEST
@@ -467,6 +490,7 @@ int main(void)
     tcase_add_test(tc, used_count_without_rows_is_its_own_verdict);
     tcase_add_test(tc, used_count_partly_made_of_rows);
     tcase_add_test(tc, more_orders_than_the_limit_never_ask_for_a_negative_counter);
+    tcase_add_test(tc, drifted_when_the_users_hash_lost_customers);
     tcase_add_test(tc, the_remaining_rule);
     tcase_add_test(tc, drifted_when_the_counter_offers_more_than_the_orders_allow);
     tcase_add_test(tc, consistent_when_the_events_in_flight_are_already_applied);
