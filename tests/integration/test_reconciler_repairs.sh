@@ -58,7 +58,9 @@ paused() { # POINT: 0 once the reconciler waits there, else bail out
   pause_wait "$1" 30 || { echo "Bail out! the reconciler never reached $1"; cat "$scratch"/*.txt; exit 1; }
 }
 
-start_gateway --hold-ttl 10m
+# --soldout-recheck 0: every 409 below comes from the script, never from the
+# gateway's memory of an earlier sold-out answer.
+start_gateway --hold-ttl 10m --soldout-recheck 0
 start_writer
 
 # --- Race 1: only `remaining` is lost; a retry answered 201 between the tail
@@ -70,11 +72,11 @@ is "$status" 201 "race 1: a hold on a voucher of two"
 # A second hold whose event never reached Kafka: the gateway dies right after
 # the Redis script (a fault point), so no snapshot of the reconciler has it.
 daemon_stop "$test_name-gateway"
-VOUCHER_FAULT=reserve-before-publish daemon_start "$test_name-gateway" "$bin_gateway" --hold-ttl 10m
+VOUCHER_FAULT=reserve-before-publish daemon_start "$test_name-gateway" "$bin_gateway" --hold-ttl 10m --soldout-recheck 0
 wait_http_ok "$base_url/healthz" 30
 reserve "$code" 2 "$code-o2"
 is "$status" 000 "race 1: the gateway died after holding o2, before publishing it"
-start_gateway --hold-ttl 10m
+start_gateway --hold-ttl 10m --soldout-recheck 0
 wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 1 20 >/dev/null
 rcli DEL "voucher:{$code}:remaining" >/dev/null
 rc_start "$scratch/race1.txt" reconciler-before-repair
