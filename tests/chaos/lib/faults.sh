@@ -116,10 +116,10 @@ fault_flushall_redis() {
 # is safe. The usual reconciler runs again afterwards.
 #
 # Not the users hash: reserve.lua reads a missing customer count as 0, so
-# until something rebuilds it a customer may take a use beyond
-# per_user_limit, which PostgreSQL refuses after the 201 (dead-lettered). No
-# repair can close that window; the gateway's script would have to refuse
-# when the hash is missing.
+# until the reconciler's next pass counts them again (retake) a customer may
+# take a use beyond per_user_limit, which PostgreSQL refuses after the 201
+# (dead-lettered). A repair cannot close that window; the gateway's script
+# would have to refuse while the hash is missing.
 fault_partial_loss() {
   local key
   daemon_stop chaos-reconciler
