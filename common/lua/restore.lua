@@ -16,8 +16,9 @@ merge(KEYS[3], KEYS[4], KEYS[5], 4)
 -- The sets follow the merged orders: every hold by its heldUntil, every
 -- release begun (kept with its start, or due after the grace from now).
 local live, per = count_taken(KEYS[3], function(id, value, state)
-  if state == 'H' then
-    redis.call('ZADD', KEYS[4], string.match(value, '^[^:]*:[^:]*:([^:]*):'), id)
+  local held = tonumber(string.match(value, '^[^:]*:[^:]*:([^:]*):'))
+  if state == 'H' and held then
+    redis.call('ZADD', KEYS[4], held, id)
   elseif state == 'X' or state == 'E' then
     redis.call('ZADD', KEYS[5], 'NX', ARGV[3], id)
   end
