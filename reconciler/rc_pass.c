@@ -866,7 +866,7 @@ static void record_metrics(const voucher_t *v)
                            "Uses Redis holds beyond what PostgreSQL will count, per voucher "
                            "(negative: Redis offers uses PostgreSQL counts)",
                            labels),
-                  v->n.redis_loaded ? v->n.redis_taken - v->n.pg_live_after : 0);
+                  v->n.redis_loaded ? v->n.redis_taken - v->n.pg_live_after - v->n.uncounted : 0);
     vc_metric_set(vc_gauge("voucher_reconciler_verdict",
                            "Last verdict per voucher: 0 consistent, 1 not loaded, 2 behind, "
                            "3 undersold, 4 drifted, 5 used_count counts uses without rows",
@@ -942,11 +942,10 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
              * conclude, uses counted without rows included (the last full
              * read counted them; the writer never changes that difference).
              */
-            v->n.pg_live_after = v->n.used_count;
-            v->n.redis_taken = v->n.redis_counted =
-                v->n.redis_loaded ? v->n.total_limit - v->n.redis_remaining : 0;
             v->n.uncounted = v->mem->uncounted;
-            v->n.live_rows = v->n.used_count - v->n.uncounted;
+            v->n.live_rows = v->n.pg_live_after = v->n.used_count - v->n.uncounted;
+            v->n.redis_taken = v->n.redis_loaded ? v->n.total_limit - v->n.redis_remaining : 0;
+            v->n.redis_counted = v->n.redis_loaded ? v->n.redis_taken - v->n.uncounted : 0;
             v->n.bound = vc_remaining_bound(v->n.total_limit, v->n.uncounted, v->n.live_rows);
             v->verdict = !v->n.redis_loaded      ? RC_NOT_LOADED
                          : v->mem->uncounted > 0 ? RC_USED_WITHOUT_ROWS
