@@ -232,6 +232,26 @@ START_TEST(drifted_when_the_users_hash_lost_customers)
 }
 END_TEST
 
+START_TEST(a_reserve_during_the_pass_is_neither_drift_nor_excess)
+{
+    /*
+     * Race 6: the counter and the orders read at one moment (MULTI) agree
+     * during a sale; a hold reserved after the snapshot is on its way.
+     */
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 1, 8);
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    add(&m, "b", 'H', RC_PG_NONE);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
+    ck_assert_int_eq(rc_model_excess_remaining(&n), 0);
+    /* The old reads: the counter read before the reserve (9) with the orders after it. */
+    n.redis_remaining = 9;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    rc_orders_free(&m);
+}
+END_TEST
+
 START_TEST(the_remaining_rule)
 {
     ck_assert_int_eq(vc_uses_without_rows(10, 0), 10);
@@ -491,6 +511,7 @@ int main(void)
     tcase_add_test(tc, used_count_partly_made_of_rows);
     tcase_add_test(tc, more_orders_than_the_limit_never_ask_for_a_negative_counter);
     tcase_add_test(tc, drifted_when_the_users_hash_lost_customers);
+    tcase_add_test(tc, a_reserve_during_the_pass_is_neither_drift_nor_excess);
     tcase_add_test(tc, the_remaining_rule);
     tcase_add_test(tc, drifted_when_the_counter_offers_more_than_the_orders_allow);
     tcase_add_test(tc, consistent_when_the_events_in_flight_are_already_applied);
