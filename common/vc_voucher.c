@@ -31,3 +31,14 @@ int vc_voucher_check(const vc_voucher_t *v, int64_t now_ms, int64_t order_amount
     *discount = vc_voucher_discount(v, order_amount);
     return 0;
 }
+
+int64_t vc_remaining_bound(int64_t total_limit, int64_t uncounted, int64_t accounted)
+{
+    int64_t bound = total_limit - uncounted - accounted;
+    return bound > 0 ? bound : 0;
+}
+
+int64_t vc_uses_without_rows(int64_t used_count, int64_t live_rows)
+{
+    return used_count > live_rows ? used_count - live_rows : 0;
+}

@@ -36,4 +36,29 @@ int64_t vc_voucher_discount(const vc_voucher_t *v, int64_t order_amount);
 int vc_voucher_check(const vc_voucher_t *v, int64_t now_ms, int64_t order_amount,
                      int64_t *discount);
 
+/*
+ * The remaining rule (proto/redis-keys.md, "The remaining rule"): every path
+ * that sets or repairs voucher:{CODE}:remaining (the gateway's load, and the
+ * reconciler's restore, retake and lower) offers at most
+ *
+ *     total_limit - uncounted - accounted, and never less than 0
+ *
+ * uses. uncounted is what vc_uses_without_rows() gives: uses PostgreSQL's
+ * used_count counts with no row behind them (an imported campaign's past
+ * uses). accounted is every order known to hold a use: live rows, the
+ * reservations in flight, and the orders Redis holds as taken. At a load,
+ * with no order anywhere but the rows, that is total_limit - max(used_count,
+ * live rows). common/lua/remaining_rule.lua is the same line for the Lua
+ * repair scripts, which count Redis's orders themselves. Pure.
+ */
+int64_t vc_remaining_bound(int64_t total_limit, int64_t uncounted, int64_t accounted);
+
+/*
+ * Uses used_count counts beyond its live rows (read in one snapshot), or 0
+ * when the rows are as many or more (the rows then account for everything).
+ * The difference stays constant while the writer applies events, which move
+ * both together, so it may be added to orders counted later. Pure.
+ */
+int64_t vc_uses_without_rows(int64_t used_count, int64_t live_rows);
+
 #endif

@@ -7,6 +7,7 @@
 #include "gw_router.h"
 #include "vc_error.h"
 #include "vc_pg.h"
+#include "vc_voucher.h"
 
 int gw_store_claim_load(PGconn *conn, const char *code, int64_t *remaining, char *err,
                         size_t errlen)
@@ -18,7 +19,9 @@ int gw_store_claim_load(PGconn *conn, const char *code, int64_t *remaining, char
     res = PQexecParams(conn,
                        "UPDATE voucher SET redis_loaded_at = now()"
                        " WHERE code = $1 AND redis_loaded_at IS NULL"
-                       " RETURNING total_limit - used_count",
+                       " RETURNING total_limit, used_count,"
+                       " (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = $1"
+                       "  AND r.status IN ('RESERVED', 'CONFIRMED'))",
                        1, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         rc = vc_pg_error_class(conn, res);
@@ -26,7 +29,11 @@ int gw_store_claim_load(PGconn *conn, const char *code, int64_t *remaining, char
         goto out;
     }
     if (PQntuples(res) == 1) {
-        *remaining = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        /* Nothing was loaded yet, so no reservation is in flight: the rows are every order. */
+        int64_t rows = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+        *remaining = vc_remaining_bound(
+            strtoll(PQgetvalue(res, 0, 0), NULL, 10),
+            vc_uses_without_rows(strtoll(PQgetvalue(res, 0, 1), NULL, 10), rows), rows);
         goto out;
     }
     PQclear(res);

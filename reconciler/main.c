@@ -155,12 +155,13 @@ static int run_once(rc_ctx_t *ctx, const rc_settings_t *s)
         fprintf(stderr, "voucher-reconciler: %s\n", err);
         return 2;
     }
-    printf("%d vouchers: %d consistent, %d not loaded, %d behind, %d undersold, %d drifted; "
+    printf("%d vouchers: %d consistent, %d not loaded, %d behind, %d undersold, %d drifted, "
+           "%d used without rows; "
            "%lld events after the writer's committed offsets (in flight, or applied and not "
            "yet committed)\n",
            sum.vouchers, sum.verdicts[RC_CONSISTENT], sum.verdicts[RC_NOT_LOADED],
            sum.verdicts[RC_BEHIND], sum.verdicts[RC_UNDERSOLD], sum.verdicts[RC_DRIFTED],
-           (long long)sum.in_flight);
+           sum.verdicts[RC_USED_WITHOUT_ROWS], (long long)sum.in_flight);
     if (sum.verdicts[RC_DRIFTED] || sum.verdicts[RC_UNDERSOLD])
         return 1;
     return sum.verdicts[RC_BEHIND] ? 3 : 0;

@@ -1,5 +1,6 @@
 #include "rc_model.h"
 #include "vc_error.h"
+#include "vc_voucher.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -135,12 +136,42 @@ static int redis_taken_state(char s)
     return s == 'H' || s == 'C' || s == 'X' || s == 'E';
 }
 
+static int cmp_customer(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * How many customers hold a use in Redis's orders (H, C, X, E): each has a
+ * field in the users hash while they do (release_finish leaves a 0). 0 when
+ * out of memory: the check is skipped, nothing is repaired on a guess.
+ */
+static int64_t customers_holding(const rc_orders_t *orders)
+{
+    int64_t *ids = orders->len ? malloc(orders->len * sizeof(*ids)) : NULL, n = 0, distinct = 0;
+    rc_order_t *o;
+
+    if (!ids)
+        return 0;
+    for (size_t i = 0; i < orders->cap; i++)
+        if ((o = rc_orders_at(orders, i)) && redis_taken_state(o->redis_state))
+            ids[n++] = o->customer_id;
+    qsort(ids, (size_t)n, sizeof(*ids), cmp_customer);
+    for (int64_t i = 0; i < n; i++)
+        distinct += i == 0 || ids[i] != ids[i - 1];
+    free(ids);
+    return distinct;
+}
+
 rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms, int64_t grace_ms)
 {
     rc_order_t *o;
 
     n->pg_live_after = n->redis_counted = n->releasing = n->unsent_fresh = n->stranded = 0;
     n->released_in_pg = n->missing_in_redis = n->releasing_not_live = n->pending_changes = 0;
+    n->released_after = n->confirmed_unsent = n->confirmed_unknown = n->users_missing = 0;
+    n->uncounted = vc_uses_without_rows(n->used_count, n->live_rows);
     n->redis_taken = n->total_limit - n->redis_remaining;
     for (size_t i = 0; i < orders->cap; i++) {
         if (!(o = rc_orders_at(orders, i)))
@@ -165,32 +196,66 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
                     n->stranded++;
                 else
                     n->unsent_fresh++;
+            } else if (o->pg_after == RC_PG_NONE) {
+                /*
+                 * Confirmed, and neither event downstream: both may be on
+                 * their way. A confirm runs before heldUntil and publishes
+                 * then, so past heldUntil and a grace they are not: the
+                 * writer refused them, or they were lost. Paid: never released.
+                 */
+                if (now_ms < o->held_until_ms + grace_ms)
+                    n->confirmed_unsent++;
+                else
+                    n->confirmed_unknown++;
             }
         }
-        if (n->redis_loaded && pg_live(o->pg_after) && !redis_taken_state(o->redis_state))
-            n->missing_in_redis++;
+        if (pg_live(o->pg_after) && !redis_taken_state(o->redis_state)) {
+            /*
+             * Given back in Redis: by a release the snapshot may be too old to
+             * show (a cancel since the tail was read), unless an earlier pass
+             * saw it so too. Lost from Redis (no order): nothing gives an
+             * order back by deleting it once Kafka has its event.
+             */
+            if (o->redis_state == 'R' && !o->revivable)
+                n->released_after++;
+            else if (n->redis_loaded)
+                n->missing_in_redis++;
+        }
     }
+    n->accounted = n->redis_counted + n->missing_in_redis;
+    if (n->redis_users >= 0) {
+        int64_t customers = customers_holding(orders);
+        n->users_missing = customers > n->redis_users ? customers - n->redis_users : 0;
+    }
+    n->bound = vc_remaining_bound(n->total_limit, n->uncounted, n->accounted);
 
-    if (n->live_rows != n->used_count)
-        return RC_DRIFTED; /* PostgreSQL disagrees with itself: no lag explains that */
+    if (n->live_rows > n->used_count)
+        return RC_DRIFTED; /* rows the counter misses: its CHECK guards fewer uses than are sold */
     if (!n->redis_loaded)
         return RC_NOT_LOADED;
-    if (n->missing_in_redis > 0 || n->redis_taken < n->pg_live_after)
-        return RC_DRIFTED;
-    if (n->redis_taken != n->redis_counted)
-        return n->redis_taken > n->redis_counted ? RC_UNDERSOLD : RC_DRIFTED;
-    if (n->stranded > 0 || n->released_in_pg > 0)
+    /*
+     * The counter and the orders were read at one moment: during a sale they
+     * still agree (each script moves both), so these hold only for drift.
+     */
+    if (n->missing_in_redis > 0 || n->users_missing > 0 || n->redis_remaining > n->bound ||
+        n->redis_taken < n->redis_counted + n->uncounted)
+        return RC_DRIFTED; /* the last: more orders hold uses than the limit has */
+    if (n->redis_taken > n->redis_counted + n->uncounted)
+        return RC_UNDERSOLD;
+    if (n->stranded > 0 || n->released_in_pg > 0 || n->confirmed_unknown > 0)
         return RC_UNDERSOLD;
     /* Events applied but not yet committed replay as no change: they do not count. */
-    if (n->redis_taken == n->used_count && n->pending_changes == 0 && n->releasing == 0 &&
-        n->unsent_fresh == 0)
-        return RC_CONSISTENT;
+    if (n->redis_counted == n->pg_live_after && n->pending_changes == 0 && n->releasing == 0 &&
+        n->unsent_fresh == 0 && n->confirmed_unsent == 0 && n->released_after == 0)
+        return n->uncounted > 0 ? RC_USED_WITHOUT_ROWS : RC_CONSISTENT;
     /*
-     * Every order PostgreSQL will count is taken in Redis (missing_in_redis is
-     * 0), and every other order Redis counts is a release under way or a hold
-     * whose event may still be coming: the gap closes by itself.
+     * Every order PostgreSQL will count is taken in Redis or given back by a
+     * release younger than the snapshot, and every other order Redis counts
+     * is a release under way or an order whose events may still be coming:
+     * the gap closes by itself.
      */
-    if (n->redis_counted == n->pg_live_after + n->unsent_fresh + n->releasing_not_live)
+    if (n->redis_counted + n->released_after ==
+        n->pg_live_after + n->unsent_fresh + n->confirmed_unsent + n->releasing_not_live)
         return RC_BEHIND;
     return RC_UNDERSOLD;
 }
@@ -204,9 +269,9 @@ int rc_model_quiet(const rc_numbers_t *n, int64_t due_holds, int64_t releasing)
 
 int64_t rc_model_excess_remaining(const rc_numbers_t *n)
 {
-    if (!n->redis_loaded || n->redis_counted <= n->redis_taken)
+    if (!n->redis_loaded || n->redis_remaining <= n->bound)
         return 0;
-    return n->redis_counted - n->redis_taken;
+    return n->redis_remaining - n->bound;
 }
 
 const char *rc_verdict_name(rc_verdict_t v)
@@ -222,6 +287,10 @@ const char *rc_verdict_name(rc_verdict_t v)
         return "undersold";
     case RC_DRIFTED:
         return "DRIFTED";
+    case RC_USED_WITHOUT_ROWS:
+        return "used-without-rows";
+    case RC_VERDICT_COUNT:
+        break;
     }
     return "?";
 }

@@ -33,6 +33,15 @@ typedef struct {
     int in_flight;           /* events of this order are in flight */
     int64_t first_unsent_ms; /* when this hold was first seen (held or confirmed) in Redis and
                                 unknown downstream: rc_order_unsent() */
+    /*
+     * Redis holds it R, PostgreSQL counts it, and an earlier pass saw it R
+     * too: its release, if it had one, is older than this pass's snapshot,
+     * which would then show it. So the snapshot is right to count it, and a
+     * repair may take its use again. Seen R only this pass, the release may
+     * be younger than the snapshot (a cancel acknowledged meanwhile): the
+     * repair waits for the next pass.
+     */
+    int revivable;
 } rc_order_t;
 
 /* All orders of one voucher, by orderId (open addressing). */
@@ -68,15 +77,18 @@ typedef enum {
     RC_BEHIND,         /* they differ only by what is on its way: events, releases, fresh holds */
     RC_UNDERSOLD,      /* Redis holds uses nothing explains: safe, but a repair is due */
     RC_DRIFTED,        /* Redis offers a use PostgreSQL counts, or PostgreSQL disagrees with itself */
+    RC_USED_WITHOUT_ROWS, /* otherwise consistent, but used_count counts uses no row accounts for */
+    RC_VERDICT_COUNT,
 } rc_verdict_t;
 
 /* The numbers behind a verdict. */
 typedef struct {
     int64_t total_limit;
     int64_t used_count; /* voucher.used_count */
-    int64_t live_rows;  /* rows not RELEASED: must equal used_count */
+    int64_t live_rows;  /* rows not RELEASED: used_count counts these, and uncounted more */
     int redis_loaded;
-    int64_t redis_remaining;
+    int64_t redis_remaining; /* read with Redis's orders, at the same moment (rc_redis_orders()) */
+    int64_t redis_users;     /* customers in Redis's users hash, read with them; -1 not read */
     /* Derived by rc_model_judge(): */
     int64_t in_flight_events;
     int64_t pg_live_after;    /* live orders once the writer caught up */
@@ -88,7 +100,16 @@ typedef struct {
     int64_t unsent_fresh;     /* held in Redis, unknown downstream, younger than the grace */
     int64_t stranded;         /* the same, older than the grace: to release */
     int64_t released_in_pg;   /* held in Redis, released in PostgreSQL: to release */
-    int64_t missing_in_redis; /* live in PostgreSQL, given back in Redis: oversell danger */
+    int64_t missing_in_redis; /* live in PostgreSQL, lost (or given back, revivable) in Redis */
+    int64_t released_after;   /* live in the snapshot, R in Redis, not revivable: a release the
+                                 snapshot is too old to show, or drift the next pass proves */
+    int64_t confirmed_unsent; /* C in Redis, unknown downstream: reserved and confirmed since */
+    int64_t confirmed_unknown; /* the same, past heldUntil and the grace: refused or lost */
+    int64_t uncounted;        /* used_count beyond live_rows: uses counted without rows */
+    int64_t accounted;        /* orders holding a use: Redis's H, C, X, E plus missing_in_redis */
+    int64_t bound;            /* the most remaining may be: vc_remaining_bound() */
+    int64_t users_missing;    /* customers holding uses in Redis's orders, absent from users
+                                 (the hash was lost): they could pass their limit */
 } rc_numbers_t;
 
 /*
@@ -108,14 +129,15 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
  */
 int rc_model_quiet(const rc_numbers_t *n, int64_t due_holds, int64_t releasing);
 
-/* "consistent", "not loaded", "behind", "undersold", "DRIFTED". */
+/* "consistent", "not loaded", "behind", "undersold", "DRIFTED", "used-without-rows". */
 const char *rc_verdict_name(rc_verdict_t v);
 
 /*
- * How far to lower Redis's remaining so that its counter agrees with the
- * orders it holds as taken (a counter above them offers uses that are not
- * there): 0 when it already agrees. Orders PostgreSQL counts but Redis gave
- * back (missing_in_redis) are taken again one by one, not by this.
+ * How far Redis's remaining is above the remaining rule's bound (it offers
+ * uses that are not there), as judged from the pass's reads: 0 when it is not.
+ * lower.lua recounts at the moment it lowers. Orders PostgreSQL counts that
+ * Redis lacks (missing_in_redis) are written again by retake.lua, which then
+ * lowers the same way.
  */
 int64_t rc_model_excess_remaining(const rc_numbers_t *n);
 

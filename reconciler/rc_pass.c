@@ -6,6 +6,7 @@
 #include "vc_metrics.h"
 #include "vc_pg.h"
 #include "vc_time.h"
+#include "vc_voucher.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,13 @@ typedef struct {
     rc_orders_t seen;
     int64_t missing_since_ms; /* when Redis was first seen without the voucher's counter */
     int64_t last_full_ms;     /* when the voucher was last read in full */
+    /*
+     * Orders the last full read saw R in Redis and live in its snapshot
+     * (redis_state 'R'; 0 once taken again): seen so again, they are
+     * revivable (rc_model.h).
+     */
+    rc_orders_t released_seen;
+    int64_t uncounted; /* used_count beyond the live rows at the last full read */
 } memory_entry_t;
 
 struct rc_memory {
@@ -156,12 +164,18 @@ int rc_ctx_connect(rc_ctx_t *ctx, char *err, size_t errlen)
     return 0;
 }
 
+static void entry_free(memory_entry_t *e)
+{
+    rc_orders_free(&e->seen);
+    rc_orders_free(&e->released_seen);
+}
+
 static void memory_free(rc_memory_t *m)
 {
     if (!m)
         return;
     for (size_t i = 0; i < m->len; i++)
-        rc_orders_free(&m->entries[i].seen);
+        entry_free(&m->entries[i]);
     free(m->entries);
     free(m);
 }
@@ -468,7 +482,7 @@ static int memory_align(rc_memory_t *m, vouchers_t *vs)
         int cmp = 1;
 
         while (j < m->len && (cmp = strcmp(m->entries[j].code, v->code)) < 0)
-            rc_orders_free(&m->entries[j++].seen);
+            entry_free(&m->entries[j++]);
         if (j < m->len && cmp == 0)
             entries[i] = m->entries[j++];
         else
@@ -476,7 +490,7 @@ static int memory_align(rc_memory_t *m, vouchers_t *vs)
         v->mem = &entries[i];
     }
     for (; j < m->len; j++)
-        rc_orders_free(&m->entries[j].seen);
+        entry_free(&m->entries[j]);
     free(m->entries);
     m->entries = entries;
     m->len = vs->len;
@@ -520,6 +534,38 @@ static void remember_after(voucher_t *v)
             seen->redis_held_until_ms = o->redis_held_until_ms;
         }
     }
+}
+
+static int pg_counts(rc_pg_status_t s)
+{
+    return s == RC_PG_RESERVED || s == RC_PG_CONFIRMED;
+}
+
+/* Marks the orders Redis holds R now that the last full read saw R and live too. */
+static void released_before(voucher_t *v)
+{
+    rc_order_t *seen, *o;
+
+    for (size_t i = 0; i < v->mem->released_seen.cap; i++)
+        if ((seen = rc_orders_at(&v->mem->released_seen, i)) && seen->redis_state == 'R' &&
+            (o = rc_orders_find(&v->orders, seen->order_id)) && o->redis_state == 'R')
+            o->revivable = 1;
+}
+
+/* Remembers the orders Redis holds R and the snapshot counts, for the next full read. */
+static int released_after(voucher_t *v)
+{
+    rc_order_t *o, *seen;
+
+    rc_orders_free(&v->mem->released_seen);
+    for (size_t i = 0; i < v->orders.cap; i++) {
+        if (!(o = rc_orders_at(&v->orders, i)) || o->redis_state != 'R' || !pg_counts(o->pg_after))
+            continue;
+        if (!(seen = rc_orders_get(&v->mem->released_seen, o->order_id)))
+            return VC_ERR_NOMEM;
+        seen->redis_state = 'R';
+    }
+    return 0;
 }
 
 static int add_release(releases_t *rs, voucher_t *v, const rc_order_t *o, const char *reason)
@@ -684,105 +730,172 @@ static char redis_state_for(rc_pg_status_t s)
     return s == RC_PG_RESERVED ? 'H' : s == RC_PG_CONFIRMED ? 'C' : 'R';
 }
 
-/* Redis lost the voucher's keys: rebuild them from PostgreSQL plus the events in flight. */
-static int restore(rc_ctx_t *ctx, voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
-{
-    rc_keys_t k;
+/*
+ * The arguments of a counter repair (remaining_rule.lua): total_limit, the
+ * uses counted without rows, lead_extra (restore: nowMs) when given, then the
+ * orders to merge in fours. A restore merges every order the snapshot knows;
+ * a retake those the snapshot counts and Redis lacked when read, or held R and
+ * revivable. The caller frees with repair_args_free().
+ */
+typedef struct {
     const char **args;
-    char (*values)[128], (*held)[24], remaining[24];
-    size_t n = 0;
-    int64_t status = 0;
-    int rc;
+    int nargs;
+    char total[24], uncounted[24];
+    char (*values)[128];
+    char (*held)[24];
+} repair_args_t;
 
-    args = calloc(1 + 3 * v->orders.len, sizeof(*args));
-    values = calloc(v->orders.len + 1, sizeof(*values));
-    held = calloc(v->orders.len + 1, sizeof(*held));
-    if (!args || !values || !held) {
-        rc = VC_ERR_NOMEM;
-        goto out;
-    }
-    snprintf(remaining, sizeof(remaining), "%lld", (long long)(v->n.total_limit - v->n.pg_live_after));
-    args[0] = remaining;
+static void repair_args_free(repair_args_t *a)
+{
+    free(a->args);
+    free(a->values);
+    free(a->held);
+}
+
+static int repair_args(voucher_t *v, int every_order, const char *lead_extra, repair_args_t *a)
+{
+    size_t n = 0, lead = lead_extra ? 3 : 2;
+
+    memset(a, 0, sizeof(*a));
+    a->args = calloc(lead + 4 * v->orders.len, sizeof(*a->args));
+    a->values = calloc(v->orders.len + 1, sizeof(*a->values));
+    a->held = calloc(v->orders.len + 1, sizeof(*a->held));
+    if (!a->args || !a->values || !a->held)
+        return VC_ERR_NOMEM;
+    snprintf(a->total, sizeof(a->total), "%lld", (long long)v->n.total_limit);
+    snprintf(a->uncounted, sizeof(a->uncounted), "%lld", (long long)v->n.uncounted);
+    a->args[0] = a->total;
+    a->args[1] = a->uncounted;
+    if (lead_extra)
+        a->args[2] = lead_extra;
     for (size_t i = 0; i < v->orders.cap; i++) {
         rc_order_t *o = rc_orders_at(&v->orders, i);
+        const char **arg = a->args + lead + 4 * n;
         if (!o || o->pg_after == RC_PG_NONE)
             continue;
-        order_value(o, redis_state_for(o->pg_after), values[n], sizeof(values[n]));
-        snprintf(held[n], sizeof(held[n]), "%lld", (long long)o->held_until_ms);
-        args[1 + 3 * n] = o->order_id;
-        args[2 + 3 * n] = values[n];
-        args[3 + 3 * n] = held[n];
+        if (!every_order && !(pg_counts(o->pg_after) &&
+                              (!o->redis_state || (o->redis_state == 'R' && o->revivable))))
+            continue;
+        order_value(o, redis_state_for(o->pg_after), a->values[n], sizeof(a->values[n]));
+        snprintf(a->held[n], sizeof(a->held[n]), "%lld", (long long)o->held_until_ms);
+        arg[0] = o->order_id;
+        arg[1] = a->values[n];
+        arg[2] = a->held[n];
+        arg[3] = o->revivable ? "1" : "0";
         n++;
     }
+    a->nargs = (int)(lead + 4 * n);
+    return 0;
+}
+
+/* Parses a repair script's "a:b" answer; both -1 when it is not one. */
+static void parse_pair(const char *s, int64_t *a, int64_t *b)
+{
+    long long x, y;
+
+    *a = *b = -1;
+    if (sscanf(s, "%lld:%lld", &x, &y) == 2) {
+        *a = x;
+        *b = y;
+    }
+}
+
+/*
+ * Redis lost the voucher's counter: rebuild it, merging PostgreSQL plus the
+ * events in flight into the orders Redis still holds (restore.lua).
+ */
+static int restore(rc_ctx_t *ctx, voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
+{
+    repair_args_t a;
+    rc_keys_t k;
+    char now[24], answer[64];
+    int64_t status = 0, live, remaining;
+    int rc;
+
+    snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
+    if ((rc = repair_args(v, 1, now, &a)) != 0)
+        goto out;
     rc_keys_of(v->code, &k);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
                           k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
-    rc = rc_redis_eval(ctx->redis, vc_lua_restore, 5, keys, (int)(1 + 3 * n), args, &status, NULL,
-                       0, err, errlen);
+    rc = rc_redis_eval(ctx->redis, vc_lua_restore, 5, keys, a.nargs, a.args, &status, answer,
+                       sizeof(answer), err, errlen);
     if (rc == 0 && status == 1) {
+        parse_pair(answer, &live, &remaining);
         sum->restored++;
-        log_repair(v, "restore", "restored lost keys from PostgreSQL and the events in flight", (int64_t)n, 0, v->n.total_limit - v->n.pg_live_after);
+        log_repair(v, "restore",
+                   "restored a lost counter from PostgreSQL, the events in flight and the "
+                   "orders Redis still holds",
+                   live, -1, remaining);
     }
 out:
-    free(args);
-    free(values);
-    free(held);
+    repair_args_free(&a);
     return rc;
 }
 
-/* Takes a use again for each order PostgreSQL counts and Redis had given back. */
+/*
+ * Writes again the orders PostgreSQL counts that Redis lost (or gave back,
+ * where revivable), then lowers the counter to the rule's bound (retake.lua).
+ */
 static int retake(rc_ctx_t *ctx, voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
 {
+    repair_args_t a;
     rc_keys_t k;
-    int64_t count = 0, status;
-    int rc = 0;
+    char answer[64];
+    int64_t status = 0, before, after;
+    int rc;
 
+    if ((rc = repair_args(v, 0, NULL, &a)) != 0)
+        goto out;
     rc_keys_of(v->code, &k);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
-                          k.name[RC_KEY_HOLDS]};
-    for (size_t i = 0; i < v->orders.cap && rc == 0; i++) {
-        rc_order_t *o = rc_orders_at(&v->orders, i);
-        char value[128], held[24];
-        if (!o || !(o->pg_after == RC_PG_RESERVED || o->pg_after == RC_PG_CONFIRMED) ||
-            strchr("HCXE", o->redis_state ? o->redis_state : '?'))
-            continue;
-        order_value(o, redis_state_for(o->pg_after), value, sizeof(value));
-        snprintf(held, sizeof(held), "%lld", (long long)o->held_until_ms);
-        const char *args[] = {o->order_id, value, held};
-        if ((rc = rc_redis_eval(ctx->redis, vc_lua_retake, 4, keys, 3, args, &status, NULL, 0, err,
-                                errlen)) == 0 &&
-            status == 1)
-            count++;
+                          k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_retake, 5, keys, a.nargs, a.args, &status, answer,
+                            sizeof(answer), err, errlen)) != 0 ||
+        status < 0)
+        goto out;
+    /* Taken again: the next pass must see them R anew before they count as revivable. */
+    for (size_t i = 0; i < v->orders.cap; i++) {
+        rc_order_t *o = rc_orders_at(&v->orders, i), *seen;
+        if (o && o->revivable && (seen = rc_orders_find(&v->mem->released_seen, o->order_id)))
+            seen->redis_state = 0;
     }
-    if (count) {
-        sum->retaken += count;
-        log_repair(v, "retake", "took uses again that PostgreSQL counts", count, v->n.redis_remaining,
-                   v->n.redis_remaining - count);
+    parse_pair(answer, &before, &after);
+    if (status > 0 || after < before) {
+        sum->retaken += status;
+        sum->lowered += after < before;
+        log_repair(v, "retake", "took uses again that PostgreSQL counts and Redis lost", status,
+                   before, after);
     }
+    if (v->n.users_missing > 0)
+        log_repair(v, "users", "counted again the uses of customers Redis's users hash lost",
+                   v->n.users_missing, before, after);
+out:
+    repair_args_free(&a);
     return rc;
 }
 
-/* Lowers a counter above the orders Redis holds as taken (compare and set). */
+/* Lowers a counter above the rule's bound, recounting Redis's orders as it does (lower.lua). */
 static int lower(rc_ctx_t *ctx, voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
 {
-    int64_t excess = rc_model_excess_remaining(&v->n), status;
-    char before[24], after[24];
+    char total[24], uncounted[24], answer[64];
+    int64_t status, before, after;
     rc_keys_t k;
     int rc;
 
-    if (excess <= 0)
-        return 0;
     rc_keys_of(v->code, &k);
-    snprintf(before, sizeof(before), "%lld", (long long)v->n.redis_remaining);
-    snprintf(after, sizeof(after), "%lld", (long long)(v->n.redis_remaining - excess));
-    const char *keys[] = {k.name[RC_KEY_REMAINING]};
-    const char *args[] = {before, after};
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_lower, 1, keys, 2, args, &status, NULL, 0, err,
-                            errlen)) == 0 &&
+    snprintf(total, sizeof(total), "%lld", (long long)v->n.total_limit);
+    snprintf(uncounted, sizeof(uncounted), "%lld", (long long)v->n.uncounted);
+    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_ORDERS]};
+    const char *args[] = {total, uncounted};
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_lower, 2, keys, 2, args, &status, answer,
+                            sizeof(answer), err, errlen)) == 0 &&
         status == 1) {
+        parse_pair(answer, &before, &after);
         sum->lowered++;
-        log_repair(v, "lower", "lowered a counter that offered uses Redis holds", excess, v->n.redis_remaining,
-                   v->n.redis_remaining - excess);
+        log_repair(v, "lower",
+                   "lowered a counter that offered more uses than the remaining rule allows",
+                   before - after, before, after);
     }
     return rc;
 }
@@ -951,10 +1064,10 @@ static void record_metrics(const voucher_t *v)
                            "Uses Redis holds beyond what PostgreSQL will count, per voucher "
                            "(negative: Redis offers uses PostgreSQL counts)",
                            labels),
-                  v->n.redis_loaded ? v->n.redis_taken - v->n.pg_live_after : 0);
+                  v->n.redis_loaded ? v->n.redis_taken - v->n.pg_live_after - v->n.uncounted : 0);
     vc_metric_set(vc_gauge("voucher_reconciler_verdict",
                            "Last verdict per voucher: 0 consistent, 1 not loaded, 2 behind, "
-                           "3 undersold, 4 drifted",
+                           "3 undersold, 4 drifted, 5 used_count counts uses without rows",
                            labels),
                   (int64_t)v->verdict);
 }
@@ -1023,21 +1136,36 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         int bad = 0;
 
         if (!v->full) {
-            /* Numbers agree and nothing is under way: what a full read would conclude. */
-            v->n.pg_live_after = v->n.used_count;
-            v->n.redis_taken = v->n.redis_counted =
-                v->n.redis_loaded ? v->n.total_limit - v->n.redis_remaining : 0;
-            v->verdict = v->n.redis_loaded ? RC_CONSISTENT : RC_NOT_LOADED;
+            /*
+             * Numbers agree and nothing is under way: what a full read would
+             * conclude, uses counted without rows included (the last full
+             * read counted them; the writer never changes that difference).
+             */
+            v->n.uncounted = v->mem->uncounted;
+            v->n.live_rows = v->n.pg_live_after = v->n.used_count - v->n.uncounted;
+            v->n.redis_taken = v->n.redis_loaded ? v->n.total_limit - v->n.redis_remaining : 0;
+            v->n.redis_counted = v->n.redis_loaded ? v->n.redis_taken - v->n.uncounted : 0;
+            v->n.bound = vc_remaining_bound(v->n.total_limit, v->n.uncounted, v->n.live_rows);
+            v->verdict = !v->n.redis_loaded      ? RC_NOT_LOADED
+                         : v->mem->uncounted > 0 ? RC_USED_WITHOUT_ROWS
+                                                 : RC_CONSISTENT;
             continue;
         }
+        /* The counter is read again with the orders, at one moment: the verdict compares those. */
         if ((rc = replay_events(v)) != 0 ||
-            (rc = rc_redis_orders(ctx->redis, v->code, &v->orders, &bad, err, errlen)) != 0)
+            (rc = rc_redis_orders(ctx->redis, v->code, &v->orders, &v->n.redis_loaded,
+                                  &v->n.redis_remaining, &v->n.redis_users, &bad, err,
+                                  errlen)) != 0)
             goto out;
         if (bad)
             vc_warn("%s: %d orders in Redis could not be read", v->code, bad);
         remember_before(v, vc_time_now_ms());
+        released_before(v);
         v->verdict = rc_model_judge(&v->orders, &v->n, vc_time_now_ms(), ctx->cfg->grace_ms);
         remember_after(v);
+        if ((rc = released_after(v)) != 0)
+            goto out;
+        v->mem->uncounted = v->n.uncounted;
         v->mem->last_full_ms = vc_time_mono_ms();
     }
 
@@ -1059,14 +1187,23 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             vc_log_field_t f[] = {{"code", v->code}, {"redisTaken", taken}, {"pgLive", live}};
             snprintf(taken, sizeof(taken), "%lld", (long long)v->n.redis_taken);
             snprintf(live, sizeof(live), "%lld", (long long)v->n.pg_live_after);
-            VC_LOG_F(v->verdict >= RC_UNDERSOLD ? VC_LOG_WARN : VC_LOG_DEBUG, f,
+            /* A lasting used-without-rows warns at each full read, not each pass. */
+            int warn = v->verdict == RC_USED_WITHOUT_ROWS ? v->full : v->verdict >= RC_UNDERSOLD;
+            VC_LOG_F(warn ? VC_LOG_WARN : VC_LOG_DEBUG, f,
                      "%s: used_count %lld, %lld events in flight, %lld releases under way, "
                      "%lld fresh and %lld stranded holds, %lld released in PostgreSQL, "
-                     "%lld given back in Redis but counted in PostgreSQL",
+                     "%lld counted in PostgreSQL and lost in Redis, %lld given back in Redis "
+                     "after the snapshot, %lld confirmed in Redis and unknown downstream past "
+                     "heldUntil; total_limit %lld, live rows %lld, %lld uses counted "
+                     "without rows, remaining %lld of at most %lld",
                      rc_verdict_name(v->verdict), (long long)v->n.used_count,
                      (long long)v->n.in_flight_events, (long long)v->n.releasing,
                      (long long)v->n.unsent_fresh, (long long)v->n.stranded,
-                     (long long)v->n.released_in_pg, (long long)v->n.missing_in_redis);
+                     (long long)v->n.released_in_pg, (long long)v->n.missing_in_redis,
+                     (long long)v->n.released_after, (long long)v->n.confirmed_unknown,
+                     (long long)v->n.total_limit,
+                     (long long)v->n.live_rows, (long long)v->n.uncounted,
+                     (long long)v->n.redis_remaining, (long long)v->n.bound);
         }
         if (!repair || !v->full)
             continue;
@@ -1095,9 +1232,13 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             continue;
         }
         v->mem->missing_since_ms = 0;
-        if (v->n.missing_in_redis > 0 && (rc = retake(ctx, v, sum, err, errlen)) != 0)
+        /* Both recount Redis's orders when they run; a retake lowers as a lower would. */
+        if ((v->n.missing_in_redis > 0 || v->n.users_missing > 0) &&
+            (rc = retake(ctx, v, sum, err, errlen)) != 0)
             goto out;
-        if (v->n.missing_in_redis == 0 && (rc = lower(ctx, v, sum, err, errlen)) != 0)
+        if (v->n.missing_in_redis == 0 && v->n.users_missing == 0 &&
+            rc_model_excess_remaining(&v->n) > 0 &&
+            (rc = lower(ctx, v, sum, err, errlen)) != 0)
             goto out;
         if ((rc = plan_releases(ctx, v, snapshot_ms, &rs, sum, err, errlen)) != 0)
             goto out;

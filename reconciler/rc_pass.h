@@ -64,7 +64,7 @@ typedef struct {
 /* What a pass found and did. */
 typedef struct {
     int vouchers;
-    int verdicts[RC_DRIFTED + 1];
+    int verdicts[RC_VERDICT_COUNT];
     int64_t in_flight;
     int64_t malformed;
     int64_t expired;     /* holds released after heldUntil */

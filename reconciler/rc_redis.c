@@ -105,14 +105,10 @@ static int check_reply(rc_redis_t *r, redisReply *reply, const char *what, char 
     return 0;
 }
 
-int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *remaining, char *err,
-                       size_t errlen)
+/* Parses a counter's value: 0, or VC_ERR_PROTOCOL with err set. */
+static int parse_remaining(const redisReply *reply, const char *code, int *loaded,
+                           int64_t *remaining, char *err, size_t errlen)
 {
-    redisReply *reply = redisCommand(r->ctx, "GET voucher:{%s}:remaining", code);
-    int rc;
-
-    if ((rc = check_reply(r, reply, "GET remaining", err, errlen)) != 0)
-        return rc;
     *loaded = 0;
     *remaining = 0;
     if (reply->type == REDIS_REPLY_STRING) {
@@ -121,12 +117,24 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
         *loaded = 1;
         if (*end) {
             snprintf(err, errlen, "Redis: voucher:{%s}:remaining is not a number", code);
-            rc = VC_ERR_PROTOCOL;
+            return VC_ERR_PROTOCOL;
         }
     } else if (reply->type != REDIS_REPLY_NIL) {
         snprintf(err, errlen, "Redis: unexpected reply to GET voucher:{%s}:remaining", code);
-        rc = VC_ERR_PROTOCOL;
+        return VC_ERR_PROTOCOL;
     }
+    return 0;
+}
+
+int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *remaining, char *err,
+                       size_t errlen)
+{
+    redisReply *reply = redisCommand(r->ctx, "GET voucher:{%s}:remaining", code);
+    int rc;
+
+    if ((rc = check_reply(r, reply, "GET remaining", err, errlen)) != 0)
+        return rc;
+    rc = parse_remaining(reply, code, loaded, remaining, err, errlen);
     freeReplyObject(reply);
     return rc;
 }
@@ -162,22 +170,53 @@ int rc_redis_activity(rc_redis_t *r, const char *code, int64_t now_ms, int64_t *
     return rc;
 }
 
-int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *bad, char *err,
-                    size_t errlen)
+int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded,
+                    int64_t *remaining, int64_t *users, int *bad, char *err, size_t errlen)
 {
-    redisReply *reply = redisCommand(r->ctx, "HGETALL voucher:{%s}:orders", code);
-    int rc;
+    redisReply *reply = NULL, *orders;
+    int rc = 0;
 
     *bad = 0;
-    if ((rc = check_reply(r, reply, "HGETALL orders", err, errlen)) != 0)
-        return rc;
-    if (reply->type != REDIS_REPLY_ARRAY) {
-        freeReplyObject(reply);
-        snprintf(err, errlen, "Redis: unexpected reply to HGETALL voucher:{%s}:orders", code);
-        return VC_ERR_PROTOCOL;
+    /* Pipelined: MULTI, GET, HGETALL, HLEN, EXEC; only EXEC's reply carries the values. */
+    redisAppendCommand(r->ctx, "MULTI");
+    redisAppendCommand(r->ctx, "GET voucher:{%s}:remaining", code);
+    redisAppendCommand(r->ctx, "HGETALL voucher:{%s}:orders", code);
+    redisAppendCommand(r->ctx, "HLEN voucher:{%s}:users", code);
+    redisAppendCommand(r->ctx, "EXEC");
+    for (int i = 0; i < 5; i++) {
+        void *got = NULL;
+        if (redisGetReply(r->ctx, &got) != REDIS_OK || !got) {
+            /* A broken connection: the pass drops it, the unread replies with it. */
+            snprintf(err, errlen, "Redis MULTI GET HGETALL HLEN EXEC: %s", r->ctx->errstr);
+            if (reply)
+                freeReplyObject(reply);
+            return VC_ERR_UNAVAILABLE;
+        }
+        if (i < 4) {
+            if (((redisReply *)got)->type == REDIS_REPLY_ERROR && rc == 0) {
+                snprintf(err, errlen, "Redis MULTI of %s: %s", code, ((redisReply *)got)->str);
+                rc = VC_ERR_PROTOCOL;
+            }
+            freeReplyObject(got);
+        } else {
+            reply = got;
+        }
     }
-    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
-        redisReply *k = reply->element[i], *v = reply->element[i + 1];
+    if (rc != 0)
+        goto out;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+        reply->element[1]->type != REDIS_REPLY_ARRAY ||
+        reply->element[2]->type != REDIS_REPLY_INTEGER) {
+        snprintf(err, errlen, "Redis: unexpected reply to EXEC (GET, HGETALL, HLEN) of %s", code);
+        rc = VC_ERR_PROTOCOL;
+        goto out;
+    }
+    if ((rc = parse_remaining(reply->element[0], code, loaded, remaining, err, errlen)) != 0)
+        goto out;
+    *users = reply->element[2]->integer;
+    orders = reply->element[1];
+    for (size_t i = 0; i + 1 < orders->elements; i += 2) {
+        redisReply *k = orders->element[i], *v = orders->element[i + 1];
         rc_order_t parsed = {0}, *o;
         char id[VC_ORDER_ID_MAX + 1];
 
@@ -189,9 +228,9 @@ int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *bad, c
         memcpy(id, k->str, k->len);
         id[k->len] = '\0';
         if (!(o = rc_orders_get(m, id))) {
-            freeReplyObject(reply);
             snprintf(err, errlen, "out of memory");
-            return VC_ERR_NOMEM;
+            rc = VC_ERR_NOMEM;
+            goto out;
         }
         o->redis_state = parsed.redis_state;
         o->redis_held_until_ms = parsed.redis_held_until_ms;
@@ -202,8 +241,10 @@ int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *bad, c
         if (!o->held_until_ms)
             o->held_until_ms = parsed.held_until_ms;
     }
-    freeReplyObject(reply);
-    return 0;
+out:
+    if (reply)
+        freeReplyObject(reply);
+    return rc;
 }
 
 int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_score, int limit,

@@ -1,13 +1,16 @@
--- Lowers a voucher's remaining count when it offers more than PostgreSQL
--- allows, only if it is still what the reconciler read (compare and set).
+-- lower: lowers a voucher's counter that offers more than the remaining rule
+-- allows, counting the orders Redis holds as taken at this moment
+-- (remaining_rule.lua comes before this). Whatever reserves and releases ran
+-- since the reconciler read the voucher are counted as they are now, so a
+-- counter that went down and back up meanwhile is judged by what it is, not
+-- by the value read. Never raises the counter, never below 0.
 --
--- KEYS[1] voucher:{CODE}:remaining
--- ARGV[1] the value read   ARGV[2] the value to set (smaller)
+-- KEYS[1] remaining  KEYS[2] orders
+-- ARGV[1] total_limit  ARGV[2] uses counted without rows
 --
--- Returns 1 lowered, 0 it changed meanwhile (read again), -1 it is missing.
-local v = redis.call('GET', KEYS[1])
-if not v then return -1 end
-if v ~= ARGV[1] then return 0 end
-if tonumber(ARGV[2]) >= tonumber(v) then return 0 end
-redis.call('SET', KEYS[1], ARGV[2])
-return 1
+-- Returns {1, "before:after"} lowered, {0, "before:before"} it already
+-- obeys the rule, {-1, false} it is missing.
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, false} end
+local live = count_taken(KEYS[2])
+local lowered, counter = settle(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), live)
+return {lowered, counter}

@@ -1,21 +1,29 @@
--- Restores a voucher whose keys Redis lost, from what the reconciler read in
--- PostgreSQL plus the events still in flight. Orders and holds are written
--- first and the counter last, so a gateway sees the voucher only when it is
--- whole; nothing is written when the counter exists (someone restored it).
+-- restore: rebuilds a voucher whose counter Redis lost, merging what the
+-- reconciler read in PostgreSQL and the events in flight into what Redis
+-- still holds (remaining_rule.lua comes before this). An order Redis holds is
+-- kept as it is: it may be a retry's or a confirm's work the snapshot is too
+-- old to know. The counter is written last, so a gateway sees the voucher only
+-- when it is whole; nothing is written when the counter exists.
 --
 -- KEYS[1] remaining  KEYS[2] users  KEYS[3] orders  KEYS[4] holds
 -- KEYS[5] releasing
--- ARGV[1] remaining, then triples: orderId, order value, heldUntilMs
+-- ARGV[1] total_limit  ARGV[2] uses counted without rows  ARGV[3] nowMs,
+-- then fours as merge() takes them (every order of the snapshot)
 --
--- Returns 1 restored, 0 already present.
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-for i = 2, #ARGV, 3 do
-  local order = ARGV[i + 1]
-  local customer, state = string.match(order, '^([^:]*):[^:]*:[^:]*:(.)$')
-  redis.call('HSET', KEYS[3], ARGV[i], order)
-  if state ~= 'R' then redis.call('HINCRBY', KEYS[2], customer, 1) end
-  if state == 'H' then redis.call('ZADD', KEYS[4], ARGV[i + 2], ARGV[i]) end
-end
-redis.call('SET', KEYS[1], ARGV[1])
-return 1
+-- Returns {1, "live:remaining"} restored, {0, false} the counter exists.
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, false} end
+merge(KEYS[3], KEYS[4], KEYS[5], 4)
+-- The sets follow the merged orders: every hold by its heldUntil, every
+-- release begun (kept with its start, or due after the grace from now).
+local live, per = count_taken(KEYS[3], function(id, value, state)
+  local held = tonumber(string.match(value, '^[^:]*:[^:]*:([^:]*):'))
+  if state == 'H' and held then
+    redis.call('ZADD', KEYS[4], held, id)
+  elseif state == 'X' or state == 'E' then
+    redis.call('ZADD', KEYS[5], 'NX', ARGV[3], id)
+  end
+end)
+raise_users(KEYS[2], per)
+local remaining = remaining_bound(tonumber(ARGV[1]), tonumber(ARGV[2]), live)
+redis.call('SET', KEYS[1], remaining)
+return {1, live .. ':' .. remaining}

@@ -1,24 +1,25 @@
--- Takes a use again for an order PostgreSQL counts but Redis had given back
--- (or lost): the reconciler's repair when Redis would otherwise offer a use
--- that is not there. The counter may go below zero: that only means Redis
--- answers OUT_OF_STOCK until releases bring it back.
+-- retake: takes a use again for each order the reconciler's snapshot counts
+-- and Redis lacks (lost with the orders hash), or holds R where an earlier
+-- pass saw it R too (remaining_rule.lua comes before this). An order Redis
+-- holds otherwise is kept as it is. Each customer's count in users is raised
+-- to the orders they hold (a lost users hash lets them past their limit). The counter is then lowered to the rule's
+-- bound, counting the orders as they are now, never by one per order: when
+-- only the orders hash was lost, the counter already counts those uses. It is
+-- never raised, never taken below 0 (proto/redis-keys.md says why that stays
+-- safe), and never created.
 --
 -- KEYS[1] remaining  KEYS[2] users  KEYS[3] orders  KEYS[4] holds
--- ARGV[1] orderId  ARGV[2] order value (state H or C)  ARGV[3] heldUntilMs
+-- KEYS[5] releasing
+-- ARGV[1] total_limit  ARGV[2] uses counted without rows,
+-- then fours as merge() takes them
 --
--- Returns 1 taken again, 0 the order is already taken, -1 the counter is
--- missing (the keys were lost: the restore rebuilds them from PostgreSQL and
--- the events in flight; a DECR here would create a counter of -1 that looks
--- loaded, and the voucher would never be restored).
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local order = redis.call('HGET', KEYS[3], ARGV[1])
-if order then
-  local state = string.sub(order, -1)
-  if state == 'H' or state == 'C' or state == 'X' or state == 'E' then return 0 end
-end
-local customer, state = string.match(ARGV[2], '^([^:]*):[^:]*:[^:]*:(.)$')
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
-redis.call('HINCRBY', KEYS[2], customer, 1)
-redis.call('DECR', KEYS[1])
-if state == 'H' then redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1]) end
-return 1
+-- Returns {n, "before:after"}: n orders written; {-1, false} the counter is
+-- missing (the keys were lost: the restore rebuilds them; writing here would
+-- make a voucher that looks loaded and is never restored).
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, false} end
+local written = merge(KEYS[3], KEYS[4], KEYS[5], 3)
+local live, per = count_taken(KEYS[3])
+-- Every customer, not only those written: the users hash may be what was lost.
+raise_users(KEYS[2], per)
+local _, counter = settle(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), live)
+return {written, counter}

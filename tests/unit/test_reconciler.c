@@ -10,6 +10,7 @@
 #include "rc_kafka.h"
 #include "rc_model.h"
 #include "vc_error.h"
+#include "vc_voucher.h"
 
 #define GRACE 30000
 #define NOW 1000000
@@ -40,6 +41,7 @@ static rc_numbers_t numbers(int64_t total, int64_t used, int64_t remaining)
     n.used_count = n.live_rows = used;
     n.redis_loaded = 1;
     n.redis_remaining = remaining;
+    n.redis_users = -1; /* not read: no users check */
     return n;
 }
 
@@ -89,16 +91,180 @@ START_TEST(an_unsent_hold_is_fresh_then_stranded)
 }
 END_TEST
 
-START_TEST(drifted_when_redis_gave_back_a_use_postgres_counts)
+START_TEST(behind_when_redis_gave_back_a_use_after_the_snapshot)
 {
+    /* A cancel acknowledged after the tail was read: R in Redis, live in the snapshot. */
     rc_orders_t m;
     rc_numbers_t n = numbers(10, 2, 9);
     rc_orders_init(&m);
     add(&m, "a", 'H', RC_PG_RESERVED);
     add(&m, "b", 'R', RC_PG_RESERVED);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
+    ck_assert_int_eq(n.missing_in_redis, 0); /* not taken again: the next pass decides */
+    ck_assert_int_eq(n.released_after, 1);
+    ck_assert_int_eq(n.bound, 9);
+    ck_assert_int_eq(rc_model_excess_remaining(&n), 0); /* and not lowered either */
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(drifted_when_redis_gave_back_a_use_postgres_still_counts)
+{
+    /* Seen R by an earlier pass too: the snapshot is younger than any release. */
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 2, 9);
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    add(&m, "b", 'R', RC_PG_RESERVED)->revivable = 1;
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
     ck_assert_int_eq(n.missing_in_redis, 1);
+    ck_assert_int_eq(n.bound, 8);
     rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(lost_orders_are_missing_but_the_counter_already_counts_them)
+{
+    /* Only the orders hash was lost: retake writes them, and must not lower the counter. */
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 3, 7);
+    rc_orders_init(&m);
+    add(&m, "a", 0, RC_PG_RESERVED);
+    add(&m, "b", 0, RC_PG_RESERVED);
+    add(&m, "c", 0, RC_PG_CONFIRMED);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    ck_assert_int_eq(n.missing_in_redis, 3);
+    ck_assert_int_eq(n.accounted, 3);
+    ck_assert_int_eq(n.bound, 7);
+    ck_assert_int_eq(rc_model_excess_remaining(&n), 0);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(behind_when_reserved_and_confirmed_after_the_snapshot)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 1, 8);
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    add(&m, "b", 'C', RC_PG_NONE)->held_until_ms = NOW + 1;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
+    ck_assert_int_eq(n.confirmed_unsent, 1);
+    /* Past heldUntil and the grace nothing is on its way: the writer refused it, or it was lost. */
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW + 1 + GRACE, GRACE), RC_UNDERSOLD);
+    ck_assert_int_eq(n.confirmed_unknown, 1);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(used_count_without_rows_is_its_own_verdict)
+{
+    /* Issue 26: total 10, used_count 10, no rows. Loaded by the rule: nothing to offer. */
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 10, 0);
+    n.live_rows = 0;
+    rc_orders_init(&m);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_USED_WITHOUT_ROWS);
+    ck_assert_int_eq(n.uncounted, 10);
+    ck_assert_int_eq(n.bound, 0);
+    ck_assert_str_eq(rc_verdict_name(RC_USED_WITHOUT_ROWS), "used-without-rows");
+    /* Restored from the rows alone it offered 10: drifted, lowered by all 10. */
+    n.redis_remaining = 10;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    ck_assert_int_eq(rc_model_excess_remaining(&n), 10);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(used_count_partly_made_of_rows)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 6, 4);
+    n.live_rows = 2;
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    add(&m, "b", 'C', RC_PG_CONFIRMED);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_USED_WITHOUT_ROWS);
+    ck_assert_int_eq(n.uncounted, 4);
+    ck_assert_int_eq(n.bound, 4);
+    n.redis_remaining = 8; /* 10 - the two rows */
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    ck_assert_int_eq(rc_model_excess_remaining(&n), 4);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(more_orders_than_the_limit_never_ask_for_a_negative_counter)
+{
+    /* Three uses held on a voucher of two (an oversell already made): the bound stays 0. */
+    rc_orders_t m;
+    rc_numbers_t n = numbers(2, 2, 0);
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    add(&m, "b", 'H', RC_PG_RESERVED);
+    add(&m, "c", 'H', RC_PG_NONE);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    ck_assert_int_eq(n.bound, 0);
+    ck_assert_int_eq(rc_model_excess_remaining(&n), 0);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(drifted_when_the_users_hash_lost_customers)
+{
+    /* Two customers hold uses; the users hash has one field left: one could pass the limit. */
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 3, 7);
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    add(&m, "b", 'C', RC_PG_CONFIRMED);
+    add(&m, "c", 'H', RC_PG_RESERVED)->customer_id = 8;
+    n.redis_users = 2;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_CONSISTENT);
+    n.redis_users = 1;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    ck_assert_int_eq(n.users_missing, 1);
+    n.redis_users = 0;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    ck_assert_int_eq(n.users_missing, 2);
+    ck_assert_int_eq(rc_model_excess_remaining(&n), 0); /* the counter itself is right */
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(a_reserve_during_the_pass_is_neither_drift_nor_excess)
+{
+    /*
+     * Race 6: the counter and the orders read at one moment (MULTI) agree
+     * during a sale; a hold reserved after the snapshot is on its way.
+     */
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 1, 8);
+    rc_orders_init(&m);
+    add(&m, "a", 'H', RC_PG_RESERVED);
+    add(&m, "b", 'H', RC_PG_NONE);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
+    ck_assert_int_eq(rc_model_excess_remaining(&n), 0);
+    /* The old reads: the counter read before the reserve (9) with the orders after it. */
+    n.redis_remaining = 9;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    rc_orders_free(&m);
+}
+END_TEST
+
+START_TEST(the_remaining_rule)
+{
+    ck_assert_int_eq(vc_uses_without_rows(10, 0), 10);
+    ck_assert_int_eq(vc_uses_without_rows(6, 2), 4);
+    ck_assert_int_eq(vc_uses_without_rows(2, 3), 0); /* rows above the counter: they count */
+    /* At a load the rows are every order: total_limit - max(used_count, rows). */
+    ck_assert_int_eq(vc_remaining_bound(10, vc_uses_without_rows(10, 0), 0), 0);
+    ck_assert_int_eq(vc_remaining_bound(10, vc_uses_without_rows(6, 2), 2), 4);
+    ck_assert_int_eq(vc_remaining_bound(10, vc_uses_without_rows(2, 3), 3), 7);
+    ck_assert_int_eq(vc_remaining_bound(10, 0, 0), 10);
+    /* Never below 0. */
+    ck_assert_int_eq(vc_remaining_bound(2, 0, 3), 0);
+    ck_assert_int_eq(vc_remaining_bound(10, 9, 5), 0);
 }
 END_TEST
 
@@ -424,7 +590,16 @@ int main(void)
     tcase_add_test(tc, consistent_when_everything_agrees);
     tcase_add_test(tc, behind_while_a_reservation_is_in_flight);
     tcase_add_test(tc, an_unsent_hold_is_fresh_then_stranded);
-    tcase_add_test(tc, drifted_when_redis_gave_back_a_use_postgres_counts);
+    tcase_add_test(tc, behind_when_redis_gave_back_a_use_after_the_snapshot);
+    tcase_add_test(tc, drifted_when_redis_gave_back_a_use_postgres_still_counts);
+    tcase_add_test(tc, lost_orders_are_missing_but_the_counter_already_counts_them);
+    tcase_add_test(tc, behind_when_reserved_and_confirmed_after_the_snapshot);
+    tcase_add_test(tc, used_count_without_rows_is_its_own_verdict);
+    tcase_add_test(tc, used_count_partly_made_of_rows);
+    tcase_add_test(tc, more_orders_than_the_limit_never_ask_for_a_negative_counter);
+    tcase_add_test(tc, drifted_when_the_users_hash_lost_customers);
+    tcase_add_test(tc, a_reserve_during_the_pass_is_neither_drift_nor_excess);
+    tcase_add_test(tc, the_remaining_rule);
     tcase_add_test(tc, drifted_when_the_counter_offers_more_than_the_orders_allow);
     tcase_add_test(tc, consistent_when_the_events_in_flight_are_already_applied);
     tcase_add_test(tc, behind_while_a_release_is_under_way);

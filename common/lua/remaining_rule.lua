@@ -1,0 +1,90 @@
+-- The remaining rule and the merge, shared by the counter repairs
+-- (restore.lua, retake.lua, lower.lua): the build puts this file before each
+-- of them. proto/redis-keys.md ("The remaining rule", "Why the counter
+-- repairs are safe") says why each step is safe.
+--
+-- Redis may offer at most  total_limit - uncounted - live  uses, never fewer
+-- than 0, where uncounted is the uses PostgreSQL's used_count counts with no
+-- row (the reconciler reads it in one snapshot: used_count - live rows, not
+-- below 0) and live is every order accounted for as taken: each order Redis
+-- holds H, C, X or E now, plus each order the reconciler's snapshot counts
+-- that Redis lacks (merged in first). vc_remaining_bound() in
+-- common/vc_voucher.c is the same rule in C.
+
+local function remaining_bound(total, uncounted, live)
+  local bound = total - uncounted - live
+  if bound < 0 then return 0 end
+  return bound
+end
+
+local function taken_state(state)
+  return state == 'H' or state == 'C' or state == 'X' or state == 'E'
+end
+
+-- The orders Redis holds as taken, now: how many, and how many per customer.
+-- Also calls each(orderId, value, state) for every order when given.
+local function count_taken(orders_key, each)
+  local all = redis.call('HGETALL', orders_key)
+  local live, per = 0, {}
+  for i = 1, #all, 2 do
+    local customer, state = string.match(all[i + 1], '^([^:]*):[^:]*:[^:]*:(.)$')
+    if state and taken_state(state) then
+      live = live + 1
+      per[customer] = (per[customer] or 0) + 1
+    end
+    if each and state then each(all[i], all[i + 1], state) end
+  end
+  return live, per
+end
+
+-- Raises users[customer] to the orders the customer holds as taken. Never
+-- lowers it: a count above the orders refuses the customer early, a count
+-- below would let them past their limit for orders Redis lost.
+local function raise_users(users_key, per)
+  for customer, n in pairs(per) do
+    local have = tonumber(redis.call('HGET', users_key, customer) or '0') or 0
+    if have < n then redis.call('HSET', users_key, customer, n) end
+  end
+end
+
+-- Merges the reconciler's orders, ARGV[first..] in fours: orderId, the value
+-- the snapshot implies ("customerId:discount:heldUntilMs:state", state H, C or
+-- R), heldUntilMs, and "1" when an order Redis holds R may be taken again
+-- (an earlier pass saw it R too, so the snapshot is younger than its release
+-- and still counts it) or "0". An order Redis holds is never dropped nor
+-- changed, except such an R; an order Redis lacks is written, as X when
+-- releasing_key still lists it (its release had begun: the reconciler
+-- publishes it again and finishes it; H would make a cancelled order
+-- confirmable). Returns how many were written.
+local function merge(orders_key, holds_key, releasing_key, first)
+  local written = 0
+  for i = first, #ARGV - 3, 4 do
+    local id, value, held, proven = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local state = string.match(value, '^[^:]*:[^:]*:[^:]*:(.)$')
+    local have = redis.call('HGET', orders_key, id)
+    if state and (not have or
+        (proven == '1' and string.sub(have, -1) == 'R' and taken_state(state))) then
+      if not have and taken_state(state) and redis.call('ZSCORE', releasing_key, id) then
+        state = 'X'
+        value = string.sub(value, 1, -2) .. 'X'
+      end
+      redis.call('HSET', orders_key, id, value)
+      if state == 'H' then redis.call('ZADD', holds_key, held, id) end
+      written = written + 1
+    end
+  end
+  return written
+end
+
+-- Lowers the counter to the rule's bound when it is above it; never raises
+-- it and never takes it below 0. Returns 1 lowered or 0, and "before:after".
+local function settle(remaining_key, total, uncounted, live)
+  local before = tonumber(redis.call('GET', remaining_key))
+  local after = remaining_bound(total, uncounted, live)
+  if before and after < before then
+    redis.call('SET', remaining_key, after)
+    return 1, before .. ':' .. after
+  end
+  return 0, tostring(before) .. ':' .. tostring(before)
+end
+
