@@ -70,6 +70,9 @@ static int set_value(const vc_cfg_param_t *p, void *cfg, const char *text, const
     int b;
 
     switch (p->type) {
+    case VC_CFG_STRING_OFF:
+        *(const char **)field = text;
+        return 0;
     case VC_CFG_STRING:
         if (!*text && p->def && *p->def) {
             snprintf(err, errlen,
@@ -111,6 +114,7 @@ static const char *type_hint(vc_cfg_type_t t)
 {
     switch (t) {
     case VC_CFG_STRING:
+    case VC_CFG_STRING_OFF:
         return "TEXT";
     case VC_CFG_INT:
         return "N";
@@ -178,7 +182,7 @@ int vc_config_load(const vc_cfg_param_t *params, void *cfg, const char *prog, co
     for (p = params; p->flag; p++) {
         if (p->def && (rc = set_value(p, cfg, p->def, "default", err, errlen)) != 0)
             return rc;
-        if (p->type == VC_CFG_STRING && !p->def)
+        if ((p->type == VC_CFG_STRING || p->type == VC_CFG_STRING_OFF) && !p->def)
             *(const char **)((char *)cfg + p->offset) = NULL;
     }
     for (p = params; p->flag; p++) {

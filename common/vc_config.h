@@ -13,6 +13,7 @@
 
 typedef enum {
     VC_CFG_STRING, /* const char * (borrowed from argv, environ or the table) */
+    VC_CFG_STRING_OFF, /* the same, where an empty value means "off" (the help says so) */
     VC_CFG_INT,    /* int64_t, within [min, max] */
     VC_CFG_BOOL,   /* int: 0 or 1; a flag without a value means 1 */
     VC_CFG_MS,     /* int64_t milliseconds; text takes a unit: 250ms, 5s, 15m, 1h */

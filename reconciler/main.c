@@ -55,7 +55,7 @@ static const vc_cfg_param_t params[] = {
      "the writer's consumer group (events after its committed offsets are in flight)"},
     {"log-level", "VOUCHER_LOG_LEVEL", VC_CFG_STRING, "info", offsetof(rc_settings_t, log_level), 0,
      0, "debug, info, warn or error"},
-    {"admin-addr", "VOUCHER_ADMIN_ADDR", VC_CFG_STRING, "127.0.0.1:15412",
+    {"admin-addr", "VOUCHER_ADMIN_ADDR", VC_CFG_STRING_OFF, "127.0.0.1:15412",
      offsetof(rc_settings_t, admin_addr), 0, 0,
      "where /healthz, /readyz and /metrics are served (empty: nowhere)"},
     {"interval", "VOUCHER_RECONCILE_INTERVAL", VC_CFG_MS, "5s", offsetof(rc_settings_t, interval_ms),

@@ -85,7 +85,7 @@ static const vc_cfg_param_t params[] = {
     {"session-timeout", "VOUCHER_WRITER_SESSION_TIMEOUT_MS", VC_CFG_MS, "10s",
      CFG(session_timeout_ms), 6000, 300000,
      "Kafka session timeout: how soon the partitions of a writer that died move to another"},
-    {"admin-addr", "VOUCHER_ADMIN_ADDR", VC_CFG_STRING, "127.0.0.1:15411", CFG(admin_addr),
+    {"admin-addr", "VOUCHER_ADMIN_ADDR", VC_CFG_STRING_OFF, "127.0.0.1:15411", CFG(admin_addr),
      0, 0, "address of /healthz, /readyz and /metrics; empty turns it off"},
     {"kafka", "VOUCHER_KAFKA_CONF", VC_CFG_STRING, "", CFG(kafka_conf), 0, 0,
      "librdkafka settings for every Kafka client of the writer and of its dlt commands (SASL, "

@@ -332,6 +332,7 @@ typedef struct {
     int64_t n;
     int64_t ms;
     int b;
+    const char *addr;
 } test_cfg_t;
 
 static const vc_cfg_param_t test_params[] = {
@@ -339,6 +340,8 @@ static const vc_cfg_param_t test_params[] = {
     {"count", "VCTEST_COUNT", VC_CFG_INT, "5", offsetof(test_cfg_t, n), 1, 100, "a count"},
     {"ttl", "VCTEST_TTL", VC_CFG_MS, "15m", offsetof(test_cfg_t, ms), 0, INT64_MAX, "a ttl"},
     {"once", NULL, VC_CFG_BOOL, "false", offsetof(test_cfg_t, b), 0, 1, "a flag"},
+    {"addr", "VCTEST_ADDR", VC_CFG_STRING_OFF, "127.0.0.1:1", offsetof(test_cfg_t, addr), 0, 0,
+     "an address; empty turns it off"},
     VC_CFG_END,
 };
 
@@ -440,6 +443,12 @@ START_TEST(config_empty_value_is_an_error)
                      VC_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err, "VCTEST_COUNT"));
     unsetenv("VCTEST_COUNT");
+    /* Where empty means "off", it is taken as given. */
+    setenv("VCTEST_ADDR", "", 1);
+    ck_assert_int_eq(vc_config_load(test_params, &cfg, "p", "s", 1, argv0, NULL, err, sizeof(err)),
+                     VC_CFG_RUN);
+    ck_assert_str_eq(cfg.addr, "");
+    unsetenv("VCTEST_ADDR");
 }
 END_TEST
 
