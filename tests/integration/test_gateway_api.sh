@@ -206,8 +206,14 @@ ok $? "the 405 says Allow: POST"
 # ---- a retry is answered from Redis, whatever the rules say now ----
 # How many VoucherReserved events Kafka holds for ORDER.
 reserved_events() {
-  kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%s\n' 2>/dev/null |
-    grep '"type":"VoucherReserved"' | grep -c "\"orderId\":\"$1\""
+  local out i
+  # The whole topic is read (the voucher's partition is not known here); on a
+  # busy stack kcat can fail to fetch it: try again rather than count nothing.
+  for ((i = 0; i < 5; i++)); do
+    out=$(kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%s\n' 2>/dev/null) && break
+    sleep 0.5
+  done
+  grep '"type":"VoucherReserved"' <<<"$out" | grep -c "\"orderId\":\"$1\""
 }
 summary() { jq -c '[.orderId, .discountAmount, .heldUntil]' <<<"$body"; }
 

@@ -397,6 +397,8 @@ is "$(sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' 
 daemon_stop "$test_name-writer"
 start_writer "${writer_args[@]}"
 wait_http_ok "http://$admin/healthz" 30 || diag "the writer's admin endpoint did not answer"
+# Ready once it has its PostgreSQL session and has joined its group (checked every second).
+wait_http_ok "http://$admin/readyz" 30 || diag "the writer did not become ready"
 
 # --- PostgreSQL stopped for 10 s in the middle of a stream.
 codes=("$(unique_code PGDOWN1)" "$(unique_code PGDOWN2)")
