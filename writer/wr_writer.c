@@ -238,6 +238,17 @@ static int finish_batch(wr_writer_t *w, size_t n)
         vc_warn("dead-lettering %zu events failed, will retry the batch: %s", ndead, err);
         return VC_ERR_UNAVAILABLE;
     }
+    /*
+     * Parked before the offsets are stored: a crash between the letter and
+     * its row reads the batch again, and the row is made then (a second copy
+     * of the letter in the topic is the same letter, by its original).
+     */
+    if (ndead > 0 && (rc = wr_pg_park(w->pg, w->dead, ndead, w->cfg->topic, w->cfg->dlt_topic,
+                                      err, sizeof(err))) != 0) {
+        vc_warn("parking %zu dead letters in PostgreSQL failed, will retry the batch: %s", ndead,
+                err);
+        return VC_ERR_UNAVAILABLE;
+    }
     for (size_t i = 0; i < ndead; i++)
         log_dead_letter(w->dead[i]);
 

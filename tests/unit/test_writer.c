@@ -507,22 +507,22 @@ START_TEST(dlt_replay_selection)
     ck_assert_int_eq(wr_dlt_filter_parse(4, range, &f, err, sizeof(err)), 0);
     ck_assert_int_eq(wr_dlt_filter_resolve(&f, 1, err, sizeof(err)), 0);
     ck_assert_int_eq(f.partition, 0);
-    ck_assert(!wr_dlt_filter_match(&f, 0, 2, "constraint"));
-    ck_assert(wr_dlt_filter_match(&f, 0, 3, "malformed"));
-    ck_assert(wr_dlt_filter_match(&f, 0, 5, "constraint"));
-    ck_assert(!wr_dlt_filter_match(&f, 0, 6, "constraint"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 2, "constraint", "o-1"));
+    ck_assert(wr_dlt_filter_match(&f, 0, 3, "malformed", "o-1"));
+    ck_assert(wr_dlt_filter_match(&f, 0, 5, "constraint", "o-1"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 6, "constraint", "o-1"));
 
     ck_assert_int_eq(wr_dlt_filter_parse(4, cls, &f, err, sizeof(err)), 0);
     ck_assert_int_eq(wr_dlt_filter_resolve(&f, 1, err, sizeof(err)), 0);
-    ck_assert(!wr_dlt_filter_match(&f, 0, 3, "constraint"));
-    ck_assert(wr_dlt_filter_match(&f, 0, 4, "constraint"));
-    ck_assert(!wr_dlt_filter_match(&f, 0, 4, "malformed"));
-    ck_assert(!wr_dlt_filter_match(&f, 0, 4, NULL));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 3, "constraint", "o-1"));
+    ck_assert(wr_dlt_filter_match(&f, 0, 4, "constraint", "o-1"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 4, "malformed", "o-1"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 4, NULL, "o-1"));
 
     ck_assert_int_eq(wr_dlt_filter_parse(1, all, &f, err, sizeof(err)), 0);
     ck_assert_int_eq(wr_dlt_filter_resolve(&f, 3, err, sizeof(err)), 0);
-    ck_assert(wr_dlt_filter_match(&f, 0, 0, ""));
-    ck_assert(wr_dlt_filter_match(&f, 2, 0, ""));
+    ck_assert(wr_dlt_filter_match(&f, 0, 0, "", "o-1"));
+    ck_assert(wr_dlt_filter_match(&f, 2, 0, "", "o-1"));
     ck_assert(!f.dry_run);
 }
 END_TEST
@@ -541,9 +541,9 @@ START_TEST(dlt_replay_range_is_one_partitions)
 
     ck_assert_int_eq(wr_dlt_filter_parse(6, in_two, &f, err, sizeof(err)), 0);
     ck_assert_int_eq(wr_dlt_filter_resolve(&f, 3, err, sizeof(err)), 0);
-    ck_assert(wr_dlt_filter_match(&f, 2, 4, "constraint"));
-    ck_assert(!wr_dlt_filter_match(&f, 0, 4, "constraint"));
-    ck_assert(!wr_dlt_filter_match(&f, 1, 4, "constraint"));
+    ck_assert(wr_dlt_filter_match(&f, 2, 4, "constraint", "o-1"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 4, "constraint", "o-1"));
+    ck_assert(!wr_dlt_filter_match(&f, 1, 4, "constraint", "o-1"));
 
     /* A partition the topic does not have. */
     ck_assert_int_eq(wr_dlt_filter_parse(6, in_two, &f, err, sizeof(err)), 0);
