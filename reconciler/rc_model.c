@@ -141,6 +141,7 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
 
     n->pg_live_after = n->redis_counted = n->releasing = n->unsent_fresh = n->stranded = 0;
     n->released_in_pg = n->missing_in_redis = n->releasing_not_live = n->pending_changes = 0;
+    n->parked_held = n->discarding = 0;
     n->redis_taken = n->total_limit - n->redis_remaining;
     for (size_t i = 0; i < orders->cap; i++) {
         if (!(o = rc_orders_at(orders, i)))
@@ -158,6 +159,10 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
         } else if (o->redis_state == 'H' || o->redis_state == 'C') {
             if (o->pg_after == RC_PG_RELEASED) {
                 n->released_in_pg++;
+            } else if (o->pg_after == RC_PG_NONE && o->parked) {
+                n->parked_held++; /* waits for an operator, not for an event */
+            } else if (o->pg_after == RC_PG_NONE && o->discarded) {
+                n->discarding++;
             } else if (o->pg_after == RC_PG_NONE && o->redis_state == 'H') {
                 if (!o->first_unsent_ms)
                     o->first_unsent_ms = now_ms;
@@ -179,19 +184,20 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
         return RC_DRIFTED;
     if (n->redis_taken != n->redis_counted)
         return n->redis_taken > n->redis_counted ? RC_UNDERSOLD : RC_DRIFTED;
-    if (n->stranded > 0 || n->released_in_pg > 0)
+    if (n->stranded > 0 || n->released_in_pg > 0 || n->discarding > 0)
         return RC_UNDERSOLD;
     /* Events applied but not yet committed replay as no change: they do not count. */
     if (n->redis_taken == n->used_count && n->pending_changes == 0 && n->releasing == 0 &&
         n->unsent_fresh == 0)
-        return RC_CONSISTENT;
+        return n->parked > 0 ? RC_PARKED : RC_CONSISTENT;
     /*
      * Every order PostgreSQL will count is taken in Redis (missing_in_redis is
      * 0), and every other order Redis counts is a release under way or a hold
      * whose event may still be coming: the gap closes by itself.
      */
-    if (n->redis_counted == n->pg_live_after + n->unsent_fresh + n->releasing_not_live)
-        return RC_BEHIND;
+    if (n->redis_counted ==
+        n->pg_live_after + n->unsent_fresh + n->releasing_not_live + n->parked_held)
+        return n->parked > 0 || n->parked_held > 0 ? RC_PARKED : RC_BEHIND;
     return RC_UNDERSOLD;
 }
 
@@ -222,6 +228,8 @@ const char *rc_verdict_name(rc_verdict_t v)
         return "undersold";
     case RC_DRIFTED:
         return "DRIFTED";
+    case RC_PARKED:
+        return "parked";
     }
     return "?";
 }
@@ -244,6 +252,11 @@ rc_release_t rc_model_release(const rc_order_t *o, int64_t snapshot_ms, int64_t 
         return RC_RELEASE_CANCEL;
     if (o->pg_after == RC_PG_CONFIRMED)
         return o->redis_state == 'H' ? RC_RELEASE_TO_CONFIRMED : RC_RELEASE_NONE;
+    /* A parked letter's use stays taken until an operator decides (issue 13). */
+    if (o->parked)
+        return RC_RELEASE_NONE;
+    if (o->discarded && o->pg_after == RC_PG_NONE)
+        return RC_RELEASE_DISCARD;
     if (o->redis_state == 'H' && o->redis_held_until_ms <= snapshot_ms - grace_ms)
         return RC_RELEASE_EXPIRE;
     if (rc_order_unsent(o) && o->first_unsent_ms && o->first_unsent_ms <= snapshot_ms - grace_ms)

@@ -33,6 +33,8 @@ typedef struct {
     int in_flight;           /* events of this order are in flight */
     int64_t first_unsent_ms; /* when this hold was first seen (held or confirmed) in Redis and
                                 unknown downstream: rc_order_unsent() */
+    int parked;    /* a dead letter of this order waits for an operator (deploy/sql/009) */
+    int discarded; /* an operator discarded a dead letter of it: give its use back */
 } rc_order_t;
 
 /* All orders of one voucher, by orderId (open addressing). */
@@ -68,7 +70,15 @@ typedef enum {
     RC_BEHIND,         /* they differ only by what is on its way: events, releases, fresh holds */
     RC_UNDERSOLD,      /* Redis holds uses nothing explains: safe, but a repair is due */
     RC_DRIFTED,        /* Redis offers a use PostgreSQL counts, or PostgreSQL disagrees with itself */
+    /*
+     * Nothing else is wrong, but dead letters of it are parked: their uses
+     * stay taken in Redis (undersold) until an operator replays or discards
+     * them. Last in the list so the numbers of the others stay as they were.
+     */
+    RC_PARKED,
 } rc_verdict_t;
+
+#define RC_VERDICTS (RC_PARKED + 1)
 
 /* The numbers behind a verdict. */
 typedef struct {
@@ -89,6 +99,9 @@ typedef struct {
     int64_t stranded;         /* the same, older than the grace: to release */
     int64_t released_in_pg;   /* held in Redis, released in PostgreSQL: to release */
     int64_t missing_in_redis; /* live in PostgreSQL, given back in Redis: oversell danger */
+    int64_t parked;           /* dead letters of the voucher parked in PostgreSQL (read, not derived) */
+    int64_t parked_held;      /* held or confirmed in Redis, unknown downstream, with a parked letter */
+    int64_t discarding;       /* the same with a discarded letter: the use is to be given back */
 } rc_numbers_t;
 
 /*
@@ -108,7 +121,7 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
  */
 int rc_model_quiet(const rc_numbers_t *n, int64_t due_holds, int64_t releasing);
 
-/* "consistent", "not loaded", "behind", "undersold", "DRIFTED". */
+/* "consistent", "not loaded", "behind", "undersold", "DRIFTED", "parked". */
 const char *rc_verdict_name(rc_verdict_t v);
 
 /*
@@ -140,6 +153,7 @@ typedef enum {
     RC_RELEASE_UNDELIVERED, /* held or confirmed, never known downstream: "undelivered" */
     RC_RELEASE_CANCEL,      /* held or confirmed in Redis, released in PostgreSQL: "cancel" */
     RC_RELEASE_TO_CONFIRMED, /* held in Redis, confirmed in PostgreSQL: repair_confirmed.lua */
+    RC_RELEASE_DISCARD,      /* its dead letter discarded, unknown downstream: "cancel", DISCARDED */
 } rc_release_t;
 
 /*
@@ -161,7 +175,12 @@ typedef enum {
  *   first seen, so the event of its 201 or 200 would be in the snapshot;
  *   retries after that are checked in release_begin.lua (resent);
  * - CANCEL when PostgreSQL released the order (final there) and Redis still
- *   counts it held or confirmed.
+ *   counts it held or confirmed;
+ * - never EXPIRE nor UNDELIVERED while a dead letter of the order is parked
+ *   (o->parked): the event was acknowledged (its 201 or 200 may have been
+ *   given) and waits for an operator; its use stays taken;
+ * - DISCARD when an operator discarded its dead letter (o->discarded, none
+ *   parked) and nothing downstream counts it (no row, no event in flight).
  *
  * Releases already begun (X, E) are not decided here: the releasing set says
  * when they began. Pure.
