@@ -52,7 +52,7 @@ sql "UPDATE voucher SET total_limit = 1 WHERE code IN ('$va', '$vb')"
 reserve "$va" 2 "$va-o2" && s1=$status
 reserve "$vb" 2 "$vb-o2" && s2=$status
 is "$s1 $s2" "201 201" "the second reservations are answered 201 (Redis still offers the uses)"
-is "$(wait_sql "SELECT string_agg(order_id || '=' || state, ' ' ORDER BY order_id) FROM dead_letter WHERE order_id IN ('$va-o2', '$vb-o2')" \
+is "$(wait_sql "SELECT string_agg(order_id || '=' || state, ' ' ORDER BY order_id = '$vb-o2') FROM dead_letter WHERE order_id IN ('$va-o2', '$vb-o2')" \
   "$va-o2=parked $vb-o2=parked" 30)" "$va-o2=parked $vb-o2=parked" \
   "PostgreSQL refused both: each is dead-lettered and parked"
 is "$(sql "SELECT event_type || ' ' || error_class || ' ' || (dlt_offset IS NOT NULL) || ' ' || (error_message LIKE '23514:%') FROM dead_letter WHERE order_id = '$va-o2'")" \
