@@ -1012,7 +1012,7 @@ static void record_metrics(const voucher_t *v)
                   v->n.redis_loaded ? v->n.redis_taken - v->n.pg_live_after : 0);
     vc_metric_set(vc_gauge("voucher_reconciler_verdict",
                            "Last verdict per voucher: 0 consistent, 1 not loaded, 2 behind, "
-                           "3 undersold, 4 drifted",
+                           "3 undersold, 4 drifted, 5 parked (dead letters wait for an operator)",
                            labels),
                   (int64_t)v->verdict);
     vc_metric_set(vc_gauge("voucher_reconciler_parked_letters",
