@@ -530,6 +530,10 @@ static int cmd_discard(const wr_config_t *cfg, int argc, char **argv)
         if (changed)
             snprintf(why, sizeof(why), "discarded: the reconciler gives the order's use back "
                                        "(reason DISCARDED) in its next pass");
+        else if (strcmp(letter->state, "parked") == 0)
+            snprintf(why, sizeof(why), "sent for replay at %s: not discarded (wait until the "
+                                       "writer applies it, or dead-letters it again)",
+                     letter->replay_sent_at);
         else
             snprintf(why, sizeof(why), "%s, not parked: nothing to discard", letter->state);
         printf("letter %lld (%s, order %s, %s): %s\n", (long long)letter->id,

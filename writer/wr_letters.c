@@ -204,7 +204,7 @@ int wr_letters_discard(wr_letters_t *l, int64_t id, const char *operator_name, i
     snprintf(idtext, sizeof(idtext), "%lld", (long long)id);
     return with_audit(l,
                       "UPDATE dead_letter SET state = 'discarded', settled_at = now()"
-                      " WHERE id = $1::bigint AND state = 'parked'",
+                      " WHERE id = $1::bigint AND state = 'parked' AND replay_sent_at IS NULL",
                       1, values, changed, id, "discard", operator_name, "discarded", "noop", err,
                       errlen);
 }

@@ -78,7 +78,9 @@ int wr_letters_replay_sent(wr_letters_t *l, int64_t id, const char *operator_nam
                            size_t errlen);
 
 /*
- * Discards letter id if it is parked, with the audit row, in one
+ * Discards letter id if it is parked and was never sent for replay (the
+ * replayed event may apply any moment: the order would then be counted in
+ * PostgreSQL and released in Redis), with the audit row, in one
  * transaction. Sets *changed to 1 when it was parked (now discarded), else
  * 0 (its state is unchanged; an audit row records the no-op). Returns 0 or
  * a negative error.

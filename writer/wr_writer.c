@@ -151,7 +151,7 @@ static int fill(wr_writer_t *w, volatile sig_atomic_t *stop)
 
 static void log_dead_letter(const wr_msg_t *m)
 {
-    char partition[16], offset[24], key[VC_CODE_MAX + 1];
+    char partition[16], offset[24], key[VC_CODE_MAX + 1], letter[40];
     vc_log_field_t fields[] = {
         /* An undecodable event still has its key, which is the voucher code. */
         {"code", m->decoded ? m->ev.code : key},
@@ -160,12 +160,18 @@ static void log_dead_letter(const wr_msg_t *m)
         {"offset", offset},
         {"errorClass", m->dlt_class ? m->dlt_class : ""},
         {"stored", wr_dlt_form_name((wr_dlt_form_t)m->dlt_form)},
+        {"deadLetter", letter}, /* PARTITION/OFFSET in the dead-letter topic; parked there */
     };
 
     snprintf(key, sizeof(key), "%.*s", m->key && m->key_len <= VC_CODE_MAX ? (int)m->key_len : 0,
              m->key ? (const char *)m->key : "");
     snprintf(partition, sizeof(partition), "%d", (int)m->partition);
     snprintf(offset, sizeof(offset), "%lld", (long long)m->offset);
+    if (m->dlt_offset >= 0)
+        snprintf(letter, sizeof(letter), "%d/%lld", (int)m->dlt_partition,
+                 (long long)m->dlt_offset);
+    else
+        snprintf(letter, sizeof(letter), "-");
     if (m->dlt_form == WR_DLT_LOST)
         /* The dead-letter topic refused even a reference: this line is all that is left. */
         VC_LOG_F(VC_LOG_ERROR, fields,
@@ -173,7 +179,7 @@ static void log_dead_letter(const wr_msg_t *m)
                  "the original stays in its partition at that offset until retention: %s",
                  m->error);
     else
-        VC_LOG_F(VC_LOG_WARN, fields, "event dead-lettered: %s", m->error);
+        VC_LOG_F(VC_LOG_WARN, fields, "event dead-lettered and parked: %s", m->error);
 }
 
 /* Points w->sql at the decoded messages among the first n queued; returns how many. */
