@@ -6,6 +6,7 @@
 #include "wr_state.h"
 
 #include "vc_error.h"
+#include "vc_fault.h"
 #include "vc_log.h"
 #include "vc_metrics.h"
 #include "vc_time.h"
@@ -244,6 +245,8 @@ static int finish_batch(wr_writer_t *w, size_t n)
         vc_warn("dead-lettering %zu events failed, will retry the batch: %s", ndead, err);
         return VC_ERR_UNAVAILABLE;
     }
+    if (ndead > 0)
+        VC_PAUSE("writer-before-park"); /* the letters are in the topic, not yet parked */
     /*
      * Parked before the offsets are stored: a crash between the letter and
      * its row reads the batch again, and the row is made then (a second copy

@@ -7,7 +7,7 @@
 # DISCARDED, confirm 409). Every action is audited. At the end Redis and
 # PostgreSQL agree and nothing is oversold.
 source "$(dirname "$0")/lib.sh"
-plan 38
+plan 44
 
 now_ms() { date +%s%3N; }
 reserve() { # CODE CUSTOMER ORDER -> $status $body
@@ -135,6 +135,38 @@ is "$(sql "SELECT string_agg(a.action || ':' || a.outcome || ':' || a.operator, 
 "$bin_writer" dlt replay --order "$vb-o2" >"$scratch/replay-discarded.txt" 2>/dev/null
 is "$(sql "SELECT status FROM voucher_redemption WHERE order_id = '$vb-o2'") $(grep -c 'discarded at' "$scratch/replay-discarded.txt")" "RELEASED 1" \
   "a discarded letter is not replayed"
+
+# --- A crash between the dead letter and its row: the batch is read again, the
+# event dead-lettered again, and the letter parked then (two copies, one letter).
+# The reconciler is stopped while the limit is low (see above).
+vc=$(unique_code DLTCRASH)
+new_voucher "$vc" 5 >/dev/null
+reserve "$vc" 1 "$vc-o1"
+wait_sql "SELECT used_count FROM voucher WHERE code = '$vc'" 1 20 >/dev/null
+daemon_stop "$test_name-reconciler"
+daemon_stop "$test_name-writer"
+sql "UPDATE voucher SET total_limit = 1 WHERE code = '$vc'"
+VOUCHER_PAUSE=writer-before-park VOUCHER_PAUSE_DIR=$pause_dir start_writer
+reserve "$vc" 2 "$vc-o2" && s1=$status
+pause_wait writer-before-park 30
+ok $? "answered $s1; the writer stopped with the letter in the topic, before parking it"
+daemon_stop "$test_name-writer" KILL
+pause_go writer-before-park
+is "$(sql "SELECT count(*) FROM dead_letter WHERE order_id = '$vc-o2'")" 0 "killed there: no row yet"
+start_writer
+is "$(wait_sql "SELECT state FROM dead_letter WHERE order_id = '$vc-o2'" parked 30)" parked \
+  "after the restart the event is dead-lettered again and parked"
+"$bin_writer" dlt list --order "$vc-o2" >"$scratch/list-crash.txt" 2>/dev/null
+is "$(awk 'NR > 1 {print $3, $7}' "$scratch/list-crash.txt" | tr '\n' ' ')" "$vc-o2 parked $vc-o2 parked " \
+  "dlt list shows both copies, as the one parked letter"
+sql "UPDATE voucher SET total_limit = 5 WHERE code = '$vc'"
+events_before=$(key_count "$vc")
+"$bin_writer" dlt replay --order "$vc-o2" >"$scratch/replay-crash.txt" 2>/dev/null
+is "$(grep -c '^letter .*sent to' "$scratch/replay-crash.txt") $(grep -c 'another copy' "$scratch/replay-crash.txt") $(($(key_count "$vc") - events_before))" "1 1 1" \
+  "replaying both copies sends the event once"
+is "$(wait_sql "SELECT r.status || ' ' || d.state FROM voucher_redemption r JOIN dead_letter d USING (order_id) WHERE r.order_id = '$vc-o2'" "RESERVED replayed" 30)" \
+  "RESERVED replayed" "applied, and the letter replayed"
+start_reconciler "" --grace "${grace_ms}ms" --interval 300ms
 
 # --- Release reasons: a customer's cancel is stored as CANCELLED.
 cancel "$va" "$va-o1"
