@@ -172,6 +172,7 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
     n->released_in_pg = n->missing_in_redis = n->releasing_not_live = n->pending_changes = 0;
     n->released_after = n->confirmed_unsent = n->confirmed_unknown = n->users_missing = 0;
     n->uncounted = vc_uses_without_rows(n->used_count, n->live_rows);
+    n->parked_held = n->discarding = 0;
     n->redis_taken = n->total_limit - n->redis_remaining;
     for (size_t i = 0; i < orders->cap; i++) {
         if (!(o = rc_orders_at(orders, i)))
@@ -189,6 +190,10 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
         } else if (o->redis_state == 'H' || o->redis_state == 'C') {
             if (o->pg_after == RC_PG_RELEASED) {
                 n->released_in_pg++;
+            } else if (o->pg_after == RC_PG_NONE && o->parked) {
+                n->parked_held++; /* waits for an operator, not for an event */
+            } else if (o->pg_after == RC_PG_NONE && o->discarded) {
+                n->discarding++;
             } else if (o->pg_after == RC_PG_NONE && o->redis_state == 'H') {
                 if (!o->first_unsent_ms)
                     o->first_unsent_ms = now_ms;
@@ -242,21 +247,24 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
         return RC_DRIFTED; /* the last: more orders hold uses than the limit has */
     if (n->redis_taken > n->redis_counted + n->uncounted)
         return RC_UNDERSOLD;
-    if (n->stranded > 0 || n->released_in_pg > 0 || n->confirmed_unknown > 0)
+    if (n->stranded > 0 || n->released_in_pg > 0 || n->confirmed_unknown > 0 || n->discarding > 0)
         return RC_UNDERSOLD;
     /* Events applied but not yet committed replay as no change: they do not count. */
     if (n->redis_counted == n->pg_live_after && n->pending_changes == 0 && n->releasing == 0 &&
         n->unsent_fresh == 0 && n->confirmed_unsent == 0 && n->released_after == 0)
-        return n->uncounted > 0 ? RC_USED_WITHOUT_ROWS : RC_CONSISTENT;
+        return n->parked > 0          ? RC_PARKED
+               : n->uncounted > 0     ? RC_USED_WITHOUT_ROWS
+                                      : RC_CONSISTENT;
     /*
      * Every order PostgreSQL will count is taken in Redis or given back by a
      * release younger than the snapshot, and every other order Redis counts
      * is a release under way or an order whose events may still be coming:
      * the gap closes by itself.
      */
-    if (n->redis_counted + n->released_after ==
-        n->pg_live_after + n->unsent_fresh + n->confirmed_unsent + n->releasing_not_live)
-        return RC_BEHIND;
+    if (n->redis_counted + n->released_after == n->pg_live_after + n->unsent_fresh +
+                                                   n->confirmed_unsent + n->releasing_not_live +
+                                                   n->parked_held)
+        return n->parked > 0 || n->parked_held > 0 ? RC_PARKED : RC_BEHIND;
     return RC_UNDERSOLD;
 }
 
@@ -289,6 +297,8 @@ const char *rc_verdict_name(rc_verdict_t v)
         return "DRIFTED";
     case RC_USED_WITHOUT_ROWS:
         return "used-without-rows";
+    case RC_PARKED:
+        return "parked";
     case RC_VERDICT_COUNT:
         break;
     }
@@ -313,6 +323,11 @@ rc_release_t rc_model_release(const rc_order_t *o, int64_t snapshot_ms, int64_t 
         return RC_RELEASE_CANCEL;
     if (o->pg_after == RC_PG_CONFIRMED)
         return o->redis_state == 'H' ? RC_RELEASE_TO_CONFIRMED : RC_RELEASE_NONE;
+    /* A parked letter's use stays taken until an operator decides (issue 13). */
+    if (o->parked)
+        return RC_RELEASE_NONE;
+    if (o->discarded && o->pg_after == RC_PG_NONE)
+        return RC_RELEASE_DISCARD;
     if (o->redis_state == 'H' && o->redis_held_until_ms <= snapshot_ms - grace_ms)
         return RC_RELEASE_EXPIRE;
     if (rc_order_unsent(o) && o->first_unsent_ms && o->first_unsent_ms <= snapshot_ms - grace_ms)

@@ -42,6 +42,8 @@ typedef struct {
      * repair waits for the next pass.
      */
     int revivable;
+    int parked;    /* a dead letter of this order waits for an operator (deploy/sql/009) */
+    int discarded; /* an operator discarded a dead letter of it: give its use back */
 } rc_order_t;
 
 /* All orders of one voucher, by orderId (open addressing). */
@@ -78,6 +80,12 @@ typedef enum {
     RC_UNDERSOLD,      /* Redis holds uses nothing explains: safe, but a repair is due */
     RC_DRIFTED,        /* Redis offers a use PostgreSQL counts, or PostgreSQL disagrees with itself */
     RC_USED_WITHOUT_ROWS, /* otherwise consistent, but used_count counts uses no row accounts for */
+    /*
+     * Nothing else is wrong, but dead letters of it are parked: their uses
+     * stay taken in Redis (undersold) until an operator replays or discards
+     * them.
+     */
+    RC_PARKED,
     RC_VERDICT_COUNT,
 } rc_verdict_t;
 
@@ -110,6 +118,9 @@ typedef struct {
     int64_t bound;            /* the most remaining may be: vc_remaining_bound() */
     int64_t users_missing;    /* customers holding uses in Redis's orders, absent from users
                                  (the hash was lost): they could pass their limit */
+    int64_t parked;           /* dead letters of the voucher parked in PostgreSQL (read, not derived) */
+    int64_t parked_held;      /* held or confirmed in Redis, unknown downstream, with a parked letter */
+    int64_t discarding;       /* the same with a discarded letter: the use is to be given back */
 } rc_numbers_t;
 
 /*
@@ -129,7 +140,7 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
  */
 int rc_model_quiet(const rc_numbers_t *n, int64_t due_holds, int64_t releasing);
 
-/* "consistent", "not loaded", "behind", "undersold", "DRIFTED", "used-without-rows". */
+/* "consistent", "not loaded", "behind", "undersold", "DRIFTED", "used-without-rows", "parked". */
 const char *rc_verdict_name(rc_verdict_t v);
 
 /*
@@ -162,6 +173,7 @@ typedef enum {
     RC_RELEASE_UNDELIVERED, /* held or confirmed, never known downstream: "undelivered" */
     RC_RELEASE_CANCEL,      /* held or confirmed in Redis, released in PostgreSQL: "cancel" */
     RC_RELEASE_TO_CONFIRMED, /* held in Redis, confirmed in PostgreSQL: repair_confirmed.lua */
+    RC_RELEASE_DISCARD,      /* its dead letter discarded, unknown downstream: "cancel", DISCARDED */
 } rc_release_t;
 
 /*
@@ -183,7 +195,12 @@ typedef enum {
  *   first seen, so the event of its 201 or 200 would be in the snapshot;
  *   retries after that are checked in release_begin.lua (resent);
  * - CANCEL when PostgreSQL released the order (final there) and Redis still
- *   counts it held or confirmed.
+ *   counts it held or confirmed;
+ * - never EXPIRE nor UNDELIVERED while a dead letter of the order is parked
+ *   (o->parked): the event was acknowledged (its 201 or 200 may have been
+ *   given) and waits for an operator; its use stays taken;
+ * - DISCARD when an operator discarded its dead letter (o->discarded, none
+ *   parked) and nothing downstream counts it (no row, no event in flight).
  *
  * Releases already begun (X, E) are not decided here: the releasing set says
  * when they began. Pure.

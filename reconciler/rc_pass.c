@@ -324,7 +324,9 @@ static int read_vouchers(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen
         return rc;
     PQclear(res);
     if (!(res = query(ctx,
-                      "SELECT v.code, v.total_limit, v.used_count, v.redis_loaded_at IS NOT NULL"
+                      "SELECT v.code, v.total_limit, v.used_count, v.redis_loaded_at IS NOT NULL,"
+                      " (SELECT count(*) FROM dead_letter d WHERE d.voucher_code = v.code"
+                      "   AND d.state = 'parked')"
                       " FROM voucher v WHERE v.ends_at > now() - interval '1 day'"
                       " ORDER BY v.code COLLATE \"C\"",
                       &rc, err, errlen)))
@@ -342,11 +344,15 @@ static int read_vouchers(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen
         v->n.used_count = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
         v->n.live_rows = v->n.used_count; /* counted from the rows when they are read */
         v->claimed = strcmp(PQgetvalue(res, (int)i, 3), "t") == 0;
+        v->n.parked = strtoll(PQgetvalue(res, (int)i, 4), NULL, 10);
         rc_orders_init(&v->orders);
     }
     PQclear(res);
     return 0;
 }
+
+static int read_letters(rc_ctx_t *ctx, vouchers_t *vs, const char *codes, char *err,
+                        size_t errlen);
 
 /*
  * Step 2, second half: every row of the vouchers read in full, from the
@@ -412,11 +418,56 @@ static int read_rows(rc_ctx_t *ctx, vouchers_t *vs, char *err, size_t errlen)
         if (o->pg == RC_PG_RESERVED || o->pg == RC_PG_CONFIRMED)
             v->n.live_rows++;
     }
+    if (rc == 0)
+        rc = read_letters(ctx, vs, params[0], err, errlen);
 out:
     PQclear(res);
     free(codes);
     /* Read only: ending it either way changes nothing. */
     PQclear(PQexec(ctx->pg, "COMMIT"));
+    return rc;
+}
+
+/*
+ * Step 2, the dead letters of the vouchers read in full (same snapshot):
+ * which orders have a letter parked (never released by a pass) or
+ * discarded by an operator (released with reason DISCARDED).
+ */
+static int read_letters(rc_ctx_t *ctx, vouchers_t *vs, const char *codes, char *err,
+                        size_t errlen)
+{
+    const char *params[1] = {codes};
+    PGresult *res;
+    voucher_t *v = NULL;
+    int rc = 0;
+
+    res = PQexecParams(ctx->pg,
+                       "SELECT d.voucher_code, d.order_id, bool_or(d.state = 'parked'),"
+                       " bool_or(d.state = 'discarded')"
+                       " FROM dead_letter d WHERE d.voucher_code = ANY ($1::text[])"
+                       " AND d.order_id IS NOT NULL AND d.state IN ('parked', 'discarded')"
+                       " GROUP BY 1, 2 ORDER BY 1",
+                       1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = vc_pg_error_class(ctx->pg, res);
+        vc_pg_error_text(ctx->pg, res, err, errlen);
+        PQclear(res);
+        return rc;
+    }
+    for (int r = 0; r < PQntuples(res); r++) {
+        const char *code = PQgetvalue(res, r, 0);
+        rc_order_t *o;
+
+        if ((!v || strcmp(v->code, code) != 0) && !(v = find_voucher(vs, code)))
+            continue;
+        if (!(o = rc_orders_get(&v->orders, PQgetvalue(res, r, 1)))) {
+            rc = VC_ERR_NOMEM;
+            break;
+        }
+        o->parked = strcmp(PQgetvalue(res, r, 2), "t") == 0;
+        o->discarded = strcmp(PQgetvalue(res, r, 3), "t") == 0;
+    }
+    PQclear(res);
     return rc;
 }
 
@@ -640,7 +691,7 @@ static int begin_release(rc_ctx_t *ctx, voucher_t *v, rc_order_t *o, const char 
         if (o->customer_id <= 0)
             o->customer_id = current.customer_id;
         /* Begun before by a cancel: publish it as the cancel it is. */
-        if (current.redis_state == 'X')
+        if (current.redis_state == 'X' && !o->discarded)
             reason = "CANCELLED";
     }
     return add_release(rs, v, o, reason);
@@ -698,8 +749,10 @@ static void due_cb(void *arg, const char *order_id)
         (o->redis_state != 'X' && o->redis_state != 'E'))
         return;
     d->rc = begin_release(d->ctx, d->v, o, "resume",
-                          o->redis_state == 'X' ? "CANCELLED" : "EXPIRED", d->snapshot_ms, d->rs,
-                          d->err, d->errlen);
+                          o->discarded              ? "DISCARDED"
+                          : o->redis_state == 'X' ? "CANCELLED"
+                                                  : "EXPIRED",
+                          d->snapshot_ms, d->rs, d->err, d->errlen);
 }
 
 /* Logs and counts one kind of repair on a voucher, with Redis's counter before and after. */
@@ -940,6 +993,11 @@ static int plan_releases(rc_ctx_t *ctx, voucher_t *v, int64_t snapshot_ms, relea
         case RC_RELEASE_CANCEL:
             rc = begin_release(ctx, v, o, "cancel", "REPAIR", snapshot_ms, rs, err, errlen);
             break;
+        case RC_RELEASE_DISCARD:
+            /* An operator discarded its dead letter (voucher-writer dlt discard). */
+            rc = begin_release(ctx, v, o, "cancel", "DISCARDED", snapshot_ms, rs, err, errlen);
+            sum->discarded += (int64_t)(rs->len - n);
+            break;
         case RC_RELEASE_TO_CONFIRMED:
             rc = repair_confirmed(ctx, v, o, sum, err, errlen);
             break;
@@ -1067,9 +1125,15 @@ static void record_metrics(const voucher_t *v)
                   v->n.redis_loaded ? v->n.redis_taken - v->n.pg_live_after - v->n.uncounted : 0);
     vc_metric_set(vc_gauge("voucher_reconciler_verdict",
                            "Last verdict per voucher: 0 consistent, 1 not loaded, 2 behind, "
-                           "3 undersold, 4 drifted, 5 used_count counts uses without rows",
+                           "3 undersold, 4 drifted, 5 used_count counts uses without rows, "
+                           "6 parked (dead letters wait for an operator)",
                            labels),
                   (int64_t)v->verdict);
+    vc_metric_set(vc_gauge("voucher_reconciler_parked_letters",
+                           "Dead letters parked per voucher, waiting for an operator "
+                           "(voucher-writer dlt replay or discard); their uses stay taken",
+                           labels),
+                  v->n.parked);
 }
 
 static void print_row(FILE *table, const voucher_t *v)
@@ -1079,10 +1143,10 @@ static void print_row(FILE *table, const voucher_t *v)
         snprintf(redis_left, sizeof(redis_left), "%lld", (long long)v->n.redis_remaining);
     else
         snprintf(redis_left, sizeof(redis_left), "-");
-    fprintf(table, "%-20s %7lld %7lld %8lld %10s %9lld %8lld %9lld  %s\n", v->code,
+    fprintf(table, "%-20s %7lld %7lld %8lld %10s %9lld %6lld %8lld %9lld  %s\n", v->code,
             (long long)v->n.total_limit, (long long)v->n.used_count,
             (long long)(v->n.total_limit - v->n.used_count), redis_left,
-            (long long)v->n.in_flight_events, (long long)v->n.releasing,
+            (long long)v->n.in_flight_events, (long long)v->n.parked, (long long)v->n.releasing,
             (long long)(v->n.unsent_fresh + v->n.stranded), rc_verdict_name(v->verdict));
 }
 
@@ -1147,6 +1211,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             v->n.redis_counted = v->n.redis_loaded ? v->n.redis_taken - v->n.uncounted : 0;
             v->n.bound = vc_remaining_bound(v->n.total_limit, v->n.uncounted, v->n.live_rows);
             v->verdict = !v->n.redis_loaded      ? RC_NOT_LOADED
+                         : v->n.parked > 0       ? RC_PARKED
                          : v->mem->uncounted > 0 ? RC_USED_WITHOUT_ROWS
                                                  : RC_CONSISTENT;
             continue;
@@ -1172,17 +1237,19 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     /* Everything is read and judged; the repairs below act on Redis as it is now. */
     VC_PAUSE("reconciler-before-repair");
     if (table)
-        fprintf(table, "%-20s %7s %7s %8s %10s %9s %8s %9s  %s\n", "voucher", "limit", "used",
-                "pg_left", "redis_left", "in_flight", "releasing", "unsent", "verdict");
+        fprintf(table, "%-20s %7s %7s %8s %10s %9s %6s %8s %9s  %s\n", "voucher", "limit",
+                "used", "pg_left", "redis_left", "in_flight", "parked", "releasing", "unsent",
+                "verdict");
     for (size_t i = 0; i < vs.len; i++) {
         voucher_t *v = &vs.v[i];
 
         sum->vouchers++;
         sum->verdicts[v->verdict]++;
+        sum->parked += v->n.parked;
         record_metrics(v);
         if (table)
             print_row(table, v);
-        if (v->verdict != RC_CONSISTENT && v->verdict != RC_NOT_LOADED) {
+        if (v->verdict != RC_CONSISTENT && v->verdict != RC_NOT_LOADED && v->verdict != RC_PARKED) {
             char taken[24], live[24];
             vc_log_field_t f[] = {{"code", v->code}, {"redisTaken", taken}, {"pgLive", live}};
             snprintf(taken, sizeof(taken), "%lld", (long long)v->n.redis_taken);

@@ -96,15 +96,21 @@ static const vc_cfg_param_t params[] = {
 
 static const char summary[] =
     "Usage: voucher-writer [SETTINGS]\n"
-    "       voucher-writer [SETTINGS] dlt list\n"
+    "       voucher-writer [SETTINGS] dlt list [--code C] [--order ID] [--partition P]"
+    " [--since WHEN] [--state S]\n"
     "       voucher-writer [SETTINGS] dlt show [PARTITION:]OFFSET\n"
-    "       voucher-writer [SETTINGS] dlt replay [[--partition P] --from N --to N |"
-    " --error-class C | --all] [--dry-run]\n\n"
+    "       voucher-writer [SETTINGS] dlt replay [[--partition P] --from N --to N | --order ID |"
+    " --error-class C | --all] [--dry-run] [--operator NAME]\n"
+    "       voucher-writer [SETTINGS] dlt discard [PARTITION:]OFFSET | --order ID"
+    " [--operator NAME]\n\n"
     "Applies voucher events from Kafka to PostgreSQL in batches, one transaction per batch;\n"
     "events that can never apply go to the dead-letter topic, which the dlt commands read\n"
     "and replay. --from/--to are offsets of one partition of the dead-letter topic:\n"
     "--partition P says which, and is required when it has more than one. A replayed\n"
-    "event goes to its voucher's partition (the gateway's partitioner, murmur2_random).";
+    "event goes to its voucher's partition (the gateway's partitioner, murmur2_random).\n"
+    "Dead letters are parked in PostgreSQL: a replay sends a letter once, a discard has\n"
+    "the reconciler give its use back (reason DISCARDED); both are audited with the\n"
+    "operator (--operator, default $USER).";
 
 /* The daemon; main() frees the Kafka settings this loads into kafka_extra, on every way out. */
 static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)

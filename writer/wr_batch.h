@@ -31,6 +31,10 @@ typedef struct {
     int outcome;            /* wr_outcome_t after the batch was applied */
     const char *dlt_class;  /* for WR_OUT_POISON and WR_OUT_CONFLICT: a WR_DLT_* name */
     int dlt_form;           /* a wr_dlt_form_t: how much of it the dead letter holds */
+    int32_t dlt_partition;  /* where the dead-letter topic stored it, once acknowledged */
+    int64_t dlt_offset;     /* -1 until then */
+    /* The header dlt-replayed-from ("voucher-events.dlt/P/O") of a replayed event, or "". */
+    char replayed_from[96];
     char error[WR_ERR_MAX]; /* why, for the dead-letter headers and the log */
 } wr_msg_t;
 

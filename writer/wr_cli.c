@@ -1,9 +1,11 @@
 #include "wr_cli.h"
 #include "wr_dlt.h"
 #include "wr_kafka.h"
+#include "wr_letters.h"
 
 #include "vc_error.h"
 #include "vc_event.h"
+#include "vc_log.h"
 #include "vc_time.h"
 
 #include <stdio.h>
@@ -41,46 +43,105 @@ static int64_t failed_at(const wr_dlt_record_t *rec)
     return rec->info.failed_at_ms >= 0 ? rec->info.failed_at_ms : rec->timestamp_ms;
 }
 
+/*
+ * The register's letter for a record of the topic: found by the event it
+ * holds (topic, partition, offset of the original). Returns 1 with *out set,
+ * 0 when the register has none, or a negative error.
+ */
+static int letter_of(wr_letters_t *letters, const wr_dlt_record_t *rec, wr_letter_t *out,
+                     char *err, size_t errlen)
+{
+    if (!rec->info.topic[0] || rec->info.partition < 0 || rec->info.offset < 0)
+        return 0;
+    return wr_letters_find(letters, rec->info.topic, rec->info.partition, rec->info.offset, out,
+                           err, errlen);
+}
+
 typedef struct {
     int64_t now_ms;
+    const wr_dlt_list_t *select;
+    wr_letters_t *letters;
     size_t count;
+    char err[256];
 } wr_list_t;
 
 static int list_cb(void *ctx, const wr_dlt_record_t *rec)
 {
     wr_list_t *l = ctx;
     wr_subject_t s;
+    wr_letter_t letter;
     char age[16], offset[32];
+    int found;
 
     subject_of(rec, &s);
+    if ((found = letter_of(l->letters, rec, &letter, l->err, sizeof(l->err))) < 0)
+        return found;
+    if (!wr_dlt_list_match(l->select, rec->partition, failed_at(rec), s.code, s.order_id,
+                           found ? letter.state : "unrecorded"))
+        return 0;
     if (rec->partition == 0)
         snprintf(offset, sizeof(offset), "%lld", (long long)rec->offset);
     else
         snprintf(offset, sizeof(offset), "%d:%lld", (int)rec->partition, (long long)rec->offset);
-    printf("%-8s %-20s %-24s %-17s %-16s %-6s %s%.70s\n", offset, s.code, s.order_id, s.type,
-           rec->info.error_class[0] ? rec->info.error_class : "-",
+    printf("%-8s %-20s %-24s %-17s %-16s %-6s %-10s %s%.70s\n", offset, s.code, s.order_id,
+           s.type, rec->info.error_class[0] ? rec->info.error_class : "-",
            wr_dlt_format_age(l->now_ms - failed_at(rec), age, sizeof(age)),
+           found ? letter.state : "unrecorded",
            rec->info.truncated_from >= 0 ? "[not whole] " : "", rec->info.error_message);
     l->count++;
     return 0;
 }
 
-static int cmd_list(const wr_config_t *cfg)
+static int cmd_list(const wr_config_t *cfg, int argc, char **argv)
 {
-    wr_list_t l = {vc_time_now_ms(), 0};
+    wr_dlt_list_t select;
+    wr_list_t l = {vc_time_now_ms(), &select, NULL, 0, ""};
     char err[256];
     int rc;
 
-    printf("%-8s %-20s %-24s %-17s %-16s %-6s %s\n", "OFFSET", "CODE", "ORDER_ID", "TYPE",
-           "ERROR_CLASS", "AGE", "MESSAGE");
-    rc = wr_kafka_dlt_scan(cfg->brokers, cfg->kafka_extra, cfg->dlt_topic, list_cb, &l, err,
-                           sizeof(err));
-    if (rc != 0) {
+    if (wr_dlt_list_parse(argc, argv, l.now_ms, &select, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-writer: dlt list: %s\n", err);
+        return 2;
+    }
+    if (wr_letters_open(&l.letters, cfg->pg_dsn, err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-writer: dlt list: PostgreSQL (the letters' states): %s\n", err);
         return 1;
     }
-    fprintf(stderr, "%zu dead letters in %s\n", l.count, cfg->dlt_topic);
+    printf("%-8s %-20s %-24s %-17s %-16s %-6s %-10s %s\n", "OFFSET", "CODE", "ORDER_ID", "TYPE",
+           "ERROR_CLASS", "AGE", "STATE", "MESSAGE");
+    rc = wr_kafka_dlt_scan(cfg->brokers, cfg->kafka_extra, cfg->dlt_topic, list_cb, &l, err,
+                           sizeof(err));
+    wr_letters_close(l.letters);
+    if (rc != 0) {
+        fprintf(stderr, "voucher-writer: dlt list: %s\n", l.err[0] ? l.err : err);
+        return 1;
+    }
+    fprintf(stderr, "%zu dead letters shown from %s\n", l.count, cfg->dlt_topic);
     return 0;
+}
+
+/* --operator, else $USER, else "unknown": who the audit names. */
+static const char *operator_of(const char *given)
+{
+    const char *user = getenv("USER");
+
+    if (given && *given)
+        return given;
+    return user && *user ? user : "unknown";
+}
+
+/* One JSON line per operator action (vc_log), besides its audit row. */
+static void log_action(const char *action, const char *outcome, const char *operator_name,
+                       const wr_letter_t *letter, const char *detail)
+{
+    char id[24];
+    vc_log_field_t f[] = {{"action", action},         {"outcome", outcome},
+                          {"operator", operator_name}, {"letter", id},
+                          {"code", letter->code},      {"orderId", letter->order_id},
+                          {"deadLetter", letter->dlt_at}};
+
+    snprintf(id, sizeof(id), "%lld", (long long)letter->id);
+    VC_LOG_F(VC_LOG_INFO, f, "dlt %s: %s", action, detail);
 }
 
 typedef struct {
@@ -155,23 +216,74 @@ typedef struct {
     const wr_config_t *cfg;
     const wr_dlt_filter_t *filter;
     wr_replayer_t *replayer;
+    wr_letters_t *letters;
+    const char *operator_name;
     atomic_int *stop;
-    size_t selected, sent, skipped;
+    size_t selected, sent, skipped, noops;
+    int64_t *sent_ids; /* the letters sent by this run, marked sent once delivered */
+    wr_letter_t *sent_letters;
+    size_t cap;
     char err[256];
 } wr_replay_t;
+
+/*
+ * Whether letter may be sent again; if not, says why on stdout and in the
+ * audit (a no-op, or a refusal). Returns 1 to send, 0 to skip, or an error.
+ */
+static int replay_allowed(wr_replay_t *r, const wr_letter_t *letter)
+{
+    char why[256];
+    const char *outcome = "noop";
+
+    if (strcmp(letter->state, "replayed") == 0) {
+        snprintf(why, sizeof(why), "already replayed (applied at %s): nothing sent",
+                 letter->settled_at);
+    } else if (strcmp(letter->state, "discarded") == 0) {
+        snprintf(why, sizeof(why), "discarded at %s: not replayed", letter->settled_at);
+        outcome = "refused";
+    } else if (strcmp(letter->state, "superseded") == 0) {
+        snprintf(why, sizeof(why),
+                 "replayed and dead-lettered again: replay the newer letter of order %s",
+                 letter->order_id);
+        outcome = "refused";
+    } else if (letter->replay_sent_at[0]) {
+        snprintf(why, sizeof(why),
+                 "already sent for replay at %s, not applied yet: nothing sent (dlt list "
+                 "shows replayed once the writer applied it)",
+                 letter->replay_sent_at);
+    } else {
+        for (size_t i = 0; i < r->sent; i++)
+            if (r->sent_ids[i] == letter->id) {
+                snprintf(why, sizeof(why), "another copy of this letter was just sent");
+                goto noop;
+            }
+        return 1;
+    }
+noop:
+    printf("letter %lld (%s, order %s): %s\n", (long long)letter->id, letter->dlt_at,
+           letter->order_id, why);
+    log_action("replay", outcome, r->operator_name, letter, why);
+    r->noops++;
+    if (wr_letters_audit(r->letters, letter->id, "replay", r->operator_name, outcome, why, r->err,
+                         sizeof(r->err)) != 0)
+        return VC_ERR_UNAVAILABLE;
+    return 0;
+}
 
 static int replay_cb(void *ctx, const wr_dlt_record_t *rec)
 {
     wr_replay_t *r = ctx;
     wr_subject_t s;
-    char from[160];
+    wr_letter_t letter;
+    int rc;
 
     if (*r->stop)
         return VC_ERR_SHUTDOWN;
-    if (!wr_dlt_filter_match(r->filter, rec->partition, rec->offset, rec->info.error_class))
+    subject_of(rec, &s);
+    if (!wr_dlt_filter_match(r->filter, rec->partition, rec->offset, rec->info.error_class,
+                             s.order_id))
         return 0;
     r->selected++;
-    subject_of(rec, &s);
     if (rec->info.truncated_from >= 0) {
         /* Replaying a part would dead-letter it again, as malformed, or worse. */
         fprintf(stderr,
@@ -193,10 +305,48 @@ static int replay_cb(void *ctx, const wr_dlt_record_t *rec)
                    rec->info.error_class[0] ? rec->info.error_class : "-");
         return 0;
     }
-    snprintf(from, sizeof(from), "%s/%d/%lld", r->cfg->dlt_topic, (int)rec->partition,
-             (long long)rec->offset);
-    if (wr_replayer_send(r->replayer, r->cfg->topic, rec, from, r->err, sizeof(r->err)) != 0)
+    /* A letter the register lacks (from before it, or a crash) is parked first. */
+    if ((rc = letter_of(r->letters, rec, &letter, r->err, sizeof(r->err))) < 0)
+        return rc;
+    if (rc == 0) {
+        wr_letter_new_t n = {s.code,          strcmp(s.order_id, "-") ? s.order_id : "",
+                             strcmp(s.type, "-") ? s.type : "",
+                             r->cfg->dlt_topic, rec->partition, rec->offset,
+                             rec->info.topic,   rec->info.partition, rec->info.offset,
+                             rec->info.error_class[0] ? rec->info.error_class : WR_DLT_REJECTED,
+                             rec->info.error_message};
+        if (!rec->info.topic[0] || rec->info.partition < 0 || rec->info.offset < 0) {
+            fprintf(stderr, "not replaying %s/%d/%lld: its headers do not say where it came "
+                            "from\n",
+                    r->cfg->dlt_topic, (int)rec->partition, (long long)rec->offset);
+            r->skipped++;
+            return 0;
+        }
+        if ((rc = wr_letters_park(r->letters, &n, &letter, r->err, sizeof(r->err))) != 0)
+            return rc;
+    }
+    if ((rc = replay_allowed(r, &letter)) <= 0)
+        return rc;
+    if (r->sent == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 16;
+        int64_t *ids = realloc(r->sent_ids, cap * sizeof(*ids));
+        wr_letter_t *ls;
+        if (ids)
+            r->sent_ids = ids;
+        ls = ids ? realloc(r->sent_letters, cap * sizeof(*ls)) : NULL;
+        if (!ids || !ls) {
+            snprintf(r->err, sizeof(r->err), "out of memory");
+            return VC_ERR_NOMEM;
+        }
+        r->sent_letters = ls;
+        r->cap = cap;
+    }
+    /* The header names the recorded copy: applying the event settles that letter. */
+    if (wr_replayer_send(r->replayer, r->cfg->topic, rec, letter.dlt_at, r->err,
+                         sizeof(r->err)) != 0)
         return VC_ERR_UNAVAILABLE;
+    r->sent_ids[r->sent] = letter.id;
+    r->sent_letters[r->sent] = letter;
     r->sent++;
     if (r->sent % 100 == 0)
         fprintf(stderr, "replayed %zu...\n", r->sent);
@@ -230,18 +380,25 @@ static int cmd_replay(const wr_config_t *cfg, int argc, char **argv, atomic_int 
     r.cfg = cfg;
     r.filter = &filter;
     r.stop = stop;
+    r.operator_name = operator_of(filter.operator_name);
+    if (!filter.dry_run &&
+        wr_letters_open(&r.letters, cfg->pg_dsn, err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-writer: dlt replay: PostgreSQL (the letters' states): %s\n", err);
+        return 1;
+    }
     if (!filter.dry_run &&
         wr_replayer_open(&r.replayer, cfg->brokers, cfg->kafka_extra, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-writer: dlt replay: %s\n", err);
+        wr_letters_close(r.letters);
         return 1;
     }
     rc = wr_kafka_dlt_scan(cfg->brokers, cfg->kafka_extra, cfg->dlt_topic, replay_cb, &r, err,
                            sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "voucher-writer: dlt replay: %s\n",
-                rc == VC_ERR_SHUTDOWN                  ? "interrupted"
-                : rc == VC_ERR_UNAVAILABLE && r.err[0] ? r.err
-                                                       : err);
+                rc == VC_ERR_SHUTDOWN ? "interrupted"
+                : r.err[0]            ? r.err
+                                      : err);
         status = 1;
     }
     if (r.skipped > 0) {
@@ -257,24 +414,154 @@ static int cmd_replay(const wr_config_t *cfg, int argc, char **argv, atomic_int 
         fprintf(stderr, "voucher-writer: dlt replay: %s\n", err);
         status = 1;
     }
-    fprintf(stderr, "replayed %zu of %zu selected dead letters to %s\n", delivered, r.selected,
+    /* Only once Kafka has them all: a letter marked sent is never sent again. */
+    for (size_t i = 0; i < r.sent && delivered == r.sent; i++) {
+        wr_letter_t *letter = &r.sent_letters[i];
+        if (wr_letters_replay_sent(r.letters, letter->id, r.operator_name, err, sizeof(err)) != 0) {
+            fprintf(stderr, "voucher-writer: dlt replay: recording the replay of letter %lld: %s\n",
+                    (long long)letter->id, err);
+            status = 1;
+        }
+        printf("letter %lld (%s, order %s): sent to %s\n", (long long)letter->id, letter->dlt_at,
+               letter->order_id, cfg->topic);
+        log_action("replay", "sent", r.operator_name, letter, "sent to the main topic");
+    }
+    fprintf(stderr, "replayed %zu of %zu selected dead letters to %s", delivered, r.selected,
             cfg->topic);
+    if (r.noops)
+        fprintf(stderr, " (%zu not sent: already replayed, sent, discarded or superseded)",
+                r.noops);
+    fprintf(stderr, "\n");
+    wr_letters_close(r.letters);
+    free(r.sent_ids);
+    free(r.sent_letters);
+    return status;
+}
+
+/*
+ * `dlt discard`: the letters are marked discarded in the register, with the
+ * audit; the reconciler then gives the order's use back (VoucherReleased with
+ * reason DISCARDED, then release_finish.lua) in its next pass. The command
+ * needs no Redis and publishes nothing itself: the two-phase release stays
+ * in the one place that already does it (proto/redemption-states.md).
+ */
+static int cmd_discard(const wr_config_t *cfg, int argc, char **argv)
+{
+    const char *order_id = NULL, *operator_name = NULL, *at = NULL;
+    wr_letters_t *letters = NULL;
+    wr_letter_t found[32];
+    char err[256];
+    int n, status = 0;
+
+    for (int i = 0; i < argc; i++) {
+        if ((strcmp(argv[i], "--order") == 0 || strcmp(argv[i], "--operator") == 0) &&
+            i + 1 < argc && argv[i + 1][0]) {
+            const char **target = strcmp(argv[i], "--order") == 0 ? &order_id : &operator_name;
+            *target = argv[i + 1];
+            i++;
+        } else if (argv[i][0] != '-' && !at) {
+            at = argv[i];
+        } else {
+            fprintf(stderr, "voucher-writer: dlt discard: unexpected \"%s\" (usage: dlt discard "
+                            "[PARTITION:]OFFSET | --order ID  [--operator NAME])\n",
+                    argv[i]);
+            return 2;
+        }
+    }
+    if (!order_id == !at) {
+        fprintf(stderr, "voucher-writer: dlt discard: name one letter ([PARTITION:]OFFSET) or "
+                        "one order (--order ID)\n");
+        return 2;
+    }
+    operator_name = operator_of(operator_name);
+    if (wr_letters_open(&letters, cfg->pg_dsn, err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-writer: dlt discard: PostgreSQL: %s\n", err);
+        return 1;
+    }
+    if (order_id) {
+        n = wr_letters_of_order(letters, order_id, found, sizeof(found) / sizeof(found[0]), err,
+                                sizeof(err));
+    } else {
+        int32_t partition = 0;
+        int64_t offset;
+        const char *colon = strchr(at, ':');
+        char *end;
+        if (colon) {
+            partition = (int32_t)strtol(at, &end, 10);
+            if (end != colon || partition < 0) {
+                fprintf(stderr, "voucher-writer: dlt discard: [PARTITION:]OFFSET expected, "
+                                "got \"%s\"\n", at);
+                wr_letters_close(letters);
+                return 2;
+            }
+        }
+        offset = strtoll(colon ? colon + 1 : at, &end, 10);
+        if (*end || end == (colon ? colon + 1 : at) || offset < 0) {
+            fprintf(stderr, "voucher-writer: dlt discard: [PARTITION:]OFFSET expected, got \"%s\"\n",
+                    at);
+            wr_letters_close(letters);
+            return 2;
+        }
+        n = wr_letters_at(letters, cfg->dlt_topic, partition, offset, found, err, sizeof(err));
+    }
+    if (n < 0) {
+        fprintf(stderr, "voucher-writer: dlt discard: %s\n", err);
+        wr_letters_close(letters);
+        return 1;
+    }
+    if (n == 0) {
+        fprintf(stderr, "voucher-writer: dlt discard: no letter %s %s in the register (dlt list "
+                        "shows the letters and their states)\n",
+                order_id ? "of order" : "at", order_id ? order_id : at);
+        wr_letters_close(letters);
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        wr_letter_t *letter = &found[i];
+        int changed = 0;
+        char why[200];
+
+        if (wr_letters_discard(letters, letter->id, operator_name, &changed, err, sizeof(err)) != 0) {
+            fprintf(stderr, "voucher-writer: dlt discard: letter %lld: %s\n",
+                    (long long)letter->id, err);
+            status = 1;
+            continue;
+        }
+        if (changed)
+            snprintf(why, sizeof(why), "discarded: the reconciler gives the order's use back "
+                                       "(reason DISCARDED) in its next pass");
+        else if (strcmp(letter->state, "parked") == 0)
+            snprintf(why, sizeof(why), "sent for replay at %s: not discarded (wait until the "
+                                       "writer applies it, or dead-letters it again)",
+                     letter->replay_sent_at);
+        else
+            snprintf(why, sizeof(why), "%s, not parked: nothing to discard", letter->state);
+        printf("letter %lld (%s, order %s, %s): %s\n", (long long)letter->id,
+               letter->dlt_at[0] ? letter->dlt_at : "not stored", letter->order_id,
+               letter->event_type, why);
+        log_action("discard", changed ? "discarded" : "noop", operator_name, letter, why);
+    }
+    wr_letters_close(letters);
     return status;
 }
 
 int wr_cli_dlt(const wr_config_t *cfg, int argc, char **argv, atomic_int *stop)
 {
-    if (argc >= 1 && strcmp(argv[0], "list") == 0 && argc == 1)
-        return cmd_list(cfg);
+    if (argc >= 1 && strcmp(argv[0], "list") == 0)
+        return cmd_list(cfg, argc - 1, argv + 1);
+    if (argc >= 1 && strcmp(argv[0], "discard") == 0)
+        return cmd_discard(cfg, argc - 1, argv + 1);
     if (argc == 2 && strcmp(argv[0], "show") == 0)
         return cmd_show(cfg, argv[1]);
     if (argc >= 1 && strcmp(argv[0], "replay") == 0)
         return cmd_replay(cfg, argc - 1, argv + 1, stop);
     fprintf(stderr,
-            "usage: voucher-writer dlt list\n"
+            "usage: voucher-writer dlt list [--code C] [--order ID] [--partition P] [--since WHEN]"
+            " [--state S]\n"
             "       voucher-writer dlt show [PARTITION:]OFFSET\n"
-            "       voucher-writer dlt replay [[--partition P] --from N --to N | --error-class C"
-            " | --all] [--dry-run]\n"
+            "       voucher-writer dlt replay [[--partition P] --from N --to N | --order ID |"
+            " --error-class C | --all] [--dry-run] [--operator NAME]\n"
+            "       voucher-writer dlt discard [PARTITION:]OFFSET | --order ID  [--operator NAME]\n"
             "  --from/--to are offsets of one partition of the dead-letter topic: --partition P\n"
             "  says which, and is required when the topic has more than one (dlt list shows\n"
             "  P:OFFSET for partitions other than 0).\n");

@@ -182,6 +182,16 @@ int wr_dlt_filter_parse(int argc, char **argv, wr_dlt_filter_t *f, char *err, si
             f->dry_run = 1;
             continue;
         }
+        if (strcmp(a, "--order") == 0 || strcmp(a, "--operator") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                snprintf(err, errlen, "%s needs a value", a);
+                return VC_ERR_INVALID;
+            }
+            const char **field = strcmp(a, "--order") == 0 ? &f->order_id : &f->operator_name;
+            *field = argv[i + 1];
+            i++;
+            continue;
+        }
         if (strcmp(a, "--partition") == 0) {
             int64_t p;
             if (i + 1 >= argc) {
@@ -226,13 +236,13 @@ int wr_dlt_filter_parse(int argc, char **argv, wr_dlt_filter_t *f, char *err, si
                  (long long)f->to);
         return VC_ERR_INVALID;
     }
-    if (f->all && (f->from >= 0 || f->to >= 0 || f->error_class)) {
+    if (f->all && (f->from >= 0 || f->to >= 0 || f->error_class || f->order_id)) {
         snprintf(err, errlen, "--all goes alone: it replays every dead letter");
         return VC_ERR_INVALID;
     }
-    if (!f->all && f->from < 0 && f->to < 0 && !f->error_class) {
+    if (!f->all && f->from < 0 && f->to < 0 && !f->error_class && !f->order_id) {
         snprintf(err, errlen, "say what to replay: [--partition P] --from N --to N, "
-                              "--error-class C, or --all");
+                              "--order ID, --error-class C, or --all");
         return VC_ERR_INVALID;
     }
     if (f->partition >= 0 && f->from < 0 && f->to < 0) {
@@ -265,7 +275,7 @@ int wr_dlt_filter_resolve(wr_dlt_filter_t *f, int npartitions, char *err, size_t
 }
 
 int wr_dlt_filter_match(const wr_dlt_filter_t *f, int32_t partition, int64_t offset,
-                        const char *error_class)
+                        const char *error_class, const char *order_id)
 {
     if (f->all)
         return 1;
@@ -276,6 +286,106 @@ int wr_dlt_filter_match(const wr_dlt_filter_t *f, int32_t partition, int64_t off
     if (f->to >= 0 && offset > f->to)
         return 0;
     if (f->error_class && strcmp(f->error_class, error_class ? error_class : "") != 0)
+        return 0;
+    if (f->order_id && strcmp(f->order_id, order_id ? order_id : "") != 0)
+        return 0;
+    return 1;
+}
+
+/* "90s", "15m", "2h", "3d": milliseconds, or -1. */
+static int64_t parse_age(const char *s)
+{
+    char *end;
+    long long n;
+
+    if (*s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    n = strtoll(s, &end, 10);
+    if (errno || n < 0 || end[0] == '\0' || end[1] != '\0' || n > 100LL * 365 * 86400)
+        return -1;
+    switch (*end) {
+    case 's':
+        return n * 1000;
+    case 'm':
+        return n * 60000;
+    case 'h':
+        return n * 3600000;
+    case 'd':
+        return n * 86400000;
+    }
+    return -1;
+}
+
+int wr_dlt_list_parse(int argc, char **argv, int64_t now_ms, wr_dlt_list_t *l, char *err,
+                      size_t errlen)
+{
+    static const char *const states[] = {"parked", "replayed", "discarded", "superseded",
+                                         "unrecorded"};
+
+    memset(l, 0, sizeof(*l));
+    l->partition = -1;
+    l->since_ms = -1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t n;
+
+        if (strcmp(a, "--code") != 0 && strcmp(a, "--order") != 0 && strcmp(a, "--state") != 0 &&
+            strcmp(a, "--partition") != 0 && strcmp(a, "--since") != 0) {
+            snprintf(err, errlen, "unknown list option \"%s\" (--code, --order, --partition, "
+                                  "--since, --state)", a);
+            return VC_ERR_INVALID;
+        }
+        if (i + 1 >= argc || !argv[i + 1][0]) {
+            snprintf(err, errlen, "%s needs a value", a);
+            return VC_ERR_INVALID;
+        }
+        v = argv[++i];
+        if (strcmp(a, "--code") == 0) {
+            l->code = v;
+        } else if (strcmp(a, "--order") == 0) {
+            l->order_id = v;
+        } else if (strcmp(a, "--state") == 0) {
+            size_t k = 0;
+            while (k < sizeof(states) / sizeof(states[0]) && strcmp(v, states[k]) != 0)
+                k++;
+            if (k == sizeof(states) / sizeof(states[0])) {
+                snprintf(err, errlen, "unknown state \"%s\" (parked, replayed, discarded, "
+                                      "superseded, unrecorded)", v);
+                return VC_ERR_INVALID;
+            }
+            l->state = v;
+        } else if (strcmp(a, "--partition") == 0) {
+            if (parse_offset_arg(v, &n) != 0 || n > INT32_MAX) {
+                snprintf(err, errlen, "--partition needs a partition number, got \"%s\"", v);
+                return VC_ERR_INVALID;
+            }
+            l->partition = (int32_t)n;
+        } else if ((n = parse_age(v)) >= 0) {
+            l->since_ms = now_ms - n;
+        } else if (vc_time_parse(v, strlen(v), &n) == 0) {
+            l->since_ms = n;
+        } else {
+            snprintf(err, errlen, "--since needs an age (90s, 15m, 2h, 3d) or an RFC 3339 time, "
+                                  "got \"%s\"", v);
+            return VC_ERR_INVALID;
+        }
+    }
+    return 0;
+}
+
+int wr_dlt_list_match(const wr_dlt_list_t *l, int32_t partition, int64_t failed_at_ms,
+                      const char *code, const char *order_id, const char *state)
+{
+    if (l->partition >= 0 && partition != l->partition)
+        return 0;
+    if (l->since_ms >= 0 && failed_at_ms < l->since_ms)
+        return 0;
+    if (l->code && strcmp(l->code, code ? code : "") != 0)
+        return 0;
+    if (l->order_id && strcmp(l->order_id, order_id ? order_id : "") != 0)
+        return 0;
+    if (l->state && strcmp(l->state, state ? state : "") != 0)
         return 0;
     return 1;
 }

@@ -108,12 +108,14 @@ typedef struct {
     int64_t from, to;        /* --from N --to N, inclusive; -1 when not given */
     int32_t partition;       /* --partition P: the DLT partition --from/--to count in; -1 when not given */
     const char *error_class; /* --error-class C (borrowed from argv), or NULL */
+    const char *order_id;    /* --order ID (borrowed from argv), or NULL */
+    const char *operator_name; /* --operator NAME (borrowed), or NULL: $USER */
     int dry_run;             /* --dry-run */
 } wr_dlt_filter_t;
 
 /*
- * Parses the arguments of `dlt replay`. At least one of --all, --from/--to
- * or --error-class is required, so that nothing is replayed by accident;
+ * Parses the arguments of `dlt replay`. At least one of --all, --from/--to,
+ * --order or --error-class is required, so that nothing is replayed by accident;
  * --all goes with no other selector; --partition only goes with --from or
  * --to (an offset means nothing without its partition). Returns 0, or
  * VC_ERR_INVALID with err set.
@@ -130,9 +132,37 @@ int wr_dlt_filter_parse(int argc, char **argv, wr_dlt_filter_t *f, char *err, si
  */
 int wr_dlt_filter_resolve(wr_dlt_filter_t *f, int npartitions, char *err, size_t errlen);
 
-/* Whether the dead letter at partition/offset with error_class is selected by f. */
+/*
+ * Whether the dead letter at partition/offset with error_class, about
+ * order_id ("-" or "" when unknown), is selected by f.
+ */
 int wr_dlt_filter_match(const wr_dlt_filter_t *f, int32_t partition, int64_t offset,
-                        const char *error_class);
+                        const char *error_class, const char *order_id);
+
+/* Which dead letters `dlt list` shows: every one when nothing is given. */
+typedef struct {
+    const char *code;     /* --code C (borrowed from argv), or NULL */
+    const char *order_id; /* --order ID, or NULL */
+    const char *state;    /* --state S: parked, replayed, discarded, superseded, unrecorded */
+    int32_t partition;    /* --partition P of the dead-letter topic; -1: all */
+    int64_t since_ms;     /* --since: dead-lettered at or after; -1: any time */
+} wr_dlt_list_t;
+
+/*
+ * Parses the arguments of `dlt list`: --code C, --order ID, --partition P,
+ * --since WHEN (an RFC 3339 time, or an age such as 90s, 15m, 2h, 3d before
+ * now_ms) and --state S. Returns 0, or VC_ERR_INVALID with err set. Pure.
+ */
+int wr_dlt_list_parse(int argc, char **argv, int64_t now_ms, wr_dlt_list_t *l, char *err,
+                      size_t errlen);
+
+/*
+ * Whether a dead letter is shown by l: in DLT partition partition,
+ * dead-lettered at failed_at_ms, about code and order_id, whose letter is in
+ * state (as the register has it, "unrecorded" when it has none). Pure.
+ */
+int wr_dlt_list_match(const wr_dlt_list_t *l, int32_t partition, int64_t failed_at_ms,
+                      const char *code, const char *order_id, const char *state);
 
 /*
  * Writes a short age for ms milliseconds ("42s", "17m", "5h", "3d"; "-" when

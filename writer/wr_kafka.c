@@ -96,6 +96,7 @@ struct wr_kafka {
     wr_slot_t *slots;
     size_t nslots;
     uint32_t dlt_call;
+    wr_msg_t *const *dlt_msgs; /* the call's messages: a report names where its letter went */
     /*
      * Per partition of the consumed topic (indexed by partition number), the
      * offset of the first event not yet applied: what the last
@@ -175,6 +176,10 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaqu
         return;
     slot = &k->slots[index];
     slot->err = rkm->err;
+    if (!rkm->err && k->dlt_msgs) {
+        k->dlt_msgs[index]->dlt_partition = rkm->partition;
+        k->dlt_msgs[index]->dlt_offset = rkm->offset;
+    }
     slot->state = !rkm->err                  ? SLOT_DONE
                   : message_refused(rkm->err) ? SLOT_REFUSED
                                               : SLOT_FAILED;
@@ -443,6 +448,20 @@ int wr_kafka_poll(wr_kafka_t *k, int timeout_ms, wr_msg_t *m)
     m->payload = rkm->payload;
     m->len = rkm->len;
     m->handle = rkm;
+    m->dlt_partition = -1;
+    m->dlt_offset = -1;
+    {
+        rd_kafka_headers_t *hdrs = NULL;
+        const void *value = NULL;
+        size_t size = 0;
+        /* A replayed event names its letter: applying it settles the letter (009). */
+        if (rd_kafka_message_headers(rkm, &hdrs) == 0 &&
+            rd_kafka_header_get_last(hdrs, WR_HDR_REPLAYED_FROM, &value, &size) == 0 && value &&
+            size < sizeof(m->replayed_from)) {
+            memcpy(m->replayed_from, value, size);
+            m->replayed_from[size] = '\0';
+        }
+    }
     return 1;
 }
 
@@ -564,8 +583,12 @@ int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *e
         k->slots = grown;
         k->nslots = n;
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         k->slots[i] = (wr_slot_t){msgs[i]->dlt_form == WR_DLT_LOST ? SLOT_DONE : SLOT_SEND, 0};
+        msgs[i]->dlt_partition = -1;
+        msgs[i]->dlt_offset = -1;
+    }
+    k->dlt_msgs = msgs;
     /*
      * Round after round, each message the topic refused for what it is steps
      * down one form (whole, truncated, reference) and goes again; its form
@@ -625,6 +648,7 @@ int wr_kafka_dead_letter(wr_kafka_t *k, wr_msg_t *const *msgs, size_t n, char *e
             break;
         }
     }
+    k->dlt_msgs = NULL;
     if (rd_kafka_fatal_error(k->producer, reason, sizeof(reason)) &&
         renew_producer(k, reason, why, sizeof(why)) != 0)
         vc_error("a new dead-letter producer: %s", why); /* the next call tries again */

@@ -12,11 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WR_PG_NPARAMS 8
+#define WR_PG_NPARAMS 10
 
+/*
+ * wr_apply_batch() (deploy/sql/009) is wr_apply_events() plus, in the same
+ * transaction, the release reasons and the letters a replay settled.
+ */
 static const char apply_sql[] =
-    "SELECT wr_apply_events($1::smallint[], $2::text[], $3::bigint[], $4::text[],"
-    " $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])";
+    "SELECT wr_apply_batch($1::smallint[], $2::text[], $3::bigint[], $4::text[],"
+    " $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[])";
+
+static const char park_sql[] =
+    "SELECT wr_dlt_park($1, $2, $3, $4, $5::int, $6::bigint, $7, $8::int, $9::bigint, $10, $11,"
+    " $12)";
 
 struct wr_pg {
     PGconn *conn;
@@ -131,9 +139,9 @@ const char *wr_pg_dlt_class(const char *error_text)
 
 static int check_schema(PGconn *conn, char *err, size_t errlen)
 {
-    PGresult *res = PQexec(conn, "SELECT to_regprocedure('wr_apply_events(smallint[], text[],"
-                                 " bigint[], text[], bigint[], bigint[], bigint[], bigint[])')"
-                                 " IS NOT NULL");
+    PGresult *res = PQexec(conn, "SELECT to_regprocedure('wr_apply_batch(smallint[], text[],"
+                                 " bigint[], text[], bigint[], bigint[], bigint[], bigint[],"
+                                 " text[], text[])') IS NOT NULL");
     int rc = 0;
 
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -141,8 +149,8 @@ static int check_schema(PGconn *conn, char *err, size_t errlen)
         vc_pg_error_text(conn, res, err, errlen);
     } else if (strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
         snprintf(err, errlen,
-                 "function wr_apply_events() is missing: apply migration "
-                 "deploy/sql/003_writer_apply.sql");
+                 "function wr_apply_batch() is missing: apply the migrations up to "
+                 "deploy/sql/009_dead_letter_parking.sql");
         rc = VC_ERR_INVALID;
     }
     PQclear(res);
@@ -252,7 +260,7 @@ static int read_outcomes(const char *text, wr_msg_t **msgs, size_t lo, size_t hi
     return i == hi ? 0 : VC_ERR_PROTOCOL;
 }
 
-/* The statement's parameters for msgs[lo..hi): eight array literals. */
+/* The statement's parameters for msgs[lo..hi): ten array literals. */
 typedef struct {
     wr_text_t arr[WR_PG_NPARAMS];
     const char *values[WR_PG_NPARAMS];
@@ -286,6 +294,8 @@ static int params_build(wr_params_t *p, wr_msg_t **msgs, size_t lo, size_t hi, c
         text_int(&arr[5], ev->order_amount);
         text_int(&arr[6], ev->at_ms);
         text_int(&arr[7], ev->held_until_ms);
+        text_quoted(&arr[8], ev->type == VC_EV_RELEASED ? ev->reason : "");
+        text_quoted(&arr[9], msgs[i]->replayed_from);
     }
     for (int a = 0; a < WR_PG_NPARAMS; a++) {
         text_putc(&arr[a], '}');
@@ -519,4 +529,61 @@ int wr_pg_finish(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errle
     while ((extra = PQgetResult(pg->conn)) != NULL)
         PQclear(extra);
     return after_first(pg, msgs, n, rc, first, err, errlen);
+}
+
+int wr_pg_park(wr_pg_t *pg, wr_msg_t *const *msgs, size_t n, const char *topic,
+               const char *dlt_topic, char *err, size_t errlen)
+{
+    int rc;
+
+    if (n == 0)
+        return 0;
+    VC_ASSERT(!pg->in_flight);
+    if ((rc = ensure_conn(pg, err, errlen)) != 0)
+        return VC_ERR_UNAVAILABLE;
+    /* One transaction: the batch's letters are parked together or not at all. */
+    if ((rc = exec_cmd(pg, "BEGIN", err, errlen)) != 0)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        const wr_msg_t *m = msgs[i];
+        char key[VC_CODE_MAX + 1], dpart[16], doff[24], part[16], off[24];
+        const char *values[12];
+        int lost = m->dlt_form == WR_DLT_LOST || m->dlt_offset < 0;
+        PGresult *res;
+
+        /* An undecodable event still has its key, which is the voucher code. */
+        snprintf(key, sizeof(key), "%.*s",
+                 m->key && m->key_len <= VC_CODE_MAX ? (int)m->key_len : 0,
+                 m->key ? (const char *)m->key : "");
+        snprintf(dpart, sizeof(dpart), "%d", (int)m->dlt_partition);
+        snprintf(doff, sizeof(doff), "%lld", (long long)m->dlt_offset);
+        snprintf(part, sizeof(part), "%d", (int)m->partition);
+        snprintf(off, sizeof(off), "%lld", (long long)m->offset);
+        values[0] = m->decoded ? m->ev.code : key;
+        values[1] = m->decoded ? m->ev.order_id : "";
+        values[2] = m->decoded ? vc_event_type_name(m->ev.type) : "";
+        values[3] = dlt_topic;
+        values[4] = lost ? NULL : dpart;
+        values[5] = lost ? NULL : doff;
+        values[6] = topic;
+        values[7] = part;
+        values[8] = off;
+        values[9] = m->dlt_class ? m->dlt_class : WR_DLT_REJECTED;
+        values[10] = m->error;
+        values[11] = m->replayed_from;
+        res = PQexecParams(pg->conn, park_sql, 12, NULL, values, NULL, NULL, 0);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+            vc_pg_error_text(pg->conn, res, err, errlen);
+            PQclear(res);
+            goto fail;
+        }
+        PQclear(res);
+    }
+    if ((rc = exec_cmd(pg, "COMMIT", err, errlen)) != 0)
+        goto fail;
+    return 0;
+fail:
+    if (PQstatus(pg->conn) == CONNECTION_OK && PQtransactionStatus(pg->conn) != PQTRANS_IDLE)
+        PQclear(PQexec(pg->conn, "ROLLBACK"));
+    return VC_ERR_UNAVAILABLE;
 }

@@ -63,6 +63,18 @@ int wr_pg_wait(wr_pg_t *pg, int timeout_ms);
 int wr_pg_finish(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen);
 
 /*
+ * Parks msgs[0..n), which the dead-letter topic dlt_topic acknowledged (or
+ * refused even as a reference: dlt_form WR_DLT_LOST), read from topic: one
+ * dead_letter row each (deploy/sql/009, wr_dlt_park()), in one transaction.
+ * A letter already recorded for the same original is left as it is. Call it
+ * before storing the batch's offsets: a crash before it reads the batch
+ * again, dead-letters its poison again and parks it then. Returns 0, or
+ * VC_ERR_UNAVAILABLE (err says why; nothing parked: try the batch again).
+ */
+int wr_pg_park(wr_pg_t *pg, wr_msg_t *const *msgs, size_t n, const char *topic,
+               const char *dlt_topic, char *err, size_t errlen);
+
+/*
  * The dead-letter class for a permanent error text as vc_pg_error_text()
  * writes it ("SQLSTATE: message"): WR_DLT_UNKNOWN_VOUCHER, WR_DLT_CONSTRAINT
  * or WR_DLT_REJECTED. Pure.

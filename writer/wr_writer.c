@@ -6,6 +6,7 @@
 #include "wr_state.h"
 
 #include "vc_error.h"
+#include "vc_fault.h"
 #include "vc_log.h"
 #include "vc_metrics.h"
 #include "vc_time.h"
@@ -158,7 +159,7 @@ static int fill(wr_writer_t *w, atomic_int *stop)
 
 static void log_dead_letter(const wr_msg_t *m)
 {
-    char partition[16], offset[24], key[VC_CODE_MAX + 1];
+    char partition[16], offset[24], key[VC_CODE_MAX + 1], letter[40];
     vc_log_field_t fields[] = {
         /* An undecodable event still has its key, which is the voucher code. */
         {"code", m->decoded ? m->ev.code : key},
@@ -167,12 +168,18 @@ static void log_dead_letter(const wr_msg_t *m)
         {"offset", offset},
         {"errorClass", m->dlt_class ? m->dlt_class : ""},
         {"stored", wr_dlt_form_name((wr_dlt_form_t)m->dlt_form)},
+        {"deadLetter", letter}, /* PARTITION/OFFSET in the dead-letter topic; parked there */
     };
 
     snprintf(key, sizeof(key), "%.*s", m->key && m->key_len <= VC_CODE_MAX ? (int)m->key_len : 0,
              m->key ? (const char *)m->key : "");
     snprintf(partition, sizeof(partition), "%d", (int)m->partition);
     snprintf(offset, sizeof(offset), "%lld", (long long)m->offset);
+    if (m->dlt_offset >= 0)
+        snprintf(letter, sizeof(letter), "%d/%lld", (int)m->dlt_partition,
+                 (long long)m->dlt_offset);
+    else
+        snprintf(letter, sizeof(letter), "-");
     if (m->dlt_form == WR_DLT_LOST)
         /* The dead-letter topic refused even a reference: this line is all that is left. */
         VC_LOG_F(VC_LOG_ERROR, fields,
@@ -180,7 +187,7 @@ static void log_dead_letter(const wr_msg_t *m)
                  "the original stays in its partition at that offset until retention: %s",
                  m->error);
     else
-        VC_LOG_F(VC_LOG_WARN, fields, "event dead-lettered: %s", m->error);
+        VC_LOG_F(VC_LOG_WARN, fields, "event dead-lettered and parked: %s", m->error);
 }
 
 /* Points w->sql at the decoded messages among the first n queued; returns how many. */
@@ -243,6 +250,19 @@ static int finish_batch(wr_writer_t *w, size_t n)
     }
     if (ndead > 0 && (rc = wr_kafka_dead_letter(w->kafka, w->dead, ndead, err, sizeof(err))) != 0) {
         vc_warn("dead-lettering %zu events failed, will retry the batch: %s", ndead, err);
+        return VC_ERR_UNAVAILABLE;
+    }
+    if (ndead > 0)
+        VC_PAUSE("writer-before-park"); /* the letters are in the topic, not yet parked */
+    /*
+     * Parked before the offsets are stored: a crash between the letter and
+     * its row reads the batch again, and the row is made then (a second copy
+     * of the letter in the topic is the same letter, by its original).
+     */
+    if (ndead > 0 && (rc = wr_pg_park(w->pg, w->dead, ndead, w->cfg->topic, w->cfg->dlt_topic,
+                                      err, sizeof(err))) != 0) {
+        vc_warn("parking %zu dead letters in PostgreSQL failed, will retry the batch: %s", ndead,
+                err);
         return VC_ERR_UNAVAILABLE;
     }
     for (size_t i = 0; i < ndead; i++)

@@ -552,6 +552,86 @@ START_TEST(release_decisions)
 }
 END_TEST
 
+/*
+ * A parked dead letter (issue 13): the order is never released by a pass,
+ * whatever its heldUntil or how long it has been unknown downstream; a
+ * discarded one is released (reason DISCARDED) while nothing downstream
+ * counts it; PostgreSQL's RELEASED or CONFIRMED still rules.
+ */
+START_TEST(release_decisions_parked)
+{
+    static const struct {
+        char redis;
+        rc_pg_status_t pg_after;
+        int parked, discarded;
+        rc_release_t want;
+        const char *why;
+    } cases[] = {
+        {'H', RC_PG_NONE, 1, 0, RC_RELEASE_NONE, "parked: neither expired nor undelivered"},
+        {'C', RC_PG_NONE, 1, 0, RC_RELEASE_NONE, "parked confirm (answered 200): kept"},
+        {'H', RC_PG_RESERVED, 1, 0, RC_RELEASE_NONE, "a parked confirm of a reserved row"},
+        {'H', RC_PG_CONFIRMED, 1, 0, RC_RELEASE_TO_CONFIRMED, "confirmed in PostgreSQL still rules"},
+        {'H', RC_PG_RELEASED, 1, 0, RC_RELEASE_CANCEL, "released in PostgreSQL still rules"},
+        {'H', RC_PG_NONE, 0, 1, RC_RELEASE_DISCARD, "discarded: the use goes back"},
+        {'C', RC_PG_NONE, 0, 1, RC_RELEASE_DISCARD, "discarded confirm, no row: the use goes back"},
+        {'H', RC_PG_NONE, 1, 1, RC_RELEASE_NONE, "one letter discarded, another still parked"},
+        {'E', RC_PG_NONE, 0, 1, RC_RELEASE_NONE, "already being released"},
+        {'R', RC_PG_RELEASED, 0, 1, RC_RELEASE_NONE, "released on both sides"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        rc_order_t o = {0};
+        o.redis_state = cases[i].redis;
+        o.pg_after = cases[i].pg_after;
+        o.redis_held_until_ms = SNAP - 10 * GRACE; /* long past: expire would be due */
+        o.first_unsent_ms = SNAP - 10 * GRACE;     /* undelivered would be due */
+        o.parked = cases[i].parked;
+        o.discarded = cases[i].discarded;
+        ck_assert_msg(rc_model_release(&o, SNAP, GRACE) == cases[i].want, "case %zu (%s): got %d",
+                      i, cases[i].why, (int)rc_model_release(&o, SNAP, GRACE));
+    }
+}
+END_TEST
+
+/* A voucher whose only gap is a parked hold is "parked", never "undersold" nor "consistent". */
+START_TEST(verdict_parked)
+{
+    rc_orders_t m;
+    rc_numbers_t n = {0};
+    rc_order_t *o;
+
+    rc_orders_init(&m);
+    o = rc_orders_get(&m, "o-1");
+    o->redis_state = 'C';
+    o->pg = o->pg_after = RC_PG_CONFIRMED;
+    o = rc_orders_get(&m, "o-2");
+    o->redis_state = 'H';
+    o->parked = 1;
+    n.total_limit = 10;
+    n.used_count = n.live_rows = 1;
+    n.redis_loaded = 1;
+    n.redis_remaining = 8;
+    n.parked = 1;
+    ck_assert_str_eq(rc_verdict_name(rc_model_judge(&m, &n, SNAP, GRACE)), "parked");
+    ck_assert_int_eq(n.parked_held, 1);
+    ck_assert_int_eq(n.stranded + n.unsent_fresh, 0);
+    /* A long time later, still parked: never stranded. */
+    ck_assert_int_eq(rc_model_judge(&m, &n, SNAP + 100 * GRACE, GRACE), RC_PARKED);
+    /* Discarded: a release is due. */
+    o->parked = 0;
+    o->discarded = 1;
+    n.parked = 0;
+    ck_assert_int_eq(rc_model_judge(&m, &n, SNAP, GRACE), RC_UNDERSOLD);
+    ck_assert_int_eq(n.discarding, 1);
+    /* Replayed: the row is there, nothing parked: consistent. */
+    o->discarded = 0;
+    o->pg = o->pg_after = RC_PG_RESERVED;
+    n.used_count = n.live_rows = 2;
+    ck_assert_int_eq(rc_model_judge(&m, &n, SNAP, GRACE), RC_CONSISTENT);
+    rc_orders_free(&m);
+}
+END_TEST
+
 START_TEST(unsent_orders_and_hold_identity)
 {
     rc_order_t a = {0}, b = {0};
@@ -613,6 +693,8 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("releases");
     tcase_add_test(tc, release_decisions);
+    tcase_add_test(tc, release_decisions_parked);
+    tcase_add_test(tc, verdict_parked);
     tcase_add_test(tc, unsent_orders_and_hold_identity);
     suite_add_tcase(s, tc);
     tc = tcase_create("kafka");

@@ -507,23 +507,72 @@ START_TEST(dlt_replay_selection)
     ck_assert_int_eq(wr_dlt_filter_parse(4, range, &f, err, sizeof(err)), 0);
     ck_assert_int_eq(wr_dlt_filter_resolve(&f, 1, err, sizeof(err)), 0);
     ck_assert_int_eq(f.partition, 0);
-    ck_assert(!wr_dlt_filter_match(&f, 0, 2, "constraint"));
-    ck_assert(wr_dlt_filter_match(&f, 0, 3, "malformed"));
-    ck_assert(wr_dlt_filter_match(&f, 0, 5, "constraint"));
-    ck_assert(!wr_dlt_filter_match(&f, 0, 6, "constraint"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 2, "constraint", "o-1"));
+    ck_assert(wr_dlt_filter_match(&f, 0, 3, "malformed", "o-1"));
+    ck_assert(wr_dlt_filter_match(&f, 0, 5, "constraint", "o-1"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 6, "constraint", "o-1"));
 
     ck_assert_int_eq(wr_dlt_filter_parse(4, cls, &f, err, sizeof(err)), 0);
     ck_assert_int_eq(wr_dlt_filter_resolve(&f, 1, err, sizeof(err)), 0);
-    ck_assert(!wr_dlt_filter_match(&f, 0, 3, "constraint"));
-    ck_assert(wr_dlt_filter_match(&f, 0, 4, "constraint"));
-    ck_assert(!wr_dlt_filter_match(&f, 0, 4, "malformed"));
-    ck_assert(!wr_dlt_filter_match(&f, 0, 4, NULL));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 3, "constraint", "o-1"));
+    ck_assert(wr_dlt_filter_match(&f, 0, 4, "constraint", "o-1"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 4, "malformed", "o-1"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 4, NULL, "o-1"));
 
     ck_assert_int_eq(wr_dlt_filter_parse(1, all, &f, err, sizeof(err)), 0);
     ck_assert_int_eq(wr_dlt_filter_resolve(&f, 3, err, sizeof(err)), 0);
-    ck_assert(wr_dlt_filter_match(&f, 0, 0, ""));
-    ck_assert(wr_dlt_filter_match(&f, 2, 0, ""));
+    ck_assert(wr_dlt_filter_match(&f, 0, 0, "", "o-1"));
+    ck_assert(wr_dlt_filter_match(&f, 2, 0, "", "o-1"));
     ck_assert(!f.dry_run);
+}
+END_TEST
+
+/* `dlt replay --order ID` selects that order's letters; --operator is kept for the audit. */
+START_TEST(dlt_replay_by_order)
+{
+    char *order[] = {"--order", "o-7", "--operator", "alice"};
+    char *order_all[] = {"--all", "--order", "o-7"};
+    char *empty[] = {"--order", ""};
+    char err[128];
+    wr_dlt_filter_t f;
+
+    ck_assert_int_eq(wr_dlt_filter_parse(4, order, &f, err, sizeof(err)), 0);
+    ck_assert_str_eq(f.operator_name, "alice");
+    ck_assert(wr_dlt_filter_match(&f, 0, 9, "constraint", "o-7"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 9, "constraint", "o-70"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 9, "malformed", "-"));
+    ck_assert_int_eq(wr_dlt_filter_parse(3, order_all, &f, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_int_eq(wr_dlt_filter_parse(2, empty, &f, err, sizeof(err)), VC_ERR_INVALID);
+}
+END_TEST
+
+/* `dlt list` filters: --code, --order, --partition, --since (an age or a time), --state. */
+START_TEST(dlt_list_filters)
+{
+    const int64_t now = 1800000000000LL;
+    char *all[] = {"--code", "A", "--order", "o-1", "--partition", "2", "--since", "15m",
+                   "--state", "parked"};
+    char *time[] = {"--since", "2027-01-15T08:00:00Z"};
+    char *bad[][2] = {{"--since", "yesterday"}, {"--state", "lost"}, {"--partition", "-1"},
+                      {"--colour", "red"}, {"--code", ""}};
+    char err[128];
+    wr_dlt_list_t l;
+
+    ck_assert_int_eq(wr_dlt_list_parse(0, NULL, now, &l, err, sizeof(err)), 0);
+    ck_assert(wr_dlt_list_match(&l, 5, 0, "Z", "-", "unrecorded"));
+    ck_assert_int_eq(wr_dlt_list_parse(10, all, now, &l, err, sizeof(err)), 0);
+    ck_assert_int_eq(l.since_ms, now - 15 * 60000);
+    ck_assert(wr_dlt_list_match(&l, 2, now - 60000, "A", "o-1", "parked"));
+    ck_assert(!wr_dlt_list_match(&l, 1, now - 60000, "A", "o-1", "parked"));
+    ck_assert(!wr_dlt_list_match(&l, 2, now - 16 * 60000, "A", "o-1", "parked"));
+    ck_assert(!wr_dlt_list_match(&l, 2, now - 60000, "B", "o-1", "parked"));
+    ck_assert(!wr_dlt_list_match(&l, 2, now - 60000, "A", "o-2", "parked"));
+    ck_assert(!wr_dlt_list_match(&l, 2, now - 60000, "A", "o-1", "replayed"));
+    ck_assert_int_eq(wr_dlt_list_parse(2, time, now, &l, err, sizeof(err)), 0);
+    ck_assert_int_eq(l.since_ms, 1800000000000LL);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(wr_dlt_list_parse(2, bad[i], now, &l, err, sizeof(err)) == VC_ERR_INVALID,
+                      "%s %s accepted", bad[i][0], bad[i][1]);
 }
 END_TEST
 
@@ -541,9 +590,9 @@ START_TEST(dlt_replay_range_is_one_partitions)
 
     ck_assert_int_eq(wr_dlt_filter_parse(6, in_two, &f, err, sizeof(err)), 0);
     ck_assert_int_eq(wr_dlt_filter_resolve(&f, 3, err, sizeof(err)), 0);
-    ck_assert(wr_dlt_filter_match(&f, 2, 4, "constraint"));
-    ck_assert(!wr_dlt_filter_match(&f, 0, 4, "constraint"));
-    ck_assert(!wr_dlt_filter_match(&f, 1, 4, "constraint"));
+    ck_assert(wr_dlt_filter_match(&f, 2, 4, "constraint", "o-1"));
+    ck_assert(!wr_dlt_filter_match(&f, 0, 4, "constraint", "o-1"));
+    ck_assert(!wr_dlt_filter_match(&f, 1, 4, "constraint", "o-1"));
 
     /* A partition the topic does not have. */
     ck_assert_int_eq(wr_dlt_filter_parse(6, in_two, &f, err, sizeof(err)), 0);
@@ -597,6 +646,8 @@ static Suite *writer_suite(void)
                         (int)(sizeof(replay_args) / sizeof(replay_args[0])));
     tcase_add_test(tc, dlt_replay_selection);
     tcase_add_test(tc, dlt_replay_range_is_one_partitions);
+    tcase_add_test(tc, dlt_replay_by_order);
+    tcase_add_test(tc, dlt_list_filters);
     tcase_add_test(tc, dlt_age);
     suite_add_tcase(s, tc);
     return s;
