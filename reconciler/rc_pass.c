@@ -1134,6 +1134,17 @@ static void record_metrics(const voucher_t *v)
                            "(voucher-writer dlt replay or discard); their uses stay taken",
                            labels),
                   v->n.parked);
+    /* The numbers of the sale itself, for the dashboard: what is left, what is counted. */
+    vc_metric_set(vc_gauge("voucher_reconciler_limit", "total_limit per voucher", labels),
+                  v->n.total_limit);
+    vc_metric_set(vc_gauge("voucher_reconciler_used", "used_count in PostgreSQL per voucher",
+                           labels),
+                  v->n.used_count);
+    if (v->n.redis_loaded)
+        vc_metric_set(vc_gauge("voucher_reconciler_remaining",
+                               "Uses Redis may still give out per voucher, as the last pass read",
+                               labels),
+                      v->n.redis_remaining);
 }
 
 static void print_row(FILE *table, const voucher_t *v)
