@@ -4,6 +4,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,8 +188,21 @@ static void deadline_cb(uv_timer_t *t)
         r->timeout_logged_ms = now;
     }
     if (r->head && r->head->sent_ms + r->hung_ms <= now) {
-        vc_warn("redis %s:%d: no reply for %lld ms, %zu commands pending: reconnecting", r->host,
-                r->port, (long long)(now - r->head->sent_ms), r->npending);
+        int soerr = 0;
+        socklen_t len = sizeof(soerr);
+
+        /*
+         * hiredis 0.14's libuv adapter drops the poll error of a failed
+         * connect, so a refused connection looks like a silent one: ask the
+         * socket what became of its connect, and say that instead.
+         */
+        if (!r->connected && r->ctx && r->ctx->c.fd >= 0 &&
+            getsockopt(r->ctx->c.fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr != 0)
+            vc_warn("redis %s:%d: cannot connect: %s; %zu commands pending: trying again",
+                    r->host, r->port, strerror(soerr), r->npending);
+        else
+            vc_warn("redis %s:%d: no reply for %lld ms, %zu commands pending: reconnecting",
+                    r->host, r->port, (long long)(now - r->head->sent_ms), r->npending);
         drop(r, VC_ERR_TIMEOUT);
     }
     arm_deadline(r);

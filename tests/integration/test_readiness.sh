@@ -4,7 +4,7 @@
 # turn (a closed port at start, then the running server stopped), and
 # readiness must say so, then come back once the server does.
 source "$(dirname "$0")/lib.sh"
-plan 10
+plan 12
 
 addr=$(writer_admin)
 readyz() { curl -s --max-time 2 "http://$addr/readyz"; }
@@ -21,7 +21,7 @@ wait_ready_text() { # TEXT SECONDS
 closed_port=$((VOUCHER_PORT_BASE + 19)) # nothing of the stack listens there
 
 # --- A closed PostgreSQL port at start: running, but not ready.
-VOUCHER_PG_DSN="host=127.0.0.1 port=$closed_port dbname=voucher user=voucher" start_writer
+VOUCHER_WRITER_PG_DSN="host=127.0.0.1 port=$closed_port dbname=voucher user=voucher_writer" start_writer
 wait_http_ok "http://$addr/healthz" 30
 wait_ready_text "no PostgreSQL session" 15
 ok $? "a writer whose PostgreSQL port is closed says it is not ready: no PostgreSQL session"
@@ -66,3 +66,19 @@ is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE order_id = '$code-
 log=$VOUCHER_STACK_DIR/logs/$test_name-writer.log
 grep -q "PostgreSQL session lost" "$log"
 ok $? "the writer logged losing its PostgreSQL session"
+
+# --- The gateway with Redis refusing connections says so (it said "no reply for 2000 ms").
+daemon_stop "$test_name-gateway"
+glog=$VOUCHER_STACK_DIR/logs/$test_name-gateway2.log
+: >"$glog" # this run's lines only
+VOUCHER_REDIS_URL="redis://127.0.0.1:$closed_port/0" daemon_start "$test_name-gateway2" "$bin_gateway"
+for ((i = 0; i < 100; i++)); do grep -q "cannot connect: Connection refused" "$glog" 2>/dev/null && break; sleep 0.1; done
+ok "$(grep -q "redis 127.0.0.1:$closed_port: cannot connect: Connection refused" "$glog"; echo $?)" \
+  "a gateway whose Redis refuses connections logs 'cannot connect: Connection refused'"
+for ((i = 0; i < 50; i++)); do
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$base_url/readyz")
+  [ "$code" = 000 ] || break # until it listens
+  sleep 0.1
+done
+is "$code" 503 "and is not ready"
+daemon_stop "$test_name-gateway2"
