@@ -39,6 +39,8 @@ const vc_cfg_param_t gw_config_params[] = {
        "how long cached voucher rules are trusted before PostgreSQL is read again"),
     MS("rules-miss-ttl", "VOUCHER_RULES_MISS_TTL", "1s", rules_miss_ttl_ms, 0, 3600000,
        "how long an unknown voucher code is answered 404 from memory"),
+    INT("rules-max-loads", "VOUCHER_RULES_MAX_LOADS", "2", rules_max_loads, 1, 64,
+        "rule reads of one worker running in PostgreSQL at once; more wait in a bounded queue"),
     MS("soldout-recheck", "VOUCHER_SOLDOUT_RECHECK", "1s", soldout_recheck_ms, 0, 3600000,
        "how long a sold-out voucher is answered OUT_OF_STOCK without running the script"),
     INT("max-connections", "VOUCHER_MAX_CONNECTIONS", "10000", max_connections, 1, 1000000,
