@@ -68,6 +68,95 @@ def read_until_closed(s, secs):
     return 'open'
 
 
+def flood(addr, n, conns, prefix, depth=64):
+    """n reservations for n distinct codes nobody created, over conns
+    keep-alive connections, depth requests pipelined on each; prints the
+    count of answers by status."""
+    import threading
+    counts, lock = {}, threading.Lock()
+    body = b'{"customerId":1,"orderId":"flood-1","orderAmount":100}'
+
+    def worker(k):
+        local = {}
+        try:
+            s = conn(addr, 30)
+        except OSError:
+            with lock:
+                counts['connect'] = counts.get('connect', 0) + 1
+            return
+        f = s.makefile('rb')
+        for start in range(k, n, conns * depth):
+            batch = range(start, min(n, start + conns * depth), conns)
+            req = b''.join(
+                b'POST /vouchers/%s%d/reservations HTTP/1.1\r\nHost: t\r\n'
+                b'Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s'
+                % (prefix.encode(), i, len(body), body) for i in batch)
+            try:
+                s.sendall(req)
+                for _ in batch:
+                    status = f.readline().split(b' ')[1].decode()
+                    length = 0
+                    while True:
+                        line = f.readline()
+                        if line in (b'\r\n', b''):
+                            break
+                        if line.lower().startswith(b'content-length:'):
+                            length = int(line.split(b':')[1])
+                    f.read(length)
+                    local[status] = local.get(status, 0) + 1
+            except (OSError, IndexError):
+                local['error'] = local.get('error', 0) + 1
+                break
+        s.close()
+        with lock:
+            for key, v in local.items():
+                counts[key] = counts.get(key, 0) + v
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(conns)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(' '.join(f'{key}:{counts[key]}' for key in sorted(counts)))
+
+
+def probe(addr, code, secs, every=0.01):
+    """Quotes code every `every` seconds for secs over one keep-alive
+    connection; prints the number of answers, the count by status and the
+    p99 latency in microseconds."""
+    body = b'{"customerId":1,"orderAmount":100000}'
+    req = (b'POST /vouchers/%s/quote HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n'
+           b'Content-Length: %d\r\n\r\n%s' % (code.encode(), len(body), body))
+    counts, lat = {}, []
+    s, f = None, None
+    end = time.time() + secs
+    while time.time() < end:
+        t0 = time.monotonic()
+        try:
+            if s is None:
+                s = conn(addr, 10)
+                f = s.makefile('rb')
+            s.sendall(req)
+            status = f.readline().split(b' ')[1].decode()
+            length = 0
+            while True:
+                line = f.readline()
+                if line in (b'\r\n', b''):
+                    break
+                if line.lower().startswith(b'content-length:'):
+                    length = int(line.split(b':')[1])
+            f.read(length)
+        except (OSError, IndexError):
+            status = 'error'
+            s = None
+        lat.append(time.monotonic() - t0)
+        counts[status] = counts.get(status, 0) + 1
+        time.sleep(max(0.0, every - (time.monotonic() - t0)))
+    lat.sort()
+    p99 = int(lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e6) if lat else 0
+    print(len(lat), ','.join(f'{k}:{counts[k]}' for k in sorted(counts)), p99)
+
+
 def main():
     cmd, addr = sys.argv[1], sys.argv[2]
     if cmd == 'idle':  # idle ADDR N PATH: N idle sockets held open, then PATH's status
@@ -120,6 +209,10 @@ def main():
         time.sleep(0.5)  # let the server read what it will (a bound on growth follows)
         grown = rss_kb(pid) - before
         print(grown, wait_closed(s, secs))
+    elif cmd == 'flood':  # flood ADDR N CONNS PREFIX: N distinct unknown codes
+        flood(addr, int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    elif cmd == 'probe':  # probe ADDR CODE SECS: quotes during SECS; n, statuses, p99 us
+        probe(addr, sys.argv[3], float(sys.argv[4]))
     else:
         sys.exit('unknown command ' + cmd)
 
