@@ -5,7 +5,7 @@
 # and pipelines nobody reads, and HEAD gets no body; a flood of distinct
 # unknown voucher codes leaves a real code's answers unaffected.
 source "$(dirname "$0")/lib.sh"
-plan 15
+plan 20
 
 client() { python3 "$VOUCHER_SOURCE_DIR/tests/integration/hostile_client.py" "$@"; }
 
@@ -70,3 +70,28 @@ is "$later_status" 201 "a voucher first used at the end of the flood is read and
 rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$gateway_pid/status")
 diag "the gateway's RSS after the flood: $rss KiB"
 is "$(client idle "$VOUCHER_HTTP_ADDR" 0 /healthz)" 200 "the gateway still answers /healthz after the flood"
+
+# --- Retention (proto/redis-keys.md): every key a reservation writes expires
+# at the voucher's endsAt plus VOUCHER_REDIS_RETENTION (72 h by default), the
+# orderIds' claims at the same instant, so reserve-then-release loops with
+# fresh orderIds no longer grow Redis forever. A gateway with the default settings.
+daemon_stop "$test_name-gateway"
+start_gateway
+code=$(unique_code KEEP)
+new_voucher "$code" 1000 1000
+want=$(( $(sql "SELECT (extract(epoch FROM ends_at) * 1000)::bigint FROM voucher WHERE code = '$code'") + 72 * 3600 * 1000 ))
+for i in 1 2 3; do
+  http POST "/vouchers/$code/reservations" '{"customerId":5,"orderId":"'"$code"'-'$i'","orderAmount":1000}'
+  [ "$status" = 201 ] || diag "reservation $i: $status $body"
+  http DELETE "/vouchers/$code/reservations/$code-$i"
+done
+http POST "/vouchers/$code/reservations" '{"customerId":5,"orderId":"'"$code"'-4","orderAmount":1000}'
+is "$status" 201 "a fourth orderId is reserved after three reserve-then-release loops"
+expiry() { rcli PEXPIRETIME "$1"; }
+is "$(expiry "voucher:{$code}:remaining")" "$want" "the counter expires at endsAt + 72 h"
+is "$(for k in users orders holds amounts; do expiry "voucher:{$code}:$k"; done | sort -u)" "$want" \
+  "users, orders, holds and amounts expire at the same instant"
+is "$(for i in 1 2 3 4; do expiry "voucher-order:{$code-$i}"; done | sort -u)" "$want" \
+  "each orderId's claim expires with its voucher's keys"
+is "$(rcli --scan --pattern "*$code*" | while read -r k; do expiry "$k"; done | sort -u)" "$want" \
+  "every key of the voucher and of its orders expires then, none is left without an expiry"
