@@ -23,6 +23,8 @@ typedef struct {
     int64_t kafka_timeout_ms;    /* delivery.timeout.ms of the producer */
     int64_t rules_ttl_ms;        /* how long cached voucher rules are trusted */
     int64_t rules_miss_ttl_ms;   /* how long an unknown code is remembered as unknown */
+    int64_t redis_retention_ms;  /* voucher keys and claims expire this long after endsAt */
+    int64_t rules_max_loads;     /* rule reads of one worker running at once */
     int64_t soldout_recheck_ms;  /* how long a sold-out voucher is answered from memory */
     int64_t max_connections;     /* open client connections, all workers together */
     int64_t idle_timeout_ms;     /* keep-alive idle time, and time to send one request */

@@ -80,16 +80,27 @@ static void fail(reserve_t *x, int rc, const char *what)
 }
 
 /*
+ * When the voucher's keys and its orderIds' claims expire (Unix ms): its
+ * endsAt plus VOUCHER_REDIS_RETENTION (proto/redis-keys.md, "Retention").
+ */
+static void retention_at(const reserve_t *x, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%lld", (long long)(x->v.ends_at_ms + x->app->cfg->redis_retention_ms));
+}
+
+/*
  * Runs claim.lua on the orderId's claim: op "release" or "keep". Nobody waits
  * for the answer: a release that finds the claim taken over leaves it, which
  * is the point, and a keep that finds another code cannot be helped here.
  */
 static void claim_script(reserve_t *x, const char *op)
 {
+    char expire_at[24];
     const char *keys[] = {x->claim_key};
-    const char *args[] = {op, x->claim_value, x->code};
+    const char *args[] = {op, x->claim_value, x->code, expire_at};
 
-    (void)gw_redis_eval(x->app->redis, GW_SCRIPT_CLAIM, gw_app_ignore_cb, NULL, 1, keys, 3, args);
+    retention_at(x, expire_at, sizeof(expire_at));
+    (void)gw_redis_eval(x->app->redis, GW_SCRIPT_CLAIM, gw_app_ignore_cb, NULL, 1, keys, 4, args);
 }
 
 /*
@@ -349,9 +360,9 @@ static void set_loaded_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 static void claim_load_done(void *arg, int rc, const char *err)
 {
     reserve_t *x = arg;
-    char remaining[32];
-    const char *argv[] = {"SET", x->keys[GW_KEY_REMAINING], remaining, "NX"};
-    size_t argvlen[4];
+    char remaining[32], expire_at[24];
+    const char *argv[] = {"SET", x->keys[GW_KEY_REMAINING], remaining, "NX", "PXAT", expire_at};
+    size_t argvlen[6];
 
     if (rc == VC_E_REPLAYED) {
         x->load_waits = GW_LOAD_WAITS;
@@ -371,9 +382,10 @@ static void claim_load_done(void *arg, int rc, const char *err)
     }
     snprintf(remaining, sizeof(remaining), "%lld",
              (long long)(x->load_remaining > 0 ? x->load_remaining : 0));
-    for (int i = 0; i < 4; i++)
+    retention_at(x, expire_at, sizeof(expire_at));
+    for (int i = 0; i < 6; i++)
         argvlen[i] = strlen(argv[i]);
-    if ((rc = gw_redis_command(x->app->redis, set_loaded_cb, x, 4, argv, argvlen)) != 0)
+    if ((rc = gw_redis_command(x->app->redis, set_loaded_cb, x, 6, argv, argvlen)) != 0)
         fail(x, rc, "loading the voucher into redis");
 }
 
@@ -555,17 +567,19 @@ static void claim_process_init(void)
 /* Claims the orderId and runs the script right behind it, on the same connection. */
 static void claim_and_run(reserve_t *x)
 {
-    const char *argv[] = {"SET", x->claim_key, x->claim_value, "NX", "GET"};
-    size_t argvlen[5];
+    char expire_at[24];
+    const char *argv[] = {"SET", x->claim_key, x->claim_value, "NX", "GET", "PXAT", expire_at};
+    size_t argvlen[7];
     int rc;
 
     uv_once(&claim_once, claim_process_init);
     gw_claim_value(x->claim_value, x->code, claim_process,
                    atomic_fetch_add_explicit(&claim_seq, 1, memory_order_relaxed));
-    for (int i = 0; i < 5; i++)
+    retention_at(x, expire_at, sizeof(expire_at));
+    for (int i = 0; i < 7; i++)
         argvlen[i] = strlen(argv[i]);
 
-    if ((rc = gw_redis_command(x->app->redis, claim_cb, x, 5, argv, argvlen)) != 0) {
+    if ((rc = gw_redis_command(x->app->redis, claim_cb, x, 7, argv, argvlen)) != 0) {
         fail(x, rc, "redis reserve");
         return;
     }

@@ -6,31 +6,30 @@
 #include <string.h>
 
 #include "vc_error.h"
+#include "vc_hash.h"
 #include "vc_log.h"
 #include "vc_pg.h"
 #include "vc_time.h"
 
-#define GW_RULES_BUCKETS 1024
-#define GW_RULES_MAX_ENTRIES 65536
+#define GW_RULES_BUCKETS 65536 /* a power of two, above both bounds together */
 #define GW_RULES_RETRY_MS 1000 /* stale rules are served this long after a failed refresh */
 #define GW_SOLDOUT_SLOTS 4096
 
 /*
- * How often a use came back for the codes of each slot (hash of the code):
- * a sold-out mark taken at another count is void. Two codes sharing a slot
- * only clear each other's marks early, which costs a script run, never a
- * wrong answer.
+ * How often a use came back for the codes of each slot (keyed hash of the
+ * code): a sold-out mark taken at another count is void. Two codes sharing a
+ * slot only clear each other's marks early, which costs a script run, never
+ * a wrong answer; the key keeps anyone from choosing codes that share one.
  */
 static atomic_uint soldout_clears[GW_SOLDOUT_SLOTS];
 
-struct gw_pg_pool {
-    uv_mutex_t lock;
-    const char *dsn;
-    PGconn **idle;
-    int nidle, size;
-};
-
 enum { ENTRY_EMPTY, ENTRY_PRESENT, ENTRY_MISSING };
+
+/* Where an entry's load stands. */
+enum { LOAD_NONE, LOAD_QUEUED, LOAD_RUNNING };
+
+/* Which least-recently-used list an entry is on: known vouchers or the rest. */
+enum { LIST_UNKNOWN, LIST_KNOWN };
 
 typedef struct waiter {
     struct waiter *next;
@@ -39,36 +38,36 @@ typedef struct waiter {
 } waiter_t;
 
 typedef struct entry {
-    struct entry *next;
+    struct entry *next;              /* in its bucket */
+    struct entry *older, *newer;     /* in its list, least recently used first */
+    struct entry *queue_next;        /* in the queue of loads, while LOAD_QUEUED */
+    uint64_t hash;
     char code[VC_CODE_MAX + 1];
-    int state;
+    int state, list, load;
     vc_voucher_t v;
     int64_t expires_ms;       /* monotonic; the rules or the miss are trusted until then */
     int64_t soldout_until_ms; /* monotonic */
     unsigned soldout_clears;  /* soldout_clears[] of the code's slot when marked */
-    int loading;
     waiter_t *waiters;
 } entry_t;
+
+typedef struct {
+    entry_t *oldest, *newest;
+    long count;
+} lru_t;
 
 struct gw_rules {
     uv_loop_t *loop;
     gw_pg_pool_t *pool;
     int64_t ttl_ms, miss_ttl_ms;
-    long count, loading;
+    int max_loads;
+    gw_rules_loader_fn loader; /* tests only: read through this instead of the pool */
+    long loading, queued;
     int closing; /* gw_rules_free() was called: free when the last load ends */
+    lru_t lists[2];
+    entry_t *queue_first, *queue_last;
     entry_t *buckets[GW_RULES_BUCKETS];
 };
-
-/* A gw_pg_run() job. */
-typedef struct {
-    uv_work_t work;
-    gw_pg_pool_t *pool;
-    gw_pg_work_fn fn;
-    gw_pg_done_cb done;
-    void *arg;
-    int rc;
-    char err[256];
-} job_t;
 
 /* A load on the threadpool; the work fields are written there and read after. */
 typedef struct {
@@ -81,64 +80,11 @@ typedef struct {
     char err[256];
 } load_t;
 
-/* ---- PostgreSQL pool (any thread) ---- */
+static const long list_max[2] = {[LIST_UNKNOWN] = GW_RULES_MAX_UNKNOWN,
+                                 [LIST_KNOWN] = GW_RULES_MAX_KNOWN};
 
-gw_pg_pool_t *gw_pg_pool_new(const char *dsn, int size)
-{
-    gw_pg_pool_t *p = calloc(1, sizeof(*p));
-
-    if (!p || !(p->idle = calloc((size_t)size, sizeof(PGconn *))) || uv_mutex_init(&p->lock) != 0) {
-        if (p)
-            free(p->idle);
-        free(p);
-        return NULL;
-    }
-    p->dsn = dsn;
-    p->size = size;
-    return p;
-}
-
-void gw_pg_pool_free(gw_pg_pool_t *p)
-{
-    if (!p)
-        return;
-    for (int i = 0; i < p->nidle; i++)
-        PQfinish(p->idle[i]);
-    uv_mutex_destroy(&p->lock);
-    free(p->idle);
-    free(p);
-}
-
-static PGconn *pool_take(gw_pg_pool_t *p, char *err, size_t errlen)
-{
-    PGconn *conn = NULL;
-
-    uv_mutex_lock(&p->lock);
-    if (p->nidle > 0)
-        conn = p->idle[--p->nidle];
-    uv_mutex_unlock(&p->lock);
-    if (!conn)
-        conn = vc_pg_connect(p->dsn, "voucher-gateway", err, errlen);
-    return conn;
-}
-
-static void pool_put(gw_pg_pool_t *p, PGconn *conn)
-{
-    if (PQstatus(conn) == CONNECTION_OK) {
-        uv_mutex_lock(&p->lock);
-        if (p->nidle < p->size) {
-            p->idle[p->nidle++] = conn;
-            conn = NULL;
-        }
-        uv_mutex_unlock(&p->lock);
-    }
-    if (conn)
-        PQfinish(conn);
-}
-
-/* ---- the cache (loop thread) ---- */
-
-gw_rules_t *gw_rules_new(uv_loop_t *loop, gw_pg_pool_t *pool, int64_t ttl_ms, int64_t miss_ttl_ms)
+gw_rules_t *gw_rules_new(uv_loop_t *loop, gw_pg_pool_t *pool, int64_t ttl_ms, int64_t miss_ttl_ms,
+                         int max_loads)
 {
     gw_rules_t *r = calloc(1, sizeof(*r));
     if (!r)
@@ -147,103 +93,192 @@ gw_rules_t *gw_rules_new(uv_loop_t *loop, gw_pg_pool_t *pool, int64_t ttl_ms, in
     r->pool = pool;
     r->ttl_ms = ttl_ms;
     r->miss_ttl_ms = miss_ttl_ms;
+    r->max_loads = max_loads > 0 ? max_loads : 1;
     return r;
 }
 
-static unsigned hash(const char *s)
+void gw_rules_set_loader(gw_rules_t *r, gw_rules_loader_fn loader)
 {
-    unsigned h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h % GW_RULES_BUCKETS;
+    r->loader = loader;
 }
 
 static unsigned soldout_slot(const char *code)
 {
-    unsigned h = 2166136261u;
-    for (; *code; code++)
-        h = (h ^ (unsigned char)*code) * 16777619u;
-    return (h >> 7) % GW_SOLDOUT_SLOTS;
+    return (unsigned)(vc_hash_str(code) >> 40) % GW_SOLDOUT_SLOTS;
 }
 
-static entry_t *find(gw_rules_t *r, const char *code)
+/* ---- the lists, least recently used first ---- */
+
+static void lru_unlink(gw_rules_t *r, entry_t *e)
 {
-    for (entry_t *e = r->buckets[hash(code)]; e; e = e->next)
-        if (strcmp(e->code, code) == 0)
+    lru_t *l = &r->lists[e->list];
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        l->oldest = e->newer;
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        l->newest = e->older;
+    e->older = e->newer = NULL;
+    l->count--;
+}
+
+static void lru_push(gw_rules_t *r, entry_t *e, int list)
+{
+    lru_t *l = &r->lists[list];
+    e->list = list;
+    e->older = l->newest;
+    e->newer = NULL;
+    if (l->newest)
+        l->newest->newer = e;
+    else
+        l->oldest = e;
+    l->newest = e;
+    l->count++;
+}
+
+/* e was used now: it becomes the newest of list (which it may change to). */
+static void lru_touch(gw_rules_t *r, entry_t *e, int list)
+{
+    lru_unlink(r, e);
+    lru_push(r, e, list);
+}
+
+/* ---- the table ---- */
+
+static entry_t *find(gw_rules_t *r, const char *code, uint64_t h)
+{
+    for (entry_t *e = r->buckets[h & (GW_RULES_BUCKETS - 1)]; e; e = e->next)
+        if (e->hash == h && strcmp(e->code, code) == 0)
             return e;
     return NULL;
 }
 
-/* Frees entries nobody waits for whose rules and sold-out mark are out of date. */
-static void sweep(gw_rules_t *r, int64_t now)
+static void remove_entry(gw_rules_t *r, entry_t *e)
 {
-    for (size_t b = 0; b < GW_RULES_BUCKETS; b++) {
-        entry_t **pp = &r->buckets[b];
-        while (*pp) {
-            entry_t *e = *pp;
-            if (!e->loading && e->expires_ms <= now && e->soldout_until_ms <= now) {
-                *pp = e->next;
-                free(e);
-                r->count--;
-            } else {
-                pp = &e->next;
-            }
+    entry_t **pp = &r->buckets[e->hash & (GW_RULES_BUCKETS - 1)];
+    while (*pp != e)
+        pp = &(*pp)->next;
+    *pp = e->next;
+    lru_unlink(r, e);
+    free(e);
+}
+
+/*
+ * Evicts the least recently used entry of list that nothing waits for, when
+ * the list is at its bound. Entries with a load running or queued stay (at
+ * most max_loads + GW_RULES_MAX_QUEUED of them), so the walk is short.
+ * Returns 0, or VC_ERR_UNAVAILABLE when every entry of the list is busy.
+ */
+static int make_room(gw_rules_t *r, int list)
+{
+    entry_t *e;
+
+    if (r->lists[list].count < list_max[list])
+        return 0;
+    for (e = r->lists[list].oldest; e; e = e->newer)
+        if (e->load == LOAD_NONE && !e->waiters) {
+            remove_entry(r, e);
+            return 0;
         }
-    }
+    return VC_ERR_UNAVAILABLE;
 }
 
 static entry_t *find_or_add(gw_rules_t *r, const char *code)
 {
-    entry_t *e = find(r, code);
-    unsigned h;
+    uint64_t h = vc_hash_str(code);
+    entry_t *e = find(r, code, h);
+    size_t b = h & (GW_RULES_BUCKETS - 1);
 
     if (e)
         return e;
-    if (r->count >= GW_RULES_MAX_ENTRIES)
-        sweep(r, vc_time_mono_ms());
-    if (r->count >= GW_RULES_MAX_ENTRIES || !(e = calloc(1, sizeof(*e))))
+    if (make_room(r, LIST_UNKNOWN) != 0 || !(e = calloc(1, sizeof(*e))))
         return NULL;
     snprintf(e->code, sizeof(e->code), "%s", code);
-    h = hash(code);
-    e->next = r->buckets[h];
-    r->buckets[h] = e;
-    r->count++;
+    e->hash = h;
+    e->next = r->buckets[b];
+    r->buckets[b] = e;
+    lru_push(r, e, LIST_UNKNOWN);
     return e;
 }
+
+/* ---- loads ---- */
 
 static void load_work_cb(uv_work_t *w)
 {
     load_t *l = w->data;
-    PGconn *conn = pool_take(l->r->pool, l->err, sizeof(l->err));
+    PGconn *conn;
 
-    if (!conn) {
+    if (l->r->loader) {
+        l->rc = l->r->loader(l->code, &l->v, l->err, sizeof(l->err));
+        return;
+    }
+    if (!(conn = gw_pg_pool_take(l->r->pool, l->err, sizeof(l->err)))) {
         l->rc = VC_ERR_UNAVAILABLE;
         return;
     }
     l->rc = vc_pg_load_voucher(conn, l->code, &l->v, l->err, sizeof(l->err));
-    pool_put(l->r->pool, conn);
+    gw_pg_pool_put(l->r->pool, conn);
 }
 
 static void rules_destroy(gw_rules_t *r);
+static int load_start(gw_rules_t *r, entry_t *e, waiter_t *wt);
+
+static void answer_all(waiter_t *wt, int rc, const vc_voucher_t *v)
+{
+    waiter_t *next;
+    for (; wt; wt = next) {
+        next = wt->next;
+        wt->cb(wt->arg, rc, v);
+        free(wt);
+    }
+}
+
+/* Starts queued loads while slots are free. */
+static void pump(gw_rules_t *r)
+{
+    while (!r->closing && r->loading < r->max_loads && r->queue_first) {
+        entry_t *e = r->queue_first;
+        waiter_t *wt = e->waiters;
+
+        r->queue_first = e->queue_next;
+        if (!r->queue_first)
+            r->queue_last = NULL;
+        e->queue_next = NULL;
+        r->queued--;
+        e->load = LOAD_NONE;
+        e->waiters = NULL;
+        if (load_start(r, e, wt) != 0)
+            answer_all(wt, VC_ERR_UNAVAILABLE, NULL); /* e is not touched after this */
+    }
+}
 
 static void load_done_cb(uv_work_t *w, int status)
 {
     load_t *l = w->data;
     gw_rules_t *r = l->r;
     entry_t *e = l->entry;
-    waiter_t *wt, *next;
+    waiter_t *wt;
     int64_t now = vc_time_mono_ms();
     int rc = status == UV_ECANCELED ? VC_ERR_SHUTDOWN : l->rc;
 
     r->loading--;
-    e->loading = 0;
+    e->load = LOAD_NONE;
     if (rc == 0) {
+        if (e->list != LIST_KNOWN) {
+            /* Room among the known: the oldest idle voucher goes (it can be read again). */
+            (void)make_room(r, LIST_KNOWN);
+        }
         e->state = ENTRY_PRESENT;
         e->v = l->v;
         e->expires_ms = now + r->ttl_ms;
+        lru_touch(r, e, LIST_KNOWN);
     } else if (rc == VC_E_NOT_FOUND) {
         e->state = ENTRY_MISSING;
         e->expires_ms = now + r->miss_ttl_ms;
+        if (e->list != LIST_UNKNOWN)
+            lru_touch(r, e, LIST_UNKNOWN);
     } else {
         vc_log_field_t f[] = {{"code", l->code}};
         VC_LOG_F(VC_LOG_WARN, f, "reading voucher rules failed: %s", l->err);
@@ -253,17 +288,18 @@ static void load_done_cb(uv_work_t *w, int status)
     }
     wt = e->waiters;
     e->waiters = NULL;
-    for (; wt; wt = next) {
-        next = wt->next;
-        wt->cb(wt->arg, rc, rc == 0 ? &l->v : NULL);
-        free(wt);
-    }
+    /* The callbacks may look codes up again (and evict e): e is not touched after this. */
+    answer_all(wt, rc, rc == 0 ? &l->v : NULL);
     free(l);
-    if (r->closing && r->loading == 0)
-        rules_destroy(r);
+    if (r->closing) {
+        if (r->loading == 0)
+            rules_destroy(r);
+        return;
+    }
+    pump(r);
 }
 
-/* Starts a load of e on the threadpool; waiters may be NULL (a background refresh). */
+/* Starts a load of e on the threadpool now; wt may be NULL (a background refresh). */
 static int load_start(gw_rules_t *r, entry_t *e, waiter_t *wt)
 {
     load_t *l = calloc(1, sizeof(*l));
@@ -278,9 +314,35 @@ static int load_start(gw_rules_t *r, entry_t *e, waiter_t *wt)
         free(l);
         return VC_ERR_UNAVAILABLE;
     }
-    e->loading = 1;
+    e->load = LOAD_RUNNING;
     e->waiters = wt;
     r->loading++;
+    return 0;
+}
+
+/*
+ * Loads e now if a slot is free, else queues it: a refresh of rules already
+ * served (urgent) at the front, a first read at the back. Returns 0, or
+ * VC_ERR_UNAVAILABLE when the queue is full (wt stays the caller's).
+ */
+static int load_request(gw_rules_t *r, entry_t *e, waiter_t *wt, int urgent)
+{
+    if (r->loading < r->max_loads && !r->queue_first)
+        return load_start(r, e, wt);
+    if (r->queued >= GW_RULES_MAX_QUEUED)
+        return VC_ERR_UNAVAILABLE;
+    e->load = LOAD_QUEUED;
+    e->waiters = wt;
+    if (urgent || !r->queue_last) {
+        e->queue_next = r->queue_first;
+        r->queue_first = e;
+        if (!r->queue_last)
+            r->queue_last = e;
+    } else {
+        r->queue_last->queue_next = e;
+        r->queue_last = e;
+    }
+    r->queued++;
     return 0;
 }
 
@@ -294,26 +356,27 @@ int gw_rules_get(gw_rules_t *r, const char *code, int fresh, vc_voucher_t *out, 
 
     if (!e)
         return VC_ERR_UNAVAILABLE;
+    lru_touch(r, e, e->list);
     if (!fresh && e->state == ENTRY_PRESENT) {
         /* Past its ttl: refresh in the background and answer from what is known. */
-        if (e->expires_ms <= now && !e->loading)
-            (void)load_start(r, e, NULL);
+        if (e->expires_ms <= now && e->load == LOAD_NONE)
+            (void)load_request(r, e, NULL, 1);
         *out = e->v;
         return 0;
     }
-    if (!fresh && !e->loading && e->expires_ms > now && e->state == ENTRY_MISSING)
+    if (!fresh && e->load == LOAD_NONE && e->expires_ms > now && e->state == ENTRY_MISSING)
         return VC_E_NOT_FOUND;
     if (!(wt = calloc(1, sizeof(*wt))))
         return VC_ERR_NOMEM;
     wt->cb = cb;
     wt->arg = arg;
-    if (e->loading) {
-        /* Join the query already running. */
+    if (e->load != LOAD_NONE) {
+        /* Join the query already running or queued. */
         wt->next = e->waiters;
         e->waiters = wt;
         return GW_RULES_PENDING;
     }
-    if ((rc = load_start(r, e, wt)) != 0) {
+    if ((rc = load_request(r, e, wt, 0)) != 0) {
         free(wt);
         return rc;
     }
@@ -336,7 +399,7 @@ void gw_rules_clear_soldout(const char *code)
 
 int gw_rules_soldout(gw_rules_t *r, const char *code, int64_t mono_now_ms)
 {
-    entry_t *e = find(r, code);
+    entry_t *e = find(r, code, vc_hash_str(code));
     return e && e->soldout_until_ms > mono_now_ms &&
            e->soldout_clears ==
                atomic_load_explicit(&soldout_clears[soldout_slot(code)], memory_order_relaxed);
@@ -344,16 +407,33 @@ int gw_rules_soldout(gw_rules_t *r, const char *code, int64_t mono_now_ms)
 
 void gw_rules_forget(gw_rules_t *r, const char *code)
 {
-    entry_t *e = find(r, code);
-    if (e && !e->loading) {
+    entry_t *e = find(r, code, vc_hash_str(code));
+    if (e && e->load == LOAD_NONE) {
         e->state = ENTRY_EMPTY;
         e->expires_ms = 0;
+        if (e->list != LIST_UNKNOWN)
+            lru_touch(r, e, LIST_UNKNOWN);
     }
 }
 
 long gw_rules_loading(const gw_rules_t *r)
 {
     return r->loading;
+}
+
+long gw_rules_queued(const gw_rules_t *r)
+{
+    return r->queued;
+}
+
+long gw_rules_known(const gw_rules_t *r)
+{
+    return r->lists[LIST_KNOWN].count;
+}
+
+long gw_rules_unknown(const gw_rules_t *r)
+{
+    return r->lists[LIST_UNKNOWN].count;
 }
 
 static void rules_destroy(gw_rules_t *r)
@@ -372,51 +452,20 @@ void gw_rules_free(gw_rules_t *r)
 {
     if (!r)
         return;
-    if (r->loading > 0) {
-        r->closing = 1; /* background refreshes still run: the last one frees */
-        return;
+    r->closing = 1;
+    /* Loads that never started: their requests get their one callback now. */
+    while (r->queue_first) {
+        entry_t *e = r->queue_first;
+        waiter_t *wt = e->waiters;
+        r->queue_first = e->queue_next;
+        e->queue_next = NULL;
+        e->waiters = NULL;
+        e->load = LOAD_NONE;
+        r->queued--;
+        answer_all(wt, VC_ERR_SHUTDOWN, NULL);
     }
+    r->queue_last = NULL;
+    if (r->loading > 0)
+        return; /* loads still run: the last one frees */
     rules_destroy(r);
-}
-
-/* ---- PostgreSQL jobs ---- */
-
-static void job_work_cb(uv_work_t *w)
-{
-    job_t *j = w->data;
-    PGconn *conn = pool_take(j->pool, j->err, sizeof(j->err));
-
-    if (!conn) {
-        j->rc = VC_ERR_UNAVAILABLE;
-        return;
-    }
-    j->rc = j->fn(j->arg, conn, j->err, sizeof(j->err));
-    pool_put(j->pool, conn);
-}
-
-static void job_done_cb(uv_work_t *w, int status)
-{
-    job_t *j = w->data;
-
-    j->done(j->arg, status == UV_ECANCELED ? VC_ERR_SHUTDOWN : j->rc, j->err);
-    free(j);
-}
-
-int gw_pg_run(uv_loop_t *loop, gw_pg_pool_t *pool, gw_pg_work_fn work, gw_pg_done_cb done,
-              void *arg)
-{
-    job_t *j = calloc(1, sizeof(*j));
-
-    if (!j)
-        return VC_ERR_NOMEM;
-    j->pool = pool;
-    j->fn = work;
-    j->done = done;
-    j->arg = arg;
-    j->work.data = j;
-    if (uv_queue_work(loop, &j->work, job_work_cb, job_done_cb) != 0) {
-        free(j);
-        return VC_ERR_UNAVAILABLE;
-    }
-    return 0;
 }

@@ -1,12 +1,19 @@
 /*
  * Voucher rules for the hot path: a per-worker cache of vc_voucher_t keyed
  * by code, filled from PostgreSQL on the libuv threadpool (never on the loop)
- * through a small process-wide pool of connections. Concurrent loads of one
- * code share a single query. Rules past their ttl are still served while a
- * refresh runs in the background (stale-while-revalidate), so a request never
- * waits for PostgreSQL once a code was seen. Unknown codes are remembered
- * briefly, and the cache also remembers which vouchers Redis last said were
- * sold out; a use given back on any worker clears that mark on all of them.
+ * through the process-wide pool (gw_pgpool.h). Concurrent loads of one code
+ * share a single query, and at most max_loads queries of a worker run at
+ * once; the others wait in a bounded queue. Rules past their ttl are still
+ * served while a refresh runs in the background (stale-while-revalidate), so
+ * a request never waits for PostgreSQL once a code was seen.
+ *
+ * The codes are chosen by clients, so the cache is built to survive a flood
+ * of unknown ones: the hash is keyed (vc_hash.h), unknown codes are kept in
+ * a negative cache of their own, bounded, least recently used out first, and
+ * known vouchers in another, so misses never push a real voucher out and a
+ * full cache evicts instead of refusing. The cache also remembers which
+ * vouchers Redis last said were sold out; a use given back on any worker
+ * clears that mark on all of them.
  */
 #ifndef GW_RULES_H
 #define GW_RULES_H
@@ -14,42 +21,18 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "gw_pgpool.h"
 #include "vc_voucher.h"
 
 /* gw_rules_get() result: the answer comes later, through the callback. */
 #define GW_RULES_PENDING 1000
 
-typedef struct gw_pg_pool gw_pg_pool_t;
+/* The bounds of one worker's cache (deploy/README.md, "The rules cache"). */
+#define GW_RULES_MAX_KNOWN 32768  /* vouchers PostgreSQL has */
+#define GW_RULES_MAX_UNKNOWN 8192 /* codes PostgreSQL does not have, or not read yet */
+#define GW_RULES_MAX_QUEUED 1024  /* loads waiting for one of the max_loads slots */
+
 typedef struct gw_rules gw_rules_t;
-
-/*
- * A process-wide pool of at most size PostgreSQL connections to dsn
- * (borrowed for the pool's life), opened on first use. NULL when memory runs out.
- */
-gw_pg_pool_t *gw_pg_pool_new(const char *dsn, int size);
-
-/* Closes every connection; no load may be running. */
-void gw_pg_pool_free(gw_pg_pool_t *pool);
-
-struct pg_conn; /* libpq's PGconn */
-
-/*
- * Work run on the threadpool with a pooled connection (blocking libpq is fine
- * there). Returns 0, a positive domain outcome, or a negative VC_ERR_* with
- * err set.
- */
-typedef int (*gw_pg_work_fn)(void *arg, struct pg_conn *conn, char *err, size_t errlen);
-
-/* The outcome of a gw_pg_run() on the loop: rc as work returned, err its detail. */
-typedef void (*gw_pg_done_cb)(void *arg, int rc, const char *err);
-
-/*
- * Runs work(arg, conn) on loop's threadpool with a connection of pool, then
- * done(arg, rc, err) on the loop. Returns 0 and done runs exactly once, or a
- * negative VC_ERR_* and done never runs. arg is borrowed until done.
- */
-int gw_pg_run(uv_loop_t *loop, gw_pg_pool_t *pool, gw_pg_work_fn work, gw_pg_done_cb done,
-              void *arg);
 
 /*
  * rc is 0 with v set (borrowed until the callback returns), VC_E_NOT_FOUND,
@@ -59,16 +42,19 @@ typedef void (*gw_rules_cb)(void *arg, int rc, const vc_voucher_t *v);
 
 /*
  * Creates a cache on loop. ttl_ms: how long loaded rules are trusted;
- * miss_ttl_ms: how long an unknown code stays unknown. The pool is borrowed.
- * Returns NULL when memory runs out.
+ * miss_ttl_ms: how long an unknown code stays unknown; max_loads: how many
+ * of its queries may run at once (at least 1). The pool is borrowed (NULL
+ * for a cache that never loads, in tests). Returns NULL when memory runs out.
  */
-gw_rules_t *gw_rules_new(uv_loop_t *loop, gw_pg_pool_t *pool, int64_t ttl_ms, int64_t miss_ttl_ms);
+gw_rules_t *gw_rules_new(uv_loop_t *loop, gw_pg_pool_t *pool, int64_t ttl_ms, int64_t miss_ttl_ms,
+                         int max_loads);
 
 /*
  * Looks code up. With fresh set, the cache is bypassed and PostgreSQL is
  * read. Returns 0 with *out filled (cb does not run), VC_E_NOT_FOUND (a
  * remembered miss; cb does not run), GW_RULES_PENDING (cb runs exactly once,
- * later), or a negative VC_ERR_* (cb does not run).
+ * later), or a negative VC_ERR_* (cb does not run): VC_ERR_UNAVAILABLE when
+ * the queue of loads is full.
  */
 int gw_rules_get(gw_rules_t *r, const char *code, int fresh, vc_voucher_t *out, gw_rules_cb cb,
                  void *arg);
@@ -89,10 +75,27 @@ void gw_rules_forget(gw_rules_t *r, const char *code);
 /* Whether code is marked sold out at mono_now_ms. */
 int gw_rules_soldout(gw_rules_t *r, const char *code, int64_t mono_now_ms);
 
-/* Loads still running (waiting for PostgreSQL). */
+/* Loads still running (waiting for PostgreSQL), and loads queued behind them. */
 long gw_rules_loading(const gw_rules_t *r);
+long gw_rules_queued(const gw_rules_t *r);
 
-/* Frees the cache now, or once the loads still running are done. */
+/* Entries kept: vouchers known to PostgreSQL, and the others (misses, not read yet). */
+long gw_rules_known(const gw_rules_t *r);
+long gw_rules_unknown(const gw_rules_t *r);
+
+/*
+ * A stand-in for PostgreSQL in tests: reads code's rules into *out on a
+ * threadpool thread; returns 0, VC_E_NOT_FOUND or a negative VC_ERR_*.
+ */
+typedef int (*gw_rules_loader_fn)(const char *code, vc_voucher_t *out, char *err, size_t errlen);
+
+/* Makes r read through loader instead of its pool (before any lookup). */
+void gw_rules_set_loader(gw_rules_t *r, gw_rules_loader_fn loader);
+
+/*
+ * Frees the cache now, or once the loads still running are done. Requests
+ * queued for a load get VC_ERR_SHUTDOWN through their callback.
+ */
 void gw_rules_free(gw_rules_t *r);
 
 #endif

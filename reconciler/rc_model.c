@@ -1,18 +1,18 @@
 #include "rc_model.h"
 #include "vc_error.h"
+#include "vc_hash.h"
 #include "vc_voucher.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * OrderIds are chosen by clients: keyed (vc_hash), so that nobody can pick
+ * orderIds that share a probe sequence and make a pass quadratic.
+ */
 static uint64_t hash_str(const char *s)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    return h;
+    return vc_hash_str(s);
 }
 
 void rc_orders_init(rc_orders_t *m)

@@ -12,6 +12,9 @@
 --         held for the same code, so that the other request's release cannot
 --         delete it.
 -- ARGV[2] CODE:TOKEN of this request   ARGV[3] CODE
+-- ARGV[4] when the claim expires (Unix ms): the voucher's endsAt plus the
+--         retention, the instant its keys expire (proto/redis-keys.md,
+--         "Retention"); absent from gateways older than the retention
 --
 -- Returns 1 done, 0 not done: "release" found another value (or none),
 -- "keep" found the orderId claimed for another code.
@@ -23,5 +26,9 @@ if ARGV[1] == 'release' then
 end
 -- A claim written before claims had tokens holds the bare code.
 if v and v ~= ARGV[3] and string.sub(v, 1, #ARGV[3] + 1) ~= ARGV[3] .. ':' then return 0 end
-redis.call('SET', KEYS[1], ARGV[2])
+if ARGV[4] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[4])
+else
+  redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+end
 return 1

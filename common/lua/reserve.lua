@@ -60,4 +60,11 @@ order = ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':H'
 redis.call('HSET', KEYS[3], ARGV[3], order)
 redis.call('HSET', KEYS[6], ARGV[3], ARGV[7])
 redis.call('ZADD', KEYS[4], ARGV[5], ARGV[3])
+-- Retention (proto/redis-keys.md): the voucher's keys expire together, at the
+-- instant the gateway gave the counter when it loaded it (endsAt plus the
+-- retention). A counter without one (rebuilt before retention existed) gives none.
+local expire_at = redis.call('PEXPIRETIME', KEYS[1])
+if expire_at > 0 then
+  for _, i in ipairs({2, 3, 4, 6}) do redis.call('PEXPIREAT', KEYS[i], expire_at) end
+end
 return {1, order}

@@ -557,8 +557,8 @@ START_TEST(soldout_cleared_everywhere)
     gw_rules_t *a, *b;
 
     ck_assert_int_eq(uv_loop_init(&loop), 0);
-    a = gw_rules_new(&loop, NULL, 1000, 1000);
-    b = gw_rules_new(&loop, NULL, 1000, 1000);
+    a = gw_rules_new(&loop, NULL, 1000, 1000, 1);
+    b = gw_rules_new(&loop, NULL, 1000, 1000, 1);
     gw_rules_mark_soldout(a, "SOLD", 5000);
     gw_rules_mark_soldout(b, "SOLD", 5000);
     gw_rules_mark_soldout(b, "OTHER", 5000);

@@ -1,0 +1,59 @@
+/* vc_hash: SipHash-2-4 against the reference vectors, and the process key. */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "vc_hash.h"
+
+/* From the SipHash paper's reference implementation (vectors.h): key 00..0f, message 00..len-1. */
+START_TEST(siphash_reference_vectors)
+{
+    static const struct {
+        size_t len;
+        uint64_t want;
+    } cases[] = {
+        {0, 0x726fdb47dd0e0e31ULL},
+        {1, 0x74f839c593dc67fdULL},
+        {8, 0x93f5f5799a932462ULL},
+        {15, 0xa129ca6149be45e5ULL},
+        {63, 0x958a324ceb064572ULL},
+    };
+    unsigned char key[16], msg[64];
+
+    for (int i = 0; i < 16; i++)
+        key[i] = (unsigned char)i;
+    for (int i = 0; i < 64; i++)
+        msg[i] = (unsigned char)i;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        ck_assert_msg(vc_siphash24(key, msg, cases[i].len) == cases[i].want, "length %zu",
+                      cases[i].len);
+}
+END_TEST
+
+START_TEST(process_key_is_stable_and_not_the_zero_key)
+{
+    static const unsigned char zero[16] = {0};
+
+    ck_assert(vc_hash_str("SUMMER") == vc_hash_str("SUMMER"));
+    ck_assert(vc_hash_str("SUMMER") != vc_hash_str("SUMMES"));
+    /* The key is drawn at random: the odds of the all-zero key are 2^-128. */
+    ck_assert(vc_hash_str("SUMMER") != vc_siphash24(zero, "SUMMER", 6));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("hash");
+    TCase *tc = tcase_create("siphash");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_test(tc, siphash_reference_vectors);
+    tcase_add_test(tc, process_key_is_stable_and_not_the_zero_key);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
