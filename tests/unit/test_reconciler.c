@@ -611,6 +611,7 @@ START_TEST(verdict_parked)
     n.used_count = n.live_rows = 1;
     n.redis_loaded = 1;
     n.redis_remaining = 8;
+    n.redis_users = -1; /* not read: no users check */
     n.parked = 1;
     ck_assert_str_eq(rc_verdict_name(rc_model_judge(&m, &n, SNAP, GRACE)), "parked");
     ck_assert_int_eq(n.parked_held, 1);
