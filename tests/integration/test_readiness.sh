@@ -4,7 +4,7 @@
 # turn (a closed port at start, then the running server stopped), and
 # readiness must say so, then come back once the server does.
 source "$(dirname "$0")/lib.sh"
-plan 12
+plan 15
 
 addr=$(writer_admin)
 readyz() { curl -s --max-time 2 "http://$addr/readyz"; }
@@ -81,4 +81,16 @@ for ((i = 0; i < 50; i++)); do
   sleep 0.1
 done
 is "$code" 503 "and is not ready"
+daemon_stop "$test_name-gateway2"
+
+# --- The gateway with PostgreSQL unreachable warns, and says so in a metric.
+: >"$glog"
+VOUCHER_GATEWAY_PG_DSN="host=127.0.0.1 port=$closed_port dbname=voucher user=voucher_gateway" \
+  daemon_start "$test_name-gateway2" "$bin_gateway"
+wait_http_ok "$base_url/healthz" 30
+http POST "/vouchers/$(unique_code NOPG)/reservations" '{"customerId":1,"orderId":"nopg-1","orderAmount":1}'
+is "$status" 503 "a voucher the gateway has not cached gets 503 while PostgreSQL is unreachable"
+for ((i = 0; i < 50; i++)); do grep -q "PostgreSQL unreachable" "$glog" && break; sleep 0.1; done
+ok "$(grep -q "PostgreSQL unreachable" "$glog"; echo $?)" "the gateway logs that PostgreSQL is unreachable"
+is "$(metric "$VOUCHER_HTTP_ADDR" voucher_gateway_pg_up)" 0 "and voucher_gateway_pg_up says 0"
 daemon_stop "$test_name-gateway2"
