@@ -131,7 +131,9 @@ is "$?" 0 "a reconciler started with the same settings passes (its /readyz answe
 
 # --- The reconciler's log says when it loses PostgreSQL, and when it works again.
 rlog=$VOUCHER_STACK_DIR/logs/$test_name-reconciler.log
-sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'voucher-reconciler'" >/dev/null
+# As a superuser: the reconciler has its own role, whose sessions the owner may not end.
+VOUCHER_PG_DSN="$VOUCHER_PG_DSN user=postgres" \
+  sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'voucher-reconciler'" >/dev/null
 for ((i = 0; i < 100; i++)); do grep -q "lost the PostgreSQL session" "$rlog" && break; sleep 0.1; done
 ok "$(grep -q "lost the PostgreSQL session" "$rlog"; echo $?)" "the reconciler logs losing its PostgreSQL session"
 lost_at=$(grep -n "lost the PostgreSQL session" "$rlog" | tail -1 | cut -d: -f1)
