@@ -252,9 +252,11 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
     /* Events applied but not yet committed replay as no change: they do not count. */
     if (n->redis_counted == n->pg_live_after && n->pending_changes == 0 && n->releasing == 0 &&
         n->unsent_fresh == 0 && n->confirmed_unsent == 0 && n->released_after == 0)
-        return n->parked > 0          ? RC_PARKED
-               : n->uncounted > 0     ? RC_USED_WITHOUT_ROWS
-                                      : RC_CONSISTENT;
+        /*
+         * Letters parked here hold no use (a malformed event, a confirm of a
+         * counted row): reported in n->parked, but nothing disagrees.
+         */
+        return n->uncounted > 0 ? RC_USED_WITHOUT_ROWS : RC_CONSISTENT;
     /*
      * Every order PostgreSQL will count is taken in Redis or given back by a
      * release younger than the snapshot, and every other order Redis counts
@@ -264,7 +266,7 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
     if (n->redis_counted + n->released_after == n->pg_live_after + n->unsent_fresh +
                                                    n->confirmed_unsent + n->releasing_not_live +
                                                    n->parked_held)
-        return n->parked > 0 || n->parked_held > 0 ? RC_PARKED : RC_BEHIND;
+        return n->parked_held > 0 ? RC_PARKED : RC_BEHIND;
     return RC_UNDERSOLD;
 }
 

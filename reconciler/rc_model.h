@@ -81,9 +81,10 @@ typedef enum {
     RC_DRIFTED,        /* Redis offers a use PostgreSQL counts, or PostgreSQL disagrees with itself */
     RC_USED_WITHOUT_ROWS, /* otherwise consistent, but used_count counts uses no row accounts for */
     /*
-     * Nothing else is wrong, but dead letters of it are parked: their uses
-     * stay taken in Redis (undersold) until an operator replays or discards
-     * them.
+     * Nothing else is wrong, but orders whose dead letters are parked hold
+     * uses in Redis that PostgreSQL does not count (undersold) until an
+     * operator replays or discards them. Parked letters that hold no use (a
+     * malformed event) are counted in n->parked and change no verdict.
      */
     RC_PARKED,
     RC_VERDICT_COUNT,

@@ -1222,7 +1222,6 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             v->n.redis_counted = v->n.redis_loaded ? v->n.redis_taken - v->n.uncounted : 0;
             v->n.bound = vc_remaining_bound(v->n.total_limit, v->n.uncounted, v->n.live_rows);
             v->verdict = !v->n.redis_loaded      ? RC_NOT_LOADED
-                         : v->n.parked > 0       ? RC_PARKED
                          : v->mem->uncounted > 0 ? RC_USED_WITHOUT_ROWS
                                                  : RC_CONSISTENT;
             continue;
