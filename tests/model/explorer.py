@@ -25,6 +25,7 @@ The promises are checked after every step (invariants) and at quiescence
 (teardown). See tests/model/README.md.
 """
 import argparse
+import atexit
 import collections
 import datetime
 import json
@@ -62,7 +63,7 @@ DELIVERY = int(os.environ.get("EXPLORER_DELIVERY_MS", "450"))
 HOLD_LIVE = 120000   # a hold's heldUntil in the future: it stays held through the example
 HOLD_PAST = -5000    # a hold already past heldUntil + grace: the reconciler may expire it
 PER_USER = 9         # the per-customer limit never binds: the promises under test are others
-ORDERS = 4
+ORDERS = 3
 CUSTOMERS = 2
 
 
@@ -206,6 +207,7 @@ class World:
         self.scratch = tempfile.mkdtemp(prefix="voucher-explorer.")
         self.seq = 0
         self.pairs = set()
+        self.rules = collections.Counter()
         self.phases = set()
         self.steps = 0
         self.examples = 0
@@ -270,6 +272,19 @@ class World:
 
 
 WORLD = None
+LIVE = set()  # the reconciler daemons this process started and has not stopped yet
+
+
+def kill_live():
+    """At exit (also on SIGTERM): no daemon of ours outlives the explorer."""
+    for p in list(LIVE):
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+atexit.register(kill_live)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 # ---------------------------------------------------------------------------
@@ -316,6 +331,8 @@ class Explorer(RuleBasedStateMachine):
         self.acked = {}        # order -> heldUntil of each hold answered 201
         self.paid = set()      # orders a confirm answered 200
         self.owner_cancel = set()  # orders their owner asked to cancel (a DELETE ran its script)
+        self.cancelled = set()     # orders whose cancel was answered 200 (released)
+        self.confirm_503 = set()   # orders a confirm of which was answered 503 (the client may retry)
         self.dlt = []          # events the writer refused
         self.story = []
         self.steps = []
@@ -337,6 +354,7 @@ class Explorer(RuleBasedStateMachine):
              "--restore-delay", "%dms" % GRACE, "--full-every", "0", "--timeout", "3s",
              "--admin-addr", "127.0.0.1:%d" % (int(os.environ.get("VOUCHER_PORT_BASE", "15400")) + 15)],
             env=env, stdout=self.rc_logf, stderr=subprocess.STDOUT)
+        LIVE.add(self.rc)
         self.rc_at = None
         self.passes = 0
         self.ready = True
@@ -358,6 +376,7 @@ class Explorer(RuleBasedStateMachine):
         if self.rc.poll() is None:
             self.rc.send_signal(signal.SIGKILL)
             self.rc.wait()
+        LIVE.discard(self.rc)
         self.rc_logf.close()
         self.w.sql("UPDATE voucher SET starts_at = now() - interval '3 days',"
                    " ends_at = now() - interval '2 days' WHERE code = %s",
@@ -376,6 +395,7 @@ class Explorer(RuleBasedStateMachine):
         kind = name if name != "rc_step" else "rc->" + phase
         self.w.pairs.add((self.prev, kind))
         self.w.phases.add((name, phase))
+        self.w.rules[name] += 1
         self.prev = kind
 
     def redis_state(self):
@@ -485,7 +505,39 @@ class Explorer(RuleBasedStateMachine):
     def cancel_finish(self, i):
         o = self.finishable.pop(i % len(self.finishable))
         res = self.w.scripts.cancel_finish(self.k, self.oid(o))
+        self.cancelled.add(o)
         self.record("cancel o%d finish: status %d, 200" % (o, res[0]), "cancel_finish", {"i": i})
+
+    # ---- shorthands: a call and its acknowledgement with nothing in between (one interleaving
+    # among the others, but a frequent one: it makes the states worth exploring more likely)
+
+    @rule(o=st.integers(0, ORDERS - 1), ttl=st.sampled_from(["live", "past"]))
+    def reserve_ok(self, o, ttl):
+        n = len(self.pending)
+        self.reserve(o, ttl)
+        if len(self.pending) > n:
+            self.deliver(len(self.pending) - 1, "ack")
+
+    @rule(o=st.integers(0, ORDERS - 1))
+    def confirm_ok(self, o):
+        n = len(self.pending)
+        self.confirm(o)
+        if len(self.pending) > n:
+            self.deliver(len(self.pending) - 1, "ack")
+
+    @rule(o=st.integers(0, ORDERS - 1))
+    def cancel_ok(self, o):
+        n = len(self.pending)
+        self.cancel(o)
+        if len(self.pending) > n:
+            self.deliver(len(self.pending) - 1, "ack")
+            if self.finishable:
+                self.cancel_finish(len(self.finishable) - 1)
+
+    @rule()
+    def writer_all(self):
+        self.refresh_log()
+        self.writer_apply(len(self.log) + 1, True)
 
     # ---- Kafka's report on a queued event
 
@@ -501,6 +553,10 @@ class Explorer(RuleBasedStateMachine):
         if outcome in ("ack", "possibly"):
             self.w.produce(self.code, c.event)
         if outcome == "ack":
+            if c.kind != "cancel" and c.order in self.cancelled:
+                self.record(what, "deliver", {"i": i, "outcome": outcome})
+                self.fail("o%d was answered %s after its cancel was answered 200 (released)"
+                          % (c.order, "200 CONFIRMED" if c.kind == "confirm" else "201"))
             if c.kind in ("reserve", "replay"):
                 self.acked.setdefault(c.order, set()).add(parse_ms(c.event["heldUntil"]))
                 what += ", 201"
@@ -509,6 +565,9 @@ class Explorer(RuleBasedStateMachine):
                 what += ", 200"
             else:
                 self.finishable.append(c.order)
+        elif c.kind == "confirm":
+            self.confirm_503.add(c.order)
+            what += ", 503"
         elif outcome == "not_persisted" and c.kind == "reserve":
             res = self.w.scripts.forget(self.k, self.oid(c.order))
             what += ", forget status %d" % res[0]
@@ -734,6 +793,8 @@ class Explorer(RuleBasedStateMachine):
         for oid in set(rows) | set(orders):
             s = orders.get(oid, "")[-1:] or None
             p = rows.get(oid)
+            if p == "RESERVED" and s == "C" and self.short(oid) in {"o%d" % o for o in self.confirm_503}:
+                continue  # confirmed in Redis, its confirm answered 503: the client retries it
             if not (want.get(p) == s or (p in (None, "RELEASED") and s is None)):
                 return "%s: Redis %s, PostgreSQL %s" % (self.short(oid), s, p)
         count = collections.Counter(v.split(":")[0] for v in orders.values() if v[-1] in "HCXE")
@@ -820,15 +881,25 @@ def main():
     ap.add_argument("--replays", default=os.path.join(HERE, "regressions"))
     ap.add_argument("--save", default=None, help="folder for new failing cases")
     ap.add_argument("--no-replays", action="store_true")
+    ap.add_argument("--shrink", action="store_true",
+                    help="shrink a failure to a minimal sequence (always in --long)")
+    ap.add_argument("--no-seeds", action="store_true", help="only the replays")
+    ap.add_argument("--replay-one", default=None, help="one saved case, told as a story")
     ap.add_argument("--keep-going", action="store_true",
                     help="after a failure go on with the next seed (long mode)")
     a = ap.parse_args()
     WORLD = World(a.build, a.lua, a.adapter)
     started = time.time()
     failures = 0
+    if a.replay_one:
+        err, story = replay(a.replay_one)
+        print_story("%s: %s" % (a.replay_one, err or "every promise held"), story)
+        return 1 if err else 0
     if not a.no_replays and os.path.isdir(a.replays):
         failures += run_replays(a.replays, a.adapter)
-    if a.long:
+    if a.no_seeds:
+        seeds = iter([])
+    elif a.long:
         seeds = iter(lambda: random.SystemRandom().randrange(1 << 32), None)
     else:
         seeds = iter([int(s) for s in a.seeds.split(",") if s])
@@ -856,6 +927,7 @@ def main():
           " (step, reconciler phase) pairs; %.0f s" % (WORLD.examples, WORLD.steps,
                                                        len(WORLD.pairs), len(WORLD.phases),
                                                        time.time() - started))
+    print("   steps by rule: " + ", ".join("%s %d" % kv for kv in WORLD.rules.most_common()))
     for seed, err, _ in found:
         print("found (seed %d): %s" % (seed, err))
     return 1 if failures else 0
@@ -866,7 +938,8 @@ def run_with_seed(seed, a):
     Explorer._hypothesis_internal_use_seed = seed
     run_state_machine_as_test(Explorer, settings=settings(
         max_examples=a.examples, stateful_step_count=a.steps, deadline=None, database=None,
-        report_multiple_bugs=False, suppress_health_check=list(HealthCheck), print_blob=False))
+        report_multiple_bugs=False, suppress_health_check=list(HealthCheck), print_blob=False,
+        phases=[Phase.generate, Phase.shrink] if a.shrink or a.long else [Phase.generate]))
 
 
 if __name__ == "__main__":
