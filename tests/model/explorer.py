@@ -62,6 +62,8 @@ GRACE = int(os.environ.get("EXPLORER_GRACE_MS", "600"))
 DELIVERY = int(os.environ.get("EXPLORER_DELIVERY_MS", "450"))
 HOLD_LIVE = 120000   # a hold's heldUntil in the future: it stays held through the example
 HOLD_PAST = -5000    # a hold already past heldUntil + grace: the reconciler may expire it
+HOLD_SHORT = 250     # a hold that can be confirmed now and expires after a wait_grace or two
+TTL = {"live": HOLD_LIVE, "past": HOLD_PAST, "short": HOLD_SHORT}
 PER_USER = 9         # the per-customer limit never binds: the promises under test are others
 ORDERS = 3
 CUSTOMERS = 2
@@ -69,6 +71,24 @@ CUSTOMERS = 2
 
 class Violation(AssertionError):
     pass
+
+
+# Failures the current code is known to have (issue 22's counter repairs, being fixed on
+# another branch): in the bounded run they are reported as known failures (xfail) and do not
+# fail the suite; a failure matching none of these does.
+KNOWN = [
+    ("after its cancel was answered 200", "issue 22 race 7: retake revives a cancelled order"),
+    ("(undersold)", "issue 22 races 5/6: retake counts twice, lower hits an A-B-A"),
+    ("users says", "issue 22 race 5: retake counts a customer's use twice"),
+    ("Redis offers a use that is counted", "issue 22 race 1: restore drops orders Redis holds"),
+]
+
+
+def known(msg):
+    for pat, why in KNOWN:
+        if pat in msg:
+            return why
+    return None
 
 
 def now_ms():
@@ -437,7 +457,7 @@ class Explorer(RuleBasedStateMachine):
                 "discountAmount": int(discount), "orderAmount": 500000, "reservedAt": iso(at),
                 "heldUntil": iso(int(held))}
 
-    @rule(o=st.integers(0, ORDERS - 1), ttl=st.sampled_from(["live", "past"]))
+    @rule(o=st.integers(0, ORDERS - 1), ttl=st.sampled_from(["live", "past", "short"]))
     def reserve(self, o, ttl):
         """POST reservations: the claim (SET NX GET), reserve.lua, the event queued."""
         w, oid, now = self.w, self.oid(o), now_ms()
@@ -445,7 +465,7 @@ class Explorer(RuleBasedStateMachine):
         claim_key, claim_value = "voucher-order:{%s}" % oid, "%s:%d" % (self.code, self.token)
         prior = w.r.set(claim_key, claim_value, nx=True, get=True)
         claim = "new" if prior is None else "ours" if prior.split(":")[0] == self.code else "other"
-        held = now + (HOLD_LIVE if ttl == "live" else HOLD_PAST)
+        held = now + TTL[ttl]
         res = w.scripts.reserve(self.k, self.customer(o), oid, 100, held, now, 500000)
         status, value = res[0], res[1] if len(res) > 1 else None
         what = "reserve o%d (%s): status %d" % (o, ttl, status)
@@ -460,7 +480,7 @@ class Explorer(RuleBasedStateMachine):
             if state in "HC":
                 held0 = int(value.split(":")[2])
                 self.pending.append(Call("replay", o, self.reserved_event(
-                    o, value, held0 - (HOLD_LIVE if held0 > now else HOLD_PAST)), None))
+                    o, value, now), None))
                 what += " (a retry of %s), event queued" % state
             else:
                 what += " (%s): 409 HOLD_EXPIRED" % state
@@ -511,7 +531,7 @@ class Explorer(RuleBasedStateMachine):
     # ---- shorthands: a call and its acknowledgement with nothing in between (one interleaving
     # among the others, but a frequent one: it makes the states worth exploring more likely)
 
-    @rule(o=st.integers(0, ORDERS - 1), ttl=st.sampled_from(["live", "past"]))
+    @rule(o=st.integers(0, ORDERS - 1), ttl=st.sampled_from(["live", "past", "short"]))
     def reserve_ok(self, o, ttl):
         n = len(self.pending)
         self.reserve(o, ttl)
@@ -763,16 +783,15 @@ class Explorer(RuleBasedStateMachine):
             self.promises()
         while self.finishable:
             self.cancel_finish(0)
-        for _ in range(5):
+        for i in range(6):
             self.refresh_log()
-            self.writer_apply(len(self.log), True)
-            time.sleep(GRACE / 1000 + 0.05)
+            self.writer_apply(len(self.log) + 1, True)
+            if i >= 2 and not self.disagreement():
+                break   # two passes, one of them a grace after the other, found nothing to do
+            if i > 0:
+                time.sleep(GRACE / 1000 + 0.05)
             self.rc_pass()
             self.promises()
-            self.refresh_log()
-            self.writer_apply(len(self.log), True)
-            if not self.disagreement():
-                break
         self.promises()
         bad = self.disagreement()
         if bad:
@@ -913,9 +932,15 @@ def main():
         try:
             run_with_seed(seed, a)
         except Violation as e:
+            why = known(str(e)) if a.adapter == "current" and not a.long else None
+            if why:
+                print_story("seed %d: KNOWN FAILURE (xfail, %s): %s" % (seed, why, e),
+                            WORLD.last_story)
+                continue
             failures += 1
             found.append((seed, str(e), list(WORLD.last_steps)))
-            print_story("seed %d: the minimal sequence found: %s" % (seed, e), WORLD.last_story)
+            print_story("seed %d: the %s sequence found: %s" % (
+                seed, "minimal" if a.long or a.shrink else "(unshrunk)", e), WORLD.last_story)
             if a.save:
                 os.makedirs(a.save, exist_ok=True)
                 path = os.path.join(a.save, "seed-%d.json" % seed)
