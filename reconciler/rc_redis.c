@@ -1,6 +1,7 @@
 #include "rc_redis.h"
 #include "vc_config.h"
 #include "vc_error.h"
+#include "vc_fault.h"
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -277,6 +278,12 @@ int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *cons
     char numkeys[16];
     redisReply *reply;
 
+    /*
+     * Every repair script of a pass runs through here: a test (tests/model)
+     * steps the reconciler from one repair to the next, so that any gateway
+     * step can land between two of them.
+     */
+    VC_PAUSE("reconciler-each-repair");
     if (!argv)
         return VC_ERR_NOMEM;
     snprintf(numkeys, sizeof(numkeys), "%d", nkeys);
