@@ -76,15 +76,14 @@ class Violation(AssertionError):
     pass
 
 
-# Failures the current code is known to have (issue 22's counter repairs, being fixed on
-# another branch): in the bounded run they are reported as known failures (xfail) and do not
-# fail the suite; a failure matching none of these does.
+# Failures the current code is known to have: in the bounded run they are reported as known
+# failures (xfail) and do not fail the suite; a failure matching none of these does. Issue 22's
+# races 1, 5, 6 and 7 are fixed on main: their symptoms fail the suite again.
 KNOWN = [
-    ("after its cancel was answered 200", "issue 22 race 7: retake revives a cancelled order"),
-    ("(undersold)", "issue 22 races 5/6: retake counts twice, lower hits an A-B-A"),
-    ("users says", "issue 22 race 5 (retake counts a customer's use twice), or a users hash"
-                   " lost alone, which nothing rebuilds (tests/model/README.md, found here)"),
-    ("Redis offers a use that is counted", "issue 22 race 1: restore drops orders Redis holds"),
+    ("(undersold)", "an order lost from Redis and retried before the retake stays undersold: no"
+                    " repair raises the counter (proto/redis-keys.md, the undersell that remains)"),
+    ("users says", "a users hash lost alone, then a release finished on it: the customer's count"
+                   " goes below what it holds (tests/model/README.md, found here)"),
 ]
 
 
