@@ -783,12 +783,42 @@ static void read_record(const rd_kafka_message_t *rkm, wr_dlt_record_t *rec)
         wr_dlt_info_set(&rec->info, name, value, size); /* a bad header leaves its field unset */
 }
 
+/*
+ * The metadata of topic, checked: one topic, known to the cluster. Returns 0
+ * with *md set (the caller destroys it), or VC_ERR_UNAVAILABLE with err set.
+ */
+static int topic_metadata(rd_kafka_t *rk, const char *topic, const rd_kafka_metadata_t **md,
+                          char *err, size_t errlen)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    rd_kafka_resp_err_t e;
+
+    *md = NULL;
+    if (!rkt) {
+        snprintf(err, errlen, "metadata of %s: %s", topic,
+                 rd_kafka_err2str(rd_kafka_last_error()));
+        return VC_ERR_UNAVAILABLE;
+    }
+    e = rd_kafka_metadata(rk, 0, rkt, md, 10000);
+    rd_kafka_topic_destroy(rkt);
+    if (e != 0 || (*md)->topic_cnt != 1 || (*md)->topics[0].err) {
+        snprintf(err, errlen, "metadata of %s: %s", topic,
+                 rd_kafka_err2str(e                 ? e
+                                  : (*md)->topic_cnt ? (*md)->topics[0].err
+                                                     : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
+        if (*md)
+            rd_kafka_metadata_destroy(*md);
+        *md = NULL;
+        return VC_ERR_UNAVAILABLE;
+    }
+    return 0;
+}
+
 int wr_kafka_dlt_scan(const char *brokers, const vc_kafka_settings_t *extra, const char *topic,
                       wr_dlt_record_cb cb, void *ctx, char *err, size_t errlen)
 {
     const rd_kafka_metadata_t *md = NULL;
     rd_kafka_topic_partition_list_t *parts = NULL;
-    rd_kafka_topic_t *rkt = NULL;
     rd_kafka_t *rk;
     rd_kafka_resp_err_t e;
     int64_t *high = NULL;
@@ -797,16 +827,8 @@ int wr_kafka_dlt_scan(const char *brokers, const vc_kafka_settings_t *extra, con
     if (!(rk = tool_handle(RD_KAFKA_CONSUMER, brokers, extra, NULL, err, errlen)))
         return VC_ERR_INVALID;
     rd_kafka_poll_set_consumer(rk);
-    rkt = rd_kafka_topic_new(rk, topic, NULL);
-    if ((e = rd_kafka_metadata(rk, 0, rkt, &md, 10000)) != 0 || md->topic_cnt != 1 ||
-        md->topics[0].err) {
-        snprintf(err, errlen, "metadata of %s: %s", topic,
-                 rd_kafka_err2str(e               ? e
-                                  : md->topic_cnt ? md->topics[0].err
-                                                  : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
-        rc = VC_ERR_UNAVAILABLE;
+    if ((rc = topic_metadata(rk, topic, &md, err, errlen)) != 0)
         goto out;
-    }
     npart = md->topics[0].partition_cnt;
     high = calloc((size_t)npart + 1, sizeof(*high));
     parts = rd_kafka_topic_partition_list_new(npart);
@@ -864,8 +886,6 @@ out:
         rd_kafka_metadata_destroy(md);
     if (parts)
         rd_kafka_topic_partition_list_destroy(parts);
-    if (rkt)
-        rd_kafka_topic_destroy(rkt);
     free(high);
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
@@ -875,28 +895,16 @@ out:
 int wr_kafka_topic_partitions(const char *brokers, const vc_kafka_settings_t *extra,
                               const char *topic, int *npartitions, char *err, size_t errlen)
 {
-    const rd_kafka_metadata_t *md = NULL;
-    rd_kafka_topic_t *rkt;
-    rd_kafka_resp_err_t e;
+    const rd_kafka_metadata_t *md;
     rd_kafka_t *rk;
-    int rc = 0;
+    int rc;
 
     if (!(rk = tool_handle(RD_KAFKA_CONSUMER, brokers, extra, NULL, err, errlen)))
         return VC_ERR_INVALID;
-    rkt = rd_kafka_topic_new(rk, topic, NULL);
-    if ((e = rd_kafka_metadata(rk, 0, rkt, &md, 10000)) != 0 || md->topic_cnt != 1 ||
-        md->topics[0].err) {
-        snprintf(err, errlen, "metadata of %s: %s", topic,
-                 rd_kafka_err2str(e               ? e
-                                  : md->topic_cnt ? md->topics[0].err
-                                                  : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
-        rc = VC_ERR_UNAVAILABLE;
-    } else {
+    if ((rc = topic_metadata(rk, topic, &md, err, errlen)) == 0) {
         *npartitions = md->topics[0].partition_cnt;
-    }
-    if (md)
         rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(rkt);
+    }
     rd_kafka_destroy(rk);
     return rc;
 }
