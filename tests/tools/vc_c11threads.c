@@ -26,6 +26,32 @@ _Static_assert(sizeof(cnd_t) == sizeof(pthread_cond_t), "cnd_t is not a pthread 
 _Static_assert(sizeof(thrd_t) == sizeof(pthread_t), "thrd_t is not a pthread_t");
 _Static_assert(sizeof(once_flag) == sizeof(pthread_once_t), "once_flag is not a pthread_once_t");
 
+/*
+ * librdkafka initialises a mutex or a condition in one thread and hands the
+ * object holding it to another through its own atomics (a reference count, a
+ * queue), which TSan cannot see: it then reports the other thread's first
+ * lock as racing with the init. An init is always published before any use
+ * in a correct program, so we tell TSan so: each init releases on the
+ * object's address, each use acquires it first. This orders the init only;
+ * the lock's own ordering is still TSan's. Weak, so the library also loads
+ * into a process without TSan, where these are no-ops.
+ */
+void __tsan_acquire(void *addr) __attribute__((weak));
+void __tsan_release(void *addr) __attribute__((weak));
+
+static void published(void *obj)
+{
+    if (__tsan_release)
+        __tsan_release(obj);
+}
+
+static void *seen(void *obj)
+{
+    if (__tsan_acquire)
+        __tsan_acquire(obj);
+    return obj;
+}
+
 /* C11 results from pthread error numbers. */
 static int result(int rc)
 {
@@ -101,22 +127,23 @@ int mtx_init(mtx_t *m, int type)
         pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
     rc = pthread_mutex_init((pthread_mutex_t *)m, &attr);
     pthread_mutexattr_destroy(&attr);
+    published(m);
     return result(rc);
 }
 
 int mtx_lock(mtx_t *m)
 {
-    return result(pthread_mutex_lock((pthread_mutex_t *)m));
+    return result(pthread_mutex_lock(seen(m)));
 }
 
 int mtx_trylock(mtx_t *m)
 {
-    return result(pthread_mutex_trylock((pthread_mutex_t *)m));
+    return result(pthread_mutex_trylock(seen(m)));
 }
 
 int mtx_timedlock(mtx_t *restrict m, const struct timespec *restrict ts)
 {
-    return result(pthread_mutex_timedlock((pthread_mutex_t *)m, ts));
+    return result(pthread_mutex_timedlock(seen(m), ts));
 }
 
 int mtx_unlock(mtx_t *m)
@@ -131,27 +158,30 @@ void mtx_destroy(mtx_t *m)
 
 int cnd_init(cnd_t *c)
 {
-    return result(pthread_cond_init((pthread_cond_t *)c, NULL));
+    int rc = pthread_cond_init((pthread_cond_t *)c, NULL);
+
+    published(c);
+    return result(rc);
 }
 
 int cnd_signal(cnd_t *c)
 {
-    return result(pthread_cond_signal((pthread_cond_t *)c));
+    return result(pthread_cond_signal(seen(c)));
 }
 
 int cnd_broadcast(cnd_t *c)
 {
-    return result(pthread_cond_broadcast((pthread_cond_t *)c));
+    return result(pthread_cond_broadcast(seen(c)));
 }
 
 int cnd_wait(cnd_t *c, mtx_t *m)
 {
-    return result(pthread_cond_wait((pthread_cond_t *)c, (pthread_mutex_t *)m));
+    return result(pthread_cond_wait(seen(c), (pthread_mutex_t *)m));
 }
 
 int cnd_timedwait(cnd_t *restrict c, mtx_t *restrict m, const struct timespec *restrict ts)
 {
-    return result(pthread_cond_timedwait((pthread_cond_t *)c, (pthread_mutex_t *)m, ts));
+    return result(pthread_cond_timedwait(seen(c), (pthread_mutex_t *)m, ts));
 }
 
 void cnd_destroy(cnd_t *c)
