@@ -168,9 +168,13 @@ is "$out $(rcli EXISTS "voucher:{$gone}:remaining" "voucher:{$gone}:orders" "vou
 # --- Two reconcilers: one acts; when it dies, the other takes over.
 start_reconciler "" --interval 300ms
 start_reconciler 2 --interval 300ms
-sleep 1.5
-a=$(metric "$(reconciler_admin 0)" voucher_reconciler_leader)
-b=$(metric "$(reconciler_admin 1)" voucher_reconciler_leader)
+# Until each has tried for the lease, both may still say 0.
+for ((i = 0; i < 100; i++)); do
+  a=$(metric "$(reconciler_admin 0)" voucher_reconciler_leader)
+  b=$(metric "$(reconciler_admin 1)" voucher_reconciler_leader)
+  [ $((${a:-0} + ${b:-0})) -ge 1 ] && break
+  sleep 0.1
+done
 is "$((a + b))" 1 "exactly one of two reconcilers acts ($a and $b)"
 if [ "$a" = 1 ]; then dead=""; alive=1; else dead=2; alive=0; fi
 daemon_stop "$test_name-reconciler$dead" KILL
@@ -207,7 +211,9 @@ done
 o1=$(rcli HGET "voucher:{$code}:orders" "$code-o1")
 rcli HSET "voucher:{$code}:orders" "$code-o1" "${o1%:C}:R" "$code-ghost" "9:100:9999999999999:H" >/dev/null
 rcli ZADD "voucher:{$code}:holds" 9999999999999 "$code-ghost" >/dev/null
-sleep 1
+# Two whole passes after the change: the second began after it.
+passes=$(metric_sum "$(reconciler_admin 0)" voucher_reconciler_passes_total)
+metric_wait "$(reconciler_admin 0)" voucher_reconciler_passes_total "$((${passes:-0} + 2))" 10
 is "$(metric "$(reconciler_admin 0)" "voucher_reconciler_verdict{code=\"$code\"}")" 0 \
   "between full reads the voucher is judged by its numbers, which agree: consistent"
 for ((i = 0; i < 100; i++)); do
