@@ -104,6 +104,20 @@ int vc_jgen_finish(vc_jgen_t *g, char *buf, size_t cap, size_t *len)
     return rc;
 }
 
+int vc_jgen_emit(vc_jgen_t *g, int (*out)(void *arg, const char *doc, size_t len), void *arg)
+{
+    const unsigned char *doc;
+    size_t n;
+    int rc;
+
+    if (g->failed || yajl_gen_get_buf(GEN(g), &doc, &n) != yajl_gen_status_ok)
+        rc = VC_ERR_INVALID;
+    else
+        rc = out(arg, (const char *)doc, n);
+    vc_jgen_free(g);
+    return rc;
+}
+
 /*
  * The document is built by our own yajl callbacks rather than yajl_tree_parse(),
  * which turns on yajl's comment option and cannot refuse what below must be

@@ -35,6 +35,13 @@ void vc_jgen_kv_bool(vc_jgen_t *g, const char *key, int v);
  */
 int vc_jgen_finish(vc_jgen_t *g, char *buf, size_t cap, size_t *len);
 
+/*
+ * Hands the document to out(arg, doc, len) without copying it, then frees the
+ * writer. Returns out's result, or VC_ERR_INVALID if a call above was out of
+ * place (out is not called then).
+ */
+int vc_jgen_emit(vc_jgen_t *g, int (*out)(void *arg, const char *doc, size_t len), void *arg);
+
 /* Frees the writer without output (for error paths). */
 void vc_jgen_free(vc_jgen_t *g);
 

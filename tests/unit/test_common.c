@@ -2,12 +2,14 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "vc_config.h"
 #include "vc_pg.h"
 #include "vc_error.h"
 #include "vc_event.h"
 #include "vc_json.h"
+#include "vc_log.h"
 #include "vc_metrics.h"
 #include "vc_time.h"
 #include "vc_voucher.h"
@@ -269,6 +271,64 @@ START_TEST(event_decode_bounds_nesting)
 END_TEST
 
 /* vc_jdoc itself: the bounds and what a field reader sees. */
+/* Runs one vc_log_write with stderr sent to a file and returns the line (static). */
+static const char *captured_log_line(const vc_log_field_t *fields, size_t n, const char *msg)
+{
+    static char line[16384];
+    FILE *f = tmpfile();
+    int saved = dup(STDERR_FILENO);
+    size_t len;
+
+    ck_assert_ptr_nonnull(f);
+    dup2(fileno(f), STDERR_FILENO);
+    vc_log_write(VC_LOG_WARN, fields, n, "%s", msg);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    rewind(f);
+    len = fread(line, 1, sizeof(line) - 1, f);
+    fclose(f);
+    line[len] = '\0';
+    return line;
+}
+
+START_TEST(log_lines_are_json)
+{
+    char err[256] = "", big[3000];
+    const char *line, *s;
+    vc_jdoc_t doc;
+    vc_log_field_t fields[] = {{"code", "Q\"\\\n\t\x01/\xc3\xa9"}, {"empty", ""}, {NULL, "skipped"}};
+
+    /* One line, valid JSON, the values back as they were given, whatever they hold. */
+    line = captured_log_line(fields, 3, "said \"no\"\r\n\x1f");
+    ck_assert_ptr_nonnull(strchr(line, '\n'));
+    ck_assert_ptr_eq(strchr(line, '\n'), line + strlen(line) - 1);
+    ck_assert_msg(vc_jdoc_parse(&doc, line, strlen(line) - 1, err, sizeof(err)) == 0, "%s: %s", err, line);
+    ck_assert_int_eq(vc_jdoc_str(&doc, "level", &s, err, sizeof(err)), 0);
+    ck_assert_str_eq(s, "warn");
+    ck_assert_int_eq(vc_jdoc_str(&doc, "code", &s, err, sizeof(err)), 0);
+    ck_assert_str_eq(s, "Q\"\\\n\t\x01/\xc3\xa9");
+    ck_assert_int_eq(vc_jdoc_str(&doc, "empty", &s, err, sizeof(err)), 0);
+    ck_assert_str_eq(s, "");
+    ck_assert_int_eq(vc_jdoc_str(&doc, "message", &s, err, sizeof(err)), 0);
+    ck_assert_str_eq(s, "said \"no\"\r\n\x1f");
+    vc_jdoc_free(&doc);
+
+    /* A value too long is cut, never inside a character; the line stays JSON. */
+    for (size_t i = 0; i + 2 < sizeof(big); i += 2)
+        memcpy(big + i, "\xc3\xa9", 2);
+    big[sizeof(big) - 1] = '\0';
+    fields[0].value = big;
+    line = captured_log_line(fields, 1, big);
+    ck_assert_msg(vc_jdoc_parse(&doc, line, strlen(line) - 1, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(vc_jdoc_str(&doc, "code", &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(strlen(s), 1024);
+    ck_assert_int_eq(vc_jdoc_str(&doc, "message", &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(strlen(s) % 2, 0);
+    ck_assert_uint_ge(strlen(s), 2040);
+    vc_jdoc_free(&doc);
+}
+END_TEST
+
 START_TEST(jdoc_parse_strict)
 {
     vc_jdoc_t doc;
@@ -669,6 +729,7 @@ static Suite *common_suite(void)
                         sizeof(strict_events) / sizeof(strict_events[0]));
     tcase_add_test(tc, event_decode_bounds_nesting);
     tcase_add_test(tc, jdoc_parse_strict);
+    tcase_add_test(tc, log_lines_are_json);
     tcase_add_test(tc, time_parse_and_format);
     tcase_add_test(tc, config_defaults_env_flags);
     tcase_add_test(tc, config_env_fallback);
