@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json_same.h"
 #include "vc_config.h"
 #include "vc_pg.h"
 #include "vc_error.h"
@@ -36,7 +37,7 @@ START_TEST(event_roundtrip_reserved)
     size_t len;
 
     ck_assert_int_eq(vc_event_encode(&in, buf, sizeof(buf), &len, err, sizeof(err)), 0);
-    ck_assert_str_eq(buf, "{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"FLASH100\","
+    ck_assert_json_eq(buf, "{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"FLASH100\","
                           "\"customerId\":42,\"orderId\":\"order-42\",\"discountAmount\":100000,"
                           "\"orderAmount\":250000,\"reservedAt\":\"2026-11-29T17:58:02.123Z\","
                           "\"heldUntil\":\"2026-11-29T18:13:02.123Z\"}");
@@ -326,6 +327,19 @@ START_TEST(log_lines_are_json)
     ck_assert_uint_eq(strlen(s) % 2, 0);
     ck_assert_uint_ge(strlen(s), 2040);
     vc_jdoc_free(&doc);
+}
+END_TEST
+
+START_TEST(json_same_compares_meaning)
+{
+    ck_assert(json_same("{\"a\":1,\"b\":[true,null,\"x\"]}", "{\"b\":[true,null,\"x\"],\"a\":1}"));
+    ck_assert(!json_same("{\"a\":1}", "{\"a\":2}"));
+    ck_assert(!json_same("{\"a\":1}", "{\"a\":1,\"b\":1}"));
+    ck_assert(!json_same("{\"a\":\"1\"}", "{\"a\":1}"));
+    ck_assert(!json_same("{\"a\":[1,2]}", "{\"a\":[2,1]}"));
+    ck_assert(!json_same("{\"a\":1", "{\"a\":1}"));
+    ck_assert(json_has("{\"a\":1,\"b\":{\"c\":false}}", "{\"b\":{\"c\":false}}"));
+    ck_assert(!json_has("{\"a\":1}", "{\"b\":1}"));
 }
 END_TEST
 
@@ -705,7 +719,10 @@ START_TEST(metrics_render_prometheus_text)
     ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_bucket{le=\"10\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_bucket{le=\"+Inf\"} 2\n"));
     ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_count 2\n"));
-    ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_sum 20.000700\n"));
+    /* The sum as a number, not as one printf format spells it. */
+    const char *sum = strstr(text, "\nt_latency_seconds_sum ");
+    ck_assert_ptr_nonnull(sum);
+    ck_assert_double_eq_tol(strtod(sum + strlen("\nt_latency_seconds_sum "), NULL), 20.0007, 1e-9);
     /* HELP and TYPE once per family. */
     ck_assert_ptr_null(strstr(strstr(text, "# TYPE t_requests_total") + 1, "# TYPE t_requests_total"));
     free(text);
@@ -728,6 +745,7 @@ static Suite *common_suite(void)
     tcase_add_loop_test(tc, event_decode_is_strict, 0,
                         sizeof(strict_events) / sizeof(strict_events[0]));
     tcase_add_test(tc, event_decode_bounds_nesting);
+    tcase_add_test(tc, json_same_compares_meaning);
     tcase_add_test(tc, jdoc_parse_strict);
     tcase_add_test(tc, log_lines_are_json);
     tcase_add_test(tc, time_parse_and_format);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_same.h"
 #include "gw_app.h"
 #include "gw_http.h"
 #include "gw_router.h"
@@ -269,19 +270,19 @@ START_TEST(bodies)
 
     n = gw_body_error(buf, sizeof(buf), "BAD_REQUEST", "field \"orderId\" is required", NULL);
     ck_assert_uint_eq(n, strlen(buf));
-    ck_assert_str_eq(
+    ck_assert_json_eq(
         buf, "{\"error\":\"BAD_REQUEST\",\"detail\":\"field \\\"orderId\\\" is required\"}");
     gw_body_error(buf, sizeof(buf), "NOT_ELIGIBLE", "voucher expired", "EXPIRED");
-    ck_assert_str_eq(
+    ck_assert_json_eq(
         buf, "{\"error\":\"NOT_ELIGIBLE\",\"detail\":\"voucher expired\",\"reason\":\"EXPIRED\"}");
     gw_body_reservation(buf, sizeof(buf), "order-42", "FLASH100", 100000, 1795975982123LL, 0);
-    ck_assert_str_eq(buf,
+    ck_assert_json_eq(buf,
                      "{\"orderId\":\"order-42\",\"code\":\"FLASH100\",\"discountAmount\":100000,"
                      "\"heldUntil\":\"2026-11-29T18:13:02.123Z\"}");
     gw_body_reservation(buf, sizeof(buf), "order-42", "FLASH100", 5, 1795975982123LL, 1);
-    ck_assert_ptr_nonnull(strstr(buf, ",\"replayed\":true}"));
+    ck_assert_json_has(buf, "{\"replayed\":true}");
     gw_body_status(buf, sizeof(buf), "o-1", "FLASH100", "CONFIRMED", 0);
-    ck_assert_str_eq(buf, "{\"orderId\":\"o-1\",\"code\":\"FLASH100\",\"status\":\"CONFIRMED\"}");
+    ck_assert_json_eq(buf, "{\"orderId\":\"o-1\",\"code\":\"FLASH100\",\"status\":\"CONFIRMED\"}");
     ck_assert_uint_eq(gw_body_error(buf, 8, "BAD_REQUEST", "too long for the buffer", NULL), 0);
 }
 END_TEST
@@ -530,13 +531,13 @@ START_TEST(voucher_body_out)
 
     ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)), 0);
     gw_body_voucher(buf, sizeof(buf), &v, 1, 3, 0, 0, 2);
-    ck_assert_str_eq(buf, "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
+    ck_assert_json_eq(buf, "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
                           "\"minOrderAmount\":1000,\"totalLimit\":5,\"perUserLimit\":1,"
                           "\"startsAt\":\"2026-01-01T00:00:00.000Z\","
                           "\"endsAt\":\"2026-01-31T23:00:00.000Z\",\"usedCount\":3,"
                           "\"remaining\":null,\"holds\":2}");
     gw_body_voucher(buf, sizeof(buf), &v, 1, 3, 1, 2, 2);
-    ck_assert_ptr_nonnull(strstr(buf, "\"remaining\":2,\"holds\":2}"));
+    ck_assert_json_has(buf, "{\"remaining\":2,\"holds\":2}");
     ck_assert_uint_eq(gw_body_voucher(buf, 40, &v, 1, 3, 1, 2, 2), 0);
 }
 END_TEST
