@@ -1,6 +1,7 @@
 #include "rc_model.h"
 #include "vc_error.h"
 #include "vc_hash.h"
+#include "vc_order_value.h"
 #include "vc_voucher.h"
 
 #include <stdlib.h>
@@ -82,28 +83,29 @@ rc_order_t *rc_orders_at(const rc_orders_t *m, size_t i)
 
 int rc_order_parse(const char *value, size_t len, rc_order_t *o)
 {
-    char buf[128], *p, *end;
-    long long f[3];
+    vc_order_value_t v;
+    int rc;
 
-    if (len == 0 || len >= sizeof(buf))
-        return VC_ERR_INVALID;
-    memcpy(buf, value, len);
-    buf[len] = '\0';
-    p = buf;
-    for (int i = 0; i < 3; i++) {
-        f[i] = strtoll(p, &end, 10);
-        if (end == p || *end != ':')
-            return VC_ERR_INVALID;
-        p = end + 1;
-    }
-    if (strlen(p) != 1 || !strchr("HCXER", *p))
-        return VC_ERR_INVALID;
-    o->customer_id = f[0];
-    o->discount = f[1];
-    o->held_until_ms = f[2];
-    o->redis_held_until_ms = f[2];
-    o->redis_state = *p;
+    if ((rc = vc_order_value_parse(value, len, &v)) != 0)
+        return rc;
+    o->customer_id = v.customer_id;
+    o->discount = v.discount;
+    o->held_until_ms = v.held_until_ms;
+    o->redis_held_until_ms = v.held_until_ms;
+    o->redis_state = v.state;
     return 0;
+}
+
+void rc_order_merge_redis(rc_order_t *o, const vc_order_value_t *v)
+{
+    o->redis_state = v->state;
+    o->redis_held_until_ms = v->held_until_ms;
+    if (!o->customer_id)
+        o->customer_id = v->customer_id;
+    if (!o->discount)
+        o->discount = v->discount;
+    if (!o->held_until_ms)
+        o->held_until_ms = v->held_until_ms;
 }
 
 void rc_order_apply(rc_order_t *o, const vc_event_t *ev)

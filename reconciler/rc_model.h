@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "vc_event.h"
+#include "vc_order_value.h"
 
 /* A redemption's status in PostgreSQL. */
 typedef enum {
@@ -65,10 +66,19 @@ rc_order_t *rc_orders_find(const rc_orders_t *m, const char *order_id);
 rc_order_t *rc_orders_at(const rc_orders_t *m, size_t i);
 
 /*
- * Parses a stored Redis order "customerId:discount:heldUntilMs:state" into o.
- * Returns 0 or VC_ERR_INVALID.
+ * Parses a stored Redis order "customerId:discount:heldUntilMs:state" into o
+ * (vc_order_value_parse(), strict): every field it holds is overwritten.
+ * Returns 0 or VC_ERR_PROTOCOL (o unchanged).
  */
 int rc_order_parse(const char *value, size_t len, rc_order_t *o);
+
+/*
+ * Adds what Redis holds of an order to o, which may already hold what
+ * PostgreSQL or an event in flight says: the state and heldUntil of Redis's
+ * value v (vc_order_value_parse()) always, the customer, discount and
+ * heldUntil only where o has none.
+ */
+void rc_order_merge_redis(rc_order_t *o, const vc_order_value_t *v);
 
 /* Replays one in-flight event on its order's pg_after, as the writer would apply it. */
 void rc_order_apply(rc_order_t *o, const vc_event_t *ev);

@@ -378,7 +378,10 @@ END_TEST
 START_TEST(order_values_parse)
 {
     rc_order_t o = {0};
-    const char *bad[] = {"", "1:2:3", "1:2:3:Q", "x:2:3:H", "1:2:3:HH", "1::3:H"};
+    /* Strict, as the gateway reads them: no sign but '-', no spaces (vc_order_value.h). */
+    const char *bad[] = {"",       "1:2:3",    "1:2:3:Q", "x:2:3:H", "1:2:3:HH",
+                         "1::3:H", "+5:2:3:H", " 5:2:3:H", "5:+2:3:H", "5:2: 3:H",
+                         "5 :2:3:H", "5:2:99999999999999999999:H"};
 
     ck_assert_int_eq(rc_order_parse("42:100000:1795975982123:C", 25, &o), 0);
     ck_assert_int_eq(o.customer_id, 42);
@@ -386,7 +389,7 @@ START_TEST(order_values_parse)
     ck_assert_int_eq(o.held_until_ms, 1795975982123);
     ck_assert_int_eq(o.redis_state, 'C');
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        ck_assert_msg(rc_order_parse(bad[i], strlen(bad[i]), &o) == VC_ERR_INVALID, "%s", bad[i]);
+        ck_assert_msg(rc_order_parse(bad[i], strlen(bad[i]), &o) == VC_ERR_PROTOCOL, "%s", bad[i]);
 }
 END_TEST
 
