@@ -78,6 +78,36 @@ void vc_jgen_kv_bool(vc_jgen_t *g, const char *key, int v)
     vc_jgen_bool(g, v);
 }
 
+void vc_jgen_array_open(vc_jgen_t *g)
+{
+    CHECK(g, yajl_gen_array_open(GEN(g)));
+}
+
+void vc_jgen_array_close(vc_jgen_t *g)
+{
+    CHECK(g, yajl_gen_array_close(GEN(g)));
+}
+
+int vc_jgen_finish_alloc(vc_jgen_t *g, char **out, size_t *len)
+{
+    const unsigned char *buf;
+    size_t n = 0;
+    int rc = 0;
+
+    *out = NULL;
+    if (g->failed || yajl_gen_get_buf(GEN(g), &buf, &n) != yajl_gen_status_ok)
+        rc = VC_ERR_INVALID;
+    else if (!(*out = malloc(n + 1)))
+        rc = VC_ERR_NOMEM;
+    else {
+        memcpy(*out, buf, n);
+        (*out)[n] = '\0';
+        *len = n;
+    }
+    vc_jgen_free(g);
+    return rc;
+}
+
 void vc_jgen_free(vc_jgen_t *g)
 {
     if (g->gen)
@@ -667,5 +697,88 @@ int vc_jdoc_time(const vc_jdoc_t *doc, const char *key, int required, int64_t *o
         snprintf(err, errlen, "field \"%s\" must be an RFC 3339 time", key);
         return VC_ERR_INVALID;
     }
+    return 0;
+}
+
+int vc_jdoc_bool(const vc_jdoc_t *doc, const char *key, int *out, char *err, size_t errlen)
+{
+    yajl_val v = lookup(doc, key);
+    if (!v)
+        return missing(key, err, errlen);
+    if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v)) {
+        snprintf(err, errlen, "field \"%s\" must be true or false", key);
+        return VC_ERR_INVALID;
+    }
+    *out = YAJL_IS_TRUE(v);
+    return 0;
+}
+
+int vc_jdoc_obj(const vc_jdoc_t *doc, const char *key, vc_jdoc_t *out, char *err, size_t errlen)
+{
+    yajl_val v = lookup(doc, key);
+    if (!v)
+        return missing(key, err, errlen);
+    if (!YAJL_IS_OBJECT(v)) {
+        snprintf(err, errlen, "field \"%s\" must be an object", key);
+        return VC_ERR_INVALID;
+    }
+    out->root = v;
+    return 0;
+}
+
+int vc_jdoc_array(const vc_jdoc_t *doc, const char *key, size_t *len, char *err, size_t errlen)
+{
+    yajl_val v = lookup(doc, key);
+    if (!v)
+        return missing(key, err, errlen);
+    if (!YAJL_IS_ARRAY(v)) {
+        snprintf(err, errlen, "field \"%s\" must be an array", key);
+        return VC_ERR_INVALID;
+    }
+    *len = v->u.array.len;
+    return 0;
+}
+
+/* Element i of the array at key, or NULL with err set. */
+static yajl_val element(const vc_jdoc_t *doc, const char *key, size_t i, char *err, size_t errlen)
+{
+    size_t len;
+    yajl_val v;
+
+    if (vc_jdoc_array(doc, key, &len, err, errlen) != 0)
+        return NULL;
+    if (i >= len) {
+        snprintf(err, errlen, "field \"%s\" has no element %zu", key, i);
+        return NULL;
+    }
+    v = lookup(doc, key);
+    return v->u.array.values[i];
+}
+
+int vc_jdoc_at(const vc_jdoc_t *doc, const char *key, size_t i, vc_jdoc_t *out, char *err,
+               size_t errlen)
+{
+    yajl_val v = element(doc, key, i, err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
+    if (!YAJL_IS_OBJECT(v)) {
+        snprintf(err, errlen, "field \"%s\"[%zu] must be an object", key, i);
+        return VC_ERR_INVALID;
+    }
+    out->root = v;
+    return 0;
+}
+
+int vc_jdoc_str_at(const vc_jdoc_t *doc, const char *key, size_t i, const char **out, char *err,
+                   size_t errlen)
+{
+    yajl_val v = element(doc, key, i, err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
+    if (!YAJL_IS_STRING(v)) {
+        snprintf(err, errlen, "field \"%s\"[%zu] must be a string", key, i);
+        return VC_ERR_INVALID;
+    }
+    *out = YAJL_GET_STRING(v);
     return 0;
 }

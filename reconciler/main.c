@@ -267,7 +267,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
             vc_metric_add(failed, 1);
             last_pass_ok = 0;
             failing = 1;
-            if (ctx.pg && PQstatus(ctx.pg) != CONNECTION_OK)
+            if (ctx.pg && !rc_ctx_pg_ok(&ctx))
                 vc_warn("lost the PostgreSQL session (and the lock with it)");
         } else {
             vc_metric_add(passes, 1);

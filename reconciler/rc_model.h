@@ -12,14 +12,7 @@
 
 #include "vc_event.h"
 #include "vc_order_value.h"
-
-/* A redemption's status in PostgreSQL. */
-typedef enum {
-    RC_PG_NONE = 0, /* no row */
-    RC_PG_RESERVED,
-    RC_PG_CONFIRMED,
-    RC_PG_RELEASED,
-} rc_pg_status_t;
+#include "vc_redemption.h"
 
 /* One order, as each side sees it. */
 typedef struct {
@@ -29,8 +22,8 @@ typedef struct {
     int64_t held_until_ms;
     char redis_state;        /* 'H', 'C', 'X', 'E', 'R', or 0 when Redis has no such order */
     int64_t redis_held_until_ms; /* heldUntil in Redis's value: with the state, which hold it is */
-    rc_pg_status_t pg;       /* as PostgreSQL has it now */
-    rc_pg_status_t pg_after; /* once the writer applied the events in flight */
+    vc_rd_status_t pg;       /* as PostgreSQL has it now */
+    vc_rd_status_t pg_after; /* once the writer applied the events in flight */
     int in_flight;           /* events of this order are in flight */
     int64_t first_unsent_ms; /* when this hold was first seen (held or confirmed) in Redis and
                                 unknown downstream: rc_order_unsent() */
@@ -80,7 +73,10 @@ int rc_order_parse(const char *value, size_t len, rc_order_t *o);
  */
 void rc_order_merge_redis(rc_order_t *o, const vc_order_value_t *v);
 
-/* Replays one in-flight event on its order's pg_after, as the writer would apply it. */
+/*
+ * Replays one in-flight event on its order's pg_after, as the writer will
+ * apply it: the shared transition table (common/vc_redemption.h).
+ */
 void rc_order_apply(rc_order_t *o, const vc_event_t *ev);
 
 typedef enum {
