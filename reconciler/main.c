@@ -9,9 +9,11 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "rc_pass.h"
+#include "rc_plan_json.h"
 #include "vc_admin.h"
 #include "vc_config.h"
 #include "rc_kafka.h"
@@ -299,7 +301,12 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
 int main(int argc, char **argv)
 {
     vc_kafka_settings_t kafka_extra = VC_KAFKA_SETTINGS_INIT;
-    int rc = run(argc, argv, &kafka_extra);
+    int rc;
+
+    /* The planner alone, on a snapshot: no server, no settings (proto/reconciler-plan.md). */
+    if (argc > 1 && strcmp(argv[1], "plan") == 0)
+        return rc_plan_cli(argc - 1, argv + 1);
+    rc = run(argc, argv, &kafka_extra);
 
     vc_kafka_settings_free(&kafka_extra); /* whichever way run() ended */
     return rc;

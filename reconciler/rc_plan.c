@@ -168,10 +168,6 @@ static void remember_after(rc_voucher_t *v)
     }
 }
 
-static int pg_counts(vc_rd_status_t s)
-{
-    return s == VC_RD_RESERVED || s == VC_RD_CONFIRMED;
-}
 
 /* Marks the orders Redis holds R now that the last full read saw R and live too. */
 static void released_before(rc_voucher_t *v)
@@ -191,7 +187,7 @@ static int released_after(rc_voucher_t *v)
 
     rc_orders_free(&v->mem->released_seen);
     for (size_t i = 0; i < v->orders.cap; i++) {
-        if (!(o = rc_orders_at(&v->orders, i)) || o->redis_state != 'R' || !pg_counts(o->pg_after))
+        if (!(o = rc_orders_at(&v->orders, i)) || o->redis_state != 'R' || !vc_rd_counts(o->pg_after))
             continue;
         if (!(seen = rc_orders_get(&v->mem->released_seen, o->order_id)))
             return VC_ERR_NOMEM;
@@ -328,6 +324,22 @@ void rc_plan_after_retake(rc_voucher_t *v)
         if (o && o->revivable && (seen = rc_orders_find(&v->mem->released_seen, o->order_id)))
             seen->redis_state = 0;
     }
+}
+
+int rc_plan_merges(const rc_order_t *o, int every_order)
+{
+    if (o->pg_after == VC_RD_NONE)
+        return 0;
+    return every_order || (vc_rd_counts(o->pg_after) &&
+                           (!o->redis_state || (o->redis_state == 'R' && o->revivable)));
+}
+
+void rc_plan_order_value(const rc_order_t *o, char *buf, size_t cap)
+{
+    char state = o->pg_after == VC_RD_RESERVED ? 'H' : o->pg_after == VC_RD_CONFIRMED ? 'C' : 'R';
+
+    snprintf(buf, cap, "%lld:%lld:%lld:%c", (long long)o->customer_id, (long long)o->discount,
+             (long long)o->held_until_ms, state);
 }
 
 const char *rc_action_name(rc_action_kind_t k)

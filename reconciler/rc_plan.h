@@ -200,6 +200,19 @@ const char *rc_plan_resume_reason(const rc_voucher_t *v, const char *order_id,
  */
 void rc_plan_after_retake(rc_voucher_t *v);
 
+/*
+ * Whether a counter repair writes o again (merge() in remaining_rule.lua): a
+ * restore (every_order) merges every order the snapshot knows; a retake those
+ * the snapshot counts and Redis lacked when read, or held R and revivable.
+ */
+int rc_plan_merges(const rc_order_t *o, int every_order);
+
+/*
+ * The value Redis should hold for an order PostgreSQL (after the events in
+ * flight) has: "customerId:discount:heldUntilMs:state", state H, C or R.
+ */
+void rc_plan_order_value(const rc_order_t *o, char *buf, size_t cap);
+
 /* "await-restore", "restore", "retake", "lower", "resume-due", "release", "confirm". */
 const char *rc_action_name(rc_action_kind_t k);
 

@@ -165,18 +165,6 @@ static void log_repair(const rc_voucher_t *v, const char *kind, const char *what
                   count);
 }
 
-/* The order value Redis should hold for an order PostgreSQL (after the events in flight) has. */
-static void order_value(const rc_order_t *o, char state, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%lld:%lld:%lld:%c", (long long)o->customer_id, (long long)o->discount,
-             (long long)o->held_until_ms, state);
-}
-
-static char redis_state_for(vc_rd_status_t s)
-{
-    return s == VC_RD_RESERVED ? 'H' : s == VC_RD_CONFIRMED ? 'C' : 'R';
-}
-
 /*
  * The arguments of a counter repair (remaining_rule.lua): total_limit, the
  * uses counted without rows, lead_extra (restore: nowMs) when given, then the
@@ -218,12 +206,9 @@ static int repair_args(rc_voucher_t *v, int every_order, const char *lead_extra,
     for (size_t i = 0; i < v->orders.cap; i++) {
         rc_order_t *o = rc_orders_at(&v->orders, i);
         const char **arg = a->args + lead + 4 * n;
-        if (!o || o->pg_after == VC_RD_NONE)
+        if (!o || !rc_plan_merges(o, every_order))
             continue;
-        if (!every_order && !(vc_rd_counts(o->pg_after) &&
-                              (!o->redis_state || (o->redis_state == 'R' && o->revivable))))
-            continue;
-        order_value(o, redis_state_for(o->pg_after), a->values[n], sizeof(a->values[n]));
+        rc_plan_order_value(o, a->values[n], sizeof(a->values[n]));
         snprintf(a->held[n], sizeof(a->held[n]), "%lld", (long long)o->held_until_ms);
         arg[0] = o->order_id;
         arg[1] = a->values[n];
