@@ -22,6 +22,7 @@
 #include "vc_log.h"
 #include "vc_metrics.h"
 #include "vc_pg.h"
+#include "vc_retention.h"
 #include "vc_shutdown.h"
 
 typedef struct {
@@ -36,6 +37,7 @@ typedef struct {
     int64_t timeout_ms;
     int64_t grace_ms;
     int64_t restore_delay_ms;
+    int64_t redis_retention_ms;
     int64_t full_every_ms;
     int64_t shutdown_timeout_ms;
     int64_t batch;
@@ -72,6 +74,10 @@ static const vc_cfg_param_t params[] = {
      "how long a voucher's keys must stay missing from Redis before they are restored; keep it "
      "above the gateway's Kafka delivery timeout, so reservations taken just before the loss "
      "are in Kafka and counted"},
+    {VC_REDIS_RETENTION_FLAG, VC_REDIS_RETENTION_ENV, VC_CFG_MS, VC_REDIS_RETENTION_DEFAULT,
+     offsetof(rc_settings_t, redis_retention_ms), VC_REDIS_RETENTION_MIN_MS,
+     VC_REDIS_RETENTION_MAX_MS,
+     VC_REDIS_RETENTION_HELP "; the keys a restore or retake writes get it, as the gateway's do"},
     {"full-every", "VOUCHER_RECONCILE_FULL_EVERY", VC_CFG_MS, "30s",
      offsetof(rc_settings_t, full_every_ms), 0, 24LL * 3600 * 1000,
      "a voucher whose numbers agree is judged by them alone, and read in full (every row and "
@@ -215,7 +221,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     }
     cfg = (rc_config_t){s.pg_dsn,           s.redis_url,  s.kafka_brokers, s.writer_group,
                         "voucher-events",   s.timeout_ms, s.grace_ms,      (int)s.batch,
-                        s.restore_delay_ms, s.once ? 0 : s.full_every_ms, kafka_extra};
+                        s.restore_delay_ms, s.once ? 0 : s.full_every_ms, kafka_extra,
+                        s.redis_retention_ms};
     ctx.cfg = &cfg;
     signal(SIGPIPE, SIG_IGN);
 

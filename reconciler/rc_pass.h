@@ -48,6 +48,8 @@ typedef struct {
     /* a quiet voucher is read in full (rows, orders) at least this often; 0: every pass */
     int64_t full_every_ms;
     const vc_kafka_settings_t *kafka_extra; /* librdkafka settings passed through; NULL: none */
+    /* a voucher's rebuilt keys expire this long after its endsAt (vc_retention.h); 0: never */
+    int64_t redis_retention_ms;
 } rc_config_t;
 
 typedef struct rc_pg rc_pg_t; /* rc_pg.h */

@@ -4,6 +4,7 @@
 #include "vc_json.h"
 #include "vc_order_value.h"
 #include "vc_redemption.h"
+#include "vc_retention.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,7 +209,8 @@ static int read_numbers(const vc_jdoc_t *d, rc_voucher_t *v, char *err, size_t e
         (rc = vc_jdoc_int(d, "usedCount", &v->n.used_count, err, errlen)) != 0 ||
         (rc = opt_bool(d, "claimed", 1, &v->claimed, err, errlen)) != 0 ||
         (rc = opt_bool(d, "full", 1, &v->full, err, errlen)) != 0 ||
-        (rc = opt_int(d, "parkedLetters", 0, &v->n.parked, err, errlen)) != 0)
+        (rc = opt_int(d, "parkedLetters", 0, &v->n.parked, err, errlen)) != 0 ||
+        (rc = opt_int(d, "endsAtMs", 0, &v->ends_at_ms, err, errlen)) != 0)
         return rc;
     if (!vc_code_valid(v->code, strlen(v->code))) {
         snprintf(err, errlen, "field \"code\" is not a valid voucher code");
@@ -335,7 +337,7 @@ static void write_release(vc_jgen_t *g, const rc_order_t *o, const char *why, co
 }
 
 static void write_repairs(vc_jgen_t *g, const rc_voucher_t *v, const rc_plan_t *plan,
-                          const extra_t *x, int64_t batch)
+                          const extra_t *x, int64_t batch, int64_t retention_ms)
 {
     vc_jgen_key(g, "repairs");
     vc_jgen_array_open(g);
@@ -361,6 +363,11 @@ static void write_repairs(vc_jgen_t *g, const rc_voucher_t *v, const rc_plan_t *
             vc_jgen_kv_str(g, "orderId", a->order->order_id);
             vc_jgen_kv_int(g, "heldUntilMs", a->order->redis_held_until_ms);
         } else if (a->kind == RC_ACT_RESTORE || a->kind == RC_ACT_RETAKE) {
+            /* The keys' expiry the script sets (vc_retention.h); 0: none. */
+            vc_jgen_kv_int(g, "expireAt",
+                           v->ends_at_ms > 0 && retention_ms > 0
+                               ? vc_redis_expire_at(v->ends_at_ms, retention_ms)
+                               : 0);
             write_merges(g, v, a->kind == RC_ACT_RESTORE);
         }
         vc_jgen_map_close(g);
@@ -408,14 +415,15 @@ static int cmp_extra(const void *a, const void *b)
 int rc_plan_json(const char *json, size_t len, char **out, size_t *outlen, char *err,
                  size_t errlen)
 {
-    static const char *const top_keys[] = {"nowMs",   "snapshotMs",     "graceMs",  "batch",
-                                           "repair",  "restoreDelayMs", "vouchers", NULL};
+    static const char *const top_keys[] = {"nowMs",       "snapshotMs",     "graceMs",
+                                           "batch",       "repair",         "restoreDelayMs",
+                                           "retentionMs", "vouchers",       NULL};
     vc_jdoc_t doc = {0}, d;
     rc_vouchers_t vs = {0};
     rc_memory_t mem = {0};
     extra_t *x = NULL;
     vc_jgen_t g = {0};
-    int64_t now, snapshot, grace, delay, batch;
+    int64_t now, snapshot, grace, delay, batch, retention;
     int repair, rc;
     size_t n = 0;
 
@@ -429,6 +437,7 @@ int rc_plan_json(const char *json, size_t len, char **out, size_t *outlen, char 
         (rc = opt_int(&doc, "restoreDelayMs", 10000, &delay, err, errlen)) != 0 ||
         (rc = opt_int(&doc, "batch", 1000, &batch, err, errlen)) != 0 ||
         (rc = opt_bool(&doc, "repair", 1, &repair, err, errlen)) != 0 ||
+        (rc = opt_int(&doc, "retentionMs", 0, &retention, err, errlen)) != 0 ||
         (rc = vc_jdoc_array(&doc, "vouchers", &n, err, errlen)) != 0)
         goto out;
     if (batch < 1 || batch > 100000 || grace < 0 || delay < 0) {
@@ -498,7 +507,7 @@ int rc_plan_json(const char *json, size_t len, char **out, size_t *outlen, char 
         vc_jgen_kv_bool(&g, "full", v->full);
         vc_jgen_kv_int(&g, "badOrders", x[i].bad_orders);
         write_numbers(&g, &v->n);
-        write_repairs(&g, v, &plan, &x[i], batch);
+        write_repairs(&g, v, &plan, &x[i], batch, retention);
         write_memory(&g, v->mem);
         vc_jgen_map_close(&g);
         rc_plan_free(&plan);

@@ -4,6 +4,7 @@
 #include "vc_log.h"
 #include "vc_lua.h"
 #include "vc_metrics.h"
+#include "vc_retention.h"
 #include "vc_time.h"
 
 #include <stdio.h>
@@ -167,8 +168,8 @@ static void log_repair(const rc_voucher_t *v, const char *kind, const char *what
 
 /*
  * The arguments of a counter repair (remaining_rule.lua): total_limit, the
- * uses counted without rows, lead_extra (restore: nowMs) when given, then the
- * orders to merge in fours. A restore merges every order the snapshot knows;
+ * uses counted without rows, the nextra of extra (restore: nowMs, expireAt;
+ * retake: expireAt), then the orders to merge in fours. A restore merges every order the snapshot knows;
  * a retake those the snapshot counts and Redis lacked when read, or held R and
  * revivable. The caller frees with repair_args_free().
  */
@@ -187,9 +188,10 @@ static void repair_args_free(repair_args_t *a)
     free(a->held);
 }
 
-static int repair_args(rc_voucher_t *v, int every_order, const char *lead_extra, repair_args_t *a)
+static int repair_args(rc_voucher_t *v, int every_order, const char *const *extra, size_t nextra,
+                       repair_args_t *a)
 {
-    size_t n = 0, lead = lead_extra ? 3 : 2;
+    size_t n = 0, lead = 2 + nextra;
 
     memset(a, 0, sizeof(*a));
     a->args = calloc(lead + 4 * v->orders.len, sizeof(*a->args));
@@ -201,8 +203,8 @@ static int repair_args(rc_voucher_t *v, int every_order, const char *lead_extra,
     snprintf(a->uncounted, sizeof(a->uncounted), "%lld", (long long)v->n.uncounted);
     a->args[0] = a->total;
     a->args[1] = a->uncounted;
-    if (lead_extra)
-        a->args[2] = lead_extra;
+    for (size_t i = 0; i < nextra; i++)
+        a->args[2 + i] = extra[i];
     for (size_t i = 0; i < v->orders.cap; i++) {
         rc_order_t *o = rc_orders_at(&v->orders, i);
         const char **arg = a->args + lead + 4 * n;
@@ -218,6 +220,19 @@ static int repair_args(rc_voucher_t *v, int every_order, const char *lead_extra,
     }
     a->nargs = (int)(lead + 4 * n);
     return 0;
+}
+
+/*
+ * The instant the voucher's keys expire, as the gateway gives it (endsAt plus
+ * the retention, common/vc_retention.h), as a script argument; "0" (none)
+ * when the retention is off.
+ */
+static void expire_at(const rc_ctx_t *ctx, const rc_voucher_t *v, char *buf, size_t cap)
+{
+    int64_t at = ctx->cfg->redis_retention_ms > 0
+                     ? vc_redis_expire_at(v->ends_at_ms, ctx->cfg->redis_retention_ms)
+                     : 0;
+    snprintf(buf, cap, "%lld", (long long)at);
 }
 
 /* Parses a repair script's "a:b" answer; both -1 when it is not one. */
@@ -240,12 +255,14 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
 {
     repair_args_t a;
     rc_keys_t k;
-    char now[24], answer[64];
+    char now[24], expire[24], answer[64];
     int64_t status = 0, live, remaining;
     int rc;
 
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
-    if ((rc = repair_args(v, 1, now, &a)) != 0)
+    expire_at(ctx, v, expire, sizeof(expire));
+    const char *extra[] = {now, expire};
+    if ((rc = repair_args(v, 1, extra, 2, &a)) != 0)
         goto out;
     rc_keys_of(v->code, &k);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
@@ -273,11 +290,13 @@ static int retake(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, 
 {
     repair_args_t a;
     rc_keys_t k;
-    char answer[64];
+    char expire[24], answer[64];
     int64_t status = 0, before, after;
     int rc;
 
-    if ((rc = repair_args(v, 0, NULL, &a)) != 0)
+    expire_at(ctx, v, expire, sizeof(expire));
+    const char *extra[] = {expire};
+    if ((rc = repair_args(v, 0, extra, 1, &a)) != 0)
         goto out;
     rc_keys_of(v->code, &k);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
