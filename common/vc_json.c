@@ -700,47 +700,56 @@ int vc_jdoc_time(const vc_jdoc_t *doc, const char *key, int required, int64_t *o
     return 0;
 }
 
-int vc_jdoc_bool(const vc_jdoc_t *doc, const char *key, int *out, char *err, size_t errlen)
+/*
+ * The value at key when its type is one of a or b; else NULL with err saying
+ * the field is missing or must be what.
+ */
+static yajl_val typed(const vc_jdoc_t *doc, const char *key, yajl_type a, yajl_type b,
+                      const char *what, char *err, size_t errlen)
 {
     yajl_val v = lookup(doc, key);
-    if (!v)
-        return missing(key, err, errlen);
-    if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v)) {
-        snprintf(err, errlen, "field \"%s\" must be true or false", key);
-        return VC_ERR_INVALID;
+
+    if (!v) {
+        missing(key, err, errlen);
+        return NULL;
     }
+    if (v->type != a && v->type != b) {
+        snprintf(err, errlen, "field \"%s\" must be %s", key, what);
+        return NULL;
+    }
+    return v;
+}
+
+int vc_jdoc_bool(const vc_jdoc_t *doc, const char *key, int *out, char *err, size_t errlen)
+{
+    yajl_val v = typed(doc, key, yajl_t_true, yajl_t_false, "true or false", err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
     *out = YAJL_IS_TRUE(v);
     return 0;
 }
 
 int vc_jdoc_obj(const vc_jdoc_t *doc, const char *key, vc_jdoc_t *out, char *err, size_t errlen)
 {
-    yajl_val v = lookup(doc, key);
+    yajl_val v = typed(doc, key, yajl_t_object, yajl_t_object, "an object", err, errlen);
     if (!v)
-        return missing(key, err, errlen);
-    if (!YAJL_IS_OBJECT(v)) {
-        snprintf(err, errlen, "field \"%s\" must be an object", key);
         return VC_ERR_INVALID;
-    }
     out->root = v;
     return 0;
 }
 
 int vc_jdoc_array(const vc_jdoc_t *doc, const char *key, size_t *len, char *err, size_t errlen)
 {
-    yajl_val v = lookup(doc, key);
+    yajl_val v = typed(doc, key, yajl_t_array, yajl_t_array, "an array", err, errlen);
     if (!v)
-        return missing(key, err, errlen);
-    if (!YAJL_IS_ARRAY(v)) {
-        snprintf(err, errlen, "field \"%s\" must be an array", key);
         return VC_ERR_INVALID;
-    }
     *len = v->u.array.len;
     return 0;
 }
 
-/* Element i of the array at key, or NULL with err set. */
-static yajl_val element(const vc_jdoc_t *doc, const char *key, size_t i, char *err, size_t errlen)
+/* Element i of the array at key when its type is t; else NULL with err set. */
+static yajl_val element(const vc_jdoc_t *doc, const char *key, size_t i, yajl_type t,
+                        const char *what, char *err, size_t errlen)
 {
     size_t len;
     yajl_val v;
@@ -751,20 +760,20 @@ static yajl_val element(const vc_jdoc_t *doc, const char *key, size_t i, char *e
         snprintf(err, errlen, "field \"%s\" has no element %zu", key, i);
         return NULL;
     }
-    v = lookup(doc, key);
-    return v->u.array.values[i];
+    v = lookup(doc, key)->u.array.values[i];
+    if (v->type != t) {
+        snprintf(err, errlen, "field \"%s\"[%zu] must be %s", key, i, what);
+        return NULL;
+    }
+    return v;
 }
 
 int vc_jdoc_at(const vc_jdoc_t *doc, const char *key, size_t i, vc_jdoc_t *out, char *err,
                size_t errlen)
 {
-    yajl_val v = element(doc, key, i, err, errlen);
+    yajl_val v = element(doc, key, i, yajl_t_object, "an object", err, errlen);
     if (!v)
         return VC_ERR_INVALID;
-    if (!YAJL_IS_OBJECT(v)) {
-        snprintf(err, errlen, "field \"%s\"[%zu] must be an object", key, i);
-        return VC_ERR_INVALID;
-    }
     out->root = v;
     return 0;
 }
@@ -772,13 +781,9 @@ int vc_jdoc_at(const vc_jdoc_t *doc, const char *key, size_t i, vc_jdoc_t *out, 
 int vc_jdoc_str_at(const vc_jdoc_t *doc, const char *key, size_t i, const char **out, char *err,
                    size_t errlen)
 {
-    yajl_val v = element(doc, key, i, err, errlen);
+    yajl_val v = element(doc, key, i, yajl_t_string, "a string", err, errlen);
     if (!v)
         return VC_ERR_INVALID;
-    if (!YAJL_IS_STRING(v)) {
-        snprintf(err, errlen, "field \"%s\"[%zu] must be a string", key, i);
-        return VC_ERR_INVALID;
-    }
     *out = YAJL_GET_STRING(v);
     return 0;
 }

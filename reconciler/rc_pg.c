@@ -159,6 +159,40 @@ static PGresult *query(rc_pg_t *pg, const char *sql, int *rc, char *err, size_t 
     return NULL;
 }
 
+/* Runs sql with the array literal codes as $1; on failure sets rc and err and returns NULL. */
+static PGresult *query_codes(rc_pg_t *pg, const char *sql, const char *codes, int *rc, char *err,
+                             size_t errlen)
+{
+    const char *params[1] = {codes};
+    PGresult *res = PQexecParams(pg->conn, sql, 1, NULL, params, NULL, NULL, 0);
+
+    if (PQresultStatus(res) == PGRES_TUPLES_OK)
+        return res;
+    *rc = vc_pg_error_class(pg->conn, res);
+    vc_pg_error_text(pg->conn, res, err, errlen);
+    PQclear(res);
+    return NULL;
+}
+
+/*
+ * The order of row r of a result sorted by voucher code (code in column 0,
+ * orderId in 1), created when new; *v caches the row's voucher. Returns NULL
+ * when the voucher is not among vs (the row is skipped) or, with *rc set,
+ * when out of memory.
+ */
+static rc_order_t *row_order(rc_vouchers_t *vs, rc_voucher_t **v, const PGresult *res, int r,
+                             int *rc)
+{
+    const char *code = PQgetvalue(res, r, 0);
+    rc_order_t *o;
+
+    if ((!*v || strcmp((*v)->code, code) != 0) && !(*v = rc_vouchers_find(vs, code)))
+        return NULL;
+    if (!(o = rc_orders_get(&(*v)->orders, PQgetvalue(res, r, 1))))
+        *rc = VC_ERR_NOMEM;
+    return o;
+}
+
 /*
  * Step 2: every active voucher (not ended more than a day ago) and its
  * numbers. This opens a read-only REPEATABLE READ transaction that stays
@@ -211,7 +245,6 @@ int rc_pg_read_rows(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
 {
     size_t cap = 3, len = 0;
     char *codes;
-    const char *params[1];
     PGresult *res = NULL;
     rc_voucher_t *v = NULL;
     int rc = 0;
@@ -236,38 +269,28 @@ int rc_pg_read_rows(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
     codes[len] = '\0';
     if (len == 2)
         goto out; /* no voucher needs its rows */
-    params[0] = codes;
-    res = PQexecParams(pg->conn,
-                       "SELECT r.voucher_code, r.order_id, r.customer_id, r.discount_amount,"
-                       " r.status,"
-                       " coalesce((extract(epoch FROM r.held_until) * 1000)::bigint, 0)"
-                       " FROM voucher_redemption r WHERE r.voucher_code = ANY ($1::text[])"
-                       " ORDER BY r.voucher_code",
-                       1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(pg->conn, res);
-        vc_pg_error_text(pg->conn, res, err, errlen);
+    if (!(res = query_codes(pg,
+                            "SELECT r.voucher_code, r.order_id, r.customer_id, r.discount_amount,"
+                            " r.status,"
+                            " coalesce((extract(epoch FROM r.held_until) * 1000)::bigint, 0)"
+                            " FROM voucher_redemption r WHERE r.voucher_code = ANY ($1::text[])"
+                            " ORDER BY r.voucher_code",
+                            codes, &rc, err, errlen)))
         goto out;
-    }
-    for (int r = 0; r < PQntuples(res); r++) {
-        const char *code = PQgetvalue(res, r, 0);
-        rc_order_t *o;
+    for (int r = 0; r < PQntuples(res) && rc == 0; r++) {
+        rc_order_t *o = row_order(vs, &v, res, r, &rc);
 
-        if ((!v || strcmp(v->code, code) != 0) && !(v = rc_vouchers_find(vs, code)))
+        if (!o)
             continue;
-        if (!(o = rc_orders_get(&v->orders, PQgetvalue(res, r, 1)))) {
-            rc = VC_ERR_NOMEM;
-            break;
-        }
         o->customer_id = strtoll(PQgetvalue(res, r, 2), NULL, 10);
         o->discount = strtoll(PQgetvalue(res, r, 3), NULL, 10);
         o->pg = o->pg_after = vc_rd_status_parse(PQgetvalue(res, r, 4));
         o->held_until_ms = strtoll(PQgetvalue(res, r, 5), NULL, 10);
-        if (o->pg == VC_RD_RESERVED || o->pg == VC_RD_CONFIRMED)
+        if (vc_rd_counts(o->pg))
             v->n.live_rows++;
     }
     if (rc == 0)
-        rc = read_letters(pg, vs, params[0], err, errlen);
+        rc = read_letters(pg, vs, codes, err, errlen);
 out:
     PQclear(res);
     free(codes);
@@ -284,34 +307,23 @@ out:
 static int read_letters(rc_pg_t *pg, rc_vouchers_t *vs, const char *codes, char *err,
                         size_t errlen)
 {
-    const char *params[1] = {codes};
     PGresult *res;
     rc_voucher_t *v = NULL;
     int rc = 0;
 
-    res = PQexecParams(pg->conn,
-                       "SELECT d.voucher_code, d.order_id, bool_or(d.state = 'parked'),"
-                       " bool_or(d.state = 'discarded')"
-                       " FROM dead_letter d WHERE d.voucher_code = ANY ($1::text[])"
-                       " AND d.order_id IS NOT NULL AND d.state IN ('parked', 'discarded')"
-                       " GROUP BY 1, 2 ORDER BY 1",
-                       1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(pg->conn, res);
-        vc_pg_error_text(pg->conn, res, err, errlen);
-        PQclear(res);
+    if (!(res = query_codes(pg,
+                            "SELECT d.voucher_code, d.order_id, bool_or(d.state = 'parked'),"
+                            " bool_or(d.state = 'discarded')"
+                            " FROM dead_letter d WHERE d.voucher_code = ANY ($1::text[])"
+                            " AND d.order_id IS NOT NULL AND d.state IN ('parked', 'discarded')"
+                            " GROUP BY 1, 2 ORDER BY 1",
+                            codes, &rc, err, errlen)))
         return rc;
-    }
-    for (int r = 0; r < PQntuples(res); r++) {
-        const char *code = PQgetvalue(res, r, 0);
-        rc_order_t *o;
+    for (int r = 0; r < PQntuples(res) && rc == 0; r++) {
+        rc_order_t *o = row_order(vs, &v, res, r, &rc);
 
-        if ((!v || strcmp(v->code, code) != 0) && !(v = rc_vouchers_find(vs, code)))
+        if (!o)
             continue;
-        if (!(o = rc_orders_get(&v->orders, PQgetvalue(res, r, 1)))) {
-            rc = VC_ERR_NOMEM;
-            break;
-        }
         o->parked = strcmp(PQgetvalue(res, r, 2), "t") == 0;
         o->discarded = strcmp(PQgetvalue(res, r, 3), "t") == 0;
     }

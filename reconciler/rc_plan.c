@@ -1,4 +1,5 @@
 #include "rc_plan.h"
+#include "rc_grow.h"
 #include "vc_error.h"
 #include "vc_voucher.h"
 
@@ -67,15 +68,9 @@ void rc_vouchers_add_event(rc_vouchers_t *vs, const vc_event_t *ev)
 
     if (!v)
         return;
-    if (v->nevents == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 16;
-        vc_event_t *events = realloc(v->events, cap * sizeof(*events));
-        if (!events) {
-            vs->nomem = 1;
-            return;
-        }
-        v->events = events;
-        v->cap = cap;
+    if (rc_grow((void **)&v->events, &v->cap, v->nevents, sizeof(*v->events), 16) != 0) {
+        vs->nomem = 1;
+        return;
     }
     v->events[v->nevents++] = *ev;
     v->n.in_flight_events++;
@@ -232,17 +227,27 @@ void rc_plan_free(rc_plan_t *p)
 static int add(rc_plan_t *p, rc_action_kind_t kind, rc_order_t *o, const char *why,
                const char *reason)
 {
-    if (p->len == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 16;
-        rc_action_t *items = realloc(p->items, cap * sizeof(*items));
-        if (!items)
-            return VC_ERR_NOMEM;
-        p->items = items;
-        p->cap = cap;
-    }
+    if (rc_grow((void **)&p->items, &p->cap, p->len, sizeof(*p->items), 16) != 0)
+        return VC_ERR_NOMEM;
     p->items[p->len++] = (rc_action_t){kind, o, why, reason};
     return 0;
 }
+
+/*
+ * What each decision of rc_model_release() runs: release_begin.lua's why and
+ * the reason its VoucherReleased carries, or the repair to confirmed. A
+ * discarded dead letter (voucher-writer dlt discard) is released as a cancel.
+ */
+static const struct {
+    rc_action_kind_t kind;
+    const char *why, *reason;
+} releases[] = {
+    [RC_RELEASE_EXPIRE] = {RC_ACT_RELEASE, "expire", "EXPIRED"},
+    [RC_RELEASE_UNDELIVERED] = {RC_ACT_RELEASE, "undelivered", "UNDELIVERED"},
+    [RC_RELEASE_CANCEL] = {RC_ACT_RELEASE, "cancel", "REPAIR"},
+    [RC_RELEASE_DISCARD] = {RC_ACT_RELEASE, "cancel", "DISCARDED"},
+    [RC_RELEASE_TO_CONFIRMED] = {RC_ACT_CONFIRM, NULL, NULL},
+};
 
 int rc_plan_repairs(rc_voucher_t *v, const rc_plan_config_t *cfg, int64_t now_ms,
                     int64_t snapshot_ms, rc_plan_t *plan)
@@ -279,29 +284,12 @@ int rc_plan_repairs(rc_voucher_t *v, const rc_plan_config_t *cfg, int64_t now_ms
         rc = add(plan, RC_ACT_RESUME_DUE, NULL, NULL, NULL);
     for (size_t i = 0; i < v->orders.cap && rc == 0; i++) {
         rc_order_t *o = rc_orders_at(&v->orders, i);
-        if (!o)
+        rc_release_t what;
+        if (!o || (what = rc_model_release(o, snapshot_ms, cfg->grace_ms)) == RC_RELEASE_NONE)
             continue;
-        switch (rc_model_release(o, snapshot_ms, cfg->grace_ms)) {
-        case RC_RELEASE_EXPIRE:
-            if (expiring++ < cfg->batch)
-                rc = add(plan, RC_ACT_RELEASE, o, "expire", "EXPIRED");
-            break;
-        case RC_RELEASE_UNDELIVERED:
-            rc = add(plan, RC_ACT_RELEASE, o, "undelivered", "UNDELIVERED");
-            break;
-        case RC_RELEASE_CANCEL:
-            rc = add(plan, RC_ACT_RELEASE, o, "cancel", "REPAIR");
-            break;
-        case RC_RELEASE_DISCARD:
-            /* An operator discarded its dead letter (voucher-writer dlt discard). */
-            rc = add(plan, RC_ACT_RELEASE, o, "cancel", "DISCARDED");
-            break;
-        case RC_RELEASE_TO_CONFIRMED:
-            rc = add(plan, RC_ACT_CONFIRM, o, NULL, NULL);
-            break;
-        case RC_RELEASE_NONE:
-            break;
-        }
+        if (what == RC_RELEASE_EXPIRE && expiring++ >= cfg->batch)
+            continue;
+        rc = add(plan, releases[what].kind, o, releases[what].why, releases[what].reason);
     }
     return rc;
 }

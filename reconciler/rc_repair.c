@@ -1,4 +1,5 @@
 #include "rc_repair.h"
+#include "rc_grow.h"
 #include "rc_redis.h"
 #include "vc_error.h"
 #include "vc_log.h"
@@ -20,14 +21,8 @@ void rc_releases_free(rc_releases_t *rs)
 static int add_release(rc_releases_t *rs, rc_voucher_t *v, const rc_order_t *o, const char *reason)
 {
     rc_release_item_t *r;
-    if (rs->len == rs->cap) {
-        size_t cap = rs->cap ? rs->cap * 2 : 64;
-        rc_release_item_t *items = realloc(rs->items, cap * sizeof(*items));
-        if (!items)
-            return VC_ERR_NOMEM;
-        rs->items = items;
-        rs->cap = cap;
-    }
+    if (rc_grow((void **)&rs->items, &rs->cap, rs->len, sizeof(*rs->items), 64) != 0)
+        return VC_ERR_NOMEM;
     r = &rs->items[rs->len++];
     memset(r, 0, sizeof(*r));
     r->v = v;

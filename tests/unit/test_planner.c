@@ -82,6 +82,30 @@ static void describe(const rc_plan_t *p, char *buf, size_t cap)
     }
 }
 
+/*
+ * One voucher in vs (freed by the caller with rc_vouchers_free()), read in
+ * full, with its memory mem: total_limit, used_count, and Redis's counter
+ * (remaining < 0: Redis lost it).
+ */
+static rc_voucher_t *voucher(rc_vouchers_t *vs, rc_memory_entry_t *mem, int64_t total,
+                             int64_t used, int64_t remaining)
+{
+    rc_voucher_t *v;
+
+    ck_assert_int_eq(rc_vouchers_alloc(vs, 1), 0);
+    v = &vs->v[0];
+    strcpy(v->code, "SALE");
+    v->mem = mem;
+    v->full = 1;
+    v->claimed = 1;
+    v->n.total_limit = total;
+    v->n.used_count = used;
+    v->n.redis_loaded = remaining >= 0;
+    v->n.redis_remaining = remaining >= 0 ? remaining : 0;
+    v->n.redis_users = -1;
+    return v;
+}
+
 START_TEST(plans_from_the_table)
 {
     const plan_case_t *c = &cases[_i];
@@ -92,17 +116,7 @@ START_TEST(plans_from_the_table)
     rc_voucher_t *v;
     char got[256];
 
-    ck_assert_int_eq(rc_vouchers_alloc(&vs, 1), 0);
-    v = &vs.v[0];
-    strcpy(v->code, "SALE");
-    v->mem = &mem;
-    v->full = 1;
-    v->claimed = 1;
-    v->n.total_limit = c->total;
-    v->n.used_count = c->used;
-    v->n.redis_loaded = c->remaining >= 0;
-    v->n.redis_remaining = c->remaining >= 0 ? c->remaining : 0;
-    v->n.redis_users = -1;
+    v = voucher(&vs, &mem, c->total, c->used, c->remaining);
     mem.missing_since_ms = c->missing_since ? NOW - c->missing_since : 0;
     for (size_t i = 0; i < 6 && c->orders[i]; i++) {
         char id[16], redis, pg;
@@ -147,15 +161,8 @@ START_TEST(expiries_are_bounded_by_batch)
     rc_voucher_t *v;
     size_t expire = 0;
 
-    ck_assert_int_eq(rc_vouchers_alloc(&vs, 1), 0);
-    v = &vs.v[0];
-    v->mem = &mem;
-    v->full = 1;
-    v->n.total_limit = 10;
-    v->n.used_count = v->n.live_rows = 5;
-    v->n.redis_loaded = 1;
-    v->n.redis_remaining = 5;
-    v->n.redis_users = -1;
+    v = voucher(&vs, &mem, 10, 5, 5);
+    v->n.live_rows = 5;
     for (int i = 0; i < 5; i++) {
         char id[8];
         rc_order_t *o;
@@ -185,14 +192,9 @@ START_TEST(numbers_only_plans_nothing)
     rc_plan_t plan = {0};
     rc_voucher_t *v;
 
-    ck_assert_int_eq(rc_vouchers_alloc(&vs, 1), 0);
-    v = &vs.v[0];
-    v->mem = &mem;
+    v = voucher(&vs, &mem, 10, 3, 7);
+    v->full = 0;
     mem.uncounted = 1;
-    v->n.total_limit = 10;
-    v->n.used_count = 3;
-    v->n.redis_loaded = 1;
-    v->n.redis_remaining = 7;
     rc_plan_judge_numbers(v);
     ck_assert_int_eq(v->verdict, RC_USED_WITHOUT_ROWS);
     ck_assert_int_eq(v->n.live_rows, 2);
@@ -224,6 +226,31 @@ static const char *str_of(const vc_jdoc_t *d, const char *key)
     return s;
 }
 
+static int64_t int_of(const vc_jdoc_t *d, const char *key)
+{
+    int64_t k = 0;
+    char err[128];
+    ck_assert_msg(vc_jdoc_int(d, key, &k, err, sizeof(err)) == 0, "%s", err);
+    return k;
+}
+
+static size_t len_of(const vc_jdoc_t *d, const char *key)
+{
+    size_t n = 0;
+    char err[128];
+    ck_assert_msg(vc_jdoc_array(d, key, &n, err, sizeof(err)) == 0, "%s", err);
+    return n;
+}
+
+/* Element i (an object) of the array at key. */
+static vc_jdoc_t at(const vc_jdoc_t *d, const char *key, size_t i)
+{
+    vc_jdoc_t e = {0};
+    char err[128];
+    ck_assert_msg(vc_jdoc_at(d, key, i, &e, err, sizeof(err)) == 0, "%s", err);
+    return e;
+}
+
 /*
  * A snapshot with an event in flight, a stranded hold remembered from an
  * earlier pass and an unreadable Redis value: the verdicts and repairs come
@@ -243,31 +270,24 @@ START_TEST(json_snapshot_plans_as_the_daemon_does)
         "              \"discountAmount\": 10, \"heldUntilMs\": 10060000}],"
         "  \"orders\": [{\"orderId\": \"e\", \"value\": \"1:10:10060000:H\"}]}]}";
     vc_jdoc_t doc, v, rep, num;
-    size_t n;
     char err[128];
-    int64_t k;
 
     plan_json(json, &doc);
-    ck_assert_int_eq(vc_jdoc_array(&doc, "vouchers", &n, err, sizeof(err)), 0);
-    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(len_of(&doc, "vouchers"), 2);
     /* ABC: behind (its reservation is in flight): nothing to repair (no release is due). */
-    ck_assert_int_eq(vc_jdoc_at(&doc, "vouchers", 0, &v, err, sizeof(err)), 0);
+    v = at(&doc, "vouchers", 0);
     ck_assert_str_eq(str_of(&v, "code"), "ABC");
     ck_assert_str_eq(str_of(&v, "verdict"), "behind");
     ck_assert_int_eq(vc_jdoc_obj(&v, "numbers", &num, err, sizeof(err)), 0);
-    ck_assert_int_eq(vc_jdoc_int(&num, "inFlightEvents", &k, err, sizeof(err)), 0);
-    ck_assert_int_eq(k, 1);
-    ck_assert_int_eq(vc_jdoc_array(&v, "repairs", &n, err, sizeof(err)), 0);
-    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(int_of(&num, "inFlightEvents"), 1);
+    ck_assert_uint_eq(len_of(&v, "repairs"), 0);
     /* ZED: the remembered hold is stranded and released; the bad value is counted. */
-    ck_assert_int_eq(vc_jdoc_at(&doc, "vouchers", 1, &v, err, sizeof(err)), 0);
+    v = at(&doc, "vouchers", 1);
     ck_assert_str_eq(str_of(&v, "code"), "ZED");
     ck_assert_str_eq(str_of(&v, "verdict"), "undersold");
-    ck_assert_int_eq(vc_jdoc_int(&v, "badOrders", &k, err, sizeof(err)), 0);
-    ck_assert_int_eq(k, 1);
-    ck_assert_int_eq(vc_jdoc_array(&v, "repairs", &n, err, sizeof(err)), 0);
-    ck_assert_uint_eq(n, 1);
-    ck_assert_int_eq(vc_jdoc_at(&v, "repairs", 0, &rep, err, sizeof(err)), 0);
+    ck_assert_int_eq(int_of(&v, "badOrders"), 1);
+    ck_assert_uint_eq(len_of(&v, "repairs"), 1);
+    rep = at(&v, "repairs", 0);
     ck_assert_str_eq(str_of(&rep, "action"), "release");
     ck_assert_str_eq(str_of(&rep, "orderId"), "s");
     ck_assert_str_eq(str_of(&rep, "why"), "undelivered");
@@ -286,14 +306,11 @@ START_TEST(json_snapshot_resumes_what_the_pass_read_begun)
         "  \"orders\": [{\"orderId\": \"x\", \"value\": \"1:0:0:X\"}],"
         "  \"releasingDue\": [\"x\", \"later\"]}]}";
     vc_jdoc_t doc, v, rep;
-    size_t n;
-    char err[128];
 
     plan_json(json, &doc);
-    ck_assert_int_eq(vc_jdoc_at(&doc, "vouchers", 0, &v, err, sizeof(err)), 0);
-    ck_assert_int_eq(vc_jdoc_array(&v, "repairs", &n, err, sizeof(err)), 0);
-    ck_assert_uint_eq(n, 1);
-    ck_assert_int_eq(vc_jdoc_at(&v, "repairs", 0, &rep, err, sizeof(err)), 0);
+    v = at(&doc, "vouchers", 0);
+    ck_assert_uint_eq(len_of(&v, "repairs"), 1);
+    rep = at(&v, "repairs", 0);
     ck_assert_str_eq(str_of(&rep, "orderId"), "x");
     ck_assert_str_eq(str_of(&rep, "why"), "resume");
     ck_assert_str_eq(str_of(&rep, "reason"), "CANCELLED");
