@@ -26,6 +26,7 @@ typedef struct {
     int64_t total, used, remaining; /* remaining < 0: Redis lost the counter */
     const char *orders[6];
     const char *first_seen;   /* an orderId remembered unsent since NOW - 2 * GRACE, or NULL */
+    const char *seen_released; /* an orderId the last full read saw R and live, or NULL */
     int64_t missing_since;    /* memory: counter first seen missing at NOW - this (0: never) */
     rc_verdict_t verdict;
     const char *repairs;      /* the plan: kinds, with the orderId and why of each release */
@@ -33,27 +34,31 @@ typedef struct {
 
 static const plan_case_t cases[] = {
     {"consistent: nothing to repair but the resumes",
-     10, 2, 8, {"a:H:R:60000", "b:C:C:60000"}, NULL, 0, RC_CONSISTENT, "resume-due"},
+     10, 2, 8, {"a:H:R:60000", "b:C:C:60000"}, NULL, NULL, 0, RC_CONSISTENT, "resume-due"},
     {"held past heldUntil and the grace: expired",
-     10, 1, 9, {"a:H:R:-40000"}, NULL, 0, RC_CONSISTENT, "resume-due release(a,expire)"},
+     10, 1, 9, {"a:H:R:-40000"}, NULL, NULL, 0, RC_CONSISTENT, "resume-due release(a,expire)"},
     {"held past heldUntil within the grace: left alone",
-     10, 1, 9, {"a:H:R:-10000"}, NULL, 0, RC_CONSISTENT, "resume-due"},
+     10, 1, 9, {"a:H:R:-10000"}, NULL, NULL, 0, RC_CONSISTENT, "resume-due"},
     {"held, confirmed in PostgreSQL: confirmed in Redis, never expired",
-     10, 1, 9, {"a:H:C:-40000"}, NULL, 0, RC_CONSISTENT, "resume-due confirm(a)"},
+     10, 1, 9, {"a:H:C:-40000"}, NULL, NULL, 0, RC_CONSISTENT, "resume-due confirm(a)"},
     {"held, released in PostgreSQL: cancelled",
-     10, 0, 9, {"a:H:X:60000"}, NULL, 0, RC_UNDERSOLD, "resume-due release(a,cancel)"},
+     10, 0, 9, {"a:H:X:60000"}, NULL, NULL, 0, RC_UNDERSOLD, "resume-due release(a,cancel)"},
     {"unsent, first seen a grace ago: undelivered",
-     10, 0, 9, {"a:H:-:60000"}, "a", 0, RC_UNDERSOLD, "resume-due release(a,undelivered)"},
+     10, 0, 9, {"a:H:-:60000"}, "a", NULL, 0, RC_UNDERSOLD, "resume-due release(a,undelivered)"},
     {"unsent, first seen now: fresh, left alone",
-     10, 0, 9, {"a:H:-:60000"}, NULL, 0, RC_BEHIND, "resume-due"},
+     10, 0, 9, {"a:H:-:60000"}, NULL, NULL, 0, RC_BEHIND, "resume-due"},
     {"lost from Redis, counted in PostgreSQL: taken again",
-     10, 2, 8, {"a:H:R:60000", "b:-:C:60000"}, NULL, 0, RC_DRIFTED, "retake resume-due"},
+     10, 2, 8, {"a:H:R:60000", "b:-:C:60000"}, NULL, NULL, 0, RC_DRIFTED, "retake resume-due"},
     {"counter above the bound: lowered",
-     10, 1, 12, {"a:H:R:60000"}, NULL, 0, RC_DRIFTED, "lower resume-due"},
+     10, 1, 12, {"a:H:R:60000"}, NULL, NULL, 0, RC_DRIFTED, "lower resume-due"},
     {"counter lost, missing long enough: restored",
-     10, 1, -1, {"a:-:R:60000"}, NULL, 20000, RC_NOT_LOADED, "restore"},
+     10, 1, -1, {"a:-:R:60000"}, NULL, NULL, 20000, RC_NOT_LOADED, "restore"},
+    {"given back in Redis, counted in the snapshot, seen so once: a release too young to show",
+     10, 1, 10, {"a:R:R:60000"}, NULL, NULL, 0, RC_BEHIND, "resume-due"},
+    {"given back in Redis, counted in the snapshot, seen so by the last pass too: taken again",
+     10, 1, 10, {"a:R:R:60000"}, NULL, "a", 0, RC_DRIFTED, "retake resume-due"},
     {"counter lost just now: waits out the restore delay",
-     10, 1, -1, {"a:-:R:60000"}, NULL, 0, RC_NOT_LOADED, "await-restore"},
+     10, 1, -1, {"a:-:R:60000"}, NULL, NULL, 0, RC_NOT_LOADED, "await-restore"},
 };
 
 static vc_rd_status_t pg_of(char c)
@@ -137,6 +142,8 @@ START_TEST(plans_from_the_table)
         seen->redis_state = o->redis_state;
         seen->redis_held_until_ms = o->redis_held_until_ms;
     }
+    if (c->seen_released)
+        rc_orders_get(&mem.released_seen, c->seen_released)->redis_state = 'R';
     ck_assert_int_eq(rc_plan_replay(v), 0);
     ck_assert_int_eq(rc_plan_judge_full(v, NOW, 1, GRACE), 0);
     ck_assert_msg(v->verdict == c->verdict, "%s: verdict %s, want %s", c->name,
