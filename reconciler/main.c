@@ -201,7 +201,9 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         return 2;
     }
     rc = vc_config_load(params, &s, "voucher-reconciler",
-                        "Usage: voucher-reconciler [--once] [SETTINGS]\n\n"
+                        "Usage: voucher-reconciler [--once] [SETTINGS]\n"
+                        "       voucher-reconciler plan [FILE]   (the planner alone, on a JSON\n"
+                        "                                         snapshot: plan --help)\n\n"
                         "Expires unpaid holds, compares every active voucher in PostgreSQL with\n"
                         "Redis (allowing for the events the writer has not applied yet), and\n"
                         "repairs drift without ever overselling. One of several replicas acts;\n"

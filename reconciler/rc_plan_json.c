@@ -540,10 +540,12 @@ int rc_plan_cli(int argc, char **argv)
     int rc = 0;
 
     if (argc > 2 || (argc == 2 && argv[1][0] == '-' && argv[1][1])) {
-        fprintf(stderr, "Usage: voucher-reconciler plan [FILE]\n\n"
-                        "Reads a snapshot of one pass (JSON, proto/reconciler-plan.md) from FILE\n"
-                        "or stdin, and prints the planned verdicts and repairs as JSON.\n");
-        return 2;
+        int help = argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+        fprintf(help ? stdout : stderr,
+                "Usage: voucher-reconciler plan [FILE]\n\n"
+                "Reads a snapshot of one pass (JSON, proto/reconciler-plan.md) from FILE\n"
+                "or stdin, and prints the planned verdicts and repairs as JSON.\n");
+        return help ? 0 : 2;
     }
     if (!in) {
         fprintf(stderr, "voucher-reconciler plan: %s: cannot open\n", path);
