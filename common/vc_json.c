@@ -78,6 +78,36 @@ void vc_jgen_kv_bool(vc_jgen_t *g, const char *key, int v)
     vc_jgen_bool(g, v);
 }
 
+void vc_jgen_array_open(vc_jgen_t *g)
+{
+    CHECK(g, yajl_gen_array_open(GEN(g)));
+}
+
+void vc_jgen_array_close(vc_jgen_t *g)
+{
+    CHECK(g, yajl_gen_array_close(GEN(g)));
+}
+
+int vc_jgen_finish_alloc(vc_jgen_t *g, char **out, size_t *len)
+{
+    const unsigned char *buf;
+    size_t n = 0;
+    int rc = 0;
+
+    *out = NULL;
+    if (g->failed || yajl_gen_get_buf(GEN(g), &buf, &n) != yajl_gen_status_ok)
+        rc = VC_ERR_INVALID;
+    else if (!(*out = malloc(n + 1)))
+        rc = VC_ERR_NOMEM;
+    else {
+        memcpy(*out, buf, n);
+        (*out)[n] = '\0';
+        *len = n;
+    }
+    vc_jgen_free(g);
+    return rc;
+}
+
 void vc_jgen_free(vc_jgen_t *g)
 {
     if (g->gen)
@@ -681,5 +711,93 @@ int vc_jdoc_time(const vc_jdoc_t *doc, const char *key, int required, int64_t *o
         snprintf(err, errlen, "field \"%s\" must be an RFC 3339 time", key);
         return VC_ERR_INVALID;
     }
+    return 0;
+}
+
+/*
+ * The value at key when its type is one of a or b; else NULL with err saying
+ * the field is missing or must be what.
+ */
+static yajl_val typed(const vc_jdoc_t *doc, const char *key, yajl_type a, yajl_type b,
+                      const char *what, char *err, size_t errlen)
+{
+    yajl_val v = lookup(doc, key);
+
+    if (!v) {
+        missing(key, err, errlen);
+        return NULL;
+    }
+    if (v->type != a && v->type != b) {
+        snprintf(err, errlen, "field \"%s\" must be %s", key, what);
+        return NULL;
+    }
+    return v;
+}
+
+int vc_jdoc_bool(const vc_jdoc_t *doc, const char *key, int *out, char *err, size_t errlen)
+{
+    yajl_val v = typed(doc, key, yajl_t_true, yajl_t_false, "true or false", err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
+    *out = YAJL_IS_TRUE(v);
+    return 0;
+}
+
+int vc_jdoc_obj(const vc_jdoc_t *doc, const char *key, vc_jdoc_t *out, char *err, size_t errlen)
+{
+    yajl_val v = typed(doc, key, yajl_t_object, yajl_t_object, "an object", err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
+    out->root = v;
+    return 0;
+}
+
+int vc_jdoc_array(const vc_jdoc_t *doc, const char *key, size_t *len, char *err, size_t errlen)
+{
+    yajl_val v = typed(doc, key, yajl_t_array, yajl_t_array, "an array", err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
+    *len = v->u.array.len;
+    return 0;
+}
+
+/* Element i of the array at key when its type is t; else NULL with err set. */
+static yajl_val element(const vc_jdoc_t *doc, const char *key, size_t i, yajl_type t,
+                        const char *what, char *err, size_t errlen)
+{
+    size_t len;
+    yajl_val v;
+
+    if (vc_jdoc_array(doc, key, &len, err, errlen) != 0)
+        return NULL;
+    if (i >= len) {
+        snprintf(err, errlen, "field \"%s\" has no element %zu", key, i);
+        return NULL;
+    }
+    v = lookup(doc, key)->u.array.values[i];
+    if (v->type != t) {
+        snprintf(err, errlen, "field \"%s\"[%zu] must be %s", key, i, what);
+        return NULL;
+    }
+    return v;
+}
+
+int vc_jdoc_at(const vc_jdoc_t *doc, const char *key, size_t i, vc_jdoc_t *out, char *err,
+               size_t errlen)
+{
+    yajl_val v = element(doc, key, i, yajl_t_object, "an object", err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
+    out->root = v;
+    return 0;
+}
+
+int vc_jdoc_str_at(const vc_jdoc_t *doc, const char *key, size_t i, const char **out, char *err,
+                   size_t errlen)
+{
+    yajl_val v = element(doc, key, i, yajl_t_string, "a string", err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
+    *out = YAJL_GET_STRING(v);
     return 0;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "vc_event.h"
+#include "vc_order_value.h"
 #include "vc_voucher.h"
 
 /*
@@ -124,19 +125,13 @@ int gw_route_auth(gw_route_kind_t kind);
  */
 int gw_bearer_authorized(const char *auth, const char *tokens);
 
-/*
- * A stored order value of the Redis scripts: "customerId:discount:heldUntilMs:state",
- * state as proto/redis-keys.md lists them.
- */
-typedef struct {
-    int64_t customer_id;
-    int64_t discount;
-    int64_t held_until_ms;
-    char state; /* 'H' held, 'C' confirmed, 'X'/'E' release begun, 'R' released */
-} gw_order_value_t;
+/* A stored order value of the Redis scripts: the one strict parser is common/vc_order_value.h. */
+typedef vc_order_value_t gw_order_value_t;
 
-/* Parses s (len bytes). Returns 0, or VC_ERR_PROTOCOL when it is not such a value. */
-int gw_order_value_parse(const char *s, size_t len, gw_order_value_t *out);
+static inline int gw_order_value_parse(const char *s, size_t len, gw_order_value_t *out)
+{
+    return vc_order_value_parse(s, len, out);
+}
 
 /*
  * An orderId's claim, voucher-order:{orderId} (proto/redis-keys.md), holds
