@@ -88,26 +88,6 @@ void vc_jgen_array_close(vc_jgen_t *g)
     CHECK(g, yajl_gen_array_close(GEN(g)));
 }
 
-int vc_jgen_finish_alloc(vc_jgen_t *g, char **out, size_t *len)
-{
-    const unsigned char *buf;
-    size_t n = 0;
-    int rc = 0;
-
-    *out = NULL;
-    if (g->failed || yajl_gen_get_buf(GEN(g), &buf, &n) != yajl_gen_status_ok)
-        rc = VC_ERR_INVALID;
-    else if (!(*out = malloc(n + 1)))
-        rc = VC_ERR_NOMEM;
-    else {
-        memcpy(*out, buf, n);
-        (*out)[n] = '\0';
-        *len = n;
-    }
-    vc_jgen_free(g);
-    return rc;
-}
-
 void vc_jgen_free(vc_jgen_t *g)
 {
     if (g->gen)
@@ -115,24 +95,6 @@ void vc_jgen_free(vc_jgen_t *g)
     g->gen = NULL;
 }
 
-int vc_jgen_finish(vc_jgen_t *g, char *buf, size_t cap, size_t *len)
-{
-    const unsigned char *out;
-    size_t n;
-    int rc = 0;
-
-    if (g->failed || yajl_gen_get_buf(GEN(g), &out, &n) != yajl_gen_status_ok)
-        rc = VC_ERR_INVALID;
-    else if (n + 1 > cap)
-        rc = VC_ERR_TOO_LARGE;
-    else {
-        memcpy(buf, out, n);
-        buf[n] = '\0';
-        *len = n;
-    }
-    vc_jgen_free(g);
-    return rc;
-}
 
 int vc_jgen_emit(vc_jgen_t *g, int (*out)(void *arg, const char *doc, size_t len), void *arg)
 {
@@ -146,6 +108,57 @@ int vc_jgen_emit(vc_jgen_t *g, int (*out)(void *arg, const char *doc, size_t len
         rc = out(arg, (const char *)doc, n);
     vc_jgen_free(g);
     return rc;
+}
+
+/* Where vc_jgen_finish() copies to. */
+typedef struct {
+    char *buf;
+    size_t cap, *len;
+} copy_to_t;
+
+static int copy_to(void *arg, const char *doc, size_t n)
+{
+    copy_to_t *c = arg;
+
+    if (n + 1 > c->cap)
+        return VC_ERR_TOO_LARGE;
+    memcpy(c->buf, doc, n);
+    c->buf[n] = '\0';
+    *c->len = n;
+    return 0;
+}
+
+int vc_jgen_finish(vc_jgen_t *g, char *buf, size_t cap, size_t *len)
+{
+    copy_to_t c = {buf, cap, len};
+
+    return vc_jgen_emit(g, copy_to, &c);
+}
+
+/* Where vc_jgen_finish_alloc() copies to. */
+typedef struct {
+    char **out;
+    size_t *len;
+} alloc_to_t;
+
+static int alloc_to(void *arg, const char *doc, size_t n)
+{
+    alloc_to_t *a = arg;
+
+    if (!(*a->out = malloc(n + 1)))
+        return VC_ERR_NOMEM;
+    memcpy(*a->out, doc, n);
+    (*a->out)[n] = '\0';
+    *a->len = n;
+    return 0;
+}
+
+int vc_jgen_finish_alloc(vc_jgen_t *g, char **out, size_t *len)
+{
+    alloc_to_t a = {out, len};
+
+    *out = NULL;
+    return vc_jgen_emit(g, alloc_to, &a);
 }
 
 /*
