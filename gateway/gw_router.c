@@ -161,6 +161,31 @@ int gw_quote_req_parse(const char *body, size_t len, gw_quote_req_t *out, char *
     return rc;
 }
 
+int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, char *err,
+                         size_t errlen)
+{
+    static const char *const allowed[] = {"orderAmount", NULL};
+    vc_jdoc_t doc;
+    size_t i;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    for (i = 0; i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' ||
+                            body[i] == '\n');
+         i++)
+        ;
+    if (i == len)
+        return 0; /* no body: the confirm of old */
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) == 0 &&
+        vc_jdoc_has(&doc, "orderAmount") &&
+        (rc = int_field(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err, errlen)) == 0)
+        out->has_total = 1;
+    vc_jdoc_free(&doc);
+    return rc;
+}
+
 int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *err, size_t errlen)
 {
     static const char *const allowed[] = {"code",
@@ -463,6 +488,9 @@ int gw_status_for(int rc, const char **error, const char **reason)
     case GW_E_UNAUTHORIZED:
         *error = "UNAUTHORIZED";
         return 401;
+    case GW_E_CONFIRMED_OTHER:
+        *error = "ALREADY_CONFIRMED";
+        return 409;
     default:
         /* Every other failure is ours, and trying again later may pass. */
         *error = "UNAVAILABLE";
@@ -566,6 +594,51 @@ size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *c
     vc_jgen_kv_str(&g, "status", status);
     if (replayed)
         vc_jgen_kv_bool(&g, "replayed", 1);
+    vc_jgen_map_close(&g);
+    return finish(&g, buf, cap);
+}
+
+static void figures(vc_jgen_t *g, const gw_figures_t *fig)
+{
+    if (fig->has_amount)
+        vc_jgen_kv_int(g, "orderAmount", fig->order_amount);
+    vc_jgen_kv_int(g, "discountAmount", fig->discount);
+}
+
+size_t gw_body_confirmed(char *buf, size_t cap, const char *order_id, const char *code,
+                         const gw_figures_t *fig, int replayed)
+{
+    vc_jgen_t g;
+
+    if (vc_jgen_init(&g) != 0)
+        return 0;
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "orderId", order_id);
+    vc_jgen_kv_str(&g, "code", code);
+    vc_jgen_kv_str(&g, "status", "CONFIRMED");
+    figures(&g, fig);
+    if (replayed)
+        vc_jgen_kv_bool(&g, "replayed", 1);
+    vc_jgen_map_close(&g);
+    return finish(&g, buf, cap);
+}
+
+size_t gw_body_confirm_refused(char *buf, size_t cap, const char *error, const char *detail,
+                               const char *reason, const char *key, const gw_figures_t *fig)
+{
+    vc_jgen_t g;
+
+    if (vc_jgen_init(&g) != 0)
+        return 0;
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "error", error);
+    vc_jgen_kv_str(&g, "detail", detail ? detail : "");
+    if (reason)
+        vc_jgen_kv_str(&g, "reason", reason);
+    vc_jgen_key(&g, key);
+    vc_jgen_map_open(&g);
+    figures(&g, fig);
+    vc_jgen_map_close(&g);
     vc_jgen_map_close(&g);
     return finish(&g, buf, cap);
 }

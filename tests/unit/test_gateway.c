@@ -611,6 +611,7 @@ START_TEST(redis_keys)
     ck_assert_str_eq(keys[GW_KEY_ORDERS], "voucher:{FLASH100}:orders");
     ck_assert_str_eq(keys[GW_KEY_RESENT], "voucher:{FLASH100}:resent");
     ck_assert_str_eq(keys[GW_KEY_AMOUNTS], "voucher:{FLASH100}:amounts");
+    ck_assert_str_eq(keys[GW_KEY_PAID], "voucher:{FLASH100}:paid");
     ck_assert_str_eq(keys[GW_KEY_COUNT - 1], "voucher:{FLASH100}:releasing");
     gw_app_claim_key("order-7", claim);
     ck_assert_str_eq(claim, "voucher-order:{order-7}");
