@@ -184,5 +184,5 @@ wait_row "$fixed-old" RESERVED >/dev/null
 printf '%s\t%s\n' "$fixed" "{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"$fixed\",\"customerId\":1,\"orderId\":\"$fixed-old\",\"confirmedAt\":\"$(date -u +%Y-%m-%dT%H:%M:%S.000Z)\"}" |
   kcat -P -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -K $'\t'
 is "$(wait_row "$fixed-old" CONFIRMED)" "CONFIRMED|30000|1000|-|-" "an old confirm event (no figures) is applied: CONFIRMED at the quote"
-is "$(sql "SELECT count(*) FROM dead_letter WHERE order_id LIKE '$p%'")" 0 "and nothing of this test was dead-lettered"
+is "$(sql "SELECT count(*) FROM dead_letter WHERE voucher_code LIKE '$p%'")" 0 "and nothing of this test was dead-lettered"
 is "$(sql "SELECT used_count FROM voucher WHERE code = '$pct'")" 6 "the percent voucher counts its six uses once each"
