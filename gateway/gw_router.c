@@ -183,6 +183,8 @@ int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, ch
         (rc = int_field(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err, errlen)) == 0)
         out->has_total = 1;
     vc_jdoc_free(&doc);
+    if (rc != 0)
+        memset(out, 0, sizeof(*out)); /* a refused body gives no total */
     return rc;
 }
 
