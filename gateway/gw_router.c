@@ -583,8 +583,16 @@ size_t gw_body_reservation(char *buf, size_t cap, const char *order_id, const ch
     return finish(&g, buf, cap);
 }
 
-size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *code,
-                      const char *status, int replayed)
+static void figures(vc_jgen_t *g, const gw_figures_t *fig)
+{
+    if (fig->has_amount)
+        vc_jgen_kv_int(g, "orderAmount", fig->order_amount);
+    vc_jgen_kv_int(g, "discountAmount", fig->discount);
+}
+
+/* A confirm's or a cancel's answer, with the figures of a confirm given a total (fig, or NULL). */
+static size_t status_body(char *buf, size_t cap, const char *order_id, const char *code,
+                          const char *status, const gw_figures_t *fig, int replayed)
 {
     vc_jgen_t g;
 
@@ -594,35 +602,24 @@ size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *c
     vc_jgen_kv_str(&g, "orderId", order_id);
     vc_jgen_kv_str(&g, "code", code);
     vc_jgen_kv_str(&g, "status", status);
+    if (fig)
+        figures(&g, fig);
     if (replayed)
         vc_jgen_kv_bool(&g, "replayed", 1);
     vc_jgen_map_close(&g);
     return finish(&g, buf, cap);
 }
 
-static void figures(vc_jgen_t *g, const gw_figures_t *fig)
+size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *code,
+                      const char *status, int replayed)
 {
-    if (fig->has_amount)
-        vc_jgen_kv_int(g, "orderAmount", fig->order_amount);
-    vc_jgen_kv_int(g, "discountAmount", fig->discount);
+    return status_body(buf, cap, order_id, code, status, NULL, replayed);
 }
 
 size_t gw_body_confirmed(char *buf, size_t cap, const char *order_id, const char *code,
                          const gw_figures_t *fig, int replayed)
 {
-    vc_jgen_t g;
-
-    if (vc_jgen_init(&g) != 0)
-        return 0;
-    vc_jgen_map_open(&g);
-    vc_jgen_kv_str(&g, "orderId", order_id);
-    vc_jgen_kv_str(&g, "code", code);
-    vc_jgen_kv_str(&g, "status", "CONFIRMED");
-    figures(&g, fig);
-    if (replayed)
-        vc_jgen_kv_bool(&g, "replayed", 1);
-    vc_jgen_map_close(&g);
-    return finish(&g, buf, cap);
+    return status_body(buf, cap, order_id, code, "CONFIRMED", fig, replayed);
 }
 
 size_t gw_body_confirm_refused(char *buf, size_t cap, const char *error, const char *detail,

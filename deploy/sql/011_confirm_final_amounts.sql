@@ -15,10 +15,11 @@
 --
 -- The writer passes a confirm's figures in p_amount and p_discount, which
 -- carried 0 for confirms before; it now passes NULL for a confirm without
--- them. The signatures do not change, so the grants of 008 and 010 (EXECUTE
--- for voucher_writer, kept by CREATE OR REPLACE) and the writer's table grants
--- (SELECT, INSERT, UPDATE on voucher_redemption, which cover new columns)
--- stand; the loop below states them again. Deploy this with the writer of
+-- them. The signatures do not change, so the grants stand as 008 and 010 made
+-- them: CREATE OR REPLACE keeps a function's owner and privileges (EXECUTE
+-- for voucher_writer alone), and the writer's table grants (SELECT, INSERT,
+-- UPDATE on voucher_redemption, table-wide) cover the new columns, which the
+-- gateway (column grants) and the reconciler (SELECT) do not need to write. Deploy this with the writer of
 -- the same change: a writer from before passes 0 for a confirm's figures,
 -- which this file would store as a confirm at a total of 0.
 --
@@ -485,20 +486,3 @@ BEGIN
     RETURN outcome;
 END
 $fn$;
-
--- The writer's functions stay the writer's alone (as 008 and 010 grant them).
-DO $$
-DECLARE
-    f regprocedure;
-BEGIN
-    FOR f IN SELECT p.oid::regprocedure
-               FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-              WHERE n.nspname = current_schema()
-                AND p.proname IN ('wr_apply_events_seq', 'wr_apply_events_fresh',
-                                  'wr_apply_events_set')
-    LOOP
-        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO voucher_writer', f);
-    END LOOP;
-END
-$$;
