@@ -338,7 +338,8 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
             gw_app_reply_error(h->req, rc, NULL);
         return;
     }
-    h->v = *v;
+    if (v != &h->v)
+        h->v = *v;
     with_rules(h);
 }
 
@@ -371,13 +372,10 @@ static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const 
             run_confirm(h); /* as before the total existed: no rule is read */
             return;
         }
+        /* Answered now (cached, or a remembered miss) or later through rules_cb: one path. */
         rc = gw_rules_get(app->rules, code, 0, &h->v, rules_cb, h);
-        if (rc == GW_RULES_PENDING)
-            return;
-        if (rc == 0)
-            with_rules(h);
-        else
-            rules_cb(h, rc, NULL);
+        if (rc != GW_RULES_PENDING)
+            rules_cb(h, rc, rc == 0 ? &h->v : NULL);
         return;
     }
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());

@@ -546,8 +546,16 @@ static size_t finish(vc_jgen_t *g, char *buf, size_t cap)
     return len;
 }
 
-size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detail,
-                     const char *reason)
+static void figures(vc_jgen_t *g, const gw_figures_t *fig)
+{
+    if (fig->has_amount)
+        vc_jgen_kv_int(g, "orderAmount", fig->order_amount);
+    vc_jgen_kv_int(g, "discountAmount", fig->discount);
+}
+
+/* An error body, with a refused confirm's figures under key (or none: key NULL). */
+static size_t error_body(char *buf, size_t cap, const char *error, const char *detail,
+                         const char *reason, const char *key, const gw_figures_t *fig)
 {
     vc_jgen_t g;
 
@@ -558,8 +566,20 @@ size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detai
     vc_jgen_kv_str(&g, "detail", detail ? detail : "");
     if (reason)
         vc_jgen_kv_str(&g, "reason", reason);
+    if (key) {
+        vc_jgen_key(&g, key);
+        vc_jgen_map_open(&g);
+        figures(&g, fig);
+        vc_jgen_map_close(&g);
+    }
     vc_jgen_map_close(&g);
     return finish(&g, buf, cap);
+}
+
+size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detail,
+                     const char *reason)
+{
+    return error_body(buf, cap, error, detail, reason, NULL, NULL);
 }
 
 size_t gw_body_reservation(char *buf, size_t cap, const char *order_id, const char *code,
@@ -581,13 +601,6 @@ size_t gw_body_reservation(char *buf, size_t cap, const char *order_id, const ch
         vc_jgen_kv_bool(&g, "replayed", 1);
     vc_jgen_map_close(&g);
     return finish(&g, buf, cap);
-}
-
-static void figures(vc_jgen_t *g, const gw_figures_t *fig)
-{
-    if (fig->has_amount)
-        vc_jgen_kv_int(g, "orderAmount", fig->order_amount);
-    vc_jgen_kv_int(g, "discountAmount", fig->discount);
 }
 
 /* A confirm's or a cancel's answer, with the figures of a confirm given a total (fig, or NULL). */
@@ -625,21 +638,7 @@ size_t gw_body_confirmed(char *buf, size_t cap, const char *order_id, const char
 size_t gw_body_confirm_refused(char *buf, size_t cap, const char *error, const char *detail,
                                const char *reason, const char *key, const gw_figures_t *fig)
 {
-    vc_jgen_t g;
-
-    if (vc_jgen_init(&g) != 0)
-        return 0;
-    vc_jgen_map_open(&g);
-    vc_jgen_kv_str(&g, "error", error);
-    vc_jgen_kv_str(&g, "detail", detail ? detail : "");
-    if (reason)
-        vc_jgen_kv_str(&g, "reason", reason);
-    vc_jgen_key(&g, key);
-    vc_jgen_map_open(&g);
-    figures(&g, fig);
-    vc_jgen_map_close(&g);
-    vc_jgen_map_close(&g);
-    return finish(&g, buf, cap);
+    return error_body(buf, cap, error, detail, reason, key, fig);
 }
 
 size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_counters,

@@ -665,14 +665,13 @@ END_TEST
 /* A confirm's pricing: the minimum and the capped percent, and no clock. */
 START_TEST(voucher_price_ignores_the_clock)
 {
-    vc_voucher_t v = {0};
+    const vc_voucher_t v = {.discount_percent = 10,
+                            .max_discount_amount = 5000,
+                            .min_order_amount = 20000,
+                            .starts_at_ms = 1000,
+                            .ends_at_ms = 2000};
     int64_t d = -1;
 
-    v.discount_percent = 10;
-    v.max_discount_amount = 5000;
-    v.min_order_amount = 20000;
-    v.starts_at_ms = 1000;
-    v.ends_at_ms = 2000;
     ck_assert_int_eq(vc_voucher_price(&v, 19999, &d), VC_E_ORDER_TOO_SMALL);
     ck_assert_int_eq(d, -1);
     ck_assert_int_eq(vc_voucher_price(&v, 20000, &d), 0);
