@@ -302,11 +302,13 @@ static void run_confirm(hold_t *h)
     int rc;
 
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
-    /* confirm.lua marks a confirm of a confirmed order in resent (it publishes again). */
-    if (h->in.has_total)
-        rc = gw_redis_eval(h->app->redis, GW_SCRIPT_CONFIRM, script_cb, h, 5, keys, 4, args);
-    else
-        rc = gw_redis_eval(h->app->redis, GW_SCRIPT_CONFIRM, script_cb, h, 3, keys, 2, args);
+    /*
+     * confirm.lua marks a confirm of a confirmed order in resent (it publishes
+     * again), and records the total every confirm is made at (paid), so that a
+     * later confirm with a total is compared with it.
+     */
+    rc = gw_redis_eval(h->app->redis, GW_SCRIPT_CONFIRM, script_cb, h, 5, keys,
+                       h->in.has_total ? 4 : 2, args);
     if (rc != 0)
         fail(h, rc, "redis");
 }

@@ -10,40 +10,40 @@
 --                                so the reconciler does not release as
 --                                "never delivered" an order whose 200 may
 --                                come after its pass read Kafka
--- With a final total only:
 -- KEYS[4] voucher:{CODE}:amounts hash orderId -> orderAmount of the reservation
--- KEYS[5] voucher:{CODE}:paid    hash orderId -> the final total a confirm was
---                                given; written with the change to C
+-- KEYS[5] voucher:{CODE}:paid    hash orderId -> the total the gateway confirmed
+--                                the order at (the final one, or the
+--                                reservation's for a confirm without one),
+--                                written with the change to C. KEYS[4] and
+--                                KEYS[5] may be left out (then nothing is
+--                                compared nor written there)
 -- ARGV[1] orderId   ARGV[2] nowMs
--- ARGV[3] the final orderAmount (absent: a confirm without a total, as before)
+-- ARGV[3] the final orderAmount (absent: a confirm without a total)
 -- ARGV[4] the discount the voucher's rules give for ARGV[3], or "" when they
 --         refuse it (the gateway judged them, vc_voucher_price(); this script
 --         does no arithmetic of the rules)
 --
 -- Returns {status, order, amount, paid}:
 --   1 confirmed now; 0 already confirmed (without a total; or with the total
---   it was confirmed at, or with any when that is unknown: an order restored
---   by the reconciler has neither amounts nor paid), nothing changed;
+--   it was confirmed at, or with any when that is unknown: an order the
+--   reconciler restored or repaired to C has no paid entry), nothing changed;
 --  -1 no such order; -2 released, or held past heldUntilMs (the hold is no
 --   longer promised and may be released at any moment);
 --  -3 already confirmed at another total (paid: that total), nothing changed;
 --  -4 the rules refuse the final total, nothing changed (the hold stays).
--- order is the stored value as it is now; amount the reservation's total
--- (false when unknown), paid the total the order is confirmed at (false when
--- unknown or not confirmed). Without a total only status and order come.
+-- order is the stored value as it is now; amount the reservation's total, paid
+-- the total the order is confirmed at (each false when unknown).
 local order = redis.call('HGET', KEYS[1], ARGV[1])
 if not order then return {-1, false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
 local total = ARGV[3]
 local amount, paid = false, false
-if total then
+if KEYS[5] then
   amount = redis.call('HGET', KEYS[4], ARGV[1])
   paid = redis.call('HGET', KEYS[5], ARGV[1])
 end
 if state == 'C' then
-  -- Confirmed without a total: at the reservation's.
-  local at = paid or amount
-  if total and at and at ~= total then return {-3, order, amount, at} end
+  if total and paid and paid ~= total then return {-3, order, amount, paid} end
   if KEYS[3] then
     -- Markers older than ten minutes go, as in reserve.lua.
     local now = tonumber(ARGV[2])
@@ -51,17 +51,18 @@ if state == 'C' then
     redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 600000)
     redis.call('PEXPIRE', KEYS[3], 600000)
   end
-  return {0, order, amount, at}
+  return {0, order, amount, paid}
 end
 if state ~= 'H' or tonumber(held) < tonumber(ARGV[2]) then return {-2, order} end
-if total then
-  -- The reservation's own total keeps its quote (the basket did not change,
-  -- whatever the rules say now); another total takes the rules' verdict.
-  if total ~= amount then
-    if ARGV[4] == '' then return {-4, order, amount, false} end
-    discount = ARGV[4]
-  end
-  redis.call('HSET', KEYS[5], ARGV[1], total)
+-- The reservation's own total keeps its quote (the basket did not change,
+-- whatever the rules say now); another total takes the rules' verdict.
+if total and total ~= amount then
+  if ARGV[4] == '' then return {-4, order, amount, false} end
+  discount = ARGV[4]
+end
+paid = total or amount
+if paid and KEYS[5] then
+  redis.call('HSET', KEYS[5], ARGV[1], paid)
   -- Retention: paid expires with the voucher's other keys (reserve.lua).
   local expire_at = redis.call('PEXPIRETIME', KEYS[1])
   if expire_at > 0 then redis.call('PEXPIREAT', KEYS[5], expire_at) end
@@ -69,4 +70,4 @@ end
 order = customer .. ':' .. discount .. ':' .. held .. ':C'
 redis.call('HSET', KEYS[1], ARGV[1], order)
 redis.call('ZREM', KEYS[2], ARGV[1])
-return {1, order, amount, total or false}
+return {1, order, amount, paid}
