@@ -206,7 +206,8 @@ size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *c
 /*
  * An order's figures in an answer to a confirm given a total:
  * {"orderAmount","discountAmount"}, orderAmount left out when has_amount is
- * 0 (an order restored by the reconciler: Redis no longer knows its total).
+ * 0 (an order the reconciler restored or repaired to confirmed: Redis does
+ * not know the total it was confirmed at).
  */
 typedef struct {
     int has_amount;
