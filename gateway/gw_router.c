@@ -161,6 +161,33 @@ int gw_quote_req_parse(const char *body, size_t len, gw_quote_req_t *out, char *
     return rc;
 }
 
+int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, char *err,
+                         size_t errlen)
+{
+    static const char *const allowed[] = {"orderAmount", NULL};
+    vc_jdoc_t doc;
+    size_t i;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    for (i = 0; i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' ||
+                            body[i] == '\n');
+         i++)
+        ;
+    if (i == len)
+        return 0; /* no body: the confirm of old */
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) == 0 &&
+        vc_jdoc_has(&doc, "orderAmount") &&
+        (rc = int_field(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err, errlen)) == 0)
+        out->has_total = 1;
+    vc_jdoc_free(&doc);
+    if (rc != 0)
+        memset(out, 0, sizeof(*out)); /* a refused body gives no total */
+    return rc;
+}
+
 int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *err, size_t errlen)
 {
     static const char *const allowed[] = {"code",
@@ -419,6 +446,9 @@ int gw_status_for(int rc, const char **error, const char **reason)
     case GW_E_UNAUTHORIZED:
         *error = "UNAUTHORIZED";
         return 401;
+    case GW_E_CONFIRMED_OTHER:
+        *error = "ALREADY_CONFIRMED";
+        return 409;
     default:
         /* Every other failure is ours, and trying again later may pass. */
         *error = "UNAVAILABLE";
@@ -472,8 +502,16 @@ static size_t finish(vc_jgen_t *g, char *buf, size_t cap)
     return len;
 }
 
-size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detail,
-                     const char *reason)
+static void figures(vc_jgen_t *g, const gw_figures_t *fig)
+{
+    if (fig->has_amount)
+        vc_jgen_kv_int(g, "orderAmount", fig->order_amount);
+    vc_jgen_kv_int(g, "discountAmount", fig->discount);
+}
+
+/* An error body, with a refused confirm's figures under key (or none: key NULL). */
+static size_t error_body(char *buf, size_t cap, const char *error, const char *detail,
+                         const char *reason, const char *key, const gw_figures_t *fig)
 {
     vc_jgen_t g;
 
@@ -484,8 +522,20 @@ size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detai
     vc_jgen_kv_str(&g, "detail", detail ? detail : "");
     if (reason)
         vc_jgen_kv_str(&g, "reason", reason);
+    if (key) {
+        vc_jgen_key(&g, key);
+        vc_jgen_map_open(&g);
+        figures(&g, fig);
+        vc_jgen_map_close(&g);
+    }
     vc_jgen_map_close(&g);
     return finish(&g, buf, cap);
+}
+
+size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detail,
+                     const char *reason)
+{
+    return error_body(buf, cap, error, detail, reason, NULL, NULL);
 }
 
 size_t gw_body_reservation(char *buf, size_t cap, const char *order_id, const char *code,
@@ -509,8 +559,9 @@ size_t gw_body_reservation(char *buf, size_t cap, const char *order_id, const ch
     return finish(&g, buf, cap);
 }
 
-size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *code,
-                      const char *status, int replayed)
+/* A confirm's or a cancel's answer, with the figures of a confirm given a total (fig, or NULL). */
+static size_t status_body(char *buf, size_t cap, const char *order_id, const char *code,
+                          const char *status, const gw_figures_t *fig, int replayed)
 {
     vc_jgen_t g;
 
@@ -520,10 +571,30 @@ size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *c
     vc_jgen_kv_str(&g, "orderId", order_id);
     vc_jgen_kv_str(&g, "code", code);
     vc_jgen_kv_str(&g, "status", status);
+    if (fig)
+        figures(&g, fig);
     if (replayed)
         vc_jgen_kv_bool(&g, "replayed", 1);
     vc_jgen_map_close(&g);
     return finish(&g, buf, cap);
+}
+
+size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *code,
+                      const char *status, int replayed)
+{
+    return status_body(buf, cap, order_id, code, status, NULL, replayed);
+}
+
+size_t gw_body_confirmed(char *buf, size_t cap, const char *order_id, const char *code,
+                         const gw_figures_t *fig, int replayed)
+{
+    return status_body(buf, cap, order_id, code, "CONFIRMED", fig, replayed);
+}
+
+size_t gw_body_confirm_refused(char *buf, size_t cap, const char *error, const char *detail,
+                               const char *reason, const char *key, const gw_figures_t *fig)
+{
+    return error_body(buf, cap, error, detail, reason, key, fig);
 }
 
 size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_counters,

@@ -69,6 +69,42 @@ START_TEST(event_roundtrip_released)
 }
 END_TEST
 
+/* A confirm given the final total carries its figures; an old confirm, none, and still decodes. */
+START_TEST(event_roundtrip_confirmed_amounts)
+{
+    static const char old[] = "{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"FLASH100\","
+                              "\"customerId\":42,\"orderId\":\"order-42\","
+                              "\"confirmedAt\":\"2026-11-29T17:58:02.123Z\"}";
+    vc_event_t in = sample_reserved(), out;
+    char buf[VC_EVENT_MAX_JSON], err[256];
+    size_t len;
+
+    in.type = VC_EV_CONFIRMED;
+    in.has_amounts = 1;
+    in.order_amount = 80000;
+    in.discount_amount = 8000;
+    ck_assert_int_eq(vc_event_encode(&in, buf, sizeof(buf), &len, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf, "{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"FLASH100\","
+                          "\"customerId\":42,\"orderId\":\"order-42\",\"discountAmount\":8000,"
+                          "\"orderAmount\":80000,\"confirmedAt\":\"2026-11-29T17:58:02.123Z\"}");
+    ck_assert_int_eq(vc_event_decode(buf, len, &out, err, sizeof(err)), 0);
+    ck_assert_int_eq(out.type, VC_EV_CONFIRMED);
+    ck_assert_int_eq(out.has_amounts, 1);
+    ck_assert_int_eq(out.order_amount, 80000);
+    ck_assert_int_eq(out.discount_amount, 8000);
+
+    /* Without a total: no figures written, and none read back. */
+    in.has_amounts = 0;
+    ck_assert_int_eq(vc_event_encode(&in, buf, sizeof(buf), &len, err, sizeof(err)), 0);
+    ck_assert_ptr_null(strstr(buf, "Amount"));
+    ck_assert_int_eq(vc_event_decode(old, strlen(old), &out, err, sizeof(err)), 0);
+    ck_assert_int_eq(out.type, VC_EV_CONFIRMED);
+    ck_assert_int_eq(out.has_amounts, 0);
+    ck_assert_int_eq(out.order_amount, 0);
+    ck_assert_int_eq(out.discount_amount, 0);
+}
+END_TEST
+
 START_TEST(event_encode_rejects_invalid)
 {
     vc_event_t ev = sample_reserved();
@@ -123,6 +159,17 @@ static const struct {
     {"{\"type\":\"VoucherReleased\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
      "\"orderId\":\"o\",\"releasedAt\":\"2026-01-01T00:00:00Z\"}",
      "reason"},
+    /* A confirm's figures come both or neither, and not negative. */
+    {"{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"confirmedAt\":\"2026-01-01T00:00:00Z\",\"orderAmount\":5}",
+     "discountAmount"},
+    {"{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"confirmedAt\":\"2026-01-01T00:00:00Z\",\"discountAmount\":5}",
+     "orderAmount"},
+    {"{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"confirmedAt\":\"2026-01-01T00:00:00Z\",\"discountAmount\":-1,"
+     "\"orderAmount\":5}",
+     "negative"},
 };
 
 START_TEST(event_decode_rejects_malformed)
@@ -689,6 +736,29 @@ START_TEST(voucher_rules)
 }
 END_TEST
 
+/* A confirm's pricing: the minimum and the capped percent, and no clock. */
+START_TEST(voucher_price_ignores_the_clock)
+{
+    const vc_voucher_t v = {.discount_percent = 10,
+                            .max_discount_amount = 5000,
+                            .min_order_amount = 20000,
+                            .starts_at_ms = 1000,
+                            .ends_at_ms = 2000};
+    int64_t d = -1;
+
+    ck_assert_int_eq(vc_voucher_price(&v, 19999, &d), VC_E_ORDER_TOO_SMALL);
+    ck_assert_int_eq(d, -1);
+    ck_assert_int_eq(vc_voucher_price(&v, 20000, &d), 0);
+    ck_assert_int_eq(d, 2000);
+    ck_assert_int_eq(vc_voucher_price(&v, 80000, &d), 0);
+    ck_assert_int_eq(d, 5000); /* capped */
+    /* The same answer as a reservation inside the window; none asked about the clock. */
+    ck_assert_int_eq(vc_voucher_check(&v, 1500, 30000, &d), 0);
+    ck_assert_int_eq(d, 3000);
+    ck_assert_int_eq(vc_voucher_check(&v, 2500, 30000, &d), VC_E_EXPIRED);
+}
+END_TEST
+
 
 START_TEST(metrics_render_prometheus_text)
 {
@@ -736,6 +806,7 @@ static Suite *common_suite(void)
 
     tcase_add_test(tc, event_roundtrip_reserved);
     tcase_add_test(tc, event_roundtrip_released);
+    tcase_add_test(tc, event_roundtrip_confirmed_amounts);
     tcase_add_test(tc, event_encode_rejects_invalid);
     tcase_add_loop_test(tc, event_decode_rejects_malformed, 0,
                         sizeof(bad_events) / sizeof(bad_events[0]));
@@ -759,6 +830,7 @@ static Suite *common_suite(void)
     tcase_add_test(tc, redis_url_credentials);
     tcase_add_test(tc, redis_url_redaction);
     tcase_add_test(tc, voucher_rules);
+    tcase_add_test(tc, voucher_price_ignores_the_clock);
     tcase_add_test(tc, metrics_render_prometheus_text);
     suite_add_tcase(s, tc);
     return s;
