@@ -1,5 +1,7 @@
 #include "gw_router.h"
 
+#include "gw_campaign.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +38,7 @@ const char *gw_route_name(gw_route_kind_t kind)
         [GW_ROUTE_CONFIRM] = "confirm",     [GW_ROUTE_CANCEL] = "cancel",
         [GW_ROUTE_READYZ] = "readyz",       [GW_ROUTE_METRICS] = "metrics",
         [GW_ROUTE_CREATE] = "create",       [GW_ROUTE_SHOW] = "show",
-        [GW_ROUTE_QUOTE] = "quote",
+        [GW_ROUTE_QUOTE] = "quote",         [GW_ROUTE_CAMPAIGN] = "campaign",
     };
     return (unsigned)kind < GW_ROUTE_COUNT && names[kind] ? names[kind] : "unknown";
 }
@@ -84,6 +86,10 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
                 one_method(out, method, GW_M_GET, probes[i].kind, "GET");
                 return;
             }
+    }
+    if (count >= 1 && seg_is(seg[0], n[0], "campaigns")) {
+        gw_campaign_route(method, seg + 1, n + 1, count - 1, out);
+        return;
     }
     if (count < 1 || !seg_is(seg[0], n[0], "vouchers"))
         return;
@@ -249,6 +255,7 @@ int gw_route_auth(gw_route_kind_t kind)
         return GW_AUTH_API;
     case GW_ROUTE_CREATE:
     case GW_ROUTE_SHOW:
+    case GW_ROUTE_CAMPAIGN:
         return GW_AUTH_ADMIN;
     default:
         return GW_AUTH_NONE;
@@ -479,6 +486,8 @@ const char *gw_status_text(int status)
         return "OK";
     case 201:
         return "Created";
+    case 202:
+        return "Accepted";
     case 400:
         return "Bad Request";
     case 401:
