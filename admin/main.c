@@ -324,7 +324,8 @@ static int with_id(PGconn *conn, const char *cmd, const char *arg)
             return 1;
         puts("code,customerId");
         while ((rows = vc_campaign_codes_page(conn, id, strlen(row.spec.prefix), &after, 10000,
-                                              buf, 10000 * VC_CAMPAIGN_CSV_LINE_MAX, &len, err, sizeof(err))) > 0)
+                                              buf, 10000 * VC_CAMPAIGN_CSV_LINE_MAX, &len, err,
+                                              sizeof(err))) > 0)
             fwrite(buf, 1, len, stdout);
         free(buf);
         rc = rows < 0 ? rows : 0;

@@ -64,7 +64,8 @@ typedef int (*vc_campaign_progress_cb)(void *arg, int64_t generated, int64_t tot
  * about 4 MiB at most. Ends with state ACTIVE (unless deactivated
  * meanwhile). On a failure the campaign is marked FAILED (resumable) and a
  * negative VC_ERR_* returned with err set; VC_CAMPAIGN_E_NOT_FOUND when id
- * is no campaign; VC_CAMPAIGN_E_BUSY when it is not GENERATING or FAILED.
+ * is no campaign; VC_CAMPAIGN_E_BUSY when it is not GENERATING or FAILED, or
+ * another session generates it (a session advisory lock per campaign).
  */
 int vc_campaign_generate(PGconn *conn, int64_t id, const int64_t *customers, size_t n,
                          vc_random_fn random, vc_campaign_progress_cb progress, void *arg,

@@ -184,8 +184,9 @@ int gw_campaign_req_parse(const char *body, size_t len, gw_campaign_req_t *out, 
         for (size_t i = 0; i < out->ncustomers; i++)
             if (sorted[i] < 1 || (i > 0 && sorted[i] == sorted[i - 1])) {
                 snprintf(err, errlen,
-                         sorted[i] < 1 ? "field \"customerIds\": %lld is not a customerId (>= 1)"
-                                       : "field \"customerIds\": %lld appears twice (one code each)",
+                         sorted[i] < 1
+                             ? "field \"customerIds\": %lld is not a customerId (>= 1)"
+                             : "field \"customerIds\": %lld appears twice (one code each)",
                          (long long)sorted[i]);
                 rc = GW_CAMPAIGN_E_UNPROCESSABLE;
                 goto out;

@@ -362,8 +362,9 @@ void gw_http_stream_begin(gw_request_t *req, int status, const char *content_typ
         return;
     if (!r->keep_alive || c->close_after || c->server->shutting_down)
         c->close_after = 1;
-    if (put(head, sizeof(head), &n, "HTTP/1.1 ", 9) || put_uint(head, sizeof(head), &n, (size_t)status) ||
-        put(head, sizeof(head), &n, " ", 1) || put_str(head, sizeof(head), &n, gw_status_text(status)) ||
+    if (put(head, sizeof(head), &n, "HTTP/1.1 ", 9) ||
+        put_uint(head, sizeof(head), &n, (size_t)status) || put(head, sizeof(head), &n, " ", 1) ||
+        put_str(head, sizeof(head), &n, gw_status_text(status)) ||
         put(head, sizeof(head), &n, "\r\n", 2) || put_str(head, sizeof(head), &n, content_type) ||
         put_str(head, sizeof(head), &n, "Transfer-Encoding: chunked\r\n") ||
         (c->close_after && put_str(head, sizeof(head), &n, "Connection: close\r\n")) ||
