@@ -343,6 +343,20 @@ static int with_id(PGconn *conn, const char *cmd, const char *arg)
     return 0;
 }
 
+/* For tests/bench/campaign: the process's peak resident memory (VmHWM), on stderr. */
+static void print_peak_memory(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[128];
+    long kib;
+
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+            fprintf(stderr, "peak memory: %ld kB\n", kib);
+    if (f)
+        fclose(f);
+}
+
 int main(int argc, char **argv)
 {
     const char *dsn = getenv("VOUCHER_PG_DSN");
@@ -382,5 +396,7 @@ int main(int argc, char **argv)
         rc = 2;
     }
     PQfinish(conn);
+    if (getenv("VC_BENCH"))
+        print_peak_memory();
     return rc;
 }
