@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "vc_error.h"
+#include "vc_fault.h"
 #include "vc_pg.h"
 
 /* A line of COPY text at most: code, tab, id, tab, customer, newline. */
@@ -78,6 +79,8 @@ int vc_campaign_create(PGconn *conn, const vc_campaign_spec_t *s, int64_t *id, c
         }
         PQclear(res);
     }
+    /* Between the check and the insert: where a creation without the lock would race. */
+    VC_PAUSE("campaign-after-prefix-check");
     snprintf(length, sizeof(length), "%d", s->length);
     snprintf(count, sizeof(count), "%" PRId64, s->count);
     snprintf(amount, sizeof(amount), "%" PRId64, s->discount_amount);

@@ -3,9 +3,10 @@
 # bad input refused with 400 or 422 and nothing written, a small campaign made
 # in the request (201), a large one in the background (202, progress seen
 # between batches with a pause point), the chunked CSV export equal to the
-# database, deactivation, and a client that leaves in the middle of an export.
+# database, deactivation, a client that leaves in the middle of an export, and
+# two creations with overlapping prefixes racing (one wins, one gets 422).
 source "$(dirname "$0")/lib.sh"
-plan 44
+plan 47
 
 token=admin-$RANDOM$RANDOM
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_PAUSE=campaign-after-batch VOUCHER_PAUSE_DIR=$pause_dir
@@ -124,3 +125,42 @@ admin GET "/campaigns/999999999" ""
 is "$(answer)" "404 NOT_FOUND" "an unknown campaign: 404"
 admin DELETE "/campaigns/$small" ""
 is "$status" 405 "DELETE /campaigns/{id}: 405"
+
+# ---- two creations with overlapping prefixes, at once ----
+# The first stops between its prefix check and its insert (holding the lock);
+# the second, with a prefix that starts the first's, must wait and then see it.
+daemon_stop "$test_name-gateway"
+export VOUCHER_ADMIN_TOKEN=$token VOUCHER_PAUSE=campaign-after-prefix-check VOUCHER_PAUSE_DIR=$pause_dir
+start_gateway
+unset VOUCHER_ADMIN_TOKEN VOUCHER_PAUSE VOUCHER_PAUSE_DIR
+race=QB$(head -c 64 /dev/urandom | tr -dc '2-9A-HJ-NP-Z' | head -c 5)
+curl -s -o "$scratch/race1" -w '%{http_code}' --max-time 30 -H "Authorization: Bearer $token" \
+  -H 'Content-Type: application/json' -X POST "$base_url/campaigns" \
+  --data-binary "{\"name\":\"race 1\",\"count\":5,\"prefix\":\"${race}\",\"discountAmount\":2000,$window}" \
+  >"$scratch/race1.status" &
+first=$!
+pause_wait campaign-after-prefix-check; ok $? "the first creation checked its prefix and waits before its insert"
+# The second passes its own check only after the first committed; let every later stop go.
+curl -s -o "$scratch/race2" -w '%{http_code}' --max-time 30 -H "Authorization: Bearer $token" \
+  -H 'Content-Type: application/json' -X POST "$base_url/campaigns" \
+  --data-binary "{\"name\":\"race 2\",\"count\":5,\"prefix\":\"${race}X\",\"discountAmount\":2000,$window}" \
+  >"$scratch/race2.status" &
+second=$!
+# Let the first go only once the second waits for the lock, or (were there no lock)
+# has passed its own check and stopped at the same point.
+log=$VOUCHER_STACK_DIR/logs/$test_name-gateway.log
+stops=$(grep -c 'pause point campaign-after-prefix-check: waiting' "$log")
+for ((i = 0; i < 600; i++)); do
+  [ "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")" -gt 0 ] && break
+  [ "$(grep -c 'pause point campaign-after-prefix-check: waiting' "$log")" -gt "$stops" ] && break
+  sleep 0.05
+done
+pause_go campaign-after-prefix-check
+for ((i = 0; i < 600; i++)); do
+  [ -e "$pause_dir/campaign-after-prefix-check" ] && pause_go campaign-after-prefix-check
+  kill -0 "$second" 2>/dev/null || break
+  sleep 0.05
+done
+wait "$first" "$second"
+is "$(cat "$scratch/race1.status") $(cat "$scratch/race2.status")" "201 422" "the first is created, the second refused"
+is "$(sql "SELECT count(*) FROM campaign WHERE prefix LIKE '$race%'")" 1 "one campaign with either prefix"
