@@ -218,13 +218,7 @@ size_t gw_body_campaign(char *buf, size_t cap, const vc_campaign_row_t *row)
     vc_jgen_kv_str(&g, "prefix", s->prefix);
     vc_jgen_kv_int(&g, "length", s->length);
     vc_jgen_kv_bool(&g, "checkSymbol", s->check_symbol);
-    if (s->discount_percent > 0) {
-        vc_jgen_kv_int(&g, "discountPercent", s->discount_percent);
-        if (s->max_discount_amount > 0)
-            vc_jgen_kv_int(&g, "maxDiscountAmount", s->max_discount_amount);
-    } else {
-        vc_jgen_kv_int(&g, "discountAmount", s->discount_amount);
-    }
+    gw_jgen_discount(&g, s->discount_percent, s->max_discount_amount, s->discount_amount);
     vc_jgen_kv_int(&g, "minOrderAmount", s->min_order_amount);
     vc_jgen_kv_int(&g, "perCustomerLimit", s->per_customer_limit);
     vc_jgen_kv_str(&g, "startsAt", starts);

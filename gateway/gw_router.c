@@ -579,6 +579,17 @@ size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *c
     return finish(&g, buf, cap);
 }
 
+void gw_jgen_discount(vc_jgen_t *g, int percent, int64_t max_amount, int64_t amount)
+{
+    if (percent > 0) {
+        vc_jgen_kv_int(g, "discountPercent", percent);
+        if (max_amount > 0)
+            vc_jgen_kv_int(g, "maxDiscountAmount", max_amount);
+    } else {
+        vc_jgen_kv_int(g, "discountAmount", amount);
+    }
+}
+
 size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_counters,
                        int64_t used_count, int has_remaining, int64_t remaining, int64_t holds)
 {
@@ -592,13 +603,7 @@ size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_co
         return 0;
     vc_jgen_map_open(&g);
     vc_jgen_kv_str(&g, "code", v->code);
-    if (v->discount_percent > 0) {
-        vc_jgen_kv_int(&g, "discountPercent", v->discount_percent);
-        if (v->max_discount_amount > 0)
-            vc_jgen_kv_int(&g, "maxDiscountAmount", v->max_discount_amount);
-    } else {
-        vc_jgen_kv_int(&g, "discountAmount", v->discount_amount);
-    }
+    gw_jgen_discount(&g, v->discount_percent, v->max_discount_amount, v->discount_amount);
     vc_jgen_kv_int(&g, "minOrderAmount", v->min_order_amount);
     vc_jgen_kv_int(&g, "totalLimit", v->total_limit);
     vc_jgen_kv_int(&g, "perUserLimit", v->per_customer_limit);
