@@ -18,6 +18,7 @@
 
 #include "gw_router.h"
 #include "vc_campaign_pg.h"
+#include "vc_json.h"
 
 typedef enum {
     GW_CAMPAIGN_CREATE = 1,
@@ -58,6 +59,13 @@ typedef struct {
 #define GW_CAMPAIGN_E_UNPROCESSABLE 110
 int gw_campaign_req_parse(const char *body, size_t len, gw_campaign_req_t *out, int64_t *customers,
                           char *err, size_t errlen);
+
+/*
+ * Writes a discount's fields into g, as the admin routes show vouchers and
+ * campaigns alike: discountPercent (and maxDiscountAmount when max_amount >
+ * 0) when percent > 0, else discountAmount. Defined in gw_router.c.
+ */
+void gw_jgen_discount(vc_jgen_t *g, int percent, int64_t max_amount, int64_t amount);
 
 /* Writes a campaign as the admin routes show it. Returns the length, or 0 if it does not fit. */
 size_t gw_body_campaign(char *buf, size_t cap, const vc_campaign_row_t *row);

@@ -579,17 +579,6 @@ size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *c
     return finish(&g, buf, cap);
 }
 
-void gw_jgen_discount(vc_jgen_t *g, int percent, int64_t max_amount, int64_t amount)
-{
-    if (percent > 0) {
-        vc_jgen_kv_int(g, "discountPercent", percent);
-        if (max_amount > 0)
-            vc_jgen_kv_int(g, "maxDiscountAmount", max_amount);
-    } else {
-        vc_jgen_kv_int(g, "discountAmount", amount);
-    }
-}
-
 size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_counters,
                        int64_t used_count, int has_remaining, int64_t remaining, int64_t holds)
 {
@@ -622,4 +611,15 @@ size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_co
     else
         n = snprintf(buf + len, cap - len, ",\"remaining\":null,\"holds\":%lld}", (long long)holds);
     return n < 0 || (size_t)n >= cap - len ? 0 : len + (size_t)n;
+}
+
+void gw_jgen_discount(vc_jgen_t *g, int percent, int64_t max_amount, int64_t amount)
+{
+    if (percent > 0) {
+        vc_jgen_kv_int(g, "discountPercent", percent);
+        if (max_amount > 0)
+            vc_jgen_kv_int(g, "maxDiscountAmount", max_amount);
+    } else {
+        vc_jgen_kv_int(g, "discountAmount", amount);
+    }
 }

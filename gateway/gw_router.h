@@ -11,7 +11,6 @@
 #include <stdint.h>
 
 #include "vc_event.h"
-#include "vc_json.h"
 #include "vc_voucher.h"
 
 /*
@@ -107,13 +106,6 @@ int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *
  */
 size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_counters,
                        int64_t used_count, int has_remaining, int64_t remaining, int64_t holds);
-
-/*
- * Writes a discount's fields into g, as vouchers and campaigns show it:
- * discountPercent (and maxDiscountAmount when max_amount > 0) when percent
- * > 0, else discountAmount.
- */
-void gw_jgen_discount(vc_jgen_t *g, int percent, int64_t max_amount, int64_t amount);
 
 /* Which token a route needs (gw_route_auth). */
 enum {
