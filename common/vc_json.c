@@ -708,6 +708,35 @@ int vc_jdoc_int(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, 
     return 0;
 }
 
+int vc_jdoc_int_array(const vc_jdoc_t *doc, const char *key, int64_t *out, size_t cap, size_t *n,
+                      char *err, size_t errlen)
+{
+    yajl_val v = lookup(doc, key);
+
+    if (!v)
+        return missing(key, err, errlen);
+    if (!YAJL_IS_ARRAY(v)) {
+        snprintf(err, errlen, "field \"%s\" must be an array of integers", key);
+        return VC_ERR_INVALID;
+    }
+    if (v->u.array.len > cap) {
+        snprintf(err, errlen, "field \"%s\" has more than %zu entries", key, cap);
+        return VC_ERR_INVALID;
+    }
+    for (size_t i = 0; i < v->u.array.len; i++) {
+        yajl_val e = v->u.array.values[i];
+
+        if (!YAJL_IS_INTEGER(e)) {
+            snprintf(err, errlen, "field \"%s\" must be an array of integers (entry %zu is not)",
+                     key, i);
+            return VC_ERR_INVALID;
+        }
+        out[i] = YAJL_GET_INTEGER(e);
+    }
+    *n = v->u.array.len;
+    return 0;
+}
+
 int vc_jdoc_time(const vc_jdoc_t *doc, const char *key, int required, int64_t *out_ms, char *err,
                  size_t errlen)
 {

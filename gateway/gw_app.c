@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_campaign.h"
 #include "gw_metrics.h"
 #include "vc_error.h"
 #include "vc_event.h"
@@ -199,6 +200,9 @@ void gw_app_handle(void *ctx, gw_request_t *req)
         return;
     case GW_ROUTE_SHOW:
         gw_show_start(app, req, route.code);
+        return;
+    case GW_ROUTE_CAMPAIGN:
+        gw_campaign_start(app, req, &route);
         return;
     case GW_ROUTE_BAD_METHOD:
         len = gw_body_error(body, sizeof(body), "METHOD_NOT_ALLOWED",

@@ -106,5 +106,7 @@ void gw_create_start(gw_app_t *app, gw_request_t *req);
 void gw_show_start(gw_app_t *app, gw_request_t *req, const char *code);
 void gw_confirm_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id);
 void gw_cancel_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id);
+/* The campaign routes (gw_campaign.c); route is what gw_route() gave. */
+void gw_campaign_start(gw_app_t *app, gw_request_t *req, const gw_route_t *route);
 
 #endif

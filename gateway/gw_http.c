@@ -52,6 +52,7 @@ typedef struct {
     gw_request_t pub;
     gw_conn_t *conn; /* borrowed; NULL once the connection closed */
     int keep_alive;
+    unsigned chunks; /* a streamed answer's chunks written so far */
 } request_t;
 
 struct gw_conn {
@@ -89,6 +90,8 @@ typedef struct {
     uv_write_t req;
     gw_conn_t *conn;
     int resume; /* the answer to inflight: resume parsing once written */
+    gw_http_sent_cb sent; /* a streamed chunk's: told once the write ended */
+    void *sent_arg;
     size_t len;
     char data[];
 } write_t;
@@ -162,16 +165,22 @@ static void write_cb(uv_write_t *wr, int status)
     write_t *w = (write_t *)wr;
     gw_conn_t *c = w->conn;
     int resume = w->resume;
+    gw_http_sent_cb sent = w->sent;
+    void *sent_arg = w->sent_arg;
 
     free(w);
     /* Reached with c->closing when uv_close() cancelled the write: c lives until close_cb. */
-    if (c->closing)
-        return;
-    if (status < 0) {
-        vc_debug("http write failed: %s", uv_strerror(status));
-        conn_close(c);
+    if (c->closing || status < 0) {
+        if (!c->closing) {
+            vc_debug("http write failed: %s", uv_strerror(status));
+            conn_close(c);
+        }
+        if (sent)
+            sent(sent_arg, VC_ERR_IO);
         return;
     }
+    if (sent)
+        sent(sent_arg, 0);
     if (!resume)
         return;
     /* The answer is out: take the next request, if the connection stays. */
@@ -202,8 +211,8 @@ static void write_cb(uv_write_t *wr, int status)
  * request, or closes, once it is written. Returns 0, or closes the
  * connection and returns < 0.
  */
-static int conn_write(gw_conn_t *c, const char *head, size_t head_len, const char *body,
-                      size_t body_len, int resume)
+static int conn_write_sent(gw_conn_t *c, const char *head, size_t head_len, const char *body,
+                           size_t body_len, int resume, gw_http_sent_cb sent, void *sent_arg)
 {
     write_t *w = malloc(sizeof(*w) + head_len + body_len);
     uv_buf_t buf;
@@ -215,6 +224,8 @@ static int conn_write(gw_conn_t *c, const char *head, size_t head_len, const cha
     }
     w->conn = c;
     w->resume = resume;
+    w->sent = sent;
+    w->sent_arg = sent_arg;
     w->len = head_len + body_len;
     memcpy(w->data, head, head_len);
     if (body_len)
@@ -228,6 +239,12 @@ static int conn_write(gw_conn_t *c, const char *head, size_t head_len, const cha
     if (resume)
         c->answering = 1;
     return 0;
+}
+
+static int conn_write(gw_conn_t *c, const char *head, size_t head_len, const char *body,
+                      size_t body_len, int resume)
+{
+    return conn_write_sent(c, head, head_len, body, body_len, resume, NULL, NULL);
 }
 
 static const char json_type[] = "Content-Type: application/json\r\n";
@@ -325,6 +342,82 @@ void gw_http_respond_typed(gw_request_t *req, int status, const char *content_ty
                            const char *body, size_t body_len)
 {
     respond(req, status, content_type, NULL, body, body_len);
+}
+
+/*
+ * A chunked answer (gw_http.h): the request stays in flight, so the
+ * connection waits (reads buffered, no idle timer) and conn_close() lets go
+ * of it as of any request, until gw_http_stream_end() frees it.
+ */
+void gw_http_stream_begin(gw_request_t *req, int status, const char *content_type)
+{
+    request_t *r = (request_t *)req;
+    gw_conn_t *c = r->conn;
+    char head[512];
+    size_t n = 0;
+
+    if (req->server->observe)
+        req->server->observe(req->server->ctx, req, status);
+    if (!c)
+        return;
+    if (!r->keep_alive || c->close_after || c->server->shutting_down)
+        c->close_after = 1;
+    if (put(head, sizeof(head), &n, "HTTP/1.1 ", 9) ||
+        put_uint(head, sizeof(head), &n, (size_t)status) || put(head, sizeof(head), &n, " ", 1) ||
+        put_str(head, sizeof(head), &n, gw_status_text(status)) ||
+        put(head, sizeof(head), &n, "\r\n", 2) || put_str(head, sizeof(head), &n, content_type) ||
+        put_str(head, sizeof(head), &n, "Transfer-Encoding: chunked\r\n") ||
+        (c->close_after && put_str(head, sizeof(head), &n, "Connection: close\r\n")) ||
+        put(head, sizeof(head), &n, "\r\n", 2)) {
+        conn_close(c);
+        return;
+    }
+    conn_write(c, head, n, NULL, 0, 0);
+}
+
+int gw_http_stream_chunk(gw_request_t *req, const char *data, size_t len, gw_http_sent_cb cb,
+                         void *arg)
+{
+    request_t *r = (request_t *)req;
+    char head[24];
+    size_t n = 0;
+    static const char hex[] = "0123456789abcdef";
+    int shift = 60;
+
+    if (!r->conn)
+        return VC_ERR_IO;
+    VC_ASSERT(len > 0);
+    while (shift > 0 && ((len >> shift) & 15) == 0)
+        shift -= 4;
+    for (; shift >= 0; shift -= 4)
+        head[n++] = hex[(len >> shift) & 15];
+    head[n++] = '\r';
+    head[n++] = '\n';
+    /* The chunk's trailing CRLF goes with the next write (or the last chunk). */
+    if (r->chunks++ > 0) {
+        memmove(head + 2, head, n);
+        head[0] = '\r';
+        head[1] = '\n';
+        n += 2;
+    }
+    return conn_write_sent(r->conn, head, n, data, len, 0, cb, arg);
+}
+
+void gw_http_stream_end(gw_request_t *req, int complete)
+{
+    request_t *r = (request_t *)req;
+    gw_conn_t *c = r->conn;
+
+    if (c) {
+        c->inflight = NULL;
+        r->conn = NULL;
+        if (complete)
+            conn_write(c, r->chunks ? "\r\n0\r\n\r\n" : "0\r\n\r\n", r->chunks ? 7 : 5, NULL, 0,
+                       1);
+        else
+            conn_close(c); /* no last chunk: the client sees the answer cut short */
+    }
+    request_free(r);
 }
 
 /* Answers a request the parser rejected, and closes after. */

@@ -125,6 +125,34 @@ void gw_http_respond(gw_request_t *req, int status, const char *extra_headers, c
 void gw_http_respond_typed(gw_request_t *req, int status, const char *content_type,
                            const char *body, size_t body_len);
 
+/* A streamed chunk's outcome: 0 written, or VC_ERR_IO when the client is gone. */
+typedef void (*gw_http_sent_cb)(void *arg, int rc);
+
+/*
+ * A chunked answer, for bodies too large to hold (a campaign's codes):
+ * gw_http_stream_begin() writes the head (status, content_type as a whole
+ * header line, Transfer-Encoding: chunked); then gw_http_stream_chunk() as
+ * often as needed, one at a time; then gw_http_stream_end(), which frees req
+ * as gw_http_respond() does. The handler owns req until then, also when the
+ * client went away meanwhile.
+ */
+void gw_http_stream_begin(gw_request_t *req, int status, const char *content_type);
+
+/*
+ * Writes len > 0 bytes (copied) as one chunk. Returns 0 and cb(arg, rc) runs
+ * once the write ended (rc < 0: the client is gone, call end), or VC_ERR_IO
+ * when the client is gone already (cb never runs).
+ */
+int gw_http_stream_chunk(gw_request_t *req, const char *data, size_t len, gw_http_sent_cb cb,
+                         void *arg);
+
+/*
+ * Ends the answer and frees req: complete writes the last chunk; !complete
+ * closes the connection without it, so the client sees a cut-short answer
+ * (a failure after the head was sent can no longer change the status).
+ */
+void gw_http_stream_end(gw_request_t *req, int complete);
+
 /*
  * Returns n zeroed bytes that live as long as req (its arena), or NULL when
  * memory runs out.

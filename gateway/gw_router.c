@@ -1,5 +1,7 @@
 #include "gw_router.h"
 
+#include "gw_campaign.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +38,7 @@ const char *gw_route_name(gw_route_kind_t kind)
         [GW_ROUTE_CONFIRM] = "confirm",     [GW_ROUTE_CANCEL] = "cancel",
         [GW_ROUTE_READYZ] = "readyz",       [GW_ROUTE_METRICS] = "metrics",
         [GW_ROUTE_CREATE] = "create",       [GW_ROUTE_SHOW] = "show",
-        [GW_ROUTE_QUOTE] = "quote",
+        [GW_ROUTE_QUOTE] = "quote",         [GW_ROUTE_CAMPAIGN] = "campaign",
     };
     return (unsigned)kind < GW_ROUTE_COUNT && names[kind] ? names[kind] : "unknown";
 }
@@ -84,6 +86,10 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
                 one_method(out, method, GW_M_GET, probes[i].kind, "GET");
                 return;
             }
+    }
+    if (count >= 1 && seg_is(seg[0], n[0], "campaigns")) {
+        gw_campaign_route(method, seg + 1, n + 1, count - 1, out);
+        return;
     }
     if (count < 1 || !seg_is(seg[0], n[0], "vouchers"))
         return;
@@ -276,6 +282,7 @@ int gw_route_auth(gw_route_kind_t kind)
         return GW_AUTH_API;
     case GW_ROUTE_CREATE:
     case GW_ROUTE_SHOW:
+    case GW_ROUTE_CAMPAIGN:
         return GW_AUTH_ADMIN;
     default:
         return GW_AUTH_NONE;
@@ -465,6 +472,8 @@ const char *gw_status_text(int status)
         return "OK";
     case 201:
         return "Created";
+    case 202:
+        return "Accepted";
     case 400:
         return "Bad Request";
     case 401:
@@ -610,13 +619,7 @@ size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_co
         return 0;
     vc_jgen_map_open(&g);
     vc_jgen_kv_str(&g, "code", v->code);
-    if (v->discount_percent > 0) {
-        vc_jgen_kv_int(&g, "discountPercent", v->discount_percent);
-        if (v->max_discount_amount > 0)
-            vc_jgen_kv_int(&g, "maxDiscountAmount", v->max_discount_amount);
-    } else {
-        vc_jgen_kv_int(&g, "discountAmount", v->discount_amount);
-    }
+    gw_jgen_discount(&g, v->discount_percent, v->max_discount_amount, v->discount_amount);
     vc_jgen_kv_int(&g, "minOrderAmount", v->min_order_amount);
     vc_jgen_kv_int(&g, "totalLimit", v->total_limit);
     vc_jgen_kv_int(&g, "perUserLimit", v->per_customer_limit);
@@ -635,4 +638,15 @@ size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_co
     else
         n = snprintf(buf + len, cap - len, ",\"remaining\":null,\"holds\":%lld}", (long long)holds);
     return n < 0 || (size_t)n >= cap - len ? 0 : len + (size_t)n;
+}
+
+void gw_jgen_discount(vc_jgen_t *g, int percent, int64_t max_amount, int64_t amount)
+{
+    if (percent > 0) {
+        vc_jgen_kv_int(g, "discountPercent", percent);
+        if (max_amount > 0)
+            vc_jgen_kv_int(g, "maxDiscountAmount", max_amount);
+    } else {
+        vc_jgen_kv_int(g, "discountAmount", amount);
+    }
 }

@@ -44,6 +44,7 @@ typedef enum {
     GW_ROUTE_CREATE,        /* POST /vouchers (admin) */
     GW_ROUTE_SHOW,          /* GET /vouchers/{code} (admin) */
     GW_ROUTE_QUOTE,         /* POST /vouchers/{code}/quote */
+    GW_ROUTE_CAMPAIGN,      /* /campaigns... (admin): campaign_op says which (gw_campaign.h) */
     GW_ROUTE_COUNT,
 } gw_route_kind_t;
 
@@ -55,6 +56,8 @@ typedef struct {
     const char *allow; /* for GW_ROUTE_BAD_METHOD: the Allow header value */
     char code[VC_CODE_MAX + 1];
     char order_id[VC_ORDER_ID_MAX + 1];
+    int campaign_op;     /* GW_ROUTE_CAMPAIGN: a gw_campaign_op_t */
+    int64_t campaign_id; /* GW_ROUTE_CAMPAIGN: the {id} of the path, or 0 */
 } gw_route_t;
 
 /*

@@ -1,0 +1,402 @@
+/*
+ * voucher-admin: the platform team's command line for what the gateway's
+ * admin API does, run where PostgreSQL is reachable (VOUCHER_PG_DSN).
+ *
+ *   voucher-admin campaign create --name N --count C ...   create and generate
+ *   voucher-admin campaign resume ID                         finish a stalled generation
+ *   voucher-admin campaign show ID | deactivate ID | export ID
+ *
+ * Generation shows a progress bar when stderr is a terminal and one plain
+ * line per batch otherwise (logs, CI).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vc_campaign.h"
+#include "vc_campaign_pg.h"
+#include "vc_error.h"
+#include "vc_pg.h"
+#include "vc_random.h"
+#include "vc_time.h"
+
+static const char usage[] =
+    "usage: voucher-admin campaign COMMAND [OPTIONS]\n"
+    "\n"
+    "commands:\n"
+    "  create OPTIONS     create a campaign and generate its codes (proto/campaigns.md)\n"
+    "  resume ID          generate the rest of a campaign that stopped (GENERATING or FAILED)\n"
+    "  show ID            its state, progress and rules, as JSON-like lines\n"
+    "  export ID          its codes as CSV (code,customerId) on stdout\n"
+    "  deactivate ID      turn it off (final)\n"
+    "\n"
+    "create options:\n"
+    "  --name TEXT                 required, 1..200 characters\n"
+    "  --count N                   required, 1..10000000 codes\n"
+    "  --length N                  symbols after the prefix, check symbol included (default 12)\n"
+    "  --prefix TEXT               up to 8 symbols of the alphabet, put before every code\n"
+    "  --alphabet NAME             safe32 (default: A-Z 2-9 without 0 O 1 I) or digits\n"
+    "  --check-symbol              make the last symbol a Luhn mod N check\n"
+    "  --discount-amount N         fixed discount in minor units, or\n"
+    "  --discount-percent N        1..100, with an optional --max-discount-amount N\n"
+    "  --min-order-amount N        default 0\n"
+    "  --per-customer-limit N      uses a customer may hold across the campaign (default 1)\n"
+    "  --starts-at RFC3339         default now\n"
+    "  --ends-at RFC3339           required\n"
+    "  --customers FILE            customerIds, one a line: the first codes are bound to them\n"
+    "\n"
+    "environment: VOUCHER_PG_DSN (libpq conninfo of the owner or the gateway's role)\n";
+
+typedef struct {
+    int tty;
+    time_t started, last;
+} progress_t;
+
+static int progress_cb(void *arg, int64_t generated, int64_t total)
+{
+    progress_t *p = arg;
+    double secs = difftime(time(NULL), p->started);
+
+    if (p->tty) {
+        int width = 40, filled = (int)(width * generated / (total ? total : 1));
+        fprintf(stderr, "\r[%.*s%*s] %" PRId64 "/%" PRId64 " %3d%%", filled,
+                "########################################", width - filled, "", generated, total,
+                (int)(100 * generated / (total ? total : 1)));
+        if (generated == total)
+            fputc('\n', stderr);
+    } else {
+        fprintf(stderr, "generated %" PRId64 " of %" PRId64 " codes (%.0f s)\n", generated, total,
+                secs);
+    }
+    fflush(stderr);
+    return 0;
+}
+
+static int parse_i64(const char *opt, const char *s, int64_t *out)
+{
+    char *end;
+
+    errno = 0;
+    *out = strtoll(s, &end, 10);
+    if (errno || end == s || *end) {
+        fprintf(stderr, "voucher-admin: --%s wants an integer, not '%s'\n", opt, s);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_time(const char *opt, const char *s, int64_t *out)
+{
+    if (vc_time_parse(s, strlen(s), out) != 0) {
+        fprintf(stderr, "voucher-admin: --%s wants an RFC 3339 time, not '%s'\n", opt, s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads customerIds, one a line, from path into a new array (caller frees). */
+static int read_customers(const char *path, int64_t **out, size_t *n)
+{
+    FILE *f = fopen(path, "r");
+    char line[64];
+    size_t cap = 0;
+
+    *out = NULL;
+    *n = 0;
+    if (!f) {
+        fprintf(stderr, "voucher-admin: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        int64_t v;
+
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!line[0])
+            continue;
+        if (parse_i64("customers", line, &v) != 0 || v < 1) {
+            fprintf(stderr, "voucher-admin: %s: customerIds are integers >= 1\n", path);
+            fclose(f);
+            return -1;
+        }
+        if (*n == cap) {
+            int64_t *grown = realloc(*out, (cap = cap ? cap * 2 : 1024) * sizeof(**out));
+            if (!grown) {
+                fclose(f);
+                return -1;
+            }
+            *out = grown;
+        }
+        (*out)[(*n)++] = v;
+    }
+    fclose(f);
+    return 0;
+}
+
+static void show(const vc_campaign_row_t *r)
+{
+    char starts[40], ends[40];
+
+    vc_time_format_ms(r->spec.starts_at_ms, starts, sizeof(starts));
+    vc_time_format_ms(r->spec.ends_at_ms, ends, sizeof(ends));
+    printf("id: %" PRId64 "\nname: %s\nstate: %s%s\ngenerated: %" PRId64 "\ntotal: %" PRId64
+           "\nalphabet: %s\nprefix: %s\nlength: %d\ncheckSymbol: %s\nperCustomerLimit: %" PRId64
+           "\nstartsAt: %s\nendsAt: %s\n",
+           r->id, r->spec.name, r->state, r->stalled ? " (stalled)" : "", r->generated,
+           r->spec.count, r->spec.alphabet->name, r->spec.prefix, r->spec.length,
+           r->spec.check_symbol ? "true" : "false", r->spec.per_customer_limit, starts, ends);
+}
+
+static int create(PGconn *conn, int argc, char **argv)
+{
+    enum {
+        O_NAME = 1,
+        O_COUNT,
+        O_LENGTH,
+        O_PREFIX,
+        O_ALPHABET,
+        O_CHECK,
+        O_AMOUNT,
+        O_PERCENT,
+        O_MAX,
+        O_MIN,
+        O_PER,
+        O_STARTS,
+        O_ENDS,
+        O_CUSTOMERS
+    };
+    static const struct option opts[] = {
+        {"name", 1, NULL, O_NAME},
+        {"count", 1, NULL, O_COUNT},
+        {"length", 1, NULL, O_LENGTH},
+        {"prefix", 1, NULL, O_PREFIX},
+        {"alphabet", 1, NULL, O_ALPHABET},
+        {"check-symbol", 0, NULL, O_CHECK},
+        {"discount-amount", 1, NULL, O_AMOUNT},
+        {"discount-percent", 1, NULL, O_PERCENT},
+        {"max-discount-amount", 1, NULL, O_MAX},
+        {"min-order-amount", 1, NULL, O_MIN},
+        {"per-customer-limit", 1, NULL, O_PER},
+        {"starts-at", 1, NULL, O_STARTS},
+        {"ends-at", 1, NULL, O_ENDS},
+        {"customers", 1, NULL, O_CUSTOMERS},
+        {"help", 0, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    vc_campaign_spec_t s;
+    const char *customers_path = NULL, *alphabet = "safe32";
+    int64_t v, id, *customers = NULL;
+    size_t ncustomers = 0;
+    progress_t p = {isatty(STDERR_FILENO), time(NULL), 0};
+    char err[512];
+    int c, rc = 1;
+
+    memset(&s, 0, sizeof(s));
+    s.length = VC_CAMPAIGN_LENGTH_DEFAULT;
+    s.per_customer_limit = 1;
+    s.starts_at_ms = vc_time_now_ms();
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        const char *name = c > 0 && c <= O_CUSTOMERS ? opts[c - 1].name : "?";
+
+        switch (c) {
+        case O_NAME:
+            snprintf(s.name, sizeof(s.name), "%s", optarg);
+            if (strlen(optarg) > VC_CAMPAIGN_NAME_MAX) {
+                fprintf(stderr, "voucher-admin: --name is at most 200 characters\n");
+                return 2;
+            }
+            break;
+        case O_PREFIX:
+            if (strlen(optarg) > VC_CAMPAIGN_PREFIX_MAX) {
+                fprintf(stderr, "voucher-admin: --prefix is at most %d symbols\n",
+                        VC_CAMPAIGN_PREFIX_MAX);
+                return 2;
+            }
+            snprintf(s.prefix, sizeof(s.prefix), "%s", optarg);
+            break;
+        case O_ALPHABET:
+            alphabet = optarg;
+            break;
+        case O_CHECK:
+            s.check_symbol = 1;
+            break;
+        case O_CUSTOMERS:
+            customers_path = optarg;
+            break;
+        case O_STARTS:
+            if (parse_time(name, optarg, &s.starts_at_ms) != 0)
+                return 2;
+            break;
+        case O_ENDS:
+            if (parse_time(name, optarg, &s.ends_at_ms) != 0)
+                return 2;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        case '?':
+            fputs(usage, stderr);
+            return 2;
+        default:
+            if (parse_i64(name, optarg, &v) != 0)
+                return 2;
+            if (c == O_COUNT)
+                s.count = v;
+            else if (c == O_LENGTH)
+                s.length = v > 100 ? 100 : v < 0 ? 0 : (int)v;
+            else if (c == O_AMOUNT)
+                s.discount_amount = v;
+            else if (c == O_PERCENT)
+                s.discount_percent = v > 1000 ? 1000 : v < -1 ? -1 : (int)v;
+            else if (c == O_MAX)
+                s.max_discount_amount = v;
+            else if (c == O_MIN)
+                s.min_order_amount = v;
+            else if (c == O_PER)
+                s.per_customer_limit = v;
+            break;
+        }
+    }
+    s.alphabet = vc_alphabet_find(alphabet);
+    if (vc_campaign_spec_check(&s, err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-admin: %s\n", err);
+        return 2;
+    }
+    if (customers_path && read_customers(customers_path, &customers, &ncustomers) != 0)
+        return 2;
+    if ((int64_t)ncustomers > s.count) {
+        fprintf(stderr, "voucher-admin: %zu customers for %" PRId64 " codes\n", ncustomers,
+                s.count);
+        goto out;
+    }
+    if ((rc = vc_campaign_create(conn, &s, &id, err, sizeof(err))) != 0) {
+        fprintf(stderr, "voucher-admin: %s\n", err);
+        rc = rc > 0 ? 2 : 1;
+        goto out;
+    }
+    fprintf(stderr, "campaign %" PRId64 " created; generating %" PRId64 " codes\n", id, s.count);
+    if ((rc = vc_campaign_generate(conn, id, customers, ncustomers, vc_random_fill, progress_cb, &p,
+                                   err, sizeof(err))) != 0) {
+        fprintf(stderr, "voucher-admin: campaign %" PRId64 ": %s\n", id, err);
+        rc = 1;
+        goto out;
+    }
+    fprintf(stderr, "campaign %" PRId64 ": %" PRId64 " codes in %.0f s\n", id, s.count,
+            difftime(time(NULL), p.started));
+    printf("%" PRId64 "\n", id);
+    rc = 0;
+out:
+    free(customers);
+    return rc;
+}
+
+static int with_id(PGconn *conn, const char *cmd, const char *arg)
+{
+    vc_campaign_row_t row;
+    progress_t p = {isatty(STDERR_FILENO), time(NULL), 0};
+    char err[512];
+    int64_t id;
+    int rc;
+
+    if (!arg || parse_i64("id", arg, &id) != 0) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    if (strcmp(cmd, "show") == 0)
+        rc = vc_campaign_load(conn, id, &row, err, sizeof(err));
+    else if (strcmp(cmd, "deactivate") == 0)
+        rc = vc_campaign_deactivate(conn, id, &row, err, sizeof(err));
+    else if (strcmp(cmd, "resume") == 0)
+        rc = vc_campaign_generate(conn, id, NULL, 0, vc_random_fill, progress_cb, &p, err,
+                                  sizeof(err));
+    else if ((rc = vc_campaign_load(conn, id, &row, err, sizeof(err))) == 0) {
+        char *buf = malloc(10000 * VC_CAMPAIGN_CSV_LINE_MAX);
+        int64_t after = 0;
+        size_t len;
+        int rows;
+
+        if (!buf)
+            return 1;
+        puts("code,customerId");
+        while ((rows = vc_campaign_codes_page(conn, id, strlen(row.spec.prefix), &after, 10000,
+                                              buf, 10000 * VC_CAMPAIGN_CSV_LINE_MAX, &len, err,
+                                              sizeof(err))) > 0)
+            fwrite(buf, 1, len, stdout);
+        free(buf);
+        rc = rows < 0 ? rows : 0;
+    }
+    if (rc == VC_CAMPAIGN_E_NOT_FOUND) {
+        fprintf(stderr, "voucher-admin: no campaign %" PRId64 "\n", id);
+        return 1;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "voucher-admin: %s\n", err);
+        return 1;
+    }
+    if (strcmp(cmd, "show") == 0 || strcmp(cmd, "deactivate") == 0)
+        show(&row);
+    return 0;
+}
+
+/* For tests/bench/campaign: the process's peak resident memory (VmHWM), on stderr. */
+static void print_peak_memory(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[128];
+    long kib;
+
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+            fprintf(stderr, "peak memory: %ld kB\n", kib);
+    if (f)
+        fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dsn = getenv("VOUCHER_PG_DSN");
+    PGconn *conn;
+    char err[512];
+    int rc;
+
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (argc < 3 || strcmp(argv[1], "campaign") != 0) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    if (strcmp(argv[2], "create") == 0 && argc >= 4 && strcmp(argv[3], "--help") == 0) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (!dsn || !*dsn) {
+        fprintf(stderr, "voucher-admin: set VOUCHER_PG_DSN\n");
+        return 2;
+    }
+    if (!(conn = vc_pg_connect(dsn, "voucher-admin", err, sizeof(err)))) {
+        fprintf(stderr, "voucher-admin: %s\n", err);
+        return 1;
+    }
+    /* A batch's COPY may take longer than the daemons' 30 s on a slow disk. */
+    PQclear(PQexec(conn, "SET statement_timeout = '10min'"));
+    if (strcmp(argv[2], "create") == 0)
+        rc = create(conn, argc - 2, argv + 2);
+    else if (strcmp(argv[2], "show") == 0 || strcmp(argv[2], "deactivate") == 0 ||
+             strcmp(argv[2], "resume") == 0 || strcmp(argv[2], "export") == 0)
+        rc = with_id(conn, argv[2], argc > 3 ? argv[3] : NULL);
+    else {
+        fputs(usage, stderr);
+        rc = 2;
+    }
+    PQfinish(conn);
+    if (getenv("VC_BENCH"))
+        print_peak_memory();
+    return rc;
+}
