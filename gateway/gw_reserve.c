@@ -494,6 +494,11 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     case -5:
         other_amount(x, reply);
         return;
+    case -7:
+        /* Nothing was taken: the claim goes, and the retry after the rebuild takes a use. */
+        unclaim(x);
+        fail(x, VC_ERR_UNAVAILABLE, "the customers' counts in Redis were lost; the reconciler rebuilds them");
+        return;
     default:
         fail(x, VC_ERR_PROTOCOL, "redis reserve");
         return;

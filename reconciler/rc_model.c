@@ -152,6 +152,18 @@ static int64_t customers_holding(const rc_orders_t *orders)
     return distinct;
 }
 
+/* How many orders Redis's orders hash holds, whatever their state. */
+static int64_t redis_orders(const rc_orders_t *orders)
+{
+    const rc_order_t *o;
+    int64_t n = 0;
+
+    for (size_t i = 0; i < orders->cap; i++)
+        if ((o = rc_orders_at(orders, i)) && o->redis_state)
+            n++;
+    return n;
+}
+
 rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms, int64_t grace_ms)
 {
     rc_order_t *o;
@@ -219,6 +231,13 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
     if (n->redis_users >= 0) {
         int64_t customers = customers_holding(orders);
         n->users_missing = customers > n->redis_users ? customers - n->redis_users : 0;
+        /*
+         * No users hash beside orders, even if nobody holds a use now: the
+         * hash was lost, and reserve.lua refuses every new order until a
+         * rebuild (retake) writes it again.
+         */
+        if (n->redis_users == 0 && n->users_missing == 0 && redis_orders(orders) > 0)
+            n->users_missing = 1;
     }
     n->bound = vc_remaining_bound(n->total_limit, n->uncounted, n->accounted);
 

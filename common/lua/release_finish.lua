@@ -16,6 +16,10 @@ order = customer .. ':' .. discount .. ':' .. held .. ':R'
 redis.call('HSET', KEYS[3], ARGV[1], order)
 -- A missing counter is rebuilt from PostgreSQL later: never create it here.
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('INCR', KEYS[1]) end
-redis.call('HINCRBY', KEYS[2], customer, -1)
+-- Never below 0: a count the users hash lost reads as 0, and a -1 would let
+-- the customer past their limit later (the reconciler rebuilds the hash).
+if tonumber(redis.call('HGET', KEYS[2], customer) or '0') > 0 then
+  redis.call('HINCRBY', KEYS[2], customer, -1)
+end
 redis.call('ZREM', KEYS[4], ARGV[1])
 return {1, order}

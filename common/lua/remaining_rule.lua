@@ -39,11 +39,19 @@ end
 
 -- Raises users[customer] to the orders the customer holds as taken. Never
 -- lowers it: a count above the orders refuses the customer early, a count
--- below would let them past their limit for orders Redis lost.
-local function raise_users(users_key, per)
+-- below would let them past their limit for orders Redis lost. The hash is
+-- left existing whenever orders does (a customer's 0 if nobody holds a use):
+-- reserve.lua reads a users hash missing beside orders as lost, and refuses
+-- until a rebuild like this one.
+local function raise_users(users_key, per, orders_key)
   for customer, n in pairs(per) do
     local have = tonumber(redis.call('HGET', users_key, customer) or '0') or 0
     if have < n then redis.call('HSET', users_key, customer, n) end
+  end
+  if redis.call('EXISTS', users_key) == 0 then
+    local any = redis.call('HRANDFIELD', orders_key)
+    local customer = any and string.match(redis.call('HGET', orders_key, any) or '', '^([^:]*):')
+    if customer then redis.call('HSETNX', users_key, customer, 0) end
   end
 end
 

@@ -26,8 +26,9 @@
 -- (nothing taken), -1 out of stock, -2 customer at the limit, -3 voucher not
 -- loaded, -4 the orderId belongs to another customer, -5 the orderId was
 -- reserved with another orderAmount (amount: the stored one), -6 a new order
--- and ARGV[8] is "known" (nothing read beyond the order); order is the stored
--- order value for 1, 0, -4 and -5.
+-- and ARGV[8] is "known" (nothing read beyond the order), -7 the customers'
+-- counts are lost (orders exist, users does not: nothing taken until the
+-- reconciler rebuilds them); order is the stored order value for 1, 0, -4 and -5.
 local order = redis.call('HGET', KEYS[3], ARGV[3])
 if order then
   local customer = string.match(order, '^([^:]*):')
@@ -51,6 +52,13 @@ end
 if ARGV[8] ~= 'take' then return {-6, false} end
 local remaining = redis.call('GET', KEYS[1])
 if not remaining then return {-3, false} end
+-- Orders without users: the customers' counts were lost (every script that
+-- writes an order keeps a field in users). A count read as 0 would let a
+-- customer past their limit, and PostgreSQL would refuse the event of a 201:
+-- refuse until the reconciler rebuilds the counts from the orders.
+if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+  return {-7, false}
+end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
 if used >= tonumber(ARGV[2]) then return {-2, false} end
 if tonumber(remaining) <= 0 then return {-1, false} end

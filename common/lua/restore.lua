@@ -26,7 +26,7 @@ local live, per = count_taken(KEYS[3], function(id, value, state)
     redis.call('ZADD', KEYS[5], 'NX', ARGV[3], id)
   end
 end)
-raise_users(KEYS[2], per)
+raise_users(KEYS[2], per, KEYS[3])
 local remaining = remaining_bound(tonumber(ARGV[1]), tonumber(ARGV[2]), live)
 redis.call('SET', KEYS[1], remaining)
 expire_together(KEYS, tonumber(ARGV[4]))

@@ -22,7 +22,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, false} end
 local written = merge(KEYS[3], KEYS[4], KEYS[5], 4)
 local live, per = count_taken(KEYS[3])
 -- Every customer, not only those written: the users hash may be what was lost.
-raise_users(KEYS[2], per)
+raise_users(KEYS[2], per, KEYS[3])
 local _, counter = settle(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), live)
 expire_together(KEYS, tonumber(ARGV[3]))
 return {written, counter}
