@@ -48,10 +48,17 @@ const vc_cfg_param_t gw_config_params[] = {
         "rule reads of one worker running in PostgreSQL at once; more wait in a bounded queue"),
     MS("soldout-recheck", "VOUCHER_SOLDOUT_RECHECK", "1s", soldout_recheck_ms, 0, 3600000,
        "how long a sold-out voucher is answered OUT_OF_STOCK without running the script"),
-    INT("max-connections", "VOUCHER_MAX_CONNECTIONS", "10000", max_connections, 1, 1000000,
-        "open client connections allowed, all workers together"),
+    INT("max-connections", "VOUCHER_MAX_CONNECTIONS", "2000", max_connections, 1, 1000000,
+        "open client connections allowed, all workers together; more get 503 and are closed "
+        "(the default fits a 256 MiB memory limit: deploy/README.md, \"Connections and memory\")"),
+    INT("max-connections-per-ip", "VOUCHER_MAX_CONNECTIONS_PER_IP", "0", max_per_ip, 0, 1000000,
+        "open client connections allowed from one address; more get 503 and are closed; "
+        "0 (the default) = no cap"),
     MS("idle-timeout", "VOUCHER_HTTP_IDLE_TIMEOUT", "30s", idle_timeout_ms, 100, 3600000,
        "idle keep-alive time, and the time a client has to send one request"),
+    MS("write-timeout", "VOUCHER_HTTP_WRITE_TIMEOUT", "10s", write_timeout_ms, 100, 3600000,
+       "the time a client has to take one answer; a connection that does not (a client that "
+       "pipelines requests and never reads) is closed"),
     INT("pg-pool-size", "VOUCHER_PG_POOL_SIZE", "4", pg_pool_size, 1, 64,
         "PostgreSQL connections shared by the rule loads"),
     STR("admin-token", "VOUCHER_ADMIN_TOKEN", "", admin_token,

@@ -75,9 +75,15 @@ static void worker_main(void *arg)
         snprintf(w->err, sizeof(w->err), "out of memory");
         rc = VC_ERR_NOMEM;
     } else {
-        rc = gw_http_listen(&w->http, &w->loop, sh->http_host, sh->http_port, cfg->idle_timeout_ms,
-                            &sh->connections, (long)cfg->max_connections, gw_app_handle, &w->app,
-                            w->err, sizeof(w->err));
+        gw_http_limits_t limits = {
+            .idle_timeout_ms = cfg->idle_timeout_ms,
+            .write_timeout_ms = cfg->write_timeout_ms,
+            .connections = &sh->connections,
+            .max_connections = (long)cfg->max_connections,
+            .per_ip = sh->per_ip,
+        };
+        rc = gw_http_listen(&w->http, &w->loop, sh->http_host, sh->http_port, &limits,
+                            gw_app_handle, &w->app, w->err, sizeof(w->err));
         w->http.observe = gw_app_observe;
     }
     w->start_rc = rc;

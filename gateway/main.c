@@ -124,6 +124,11 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         vc_error("out of memory");
         goto out;
     }
+    if (cfg.max_per_ip > 0 &&
+        !(shared.per_ip = gw_http_ip_table_new((long)cfg.max_per_ip, (long)cfg.max_connections))) {
+        vc_error("out of memory");
+        goto out;
+    }
     for (; started < a.nworkers; started++) {
         if (gw_worker_start(&a.workers[started], started, &shared, err, sizeof(err)) != 0) {
             vc_error("%s", err);
@@ -154,6 +159,7 @@ out:
     if (shared.kafka && gw_kafka_close(shared.kafka, flush_ms > 0 ? flush_ms : 0) != 0)
         vc_warn("some events were not delivered before exit");
     gw_pg_pool_free(shared.pg);
+    gw_http_ip_table_free(shared.per_ip);
     free(a.workers);
     free(shared.redis_up);
     uv_loop_close(loop);
