@@ -18,6 +18,10 @@
 const vc_cfg_param_t gw_config_params[] = {
     STR("http-addr", "VOUCHER_HTTP_ADDR", "127.0.0.1:15410", http_addr,
         "address the HTTP API listens on (host:port)"),
+    {"admin-addr", "VOUCHER_GATEWAY_ADMIN_ADDR,VOUCHER_ADMIN_ADDR", VC_CFG_STRING_OFF,
+     "127.0.0.1:15414", offsetof(gw_config_t, admin_addr), 0, 0,
+     "address of /healthz, /readyz and /metrics (host:port), apart from the API's, which serves "
+     "only /healthz besides the API; empty = off"},
     STR("redis-url", "VOUCHER_REDIS_URL", "redis://127.0.0.1:15401/0", redis_url,
         "Redis holding the remaining uses and holds"),
     STR("kafka-brokers", "VOUCHER_KAFKA_BROKERS", "127.0.0.1:15402", kafka_brokers,

@@ -880,6 +880,8 @@ static void conn_close(gw_conn_t *c)
     if (c->next)
         c->next->prev = c->prev;
     atomic_fetch_sub(s->limits.connections, 1);
+    if (s->limits.open_gauge)
+        vc_metric_add(s->limits.open_gauge, -1);
     if (c->ip_counted)
         ip_release(s->limits.per_ip, c->ip);
     uv_close((uv_handle_t *)&c->tcp, close_cb);
@@ -929,6 +931,8 @@ static int conn_open(gw_http_server_t *s, int (*tcp_init_cb)(gw_conn_t *c, void 
         s->conns->prev = c;
     s->conns = c;
     atomic_fetch_add(s->limits.connections, 1);
+    if (s->limits.open_gauge)
+        vc_metric_add(s->limits.open_gauge, 1);
     if ((rc = tcp_init_cb(c, arg)) != 0) {
         conn_close(c);
         return rc;

@@ -24,6 +24,7 @@
 #include <uv.h>
 
 #include "gw_router.h"
+#include "vc_metrics.h"
 
 #define GW_MAX_HEAD (8 * 1024)
 #define GW_MAX_AUTH 512 /* a longer Authorization header is kept as absent */
@@ -79,6 +80,7 @@ typedef struct {
     atomic_long *connections;        /* open connections, all workers together */
     long max_connections;            /* more get 503 and are closed */
     gw_http_ip_table_t *per_ip;      /* connections per client address; NULL: no cap */
+    vc_metric_t *open_gauge;         /* kept at the open connections; may be NULL */
 } gw_http_limits_t;
 
 struct gw_http_server {

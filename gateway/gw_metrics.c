@@ -107,6 +107,11 @@ void gw_metrics_soldout(void)
         vc_metric_add(soldout, 1);
 }
 
+vc_metric_t *gw_metrics_connections_gauge(void)
+{
+    return connections;
+}
+
 char *gw_metrics_render(long open_connections, size_t *len)
 {
     if (connections)

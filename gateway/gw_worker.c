@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gw_metrics.h"
 #include "vc_error.h"
 #include "vc_log.h"
 
@@ -81,6 +82,7 @@ static void worker_main(void *arg)
             .connections = &sh->connections,
             .max_connections = (long)cfg->max_connections,
             .per_ip = sh->per_ip,
+            .open_gauge = gw_metrics_connections_gauge(),
         };
         rc = gw_http_listen(&w->http, &w->loop, sh->http_host, sh->http_port, &limits,
                             gw_app_handle, &w->app, w->err, sizeof(w->err));
