@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,11 +57,27 @@ static void listener_setup(void)
 /* A connected loopback pair: *client (non-blocking) is ours, *server goes to gw_http_adopt(). */
 static void tcp_pair(int *client, int *server)
 {
+    struct pollfd pfd;
+
     *client = socket(AF_INET, SOCK_STREAM, 0);
+    /*
+     * libFuzzer's alarm (-timeout) may interrupt connect(), and the
+     * connection then goes on by itself: wait until it is made.
+     */
     if (*client < 0 ||
-        connect(*client, (struct sockaddr *)&listen_addr, sizeof(listen_addr)) != 0 ||
-        (*server = accept(listen_fd, NULL, NULL)) < 0) {
+        (connect(*client, (struct sockaddr *)&listen_addr, sizeof(listen_addr)) != 0 &&
+         errno != EINTR)) {
         perror("fuzz_http: connect");
+        abort();
+    }
+    pfd.fd = *client;
+    pfd.events = POLLOUT;
+    while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
+        ;
+    while ((*server = accept(listen_fd, NULL, NULL)) < 0 && errno == EINTR)
+        ;
+    if (*server < 0) {
+        perror("fuzz_http: accept");
         abort();
     }
     fcntl(*client, F_SETFL, fcntl(*client, F_GETFL) | O_NONBLOCK);
