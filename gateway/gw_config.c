@@ -52,7 +52,7 @@ const vc_cfg_param_t gw_config_params[] = {
         "rule reads of one worker running in PostgreSQL at once; more wait in a bounded queue"),
     MS("soldout-recheck", "VOUCHER_SOLDOUT_RECHECK", "1s", soldout_recheck_ms, 0, 3600000,
        "how long a sold-out voucher is answered OUT_OF_STOCK without running the script"),
-    INT("max-connections", "VOUCHER_MAX_CONNECTIONS", "2000", max_connections, 1, 1000000,
+    INT("max-connections", "VOUCHER_MAX_CONNECTIONS", "1000", max_connections, 1, 1000000,
         "open client connections allowed, all workers together; more get 503 and are closed "
         "(the default fits a 256 MiB memory limit: deploy/README.md, \"Connections and memory\")"),
     INT("max-connections-per-ip", "VOUCHER_MAX_CONNECTIONS_PER_IP", "0", max_per_ip, 0, 1000000,

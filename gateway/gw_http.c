@@ -25,6 +25,14 @@
 #define GW_PENDING_MAX GW_READ_BUF
 /* The smallest allocation of a growing buffer. */
 #define GW_BUF_MIN 256
+/*
+ * SO_SNDBUF and SO_RCVBUF of each connection (Linux doubles them for its
+ * bookkeeping). Fixed, not tuned by the kernel: one answer or one request at
+ * a time needs little, and the send buffer is what a client that does not
+ * read fills before the write timeout can see it (tuned, it grows to
+ * megabytes of unread answers, all written as far as libuv can tell).
+ */
+#define GW_SOCKET_BUF (16 * 1024)
 
 struct gw_arena_chunk {
     gw_arena_chunk_t *next;
@@ -69,6 +77,7 @@ struct gw_conn {
     int open_handles;
     int closing, reading, read_eof, close_after, in_message;
     int ip_counted; /* counted in the server's per-address table */
+    int reset;      /* close with a reset, dropping what the kernel still holds to send */
     unsigned char ip[16]; /* the client's address (IPv4 mapped into IPv6) */
     size_t head_bytes;
     /*
@@ -884,7 +893,8 @@ static void conn_close(gw_conn_t *c)
         vc_metric_add(s->limits.open_gauge, -1);
     if (c->ip_counted)
         ip_release(s->limits.per_ip, c->ip);
-    uv_close((uv_handle_t *)&c->tcp, close_cb);
+    if (!c->reset || uv_tcp_close_reset(&c->tcp, close_cb) != 0)
+        uv_close((uv_handle_t *)&c->tcp, close_cb);
     uv_close((uv_handle_t *)&c->timer, close_cb);
 }
 
@@ -899,9 +909,16 @@ static void timer_close_cb(uv_timer_t *t)
 
     if (c->inflight)
         return;
-    if (c->answering)
+    if (c->answering) {
         vc_debug("closing a connection that did not take its answer within %lld ms",
                  (long long)c->server->limits.write_timeout_ms);
+        /*
+         * A reset, not a FIN: a FIN would wait behind the answers the client
+         * does not read, and the kernel would keep them (up to the send
+         * buffer, megabytes) for minutes after the close.
+         */
+        c->reset = 1;
+    }
     conn_close(c);
 }
 
@@ -915,7 +932,7 @@ static int conn_open(gw_http_server_t *s, int (*tcp_init_cb)(gw_conn_t *c, void 
 {
     gw_conn_t *c;
     struct sockaddr_storage peer;
-    int peer_len = sizeof(peer), rc;
+    int peer_len = sizeof(peer), rc, sockbuf;
 
     if (!(c = calloc(1, sizeof(*c)))) {
         vc_error("out of memory accepting a connection");
@@ -961,6 +978,10 @@ static int conn_open(gw_http_server_t *s, int (*tcp_init_cb)(gw_conn_t *c, void 
         c->ip_counted = 1;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    sockbuf = GW_SOCKET_BUF;
+    (void)uv_send_buffer_size((uv_handle_t *)&c->tcp, &sockbuf);
+    sockbuf = GW_SOCKET_BUF;
+    (void)uv_recv_buffer_size((uv_handle_t *)&c->tcp, &sockbuf);
     uv_timer_start(&c->timer, timer_close_cb, (uint64_t)s->limits.idle_timeout_ms, 0);
     conn_read_start(c);
     return 0;
