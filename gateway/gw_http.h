@@ -10,10 +10,12 @@
  * connection idle (or slow to send a request) for idle_timeout_ms is closed;
  * so is one whose answer is not taken by the client (written to its socket)
  * within write_timeout_ms, which bounds a client that pipelines requests and
- * never reads. Connections above max_connections (counted over all workers),
- * or above max_per_ip from one address, get 503 and are closed. An idle
- * connection holds no buffer: the head, body and read-ahead buffers grow as a
- * request needs them and are given back once it is dispatched.
+ * never reads (its kernel send buffer is fixed small so that this shows, and
+ * it is closed with a reset). Connections above max_connections (counted over
+ * all workers), or above max_per_ip from one address, get 503 and are
+ * closed. An idle connection holds no buffer: the head, body and read-ahead
+ * buffers grow as a request needs them and are given back once it is
+ * dispatched.
  */
 #ifndef GW_HTTP_H
 #define GW_HTTP_H

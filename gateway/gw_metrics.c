@@ -111,10 +111,3 @@ vc_metric_t *gw_metrics_connections_gauge(void)
 {
     return connections;
 }
-
-char *gw_metrics_render(long open_connections, size_t *len)
-{
-    if (connections)
-        vc_metric_set(connections, open_connections);
-    return vc_metrics_render(len);
-}

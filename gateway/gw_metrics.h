@@ -33,15 +33,9 @@ void gw_metrics_kafka_error(int unknown);
 void gw_metrics_soldout(void);
 
 /*
- * Renders every metric, the connections gauge set to connections first.
- * Returns a malloc'd string (the caller frees) with *len, or NULL.
- */
-char *gw_metrics_render(long connections, size_t *len);
-
-/*
  * The gauge of open client connections (NULL before gw_metrics_init()), for
- * the HTTP server to keep current: the admin endpoint renders the registry
- * as it is.
+ * the HTTP server to keep current: the admin endpoint (common/vc_admin.c)
+ * renders the registry as it is.
  */
 vc_metric_t *gw_metrics_connections_gauge(void);
 

@@ -55,10 +55,6 @@ static void worker_main(void *arg)
     w->app.kafka = sh->kafka;
     w->app.inbox = &w->inbox;
     w->app.pg = sh->pg;
-    w->app.redis_up = sh->redis_up;
-    w->app.nworkers = sh->nworkers;
-    w->app.draining = &sh->draining;
-    w->app.connections = &sh->connections;
     if ((rc = gw_kafka_inbox_init(&w->inbox, &w->loop)) != 0) {
         snprintf(w->err, sizeof(w->err), "kafka inbox: %s", vc_strerror(rc));
         w->start_rc = rc;
