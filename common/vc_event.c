@@ -42,6 +42,9 @@ int vc_order_id_valid(const char *s, size_t len)
     return 1;
 }
 
+/* 10000-01-01T00:00:00Z, the first instant a four-digit year cannot name. */
+#define VC_EVENT_TIME_END_MS 253402300800000LL
+
 static int check_event(const vc_event_t *ev, char *err, size_t errlen)
 {
     if (!vc_event_type_name(ev->type)) {
@@ -63,6 +66,18 @@ static int check_event(const vc_event_t *ev, char *err, size_t errlen)
     if ((ev->type == VC_EV_RESERVED || (ev->type == VC_EV_CONFIRMED && ev->has_amounts)) &&
         (ev->discount_amount < 0 || ev->order_amount < 0)) {
         snprintf(err, errlen, "amounts must not be negative");
+        return VC_ERR_INVALID;
+    }
+    /*
+     * Times from 1970 to 9999 (UTC): RFC 3339 with an offset can name an
+     * instant outside them (0000-01-01T00:00:00+01:00), which the encoder
+     * could not write back as it was read: a heldUntil before 1970 was
+     * dropped, a year 10000 written with five digits (found by
+     * tests/fuzz/fuzz_event).
+     */
+    if (ev->at_ms < 0 || ev->at_ms >= VC_EVENT_TIME_END_MS || ev->held_until_ms < 0 ||
+        ev->held_until_ms >= VC_EVENT_TIME_END_MS) {
+        snprintf(err, errlen, "times must be from 1970 to 9999 (UTC)");
         return VC_ERR_INVALID;
     }
     if (ev->type == VC_EV_RELEASED && ev->reason[0] == '\0') {

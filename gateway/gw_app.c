@@ -106,43 +106,6 @@ int gw_app_publish(gw_app_t *app, const vc_event_t *ev, gw_kafka_delivery_cb cb,
                             strlen(ev->code), payload, len, cb, arg);
 }
 
-/* GET /readyz: every worker's Redis connection up, a broker up, not draining. */
-static void readyz(gw_app_t *app, gw_request_t *req)
-{
-    char body[256];
-    const char *why = NULL;
-    size_t len;
-
-    if (atomic_load(app->draining))
-        why = "shutting down";
-    for (int i = 0; !why && i < app->nworkers; i++)
-        if (!atomic_load(&app->redis_up[i]))
-            why = "redis not connected on every worker";
-    if (!why && !gw_kafka_ready(app->kafka))
-        why = "no kafka broker connected";
-    if (why) {
-        len = gw_body_error(body, sizeof(body), "UNAVAILABLE", why, NULL);
-        gw_http_respond(req, 503, "Retry-After: 1\r\n", body, len);
-        return;
-    }
-    len = (size_t)snprintf(body, sizeof(body), "{\"status\":\"ready\"}");
-    gw_app_reply(req, 200, body, len);
-}
-
-static void metrics(gw_app_t *app, gw_request_t *req)
-{
-    static const char type[] = "Content-Type: text/plain; version=0.0.4\r\n";
-    size_t len = 0;
-    char *text = gw_metrics_render(atomic_load(app->connections), &len);
-
-    if (!text) {
-        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
-        return;
-    }
-    gw_http_respond_typed(req, 200, type, text, len);
-    free(text);
-}
-
 void gw_app_handle(void *ctx, gw_request_t *req)
 {
     gw_app_t *app = ctx;
@@ -178,10 +141,11 @@ void gw_app_handle(void *ctx, gw_request_t *req)
         gw_app_reply(req, 200, body, len);
         return;
     case GW_ROUTE_READYZ:
-        readyz(app, req);
-        return;
     case GW_ROUTE_METRICS:
-        metrics(app, req);
+        /* Served on the admin address (main.c), so that the API's port serves only the API. */
+        len = gw_body_error(body, sizeof(body), "NOT_FOUND",
+                            "served on the admin address (VOUCHER_GATEWAY_ADMIN_ADDR)", NULL);
+        gw_app_reply(req, 404, body, len);
         return;
     case GW_ROUTE_RESERVE:
         gw_reserve_start(app, req, route.code);

@@ -39,11 +39,7 @@ typedef struct {
     gw_kafka_t *kafka; /* shared by all workers */
     gw_kafka_inbox_t *inbox;
     gw_pg_pool_t *pg; /* shared by all workers */
-    /* Shared by all workers, for /readyz and /metrics. */
-    atomic_int *redis_up; /* nworkers flags */
-    int nworkers;
-    atomic_int *draining; /* 1 once shutdown began */
-    atomic_long *connections;
+    atomic_int *draining; /* shared: 1 once shutdown began (background work stops between steps) */
 } gw_app_t;
 
 /* The Redis keys of a voucher: the first six in the order of reserve.lua. */

@@ -19,6 +19,10 @@
 const vc_cfg_param_t gw_config_params[] = {
     STR("http-addr", "VOUCHER_HTTP_ADDR", "127.0.0.1:15410", http_addr,
         "address the HTTP API listens on (host:port)"),
+    {"admin-addr", "VOUCHER_GATEWAY_ADMIN_ADDR,VOUCHER_ADMIN_ADDR", VC_CFG_STRING_OFF,
+     "127.0.0.1:15414", offsetof(gw_config_t, admin_addr), 0, 0,
+     "address of /healthz, /readyz and /metrics (host:port), apart from the API's, which serves "
+     "only /healthz besides the API; empty = off"},
     STR("redis-url", "VOUCHER_REDIS_URL", "redis://127.0.0.1:15401/0", redis_url,
         "Redis holding the remaining uses and holds"),
     STR("kafka-brokers", "VOUCHER_KAFKA_BROKERS", "127.0.0.1:15402", kafka_brokers,
@@ -49,10 +53,17 @@ const vc_cfg_param_t gw_config_params[] = {
         "rule reads of one worker running in PostgreSQL at once; more wait in a bounded queue"),
     MS("soldout-recheck", "VOUCHER_SOLDOUT_RECHECK", "1s", soldout_recheck_ms, 0, 3600000,
        "how long a sold-out voucher is answered OUT_OF_STOCK without running the script"),
-    INT("max-connections", "VOUCHER_MAX_CONNECTIONS", "10000", max_connections, 1, 1000000,
-        "open client connections allowed, all workers together"),
+    INT("max-connections", "VOUCHER_MAX_CONNECTIONS", "1000", max_connections, 1, 1000000,
+        "open client connections allowed, all workers together; more get 503 and are closed "
+        "(the default fits a 256 MiB memory limit: deploy/README.md, \"Connections and memory\")"),
+    INT("max-connections-per-ip", "VOUCHER_MAX_CONNECTIONS_PER_IP", "0", max_per_ip, 0, 1000000,
+        "open client connections allowed from one address; more get 503 and are closed; "
+        "0 (the default) = no cap"),
     MS("idle-timeout", "VOUCHER_HTTP_IDLE_TIMEOUT", "30s", idle_timeout_ms, 100, 3600000,
        "idle keep-alive time, and the time a client has to send one request"),
+    MS("write-timeout", "VOUCHER_HTTP_WRITE_TIMEOUT", "10s", write_timeout_ms, 100, 3600000,
+       "the time a client has to take one answer; a connection that does not (a client that "
+       "pipelines requests and never reads) is closed"),
     INT("pg-pool-size", "VOUCHER_PG_POOL_SIZE", "4", pg_pool_size, 1, 64,
         "PostgreSQL connections shared by the rule loads"),
     STR("admin-token", "VOUCHER_ADMIN_TOKEN", "", admin_token,

@@ -12,6 +12,7 @@
 
 typedef struct {
     const char *http_addr;       /* host:port every worker listens on (SO_REUSEPORT) */
+    const char *admin_addr;      /* host:port of /healthz, /readyz, /metrics; "" = off */
     const char *redis_url;       /* redis://host:port/db */
     const char *kafka_brokers;   /* bootstrap.servers */
     const char *kafka_topic;     /* where events go, keyed by voucher code */
@@ -27,7 +28,9 @@ typedef struct {
     int64_t rules_max_loads;     /* rule reads of one worker running at once */
     int64_t soldout_recheck_ms;  /* how long a sold-out voucher is answered from memory */
     int64_t max_connections;     /* open client connections, all workers together */
+    int64_t max_per_ip;          /* open client connections from one address; 0 = no cap */
     int64_t idle_timeout_ms;     /* keep-alive idle time, and time to send one request */
+    int64_t write_timeout_ms;    /* time a client has to take one answer */
     int64_t pg_pool_size;        /* PostgreSQL connections for rule loads */
     const char *admin_token;     /* bearer tokens of the admin routes; "" refuses them all */
     const char *api_token;       /* bearer tokens of the order service's routes; "" = open */

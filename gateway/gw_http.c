@@ -14,11 +14,25 @@
 
 #include "vc_error.h"
 #include "vc_fault.h"
+#include "vc_hash.h"
 #include "vc_log.h"
 
-/* Bytes read ahead while a request is in flight before reading pauses. */
-#define GW_PENDING_MAX (64 * 1024)
-#define GW_PENDING_CAP (GW_PENDING_MAX + sizeof(((gw_http_server_t *)0)->readbuf))
+/*
+ * Bytes kept unparsed while a request is in flight: the rest of the read
+ * that held the request, then reads (each at most what is left of this)
+ * until reading pauses. Never more than GW_READ_BUF.
+ */
+#define GW_PENDING_MAX GW_READ_BUF
+/* The smallest allocation of a growing buffer. */
+#define GW_BUF_MIN 256
+/*
+ * SO_SNDBUF and SO_RCVBUF of each connection (Linux doubles them for its
+ * bookkeeping). Fixed, not tuned by the kernel: one answer or one request at
+ * a time needs little, and the send buffer is what a client that does not
+ * read fills before the write timeout can see it (tuned, it grows to
+ * megabytes of unread answers, all written as far as libuv can tell).
+ */
+#define GW_SOCKET_BUF (16 * 1024)
 
 struct gw_arena_chunk {
     gw_arena_chunk_t *next;
@@ -63,13 +77,22 @@ struct gw_conn {
     gw_conn_t *prev, *next;
     int open_handles;
     int closing, reading, read_eof, close_after, in_message;
+    int ip_counted; /* counted in the server's per-address table */
+    int reset;      /* close with a reset, dropping what the kernel still holds to send */
+    unsigned char ip[16]; /* the client's address (IPv4 mapped into IPv6) */
     size_t head_bytes;
-    char url[GW_MAX_HEAD + 1];
-    size_t url_len;
-    char *body; /* GW_MAX_BODY + 1 bytes, allocated on the first body */
-    size_t body_len;
-    char *pending; /* GW_PENDING_CAP bytes: read while a request was in flight */
-    size_t pending_len;
+    /*
+     * The buffers of the request being parsed and of what was read past it;
+     * each grows as needed (up to GW_MAX_HEAD, GW_MAX_BODY, GW_PENDING_MAX)
+     * and is freed once it is not needed (conn_trim()), so an idle
+     * connection holds none.
+     */
+    char *url;
+    size_t url_len, url_cap;
+    char *body;
+    size_t body_len, body_cap;
+    char *pending;
+    size_t pending_len, pending_cap;
     request_t *ready;    /* complete, not yet handed to the handler: owned */
     request_t *inflight; /* owned by the handler until it answers: borrowed */
     int answering;       /* an answer (or an error answer) is being written */
@@ -102,9 +125,54 @@ static void conn_read_start(gw_conn_t *c);
 static void timer_close_cb(uv_timer_t *t);
 
 /*
+ * Makes *buf (of *cap bytes) hold at least need bytes, growing it by
+ * doubling from GW_BUF_MIN up to max. Returns 0, or -1 when memory runs out
+ * (*buf is then unchanged).
+ */
+static int buf_reserve(char **buf, size_t *cap, size_t need, size_t max)
+{
+    size_t n = *cap ? *cap : GW_BUF_MIN;
+    char *p;
+
+    if (need <= *cap)
+        return 0;
+    while (n < need)
+        n *= 2;
+    if (n > max)
+        n = max;
+    if (n < need || !(p = realloc(*buf, n)))
+        return -1;
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+/*
+ * Gives back what the connection does not need between requests: the head
+ * and body buffers once a request is dispatched (it has its own copy), the
+ * read-ahead buffer once it is empty. A connection with nothing to do then
+ * holds only its struct.
+ */
+static void conn_trim(gw_conn_t *c)
+{
+    if (!c->in_message) {
+        free(c->url);
+        free(c->body);
+        c->url = c->body = NULL;
+        c->url_cap = c->body_cap = 0;
+    }
+    if (c->pending_len == 0) {
+        free(c->pending);
+        c->pending = NULL;
+        c->pending_cap = 0;
+    }
+}
+
+/*
  * A request was dispatched and its answer is not written yet: the
- * connection waits (reads are buffered, the idle timer is off, a shutdown
- * lets it finish).
+ * connection waits (reads are buffered, a shutdown lets it finish). While the
+ * handler has it no timer runs (the handler's own deadlines bound it); while
+ * its answer is written, the write timeout does.
  */
 static int conn_busy(const gw_conn_t *c)
 {
@@ -158,6 +226,135 @@ static void request_free(request_t *r)
     maybe_done(s);
 }
 
+/* ---- connections per client address ---- */
+
+/*
+ * Open addressing with linear probing and backward-shift deletion, so that
+ * a slot is empty exactly when its count is 0 and no tombstones pile up. It
+ * holds at most one address per open connection, and has twice as many
+ * slots as connections allowed: probes stay short, and it is never full.
+ */
+typedef struct {
+    unsigned char addr[16];
+    long count; /* 0: empty */
+} ip_slot_t;
+
+struct gw_http_ip_table {
+    uv_mutex_t lock;
+    long max_per_ip;
+    size_t mask;
+    unsigned char seed[16];
+    ip_slot_t *slots;
+};
+
+gw_http_ip_table_t *gw_http_ip_table_new(long max_per_ip, long max_connections)
+{
+    gw_http_ip_table_t *t = calloc(1, sizeof(*t));
+    size_t n = 64;
+
+    if (!t)
+        return NULL;
+    while (n < 2 * (size_t)max_connections + 64)
+        n *= 2;
+    if (!(t->slots = calloc(n, sizeof(*t->slots))) || uv_mutex_init(&t->lock) != 0) {
+        free(t->slots);
+        free(t);
+        return NULL;
+    }
+    t->mask = n - 1;
+    t->max_per_ip = max_per_ip;
+    /* Any 16 bytes no client can guess: the process's keyed hash of a fixed string. */
+    uint64_t a = vc_hash_str("gw_http_ip_table/0"), b = vc_hash_str("gw_http_ip_table/1");
+    memcpy(t->seed, &a, 8);
+    memcpy(t->seed + 8, &b, 8);
+    return t;
+}
+
+void gw_http_ip_table_free(gw_http_ip_table_t *t)
+{
+    if (!t)
+        return;
+    uv_mutex_destroy(&t->lock);
+    free(t->slots);
+    free(t);
+}
+
+/* The table key of a peer address: IPv4 as ::ffff:a.b.c.d. Returns 0, or -1 for another family. */
+static int ip_key(const struct sockaddr_storage *peer, unsigned char key[16])
+{
+    if (peer->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)peer;
+        memset(key, 0, 10);
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &in->sin_addr, 4);
+        return 0;
+    }
+    if (peer->ss_family == AF_INET6) {
+        memcpy(key, &((const struct sockaddr_in6 *)peer)->sin6_addr, 16);
+        return 0;
+    }
+    return -1;
+}
+
+static size_t ip_home(const gw_http_ip_table_t *t, const unsigned char key[16])
+{
+    return (size_t)vc_siphash24(t->seed, key, 16) & t->mask;
+}
+
+/* The slot holding key, or the empty slot where it would go. Called locked. */
+static size_t ip_find(const gw_http_ip_table_t *t, const unsigned char key[16])
+{
+    size_t i = ip_home(t, key);
+
+    while (t->slots[i].count && memcmp(t->slots[i].addr, key, 16) != 0)
+        i = (i + 1) & t->mask;
+    return i;
+}
+
+/* Counts one more connection from key. Returns 0, or 1 when key is at the cap (not counted). */
+static int ip_acquire(gw_http_ip_table_t *t, const unsigned char key[16])
+{
+    int refused = 0;
+    size_t i;
+
+    uv_mutex_lock(&t->lock);
+    i = ip_find(t, key);
+    if (t->slots[i].count >= t->max_per_ip) {
+        refused = 1;
+    } else {
+        memcpy(t->slots[i].addr, key, 16);
+        t->slots[i].count++;
+    }
+    uv_mutex_unlock(&t->lock);
+    return refused;
+}
+
+/* Counts one connection from key less (it was acquired). */
+static void ip_release(gw_http_ip_table_t *t, const unsigned char key[16])
+{
+    size_t i, j, home;
+
+    uv_mutex_lock(&t->lock);
+    i = ip_find(t, key);
+    VC_ASSERT(t->slots[i].count > 0);
+    if (--t->slots[i].count == 0) {
+        /*
+         * Backward shift: move up each later entry of the run whose home is
+         * not cyclically in (i, j], so that every key stays reachable from
+         * its home without crossing an empty slot.
+         */
+        for (j = (i + 1) & t->mask; t->slots[j].count; j = (j + 1) & t->mask) {
+            home = ip_home(t, t->slots[j].addr);
+            if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+                continue;
+            t->slots[i] = t->slots[j];
+            t->slots[j].count = 0;
+            i = j;
+        }
+    }
+    uv_mutex_unlock(&t->lock);
+}
+
 /* ---- writing ---- */
 
 static void write_cb(uv_write_t *wr, int status)
@@ -190,7 +387,7 @@ static void write_cb(uv_write_t *wr, int status)
         return;
     }
     http_parser_pause(&c->parser, 0);
-    uv_timer_start(&c->timer, timer_close_cb, (uint64_t)c->server->idle_timeout_ms, 0);
+    uv_timer_start(&c->timer, timer_close_cb, (uint64_t)c->server->limits.idle_timeout_ms, 0);
     if (c->pending_len) {
         size_t len = c->pending_len;
         c->pending_len = 0;
@@ -199,6 +396,7 @@ static void write_cb(uv_write_t *wr, int status)
         if (c->closing || conn_busy(c))
             return;
     }
+    conn_trim(c);
     if (c->read_eof)
         conn_close(c); /* the client is done sending and everything is answered */
     else if (!c->reading)
@@ -236,8 +434,16 @@ static int conn_write_sent(gw_conn_t *c, const char *head, size_t head_len, cons
         conn_close(c);
         return VC_ERR_IO;
     }
-    if (resume)
+    if (resume) {
+        /*
+         * The client must take the answer within the write timeout: one
+         * that pipelines requests and never reads would otherwise hold the
+         * connection and its buffers forever once the socket's buffers fill.
+         */
         c->answering = 1;
+        uv_timer_start(&c->timer, timer_close_cb, (uint64_t)c->server->limits.write_timeout_ms,
+                       0);
+    }
     return 0;
 }
 
@@ -420,17 +626,22 @@ void gw_http_stream_end(gw_request_t *req, int complete)
     request_free(r);
 }
 
-/* Answers a request the parser rejected, and closes after. */
+/*
+ * Answers a request the parser rejected (or, with 503, a connection over a
+ * limit, not counted by the observer: no request was read), and closes after.
+ */
 static void conn_fail(gw_conn_t *c, int status, const char *detail)
 {
     char head[256], body[512];
     const char *error = status == 413   ? "PAYLOAD_TOO_LARGE"
                         : status == 431 ? "HEADERS_TOO_LARGE"
+                        : status == 503 ? "UNAVAILABLE"
                                         : "BAD_REQUEST";
     size_t body_len = gw_body_error(body, sizeof(body), error, detail, NULL);
-    size_t head_len = gw_http_format_head(head, sizeof(head), status, body_len, 0, json_type, NULL);
+    size_t head_len = gw_http_format_head(head, sizeof(head), status, body_len, 0, json_type,
+                                          status == 503 ? "Retry-After: 1\r\n" : NULL);
 
-    if (c->server->observe)
+    if (c->server->observe && status != 503)
         c->server->observe(c->server->ctx, NULL, status);
     c->close_after = 1;
     uv_read_stop((uv_stream_t *)&c->tcp);
@@ -465,6 +676,9 @@ static int on_url(http_parser *p, const char *at, size_t len)
 {
     gw_conn_t *c = p->data;
     if (head_grow(c, len) != 0)
+        return -1;
+    /* head_grow() bounds url_len + len by GW_MAX_HEAD; one byte more for the NUL. */
+    if (buf_reserve(&c->url, &c->url_cap, c->url_len + len, GW_MAX_HEAD + 1) != 0)
         return -1;
     memcpy(c->url + c->url_len, at, len);
     c->url_len += len;
@@ -555,7 +769,7 @@ static int on_body(http_parser *p, const char *at, size_t len)
         c->error_status = 413;
         return -1;
     }
-    if (!c->body && !(c->body = malloc(GW_MAX_BODY + 1)))
+    if (buf_reserve(&c->body, &c->body_cap, c->body_len + len, GW_MAX_BODY + 1) != 0)
         return -1;
     memcpy(c->body + c->body_len, at, len);
     c->body_len += len;
@@ -589,7 +803,8 @@ static int on_message_complete(http_parser *p)
     memset(r, 0, sizeof(*r));
     path = (char *)(r + 1);
     body = path + c->url_len + 1;
-    memcpy(path, c->url, c->url_len);
+    if (c->url_len)
+        memcpy(path, c->url, c->url_len);
     path[c->url_len] = '\0';
     if (c->body_len)
         memcpy(body, c->body, c->body_len);
@@ -638,16 +853,22 @@ static void conn_feed(gw_conn_t *c, char *data, size_t len)
     if (r) {
         size_t rest = len - n;
         c->ready = NULL;
+        /* data may be c->pending itself (write_cb): then it is large enough already. */
         if (rest) {
-            if (!c->pending && !(c->pending = malloc(GW_PENDING_CAP))) {
+            if (buf_reserve(&c->pending, &c->pending_cap, rest, GW_PENDING_MAX) != 0) {
                 request_free(r);
                 conn_close(c);
                 return;
             }
             memmove(c->pending, data + n, rest);
             c->pending_len = rest;
+            if (c->pending_len >= GW_PENDING_MAX && c->reading) {
+                uv_read_stop((uv_stream_t *)&c->tcp);
+                c->reading = 0;
+            }
         }
         c->inflight = r;
+        conn_trim(c);
         uv_timer_stop(&c->timer);
         /* Tests hold a worker here to make its shutdown overrun (fault builds only). */
         VC_PAUSE("gateway-dispatch");
@@ -671,8 +892,13 @@ static void conn_feed(gw_conn_t *c, char *data, size_t len)
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     gw_conn_t *c = h->data;
+    size_t len = sizeof(c->server->readbuf);
+
     (void)suggested;
-    *buf = uv_buf_init(c->server->readbuf, sizeof(c->server->readbuf));
+    /* While a request is in flight, read no more than read-ahead may keep. */
+    if (conn_busy(c) && !c->close_after)
+        len = GW_PENDING_MAX - c->pending_len;
+    *buf = uv_buf_init(c->server->readbuf, (unsigned)len);
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -695,7 +921,8 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     if (conn_busy(c) || c->close_after) {
         if (c->close_after)
             return; /* an error answer is on its way: ignore the rest */
-        if (!c->pending && !(c->pending = malloc(GW_PENDING_CAP))) {
+        if (buf_reserve(&c->pending, &c->pending_cap, c->pending_len + (size_t)nread,
+                        GW_PENDING_MAX) != 0) {
             conn_close(c);
             return;
         }
@@ -725,6 +952,7 @@ static void close_cb(uv_handle_t *h)
 
     if (--c->open_handles > 0)
         return;
+    free(c->url);
     free(c->body);
     free(c->pending);
     free(c);
@@ -753,30 +981,55 @@ static void conn_close(gw_conn_t *c)
         s->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    atomic_fetch_sub(s->connections, 1);
-    uv_close((uv_handle_t *)&c->tcp, close_cb);
+    atomic_fetch_sub(s->limits.connections, 1);
+    if (s->limits.open_gauge)
+        vc_metric_add(s->limits.open_gauge, -1);
+    if (c->ip_counted)
+        ip_release(s->limits.per_ip, c->ip);
+    if (!c->reset || uv_tcp_close_reset(&c->tcp, close_cb) != 0)
+        uv_close((uv_handle_t *)&c->tcp, close_cb);
     uv_close((uv_handle_t *)&c->timer, close_cb);
 }
 
+/*
+ * The idle timeout (no request, or one slow to arrive) or the write timeout
+ * (an answer the client does not take) ran out. A request the handler holds
+ * runs no timer, but a stale expiry is ignored all the same.
+ */
 static void timer_close_cb(uv_timer_t *t)
 {
     gw_conn_t *c = t->data;
-    if (!conn_busy(c))
-        conn_close(c);
+
+    if (c->inflight)
+        return;
+    if (c->answering) {
+        vc_debug("closing a connection that did not take its answer within %lld ms",
+                 (long long)c->server->limits.write_timeout_ms);
+        /*
+         * A reset, not a FIN: a FIN would wait behind the answers the client
+         * does not read, and the kernel would keep them (up to the send
+         * buffer, megabytes) for minutes after the close.
+         */
+        c->reset = 1;
+    }
+    conn_close(c);
 }
 
-static void accept_cb(uv_stream_t *listener, int status)
+/*
+ * Sets up a connection for a socket that tcp_init_cb puts into c->tcp (an
+ * accept, or an adopted socket), counts it, and either serves it or, over a
+ * limit, answers 503 and closes it. Returns 0, or < 0 when the socket could
+ * not be taken (the connection is closing then).
+ */
+static int conn_open(gw_http_server_t *s, int (*tcp_init_cb)(gw_conn_t *c, void *arg), void *arg)
 {
-    gw_http_server_t *s = listener->data;
     gw_conn_t *c;
+    struct sockaddr_storage peer;
+    int peer_len = sizeof(peer), rc, sockbuf;
 
-    if (status < 0) {
-        vc_warn("accept failed: %s", uv_strerror(status));
-        return;
-    }
     if (!(c = calloc(1, sizeof(*c)))) {
         vc_error("out of memory accepting a connection");
-        return;
+        return VC_ERR_NOMEM;
     }
     c->server = s;
     uv_tcp_init(s->loop, &c->tcp);
@@ -787,21 +1040,73 @@ static void accept_cb(uv_stream_t *listener, int status)
     if (s->conns)
         s->conns->prev = c;
     s->conns = c;
-    atomic_fetch_add(s->connections, 1);
-    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
+    atomic_fetch_add(s->limits.connections, 1);
+    if (s->limits.open_gauge)
+        vc_metric_add(s->limits.open_gauge, 1);
+    if ((rc = tcp_init_cb(c, arg)) != 0) {
         conn_close(c);
-        return;
+        return rc;
     }
-    if (atomic_load(s->connections) > s->max_connections || s->shutting_down) {
-        vc_debug("connection refused: %ld connections open", (long)atomic_load(s->connections));
-        conn_close(c);
-        return;
-    }
-    uv_tcp_nodelay(&c->tcp, 1);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
-    uv_timer_start(&c->timer, timer_close_cb, (uint64_t)s->idle_timeout_ms, 0);
+    if (s->shutting_down) {
+        conn_close(c);
+        return 0;
+    }
+    if (atomic_load(s->limits.connections) > s->limits.max_connections) {
+        vc_debug("connection refused: %ld connections open",
+                 (long)atomic_load(s->limits.connections));
+        conn_fail(c, 503, "too many connections");
+        return 0;
+    }
+    /* A socket that is not TCP over IP (a test's socketpair) has no address to count. */
+    if (s->limits.per_ip &&
+        uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &peer_len) == 0 &&
+        ip_key(&peer, c->ip) == 0) {
+        if (ip_acquire(s->limits.per_ip, c->ip) != 0) {
+            vc_debug("connection refused: too many connections from one address");
+            conn_fail(c, 503, "too many connections from this address");
+            return 0;
+        }
+        c->ip_counted = 1;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    sockbuf = GW_SOCKET_BUF;
+    (void)uv_send_buffer_size((uv_handle_t *)&c->tcp, &sockbuf);
+    sockbuf = GW_SOCKET_BUF;
+    (void)uv_recv_buffer_size((uv_handle_t *)&c->tcp, &sockbuf);
+    uv_timer_start(&c->timer, timer_close_cb, (uint64_t)s->limits.idle_timeout_ms, 0);
     conn_read_start(c);
+    return 0;
+}
+
+static int accept_init_cb(gw_conn_t *c, void *arg)
+{
+    return uv_accept((uv_stream_t *)arg, (uv_stream_t *)&c->tcp) == 0 ? 0 : VC_ERR_IO;
+}
+
+static void accept_cb(uv_stream_t *listener, int status)
+{
+    if (status < 0) {
+        vc_warn("accept failed: %s", uv_strerror(status));
+        return;
+    }
+    (void)conn_open(listener->data, accept_init_cb, listener);
+}
+
+static int adopt_init_cb(gw_conn_t *c, void *arg)
+{
+    return uv_tcp_open(&c->tcp, *(uv_os_sock_t *)arg) == 0 ? 0 : VC_ERR_IO;
+}
+
+int gw_http_adopt(gw_http_server_t *s, uv_os_sock_t sock)
+{
+    int rc = conn_open(s, adopt_init_cb, &sock);
+
+    /* Not opened: the socket is still ours to close (uv_close() left it alone). */
+    if (rc == VC_ERR_IO)
+        close(sock);
+    return rc;
 }
 
 static int parse_addr(const char *host, int port, struct sockaddr_storage *addr, char *err,
@@ -931,21 +1236,25 @@ int gw_http_check_free(const char *host, int port, char *err, size_t errlen)
     return VC_ERR_IO;
 }
 
+void gw_http_init(gw_http_server_t *s, uv_loop_t *loop, const gw_http_limits_t *limits,
+                  gw_http_handler_cb handler, void *ctx)
+{
+    memset(s, 0, offsetof(gw_http_server_t, readbuf));
+    s->loop = loop;
+    s->handler = handler;
+    s->ctx = ctx;
+    s->limits = *limits;
+}
+
 int gw_http_listen(gw_http_server_t *s, uv_loop_t *loop, const char *host, int port,
-                   int64_t idle_timeout_ms, atomic_long *connections, long max_connections,
-                   gw_http_handler_cb handler, void *ctx, char *err, size_t errlen)
+                   const gw_http_limits_t *limits, gw_http_handler_cb handler, void *ctx,
+                   char *err, size_t errlen)
 {
     struct sockaddr_storage addr;
     uv_os_fd_t fd;
     int rc, one = 1;
 
-    memset(s, 0, offsetof(gw_http_server_t, readbuf));
-    s->loop = loop;
-    s->handler = handler;
-    s->ctx = ctx;
-    s->idle_timeout_ms = idle_timeout_ms;
-    s->connections = connections;
-    s->max_connections = max_connections;
+    gw_http_init(s, loop, limits, handler, ctx);
     if ((rc = parse_addr(host, port, &addr, err, errlen)) != 0)
         return rc;
     if ((rc = uv_tcp_init_ex(loop, &s->listener, addr.ss_family)) != 0) {

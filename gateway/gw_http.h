@@ -4,11 +4,18 @@
  * per connection (the parser is paused until the answer is written, so
  * pipelined requests are answered in order).
  *
- * Limits: bodies above GW_MAX_BODY get 413, request heads above
- * GW_MAX_HEAD get 431, anything http-parser rejects gets 400; all three close
- * the connection. A connection idle (or slow to send a request) for
- * idle_timeout_ms is closed. Connections above max_connections (counted over
- * all workers) are closed as soon as they are accepted.
+ * Limits (deploy/README.md, "Connections and memory"): bodies above
+ * GW_MAX_BODY get 413, request heads above GW_MAX_HEAD get 431, anything
+ * http-parser rejects gets 400; all three close the connection. A
+ * connection idle (or slow to send a request) for idle_timeout_ms is closed;
+ * so is one whose answer is not taken by the client (written to its socket)
+ * within write_timeout_ms, which bounds a client that pipelines requests and
+ * never reads (its kernel send buffer is fixed small so that this shows, and
+ * it is closed with a reset). Connections above max_connections (counted over
+ * all workers), or above max_per_ip from one address, get 503 and are
+ * closed. An idle connection holds no buffer: the head, body and read-ahead
+ * buffers grow as a request needs them and are given back once it is
+ * dispatched.
  */
 #ifndef GW_HTTP_H
 #define GW_HTTP_H
@@ -19,11 +26,16 @@
 #include <uv.h>
 
 #include "gw_router.h"
+#include "vc_metrics.h"
 
 #define GW_MAX_HEAD (8 * 1024)
 #define GW_MAX_AUTH 512 /* a longer Authorization header is kept as absent */
 
+/* Bytes read from a socket at once (one buffer per worker). */
+#define GW_READ_BUF (16 * 1024)
+
 typedef struct gw_http_server gw_http_server_t;
+typedef struct gw_http_ip_table gw_http_ip_table_t;
 typedef struct gw_conn gw_conn_t;
 typedef struct gw_arena_chunk gw_arena_chunk_t;
 
@@ -63,22 +75,41 @@ typedef void (*gw_http_observe_cb)(void *ctx, const gw_request_t *req, int statu
 /* Called once by gw_http_shutdown() when no connection and no request is left. */
 typedef void (*gw_http_done_cb)(gw_http_server_t *server);
 
+/* The limits of a server; what the pointers point at is shared by all workers. */
+typedef struct {
+    int64_t idle_timeout_ms;         /* no request in progress, or one slow to arrive */
+    int64_t write_timeout_ms;        /* an answer not taken by the client within this */
+    atomic_long *connections;        /* open connections, all workers together */
+    long max_connections;            /* more get 503 and are closed */
+    gw_http_ip_table_t *per_ip;      /* connections per client address; NULL: no cap */
+    vc_metric_t *open_gauge;         /* kept at the open connections; may be NULL */
+} gw_http_limits_t;
+
 struct gw_http_server {
     uv_loop_t *loop;
     uv_tcp_t listener;
     gw_http_handler_cb handler;
     gw_http_observe_cb observe; /* may be NULL; set after gw_http_listen() */
     void *ctx;
-    int64_t idle_timeout_ms;
-    atomic_long *connections; /* shared by all workers */
-    long max_connections;
+    gw_http_limits_t limits;
     gw_conn_t *conns; /* open connections (doubly linked) */
     long requests;    /* dispatched and not yet answered */
     uint64_t next_id;
     int listening, shutting_down;
     gw_http_done_cb done_cb;
-    char readbuf[64 * 1024];
+    char readbuf[GW_READ_BUF];
 };
+
+/*
+ * A table of open connections per client address, shared by all workers
+ * (it locks): max_per_ip is the cap, max_connections bounds how many
+ * addresses it must hold. Returns NULL when memory runs out. Keyed by a hash
+ * seeded at random, since clients choose their addresses.
+ */
+gw_http_ip_table_t *gw_http_ip_table_new(long max_per_ip, long max_connections);
+
+/* Frees the table; no server may use it any more. NULL is fine. */
+void gw_http_ip_table_free(gw_http_ip_table_t *t);
 
 /*
  * Returns 0 when host:port can be bound and nothing listens there yet, or a
@@ -91,13 +122,28 @@ struct gw_http_server {
 int gw_http_check_free(const char *host, int port, char *err, size_t errlen);
 
 /*
- * Binds host:port with SO_REUSEPORT on loop and starts accepting.
- * connections is borrowed for the server's life. Returns 0, or a negative
- * VC_ERR_* with err saying what failed.
+ * Sets up s on loop with no listener: connections come only through
+ * gw_http_adopt(). What limits points at is borrowed for the server's life.
+ * gw_http_listen() calls it; the fuzzing harness (tests/fuzz) calls it alone.
+ */
+void gw_http_init(gw_http_server_t *s, uv_loop_t *loop, const gw_http_limits_t *limits,
+                  gw_http_handler_cb handler, void *ctx);
+
+/*
+ * Binds host:port with SO_REUSEPORT on loop and starts accepting, as
+ * gw_http_init() sets it up. Returns 0, or a negative VC_ERR_* with err
+ * saying what failed.
  */
 int gw_http_listen(gw_http_server_t *s, uv_loop_t *loop, const char *host, int port,
-                   int64_t idle_timeout_ms, atomic_long *connections, long max_connections,
-                   gw_http_handler_cb handler, void *ctx, char *err, size_t errlen);
+                   const gw_http_limits_t *limits, gw_http_handler_cb handler, void *ctx,
+                   char *err, size_t errlen);
+
+/*
+ * Serves the connected stream socket sock (takes ownership) as a client
+ * connection of s, as if it had been accepted (the limits apply). Returns 0,
+ * or a negative VC_ERR_* (sock is then closed).
+ */
+int gw_http_adopt(gw_http_server_t *s, uv_os_sock_t sock);
 
 /*
  * Writes the head of an answer into buf: status line, type (a whole header

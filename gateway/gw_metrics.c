@@ -107,9 +107,7 @@ void gw_metrics_soldout(void)
         vc_metric_add(soldout, 1);
 }
 
-char *gw_metrics_render(long open_connections, size_t *len)
+vc_metric_t *gw_metrics_connections_gauge(void)
 {
-    if (connections)
-        vc_metric_set(connections, open_connections);
-    return vc_metrics_render(len);
+    return connections;
 }

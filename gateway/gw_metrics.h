@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "gw_router.h"
+#include "vc_metrics.h"
 
 /* Creates every series that exists from the start, so /metrics lists them at once. */
 void gw_metrics_init(void);
@@ -32,9 +33,10 @@ void gw_metrics_kafka_error(int unknown);
 void gw_metrics_soldout(void);
 
 /*
- * Renders every metric, the connections gauge set to connections first.
- * Returns a malloc'd string (the caller frees) with *len, or NULL.
+ * The gauge of open client connections (NULL before gw_metrics_init()), for
+ * the HTTP server to keep current: the admin endpoint (common/vc_admin.c)
+ * renders the registry as it is.
  */
-char *gw_metrics_render(long connections, size_t *len);
+vc_metric_t *gw_metrics_connections_gauge(void);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gw_metrics.h"
 #include "vc_error.h"
 #include "vc_log.h"
 
@@ -54,10 +55,7 @@ static void worker_main(void *arg)
     w->app.kafka = sh->kafka;
     w->app.inbox = &w->inbox;
     w->app.pg = sh->pg;
-    w->app.redis_up = sh->redis_up;
-    w->app.nworkers = sh->nworkers;
     w->app.draining = &sh->draining;
-    w->app.connections = &sh->connections;
     if ((rc = gw_kafka_inbox_init(&w->inbox, &w->loop)) != 0) {
         snprintf(w->err, sizeof(w->err), "kafka inbox: %s", vc_strerror(rc));
         w->start_rc = rc;
@@ -75,9 +73,16 @@ static void worker_main(void *arg)
         snprintf(w->err, sizeof(w->err), "out of memory");
         rc = VC_ERR_NOMEM;
     } else {
-        rc = gw_http_listen(&w->http, &w->loop, sh->http_host, sh->http_port, cfg->idle_timeout_ms,
-                            &sh->connections, (long)cfg->max_connections, gw_app_handle, &w->app,
-                            w->err, sizeof(w->err));
+        gw_http_limits_t limits = {
+            .idle_timeout_ms = cfg->idle_timeout_ms,
+            .write_timeout_ms = cfg->write_timeout_ms,
+            .connections = &sh->connections,
+            .max_connections = (long)cfg->max_connections,
+            .per_ip = sh->per_ip,
+            .open_gauge = gw_metrics_connections_gauge(),
+        };
+        rc = gw_http_listen(&w->http, &w->loop, sh->http_host, sh->http_port, &limits,
+                            gw_app_handle, &w->app, w->err, sizeof(w->err));
         w->http.observe = gw_app_observe;
     }
     w->start_rc = rc;

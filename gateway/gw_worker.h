@@ -18,6 +18,7 @@ typedef struct {
     gw_kafka_t *kafka;
     gw_pg_pool_t *pg;
     atomic_long connections;
+    gw_http_ip_table_t *per_ip; /* connections per client address; NULL: no cap */
     atomic_int *redis_up; /* one flag per worker */
     int nworkers;
     atomic_int draining; /* set when shutdown begins: /readyz answers 503 */

@@ -15,6 +15,7 @@
 #include "gw_metrics.h"
 #include "gw_rules.h"
 #include "gw_worker.h"
+#include "vc_admin.h"
 #include "vc_error.h"
 #include "vc_kafka_conf.h"
 #include "vc_log.h"
@@ -26,7 +27,8 @@
     "voucher-gateway: reserves, confirms and cancels voucher uses over HTTP\n\n"                   \
     "Admin routes (POST /vouchers, GET /vouchers/{code}) need Authorization: Bearer\n"             \
     "$VOUCHER_ADMIN_TOKEN; with no token set they answer 401 to everyone.\n"                       \
-    "GET /healthz, /readyz and /metrics are served on the HTTP port."
+    "GET /healthz, /readyz and /metrics are served on the admin address (--admin-addr);\n"        \
+    "the HTTP port serves the API and /healthz only."
 
 typedef struct {
     gw_worker_t *workers;
@@ -50,6 +52,28 @@ static void signal_cb(uv_signal_t *sig, int signum)
     uv_close((uv_handle_t *)&a->sigint, NULL);
 }
 
+/*
+ * /readyz on the admin endpoint (its own thread: everything read here is
+ * atomic): every worker's Redis connection up, a Kafka broker up, not
+ * draining.
+ */
+static int ready_cb(void *arg, char *detail, size_t cap)
+{
+    gw_shared_t *sh = arg;
+    const char *why = NULL;
+
+    if (atomic_load(&sh->draining))
+        why = "shutting down";
+    for (int i = 0; !why && i < sh->nworkers; i++)
+        if (!atomic_load(&sh->redis_up[i]))
+            why = "redis not connected on every worker";
+    if (!why && !gw_kafka_ready(sh->kafka))
+        why = "no kafka broker connected";
+    if (why)
+        snprintf(detail, cap, "%s", why);
+    return why == NULL;
+}
+
 /* The daemon; main() frees the Kafka settings this loads into kafka_extra, on every way out. */
 static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
 {
@@ -57,6 +81,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     static gw_shared_t shared;
     char err[512];
     app_t a = {0};
+    vc_admin_t *admin = NULL;
     uv_loop_t *loop = uv_default_loop();
     int rc, started = 0, exit_code = 1;
     int64_t flush_ms;
@@ -124,6 +149,11 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         vc_error("out of memory");
         goto out;
     }
+    if (cfg.max_per_ip > 0 &&
+        !(shared.per_ip = gw_http_ip_table_new((long)cfg.max_per_ip, (long)cfg.max_connections))) {
+        vc_error("out of memory");
+        goto out;
+    }
     for (; started < a.nworkers; started++) {
         if (gw_worker_start(&a.workers[started], started, &shared, err, sizeof(err)) != 0) {
             vc_error("%s", err);
@@ -131,13 +161,18 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
             goto out;
         }
     }
+    if (cfg.admin_addr[0] &&
+        vc_admin_start(cfg.admin_addr, ready_cb, &shared, &admin, err, sizeof(err)) != 0) {
+        vc_error("--admin-addr: %s", err);
+        goto out;
+    }
     uv_signal_init(loop, &a.sigterm);
     uv_signal_init(loop, &a.sigint);
     a.sigterm.data = a.sigint.data = &a;
     uv_signal_start(&a.sigterm, signal_cb, SIGTERM);
     uv_signal_start(&a.sigint, signal_cb, SIGINT);
-    vc_info("listening on %s with %d workers (redis %s, kafka %s, topic %s)", cfg.http_addr,
-            a.nworkers, vc_redis_url_redact(cfg.redis_url, err, sizeof(err)), cfg.kafka_brokers,
+    vc_info("listening on %s with %d workers, admin on %s (redis %s, kafka %s, topic %s)",
+            cfg.http_addr, a.nworkers, cfg.admin_addr[0] ? cfg.admin_addr : "(off)", vc_redis_url_redact(cfg.redis_url, err, sizeof(err)), cfg.kafka_brokers,
             cfg.kafka_topic);
     uv_run(loop, UV_RUN_DEFAULT);
     exit_code = 0;
@@ -148,12 +183,14 @@ out:
             gw_worker_stop(&a.workers[i]);
     for (int i = 0; i < started; i++)
         gw_worker_join(&a.workers[i]);
+    vc_admin_stop(admin); /* /readyz said "shutting down" until here */
     /* What is left of the shutdown time goes to the producer's flush. */
     flush_ms = vc_shutdown_deadline_ms() ? vc_shutdown_deadline_ms() - vc_time_mono_ms() - 100
                                          : cfg.shutdown_timeout_ms;
     if (shared.kafka && gw_kafka_close(shared.kafka, flush_ms > 0 ? flush_ms : 0) != 0)
         vc_warn("some events were not delivered before exit");
     gw_pg_pool_free(shared.pg);
+    gw_http_ip_table_free(shared.per_ip);
     free(a.workers);
     free(shared.redis_up);
     uv_loop_close(loop);

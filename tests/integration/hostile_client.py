@@ -16,10 +16,28 @@ still holds requests.
       THREADS threads mixing all of the above with ordinary requests for
       SECONDS seconds, or until the gateway stops accepting (SIGTERM).
 
+For test_hostile_limits.sh, clients that stay (each prints one line of words
+and numbers the test compares):
+
+  hostile_client.py slowread HOST:PORT PID SECONDS
+      One connection pipelining GET /healthz as fast as the gateway takes
+      them and never reading an answer, for at most SECONDS: "closed S" when
+      the gateway ended it after S seconds, "open S" when it did not; then
+      the peak growth of PID's RSS (KiB) meanwhile.
+  hostile_client.py idle HOST:PORT PID CONNECTIONS
+      CONNECTIONS connections, each sending one request with a 6000-byte path
+      and a 15000-byte body and reading its answer, then kept open and idle:
+      how many got an answer, and PID's RSS growth (KiB) with all of them open.
+  hostile_client.py percap HOST:PORT CONNECTIONS
+      CONNECTIONS connections opened together and held, then a GET /healthz
+      on each: the count of each status ("200:4 503:2"; "reset" when a
+      connection ended without an answer).
+
 Prints one summary line; exits 0 unless an argument is wrong. Whether the
 gateway survived is for the test to judge (its log, /healthz, its exit status).
 """
 import random
+import select
 import socket
 import struct
 import sys
@@ -168,11 +186,118 @@ def load(addr, code, seconds, threads):
     return sum(counts)
 
 
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def slowread(addr, pid, secs):
+    before = rss_kb(pid)
+    s = connect(addr)
+    # A small receive window, so that the gateway's answers back up soon.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setblocking(False)
+    payload = HEALTHZ * 1000
+    start = time.monotonic()
+    grown, state = 0, "open"
+    while time.monotonic() - start < secs:
+        grown = max(grown, rss_kb(pid) - before)
+        try:
+            s.send(payload)
+            continue
+        except BlockingIOError:
+            pass
+        except OSError:
+            state = "closed"  # reset or broken pipe: the gateway closed it
+            break
+        # Blocked: wait (without reading) until the socket can be written or has ended.
+        p = select.poll()
+        p.register(s, select.POLLOUT | select.POLLERR | select.POLLHUP | select.POLLRDHUP)
+        events = p.poll(100)
+        if any(ev & (select.POLLERR | select.POLLHUP | select.POLLRDHUP) for _, ev in events):
+            state = "closed"
+            break
+    took = time.monotonic() - start
+    reset(s)
+    return "%s %.1f %d" % (state, took, grown)
+
+
+def request_answer(s, data, timeout=5):
+    """Sends data, reads one answer's head and body; its status or "reset"."""
+    try:
+        s.settimeout(timeout)
+        if data:
+            s.sendall(data)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        head, _, body = got.partition(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 "):
+            return "reset"
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while len(body) < length:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            body += chunk
+        return head.split(b" ")[1].decode()
+    except OSError:
+        return "reset"
+
+
+def idle(addr, pid, n):
+    body = b'{"pad":"' + b"x" * 14990 + b'"}'
+    req = (b"POST /" + b"p" * 6000 + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    # One first, so that what any request needs once (a route's metric) is there before.
+    warm = connect(addr)
+    request_answer(warm, req)
+    warm.close()
+    before = rss_kb(pid)
+    held, answered = [], 0
+    for _ in range(n):
+        s = connect(addr)
+        if request_answer(s, req) != "reset":
+            answered += 1
+        held.append(s)
+    grown = rss_kb(pid) - before
+    for s in held:
+        s.close()
+    return "%d %d" % (answered, grown)
+
+
+def percap(addr, n):
+    held = [connect(addr) for _ in range(n)]
+    counts = {}
+    for s in held:
+        st = request_answer(s, HEALTHZ)
+        counts[st] = counts.get(st, 0) + 1
+    for s in held:
+        s.close()
+    return " ".join("%s:%d" % (k, counts[k]) for k in sorted(counts))
+
+
 def main(argv):
     if len(argv) >= 4 and argv[1] == "burst":
         print("burst: %d connections" % burst(argv[2], int(argv[3]), int(argv[4])))
     elif len(argv) == 5 and argv[1] == "midrequest":
         print("midrequest: %d connections" % midrequest(argv[2], argv[3], int(argv[4])))
+    elif len(argv) == 5 and argv[1] == "slowread":
+        print(slowread(argv[2], int(argv[3]), float(argv[4])))
+    elif len(argv) == 5 and argv[1] == "idle":
+        print(idle(argv[2], int(argv[3]), int(argv[4])))
+    elif len(argv) == 4 and argv[1] == "percap":
+        print(percap(argv[2], int(argv[3])))
     elif len(argv) == 6 and argv[1] == "load":
         print("load: %d actions" % load(argv[2], argv[3], float(argv[4]), int(argv[5])))
     else:

@@ -91,9 +91,11 @@ wait_sql() { # QUERY WANT SECONDS
   echo "$got"
 }
 
+# The gateway's admin address (/readyz, /metrics): VOUCHER_GATEWAY_ADMIN_ADDR, base port + 14.
+gateway_admin() { echo "${VOUCHER_GATEWAY_ADMIN_ADDR:-127.0.0.1:$((VOUCHER_PORT_BASE + 14))}"; }
 start_gateway() {
-  daemon_start "$test_name-gateway" "$bin_gateway" "$@"
-  wait_http_ok "$base_url/healthz" 30 || { echo "Bail out! the gateway did not become healthy"; tail -20 "$VOUCHER_STACK_DIR/logs/$test_name-gateway.log"; exit 1; }
+  daemon_start "$test_name-gateway" "$bin_gateway" --admin-addr "$(gateway_admin)" "$@"
+  { wait_http_ok "$base_url/healthz" 30 && wait_http_ok "http://$(gateway_admin)/healthz" 30; } || { echo "Bail out! the gateway did not become healthy"; tail -20 "$VOUCHER_STACK_DIR/logs/$test_name-gateway.log"; exit 1; }
 }
 
 # The writer's admin endpoint: base port + 11.

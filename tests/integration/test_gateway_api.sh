@@ -5,7 +5,7 @@
 # of 2, sold-out answers that offer a cancelled use again at once, the admin
 # token, the first load into Redis claimed once, and what PostgreSQL ends with.
 source "$(dirname "$0")/lib.sh"
-plan 120
+plan 123
 
 token=admin-$RANDOM$RANDOM
 # A long sold-out recheck: a use must come back because the cancel cleared the
@@ -300,11 +300,16 @@ api POST "/vouchers/$min/reservations" '{"customerId":24,"orderId":"'"$p"'-dup",
 is "$(answer)" "400 BAD_REQUEST" "a body with orderId twice: 400 BAD_REQUEST"
 is "$(rcli HLEN "voucher:{$min}:orders")" 1 "none of them took a use"
 
-# ---- probes ----
+# ---- probes: /healthz on both addresses, /readyz and /metrics on the admin address only ----
 twice "200 ok" "/healthz" GET /healthz
-twice "200 ready" "/readyz" GET /readyz
-api GET /metrics
-is "$status" 200 "/metrics answers"
+twice "404 NOT_FOUND" "/readyz on the API's port: not there" GET /readyz
+twice "404 NOT_FOUND" "/metrics on the API's port: not there" GET /metrics
+gadmin=http://$(gateway_admin)
+is "$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$gadmin/healthz")" 200 "/healthz on the admin address"
+is "$(curl -s --max-time 5 "$gadmin/readyz" | jq -r .status)" ready "/readyz on the admin address: ready"
+status=$(curl -s --max-time 5 -o "$scratch/metrics" -w '%{http_code}' "$gadmin/metrics")
+body=$(cat "$scratch/metrics")
+is "$status" 200 "/metrics on the admin address answers"
 grep -q '^voucher_gateway_requests_total{route="reserve",status="201"} [1-9]' <<<"$body"
 ok $? "/metrics counts the 201 reservations"
 for m in voucher_gateway_request_duration_seconds_bucket voucher_gateway_redis_errors_total \

@@ -36,7 +36,7 @@ is "$(rcli HGET "voucher:{$code}:orders" "$code-o1" | cut -d: -f4)" X "the order
 is "$(rcli ZCARD "voucher:{$code}:releasing")" 1 "the release is listed for the reconciler"
 http POST "/vouchers/$code/reservations/$code-o1/confirm"
 is "$status $(jq -r .error <<<"$body")" "409 HOLD_EXPIRED" "a confirm after the cancel began: 409 HOLD_EXPIRED"
-ready=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$base_url/readyz")
+ready=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://$(gateway_admin)/readyz")
 is "$ready" 503 "/readyz: 503 without a broker"
 is "$(sql "SELECT used_count FROM voucher WHERE code = '$code'")" 1 "PostgreSQL still counts the use"
 
@@ -69,10 +69,10 @@ ok $? "the gateway logged why it kept the use"
 kafka_back
 ok $? "Kafka started again"
 for ((i = 0; i < 300; i++)); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$base_url/readyz")" = 200 ] && break
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$(gateway_admin)/readyz")" = 200 ] && break
   sleep 0.2
 done
-is "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$base_url/readyz")" 200 "/readyz: 200 once a broker is back"
+is "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$(gateway_admin)/readyz")" 200 "/readyz: 200 once a broker is back"
 
 # The retry: publishes VoucherReleased again (status 2) and finishes.
 for ((i = 0; i < 20; i++)); do

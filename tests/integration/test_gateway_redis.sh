@@ -22,7 +22,7 @@ log=$VOUCHER_STACK_DIR/logs/$test_name-gateway.log
 log_from=$(($(wc -l <"$log" 2>/dev/null || echo 0) + 1)) # the log of earlier runs stays
 start_gateway
 new_log() { tail -n "+$log_from" "$log"; }
-timeouts() { metric "$VOUCHER_HTTP_ADDR" 'voucher_gateway_redis_errors_total{kind="timeout"}'; }
+timeouts() { metric "$(gateway_admin)" 'voucher_gateway_redis_errors_total{kind="timeout"}'; }
 reserve() { # ORDER CUSTOMER: sets status, body, headers and secs (the answer's time)
   http POST "/vouchers/$code/reservations" '{"customerId":'"$2"',"orderId":"'"$1"'","orderAmount":1000}'
 }
@@ -82,7 +82,8 @@ is "$status" 201 "a retry of the order that got 503 during the pause: 201 (repla
 daemon_stop "$test_name-gateway"
 VOUCHER_PAUSE=reserve-before-unclaim VOUCHER_PAUSE_DIR=$pause_dir start_gateway
 addr2=127.0.0.1:$((VOUCHER_PORT_BASE + 16))
-VOUCHER_HTTP_ADDR=$addr2 daemon_start "$test_name-gateway2" "$bin_gateway"
+VOUCHER_HTTP_ADDR=$addr2 VOUCHER_GATEWAY_ADMIN_ADDR=127.0.0.1:$((VOUCHER_PORT_BASE + 17)) \
+  daemon_start "$test_name-gateway2" "$bin_gateway"
 trap 'rcli CLIENT UNPAUSE >/dev/null 2>&1; pause_go reserve-before-unclaim; daemon_stop "$test_name-gateway2"; finish' EXIT
 wait_http_ok "http://$addr2/healthz" 30
 ok $? "a second gateway on $addr2"

@@ -13,11 +13,11 @@ start_reconciler "" --interval 500ms
 writer_addr=$(writer_admin)
 reconciler_addr=$(reconciler_admin 0)
 wait_http_ok "http://$writer_addr/readyz" 30
-wait_http_ok "$base_url/readyz" 30
+wait_http_ok "http://$(gateway_admin)/readyz" 30
 wait_http_ok "http://$reconciler_addr/readyz" 30 # ready after its first pass
 
 # --- Every endpoint answers.
-for ep in "$base_url" "http://$writer_addr" "http://$reconciler_addr"; do
+for ep in "http://$(gateway_admin)" "http://$writer_addr" "http://$reconciler_addr"; do
   for path in /healthz /readyz /metrics; do
     code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$ep$path")
     is "$code" 200 "$ep$path answers 200"
@@ -27,7 +27,7 @@ done
 # --- A metric moves when its event happens.
 code=$(unique_code OPS)
 new_voucher "$code" 1
-conflicts() { metric "$VOUCHER_HTTP_ADDR" 'voucher_gateway_requests_total{route="reserve",status="409"}'; }
+conflicts() { metric "$(gateway_admin)" 'voucher_gateway_requests_total{route="reserve",status="409"}'; }
 http POST "/vouchers/$code/reservations" '{"customerId":1,"orderId":"'"$code"'-1","orderAmount":1}'
 before=$(conflicts)
 http POST "/vouchers/$code/reservations" '{"customerId":2,"orderId":"'"$code"'-2","orderAmount":1}'

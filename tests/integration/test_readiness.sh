@@ -71,12 +71,13 @@ ok $? "the writer logged losing its PostgreSQL session"
 daemon_stop "$test_name-gateway"
 glog=$VOUCHER_STACK_DIR/logs/$test_name-gateway2.log
 : >"$glog" # this run's lines only
-VOUCHER_REDIS_URL="redis://127.0.0.1:$closed_port/0" daemon_start "$test_name-gateway2" "$bin_gateway"
+VOUCHER_REDIS_URL="redis://127.0.0.1:$closed_port/0" daemon_start "$test_name-gateway2" "$bin_gateway" \
+  --admin-addr "$(gateway_admin)"
 for ((i = 0; i < 100; i++)); do grep -q "cannot connect: Connection refused" "$glog" 2>/dev/null && break; sleep 0.1; done
 ok "$(grep -q "redis 127.0.0.1:$closed_port: cannot connect: Connection refused" "$glog"; echo $?)" \
   "a gateway whose Redis refuses connections logs 'cannot connect: Connection refused'"
 for ((i = 0; i < 50; i++)); do
-  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$base_url/readyz")
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$(gateway_admin)/readyz")
   [ "$code" = 000 ] || break # until it listens
   sleep 0.1
 done
@@ -86,11 +87,12 @@ daemon_stop "$test_name-gateway2"
 # --- The gateway with PostgreSQL unreachable warns, and says so in a metric.
 : >"$glog"
 VOUCHER_GATEWAY_PG_DSN="host=127.0.0.1 port=$closed_port dbname=voucher user=voucher_gateway" \
-  daemon_start "$test_name-gateway2" "$bin_gateway"
+  daemon_start "$test_name-gateway2" "$bin_gateway" --admin-addr "$(gateway_admin)"
 wait_http_ok "$base_url/healthz" 30
+wait_http_ok "http://$(gateway_admin)/healthz" 30
 http POST "/vouchers/$(unique_code NOPG)/reservations" '{"customerId":1,"orderId":"nopg-1","orderAmount":1}'
 is "$status" 503 "a voucher the gateway has not cached gets 503 while PostgreSQL is unreachable"
 for ((i = 0; i < 50; i++)); do grep -q "PostgreSQL unreachable" "$glog" && break; sleep 0.1; done
 ok "$(grep -q "PostgreSQL unreachable" "$glog"; echo $?)" "the gateway logs that PostgreSQL is unreachable"
-is "$(metric "$VOUCHER_HTTP_ADDR" voucher_gateway_pg_up)" 0 "and voucher_gateway_pg_up says 0"
+is "$(metric "$(gateway_admin)" voucher_gateway_pg_up)" 0 "and voucher_gateway_pg_up says 0"
 daemon_stop "$test_name-gateway2"

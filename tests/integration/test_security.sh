@@ -78,7 +78,7 @@ is "$(jq -c '[.byStatus["201"], ([.byStatus[]] | add)]' "$scratch/load.json")" '
 # ---- Redis as an ACL user ----
 is "$(rcli CLIENT LIST | grep -c "user=$redis_user ")" 2 "the gateway's two workers are on Redis as the ACL user"
 # Ready also waits for the Kafka producer's id (about a second after start).
-wait_http_ok "$base_url/readyz" 15
+wait_http_ok "http://$(gateway_admin)/readyz" 15
 ok $? "the gateway is ready (/readyz 200) on Redis as the ACL user"
 is "$(rcli GET "voucher:{$code}:remaining")" 6 "Redis counted the uses taken through the ACL user (10 - 4)"
 # The daemons of this test logged in as their roles, and the work still got done.
@@ -99,14 +99,14 @@ rc=$?
 ok $? "with a wrong password the reconciler's pass fails and says AUTH failed (exit $rc)"
 
 daemon_stop "$test_name-gateway"
-VOUCHER_REDIS_URL=$bad_url daemon_start "$test_name-gateway" "$bin_gateway"
-wait_http_ok "$base_url/healthz" 30
+VOUCHER_REDIS_URL=$bad_url daemon_start "$test_name-gateway" "$bin_gateway" --admin-addr "$(gateway_admin)"
+wait_http_ok "http://$(gateway_admin)/healthz" 30
 for ((i = 0; i < 50; i++)); do
   grep -q "AUTH as user $redis_user failed" "$VOUCHER_STACK_DIR/logs/$test_name-gateway.log" && break
   sleep 0.1
 done
-http GET /readyz
-is "$status" 503 "with a wrong password the gateway is not ready"
+is "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://$(gateway_admin)/readyz")" 503 \
+  "with a wrong password the gateway is not ready"
 grep -q "AUTH as user $redis_user failed" "$VOUCHER_STACK_DIR/logs/$test_name-gateway.log"
 ok $? "and its log says the AUTH failed"
 grep -q "redis://$redis_user:\*\*\*@$hostport/0" "$VOUCHER_STACK_DIR/logs/$test_name-gateway.log"
