@@ -651,6 +651,19 @@ int vc_jdoc_int(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, 
     return 0;
 }
 
+int vc_jdoc_bool(const vc_jdoc_t *doc, const char *key, int *out, char *err, size_t errlen)
+{
+    yajl_val v = lookup(doc, key);
+    if (!v)
+        return missing(key, err, errlen);
+    if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v)) {
+        snprintf(err, errlen, "field \"%s\" must be true or false", key);
+        return VC_ERR_INVALID;
+    }
+    *out = YAJL_IS_TRUE(v);
+    return 0;
+}
+
 int vc_jdoc_time(const vc_jdoc_t *doc, const char *key, int required, int64_t *out_ms, char *err,
                  size_t errlen)
 {

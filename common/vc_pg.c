@@ -94,7 +94,7 @@ int vc_pg_load_voucher(PGconn *conn, const char *code, vc_voucher_t *out, char *
                        "SELECT code, discount_amount, discount_percent, max_discount_amount,"
                        " min_order_amount, total_limit, used_count, per_user_limit,"
                        " (extract(epoch FROM starts_at) * 1000)::bigint,"
-                       " (extract(epoch FROM ends_at) * 1000)::bigint"
+                       " (extract(epoch FROM ends_at) * 1000)::bigint, NOT active"
                        " FROM voucher WHERE code = $1",
                        1, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -117,6 +117,7 @@ int vc_pg_load_voucher(PGconn *conn, const char *code, vc_voucher_t *out, char *
     out->per_customer_limit = strtoll(PQgetvalue(res, 0, 7), NULL, 10);
     out->starts_at_ms = strtoll(PQgetvalue(res, 0, 8), NULL, 10);
     out->ends_at_ms = strtoll(PQgetvalue(res, 0, 9), NULL, 10);
+    out->inactive = strcmp(PQgetvalue(res, 0, 10), "t") == 0;
 out:
     PQclear(res);
     return rc;

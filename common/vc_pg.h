@@ -49,6 +49,15 @@ int vc_pg_error_class(const PGconn *conn, const PGresult *res);
 void vc_pg_error_text(const PGconn *conn, const PGresult *res, char *buf, size_t cap);
 
 /*
+ * The voucher's limit lock ($1 its code): a transaction-level advisory lock
+ * that PATCH /vouchers/{code} holds while it moves Redis's counter and
+ * PostgreSQL's total_limit, and that the reconciler's limit sync takes
+ * before it compares them (proto/redis-keys.md, "The limit key"). Its two
+ * int4 keys never meet the reconciler's leadership lock (one bigint key).
+ */
+#define VC_PG_LIMIT_LOCK "SELECT pg_advisory_xact_lock(1818847604, hashtext($1))"
+
+/*
  * Reads the rules of voucher code. Returns 0, VC_E_NOT_FOUND, or a negative
  * error (as vc_pg_error_class) with err set.
  */

@@ -4,17 +4,26 @@
  *                        redis_loaded_at set in the same statement, then sets
  *                        its Redis counter with NX after the commit;
  * GET  /vouchers/{code}  its rules, PostgreSQL's used_count, Redis's remaining
- *                        (null when absent) and the holds outstanding.
+ *                        (null when absent) and the holds outstanding;
+ * PATCH /vouchers/{code} changes its rules (proto/openapi.yaml): a new
+ *                        totalLimit moves Redis's counter by the difference
+ *                        (limit.lua), after PostgreSQL's commit for a raise,
+ *                        before it for a lower, under the voucher's row lock
+ *                        and limit lock (proto/redis-keys.md, "The limit key").
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gw_app.h"
+#include "gw_limit.h"
+#include "gw_router.h"
 #include "gw_store.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_json.h"
 #include "vc_pg.h"
+#include "vc_time.h"
 
 #define GW_VOUCHER_BODY_MAX 1024
 
@@ -63,9 +72,9 @@ static void counter_set_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 static void created_cb(void *arg, int rc, const char *err)
 {
     admin_t *a = arg;
-    char total[24];
-    const char *argv[] = {"SET", a->keys[GW_KEY_REMAINING], total, "NX"};
-    size_t argvlen[4];
+    char total[24], expire_at[24];
+    const char *keys[] = {a->keys[GW_KEY_REMAINING], a->keys[GW_KEY_LIMIT]};
+    const char *args[] = {total, total, expire_at};
 
     if (rc != 0) {
         if (rc < 0) {
@@ -78,11 +87,13 @@ static void created_cb(void *arg, int rc, const char *err)
                                              : NULL);
         return;
     }
-    gw_rules_forget(a->app->rules, a->v.code);
+    gw_rules_changed(a->v.code);
     snprintf(total, sizeof(total), "%lld", (long long)a->v.total_limit);
-    for (int i = 0; i < 4; i++)
-        argvlen[i] = strlen(argv[i]);
-    if ((rc = gw_redis_command(a->app->redis, counter_set_cb, a, 4, argv, argvlen)) != 0)
+    /* Its keys expire with the retention after endsAt, as a first load's do. */
+    snprintf(expire_at, sizeof(expire_at), "%lld",
+             (long long)(a->v.ends_at_ms + a->app->cfg->redis_retention_ms));
+    if ((rc = gw_redis_eval(a->app->redis, GW_SCRIPT_LOAD, counter_set_cb, a, 2, keys, 3, args)) !=
+        0)
         counter_set_cb(a, rc, NULL);
 }
 
@@ -196,5 +207,257 @@ void gw_show_start(gw_app_t *app, gw_request_t *req, const char *code)
     snprintf(a->v.code, sizeof(a->v.code), "%s", code);
     gw_app_keys(code, a->keys);
     if ((rc = gw_pg_run(app->loop, app->pg, show_work, loaded_cb, a)) != 0)
+        gw_app_reply_error(req, rc, "PostgreSQL unavailable");
+}
+
+/* ---- PATCH /vouchers/{code} ---- */
+
+typedef struct {
+    gw_app_t *app;
+    gw_request_t *req;
+    char code[VC_CODE_MAX + 1];
+    gw_voucher_patch_t patch;
+    vc_voucher_t cur, v; /* before and after */
+    int loaded;          /* redis_loaded_at is set: Redis has (or had) the counter */
+    /* Redis as the change left it, for the answer; and a 409's numbers. */
+    int has_remaining;
+    int64_t remaining, holds, limit_before;
+    char note[256]; /* what went wrong in Redis after the commit (logged, not answered) */
+} update_t;
+
+/* Runs sql with $1 = code (and the other params); returns the result (owned) or NULL with err. */
+static PGresult *exec_params(PGconn *conn, const char *sql, int n, const char *const *params,
+                             ExecStatusType want, int *rc, char *err, size_t errlen)
+{
+    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+
+    if (PQresultStatus(res) == want)
+        return res;
+    *rc = vc_pg_error_class(conn, res);
+    vc_pg_error_text(conn, res, err, errlen);
+    PQclear(res);
+    return NULL;
+}
+
+static int rollback(PGconn *conn, int rc)
+{
+    PQclear(PQexec(conn, "ROLLBACK"));
+    return rc;
+}
+
+/* Writes u->v's rules over the locked row. Returns 0, GW_E_LIMIT (the CHECK), or an error. */
+static int update_row(PGconn *conn, const update_t *u, char *err, size_t errlen)
+{
+    char amount[24], percent[24], max[24], min[24], total[24], per[24], starts[24], ends[24];
+    const char *params[10] = {u->code, amount, percent, max,  min,
+                              total,   per,    starts,  ends, u->v.inactive ? "f" : "t"};
+    const vc_voucher_t *v = &u->v;
+    PGresult *res;
+    const char *state;
+    int rc = 0;
+
+    snprintf(amount, sizeof(amount), "%lld", (long long)v->discount_amount);
+    snprintf(percent, sizeof(percent), "%d", v->discount_percent);
+    snprintf(max, sizeof(max), "%lld", (long long)v->max_discount_amount);
+    snprintf(min, sizeof(min), "%lld", (long long)v->min_order_amount);
+    snprintf(total, sizeof(total), "%lld", (long long)v->total_limit);
+    snprintf(per, sizeof(per), "%lld", (long long)v->per_customer_limit);
+    snprintf(starts, sizeof(starts), "%lld", (long long)v->starts_at_ms);
+    snprintf(ends, sizeof(ends), "%lld", (long long)v->ends_at_ms);
+    res = PQexecParams(conn,
+                       "UPDATE voucher SET discount_amount = $2,"
+                       " discount_percent = nullif($3::int, 0),"
+                       " max_discount_amount = nullif($4::bigint, 0), min_order_amount = $5,"
+                       " total_limit = $6, per_user_limit = $7,"
+                       " starts_at = to_timestamp($8::bigint / 1000.0),"
+                       " ends_at = to_timestamp($9::bigint / 1000.0), active = $10"
+                       " WHERE code = $1",
+                       10, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        rc = state && strcmp(state, "23514") == 0 ? GW_E_LIMIT : vc_pg_error_class(conn, res);
+        vc_pg_error_text(conn, res, err, errlen);
+    }
+    PQclear(res);
+    if (rc == 0 && PQresultStatus(res = PQexec(conn, "COMMIT")) != PGRES_COMMAND_OK) {
+        rc = vc_pg_error_class(conn, res);
+        vc_pg_error_text(conn, res, err, errlen);
+    }
+    if (rc == 0)
+        PQclear(res);
+    return rc;
+}
+
+/*
+ * The whole change, on the threadpool: BEGIN; the limit lock; the row lock;
+ * then, for a lower, Redis first (the uses leave the counter while it still
+ * has them, atomically against reservations), PostgreSQL second; for a
+ * raise, PostgreSQL first, Redis after the commit. Redis never offers a use
+ * PostgreSQL's total does not have: a crash between the two steps leaves
+ * Redis short (undersell), and the reconciler's limit sync adds the
+ * difference (rc_raise.h).
+ */
+static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
+{
+    update_t *u = arg;
+    const char *params[] = {u->code};
+    gw_limit_redis_t *redis = NULL;
+    PGresult *res;
+    int rc = 0, status;
+    int64_t after;
+
+    if (!(res = exec_params(conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, &rc, err, errlen)))
+        return rc;
+    PQclear(res);
+    if (!(res = exec_params(conn, VC_PG_LIMIT_LOCK, 1, params, PGRES_TUPLES_OK, &rc, err, errlen)))
+        return rollback(conn, rc);
+    PQclear(res);
+    if (!(res = exec_params(conn,
+                            "SELECT redis_loaded_at IS NOT NULL FROM voucher WHERE code = $1"
+                            " FOR UPDATE",
+                            1, params, PGRES_TUPLES_OK, &rc, err, errlen)))
+        return rollback(conn, rc);
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return rollback(conn, VC_E_NOT_FOUND);
+    }
+    u->loaded = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    /* The row is locked: this read is what the change applies to. */
+    if ((rc = vc_pg_load_voucher(conn, u->code, &u->cur, err, errlen)) != 0 ||
+        (rc = gw_voucher_patch_apply(&u->cur, &u->patch, &u->v, err, errlen)) != 0)
+        return rollback(conn, rc);
+    if (u->loaded && (u->v.total_limit != u->cur.total_limit ||
+                      u->v.ends_at_ms > u->cur.ends_at_ms) &&
+        !(redis = gw_limit_connect(u->app->cfg->redis_url, u->app->cfg->redis_timeout_ms, err,
+                                   errlen)))
+        return rollback(conn, VC_ERR_UNAVAILABLE);
+    if (redis && u->v.total_limit < u->cur.total_limit) {
+        if ((rc = gw_limit_move(redis, u->code, u->cur.total_limit, u->v.total_limit, &status,
+                                &u->remaining, &u->limit_before, err, errlen)) != 0)
+            goto fail;
+        if (status == GW_LIMIT_NOT_LOADED) {
+            /* Lost from Redis: the reconciler restores it first, from PostgreSQL and Kafka. */
+            snprintf(err, errlen, "the voucher's counter is missing from Redis; retry later");
+            rc = VC_ERR_UNAVAILABLE;
+            goto fail;
+        }
+        if (status == GW_LIMIT_TOO_LOW) {
+            u->has_remaining = 1;
+            snprintf(err, errlen,
+                     "totalLimit %lld is below the uses taken (used or held): %lld of %lld",
+                     (long long)u->v.total_limit, (long long)(u->limit_before - u->remaining),
+                     (long long)u->limit_before);
+            rc = GW_E_LIMIT;
+            goto fail;
+        }
+    }
+    if ((rc = update_row(conn, u, err, errlen)) != 0) {
+        PQclear(PQexec(conn, "ROLLBACK"));
+        if (redis && u->v.total_limit < u->cur.total_limit &&
+            gw_limit_move(redis, u->code, u->v.total_limit, u->cur.total_limit, &status, &after,
+                          &u->limit_before, u->note, sizeof(u->note)) != 0) {
+            /* Redis stays short of PostgreSQL: the reconciler's limit sync gives the uses back. */
+            vc_log_field_t f[] = {{"code", u->code}};
+            VC_LOG_F(VC_LOG_WARN, f, "giving back a lower that PostgreSQL refused failed: %s",
+                     u->note);
+        }
+        gw_limit_close(redis);
+        return rc;
+    }
+    /* Committed: what follows may fail, and the change stands (the reconciler completes it). */
+    if (redis && u->v.total_limit > u->cur.total_limit)
+        (void)gw_limit_move(redis, u->code, u->cur.total_limit, u->v.total_limit, &status, &after,
+                            &u->limit_before, u->note, sizeof(u->note));
+    if (redis && u->v.ends_at_ms > u->cur.ends_at_ms)
+        (void)gw_limit_extend(redis, u->code,
+                              u->v.ends_at_ms + u->app->cfg->redis_retention_ms, u->note,
+                              sizeof(u->note));
+    if (redis && gw_limit_counters(redis, u->code, &u->has_remaining, &u->remaining, &u->holds,
+                                   u->note, sizeof(u->note)) != 0)
+        u->has_remaining = 0;
+    gw_limit_close(redis);
+    return 0;
+fail:
+    gw_limit_close(redis);
+    return rollback(conn, rc);
+}
+
+static void reply_limit_conflict(update_t *u, const char *detail)
+{
+    char body[GW_VOUCHER_BODY_MAX];
+    size_t len = 0;
+    vc_jgen_t g;
+
+    if (vc_jgen_init(&g) == 0) {
+        vc_jgen_map_open(&g);
+        vc_jgen_kv_str(&g, "error", "LIMIT_CONFLICT");
+        vc_jgen_kv_str(&g, "detail", detail);
+        if (u->has_remaining) {
+            /* What Redis counts: every use taken, confirmed or held, events in flight too. */
+            vc_jgen_kv_int(&g, "totalLimit", u->limit_before);
+            vc_jgen_kv_int(&g, "taken", u->limit_before - u->remaining);
+            vc_jgen_kv_int(&g, "remaining", u->remaining);
+            vc_jgen_kv_int(&g, "usedCount", u->cur.used_count);
+        }
+        vc_jgen_map_close(&g);
+        if (vc_jgen_finish(&g, body, sizeof(body), &len) != 0)
+            len = 0;
+    }
+    gw_app_reply(u->req, 409, body, len);
+}
+
+static void updated_cb(void *arg, int rc, const char *err)
+{
+    update_t *u = arg;
+    char body[GW_VOUCHER_BODY_MAX];
+    size_t len;
+
+    if (rc == 0 || rc < 0)
+        gw_rules_changed(u->code); /* also when unsure whether it committed */
+    if (rc == GW_E_LIMIT) {
+        reply_limit_conflict(u, err);
+        return;
+    }
+    if (rc == VC_ERR_INVALID || rc > 0) {
+        gw_app_reply_error(u->req, rc, rc == VC_ERR_INVALID ? err : NULL);
+        return;
+    }
+    if (rc < 0) {
+        vc_log_field_t f[] = {{"code", u->code}};
+        VC_LOG_F(VC_LOG_WARN, f, "changing the voucher failed: %s", err);
+        gw_app_reply_error(u->req, rc, err);
+        return;
+    }
+    if (u->note[0]) {
+        vc_log_field_t f[] = {{"code", u->code}};
+        VC_LOG_F(VC_LOG_WARN, f,
+                 "voucher changed in PostgreSQL; its Redis step failed (the reconciler "
+                 "completes it): %s",
+                 u->note);
+    }
+    len = gw_body_voucher(body, sizeof(body), &u->v, 1, u->cur.used_count, u->has_remaining,
+                          u->remaining, u->holds);
+    gw_app_reply(u->req, 200, body, len);
+}
+
+void gw_update_start(gw_app_t *app, gw_request_t *req, const char *code)
+{
+    char err[256];
+    update_t *u = gw_request_alloc(req, sizeof(*u));
+    int rc;
+
+    if (!u) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    u->app = app;
+    u->req = req;
+    snprintf(u->code, sizeof(u->code), "%s", code);
+    if ((rc = gw_voucher_patch_parse(req->body, req->body_len, &u->patch, err, sizeof(err))) != 0) {
+        gw_app_reply_error(req, rc, err);
+        return;
+    }
+    if ((rc = gw_pg_run(app->loop, app->pg, update_work, updated_cb, u)) != 0)
         gw_app_reply_error(req, rc, "PostgreSQL unavailable");
 }

@@ -36,7 +36,7 @@ const char *gw_route_name(gw_route_kind_t kind)
         [GW_ROUTE_CONFIRM] = "confirm",     [GW_ROUTE_CANCEL] = "cancel",
         [GW_ROUTE_READYZ] = "readyz",       [GW_ROUTE_METRICS] = "metrics",
         [GW_ROUTE_CREATE] = "create",       [GW_ROUTE_SHOW] = "show",
-        [GW_ROUTE_QUOTE] = "quote",
+        [GW_ROUTE_QUOTE] = "quote",         [GW_ROUTE_UPDATE] = "update",
     };
     return (unsigned)kind < GW_ROUTE_COUNT && names[kind] ? names[kind] : "unknown";
 }
@@ -109,7 +109,10 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
     }
     switch (count) {
     case 2:
-        one_method(out, method, GW_M_GET, GW_ROUTE_SHOW, "GET");
+        if (method == GW_M_PATCH)
+            out->kind = GW_ROUTE_UPDATE;
+        else
+            one_method(out, method, GW_M_GET, GW_ROUTE_SHOW, "GET, PATCH");
         break;
     case 3:
         if (seg_is(seg[2], n[2], "quote"))
@@ -239,6 +242,111 @@ out:
     return rc;
 }
 
+int gw_voucher_patch_parse(const char *body, size_t len, gw_voucher_patch_t *out, char *err,
+                           size_t errlen)
+{
+    static const char *const allowed[] = {"totalLimit",
+                                          "perUserLimit",
+                                          "startsAt",
+                                          "endsAt",
+                                          "discountAmount",
+                                          "discountPercent",
+                                          "maxDiscountAmount",
+                                          "minOrderAmount",
+                                          "active",
+                                          NULL};
+    vc_jdoc_t doc;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) != 0)
+        goto out;
+#define PATCH_INT(key, flag, field, lo, hi)                                                        \
+    if ((out->flag = vc_jdoc_has(&doc, key)) &&                                                    \
+        (rc = int_field(&doc, key, lo, hi, &out->field, err, errlen)) != 0)                        \
+        goto out;
+    PATCH_INT("totalLimit", has_total, total_limit, 1, INT32_MAX)
+    PATCH_INT("perUserLimit", has_per_user, per_user_limit, 1, INT32_MAX)
+    PATCH_INT("discountAmount", has_amount, discount_amount, 1, INT64_MAX)
+    PATCH_INT("discountPercent", has_percent, discount_percent, 1, 100)
+    PATCH_INT("maxDiscountAmount", has_max, max_discount_amount, 1, INT64_MAX)
+    PATCH_INT("minOrderAmount", has_min, min_order_amount, 0, INT64_MAX)
+#undef PATCH_INT
+    if ((out->has_starts = vc_jdoc_has(&doc, "startsAt")) &&
+        (rc = vc_jdoc_time(&doc, "startsAt", 1, &out->starts_at_ms, err, errlen)) != 0)
+        goto out;
+    if ((out->has_ends = vc_jdoc_has(&doc, "endsAt")) &&
+        (rc = vc_jdoc_time(&doc, "endsAt", 1, &out->ends_at_ms, err, errlen)) != 0)
+        goto out;
+    if ((out->has_active = vc_jdoc_has(&doc, "active")) &&
+        (rc = vc_jdoc_bool(&doc, "active", &out->active, err, errlen)) != 0)
+        goto out;
+    if (out->has_amount && (out->has_percent || out->has_max)) {
+        snprintf(err, errlen,
+                 "field \"discountAmount\" goes with neither \"discountPercent\" nor "
+                 "\"maxDiscountAmount\"");
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    if (!(out->has_total | out->has_per_user | out->has_starts | out->has_ends | out->has_amount |
+          out->has_percent | out->has_max | out->has_min | out->has_active)) {
+        snprintf(err, errlen, "the body must change at least one field");
+        rc = VC_ERR_INVALID;
+    }
+out:
+    vc_jdoc_free(&doc);
+    return rc;
+}
+
+int gw_voucher_patch_apply(const vc_voucher_t *cur, const gw_voucher_patch_t *p, vc_voucher_t *out,
+                           char *err, size_t errlen)
+{
+    *out = *cur;
+    if (p->has_per_user) {
+        if (p->per_user_limit < cur->per_customer_limit) {
+            snprintf(err, errlen,
+                     "perUserLimit can only be raised (%lld now): reservations acknowledged "
+                     "under the current limit would be refused downstream",
+                     (long long)cur->per_customer_limit);
+            return GW_E_LIMIT;
+        }
+        out->per_customer_limit = p->per_user_limit;
+    }
+    if (p->has_amount) {
+        out->discount_amount = p->discount_amount;
+        out->discount_percent = 0;
+        out->max_discount_amount = 0;
+    }
+    if (p->has_percent) {
+        out->discount_percent = (int)p->discount_percent;
+        out->discount_amount = 0;
+    }
+    if (p->has_max) {
+        if (out->discount_percent == 0) {
+            snprintf(err, errlen, "field \"maxDiscountAmount\" goes with a percent discount only");
+            return VC_ERR_INVALID;
+        }
+        out->max_discount_amount = p->max_discount_amount;
+    }
+    if (p->has_min)
+        out->min_order_amount = p->min_order_amount;
+    if (p->has_total)
+        out->total_limit = p->total_limit;
+    if (p->has_starts)
+        out->starts_at_ms = p->starts_at_ms;
+    if (p->has_ends)
+        out->ends_at_ms = p->ends_at_ms;
+    if (out->ends_at_ms <= out->starts_at_ms) {
+        snprintf(err, errlen, "field \"endsAt\" must be after \"startsAt\"");
+        return VC_ERR_INVALID;
+    }
+    if (p->has_active)
+        out->inactive = !p->active;
+    return 0;
+}
+
 int gw_route_auth(gw_route_kind_t kind)
 {
     switch (kind) {
@@ -249,6 +357,7 @@ int gw_route_auth(gw_route_kind_t kind)
         return GW_AUTH_API;
     case GW_ROUTE_CREATE:
     case GW_ROUTE_SHOW:
+    case GW_ROUTE_UPDATE:
         return GW_AUTH_ADMIN;
     default:
         return GW_AUTH_NONE;
@@ -451,6 +560,13 @@ int gw_status_for(int rc, const char **error, const char **reason)
         *error = "NOT_ELIGIBLE";
         *reason = "ORDER_TOO_SMALL";
         return 422;
+    case VC_E_INACTIVE:
+        *error = "NOT_ELIGIBLE";
+        *reason = "INACTIVE";
+        return 422;
+    case GW_E_LIMIT:
+        *error = "LIMIT_CONFLICT";
+        return 409;
     case VC_ERR_INVALID:
         *error = "BAD_REQUEST";
         return 400;
@@ -595,6 +711,7 @@ size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_co
     vc_jgen_kv_int(&g, "perUserLimit", v->per_customer_limit);
     vc_jgen_kv_str(&g, "startsAt", starts);
     vc_jgen_kv_str(&g, "endsAt", ends);
+    vc_jgen_kv_bool(&g, "active", !v->inactive);
     if (with_counters)
         vc_jgen_kv_int(&g, "usedCount", used_count);
     vc_jgen_map_close(&g);

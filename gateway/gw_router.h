@@ -19,6 +19,7 @@
  */
 #define GW_E_EXISTS 100       /* 409 EXISTS: a voucher with this code exists */
 #define GW_E_UNAUTHORIZED 101 /* 401 UNAUTHORIZED: missing or wrong bearer token */
+#define GW_E_LIMIT 102        /* 409 LIMIT_CONFLICT: a limit cannot go that low now */
 
 #define GW_MAX_BODY (16 * 1024) /* request bodies above this get 413 */
 
@@ -26,6 +27,7 @@ typedef enum {
     GW_M_GET,
     GW_M_POST,
     GW_M_DELETE,
+    GW_M_PATCH,
     GW_M_OTHER,
 } gw_method_t;
 
@@ -41,6 +43,7 @@ typedef enum {
     GW_ROUTE_CREATE,        /* POST /vouchers (admin) */
     GW_ROUTE_SHOW,          /* GET /vouchers/{code} (admin) */
     GW_ROUTE_QUOTE,         /* POST /vouchers/{code}/quote */
+    GW_ROUTE_UPDATE,        /* PATCH /vouchers/{code} (admin) */
     GW_ROUTE_COUNT,
 } gw_route_kind_t;
 
@@ -95,6 +98,37 @@ int gw_quote_req_parse(const char *body, size_t len, gw_quote_req_t *out, char *
  * VC_ERR_NOMEM.
  */
 int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *err, size_t errlen);
+
+/* The body of PATCH /vouchers/{code}: each field with whether it was given. */
+typedef struct {
+    int has_total, has_per_user, has_starts, has_ends, has_amount, has_percent, has_max, has_min,
+        has_active;
+    int64_t total_limit, per_user_limit, starts_at_ms, ends_at_ms, discount_amount,
+        discount_percent, max_discount_amount, min_order_amount;
+    int active;
+} gw_voucher_patch_t;
+
+/*
+ * Parses the body of PATCH /vouchers/{code}: at least one of totalLimit,
+ * perUserLimit, startsAt, endsAt, discountAmount, discountPercent,
+ * maxDiscountAmount, minOrderAmount and active, each with the bounds of
+ * gw_voucher_req_parse(); maxDiscountAmount never with discountAmount.
+ * Unknown fields are rejected. Returns 0, or VC_ERR_INVALID with err set.
+ */
+int gw_voucher_patch_parse(const char *body, size_t len, gw_voucher_patch_t *out, char *err,
+                           size_t errlen);
+
+/*
+ * The voucher cur becomes with p applied, into out (pure): a discountAmount
+ * makes the discount fixed, a discountPercent makes it a percent (its cap
+ * kept unless given); the window must stay non-empty. perUserLimit may only
+ * grow: the writer judges every event with the limit it reads when it
+ * applies it, so a lower limit would refuse reservations the gateway already
+ * acknowledged under the old one. Returns 0, VC_ERR_INVALID (a 400) or
+ * GW_E_LIMIT (a 409), with err set.
+ */
+int gw_voucher_patch_apply(const vc_voucher_t *cur, const gw_voucher_patch_t *p, vc_voucher_t *out,
+                           char *err, size_t errlen);
 
 /*
  * Writes a voucher as the admin routes show it: its rules, then usedCount,

@@ -9,8 +9,8 @@
 #include "vc_pg.h"
 #include "vc_voucher.h"
 
-int gw_store_claim_load(PGconn *conn, const char *code, int64_t *remaining, char *err,
-                        size_t errlen)
+int gw_store_claim_load(PGconn *conn, const char *code, int64_t *remaining, int64_t *total,
+                        char *err, size_t errlen)
 {
     const char *params[] = {code};
     PGresult *res;
@@ -31,6 +31,7 @@ int gw_store_claim_load(PGconn *conn, const char *code, int64_t *remaining, char
     if (PQntuples(res) == 1) {
         /* Nothing was loaded yet, so no reservation is in flight: the rows are every order. */
         int64_t rows = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+        *total = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
         *remaining = vc_remaining_bound(
             strtoll(PQgetvalue(res, 0, 0), NULL, 10),
             vc_uses_without_rows(strtoll(PQgetvalue(res, 0, 1), NULL, 10), rows), rows);

@@ -26,4 +26,7 @@ end)
 raise_users(KEYS[2], per)
 local remaining = remaining_bound(tonumber(ARGV[1]), tonumber(ARGV[2]), live)
 redis.call('SET', KEYS[1], remaining)
+-- The total the counter was computed from: the limit sync raises it by
+-- difference if PostgreSQL's total moved since the snapshot.
+redis.call('SET', limit_key(KEYS[1]), ARGV[1])
 return {1, live .. ':' .. remaining}

@@ -10,7 +10,7 @@
 --
 -- KEYS[1] remaining  KEYS[2] users  KEYS[3] orders  KEYS[4] holds
 -- KEYS[5] releasing
--- ARGV[1] total_limit  ARGV[2] uses counted without rows,
+-- ARGV[1] total_limit (the limit key's, when it exists)  ARGV[2] uses counted without rows,
 -- then fours as merge() takes them
 --
 -- Returns {n, "before:after"}: n orders written; {-1, false} the counter is
@@ -21,5 +21,6 @@ local written = merge(KEYS[3], KEYS[4], KEYS[5], 3)
 local live, per = count_taken(KEYS[3])
 -- Every customer, not only those written: the users hash may be what was lost.
 raise_users(KEYS[2], per)
-local _, counter = settle(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), live)
+local total = limit_total(KEYS[1], tonumber(ARGV[1]))
+local _, counter = settle(KEYS[1], total, tonumber(ARGV[2]), live)
 return {written, counter}
