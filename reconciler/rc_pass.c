@@ -1,4 +1,5 @@
 #include "rc_pass.h"
+#include "rc_raise.h"
 #include "vc_error.h"
 #include "vc_fault.h"
 #include "vc_log.h"
@@ -254,6 +255,12 @@ static int still_leading(rc_ctx_t *ctx, char *err, size_t errlen)
     ctx->pg = NULL;
     ctx->leader = 0;
     return VC_ERR_UNAVAILABLE;
+}
+
+/* still_leading() for rc_limit_sync(). */
+static int prove_lead(void *ctx, char *err, size_t errlen)
+{
+    return still_leading(ctx, err, errlen);
 }
 
 static rc_pg_status_t parse_status(const char *s)
@@ -1252,6 +1259,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
                 "verdict");
     for (size_t i = 0; i < vs.len; i++) {
         voucher_t *v = &vs.v[i];
+        int changed = 0;
 
         sum->vouchers++;
         sum->verdicts[v->verdict]++;
@@ -1282,6 +1290,11 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
                      (long long)v->n.live_rows, (long long)v->n.uncounted,
                      (long long)v->n.redis_remaining, (long long)v->n.bound);
         }
+        /* A total_limit changed without Redis (rc_raise.h): every loaded voucher, quiet or not. */
+        if (repair && v->n.redis_loaded &&
+            (rc = rc_limit_sync(ctx->pg, ctx->redis, v->code, v->n.total_limit, prove_lead, ctx,
+                                &changed, err, errlen)) != 0)
+            goto out;
         if (!repair || !v->full)
             continue;
         if ((rc = still_leading(ctx, err, errlen)) != 0)

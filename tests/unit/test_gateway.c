@@ -52,7 +52,9 @@ static const struct {
     {GW_M_POST, "/vouchers?dry=1", GW_ROUTE_CREATE, "", "", NULL},
     {GW_M_GET, "/vouchers", GW_ROUTE_BAD_METHOD, "", "", "POST"},
     {GW_M_GET, "/vouchers/FLASH100", GW_ROUTE_SHOW, "FLASH100", "", NULL},
-    {GW_M_POST, "/vouchers/FLASH100", GW_ROUTE_BAD_METHOD, "FLASH100", "", "GET"},
+    {GW_M_POST, "/vouchers/FLASH100", GW_ROUTE_BAD_METHOD, "FLASH100", "", "GET, PATCH"},
+    {GW_M_PATCH, "/vouchers/FLASH100", GW_ROUTE_UPDATE, "FLASH100", "", NULL},
+    {GW_M_PATCH, "/vouchers/FLASH100/reservations", GW_ROUTE_BAD_METHOD, "FLASH100", "", "POST"},
     {GW_M_GET, "/vouchers/flash100", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_POST, "/vouchers/FLASH100/quote", GW_ROUTE_QUOTE, "FLASH100", "", NULL},
     {GW_M_GET, "/vouchers/FLASH100/quote", GW_ROUTE_BAD_METHOD, "FLASH100", "", "POST"},
@@ -241,6 +243,8 @@ START_TEST(status_mapping)
         {VC_E_EXPIRED, 422, "NOT_ELIGIBLE", "EXPIRED"},
         {VC_E_NOT_STARTED, 422, "NOT_ELIGIBLE", "NOT_STARTED"},
         {VC_E_ORDER_TOO_SMALL, 422, "NOT_ELIGIBLE", "ORDER_TOO_SMALL"},
+        {VC_E_INACTIVE, 422, "NOT_ELIGIBLE", "INACTIVE"},
+        {GW_E_LIMIT, 409, "LIMIT_CONFLICT", NULL},
         {VC_ERR_INVALID, 400, "BAD_REQUEST", NULL},
         {VC_ERR_TOO_LARGE, 413, "PAYLOAD_TOO_LARGE", NULL},
         {VC_ERR_TIMEOUT, 503, "UNAVAILABLE", NULL},
@@ -515,6 +519,7 @@ START_TEST(route_auth)
     ck_assert_int_eq(gw_route_auth(GW_ROUTE_QUOTE), GW_AUTH_API);
     ck_assert_int_eq(gw_route_auth(GW_ROUTE_CREATE), GW_AUTH_ADMIN);
     ck_assert_int_eq(gw_route_auth(GW_ROUTE_SHOW), GW_AUTH_ADMIN);
+    ck_assert_int_eq(gw_route_auth(GW_ROUTE_UPDATE), GW_AUTH_ADMIN);
     ck_assert_int_eq(gw_route_auth(GW_ROUTE_HEALTHZ), GW_AUTH_NONE);
     ck_assert_int_eq(gw_route_auth(GW_ROUTE_READYZ), GW_AUTH_NONE);
     ck_assert_int_eq(gw_route_auth(GW_ROUTE_METRICS), GW_AUTH_NONE);
@@ -533,7 +538,7 @@ START_TEST(voucher_body_out)
     ck_assert_str_eq(buf, "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
                           "\"minOrderAmount\":1000,\"totalLimit\":5,\"perUserLimit\":1,"
                           "\"startsAt\":\"2026-01-01T00:00:00.000Z\","
-                          "\"endsAt\":\"2026-01-31T23:00:00.000Z\",\"usedCount\":3,"
+                          "\"endsAt\":\"2026-01-31T23:00:00.000Z\",\"active\":true,\"usedCount\":3,"
                           "\"remaining\":null,\"holds\":2}");
     gw_body_voucher(buf, sizeof(buf), &v, 1, 3, 1, 2, 2);
     ck_assert_ptr_nonnull(strstr(buf, "\"remaining\":2,\"holds\":2}"));
@@ -601,6 +606,101 @@ START_TEST(answer_head)
 }
 END_TEST
 
+
+/* PATCH bodies: each field alone, the bounds, and what is refused before any I/O. */
+static const struct {
+    const char *body;
+    int rc;
+} patch_bodies[] = {
+    {"{\"totalLimit\":5}", 0},
+    {"{\"perUserLimit\":3}", 0},
+    {"{\"active\":false}", 0},
+    {"{\"active\":true,\"minOrderAmount\":0}", 0},
+    {"{\"endsAt\":\"2026-03-01T00:00:00Z\"}", 0},
+    {"{\"discountPercent\":10,\"maxDiscountAmount\":500}", 0},
+    {"{}", VC_ERR_INVALID},
+    {"{\"totalLimit\":0}", VC_ERR_INVALID},
+    {"{\"totalLimit\":2147483648}", VC_ERR_INVALID},
+    {"{\"totalLimit\":\"5\"}", VC_ERR_INVALID},
+    {"{\"active\":1}", VC_ERR_INVALID},
+    {"{\"active\":null}", VC_ERR_INVALID},
+    {"{\"code\":\"X\"}", VC_ERR_INVALID},
+    {"{\"usedCount\":1}", VC_ERR_INVALID},
+    {"{\"discountAmount\":5,\"discountPercent\":5}", VC_ERR_INVALID},
+    {"{\"discountAmount\":5,\"maxDiscountAmount\":5}", VC_ERR_INVALID},
+    {"{\"discountPercent\":101}", VC_ERR_INVALID},
+    {"{\"endsAt\":\"tomorrow\"}", VC_ERR_INVALID},
+    {"[1]", VC_ERR_INVALID},
+};
+
+START_TEST(patch_body)
+{
+    gw_voucher_patch_t p;
+    char err[256] = "";
+    const char *b = patch_bodies[_i].body;
+
+    ck_assert_int_eq(gw_voucher_patch_parse(b, strlen(b), &p, err, sizeof(err)),
+                     patch_bodies[_i].rc);
+    if (patch_bodies[_i].rc != 0)
+        ck_assert_str_ne(err, "");
+}
+END_TEST
+
+START_TEST(patch_apply)
+{
+    vc_voucher_t cur, v;
+    gw_voucher_patch_t p;
+    char err[256] = "";
+    const char *b = "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
+                    "\"minOrderAmount\":1000,\"totalLimit\":5,\"perUserLimit\":2," WINDOW "}";
+    const char *fixed = "{\"discountAmount\":700,\"totalLimit\":9,\"active\":false}";
+    const char *lower_per_user = "{\"perUserLimit\":1}";
+    const char *empty_window = "{\"endsAt\":\"2025-12-31T00:00:00Z\"}";
+    const char *max_on_fixed = "{\"maxDiscountAmount\":10}";
+
+    ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &cur, err, sizeof(err)), 0);
+    cur.used_count = 3;
+    ck_assert_int_eq(gw_voucher_patch_parse(fixed, strlen(fixed), &p, err, sizeof(err)), 0);
+    ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), 0);
+    ck_assert_int_eq(v.discount_amount, 700);
+    ck_assert_int_eq(v.discount_percent, 0);
+    ck_assert_int_eq(v.max_discount_amount, 0);
+    ck_assert_int_eq(v.total_limit, 9);
+    ck_assert_int_eq(v.inactive, 1);
+    ck_assert_int_eq(v.used_count, 3);
+    ck_assert_int_eq(v.per_customer_limit, 2);
+    ck_assert_int_eq(v.starts_at_ms, cur.starts_at_ms);
+    /* A percent cap on a fixed discount is refused once the merge shows it. */
+    ck_assert_int_eq(gw_voucher_patch_parse(max_on_fixed, strlen(max_on_fixed), &p, err,
+                                            sizeof(err)),
+                     0);
+    ck_assert_int_eq(gw_voucher_patch_apply(&v, &p, &v, err, sizeof(err)), VC_ERR_INVALID);
+    /* perUserLimit only grows: a lower one would refuse reservations already acknowledged. */
+    ck_assert_int_eq(gw_voucher_patch_parse(lower_per_user, strlen(lower_per_user), &p, err,
+                                            sizeof(err)),
+                     0);
+    ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), GW_E_LIMIT);
+    ck_assert_int_eq(gw_voucher_patch_parse(empty_window, strlen(empty_window), &p, err,
+                                            sizeof(err)),
+                     0);
+    ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), VC_ERR_INVALID);
+}
+END_TEST
+
+START_TEST(inactive_refuses_first)
+{
+    vc_voucher_t v = {.total_limit = 1, .starts_at_ms = 1000, .ends_at_ms = 2000,
+                      .discount_amount = 5, .inactive = 1};
+    int64_t d = 0;
+
+    /* Inactive wins over the window: an operator's switch is the first thing a buyer hears. */
+    ck_assert_int_eq(vc_voucher_check(&v, 1500, 100, &d), VC_E_INACTIVE);
+    ck_assert_int_eq(vc_voucher_check(&v, 5000, 100, &d), VC_E_INACTIVE);
+    v.inactive = 0;
+    ck_assert_int_eq(vc_voucher_check(&v, 1500, 100, &d), 0);
+}
+END_TEST
+
 START_TEST(redis_keys)
 {
     char keys[GW_KEY_COUNT][GW_KEY_MAX], claim[GW_CLAIM_KEY_MAX];
@@ -611,7 +711,8 @@ START_TEST(redis_keys)
     ck_assert_str_eq(keys[GW_KEY_ORDERS], "voucher:{FLASH100}:orders");
     ck_assert_str_eq(keys[GW_KEY_RESENT], "voucher:{FLASH100}:resent");
     ck_assert_str_eq(keys[GW_KEY_AMOUNTS], "voucher:{FLASH100}:amounts");
-    ck_assert_str_eq(keys[GW_KEY_COUNT - 1], "voucher:{FLASH100}:releasing");
+    ck_assert_str_eq(keys[GW_KEY_RELEASING], "voucher:{FLASH100}:releasing");
+    ck_assert_str_eq(keys[GW_KEY_LIMIT], "voucher:{FLASH100}:limit");
     gw_app_claim_key("order-7", claim);
     ck_assert_str_eq(claim, "voucher-order:{order-7}");
     /* The longest code and orderId fit whole. */
@@ -620,7 +721,7 @@ START_TEST(redis_keys)
     memset(order, 'o', VC_ORDER_ID_MAX);
     order[VC_ORDER_ID_MAX] = '\0';
     gw_app_keys(code, keys);
-    ck_assert_uint_eq(strlen(keys[GW_KEY_COUNT - 1]), strlen("voucher:{}:releasing") + VC_CODE_MAX);
+    ck_assert_uint_eq(strlen(keys[GW_KEY_RELEASING]), strlen("voucher:{}:releasing") + VC_CODE_MAX);
     gw_app_claim_key(order, claim);
     ck_assert_uint_eq(strlen(claim), strlen("voucher-order:{}") + VC_ORDER_ID_MAX);
 }
@@ -678,6 +779,9 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, soldout_cleared_everywhere);
     tcase_add_test(tc, answer_head);
     tcase_add_test(tc, redis_keys);
+    tcase_add_loop_test(tc, patch_body, 0, sizeof(patch_bodies) / sizeof(patch_bodies[0]));
+    tcase_add_test(tc, patch_apply);
+    tcase_add_test(tc, inactive_refuses_first);
     tcase_add_test(tc, claim_values);
     suite_add_tcase(s, tc);
     return s;
