@@ -413,8 +413,11 @@ static void updated_cb(void *arg, int rc, const char *err)
     char body[GW_VOUCHER_BODY_MAX];
     size_t len;
 
-    if (rc == 0 || rc < 0)
+    if (rc == 0 || rc < 0) {
         gw_rules_changed(u->code); /* also when unsure whether it committed */
+        /* A raise offers uses again: no worker may answer OUT_OF_STOCK from its mark. */
+        gw_rules_clear_soldout(u->code);
+    }
     if (rc == GW_E_LIMIT) {
         reply_limit_conflict(u, err);
         return;
