@@ -88,6 +88,12 @@ int vc_jdoc_str(const vc_jdoc_t *doc, const char *key, const char **out, char *e
 int vc_jdoc_strcpy(const vc_jdoc_t *doc, const char *key, char *out, size_t cap, char *err,
                    size_t errlen);
 int vc_jdoc_int(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, size_t errlen);
+/*
+ * An integer as JSON Schema reads one (the HTTP bodies of proto/openapi.yaml):
+ * any number whose value is whole and within 64 bits, 5.0 and 5e0 too.
+ * vc_jdoc_int() takes integer tokens only (the events' codec).
+ */
+int vc_jdoc_whole(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, size_t errlen);
 int vc_jdoc_bool(const vc_jdoc_t *doc, const char *key, int *out, char *err, size_t errlen);
 /* An RFC 3339 string; when !required and the key is absent, *out_ms = 0. */
 int vc_jdoc_time(const vc_jdoc_t *doc, const char *key, int required, int64_t *out_ms, char *err,

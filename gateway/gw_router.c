@@ -133,7 +133,7 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
 static int int_field(const vc_jdoc_t *doc, const char *key, int64_t lo, int64_t hi, int64_t *out,
                      char *err, size_t errlen)
 {
-    int rc = vc_jdoc_int(doc, key, out, err, errlen);
+    int rc = vc_jdoc_whole(doc, key, out, err, errlen);
 
     if (rc != 0)
         return rc;
@@ -426,7 +426,7 @@ int gw_reserve_req_parse(const char *body, size_t len, gw_reserve_req_t *out, ch
         return rc;
     if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) != 0)
         goto out;
-    if ((rc = vc_jdoc_int(&doc, "customerId", &out->customer_id, err, errlen)) != 0)
+    if ((rc = vc_jdoc_whole(&doc, "customerId", &out->customer_id, err, errlen)) != 0)
         goto out;
     if (out->customer_id <= 0) {
         snprintf(err, errlen, "field \"customerId\" must be a positive integer");
@@ -444,7 +444,7 @@ int gw_reserve_req_parse(const char *body, size_t len, gw_reserve_req_t *out, ch
         goto out;
     }
     memcpy(out->order_id, order_id, strlen(order_id) + 1);
-    if ((rc = vc_jdoc_int(&doc, "orderAmount", &out->order_amount, err, errlen)) != 0)
+    if ((rc = vc_jdoc_whole(&doc, "orderAmount", &out->order_amount, err, errlen)) != 0)
         goto out;
     if (out->order_amount < 0) {
         snprintf(err, errlen, "field \"orderAmount\" must not be negative");

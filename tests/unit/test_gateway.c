@@ -149,7 +149,7 @@ static const struct {
     {"{\"customerId\":1,\"orderId\":\"a/b\",\"orderAmount\":1}", "orderId"},
     {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":-1}", "orderAmount"},
     {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":\"10\"}", "orderAmount"},
-    {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1e3}", "orderAmount"},
+    {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1.5e0}", "orderAmount"},
     {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":99999999999999999999}", "orderAmount"},
     {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1,\"coupon\":\"x\"}", "coupon"},
     {"{\"customerId\":1,\"customerId\":2,\"orderId\":\"o\",\"orderAmount\":1}", "customerId"},
