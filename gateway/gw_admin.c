@@ -336,8 +336,14 @@ static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
         if ((rc = gw_limit_move(redis, u->code, u->cur.total_limit, u->v.total_limit, &status,
                                 &u->remaining, &u->limit_before, err, errlen)) != 0)
             goto fail;
-        if (status == GW_LIMIT_NOT_LOADED) {
-            /* Lost from Redis: the reconciler restores it first, from PostgreSQL and Kafka. */
+        if (status == GW_LIMIT_NOT_LOADED &&
+            vc_time_now_ms() < u->cur.ends_at_ms + u->app->cfg->redis_retention_ms) {
+            /*
+             * Lost from Redis: the reconciler restores it, from a snapshot that
+             * may predate this lower. Past the retention the keys went on
+             * purpose and nothing restores them from an older snapshot
+             * (proto/redis-keys.md, "Retention"): PostgreSQL alone changes.
+             */
             snprintf(err, errlen, "the voucher's counter is missing from Redis; retry later");
             rc = VC_ERR_UNAVAILABLE;
             goto fail;
@@ -423,7 +429,7 @@ static void updated_cb(void *arg, int rc, const char *err)
         return;
     }
     if (rc == VC_ERR_INVALID || rc > 0) {
-        gw_app_reply_error(u->req, rc, rc == VC_ERR_INVALID ? err : NULL);
+        gw_app_reply_error(u->req, rc, rc == VC_ERR_INVALID || rc == GW_E_RULES ? err : NULL);
         return;
     }
     if (rc < 0) {

@@ -41,6 +41,38 @@ const char *gw_route_name(gw_route_kind_t kind)
     return (unsigned)kind < GW_ROUTE_COUNT && names[kind] ? names[kind] : "unknown";
 }
 
+/*
+ * Percent-decodes the path segment seg[0..n) into out (cap bytes, NUL-terminated):
+ * a client may encode any byte of a code or an orderId ("%26" for '&'), as
+ * URL libraries do for every byte outside RFC 3986's unreserved set. Returns
+ * the decoded length, or -1 for a bad escape or a result that does not fit.
+ */
+static int pct_decode(const char *seg, int n, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t len = 0;
+
+    for (int i = 0; i < n; i++) {
+        int c = (unsigned char)seg[i];
+        if (c == '%') {
+            const char *hi, *lo;
+            if (i + 2 >= n)
+                return -1;
+            hi = strchr(hex, seg[i + 1] | 0x20);
+            lo = strchr(hex, seg[i + 2] | 0x20);
+            if (!hi || !lo || !*hi || !*lo)
+                return -1;
+            c = (int)((hi - hex) * 16 + (lo - hex));
+            i += 2;
+        }
+        if (len + 1 >= cap)
+            return -1;
+        out[len++] = (char)c;
+    }
+    out[len] = '\0';
+    return (int)len;
+}
+
 /* A route that takes exactly one method: kind for it, else 405 with allow. */
 static void one_method(gw_route_t *out, gw_method_t method, gw_method_t want, gw_route_kind_t kind,
                        const char *allow)
@@ -65,7 +97,8 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
         {"metrics", GW_ROUTE_METRICS},
     };
     const char *end, *p = path, *seg[5];
-    int n[5], count = 0;
+    char code[VC_CODE_MAX + 2], order_id[VC_ORDER_ID_MAX + 2];
+    int n[5], count = 0, dlen;
     const char *q = memchr(path, '?', len);
 
     memset(out, 0, sizeof(*out));
@@ -97,16 +130,15 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
     if (count == 5 && !seg_is(seg[4], n[4], "confirm"))
         return;
     /* The path names a real route: a code or orderId that cannot exist is a 404. */
-    if (!vc_code_valid(seg[1], (size_t)n[1]))
+    if ((dlen = pct_decode(seg[1], n[1], code, sizeof(code))) < 0 ||
+        !vc_code_valid(code, (size_t)dlen))
         return;
-    memcpy(out->code, seg[1], (size_t)n[1]);
-    if (count >= 4) {
-        if (!vc_order_id_valid(seg[3], (size_t)n[3])) {
-            out->code[0] = '\0';
-            return;
-        }
-        memcpy(out->order_id, seg[3], (size_t)n[3]);
-    }
+    if (count >= 4 && ((dlen = pct_decode(seg[3], n[3], order_id, sizeof(order_id))) < 0 ||
+                       !vc_order_id_valid(order_id, (size_t)dlen)))
+        return;
+    memcpy(out->code, code, strlen(code) + 1);
+    if (count >= 4)
+        memcpy(out->order_id, order_id, strlen(order_id) + 1);
     switch (count) {
     case 2:
         if (method == GW_M_PATCH)
@@ -326,7 +358,7 @@ int gw_voucher_patch_apply(const vc_voucher_t *cur, const gw_voucher_patch_t *p,
     if (p->has_max) {
         if (out->discount_percent == 0) {
             snprintf(err, errlen, "field \"maxDiscountAmount\" goes with a percent discount only");
-            return VC_ERR_INVALID;
+            return GW_E_RULES;
         }
         out->max_discount_amount = p->max_discount_amount;
     }
@@ -340,7 +372,7 @@ int gw_voucher_patch_apply(const vc_voucher_t *cur, const gw_voucher_patch_t *p,
         out->ends_at_ms = p->ends_at_ms;
     if (out->ends_at_ms <= out->starts_at_ms) {
         snprintf(err, errlen, "field \"endsAt\" must be after \"startsAt\"");
-        return VC_ERR_INVALID;
+        return GW_E_RULES;
     }
     if (p->has_active)
         out->inactive = !p->active;
@@ -566,6 +598,9 @@ int gw_status_for(int rc, const char **error, const char **reason)
         return 422;
     case GW_E_LIMIT:
         *error = "LIMIT_CONFLICT";
+        return 409;
+    case GW_E_RULES:
+        *error = "RULES_CONFLICT";
         return 409;
     case VC_ERR_INVALID:
         *error = "BAD_REQUEST";

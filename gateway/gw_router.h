@@ -20,6 +20,7 @@
 #define GW_E_EXISTS 100       /* 409 EXISTS: a voucher with this code exists */
 #define GW_E_UNAUTHORIZED 101 /* 401 UNAUTHORIZED: missing or wrong bearer token */
 #define GW_E_LIMIT 102        /* 409 LIMIT_CONFLICT: a limit cannot go that low now */
+#define GW_E_RULES 103        /* 409 RULES_CONFLICT: a change does not fit the voucher as it is */
 
 #define GW_MAX_BODY (16 * 1024) /* request bodies above this get 413 */
 
@@ -124,8 +125,9 @@ int gw_voucher_patch_parse(const char *body, size_t len, gw_voucher_patch_t *out
  * kept unless given); the window must stay non-empty. perUserLimit may only
  * grow: the writer judges every event with the limit it reads when it
  * applies it, so a lower limit would refuse reservations the gateway already
- * acknowledged under the old one. Returns 0, VC_ERR_INVALID (a 400) or
- * GW_E_LIMIT (a 409), with err set.
+ * acknowledged under the old one. Returns 0, GW_E_RULES (a window that would
+ * end before it starts, a cap on a fixed discount) or GW_E_LIMIT (both 409:
+ * the body is valid, the voucher as it is now refuses it), with err set.
  */
 int gw_voucher_patch_apply(const vc_voucher_t *cur, const gw_voucher_patch_t *p, vc_voucher_t *out,
                            char *err, size_t errlen);

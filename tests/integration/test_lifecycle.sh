@@ -151,7 +151,7 @@ is "$(answer)" "409 LIMIT_CONFLICT" "perUserLimit lowered: 409 (the writer would
 admin PATCH "/vouchers/${p}_D" '{"perUserLimit":3}'
 is "$status $(jq -r .perUserLimit <<<"$body")" "200 3" "perUserLimit raised: 200"
 admin PATCH "/vouchers/${p}_D" '{"endsAt":"2098-01-01T00:00:00Z","startsAt":"2099-01-01T00:00:00Z"}'
-is "$(answer)" "400 BAD_REQUEST" "an empty window: 400"
+is "$(answer)" "409 RULES_CONFLICT" "a change that leaves an empty window: 409"
 admin PATCH "/vouchers/${p}_D" '{"endsAt":"2099-06-01T00:00:00+02:00"}'
 is "$status $(jq -r .endsAt <<<"$body")" "200 2099-05-31T22:00:00.000Z" "endsAt moved later: 200"
 want=$(( $(date -d 2099-05-31T22:00:00Z +%s) * 1000 + 72 * 3600 * 1000 ))

@@ -54,6 +54,15 @@ static const struct {
     {GW_M_GET, "/vouchers/FLASH100", GW_ROUTE_SHOW, "FLASH100", "", NULL},
     {GW_M_POST, "/vouchers/FLASH100", GW_ROUTE_BAD_METHOD, "FLASH100", "", "GET, PATCH"},
     {GW_M_PATCH, "/vouchers/FLASH100", GW_ROUTE_UPDATE, "FLASH100", "", NULL},
+    /* Percent-encoded segments are decoded, as URL libraries encode them. */
+    {GW_M_DELETE, "/vouchers/FLASH%31/reservations/a%26b%40c", GW_ROUTE_CANCEL, "FLASH1", "a&b@c", NULL},
+    {GW_M_POST, "/vouchers/F/reservations/%5Co%7e/confirm", GW_ROUTE_CONFIRM, "F", "\\o~", NULL},
+    {GW_M_DELETE, "/vouchers/F/reservations/a%2Fb", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_DELETE, "/vouchers/F/reservations/a%25b", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_DELETE, "/vouchers/F/reservations/a%00b", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_DELETE, "/vouchers/F/reservations/a%2", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_DELETE, "/vouchers/F/reservations/a%zz", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_GET, "/vouchers/%66", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_PATCH, "/vouchers/FLASH100/reservations", GW_ROUTE_BAD_METHOD, "FLASH100", "", "POST"},
     {GW_M_GET, "/vouchers/flash100", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_POST, "/vouchers/FLASH100/quote", GW_ROUTE_QUOTE, "FLASH100", "", NULL},
@@ -245,6 +254,7 @@ START_TEST(status_mapping)
         {VC_E_ORDER_TOO_SMALL, 422, "NOT_ELIGIBLE", "ORDER_TOO_SMALL"},
         {VC_E_INACTIVE, 422, "NOT_ELIGIBLE", "INACTIVE"},
         {GW_E_LIMIT, 409, "LIMIT_CONFLICT", NULL},
+        {GW_E_RULES, 409, "RULES_CONFLICT", NULL},
         {VC_ERR_INVALID, 400, "BAD_REQUEST", NULL},
         {VC_ERR_TOO_LARGE, 413, "PAYLOAD_TOO_LARGE", NULL},
         {VC_ERR_TIMEOUT, 503, "UNAVAILABLE", NULL},
@@ -674,7 +684,7 @@ START_TEST(patch_apply)
     ck_assert_int_eq(gw_voucher_patch_parse(max_on_fixed, strlen(max_on_fixed), &p, err,
                                             sizeof(err)),
                      0);
-    ck_assert_int_eq(gw_voucher_patch_apply(&v, &p, &v, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_int_eq(gw_voucher_patch_apply(&v, &p, &v, err, sizeof(err)), GW_E_RULES);
     /* perUserLimit only grows: a lower one would refuse reservations already acknowledged. */
     ck_assert_int_eq(gw_voucher_patch_parse(lower_per_user, strlen(lower_per_user), &p, err,
                                             sizeof(err)),
@@ -683,7 +693,7 @@ START_TEST(patch_apply)
     ck_assert_int_eq(gw_voucher_patch_parse(empty_window, strlen(empty_window), &p, err,
                                             sizeof(err)),
                      0);
-    ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), GW_E_RULES);
 }
 END_TEST
 
