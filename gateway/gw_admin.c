@@ -219,6 +219,7 @@ typedef struct {
     gw_voucher_patch_t patch;
     vc_voucher_t cur, v; /* before and after */
     int loaded;          /* redis_loaded_at is set: Redis has (or had) the counter */
+    int reload;          /* its keys went by retention: clear redis_loaded_at */
     /* Redis as the change left it, for the answer; and a 409's numbers. */
     int has_remaining;
     int64_t remaining, holds, limit_before;
@@ -249,8 +250,9 @@ static int rollback(PGconn *conn, int rc)
 static int update_row(PGconn *conn, const update_t *u, char *err, size_t errlen)
 {
     char amount[24], percent[24], max[24], min[24], total[24], per[24], starts[24], ends[24];
-    const char *params[10] = {u->code, amount, percent, max,  min,
-                              total,   per,    starts,  ends, u->v.inactive ? "f" : "t"};
+    const char *params[11] = {u->code, amount, percent, max,  min,
+                              total,   per,    starts,  ends, u->v.inactive ? "f" : "t",
+                              u->reload ? "t" : "f"};
     const vc_voucher_t *v = &u->v;
     PGresult *res;
     const char *state;
@@ -270,9 +272,11 @@ static int update_row(PGconn *conn, const update_t *u, char *err, size_t errlen)
                        " max_discount_amount = nullif($4::bigint, 0), min_order_amount = $5,"
                        " total_limit = $6, per_user_limit = $7,"
                        " starts_at = to_timestamp($8::bigint / 1000.0),"
-                       " ends_at = to_timestamp($9::bigint / 1000.0), active = $10"
+                       " ends_at = to_timestamp($9::bigint / 1000.0), active = $10,"
+                       " redis_loaded_at = CASE WHEN $11::boolean THEN NULL"
+                       "  ELSE redis_loaded_at END"
                        " WHERE code = $1",
-                       10, NULL, params, NULL, NULL, 0);
+                       11, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
         state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
         rc = state && strcmp(state, "23514") == 0 ? GW_E_LIMIT : vc_pg_error_class(conn, res);
@@ -303,8 +307,8 @@ static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
     const char *params[] = {u->code};
     gw_limit_redis_t *redis = NULL;
     PGresult *res;
-    int rc = 0, status;
-    int64_t after;
+    int rc = 0, status, retired;
+    int64_t after, retention = u->app->cfg->redis_retention_ms;
 
     if (!(res = exec_params(conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, &rc, err, errlen)))
         return rc;
@@ -327,23 +331,36 @@ static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
     if ((rc = vc_pg_load_voucher(conn, u->code, &u->cur, err, errlen)) != 0 ||
         (rc = gw_voucher_patch_apply(&u->cur, &u->patch, &u->v, err, errlen)) != 0)
         return rollback(conn, rc);
+    retired = u->loaded && vc_time_now_ms() >= u->cur.ends_at_ms + retention;
     if (u->loaded && (u->v.total_limit != u->cur.total_limit ||
-                      u->v.ends_at_ms > u->cur.ends_at_ms) &&
+                      u->v.ends_at_ms > u->cur.ends_at_ms || retired) &&
         !(redis = gw_limit_connect(u->app->cfg->redis_url, u->app->cfg->redis_timeout_ms, err,
                                    errlen)))
         return rollback(conn, VC_ERR_UNAVAILABLE);
+    if (retired) {
+        /*
+         * Its keys expired a retention after its end (proto/redis-keys.md,
+         * "Retention"), and nothing restores them: the reconciler looks at
+         * vouchers ended less than a day ago. If they are gone, the change
+         * is PostgreSQL's alone, and the voucher is loaded anew (the first
+         * load, from PostgreSQL's rows: nothing is in flight this long after
+         * its end) should a later endsAt let it sell again.
+         */
+        if ((rc = gw_limit_counters(redis, u->code, &u->has_remaining, &u->remaining, &u->holds,
+                                    err, errlen)) != 0)
+            goto fail;
+        u->reload = !u->has_remaining;
+    }
+    if (u->reload) {
+        gw_limit_close(redis);
+        redis = NULL;
+    }
     if (redis && u->v.total_limit < u->cur.total_limit) {
         if ((rc = gw_limit_move(redis, u->code, u->cur.total_limit, u->v.total_limit, &status,
                                 &u->remaining, &u->limit_before, err, errlen)) != 0)
             goto fail;
-        if (status == GW_LIMIT_NOT_LOADED &&
-            vc_time_now_ms() < u->cur.ends_at_ms + u->app->cfg->redis_retention_ms) {
-            /*
-             * Lost from Redis: the reconciler restores it, from a snapshot that
-             * may predate this lower. Past the retention the keys went on
-             * purpose and nothing restores them from an older snapshot
-             * (proto/redis-keys.md, "Retention"): PostgreSQL alone changes.
-             */
+        if (status == GW_LIMIT_NOT_LOADED) {
+            /* Lost from Redis: the reconciler restores it, from a snapshot that may predate this. */
             snprintf(err, errlen, "the voucher's counter is missing from Redis; retry later");
             rc = VC_ERR_UNAVAILABLE;
             goto fail;

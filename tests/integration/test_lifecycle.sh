@@ -8,7 +8,7 @@
 # its rules ttl, and the reconciler's limit sync for totals changed by hand in
 # SQL or raised while its snapshot was older.
 source "$(dirname "$0")/lib.sh"
-plan 59
+plan 63
 
 token=admin-$RANDOM$RANDOM
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_GATEWAY_THREADS=4 VOUCHER_SOLDOUT_RECHECK=60s
@@ -220,6 +220,18 @@ admin PATCH "/vouchers/${p}_H" '{"totalLimit":5}'
 is "$(answer)" "409 LIMIT_CONFLICT" "a lower below PostgreSQL's used_count: 409"
 is "$(remaining "${p}_H")|$(rcli GET "voucher:{${p}_H}:limit")|$(sql "SELECT total_limit FROM voucher WHERE code = '${p}_H'")" \
   "10|10|10" "the uses Redis took first are given back: Redis and PostgreSQL unchanged"
+
+# ---- a voucher whose keys went by retention sells again once its end moves later ----
+admin POST /vouchers "{\"code\":\"${p}_R\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":3,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2020-01-02T00:00:00Z\"}"
+is "$status $(rcli EXISTS "voucher:{${p}_R}:remaining")" "201 0" "created ended long ago: its keys expire at once"
+admin PATCH "/vouchers/${p}_R" '{"endsAt":"2099-01-01T00:00:00Z"}'
+is "$status $(jq -r .remaining <<<"$body") $(sql "SELECT redis_loaded_at IS NULL FROM voucher WHERE code = '${p}_R'")" \
+  "200 null t" "moved into the future: loaded anew on first use (not 'being restored' for ever)"
+reserve "${p}_R" "${p}-r1" 1
+is "$status $(remaining "${p}_R")|$(rcli GET "voucher:{${p}_R}:limit")" "201 2|3" "the first reservation loads it from PostgreSQL"
+admin PATCH "/vouchers/${p}_R" '{"totalLimit":1}'
+reserve "${p}_R" "${p}-r2" 2
+is "$(answer) $(remaining "${p}_R")" "409 OUT_OF_STOCK 0" "and a lower reaches the reloaded counter"
 
 # ---- the admin view after it all ----
 admin GET "/vouchers/${p}_A" ""
