@@ -35,6 +35,16 @@ void vc_jgen_map_close(vc_jgen_t *g)
     CHECK(g, yajl_gen_map_close(GEN(g)));
 }
 
+void vc_jgen_array_open(vc_jgen_t *g)
+{
+    CHECK(g, yajl_gen_array_open(GEN(g)));
+}
+
+void vc_jgen_array_close(vc_jgen_t *g)
+{
+    CHECK(g, yajl_gen_array_close(GEN(g)));
+}
+
 void vc_jgen_strn(vc_jgen_t *g, const char *s, size_t len)
 {
     CHECK(g, yajl_gen_string(GEN(g), (const unsigned char *)s, len));

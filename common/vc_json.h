@@ -19,6 +19,8 @@ typedef struct {
 int vc_jgen_init(vc_jgen_t *g);
 void vc_jgen_map_open(vc_jgen_t *g);
 void vc_jgen_map_close(vc_jgen_t *g);
+void vc_jgen_array_open(vc_jgen_t *g);
+void vc_jgen_array_close(vc_jgen_t *g);
 void vc_jgen_key(vc_jgen_t *g, const char *key);
 void vc_jgen_str(vc_jgen_t *g, const char *s);
 void vc_jgen_strn(vc_jgen_t *g, const char *s, size_t len);

@@ -57,6 +57,15 @@ void vc_pg_error_text(const PGconn *conn, const PGresult *res, char *buf, size_t
  */
 #define VC_PG_LIMIT_LOCK "SELECT pg_advisory_xact_lock(1818847604, hashtext($1))"
 
+/* The columns of a voucher's rules, in the order vc_pg_voucher_row() reads them. */
+#define VC_PG_VOUCHER_COLUMNS                                                                      \
+    "code, discount_amount, discount_percent, max_discount_amount, min_order_amount,"             \
+    " total_limit, used_count, per_user_limit, (extract(epoch FROM starts_at) * 1000)::bigint,"   \
+    " (extract(epoch FROM ends_at) * 1000)::bigint, NOT active"
+
+/* Reads row of res (selected with VC_PG_VOUCHER_COLUMNS first) into out. */
+void vc_pg_voucher_row(const PGresult *res, int row, vc_voucher_t *out);
+
 /*
  * Reads the rules of voucher code. Returns 0, VC_E_NOT_FOUND, or a negative
  * error (as vc_pg_error_class) with err set.

@@ -487,3 +487,331 @@ void gw_update_start(gw_app_t *app, gw_request_t *req, const char *code)
     if ((rc = gw_pg_run(app->loop, app->pg, update_work, updated_cb, u)) != 0)
         gw_app_reply_error(req, rc, "PostgreSQL unavailable");
 }
+
+/* ---- GET /vouchers?active=&after=&limit= ---- */
+
+typedef struct {
+    gw_app_t *app;
+    gw_request_t *req;
+    gw_list_query_t q;
+    vc_voucher_t *v; /* up to q.limit, in the request's arena */
+    int n, more;     /* more: a voucher follows the last one */
+} list_t;
+
+static int list_work(void *arg, PGconn *conn, char *err, size_t errlen)
+{
+    list_t *l = arg;
+    char limit[16];
+    const char *params[] = {l->q.has_active ? (l->q.active ? "t" : "f") : NULL, l->q.after, limit};
+    PGresult *res;
+    int rc = 0;
+
+    snprintf(limit, sizeof(limit), "%d", l->q.limit + 1);
+    /* Codes sort byte by byte (COLLATE "C"): the cursor is the last code of a page. */
+    if (!(res = exec_params(conn,
+                            "SELECT " VC_PG_VOUCHER_COLUMNS " FROM voucher"
+                            " WHERE ($1::boolean IS NULL OR active = $1)"
+                            " AND code COLLATE \"C\" > $2 ORDER BY code COLLATE \"C\" LIMIT $3",
+                            3, params, PGRES_TUPLES_OK, &rc, err, errlen)))
+        return rc;
+    l->n = PQntuples(res) < l->q.limit ? PQntuples(res) : l->q.limit;
+    l->more = PQntuples(res) > l->q.limit;
+    for (int i = 0; i < l->n; i++)
+        vc_pg_voucher_row(res, i, &l->v[i]);
+    PQclear(res);
+    return 0;
+}
+
+static void listed_cb(void *arg, int rc, const char *err)
+{
+    list_t *l = arg;
+    size_t cap = (size_t)l->n * 512 + 128, len = 0;
+    char *body;
+    vc_jgen_t g;
+
+    if (rc != 0) {
+        vc_log_field_t f[] = {{"route", "list"}};
+        VC_LOG_F(VC_LOG_WARN, f, "listing vouchers failed: %s", err);
+        gw_app_reply_error(l->req, rc, "PostgreSQL unavailable");
+        return;
+    }
+    if (!(body = malloc(cap)) || vc_jgen_init(&g) != 0) {
+        free(body);
+        gw_app_reply_error(l->req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    vc_jgen_map_open(&g);
+    vc_jgen_key(&g, "vouchers");
+    vc_jgen_array_open(&g);
+    for (int i = 0; i < l->n; i++)
+        if (gw_jgen_voucher(&g, &l->v[i], 1, l->v[i].used_count) != 0)
+            rc = VC_ERR_INVALID;
+    vc_jgen_array_close(&g);
+    if (l->more)
+        vc_jgen_kv_str(&g, "next", l->v[l->n - 1].code);
+    vc_jgen_map_close(&g);
+    if (rc != 0 || vc_jgen_finish(&g, body, cap, &len) != 0)
+        gw_app_reply_error(l->req, VC_ERR_PROTOCOL, "a voucher could not be written");
+    else
+        gw_app_reply(l->req, 200, body, len);
+    free(body);
+}
+
+void gw_list_start(gw_app_t *app, gw_request_t *req)
+{
+    const char *q = memchr(req->path, '?', req->path_len);
+    char err[256];
+    list_t *l = gw_request_alloc(req, sizeof(*l));
+    int rc;
+
+    if (!l) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    l->app = app;
+    l->req = req;
+    if ((rc = gw_list_query_parse(q ? q + 1 : "", q ? (size_t)(req->path + req->path_len - q - 1) : 0,
+                                  &l->q, err, sizeof(err))) != 0) {
+        gw_app_reply_error(req, rc, err);
+        return;
+    }
+    if (!(l->v = gw_request_alloc(req, sizeof(*l->v) * (size_t)l->q.limit))) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    if ((rc = gw_pg_run(app->loop, app->pg, list_work, listed_cb, l)) != 0)
+        gw_app_reply_error(req, rc, "PostgreSQL unavailable");
+}
+
+/* ---- GET /vouchers/{code}/reservations/{orderId} ---- */
+
+typedef struct {
+    gw_app_t *app;
+    gw_request_t *req;
+    char code[VC_CODE_MAX + 1], order_id[VC_ORDER_ID_MAX + 1];
+    char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    /* PostgreSQL's row */
+    int has_row;
+    char status[16], release_reason[40];
+    int64_t customer_id, discount, order_amount, held_until_ms, created_ms, updated_ms;
+    /* Redis */
+    int answers, failed;
+    char order[128];            /* the orders hash's value, "" when Redis has none */
+    char amount[24], begun[24]; /* amounts, and the releasing set's score, "" when absent */
+} lookup_t;
+
+static int lookup_work(void *arg, PGconn *conn, char *err, size_t errlen)
+{
+    lookup_t *k = arg;
+    const char *params[] = {k->code, k->order_id};
+    PGresult *res;
+    int rc = 0;
+
+    if (!(res = exec_params(conn, "SELECT 1 FROM voucher WHERE code = $1", 1, params,
+                            PGRES_TUPLES_OK, &rc, err, errlen)))
+        return rc;
+    rc = PQntuples(res) == 1 ? 0 : VC_E_NOT_FOUND;
+    PQclear(res);
+    if (rc != 0)
+        return rc;
+    if (!(res = exec_params(conn,
+                            "SELECT customer_id, status, discount_amount, order_amount,"
+                            " (extract(epoch FROM held_until) * 1000)::bigint,"
+                            " (extract(epoch FROM created_at) * 1000)::bigint,"
+                            " (extract(epoch FROM updated_at) * 1000)::bigint,"
+                            " coalesce(release_reason, '')"
+                            " FROM voucher_redemption WHERE voucher_code = $1 AND order_id = $2",
+                            2, params, PGRES_TUPLES_OK, &rc, err, errlen)))
+        return rc;
+    if ((k->has_row = PQntuples(res) == 1)) {
+        k->customer_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        snprintf(k->status, sizeof(k->status), "%s", PQgetvalue(res, 0, 1));
+        k->discount = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+        k->order_amount = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+        k->held_until_ms = PQgetisnull(res, 0, 4) ? 0 : strtoll(PQgetvalue(res, 0, 4), NULL, 10);
+        k->created_ms = strtoll(PQgetvalue(res, 0, 5), NULL, 10);
+        k->updated_ms = strtoll(PQgetvalue(res, 0, 6), NULL, 10);
+        snprintf(k->release_reason, sizeof(k->release_reason), "%s", PQgetvalue(res, 0, 7));
+    }
+    PQclear(res);
+    return 0;
+}
+
+/* The name the contract gives an order state of proto/redis-keys.md. */
+static const char *state_name(char state)
+{
+    switch (state) {
+    case 'H':
+        return "HELD";
+    case 'C':
+        return "CONFIRMED";
+    case 'X':
+        return "CANCELLING"; /* release begun by a cancel, use still taken */
+    case 'E':
+        return "EXPIRING"; /* release begun by the reconciler, use still taken */
+    default:
+        return "RELEASED";
+    }
+}
+
+static void kv_time(vc_jgen_t *g, const char *key, int64_t ms)
+{
+    char ts[40];
+    if (vc_time_format_ms(ms, ts, sizeof(ts)) != 0)
+        vc_jgen_kv_str(g, key, ts);
+}
+
+static void lookup_reply(lookup_t *k)
+{
+    gw_order_value_t o;
+    int in_redis = k->order[0] && gw_order_value_parse(k->order, strlen(k->order), &o) == 0;
+    char body[2048];
+    size_t len = 0;
+    vc_jgen_t g;
+
+    if (!in_redis && !k->has_row) {
+        gw_app_reply_error(k->req, VC_E_NOT_FOUND, "no such reservation");
+        return;
+    }
+    if (vc_jgen_init(&g) != 0) {
+        gw_app_reply_error(k->req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "orderId", k->order_id);
+    vc_jgen_kv_str(&g, "code", k->code);
+    if (in_redis) {
+        vc_jgen_key(&g, "redis");
+        vc_jgen_map_open(&g);
+        vc_jgen_kv_str(&g, "state", state_name(o.state));
+        vc_jgen_kv_int(&g, "customerId", o.customer_id);
+        vc_jgen_kv_int(&g, "discountAmount", o.discount);
+        if (k->amount[0])
+            vc_jgen_kv_int(&g, "orderAmount", strtoll(k->amount, NULL, 10));
+        kv_time(&g, "heldUntil", o.held_until_ms);
+        if (k->begun[0])
+            kv_time(&g, "releaseBegunAt", (int64_t)strtod(k->begun, NULL));
+        vc_jgen_map_close(&g);
+    }
+    if (k->has_row) {
+        vc_jgen_key(&g, "postgres");
+        vc_jgen_map_open(&g);
+        vc_jgen_kv_str(&g, "status", k->status);
+        vc_jgen_kv_int(&g, "customerId", k->customer_id);
+        vc_jgen_kv_int(&g, "discountAmount", k->discount);
+        vc_jgen_kv_int(&g, "orderAmount", k->order_amount);
+        if (k->held_until_ms)
+            kv_time(&g, "heldUntil", k->held_until_ms);
+        kv_time(&g, "createdAt", k->created_ms);
+        kv_time(&g, "updatedAt", k->updated_ms);
+        if (k->release_reason[0])
+            vc_jgen_kv_str(&g, "releaseReason", k->release_reason);
+        vc_jgen_map_close(&g);
+    }
+    vc_jgen_map_close(&g);
+    if (vc_jgen_finish(&g, body, sizeof(body), &len) != 0)
+        gw_app_reply_error(k->req, VC_ERR_PROTOCOL, "the reservation could not be written");
+    else
+        gw_app_reply(k->req, 200, body, len);
+}
+
+/* Copies a string reply into out (cap bytes), "" for nil. */
+static void reply_str(const gw_redis_reply_t *reply, char *out, size_t cap)
+{
+    size_t n;
+
+    out[0] = '\0';
+    if (reply->n != 1 || reply->item[0].type != GW_REDIS_STR)
+        return;
+    n = reply->item[0].len < cap - 1 ? reply->item[0].len : cap - 1;
+    memcpy(out, reply->item[0].str, n);
+    out[n] = '\0';
+}
+
+static void lookup_answered(lookup_t *k)
+{
+    if (--k->answers > 0)
+        return;
+    if (k->failed)
+        gw_app_reply_error(k->req, k->failed, "redis read");
+    else
+        lookup_reply(k);
+}
+
+static void order_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    lookup_t *k = arg;
+    if (rc != 0)
+        k->failed = rc;
+    else
+        reply_str(reply, k->order, sizeof(k->order));
+    lookup_answered(k);
+}
+
+static void amount_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    lookup_t *k = arg;
+    if (rc != 0)
+        k->failed = rc;
+    else
+        reply_str(reply, k->amount, sizeof(k->amount));
+    lookup_answered(k);
+}
+
+static void begun_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    lookup_t *k = arg;
+    if (rc != 0)
+        k->failed = rc;
+    else
+        reply_str(reply, k->begun, sizeof(k->begun));
+    lookup_answered(k);
+}
+
+static void looked_up_cb(void *arg, int rc, const char *err)
+{
+    lookup_t *k = arg;
+    const char *order[] = {"HGET", k->keys[GW_KEY_ORDERS], k->order_id};
+    const char *amount[] = {"HGET", k->keys[GW_KEY_AMOUNTS], k->order_id};
+    const char *begun[] = {"ZSCORE", k->keys[GW_KEY_RELEASING], k->order_id};
+    const char *const *cmds[] = {order, amount, begun};
+    gw_redis_cb cbs[] = {order_cb, amount_cb, begun_cb};
+
+    if (rc != 0) {
+        if (rc < 0) {
+            vc_log_field_t f[] = {{"code", k->code}, {"orderId", k->order_id}};
+            VC_LOG_F(VC_LOG_WARN, f, "reading the reservation failed: %s", err);
+        }
+        gw_app_reply_error(k->req, rc, rc < 0 ? "PostgreSQL unavailable" : NULL);
+        return;
+    }
+    k->answers = 1; /* held until all are sent */
+    for (int i = 0; i < 3 && !k->failed; i++) {
+        size_t lens[3];
+        for (int j = 0; j < 3; j++)
+            lens[j] = strlen(cmds[i][j]);
+        if ((rc = gw_redis_command(k->app->redis, cbs[i], k, 3, (const char **)cmds[i], lens)) == 0)
+            k->answers++;
+        else
+            k->failed = rc;
+    }
+    lookup_answered(k);
+}
+
+void gw_lookup_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id)
+{
+    lookup_t *k = gw_request_alloc(req, sizeof(*k));
+    int rc;
+
+    if (!k) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    k->app = app;
+    k->req = req;
+    snprintf(k->code, sizeof(k->code), "%s", code);
+    snprintf(k->order_id, sizeof(k->order_id), "%s", order_id);
+    gw_app_keys(code, k->keys);
+    if ((rc = gw_pg_run(app->loop, app->pg, lookup_work, looked_up_cb, k)) != 0)
+        gw_app_reply_error(req, rc, "PostgreSQL unavailable");
+}

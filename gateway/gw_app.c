@@ -205,6 +205,12 @@ void gw_app_handle(void *ctx, gw_request_t *req)
     case GW_ROUTE_UPDATE:
         gw_update_start(app, req, route.code);
         return;
+    case GW_ROUTE_LIST:
+        gw_list_start(app, req);
+        return;
+    case GW_ROUTE_LOOKUP:
+        gw_lookup_start(app, req, route.code, route.order_id);
+        return;
     case GW_ROUTE_BAD_METHOD:
         len = gw_body_error(body, sizeof(body), "METHOD_NOT_ALLOWED",
                             "this path does not take that method", NULL);

@@ -107,6 +107,8 @@ void gw_quote_start(gw_app_t *app, gw_request_t *req, const char *code);
 void gw_create_start(gw_app_t *app, gw_request_t *req);
 void gw_show_start(gw_app_t *app, gw_request_t *req, const char *code);
 void gw_update_start(gw_app_t *app, gw_request_t *req, const char *code);
+void gw_list_start(gw_app_t *app, gw_request_t *req);
+void gw_lookup_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id);
 void gw_confirm_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id);
 void gw_cancel_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id);
 

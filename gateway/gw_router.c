@@ -37,6 +37,7 @@ const char *gw_route_name(gw_route_kind_t kind)
         [GW_ROUTE_READYZ] = "readyz",       [GW_ROUTE_METRICS] = "metrics",
         [GW_ROUTE_CREATE] = "create",       [GW_ROUTE_SHOW] = "show",
         [GW_ROUTE_QUOTE] = "quote",         [GW_ROUTE_UPDATE] = "update",
+        [GW_ROUTE_LIST] = "list",           [GW_ROUTE_LOOKUP] = "lookup",
     };
     return (unsigned)kind < GW_ROUTE_COUNT && names[kind] ? names[kind] : "unknown";
 }
@@ -121,7 +122,10 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
     if (count < 1 || !seg_is(seg[0], n[0], "vouchers"))
         return;
     if (count == 1) {
-        one_method(out, method, GW_M_POST, GW_ROUTE_CREATE, "POST");
+        if (method == GW_M_GET)
+            out->kind = GW_ROUTE_LIST;
+        else
+            one_method(out, method, GW_M_POST, GW_ROUTE_CREATE, "GET, POST");
         return;
     }
     if (count >= 3 && !seg_is(seg[2], n[2], "reservations") &&
@@ -153,7 +157,10 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
             one_method(out, method, GW_M_POST, GW_ROUTE_RESERVE, "POST");
         break;
     case 4:
-        one_method(out, method, GW_M_DELETE, GW_ROUTE_CANCEL, "DELETE");
+        if (method == GW_M_GET)
+            out->kind = GW_ROUTE_LOOKUP;
+        else
+            one_method(out, method, GW_M_DELETE, GW_ROUTE_CANCEL, "GET, DELETE");
         break;
     default:
         one_method(out, method, GW_M_POST, GW_ROUTE_CONFIRM, "POST");
@@ -379,6 +386,56 @@ int gw_voucher_patch_apply(const vc_voucher_t *cur, const gw_voucher_patch_t *p,
     return 0;
 }
 
+int gw_list_query_parse(const char *query, size_t len, gw_list_query_t *out, char *err,
+                        size_t errlen)
+{
+    const char *p = query, *end = query + len;
+    int seen_active = 0, seen_after = 0, seen_limit = 0;
+
+    memset(out, 0, sizeof(*out));
+    out->limit = GW_LIST_LIMIT_DEFAULT;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p)), *pe = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(pe - p));
+        char value[VC_CODE_MAX + 2];
+        int klen = (int)((eq ? eq : pe) - p), vlen;
+
+        if (klen == 0 && pe == p) { /* "a=1&&b=2": an empty pair is nothing */
+            p = pe + 1;
+            continue;
+        }
+        vlen = eq ? pct_decode(eq + 1, (int)(pe - eq - 1), value, sizeof(value)) : -1;
+        if (seg_is(p, klen, "active") && !seen_active++) {
+            if (vlen < 0 || (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)) {
+                snprintf(err, errlen, "parameter \"active\" must be true or false");
+                return VC_ERR_INVALID;
+            }
+            out->has_active = 1;
+            out->active = value[0] == 't';
+        } else if (seg_is(p, klen, "after") && !seen_after++) {
+            if (vlen < 0 || !vc_code_valid(value, (size_t)vlen)) {
+                snprintf(err, errlen, "parameter \"after\" must be a voucher code");
+                return VC_ERR_INVALID;
+            }
+            memcpy(out->after, value, (size_t)vlen + 1);
+        } else if (seg_is(p, klen, "limit") && !seen_limit++) {
+            char *e;
+            long v = vlen > 0 && value[0] >= '0' && value[0] <= '9' ? strtol(value, &e, 10) : 0;
+            if (vlen <= 0 || *e || v < 1 || v > GW_LIST_LIMIT_MAX) {
+                snprintf(err, errlen, "parameter \"limit\" must be within 1..%d", GW_LIST_LIMIT_MAX);
+                return VC_ERR_INVALID;
+            }
+            out->limit = (int)v;
+        } else {
+            snprintf(err, errlen, "unknown or repeated query parameter \"%.*s\"", klen > 32 ? 32 : klen,
+                     p);
+            return VC_ERR_INVALID;
+        }
+        p = pe + (pe < end);
+    }
+    return 0;
+}
+
 int gw_route_auth(gw_route_kind_t kind)
 {
     switch (kind) {
@@ -390,6 +447,8 @@ int gw_route_auth(gw_route_kind_t kind)
     case GW_ROUTE_CREATE:
     case GW_ROUTE_SHOW:
     case GW_ROUTE_UPDATE:
+    case GW_ROUTE_LIST:
+    case GW_ROUTE_LOOKUP:
         return GW_AUTH_ADMIN;
     default:
         return GW_AUTH_NONE;
@@ -721,35 +780,47 @@ size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *c
     return finish(&g, buf, cap);
 }
 
+int gw_jgen_voucher(vc_jgen_t *g, const vc_voucher_t *v, int with_used, int64_t used_count)
+{
+    char starts[40], ends[40];
+
+    if (vc_time_format_ms(v->starts_at_ms, starts, sizeof(starts)) == 0 ||
+        vc_time_format_ms(v->ends_at_ms, ends, sizeof(ends)) == 0)
+        return -1;
+    vc_jgen_map_open(g);
+    vc_jgen_kv_str(g, "code", v->code);
+    if (v->discount_percent > 0) {
+        vc_jgen_kv_int(g, "discountPercent", v->discount_percent);
+        if (v->max_discount_amount > 0)
+            vc_jgen_kv_int(g, "maxDiscountAmount", v->max_discount_amount);
+    } else {
+        vc_jgen_kv_int(g, "discountAmount", v->discount_amount);
+    }
+    vc_jgen_kv_int(g, "minOrderAmount", v->min_order_amount);
+    vc_jgen_kv_int(g, "totalLimit", v->total_limit);
+    vc_jgen_kv_int(g, "perUserLimit", v->per_customer_limit);
+    vc_jgen_kv_str(g, "startsAt", starts);
+    vc_jgen_kv_str(g, "endsAt", ends);
+    vc_jgen_kv_bool(g, "active", !v->inactive);
+    if (with_used)
+        vc_jgen_kv_int(g, "usedCount", used_count);
+    vc_jgen_map_close(g);
+    return 0;
+}
+
 size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_counters,
                        int64_t used_count, int has_remaining, int64_t remaining, int64_t holds)
 {
-    char starts[40], ends[40];
     vc_jgen_t g;
     size_t len;
     int n;
 
-    if (vc_time_format_ms(v->starts_at_ms, starts, sizeof(starts)) == 0 ||
-        vc_time_format_ms(v->ends_at_ms, ends, sizeof(ends)) == 0 || vc_jgen_init(&g) != 0)
+    if (vc_jgen_init(&g) != 0)
         return 0;
-    vc_jgen_map_open(&g);
-    vc_jgen_kv_str(&g, "code", v->code);
-    if (v->discount_percent > 0) {
-        vc_jgen_kv_int(&g, "discountPercent", v->discount_percent);
-        if (v->max_discount_amount > 0)
-            vc_jgen_kv_int(&g, "maxDiscountAmount", v->max_discount_amount);
-    } else {
-        vc_jgen_kv_int(&g, "discountAmount", v->discount_amount);
+    if (gw_jgen_voucher(&g, v, with_counters, used_count) != 0) {
+        vc_jgen_free(&g);
+        return 0;
     }
-    vc_jgen_kv_int(&g, "minOrderAmount", v->min_order_amount);
-    vc_jgen_kv_int(&g, "totalLimit", v->total_limit);
-    vc_jgen_kv_int(&g, "perUserLimit", v->per_customer_limit);
-    vc_jgen_kv_str(&g, "startsAt", starts);
-    vc_jgen_kv_str(&g, "endsAt", ends);
-    vc_jgen_kv_bool(&g, "active", !v->inactive);
-    if (with_counters)
-        vc_jgen_kv_int(&g, "usedCount", used_count);
-    vc_jgen_map_close(&g);
     if ((len = finish(&g, buf, cap)) == 0 || !with_counters)
         return len;
     /* vc_json writes no null: the counters that may be null are appended here. */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "vc_event.h"
+#include "vc_json.h"
 #include "vc_voucher.h"
 
 /*
@@ -45,6 +46,8 @@ typedef enum {
     GW_ROUTE_SHOW,          /* GET /vouchers/{code} (admin) */
     GW_ROUTE_QUOTE,         /* POST /vouchers/{code}/quote */
     GW_ROUTE_UPDATE,        /* PATCH /vouchers/{code} (admin) */
+    GW_ROUTE_LIST,          /* GET /vouchers (admin) */
+    GW_ROUTE_LOOKUP,        /* GET /vouchers/{code}/reservations/{orderId} (admin) */
     GW_ROUTE_COUNT,
 } gw_route_kind_t;
 
@@ -131,6 +134,31 @@ int gw_voucher_patch_parse(const char *body, size_t len, gw_voucher_patch_t *out
  */
 int gw_voucher_patch_apply(const vc_voucher_t *cur, const gw_voucher_patch_t *p, vc_voucher_t *out,
                            char *err, size_t errlen);
+
+/* GET /vouchers?active=&after=&limit=, parsed. */
+#define GW_LIST_LIMIT_DEFAULT 20
+#define GW_LIST_LIMIT_MAX 100
+typedef struct {
+    int has_active, active;
+    char after[VC_CODE_MAX + 1]; /* "" from the first code on */
+    int limit;
+} gw_list_query_t;
+
+/*
+ * Parses the query string of GET /vouchers (query[0..len), without the '?';
+ * values percent-decoded): active true or false, after a code (the last of
+ * the previous page: codes sort byte by byte), limit 1..GW_LIST_LIMIT_MAX
+ * (default GW_LIST_LIMIT_DEFAULT). A parameter given twice, an unknown one
+ * or a bad value is VC_ERR_INVALID with err naming it. Pure.
+ */
+int gw_list_query_parse(const char *query, size_t len, gw_list_query_t *out, char *err,
+                        size_t errlen);
+
+/*
+ * Writes a voucher's rules and active as one JSON object into g, with
+ * usedCount when with_used is set.
+ */
+int gw_jgen_voucher(vc_jgen_t *g, const vc_voucher_t *v, int with_used, int64_t used_count);
 
 /*
  * Writes a voucher as the admin routes show it: its rules, then usedCount,

@@ -14,3 +14,10 @@ ALTER TABLE voucher ADD COLUMN IF NOT EXISTS active BOOLEAN NOT NULL DEFAULT tru
 GRANT UPDATE (discount_amount, discount_percent, max_discount_amount, min_order_amount,
               total_limit, per_user_limit, starts_at, ends_at, active)
     ON voucher TO voucher_gateway;
+
+-- GET /vouchers/{code}/reservations/{orderId} (support staff, admin token)
+-- shows an order as PostgreSQL has it: the columns of one redemption the
+-- answer names, nothing more (010 gave the first load voucher_code, status).
+GRANT SELECT (order_id, customer_id, discount_amount, order_amount, held_until, created_at,
+              updated_at, release_reason)
+    ON voucher_redemption TO voucher_gateway;

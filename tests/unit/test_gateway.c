@@ -26,7 +26,7 @@ static const struct {
     {GW_M_GET, "/vouchers/FLASH100/reservations", GW_ROUTE_BAD_METHOD, "FLASH100", "", "POST"},
     {GW_M_DELETE, "/vouchers/FLASH100/reservations/o-1", GW_ROUTE_CANCEL, "FLASH100", "o-1", NULL},
     {GW_M_POST, "/vouchers/FLASH100/reservations/o-1", GW_ROUTE_BAD_METHOD, "FLASH100", "o-1",
-     "DELETE"},
+     "GET, DELETE"},
     {GW_M_POST, "/vouchers/FLASH100/reservations/o-1/confirm", GW_ROUTE_CONFIRM, "FLASH100", "o-1",
      NULL},
     {GW_M_DELETE, "/vouchers/FLASH100/reservations/o-1/confirm", GW_ROUTE_BAD_METHOD, "FLASH100",
@@ -50,7 +50,10 @@ static const struct {
     {GW_M_POST, "/metrics", GW_ROUTE_BAD_METHOD, "", "", "GET"},
     {GW_M_POST, "/vouchers", GW_ROUTE_CREATE, "", "", NULL},
     {GW_M_POST, "/vouchers?dry=1", GW_ROUTE_CREATE, "", "", NULL},
-    {GW_M_GET, "/vouchers", GW_ROUTE_BAD_METHOD, "", "", "POST"},
+    {GW_M_GET, "/vouchers", GW_ROUTE_LIST, "", "", NULL},
+    {GW_M_GET, "/vouchers?active=true&limit=5", GW_ROUTE_LIST, "", "", NULL},
+    {GW_M_DELETE, "/vouchers", GW_ROUTE_BAD_METHOD, "", "", "GET, POST"},
+    {GW_M_GET, "/vouchers/F/reservations/o-1", GW_ROUTE_LOOKUP, "F", "o-1", NULL},
     {GW_M_GET, "/vouchers/FLASH100", GW_ROUTE_SHOW, "FLASH100", "", NULL},
     {GW_M_POST, "/vouchers/FLASH100", GW_ROUTE_BAD_METHOD, "FLASH100", "", "GET, PATCH"},
     {GW_M_PATCH, "/vouchers/FLASH100", GW_ROUTE_UPDATE, "FLASH100", "", NULL},
@@ -617,6 +620,49 @@ START_TEST(answer_head)
 END_TEST
 
 
+/* GET /vouchers query strings: the cursor, the filter, the page size, and what is refused. */
+static const struct {
+    const char *query;
+    int rc, has_active, active, limit;
+    const char *after;
+} list_queries[] = {
+    {"", 0, 0, 0, GW_LIST_LIMIT_DEFAULT, ""},
+    {"active=true", 0, 1, 1, GW_LIST_LIMIT_DEFAULT, ""},
+    {"active=false&after=FLASH_1&limit=100", 0, 1, 0, 100, "FLASH_1"},
+    {"after=A%2DB&limit=1", 0, 0, 0, 1, "A-B"},
+    {"limit=5&&after=X", 0, 0, 0, 5, "X"},
+    {"active=yes", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"active", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"active=true&active=false", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"limit=0", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"limit=101", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"limit=-1", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"limit=5x", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"limit=", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"after=lower", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"after=", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"after=%zz", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"sort=code", VC_ERR_INVALID, 0, 0, 0, ""},
+};
+
+START_TEST(list_query)
+{
+    gw_list_query_t q;
+    char err[256] = "";
+    const char *s = list_queries[_i].query;
+
+    ck_assert_int_eq(gw_list_query_parse(s, strlen(s), &q, err, sizeof(err)), list_queries[_i].rc);
+    if (list_queries[_i].rc != 0) {
+        ck_assert_str_ne(err, "");
+        return;
+    }
+    ck_assert_int_eq(q.has_active, list_queries[_i].has_active);
+    ck_assert_int_eq(q.active, list_queries[_i].active);
+    ck_assert_int_eq(q.limit, list_queries[_i].limit);
+    ck_assert_str_eq(q.after, list_queries[_i].after);
+}
+END_TEST
+
 /* PATCH bodies: each field alone, the bounds, and what is refused before any I/O. */
 static const struct {
     const char *body;
@@ -791,6 +837,7 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, redis_keys);
     tcase_add_loop_test(tc, patch_body, 0, sizeof(patch_bodies) / sizeof(patch_bodies[0]));
     tcase_add_test(tc, patch_apply);
+    tcase_add_loop_test(tc, list_query, 0, sizeof(list_queries) / sizeof(list_queries[0]));
     tcase_add_test(tc, inactive_refuses_first);
     tcase_add_test(tc, claim_values);
     suite_add_tcase(s, tc);
