@@ -46,7 +46,7 @@ if [ "$rc" -ne 0 ]; then
 fi
 is "$rc" 0 "schemathesis finds no mismatch between proto/openapi.yaml and the gateway"
 ok "$([ "$took" -le 150 ]; echo $?)" "the run is bounded ($took s)"
-grep -Eq 'API Links: +6 covered / 6 selected' "$scratch/run.txt"
+grep -Eq 'API Links: +([0-9]+) covered / \1 selected / \1 total' "$scratch/run.txt"
 ok $? "the stateful phase followed every link of the spec"
 
 # What the run reached, from its HAR record: confirms and releases that worked.

@@ -8,7 +8,7 @@
 # its rules ttl, and the reconciler's limit sync for totals changed by hand in
 # SQL or raised while its snapshot was older.
 source "$(dirname "$0")/lib.sh"
-plan 63
+plan 73
 
 token=admin-$RANDOM$RANDOM
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_GATEWAY_THREADS=4 VOUCHER_SOLDOUT_RECHECK=60s
@@ -125,12 +125,18 @@ quote2() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST -H 'Conte
   --data-binary '{"customerId":3,"orderAmount":10000}' "http://$gw2/vouchers/${p}_C/quote"; }
 is "$(quote2)" 200 "the second gateway has the rules cached"
 admin PATCH "/vouchers/${p}_C" '{"active":false}'
-start=$(date +%s%N)
-for ((i = 0; i < 100; i++)); do [ "$(quote2)" = 422 ] && break; sleep 0.1; done
-took=$((($(date +%s%N) - start) / 1000000))
-diag "the second gateway refused ${took} ms after the change (rules ttl 1 s)"
-ok "$([ "$(quote2)" = 422 ] && [ "$took" -le 3000 ]; echo $?)" \
-  "the second gateway refuses within its rules ttl plus one read (3 s), and keeps refusing"
+# Each call is a new connection, so calls spread over the second gateway's 4
+# workers, each with its own cache: the old rules may be served by one worker
+# after another refused. The bound holds for the last one to serve them.
+start=$(date +%s%N) last_old=0 refused=0
+for ((i = 0; i < 200 && refused < 20; i++)); do
+  if [ "$(quote2)" = 422 ]; then refused=$((refused + 1)); else refused=0 last_old=$(date +%s%N); fi
+  sleep 0.05
+done
+took=$(( (last_old > 0 ? last_old - start : 0) / 1000000 ))
+diag "the second gateway served the old rules until ${took} ms after the change (rules ttl 1 s)"
+ok "$([ "$refused" -ge 20 ] && [ "$took" -le 3000 ]; echo $?)" \
+  "every worker of the second gateway refuses within its rules ttl plus one read (3 s), and keeps refusing"
 daemon_stop "$test_name-gateway2"
 
 # ---- discount, perUserLimit, window ----
@@ -232,6 +238,36 @@ is "$status $(remaining "${p}_R")|$(rcli GET "voucher:{${p}_R}:limit")" "201 2|3
 admin PATCH "/vouchers/${p}_R" '{"totalLimit":1}'
 reserve "${p}_R" "${p}-r2" 2
 is "$(answer) $(remaining "${p}_R")" "409 OUT_OF_STOCK 0" "and a lower reaches the reloaded counter"
+
+# ---- listing, a page at a time ----
+admin GET "/vouchers?after=${p}&limit=2" ""
+is "$status $(jq -c '[.vouchers[].code, .next]' <<<"$body")" "200 [\"${p}_A\",\"${p}_B\",\"${p}_B\"]" \
+  "the first page: two codes in order, next names the last"
+admin GET "/vouchers?after=$(jq -r .next <<<"$body")&limit=2" ""
+is "$(jq -c '[.vouchers[].code]' <<<"$body")" "[\"${p}_C\",\"${p}_D\"]" "the next page starts after the cursor"
+admin GET "/vouchers?active=false&after=${p}&limit=100" ""
+is "$(jq -c "[.vouchers[] | select(.code | startswith(\"${p}_\")) | [.code, .active, .usedCount]]" <<<"$body")" \
+  "[[\"${p}_C\",false,2]]" "active=false lists the switched-off voucher only, with its usedCount"
+admin GET "/vouchers?limit=0" ""
+is "$(answer)" "400 BAD_REQUEST" "limit 0: 400"
+http GET "/vouchers?limit=2"
+is "$(answer)" "401 UNAUTHORIZED" "listing without the admin token: 401"
+
+# ---- one order as each store knows it (support) ----
+o=$(acked "$scratch/a.tsv" | head -1)
+admin GET "/vouchers/${p}_A/reservations/$o" ""
+is "$status $(jq -c '[.redis.state, .postgres.status, .redis.customerId == .postgres.customerId, .redis.discountAmount]' <<<"$body")" \
+  "200 [\"HELD\",\"RESERVED\",true,100]" "a hold of the sale: HELD in Redis, RESERVED in PostgreSQL, one customer"
+wait_sql "SELECT status FROM voucher_redemption WHERE order_id = '${p}-c2'" RELEASED 30 >/dev/null
+admin GET "/vouchers/${p}_C/reservations/${p}-c1" ""
+is "$(jq -c '[.redis.state, .postgres.status]' <<<"$body")" '["CONFIRMED","CONFIRMED"]' "a confirmed order"
+admin GET "/vouchers/${p}_C/reservations/${p}-c2" ""
+is "$(jq -c '[.redis.state, .postgres.status, .postgres.releaseReason]' <<<"$body")" '["RELEASED","RELEASED","CANCELLED"]' \
+  "a released order, with why"
+admin GET "/vouchers/${p}_C/reservations/${p}-none" ""
+is "$(answer)" "404 NOT_FOUND" "an order neither store knows: 404"
+http GET "/vouchers/${p}_C/reservations/${p}-c1"
+is "$(answer)" "401 UNAUTHORIZED" "without the admin token: 401"
 
 # ---- the admin view after it all ----
 admin GET "/vouchers/${p}_A" ""
