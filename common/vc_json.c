@@ -645,18 +645,23 @@ int vc_jdoc_strcpy(const vc_jdoc_t *doc, const char *key, char *out, size_t cap,
     return 0;
 }
 
+/* The error of a field that holds no integer vc_jdoc_int() or vc_jdoc_whole() takes. */
+static int not_integer(yajl_val v, const char *key, char *err, size_t errlen)
+{
+    snprintf(err, errlen,
+             YAJL_IS_NUMBER(v) ? "field \"%s\" must be a whole number within 64 bits"
+                               : "field \"%s\" must be an integer",
+             key);
+    return VC_ERR_INVALID;
+}
+
 int vc_jdoc_int(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, size_t errlen)
 {
     yajl_val v = lookup(doc, key);
     if (!v)
         return missing(key, err, errlen);
-    if (!YAJL_IS_INTEGER(v)) {
-        snprintf(err, errlen,
-                 YAJL_IS_NUMBER(v) ? "field \"%s\" must be a whole number within 64 bits"
-                                   : "field \"%s\" must be an integer",
-                 key);
-        return VC_ERR_INVALID;
-    }
+    if (!YAJL_IS_INTEGER(v))
+        return not_integer(v, key, err, errlen);
     *out = YAJL_GET_INTEGER(v);
     return 0;
 }
@@ -726,13 +731,8 @@ int vc_jdoc_whole(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err
     yajl_val v = lookup(doc, key);
     if (!v)
         return missing(key, err, errlen);
-    if (!YAJL_IS_NUMBER(v) || !v->u.number.r || whole_number(v->u.number.r, out) != 0) {
-        snprintf(err, errlen,
-                 YAJL_IS_NUMBER(v) ? "field \"%s\" must be a whole number within 64 bits"
-                                   : "field \"%s\" must be an integer",
-                 key);
-        return VC_ERR_INVALID;
-    }
+    if (!YAJL_IS_NUMBER(v) || !v->u.number.r || whole_number(v->u.number.r, out) != 0)
+        return not_integer(v, key, err, errlen);
     return 0;
 }
 

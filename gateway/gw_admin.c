@@ -246,50 +246,21 @@ static int rollback(PGconn *conn, int rc)
     return rc;
 }
 
-/* Writes u->v's rules over the locked row. Returns 0, GW_E_LIMIT (the CHECK), or an error. */
+/*
+ * Writes u->v's rules over the locked row and commits. Returns 0, GW_E_LIMIT
+ * (PostgreSQL's CHECK refused the total), or an error.
+ */
 static int update_row(PGconn *conn, const update_t *u, char *err, size_t errlen)
 {
-    char amount[24], percent[24], max[24], min[24], total[24], per[24], starts[24], ends[24];
-    const char *params[11] = {u->code, amount, percent, max,  min,
-                              total,   per,    starts,  ends, u->v.inactive ? "f" : "t",
-                              u->reload ? "t" : "f"};
-    const vc_voucher_t *v = &u->v;
     PGresult *res;
-    const char *state;
-    int rc = 0;
+    int rc;
 
-    snprintf(amount, sizeof(amount), "%lld", (long long)v->discount_amount);
-    snprintf(percent, sizeof(percent), "%d", v->discount_percent);
-    snprintf(max, sizeof(max), "%lld", (long long)v->max_discount_amount);
-    snprintf(min, sizeof(min), "%lld", (long long)v->min_order_amount);
-    snprintf(total, sizeof(total), "%lld", (long long)v->total_limit);
-    snprintf(per, sizeof(per), "%lld", (long long)v->per_customer_limit);
-    snprintf(starts, sizeof(starts), "%lld", (long long)v->starts_at_ms);
-    snprintf(ends, sizeof(ends), "%lld", (long long)v->ends_at_ms);
-    res = PQexecParams(conn,
-                       "UPDATE voucher SET discount_amount = $2,"
-                       " discount_percent = nullif($3::int, 0),"
-                       " max_discount_amount = nullif($4::bigint, 0), min_order_amount = $5,"
-                       " total_limit = $6, per_user_limit = $7,"
-                       " starts_at = to_timestamp($8::bigint / 1000.0),"
-                       " ends_at = to_timestamp($9::bigint / 1000.0), active = $10,"
-                       " redis_loaded_at = CASE WHEN $11::boolean THEN NULL"
-                       "  ELSE redis_loaded_at END"
-                       " WHERE code = $1",
-                       11, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-        rc = state && strcmp(state, "23514") == 0 ? GW_E_LIMIT : vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-    }
+    if ((rc = gw_store_update(conn, &u->v, u->reload, err, errlen)) != 0)
+        return rc;
+    if (!(res = exec_params(conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, &rc, err, errlen)))
+        return rc;
     PQclear(res);
-    if (rc == 0 && PQresultStatus(res = PQexec(conn, "COMMIT")) != PGRES_COMMAND_OK) {
-        rc = vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-    }
-    if (rc == 0)
-        PQclear(res);
-    return rc;
+    return 0;
 }
 
 /*
@@ -360,7 +331,7 @@ static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
                                 &u->remaining, &u->limit_before, err, errlen)) != 0)
             goto fail;
         if (status == GW_LIMIT_NOT_LOADED) {
-            /* Lost from Redis: the reconciler restores it, from a snapshot that may predate this. */
+            /* Lost from Redis: the reconciler restores it, from a snapshot older than this. */
             snprintf(err, errlen, "the voucher's counter is missing from Redis; retry later");
             rc = VC_ERR_UNAVAILABLE;
             goto fail;
@@ -560,6 +531,7 @@ static void listed_cb(void *arg, int rc, const char *err)
 void gw_list_start(gw_app_t *app, gw_request_t *req)
 {
     const char *q = memchr(req->path, '?', req->path_len);
+    size_t qlen = q ? (size_t)(req->path + req->path_len - q - 1) : 0;
     char err[256];
     list_t *l = gw_request_alloc(req, sizeof(*l));
     int rc;
@@ -570,8 +542,7 @@ void gw_list_start(gw_app_t *app, gw_request_t *req)
     }
     l->app = app;
     l->req = req;
-    if ((rc = gw_list_query_parse(q ? q + 1 : "", q ? (size_t)(req->path + req->path_len - q - 1) : 0,
-                                  &l->q, err, sizeof(err))) != 0) {
+    if ((rc = gw_list_query_parse(q ? q + 1 : "", qlen, &l->q, err, sizeof(err))) != 0) {
         gw_app_reply_error(req, rc, err);
         return;
     }

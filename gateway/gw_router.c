@@ -422,13 +422,14 @@ int gw_list_query_parse(const char *query, size_t len, gw_list_query_t *out, cha
             char *e;
             long v = vlen > 0 && value[0] >= '0' && value[0] <= '9' ? strtol(value, &e, 10) : 0;
             if (vlen <= 0 || *e || v < 1 || v > GW_LIST_LIMIT_MAX) {
-                snprintf(err, errlen, "parameter \"limit\" must be within 1..%d", GW_LIST_LIMIT_MAX);
+                snprintf(err, errlen, "parameter \"limit\" must be within 1..%d",
+                         GW_LIST_LIMIT_MAX);
                 return VC_ERR_INVALID;
             }
             out->limit = (int)v;
         } else {
-            snprintf(err, errlen, "unknown or repeated query parameter \"%.*s\"", klen > 32 ? 32 : klen,
-                     p);
+            snprintf(err, errlen, "unknown or repeated query parameter \"%.*s\"",
+                     klen > 32 ? 32 : klen, p);
             return VC_ERR_INVALID;
         }
         p = pe + (pe < end);

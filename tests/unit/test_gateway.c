@@ -58,7 +58,8 @@ static const struct {
     {GW_M_POST, "/vouchers/FLASH100", GW_ROUTE_BAD_METHOD, "FLASH100", "", "GET, PATCH"},
     {GW_M_PATCH, "/vouchers/FLASH100", GW_ROUTE_UPDATE, "FLASH100", "", NULL},
     /* Percent-encoded segments are decoded, as URL libraries encode them. */
-    {GW_M_DELETE, "/vouchers/FLASH%31/reservations/a%26b%40c", GW_ROUTE_CANCEL, "FLASH1", "a&b@c", NULL},
+    {GW_M_DELETE, "/vouchers/FLASH%31/reservations/a%26b%40c", GW_ROUTE_CANCEL, "FLASH1", "a&b@c",
+     NULL},
     {GW_M_POST, "/vouchers/F/reservations/%5Co%7e/confirm", GW_ROUTE_CONFIRM, "F", "\\o~", NULL},
     {GW_M_DELETE, "/vouchers/F/reservations/a%2Fb", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_DELETE, "/vouchers/F/reservations/a%25b", GW_ROUTE_NOT_FOUND, "", "", NULL},

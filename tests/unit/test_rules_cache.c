@@ -212,7 +212,7 @@ END_TEST
 
 START_TEST(a_change_voids_cached_rules_on_every_worker)
 {
-    /* Two workers' caches (ttl 60 s): a change through either is never served stale by the other. */
+    /* Two workers' caches (ttl 60 s): a change is never served stale by either. */
     gw_rules_t *r = new_cache(2), *other = gw_rules_new(&loop, NULL, 60000, 60000, 2);
     answers_t a = {0}, b = {0};
 
