@@ -23,6 +23,7 @@ plan 5
 token=admin-$RANDOM$RANDOM
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_GATEWAY_THREADS=2
 start_gateway
+start_writer
 unset VOUCHER_ADMIN_TOKEN
 
 seed=${VOUCHER_CONTRACT_SEED:-18}
@@ -64,3 +65,19 @@ n=$(reached POST '/reservations/[^/]+/confirm$' 200)
 ok "$([ "${n:-0}" -gt 0 ]; echo $?)" "the run confirmed reservations it made ($n confirms answered 200)"
 n=$(reached DELETE '/reservations/[^/]+$' 200)
 ok "$([ "${n:-0}" -gt 0 ]; echo $?)" "the run released reservations it made ($n releases answered 200)"
+
+# The run created vouchers with random codes, many of them running until 2099:
+# their windows are moved into the past, so that the reconcilers of the tests
+# after this one do not read them at every pass.
+"$py" - "$scratch"/report/*.json >"$scratch/codes.txt" <<'EOF'
+import json, sys
+for e in json.load(open(sys.argv[1]))["log"]["entries"]:
+    r = e["request"]
+    if (r["method"] == "POST" and r["url"].split("?")[0].endswith("/vouchers")
+            and e["response"]["status"] == 201):
+        print(json.loads(e["response"]["content"]["text"])["code"])
+EOF
+while read -r c; do
+  sql "UPDATE voucher SET starts_at = '2000-01-01Z', ends_at = '2000-01-02Z' WHERE code = '$c'" >/dev/null
+done <"$scratch/codes.txt"
+diag "$(wc -l <"$scratch/codes.txt") vouchers the run created were ended"
