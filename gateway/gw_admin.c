@@ -66,7 +66,9 @@ static void counter_set_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     a->remaining = a->v.total_limit;
-    reply_voucher(a, 201, 1);
+    /* Ended longer than the retention ago: the counter expired as it was set. */
+    reply_voucher(a, 201,
+                  vc_time_now_ms() < a->v.ends_at_ms + a->app->cfg->redis_retention_ms);
 }
 
 static void created_cb(void *arg, int rc, const char *err)

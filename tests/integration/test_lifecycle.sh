@@ -8,7 +8,7 @@
 # its rules ttl, and the reconciler's limit sync for totals changed by hand in
 # SQL or raised while its snapshot was older.
 source "$(dirname "$0")/lib.sh"
-plan 73
+plan 77
 
 token=admin-$RANDOM$RANDOM
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_GATEWAY_THREADS=4 VOUCHER_SOLDOUT_RECHECK=60s
@@ -88,6 +88,25 @@ is "$(acked "$scratch/b.tsv" | wc -l)" 400 "exactly 400 acknowledged after the l
 is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '${p}_B'" 400 30)" 400 "PostgreSQL counts 400"
 is "$(rows "${p}_B" | comm -3 - <(acked "$scratch/b.tsv") | wc -l)" 0 "every 201 is a row, every row a 201"
 is "$(remaining "${p}_B")" 0 "Redis offers nothing more"
+
+# ---- switched off in the middle of a sale ----
+create "${p}_K" 1000
+"$bin_load" --code "${p}_K" --attempts 1500 --connections 20 --rate 300 --order-prefix "${p}_K-o" \
+  --out "$scratch/k.tsv" >/dev/null &
+load=$!
+for ((i = 0; i < 600; i++)); do [ "$(remaining "${p}_K")" -le 950 ] && break; sleep 0.05; done
+admin PATCH "/vouchers/${p}_K" '{"active":false}'
+answered_us=$(( $(date +%s%N) / 1000 ))
+is "$status" 200 "switched off while the sale runs: 200"
+wait "$load"
+# vc-load's startUs is the wall clock when an attempt was due (it was sent then or later).
+is "$(awk -F'\t' -v t="$answered_us" '!/^#/ && $4 == 201 && $9 > t' "$scratch/k.tsv" | wc -l)" 0 \
+  "no attempt begun after the PATCH was answered took a use, on any of the 4 workers"
+ok "$([ "$(awk -F'\t' '!/^#/ && $4 == 422' "$scratch/k.tsv" | wc -l)" -gt 0 ]; echo $?)" \
+  "the attempts after it were refused (422)"
+kn=$(acked "$scratch/k.tsv" | wc -l)
+is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '${p}_K'" "$kn" 30)|$(rows "${p}_K" | comm -3 - <(acked "$scratch/k.tsv") | wc -l)" \
+  "$kn|0" "the $kn acknowledged before it are all in PostgreSQL, and nothing else"
 
 # ---- active ----
 create "${p}_C" 10 2
@@ -229,7 +248,8 @@ is "$(remaining "${p}_H")|$(rcli GET "voucher:{${p}_H}:limit")|$(sql "SELECT tot
 
 # ---- a voucher whose keys went by retention sells again once its end moves later ----
 admin POST /vouchers "{\"code\":\"${p}_R\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":3,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2020-01-02T00:00:00Z\"}"
-is "$status $(rcli EXISTS "voucher:{${p}_R}:remaining")" "201 0" "created ended long ago: its keys expire at once"
+is "$status $(jq -r .remaining <<<"$body") $(rcli EXISTS "voucher:{${p}_R}:remaining")" "201 null 0" \
+  "created ended long ago: its keys expire at once, and the 201 says so"
 admin PATCH "/vouchers/${p}_R" '{"endsAt":"2099-01-01T00:00:00Z"}'
 is "$status $(jq -r .remaining <<<"$body") $(sql "SELECT redis_loaded_at IS NULL FROM voucher WHERE code = '${p}_R'")" \
   "200 null t" "moved into the future: loaded anew on first use (not 'being restored' for ever)"
@@ -247,7 +267,8 @@ admin GET "/vouchers?after=$(jq -r .next <<<"$body")&limit=2" ""
 is "$(jq -c '[.vouchers[].code]' <<<"$body")" "[\"${p}_C\",\"${p}_D\"]" "the next page starts after the cursor"
 admin GET "/vouchers?active=false&after=${p}&limit=100" ""
 is "$(jq -c "[.vouchers[] | select(.code | startswith(\"${p}_\")) | [.code, .active, .usedCount]]" <<<"$body")" \
-  "[[\"${p}_C\",false,2]]" "active=false lists the switched-off voucher only, with its usedCount"
+  "[[\"${p}_C\",false,2],[\"${p}_K\",false,$kn]]" \
+  "active=false lists the switched-off vouchers only, with their usedCount"
 admin GET "/vouchers?limit=0" ""
 is "$(answer)" "400 BAD_REQUEST" "limit 0: 400"
 http GET "/vouchers?limit=2"
