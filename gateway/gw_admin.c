@@ -17,6 +17,7 @@
 
 #include "gw_app.h"
 #include "gw_limit.h"
+#include "gw_notify.h"
 #include "gw_router.h"
 #include "gw_store.h"
 #include "vc_error.h"
@@ -90,6 +91,12 @@ static void created_cb(void *arg, int rc, const char *err)
         return;
     }
     gw_rules_changed(a->v.code);
+    {
+        /* Other gateways may remember the code as unknown (gw_notify.h); nobody waits. */
+        const char *pub[] = {"PUBLISH", GW_NOTIFY_CHANNEL, a->v.code};
+        size_t pub_len[] = {7, strlen(GW_NOTIFY_CHANNEL), strlen(a->v.code)};
+        (void)gw_redis_command(a->app->redis, gw_app_ignore_cb, NULL, 3, pub, pub_len);
+    }
     snprintf(total, sizeof(total), "%lld", (long long)a->v.total_limit);
     /* Its keys expire with the retention after endsAt, as a first load's do. */
     snprintf(expire_at, sizeof(expire_at), "%lld",
@@ -372,6 +379,12 @@ static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
     if (redis && gw_limit_counters(redis, u->code, &u->has_remaining, &u->remaining, &u->holds,
                                    u->note, sizeof(u->note)) != 0)
         u->has_remaining = 0;
+    /* The other gateways drop their cached rules (gw_notify.h); else their ttl bounds them. */
+    if (!redis)
+        redis = gw_limit_connect(u->app->cfg->redis_url, u->app->cfg->redis_timeout_ms, u->note,
+                                 sizeof(u->note));
+    if (redis)
+        (void)gw_limit_publish(redis, u->code, u->note, sizeof(u->note));
     gw_limit_close(redis);
     return 0;
 fail:

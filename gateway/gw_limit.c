@@ -7,6 +7,7 @@
 #include <sys/time.h>
 
 #include "gw_app.h"
+#include "gw_notify.h"
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_lua.h"
@@ -176,6 +177,18 @@ int gw_limit_extend(gw_limit_redis_t *r, const char *code, int64_t expire_at_ms,
         }
     } while (strcmp(cursor, "0") != 0);
     return rc;
+}
+
+int gw_limit_publish(gw_limit_redis_t *r, const char *code, char *err, size_t errlen)
+{
+    const char *argv[] = {"PUBLISH", GW_NOTIFY_CHANNEL, code};
+    size_t argvlen[] = {7, strlen(GW_NOTIFY_CHANNEL), strlen(code)};
+    redisReply *reply = run(r, 3, argv, argvlen, err, errlen);
+
+    if (!reply)
+        return VC_ERR_UNAVAILABLE;
+    freeReplyObject(reply);
+    return 0;
 }
 
 int gw_limit_counters(gw_limit_redis_t *r, const char *code, int *has_remaining,

@@ -43,6 +43,12 @@ int gw_limit_extend(gw_limit_redis_t *r, const char *code, int64_t expire_at_ms,
                     size_t errlen);
 
 /*
+ * Tells every gateway that code's rules changed: PUBLISH on the channel the
+ * listeners of gw_notify.h read. Returns 0 or a negative VC_ERR_*.
+ */
+int gw_limit_publish(gw_limit_redis_t *r, const char *code, char *err, size_t errlen);
+
+/*
  * Reads the counter (*has_remaining 0 when it is missing) and the number of
  * holds of code. Returns 0 or a negative VC_ERR_*.
  */

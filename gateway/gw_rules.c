@@ -30,6 +30,7 @@ static atomic_uint soldout_clears[GW_SOLDOUT_SLOTS];
  * ttl (deploy/README.md, "The rules cache").
  */
 static atomic_uint rules_changes[GW_SOLDOUT_SLOTS];
+static atomic_uint rules_changes_all; /* every code's rules (gw_rules_changed_all) */
 
 enum { ENTRY_EMPTY, ENTRY_PRESENT, ENTRY_MISSING };
 
@@ -115,6 +116,13 @@ void gw_rules_set_loader(gw_rules_t *r, gw_rules_loader_fn loader)
 static unsigned soldout_slot(const char *code)
 {
     return (unsigned)(vc_hash_str(code) >> 40) % GW_SOLDOUT_SLOTS;
+}
+
+/* The change count rules of code are read at: both counts only grow, so their sum does too. */
+static unsigned change_count(const char *code)
+{
+    return atomic_load_explicit(&rules_changes[soldout_slot(code)], memory_order_relaxed) +
+           atomic_load_explicit(&rules_changes_all, memory_order_relaxed);
 }
 
 /* ---- the lists, least recently used first ---- */
@@ -322,7 +330,7 @@ static int load_start(gw_rules_t *r, entry_t *e, waiter_t *wt)
     l->entry = e;
     l->work.data = l;
     snprintf(l->code, sizeof(l->code), "%s", e->code);
-    l->changes = atomic_load(&rules_changes[soldout_slot(e->code)]);
+    l->changes = change_count(e->code);
     if (uv_queue_work(r->loop, &l->work, load_work_cb, load_done_cb) != 0) {
         free(l);
         return VC_ERR_UNAVAILABLE;
@@ -371,9 +379,7 @@ int gw_rules_get(gw_rules_t *r, const char *code, int fresh, vc_voucher_t *out, 
         return VC_ERR_UNAVAILABLE;
     lru_touch(r, e, e->list);
     /* Changed through this process since it was read: never served again, read anew. */
-    if (e->state != ENTRY_EMPTY &&
-        e->changes != atomic_load_explicit(&rules_changes[soldout_slot(code)],
-                                           memory_order_relaxed))
+    if (e->state != ENTRY_EMPTY && e->changes != change_count(code))
         fresh = 1;
     if (!fresh && e->state == ENTRY_PRESENT) {
         /* Past its ttl: refresh in the background and answer from what is known. */
@@ -426,6 +432,11 @@ int gw_rules_soldout(gw_rules_t *r, const char *code, int64_t mono_now_ms)
 void gw_rules_changed(const char *code)
 {
     atomic_fetch_add(&rules_changes[soldout_slot(code)], 1);
+}
+
+void gw_rules_changed_all(void)
+{
+    atomic_fetch_add(&rules_changes_all, 1);
 }
 
 void gw_rules_forget(gw_rules_t *r, const char *code)

@@ -77,6 +77,9 @@ void gw_rules_clear_soldout(const char *code);
  */
 void gw_rules_changed(const char *code);
 
+/* As gw_rules_changed(), for every code (changes of other gateways may have been missed). */
+void gw_rules_changed_all(void);
+
 /* Forgets what the cache knows of code (rules, miss), e.g. after it was created. */
 void gw_rules_forget(gw_rules_t *r, const char *code);
 
