@@ -56,6 +56,9 @@ void vc_pg_error_text(const PGconn *conn, const PGresult *res, char *buf, size_t
  * int4 keys never meet the reconciler's leadership lock (one bigint key).
  */
 #define VC_PG_LIMIT_LOCK "SELECT pg_advisory_xact_lock(1818847604, hashtext($1))"
+/* The same lock for a session (PATCH holds it across its commit); it conflicts with the above. */
+#define VC_PG_LIMIT_LOCK_SESSION "SELECT pg_advisory_lock(1818847604, hashtext($1))"
+#define VC_PG_LIMIT_UNLOCK "SELECT pg_advisory_unlock(1818847604, hashtext($1))"
 
 /* The columns of a voucher's rules, in the order vc_pg_voucher_row() reads them. */
 #define VC_PG_VOUCHER_COLUMNS                                                                      \

@@ -22,6 +22,7 @@
 #include "gw_store.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_fault.h"
 #include "vc_json.h"
 #include "vc_pg.h"
 #include "vc_time.h"
@@ -273,17 +274,18 @@ static int update_row(PGconn *conn, const update_t *u, char *err, size_t errlen)
 }
 
 /*
- * The whole change, on the threadpool: BEGIN; the limit lock; the row lock;
- * then, for a lower, Redis first (the uses leave the counter while it still
+ * The whole change, on the threadpool, under the voucher's limit lock (taken
+ * by update_work() for the session, so that it also covers the Redis step
+ * after the commit: two PATCHes never interleave their steps): BEGIN; the
+ * row lock; then, for a lower, Redis first (the uses leave the counter while it still
  * has them, atomically against reservations), PostgreSQL second; for a
  * raise, PostgreSQL first, Redis after the commit. Redis never offers a use
  * PostgreSQL's total does not have: a crash between the two steps leaves
  * Redis short (undersell), and the reconciler's limit sync adds the
  * difference (rc_raise.h).
  */
-static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
+static int update_locked(update_t *u, PGconn *conn, char *err, size_t errlen)
 {
-    update_t *u = arg;
     const char *params[] = {u->code};
     gw_limit_redis_t *redis = NULL;
     PGresult *res;
@@ -292,9 +294,6 @@ static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
 
     if (!(res = exec_params(conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, &rc, err, errlen)))
         return rc;
-    PQclear(res);
-    if (!(res = exec_params(conn, VC_PG_LIMIT_LOCK, 1, params, PGRES_TUPLES_OK, &rc, err, errlen)))
-        return rollback(conn, rc);
     PQclear(res);
     if (!(res = exec_params(conn,
                             "SELECT redis_loaded_at IS NOT NULL FROM voucher WHERE code = $1"
@@ -369,6 +368,7 @@ static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
         return rc;
     }
     /* Committed: what follows may fail, and the change stands (the reconciler completes it). */
+    VC_PAUSE("gateway-patch-after-commit");
     if (redis && u->v.total_limit > u->cur.total_limit)
         (void)gw_limit_move(redis, u->code, u->cur.total_limit, u->v.total_limit, &status, &after,
                             &u->limit_before, u->note, sizeof(u->note));
@@ -390,6 +390,30 @@ static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
 fail:
     gw_limit_close(redis);
     return rollback(conn, rc);
+}
+
+/*
+ * Holds the voucher's limit lock for the session around update_locked(): a
+ * raise moves Redis after its commit, and a PATCH behind it must not read
+ * PostgreSQL's new total while Redis still reflects the old one. The
+ * reconciler's limit sync takes the same lock (VC_PG_LIMIT_LOCK). The lock is
+ * given back before the connection returns to the pool; a broken session
+ * gives it back by ending.
+ */
+static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
+{
+    update_t *u = arg;
+    const char *params[] = {u->code};
+    PGresult *res;
+    int rc = 0;
+
+    if (!(res = exec_params(conn, VC_PG_LIMIT_LOCK_SESSION, 1, params, PGRES_TUPLES_OK, &rc, err,
+                            errlen)))
+        return rc;
+    PQclear(res);
+    rc = update_locked(u, conn, err, errlen);
+    PQclear(PQexecParams(conn, VC_PG_LIMIT_UNLOCK, 1, NULL, params, NULL, NULL, 0));
+    return rc;
 }
 
 static void reply_limit_conflict(update_t *u, const char *detail)

@@ -8,7 +8,7 @@
 # its rules ttl, and the reconciler's limit sync for totals changed by hand in
 # SQL or raised while its snapshot was older.
 source "$(dirname "$0")/lib.sh"
-plan 77
+plan 80
 
 token=admin-$RANDOM$RANDOM
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_GATEWAY_THREADS=4 VOUCHER_SOLDOUT_RECHECK=60s
@@ -88,6 +88,48 @@ is "$(acked "$scratch/b.tsv" | wc -l)" 400 "exactly 400 acknowledged after the l
 is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '${p}_B'" 400 30)" 400 "PostgreSQL counts 400"
 is "$(rows "${p}_B" | comm -3 - <(acked "$scratch/b.tsv") | wc -l)" 0 "every 201 is a row, every row a 201"
 is "$(remaining "${p}_B")" 0 "Redis offers nothing more"
+
+# ---- concurrent changes of the total: Redis ends as PostgreSQL does ----
+create "${p}_P" 100
+reserve "${p}_P" "${p}-p1" 1
+pids=()
+for i in $(seq 1 40); do
+  curl -s -o /dev/null --max-time 20 -X PATCH -H 'Content-Type: application/json' "${auth[@]}" \
+    --data-binary "{\"totalLimit\":$((100 + (i * 37) % 90))}" "$base_url/vouchers/${p}_P" &
+  pids+=($!)
+done
+wait "${pids[@]}"
+pg_total=$(sql "SELECT total_limit FROM voucher WHERE code = '${p}_P'")
+is "$(rcli GET "voucher:{${p}_P}:limit") $(remaining "${p}_P")" "$pg_total $((pg_total - 1))" \
+  "40 PATCHes at once: the limit key is PostgreSQL's total and the counter offers it less the hold"
+
+# ---- a PATCH behind another waits until the first moved Redis ----
+# A raise moves Redis after its commit; a change that read the new total before
+# that would move the counter from the old one (two raises where one was meant).
+create "${p}_Q" 100
+gw3="127.0.0.1:$((VOUCHER_PORT_BASE + 16))"
+VOUCHER_HTTP_ADDR=$gw3 VOUCHER_ADMIN_TOKEN=$token VOUCHER_PAUSE=gateway-patch-after-commit \
+  VOUCHER_PAUSE_DIR=$pause_dir daemon_start "$test_name-gateway3" "$bin_gateway"
+wait_http_ok "http://$gw3/healthz" 30 || { echo "Bail out! the third gateway did not start"; exit 1; }
+trap 'daemon_stop "$test_name-gateway2"; daemon_stop "$test_name-gateway3"; finish' EXIT
+curl -s -o /dev/null --max-time 30 -X PATCH -H 'Content-Type: application/json' "${auth[@]}" \
+  --data-binary '{"totalLimit":150}' "http://$gw3/vouchers/${p}_Q" &
+first=$!
+pause_wait gateway-patch-after-commit 30 || { echo "Bail out! the raise never paused"; exit 1; }
+curl -s -o /dev/null --max-time 30 -X PATCH -H 'Content-Type: application/json' "${auth[@]}" \
+  --data-binary '{"totalLimit":120}' "$base_url/vouchers/${p}_Q" &
+second=$!
+waits=0
+for ((i = 0; i < 100; i++)); do
+  [ "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")" -gt 0 ] && { waits=1; break; }
+  sleep 0.1
+done
+is "$waits" 1 "the second change waits for the limit lock while the first is between its commit and Redis"
+pause_go gateway-patch-after-commit
+wait "$first" "$second"
+daemon_stop "$test_name-gateway3"
+is "$(sql "SELECT total_limit FROM voucher WHERE code = '${p}_Q'") $(rcli GET "voucher:{${p}_Q}:limit") $(remaining "${p}_Q")" \
+  "120 120 120" "then Redis offers what PostgreSQL's total says, not 150"
 
 # ---- switched off in the middle of a sale ----
 create "${p}_K" 1000
