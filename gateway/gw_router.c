@@ -419,9 +419,9 @@ int gw_list_query_parse(const char *query, size_t len, gw_list_query_t *out, cha
             }
             memcpy(out->after, value, (size_t)vlen + 1);
         } else if (seg_is(p, klen, "limit") && !seen_limit++) {
-            char *e;
+            char *e = value;
             long v = vlen > 0 && value[0] >= '0' && value[0] <= '9' ? strtol(value, &e, 10) : 0;
-            if (vlen <= 0 || *e || v < 1 || v > GW_LIST_LIMIT_MAX) {
+            if (vlen <= 0 || e == value || *e || v < 1 || v > GW_LIST_LIMIT_MAX) {
                 snprintf(err, errlen, "parameter \"limit\" must be within 1..%d",
                          GW_LIST_LIMIT_MAX);
                 return VC_ERR_INVALID;

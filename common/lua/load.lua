@@ -8,8 +8,10 @@
 -- ARGV[1] remaining  ARGV[2] total_limit the counter was computed from
 -- ARGV[3] expireAt (ms, endsAt plus the retention)
 --
--- Returns 1 set, 0 the counter existed (another load came first; nothing
--- written).
+-- Returns 1 set, 0 the counter existed (another load came first) or the
+-- instant is not after 1970 (a voucher that ended that long ago): nothing
+-- written.
+if tonumber(ARGV[3]) <= 0 then return 0 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PXAT', ARGV[3]) then return 0 end
 redis.call('SET', KEYS[2], ARGV[2], 'PXAT', ARGV[3])
 return 1

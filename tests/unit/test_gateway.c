@@ -639,6 +639,7 @@ static const struct {
     {"limit=101", VC_ERR_INVALID, 0, 0, 0, ""},
     {"limit=-1", VC_ERR_INVALID, 0, 0, 0, ""},
     {"limit=5x", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"limit=x", VC_ERR_INVALID, 0, 0, 0, ""},
     {"limit=", VC_ERR_INVALID, 0, 0, 0, ""},
     {"after=lower", VC_ERR_INVALID, 0, 0, 0, ""},
     {"after=", VC_ERR_INVALID, 0, 0, 0, ""},
