@@ -23,12 +23,20 @@ struct gw_notify {
     vc_redis_url_t url;
 };
 
+/* Whether reply (freed here) is an answer, not an error or a broken connection. */
+static int answered(redisReply *reply)
+{
+    int ok = reply && reply->type != REDIS_REPLY_ERROR;
+    if (reply)
+        freeReplyObject(reply);
+    return ok;
+}
+
 /* Connects and subscribes; returns the context (owned) or NULL. */
 static redisContext *subscribe(const vc_redis_url_t *u)
 {
     struct timeval tv = {2, 0};
     redisContext *ctx = redisConnectWithTimeout(u->host, u->port, tv);
-    redisReply *reply;
 
     if (!ctx || ctx->err) {
         if (ctx)
@@ -36,27 +44,18 @@ static redisContext *subscribe(const vc_redis_url_t *u)
         return NULL;
     }
     redisSetTimeout(ctx, tv);
-    if (u->password[0]) {
-        /* Redis's answer (WRONGPASS ...) never repeats the password. */
-        reply = u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user, u->password)
-                           : redisCommand(ctx, "AUTH %s", u->password);
-        if (!reply || reply->type == REDIS_REPLY_ERROR) {
-            if (reply)
-                freeReplyObject(reply);
-            redisFree(ctx);
-            return NULL;
-        }
-        freeReplyObject(reply);
-    }
-    /* Channels are the same on every database: no SELECT. */
-    reply = redisCommand(ctx, "SUBSCRIBE %s", GW_NOTIFY_CHANNEL);
-    if (!reply || reply->type == REDIS_REPLY_ERROR) {
-        if (reply)
-            freeReplyObject(reply);
+    /* Redis's answer to AUTH (WRONGPASS ...) never repeats the password. */
+    if (u->password[0] &&
+        !answered(u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user, u->password)
+                             : redisCommand(ctx, "AUTH %s", u->password))) {
         redisFree(ctx);
         return NULL;
     }
-    freeReplyObject(reply);
+    /* Channels are the same on every database: no SELECT. */
+    if (!answered(redisCommand(ctx, "SUBSCRIBE %s", GW_NOTIFY_CHANNEL))) {
+        redisFree(ctx);
+        return NULL;
+    }
     return ctx;
 }
 
