@@ -1,6 +1,7 @@
 #include "vc_admin.h"
 #include "vc_config.h"
 #include "vc_error.h"
+#include "vc_json.h"
 #include "vc_log.h"
 #include "vc_metrics.h"
 
@@ -254,13 +255,22 @@ static int on_message_complete(http_parser *p)
         body = dup_text("{\"status\":\"ok\"}", &len);
         respond(c, 200, "OK", "application/json", body, len, keep, head);
     } else if (strcmp(c->url, "/readyz") == 0) {
-        char detail[256] = "", text[400];
+        char detail[256] = "", text[1600];
         int ready = c->admin->ready ? c->admin->ready(c->admin->ready_arg, detail, sizeof(detail))
                                     : 1;
-        char esc[300];
-        vc_json_escape(esc, sizeof(esc), detail);
-        snprintf(text, sizeof(text), "{\"status\":\"%s\",\"detail\":\"%s\"}",
-                 ready ? "ready" : "not ready", esc);
+        vc_jgen_t g;
+
+        /* 1,600 bytes hold the detail's 255 even if each were escaped as \u00XX. */
+        if (vc_jgen_init(&g) == 0) {
+            vc_jgen_map_open(&g);
+            vc_jgen_kv_str(&g, "status", ready ? "ready" : "not ready");
+            vc_jgen_kv_str(&g, "detail", detail);
+            vc_jgen_map_close(&g);
+            if (vc_jgen_finish(&g, text, sizeof(text), &len) != 0)
+                text[0] = '\0';
+        } else {
+            text[0] = '\0';
+        }
         body = dup_text(text, &len);
         respond(c, ready ? 200 : 503, ready ? "OK" : "Service Unavailable", "application/json",
                 body, len, keep, head);

@@ -60,7 +60,8 @@ static int check_event(const vc_event_t *ev, char *err, size_t errlen)
         snprintf(err, errlen, "field \"customerId\" must be a positive integer");
         return VC_ERR_INVALID;
     }
-    if (ev->type == VC_EV_RESERVED && (ev->discount_amount < 0 || ev->order_amount < 0)) {
+    if ((ev->type == VC_EV_RESERVED || (ev->type == VC_EV_CONFIRMED && ev->has_amounts)) &&
+        (ev->discount_amount < 0 || ev->order_amount < 0)) {
         snprintf(err, errlen, "amounts must not be negative");
         return VC_ERR_INVALID;
     }
@@ -89,7 +90,7 @@ int vc_event_encode(const vc_event_t *ev, char *buf, size_t cap, size_t *len, ch
     vc_jgen_kv_str(&g, "code", ev->code);
     vc_jgen_kv_int(&g, "customerId", ev->customer_id);
     vc_jgen_kv_str(&g, "orderId", ev->order_id);
-    if (ev->type == VC_EV_RESERVED) {
+    if (ev->type == VC_EV_RESERVED || (ev->type == VC_EV_CONFIRMED && ev->has_amounts)) {
         vc_jgen_kv_int(&g, "discountAmount", ev->discount_amount);
         vc_jgen_kv_int(&g, "orderAmount", ev->order_amount);
     }
@@ -150,6 +151,15 @@ int vc_event_decode(const char *json, size_t len, vc_event_t *ev, char *err, siz
             (rc = vc_jdoc_int(&doc, "orderAmount", &ev->order_amount, err, errlen)) != 0 ||
             (rc = vc_jdoc_time(&doc, "heldUntil", 0, &ev->held_until_ms, err, errlen)) != 0)
             goto out;
+    }
+    if (ev->type == VC_EV_CONFIRMED &&
+        (vc_jdoc_has(&doc, "discountAmount") || vc_jdoc_has(&doc, "orderAmount"))) {
+        /* The final figures of a confirm given a total; older confirms carry none. */
+        if ((rc = vc_jdoc_int(&doc, "discountAmount", &ev->discount_amount, err, errlen)) !=
+                0 ||
+            (rc = vc_jdoc_int(&doc, "orderAmount", &ev->order_amount, err, errlen)) != 0)
+            goto out;
+        ev->has_amounts = 1;
     }
     if (ev->type == VC_EV_RELEASED &&
         (rc = vc_jdoc_strcpy(&doc, "reason", ev->reason, sizeof(ev->reason), err, errlen)) != 0)

@@ -27,8 +27,15 @@ typedef struct {
     char code[VC_CODE_MAX + 1];
     int64_t customer_id;
     char order_id[VC_ORDER_ID_MAX + 1];
-    int64_t discount_amount; /* minor units; VoucherReserved */
-    int64_t order_amount;    /* minor units; VoucherReserved */
+    /*
+     * Minor units. VoucherReserved: always, the reservation's quote.
+     * VoucherConfirmed: only when has_amounts, the final order total the
+     * confirm was given and the discount for it (events before that field
+     * existed, and confirms without a total, carry none).
+     */
+    int64_t discount_amount;
+    int64_t order_amount;
+    int has_amounts; /* VoucherConfirmed: discountAmount and orderAmount are given */
     int64_t at_ms;           /* reservedAt, confirmedAt or releasedAt */
     int64_t held_until_ms;   /* VoucherReserved; 0 when absent */
     char reason[VC_REASON_MAX + 1]; /* VoucherReleased: CANCELLED, EXPIRED, ... */
@@ -48,7 +55,9 @@ int vc_event_encode(const vc_event_t *ev, char *buf, size_t cap, size_t *len, ch
 /*
  * Decodes and validates one event. Returns 0, or VC_ERR_INVALID with err
  * saying what is wrong (malformed JSON, a missing or mistyped field, an
- * unknown type or version). ev is fully overwritten on success.
+ * unknown type or version). ev is fully overwritten on success. A
+ * VoucherConfirmed carries discountAmount and orderAmount both or neither
+ * (has_amounts says which): one without the other is malformed.
  */
 int vc_event_decode(const char *json, size_t len, vc_event_t *ev, char *err, size_t errlen);
 

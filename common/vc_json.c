@@ -95,23 +95,70 @@ void vc_jgen_free(vc_jgen_t *g)
     g->gen = NULL;
 }
 
-int vc_jgen_finish(vc_jgen_t *g, char *buf, size_t cap, size_t *len)
-{
-    const unsigned char *out;
-    size_t n;
-    int rc = 0;
 
-    if (g->failed || yajl_gen_get_buf(GEN(g), &out, &n) != yajl_gen_status_ok)
+int vc_jgen_emit(vc_jgen_t *g, int (*out)(void *arg, const char *doc, size_t len), void *arg)
+{
+    const unsigned char *doc;
+    size_t n;
+    int rc;
+
+    if (g->failed || yajl_gen_get_buf(GEN(g), &doc, &n) != yajl_gen_status_ok)
         rc = VC_ERR_INVALID;
-    else if (n + 1 > cap)
-        rc = VC_ERR_TOO_LARGE;
-    else {
-        memcpy(buf, out, n);
-        buf[n] = '\0';
-        *len = n;
-    }
+    else
+        rc = out(arg, (const char *)doc, n);
     vc_jgen_free(g);
     return rc;
+}
+
+/* Where vc_jgen_finish() copies to. */
+typedef struct {
+    char *buf;
+    size_t cap, *len;
+} copy_to_t;
+
+static int copy_to(void *arg, const char *doc, size_t n)
+{
+    copy_to_t *c = arg;
+
+    if (n + 1 > c->cap)
+        return VC_ERR_TOO_LARGE;
+    memcpy(c->buf, doc, n);
+    c->buf[n] = '\0';
+    *c->len = n;
+    return 0;
+}
+
+int vc_jgen_finish(vc_jgen_t *g, char *buf, size_t cap, size_t *len)
+{
+    copy_to_t c = {buf, cap, len};
+
+    return vc_jgen_emit(g, copy_to, &c);
+}
+
+/* Where vc_jgen_finish_alloc() copies to. */
+typedef struct {
+    char **out;
+    size_t *len;
+} alloc_to_t;
+
+static int alloc_to(void *arg, const char *doc, size_t n)
+{
+    alloc_to_t *a = arg;
+
+    if (!(*a->out = malloc(n + 1)))
+        return VC_ERR_NOMEM;
+    memcpy(*a->out, doc, n);
+    (*a->out)[n] = '\0';
+    *a->len = n;
+    return 0;
+}
+
+int vc_jgen_finish_alloc(vc_jgen_t *g, char **out, size_t *len)
+{
+    alloc_to_t a = {out, len};
+
+    *out = NULL;
+    return vc_jgen_emit(g, alloc_to, &a);
 }
 
 /*
@@ -736,19 +783,6 @@ int vc_jdoc_whole(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err
     return 0;
 }
 
-int vc_jdoc_bool(const vc_jdoc_t *doc, const char *key, int *out, char *err, size_t errlen)
-{
-    yajl_val v = lookup(doc, key);
-    if (!v)
-        return missing(key, err, errlen);
-    if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v)) {
-        snprintf(err, errlen, "field \"%s\" must be true or false", key);
-        return VC_ERR_INVALID;
-    }
-    *out = YAJL_IS_TRUE(v);
-    return 0;
-}
-
 int vc_jdoc_time(const vc_jdoc_t *doc, const char *key, int required, int64_t *out_ms, char *err,
                  size_t errlen)
 {
@@ -765,5 +799,93 @@ int vc_jdoc_time(const vc_jdoc_t *doc, const char *key, int required, int64_t *o
         snprintf(err, errlen, "field \"%s\" must be an RFC 3339 time", key);
         return VC_ERR_INVALID;
     }
+    return 0;
+}
+
+/*
+ * The value at key when its type is one of a or b; else NULL with err saying
+ * the field is missing or must be what.
+ */
+static yajl_val typed(const vc_jdoc_t *doc, const char *key, yajl_type a, yajl_type b,
+                      const char *what, char *err, size_t errlen)
+{
+    yajl_val v = lookup(doc, key);
+
+    if (!v) {
+        missing(key, err, errlen);
+        return NULL;
+    }
+    if (v->type != a && v->type != b) {
+        snprintf(err, errlen, "field \"%s\" must be %s", key, what);
+        return NULL;
+    }
+    return v;
+}
+
+int vc_jdoc_bool(const vc_jdoc_t *doc, const char *key, int *out, char *err, size_t errlen)
+{
+    yajl_val v = typed(doc, key, yajl_t_true, yajl_t_false, "true or false", err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
+    *out = YAJL_IS_TRUE(v);
+    return 0;
+}
+
+int vc_jdoc_obj(const vc_jdoc_t *doc, const char *key, vc_jdoc_t *out, char *err, size_t errlen)
+{
+    yajl_val v = typed(doc, key, yajl_t_object, yajl_t_object, "an object", err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
+    out->root = v;
+    return 0;
+}
+
+int vc_jdoc_array(const vc_jdoc_t *doc, const char *key, size_t *len, char *err, size_t errlen)
+{
+    yajl_val v = typed(doc, key, yajl_t_array, yajl_t_array, "an array", err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
+    *len = v->u.array.len;
+    return 0;
+}
+
+/* Element i of the array at key when its type is t; else NULL with err set. */
+static yajl_val element(const vc_jdoc_t *doc, const char *key, size_t i, yajl_type t,
+                        const char *what, char *err, size_t errlen)
+{
+    size_t len;
+    yajl_val v;
+
+    if (vc_jdoc_array(doc, key, &len, err, errlen) != 0)
+        return NULL;
+    if (i >= len) {
+        snprintf(err, errlen, "field \"%s\" has no element %zu", key, i);
+        return NULL;
+    }
+    v = lookup(doc, key)->u.array.values[i];
+    if (v->type != t) {
+        snprintf(err, errlen, "field \"%s\"[%zu] must be %s", key, i, what);
+        return NULL;
+    }
+    return v;
+}
+
+int vc_jdoc_at(const vc_jdoc_t *doc, const char *key, size_t i, vc_jdoc_t *out, char *err,
+               size_t errlen)
+{
+    yajl_val v = element(doc, key, i, yajl_t_object, "an object", err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
+    out->root = v;
+    return 0;
+}
+
+int vc_jdoc_str_at(const vc_jdoc_t *doc, const char *key, size_t i, const char **out, char *err,
+                   size_t errlen)
+{
+    yajl_val v = element(doc, key, i, yajl_t_string, "a string", err, errlen);
+    if (!v)
+        return VC_ERR_INVALID;
+    *out = YAJL_GET_STRING(v);
     return 0;
 }

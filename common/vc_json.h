@@ -31,11 +31,25 @@ void vc_jgen_kv_int(vc_jgen_t *g, const char *key, int64_t v);
 void vc_jgen_kv_bool(vc_jgen_t *g, const char *key, int v);
 
 /*
+ * Hands over the document as a malloc'd NUL-terminated string (the caller
+ * frees it) and frees the writer, for documents of no fixed size. Returns 0
+ * and sets *out and *len, VC_ERR_NOMEM, or VC_ERR_INVALID as vc_jgen_finish().
+ */
+int vc_jgen_finish_alloc(vc_jgen_t *g, char **out, size_t *len);
+
+/*
  * Copies the document into buf (NUL-terminated) and frees the writer.
  * Returns 0 and sets *len, VC_ERR_TOO_LARGE if it does not fit, or
  * VC_ERR_INVALID if a call above was out of place.
  */
 int vc_jgen_finish(vc_jgen_t *g, char *buf, size_t cap, size_t *len);
+
+/*
+ * Hands the document to out(arg, doc, len) without copying it, then frees the
+ * writer. Returns out's result, or VC_ERR_INVALID if a call above was out of
+ * place (out is not called then).
+ */
+int vc_jgen_emit(vc_jgen_t *g, int (*out)(void *arg, const char *doc, size_t len), void *arg);
 
 /* Frees the writer without output (for error paths). */
 void vc_jgen_free(vc_jgen_t *g);
@@ -97,6 +111,21 @@ int vc_jdoc_int(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, 
  */
 int vc_jdoc_whole(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, size_t errlen);
 int vc_jdoc_bool(const vc_jdoc_t *doc, const char *key, int *out, char *err, size_t errlen);
+
+/*
+ * Nested values. vc_jdoc_obj() and vc_jdoc_at() give a borrowed object
+ * (never vc_jdoc_free() it: it lives as long as doc). vc_jdoc_array() sets
+ * *len to the length of the array at key; vc_jdoc_at() and vc_jdoc_str_at()
+ * read its element i (an object, a string). Each returns 0, or VC_ERR_INVALID
+ * with err naming the field when it is missing or of the wrong type.
+ */
+int vc_jdoc_obj(const vc_jdoc_t *doc, const char *key, vc_jdoc_t *out, char *err, size_t errlen);
+int vc_jdoc_array(const vc_jdoc_t *doc, const char *key, size_t *len, char *err, size_t errlen);
+int vc_jdoc_at(const vc_jdoc_t *doc, const char *key, size_t i, vc_jdoc_t *out, char *err,
+               size_t errlen);
+int vc_jdoc_str_at(const vc_jdoc_t *doc, const char *key, size_t i, const char **out, char *err,
+                   size_t errlen);
+
 /* An RFC 3339 string; when !required and the key is absent, *out_ms = 0. */
 int vc_jdoc_time(const vc_jdoc_t *doc, const char *key, int required, int64_t *out_ms, char *err,
                  size_t errlen);

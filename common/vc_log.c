@@ -1,11 +1,13 @@
 #include "vc_log.h"
 #include "vc_error.h"
+#include "vc_json.h"
 #include "vc_time.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 vc_log_level_t vc_log_min_level = VC_LOG_INFO;
@@ -33,77 +35,64 @@ int vc_log_init(const char *daemon, const char *level)
     return 0;
 }
 
-size_t vc_json_escape(char *buf, size_t cap, const char *s)
+/*
+ * Field values are cut at this many bytes (at a character boundary): a log
+ * line names things, it does not carry payloads.
+ */
+#define LOG_VALUE_MAX 1024
+
+/* The length of s cut to at most max bytes, not inside a UTF-8 sequence. */
+static size_t cut_len(const char *s, size_t max)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t n = 0;
+    size_t n = strlen(s);
 
-    if (cap == 0)
-        return 0;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        char esc[7];
-        size_t elen = 0;
-
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            elen = 2;
-        } else if (c == '\n') {
-            memcpy(esc, "\\n", 2);
-            elen = 2;
-        } else if (c < 0x20) {
-            memcpy(esc, "\\u00", 4);
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            elen = 6;
-        } else {
-            esc[0] = (char)c;
-            elen = 1;
-        }
-        if (n + elen >= cap)
-            break;
-        memcpy(buf + n, esc, elen);
-        n += elen;
-    }
-    buf[n] = '\0';
+    if (n <= max)
+        return n;
+    n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
     return n;
+}
+
+/* One write(2) per line keeps lines from different threads whole. */
+static int write_line(void *arg, const char *doc, size_t len)
+{
+    struct iovec iov[2] = {{(void *)doc, len}, {"\n", 1}};
+    ssize_t w = writev(STDERR_FILENO, iov, 2);
+
+    (void)arg;
+    (void)w;
+    return 0;
 }
 
 void vc_log_write(vc_log_level_t level, const vc_log_field_t *fields, size_t nfields,
                   const char *fmt, ...)
 {
-    char msg[2048], line[4096], ts[40];
-    size_t n;
+    char msg[2048], ts[40];
+    vc_jgen_t g;
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-
     vc_time_format_ms(vc_time_now_ms(), ts, sizeof(ts));
-    n = (size_t)snprintf(line, sizeof(line), "{\"time\":\"%s\",\"level\":\"%s\",\"daemon\":\"%s\"",
-                         ts, level_names[level], log_daemon);
-    for (size_t i = 0; i < nfields && n < sizeof(line) - 8; i++) {
+
+    /* yajl escapes; a line it cannot build (no memory) is lost, as a full disk would lose it. */
+    if (vc_jgen_init(&g) != 0)
+        return;
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "time", ts);
+    vc_jgen_kv_str(&g, "level", level_names[level]);
+    vc_jgen_kv_str(&g, "daemon", log_daemon);
+    for (size_t i = 0; i < nfields; i++) {
         if (!fields[i].key || !fields[i].value)
             continue;
-        n += (size_t)snprintf(line + n, sizeof(line) - n, ",\"%s\":\"", fields[i].key);
-        if (n >= sizeof(line) - 8)
-            break;
-        n += vc_json_escape(line + n, sizeof(line) - n - 4, fields[i].value);
-        line[n++] = '"';
+        vc_jgen_key(&g, fields[i].key);
+        vc_jgen_strn(&g, fields[i].value, cut_len(fields[i].value, LOG_VALUE_MAX));
     }
-    if (n < sizeof(line) - 16) {
-        memcpy(line + n, ",\"message\":\"", 12);
-        n += 12;
-        n += vc_json_escape(line + n, sizeof(line) - n - 3, msg);
-    }
-    if (n > sizeof(line) - 3)
-        n = sizeof(line) - 3;
-    line[n++] = '"';
-    line[n++] = '}';
-    line[n++] = '\n';
-    /* One write(2) per line keeps lines from different threads whole. */
-    ssize_t w = write(STDERR_FILENO, line, n);
-    (void)w;
+    vc_jgen_key(&g, "message");
+    /* vsnprintf may have cut a character in two at the end. */
+    vc_jgen_strn(&g, msg, cut_len(msg, sizeof(msg) - 2));
+    vc_jgen_map_close(&g);
+    vc_jgen_emit(&g, write_line, NULL);
 }

@@ -57,11 +57,4 @@ void vc_log_write(vc_log_level_t level, const vc_log_field_t *fields, size_t nfi
 #define vc_warn(...) VC_LOG(VC_LOG_WARN, __VA_ARGS__)
 #define vc_error(...) VC_LOG(VC_LOG_ERROR, __VA_ARGS__)
 
-/*
- * Appends s to buf as the body of a JSON string (quotes not included), escaping
- * what JSON requires. Writes at most cap-1 bytes and always NUL-terminates.
- * Returns the number of bytes written.
- */
-size_t vc_json_escape(char *buf, size_t cap, const char *s);
-
 #endif

@@ -62,17 +62,6 @@ static int expect(const char **p, const char *end, const char *chars)
     return 0;
 }
 
-/* Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
 int vc_time_parse(const char *s, size_t len, int64_t *out_ms)
 {
     const char *p = s, *end = s + len;
@@ -119,7 +108,11 @@ int vc_time_parse(const char *s, size_t len, int64_t *out_ms)
     if (sec == 60)
         sec = 59; /* A leap second is read as the second before it. */
 
-    int64_t days = days_from_civil(Y, M, D);
-    *out_ms = ((days * 86400 + h * 3600 + m * 60 + sec) - (int64_t)off * 60) * 1000 + ms;
+    /* The fields are checked above, so timegm only adds them up (in UTC). */
+    struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D,
+                    .tm_hour = h, .tm_min = m, .tm_sec = sec};
+    time_t t = timegm(&tm);
+
+    *out_ms = ((int64_t)t - (int64_t)off * 60) * 1000 + ms;
     return 0;
 }

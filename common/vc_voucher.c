@@ -28,6 +28,11 @@ int vc_voucher_check(const vc_voucher_t *v, int64_t now_ms, int64_t order_amount
         return VC_E_NOT_STARTED;
     if (now_ms >= v->ends_at_ms)
         return VC_E_EXPIRED;
+    return vc_voucher_price(v, order_amount, discount);
+}
+
+int vc_voucher_price(const vc_voucher_t *v, int64_t order_amount, int64_t *discount)
+{
     if (order_amount < v->min_order_amount)
         return VC_E_ORDER_TOO_SMALL;
     *discount = vc_voucher_discount(v, order_amount);

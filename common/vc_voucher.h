@@ -31,11 +31,20 @@ int64_t vc_voucher_discount(const vc_voucher_t *v, int64_t order_amount);
 
 /*
  * Checks the rules that need no shared state, in the order a buyer would want
- * to hear them: VC_E_INACTIVE, VC_E_NOT_STARTED, VC_E_EXPIRED, VC_E_ORDER_TOO_SMALL, or 0
- * with *discount set.
+ * to hear them: VC_E_INACTIVE, VC_E_NOT_STARTED, VC_E_EXPIRED, then vc_voucher_price().
  */
 int vc_voucher_check(const vc_voucher_t *v, int64_t now_ms, int64_t order_amount,
                      int64_t *discount);
+
+/*
+ * The rules that follow the basket and not the clock: VC_E_ORDER_TOO_SMALL
+ * when order_amount is below the minimum, else 0 with *discount set
+ * (vc_voucher_discount). A reservation is judged by vc_voucher_check(); a
+ * confirm with the final total by this alone, because a hold taken inside
+ * the window keeps its promise until its heldUntil, also after endsAt
+ * (proto/openapi.yaml, "Confirm against the final order"). Pure.
+ */
+int vc_voucher_price(const vc_voucher_t *v, int64_t order_amount, int64_t *discount);
 
 /*
  * The remaining rule (proto/redis-keys.md, "The remaining rule"): every path

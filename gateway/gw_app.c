@@ -43,8 +43,8 @@ static void join3(char *out, size_t cap, const char *a, const char *b, const cha
 void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX])
 {
     static const char *const suffix[GW_KEY_COUNT] = {
-        "}:remaining", "}:users",   "}:orders",    "}:holds",
-        "}:resent",    "}:amounts", "}:releasing", "}:limit"};
+        "}:remaining", "}:users",     "}:orders", "}:holds", "}:resent",
+        "}:amounts",   "}:paid",      "}:releasing", "}:limit"};
     for (int i = 0; i < GW_KEY_COUNT; i++)
         join3(keys[i], GW_KEY_MAX, "voucher:{", code, suffix[i]);
 }

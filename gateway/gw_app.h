@@ -56,6 +56,7 @@ enum {
     GW_KEY_HOLDS,
     GW_KEY_RESENT,
     GW_KEY_AMOUNTS,
+    GW_KEY_PAID, /* confirm.lua, with a final total */
     GW_KEY_RELEASING,
     GW_KEY_LIMIT,
     GW_KEY_COUNT
@@ -67,7 +68,7 @@ enum {
 
 /*
  * Fills keys with voucher:{code}:remaining, :users, :orders, :holds, :resent,
- * :amounts, :releasing, :limit.
+ * :amounts, :paid, :releasing, :limit.
  */
 void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
 

@@ -1,4 +1,5 @@
 #include "gw_config.h"
+#include "vc_retention.h"
 
 #include <stddef.h>
 
@@ -41,9 +42,9 @@ const vc_cfg_param_t gw_config_params[] = {
        "how long cached voucher rules are trusted before PostgreSQL is read again"),
     MS("rules-miss-ttl", "VOUCHER_RULES_MISS_TTL", "1s", rules_miss_ttl_ms, 0, 3600000,
        "how long an unknown voucher code is answered 404 from memory"),
-    MS("redis-retention", "VOUCHER_REDIS_RETENTION", "72h", redis_retention_ms, 172800000LL,
-       31622400000LL,
-       "how long after a voucher's endsAt its Redis keys and its orderIds' claims are kept"),
+    MS(VC_REDIS_RETENTION_FLAG, VC_REDIS_RETENTION_ENV, VC_REDIS_RETENTION_DEFAULT,
+       redis_retention_ms, VC_REDIS_RETENTION_MIN_MS, VC_REDIS_RETENTION_MAX_MS,
+       VC_REDIS_RETENTION_HELP),
     INT("rules-max-loads", "VOUCHER_RULES_MAX_LOADS", "2", rules_max_loads, 1, 64,
         "rule reads of one worker running in PostgreSQL at once; more wait in a bounded queue"),
     MS("soldout-recheck", "VOUCHER_SOLDOUT_RECHECK", "1s", soldout_recheck_ms, 0, 3600000,

@@ -8,6 +8,16 @@
  * publishes again (the writer applies it once), so a retry after a 503
  * repairs a lost event.
  *
+ * A confirm may carry the order's final total, {"orderAmount": N}
+ * (proto/openapi.yaml, "Confirm against the final order"). The gateway then
+ * prices it with the voucher's rules, without the clock (vc_voucher_price():
+ * the minimum, the percent with its cap), and confirm.lua judges that verdict
+ * against the stored reservation and confirms in the same script: no check
+ * and act across round trips. A refusal changes nothing (422 with the
+ * reservation's quote, the hold stays); a confirm of a confirmed order
+ * replays its answer for the same total and is 409 ALREADY_CONFIRMED for
+ * another. VoucherConfirmed then carries the final figures.
+ *
  * A cancel has two steps (proto/redis-keys.md): release_begin.lua (H|C -> X:
  * no longer confirmable, the use still taken), VoucherReleased published, and
  * only after Kafka's acknowledgement release_finish.lua (X -> R: the use is
@@ -16,6 +26,7 @@
  * and finishes.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gw_app.h"
@@ -31,6 +42,13 @@ typedef struct {
     char order_id[VC_ORDER_ID_MAX + 1];
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
     int replayed;
+    /* A confirm given the final total (in.has_total) only: */
+    gw_confirm_req_t in;
+    vc_voucher_t v;   /* the voucher's rules as the cache has them */
+    int verdict;      /* vc_voucher_price() for the total: 0, or VC_E_ORDER_TOO_SMALL */
+    int64_t price;    /* the discount for the total, when verdict is 0 */
+    gw_figures_t fig; /* what the order is confirmed at, for the event and the answer */
+    char total_arg[24], price_arg[24];
 } hold_t;
 
 static void finish_release(hold_t *h);
@@ -65,6 +83,11 @@ static void delivered_cb(void *arg, int rc)
         finish_release(h);
         return;
     }
+    if (h->in.has_total) {
+        len = gw_body_confirmed(body, sizeof(body), h->order_id, h->code, &h->fig, h->replayed);
+        gw_app_reply(h->req, 200, body, len);
+        return;
+    }
     len = gw_body_status(body, sizeof(body), h->order_id, h->code,
                          h->type == VC_EV_CONFIRMED ? "CONFIRMED" : "RELEASED", h->replayed);
     gw_app_reply(h->req, 200, body, len);
@@ -84,6 +107,12 @@ static void publish(hold_t *h, const gw_order_value_t *o)
     ev.at_ms = vc_time_now_ms();
     if (h->type == VC_EV_RELEASED)
         snprintf(ev.reason, sizeof(ev.reason), "CANCELLED");
+    if (h->in.has_total && h->fig.has_amount) {
+        /* The final figures; a confirmed order whose total Redis lost is published without. */
+        ev.has_amounts = 1;
+        ev.order_amount = h->fig.order_amount;
+        ev.discount_amount = h->fig.discount;
+    }
     if ((rc = gw_app_publish(h->app, &ev, delivered_cb, h)) != 0)
         fail(h, rc, "publishing the event");
 }
@@ -135,6 +164,80 @@ static void finish_release(hold_t *h)
         fail(h, rc, "redis release finish");
 }
 
+/*
+ * Reads reply item i, an integer sent as a string, into *out: 1 read, 0 nil
+ * (Redis does not know it), -1 neither.
+ */
+static int item_int(const gw_redis_reply_t *reply, size_t i, int64_t *out)
+{
+    char buf[24], *end;
+
+    if (reply->n <= i || reply->item[i].type == GW_REDIS_NIL)
+        return 0;
+    if (reply->item[i].type != GW_REDIS_STR || reply->item[i].len == 0 ||
+        reply->item[i].len >= sizeof(buf))
+        return -1;
+    memcpy(buf, reply->item[i].str, reply->item[i].len);
+    buf[reply->item[i].len] = '\0';
+    *out = strtoll(buf, &end, 10);
+    return *end == '\0' && *out >= 0 ? 1 : -1;
+}
+
+/* Answers a refused confirm (422 or 409) with the figures under key. */
+static void reply_refused(hold_t *h, int rc, const char *detail, const char *key)
+{
+    const char *error, *reason;
+    char body[768];
+    int status = gw_status_for(rc, &error, &reason);
+    size_t len =
+        gw_body_confirm_refused(body, sizeof(body), error, detail, reason, key, &h->fig);
+
+    gw_app_reply(h->req, status, body, len);
+}
+
+/*
+ * confirm.lua's answer to a confirm given the total (status 1, 0, -3, -4;
+ * the others are answered as without one), order parsed into o.
+ */
+static void confirmed_total(hold_t *h, int64_t status, const gw_redis_reply_t *reply,
+                            const gw_order_value_t *o)
+{
+    char detail[160];
+    int64_t amount = 0, paid = 0;
+    int has_amount = item_int(reply, 2, &amount), has_paid = item_int(reply, 3, &paid);
+
+    if (has_amount < 0 || has_paid < 0) {
+        fail(h, VC_ERR_PROTOCOL, "stored amounts unreadable");
+        return;
+    }
+    h->fig.discount = o->discount;
+    switch (status) {
+    case 1: /* confirmed now, at the total */
+    case 0: /* confirmed before: at this total, or at one Redis no longer knows */
+        h->fig.has_amount = has_paid;
+        h->fig.order_amount = paid;
+        h->replayed = status == 0;
+        publish(h, o);
+        return;
+    case -3:
+        h->fig.has_amount = 1;
+        h->fig.order_amount = paid;
+        snprintf(detail, sizeof(detail), "the order was confirmed at orderAmount %lld",
+                 (long long)paid);
+        reply_refused(h, GW_E_CONFIRMED_OTHER, detail, "confirmed");
+        return;
+    case -4:
+        /* Nothing changed: the hold and its quote stand, for a confirm with the right total. */
+        h->fig.has_amount = has_amount;
+        h->fig.order_amount = amount;
+        reply_refused(h, h->verdict, NULL, "quote");
+        return;
+    default:
+        fail(h, VC_ERR_PROTOCOL, "redis confirm");
+        return;
+    }
+}
+
 static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     hold_t *h = arg;
@@ -166,6 +269,10 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
                                               : "the reservation was released");
             return;
         }
+        if (h->in.has_total) {
+            confirmed_total(h, status, reply, &o);
+            return;
+        }
         h->replayed = status == 0;
         publish(h, &o);
         return;
@@ -185,10 +292,63 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     }
 }
 
+/* Runs confirm.lua; with a total, h->verdict and h->price are set. */
+static void run_confirm(hold_t *h)
+{
+    char now[24];
+    const char *keys[] = {h->keys[GW_KEY_ORDERS], h->keys[GW_KEY_HOLDS], h->keys[GW_KEY_RESENT],
+                          h->keys[GW_KEY_AMOUNTS], h->keys[GW_KEY_PAID]};
+    const char *args[] = {h->order_id, now, h->total_arg, h->price_arg};
+    int rc;
+
+    snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
+    /*
+     * confirm.lua marks a confirm of a confirmed order in resent (it publishes
+     * again), and records the total every confirm is made at (paid), so that a
+     * later confirm with a total is compared with it.
+     */
+    rc = gw_redis_eval(h->app->redis, GW_SCRIPT_CONFIRM, script_cb, h, 5, keys,
+                       h->in.has_total ? 4 : 2, args);
+    if (rc != 0)
+        fail(h, rc, "redis");
+}
+
+/*
+ * The voucher's rules are known: price the final total (no clock: a hold
+ * taken inside the window is confirmable until its heldUntil), then let
+ * confirm.lua judge the verdict against the stored reservation.
+ */
+static void with_rules(hold_t *h)
+{
+    h->verdict = vc_voucher_price(&h->v, h->in.order_amount, &h->price);
+    snprintf(h->total_arg, sizeof(h->total_arg), "%lld", (long long)h->in.order_amount);
+    if (h->verdict == 0)
+        snprintf(h->price_arg, sizeof(h->price_arg), "%lld", (long long)h->price);
+    else
+        h->price_arg[0] = '\0'; /* refused: confirm.lua confirms only the reservation's total */
+    run_confirm(h);
+}
+
+static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
+{
+    hold_t *h = arg;
+
+    if (rc != 0) {
+        if (rc < 0)
+            fail(h, rc, "reading voucher rules");
+        else
+            gw_app_reply_error(h->req, rc, NULL);
+        return;
+    }
+    if (v != &h->v)
+        h->v = *v;
+    with_rules(h);
+}
+
 static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const char *code,
                   const char *order_id)
 {
-    char now[24];
+    char now[24], err[256];
     const char *keys[3], *args[3];
     hold_t *h = gw_request_alloc(req, sizeof(*h));
     int rc;
@@ -197,27 +357,37 @@ static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const 
         gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
         return;
     }
+    memset(h, 0, sizeof(*h));
     h->app = app;
     h->req = req;
     h->type = type;
     snprintf(h->code, sizeof(h->code), "%s", code);
     snprintf(h->order_id, sizeof(h->order_id), "%s", order_id);
     gw_app_keys(code, h->keys);
+    if (type == VC_EV_CONFIRMED) {
+        if ((rc = gw_confirm_req_parse(req->body, req->body_len, &h->in, err, sizeof(err))) !=
+            0) {
+            gw_app_reply_error(req, rc, err);
+            return;
+        }
+        if (!h->in.has_total) {
+            run_confirm(h); /* as before the total existed: no rule is read */
+            return;
+        }
+        /* Answered now (cached, or a remembered miss) or later through rules_cb: one path. */
+        rc = gw_rules_get(app->rules, code, 0, &h->v, rules_cb, h);
+        if (rc != GW_RULES_PENDING)
+            rules_cb(h, rc, rc == 0 ? &h->v : NULL);
+        return;
+    }
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
     keys[0] = h->keys[GW_KEY_ORDERS];
     keys[1] = h->keys[GW_KEY_HOLDS];
     args[0] = h->order_id;
-    if (type == VC_EV_CONFIRMED) {
-        /* confirm.lua marks a confirm of a confirmed order in resent (it publishes again). */
-        keys[2] = h->keys[GW_KEY_RESENT];
-        args[1] = now;
-        rc = gw_redis_eval(app->redis, GW_SCRIPT_CONFIRM, script_cb, h, 3, keys, 2, args);
-    } else {
-        keys[2] = h->keys[GW_KEY_RELEASING];
-        args[1] = "cancel";
-        args[2] = now;
-        rc = gw_redis_eval(app->redis, GW_SCRIPT_RELEASE_BEGIN, script_cb, h, 3, keys, 3, args);
-    }
+    keys[2] = h->keys[GW_KEY_RELEASING];
+    args[1] = "cancel";
+    args[2] = now;
+    rc = gw_redis_eval(app->redis, GW_SCRIPT_RELEASE_BEGIN, script_cb, h, 3, keys, 3, args);
     if (rc != 0)
         fail(h, rc, "redis");
 }

@@ -203,6 +203,33 @@ int gw_quote_req_parse(const char *body, size_t len, gw_quote_req_t *out, char *
     return rc;
 }
 
+int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, char *err,
+                         size_t errlen)
+{
+    static const char *const allowed[] = {"orderAmount", NULL};
+    vc_jdoc_t doc;
+    size_t i;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    for (i = 0; i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' ||
+                            body[i] == '\n');
+         i++)
+        ;
+    if (i == len)
+        return 0; /* no body: the confirm of old */
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) == 0 &&
+        vc_jdoc_has(&doc, "orderAmount") &&
+        (rc = int_field(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err, errlen)) == 0)
+        out->has_total = 1;
+    vc_jdoc_free(&doc);
+    if (rc != 0)
+        memset(out, 0, sizeof(*out)); /* a refused body gives no total */
+    return rc;
+}
+
 int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *err, size_t errlen)
 {
     static const char *const allowed[] = {"code",
@@ -548,50 +575,6 @@ out:
     return rc;
 }
 
-/* Parses a decimal integer of s[0..len); returns 0 or -1. */
-static int parse_i64(const char *s, size_t len, int64_t *out)
-{
-    char buf[24], *end;
-    long long v;
-
-    if (len == 0 || len >= sizeof(buf))
-        return -1;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    v = strtoll(buf, &end, 10);
-    if (*end || buf[0] == '+' || buf[0] == ' ')
-        return -1;
-    *out = v;
-    return 0;
-}
-
-int gw_order_value_parse(const char *s, size_t len, gw_order_value_t *out)
-{
-    const char *field[4];
-    size_t flen[4], i = 0;
-    const char *p = s, *end = s + len;
-
-    while (i < 4) {
-        const char *colon = memchr(p, ':', (size_t)(end - p));
-        field[i] = p;
-        flen[i] = colon ? (size_t)(colon - p) : (size_t)(end - p);
-        i++;
-        if (!colon)
-            break;
-        p = colon + 1;
-    }
-    if (i != 4 || field[3] + flen[3] != end || flen[3] != 1)
-        return VC_ERR_PROTOCOL;
-    if (parse_i64(field[0], flen[0], &out->customer_id) != 0 ||
-        parse_i64(field[1], flen[1], &out->discount) != 0 ||
-        parse_i64(field[2], flen[2], &out->held_until_ms) != 0)
-        return VC_ERR_PROTOCOL;
-    out->state = field[3][0];
-    if (!strchr("HCXER", out->state) || out->state == '\0')
-        return VC_ERR_PROTOCOL;
-    return 0;
-}
-
 /* Writes v as 16 hex digits. */
 static void hex16(char *out, uint64_t v)
 {
@@ -674,6 +657,9 @@ int gw_status_for(int rc, const char **error, const char **reason)
     case GW_E_UNAUTHORIZED:
         *error = "UNAUTHORIZED";
         return 401;
+    case GW_E_CONFIRMED_OTHER:
+        *error = "ALREADY_CONFIRMED";
+        return 409;
     default:
         /* Every other failure is ours, and trying again later may pass. */
         *error = "UNAVAILABLE";
@@ -727,8 +713,16 @@ static size_t finish(vc_jgen_t *g, char *buf, size_t cap)
     return len;
 }
 
-size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detail,
-                     const char *reason)
+static void figures(vc_jgen_t *g, const gw_figures_t *fig)
+{
+    if (fig->has_amount)
+        vc_jgen_kv_int(g, "orderAmount", fig->order_amount);
+    vc_jgen_kv_int(g, "discountAmount", fig->discount);
+}
+
+/* An error body, with a refused confirm's figures under key (or none: key NULL). */
+static size_t error_body(char *buf, size_t cap, const char *error, const char *detail,
+                         const char *reason, const char *key, const gw_figures_t *fig)
 {
     vc_jgen_t g;
 
@@ -739,8 +733,20 @@ size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detai
     vc_jgen_kv_str(&g, "detail", detail ? detail : "");
     if (reason)
         vc_jgen_kv_str(&g, "reason", reason);
+    if (key) {
+        vc_jgen_key(&g, key);
+        vc_jgen_map_open(&g);
+        figures(&g, fig);
+        vc_jgen_map_close(&g);
+    }
     vc_jgen_map_close(&g);
     return finish(&g, buf, cap);
+}
+
+size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detail,
+                     const char *reason)
+{
+    return error_body(buf, cap, error, detail, reason, NULL, NULL);
 }
 
 size_t gw_body_reservation(char *buf, size_t cap, const char *order_id, const char *code,
@@ -764,8 +770,9 @@ size_t gw_body_reservation(char *buf, size_t cap, const char *order_id, const ch
     return finish(&g, buf, cap);
 }
 
-size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *code,
-                      const char *status, int replayed)
+/* A confirm's or a cancel's answer, with the figures of a confirm given a total (fig, or NULL). */
+static size_t status_body(char *buf, size_t cap, const char *order_id, const char *code,
+                          const char *status, const gw_figures_t *fig, int replayed)
 {
     vc_jgen_t g;
 
@@ -775,10 +782,30 @@ size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *c
     vc_jgen_kv_str(&g, "orderId", order_id);
     vc_jgen_kv_str(&g, "code", code);
     vc_jgen_kv_str(&g, "status", status);
+    if (fig)
+        figures(&g, fig);
     if (replayed)
         vc_jgen_kv_bool(&g, "replayed", 1);
     vc_jgen_map_close(&g);
     return finish(&g, buf, cap);
+}
+
+size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *code,
+                      const char *status, int replayed)
+{
+    return status_body(buf, cap, order_id, code, status, NULL, replayed);
+}
+
+size_t gw_body_confirmed(char *buf, size_t cap, const char *order_id, const char *code,
+                         const gw_figures_t *fig, int replayed)
+{
+    return status_body(buf, cap, order_id, code, "CONFIRMED", fig, replayed);
+}
+
+size_t gw_body_confirm_refused(char *buf, size_t cap, const char *error, const char *detail,
+                               const char *reason, const char *key, const gw_figures_t *fig)
+{
+    return error_body(buf, cap, error, detail, reason, key, fig);
 }
 
 int gw_jgen_voucher(vc_jgen_t *g, const vc_voucher_t *v, int with_used, int64_t used_count)

@@ -12,6 +12,7 @@
 
 #include "vc_event.h"
 #include "vc_json.h"
+#include "vc_order_value.h"
 #include "vc_voucher.h"
 
 /*
@@ -22,6 +23,8 @@
 #define GW_E_UNAUTHORIZED 101 /* 401 UNAUTHORIZED: missing or wrong bearer token */
 #define GW_E_LIMIT 102        /* 409 LIMIT_CONFLICT: a limit cannot go that low now */
 #define GW_E_RULES 103        /* 409 RULES_CONFLICT: a change does not fit the voucher as it is */
+/* 409 ALREADY_CONFIRMED: a confirm's total differs from the one the order was confirmed at. */
+#define GW_E_CONFIRMED_OTHER 110
 
 #define GW_MAX_BODY (16 * 1024) /* request bodies above this get 413 */
 
@@ -91,6 +94,20 @@ typedef struct {
 
 /* Parses and validates a quote body; the same contract as gw_reserve_req_parse(). */
 int gw_quote_req_parse(const char *body, size_t len, gw_quote_req_t *out, char *err, size_t errlen);
+
+/*
+ * The body of POST /vouchers/{code}/reservations/{orderId}/confirm: optional.
+ * No body, an empty one (only whitespace) or {} is a confirm without a total,
+ * answered as before the total existed.
+ */
+typedef struct {
+    int has_total;        /* orderAmount was given */
+    int64_t order_amount; /* >= 0, minor units: the order's final total */
+} gw_confirm_req_t;
+
+/* Parses and validates a confirm body; the same contract as gw_reserve_req_parse(). */
+int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, char *err,
+                         size_t errlen);
 
 /*
  * Parses and validates the body of POST /vouchers into out (used_count 0):
@@ -188,19 +205,13 @@ int gw_route_auth(gw_route_kind_t kind);
  */
 int gw_bearer_authorized(const char *auth, const char *tokens);
 
-/*
- * A stored order value of the Redis scripts: "customerId:discount:heldUntilMs:state",
- * state as proto/redis-keys.md lists them.
- */
-typedef struct {
-    int64_t customer_id;
-    int64_t discount;
-    int64_t held_until_ms;
-    char state; /* 'H' held, 'C' confirmed, 'X'/'E' release begun, 'R' released */
-} gw_order_value_t;
+/* A stored order value of the Redis scripts: the one strict parser is common/vc_order_value.h. */
+typedef vc_order_value_t gw_order_value_t;
 
-/* Parses s (len bytes). Returns 0, or VC_ERR_PROTOCOL when it is not such a value. */
-int gw_order_value_parse(const char *s, size_t len, gw_order_value_t *out);
+static inline int gw_order_value_parse(const char *s, size_t len, gw_order_value_t *out)
+{
+    return vc_order_value_parse(s, len, out);
+}
 
 /*
  * An orderId's claim, voucher-order:{orderId} (proto/redis-keys.md), holds
@@ -250,5 +261,33 @@ size_t gw_body_reservation(char *buf, size_t cap, const char *order_id, const ch
  */
 size_t gw_body_status(char *buf, size_t cap, const char *order_id, const char *code,
                       const char *status, int replayed);
+
+/*
+ * An order's figures in an answer to a confirm given a total:
+ * {"orderAmount","discountAmount"}, orderAmount left out when has_amount is
+ * 0 (an order the reconciler restored or repaired to confirmed: Redis does
+ * not know the total it was confirmed at).
+ */
+typedef struct {
+    int has_amount;
+    int64_t order_amount;
+    int64_t discount;
+} gw_figures_t;
+
+/*
+ * Writes the 200 body of a confirm given a total: {"orderId","code",
+ * "status":"CONFIRMED","orderAmount","discountAmount"[,"replayed":true]}
+ * with the figures the order is confirmed at. Returns the length or 0.
+ */
+size_t gw_body_confirmed(char *buf, size_t cap, const char *order_id, const char *code,
+                         const gw_figures_t *fig, int replayed);
+
+/*
+ * Writes a refused confirm's body, gw_body_error()'s fields plus the figures
+ * under key: "quote" (422: the reservation's, which still stand) or
+ * "confirmed" (409 ALREADY_CONFIRMED). Returns the length or 0.
+ */
+size_t gw_body_confirm_refused(char *buf, size_t cap, const char *error, const char *detail,
+                               const char *reason, const char *key, const gw_figures_t *fig);
 
 #endif

@@ -9,9 +9,11 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "rc_pass.h"
+#include "rc_plan_json.h"
 #include "vc_admin.h"
 #include "vc_config.h"
 #include "rc_kafka.h"
@@ -20,6 +22,7 @@
 #include "vc_log.h"
 #include "vc_metrics.h"
 #include "vc_pg.h"
+#include "vc_retention.h"
 #include "vc_shutdown.h"
 
 typedef struct {
@@ -34,6 +37,7 @@ typedef struct {
     int64_t timeout_ms;
     int64_t grace_ms;
     int64_t restore_delay_ms;
+    int64_t redis_retention_ms;
     int64_t full_every_ms;
     int64_t shutdown_timeout_ms;
     int64_t batch;
@@ -70,6 +74,10 @@ static const vc_cfg_param_t params[] = {
      "how long a voucher's keys must stay missing from Redis before they are restored; keep it "
      "above the gateway's Kafka delivery timeout, so reservations taken just before the loss "
      "are in Kafka and counted"},
+    {VC_REDIS_RETENTION_FLAG, VC_REDIS_RETENTION_ENV, VC_CFG_MS, VC_REDIS_RETENTION_DEFAULT,
+     offsetof(rc_settings_t, redis_retention_ms), VC_REDIS_RETENTION_MIN_MS,
+     VC_REDIS_RETENTION_MAX_MS,
+     VC_REDIS_RETENTION_HELP "; the keys a restore or retake writes get it, as the gateway's do"},
     {"full-every", "VOUCHER_RECONCILE_FULL_EVERY", VC_CFG_MS, "30s",
      offsetof(rc_settings_t, full_every_ms), 0, 24LL * 3600 * 1000,
      "a voucher whose numbers agree is judged by them alone, and read in full (every row and "
@@ -193,7 +201,9 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         return 2;
     }
     rc = vc_config_load(params, &s, "voucher-reconciler",
-                        "Usage: voucher-reconciler [--once] [SETTINGS]\n\n"
+                        "Usage: voucher-reconciler [--once] [SETTINGS]\n"
+                        "       voucher-reconciler plan [FILE]   (the planner alone, on a JSON\n"
+                        "                                         snapshot: plan --help)\n\n"
                         "Expires unpaid holds, compares every active voucher in PostgreSQL with\n"
                         "Redis (allowing for the events the writer has not applied yet), and\n"
                         "repairs drift without ever overselling. One of several replicas acts;\n"
@@ -213,7 +223,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     }
     cfg = (rc_config_t){s.pg_dsn,           s.redis_url,  s.kafka_brokers, s.writer_group,
                         "voucher-events",   s.timeout_ms, s.grace_ms,      (int)s.batch,
-                        s.restore_delay_ms, s.once ? 0 : s.full_every_ms, kafka_extra};
+                        s.restore_delay_ms, s.once ? 0 : s.full_every_ms, kafka_extra,
+                        s.redis_retention_ms};
     ctx.cfg = &cfg;
     signal(SIGPIPE, SIG_IGN);
 
@@ -267,7 +278,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
             vc_metric_add(failed, 1);
             last_pass_ok = 0;
             failing = 1;
-            if (ctx.pg && PQstatus(ctx.pg) != CONNECTION_OK)
+            if (ctx.pg && !rc_ctx_pg_ok(&ctx))
                 vc_warn("lost the PostgreSQL session (and the lock with it)");
         } else {
             vc_metric_add(passes, 1);
@@ -299,7 +310,12 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
 int main(int argc, char **argv)
 {
     vc_kafka_settings_t kafka_extra = VC_KAFKA_SETTINGS_INIT;
-    int rc = run(argc, argv, &kafka_extra);
+    int rc;
+
+    /* The planner alone, on a snapshot: no server, no settings (proto/reconciler-plan.md). */
+    if (argc > 1 && strcmp(argv[1], "plan") == 0)
+        return rc_plan_cli(argc - 1, argv + 1);
+    rc = run(argc, argv, &kafka_extra);
 
     vc_kafka_settings_free(&kafka_extra); /* whichever way run() ended */
     return rc;

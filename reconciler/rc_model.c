@@ -1,6 +1,7 @@
 #include "rc_model.h"
 #include "vc_error.h"
 #include "vc_hash.h"
+#include "vc_order_value.h"
 #include "vc_voucher.h"
 
 #include <stdlib.h>
@@ -82,53 +83,40 @@ rc_order_t *rc_orders_at(const rc_orders_t *m, size_t i)
 
 int rc_order_parse(const char *value, size_t len, rc_order_t *o)
 {
-    char buf[128], *p, *end;
-    long long f[3];
+    vc_order_value_t v;
+    int rc;
 
-    if (len == 0 || len >= sizeof(buf))
-        return VC_ERR_INVALID;
-    memcpy(buf, value, len);
-    buf[len] = '\0';
-    p = buf;
-    for (int i = 0; i < 3; i++) {
-        f[i] = strtoll(p, &end, 10);
-        if (end == p || *end != ':')
-            return VC_ERR_INVALID;
-        p = end + 1;
-    }
-    if (strlen(p) != 1 || !strchr("HCXER", *p))
-        return VC_ERR_INVALID;
-    o->customer_id = f[0];
-    o->discount = f[1];
-    o->held_until_ms = f[2];
-    o->redis_held_until_ms = f[2];
-    o->redis_state = *p;
+    if ((rc = vc_order_value_parse(value, len, &v)) != 0)
+        return rc;
+    o->customer_id = v.customer_id;
+    o->discount = v.discount;
+    o->held_until_ms = v.held_until_ms;
+    o->redis_held_until_ms = v.held_until_ms;
+    o->redis_state = v.state;
     return 0;
+}
+
+void rc_order_merge_redis(rc_order_t *o, const vc_order_value_t *v)
+{
+    o->redis_state = v->state;
+    o->redis_held_until_ms = v->held_until_ms;
+    if (!o->customer_id)
+        o->customer_id = v->customer_id;
+    if (!o->discount)
+        o->discount = v->discount;
+    if (!o->held_until_ms)
+        o->held_until_ms = v->held_until_ms;
 }
 
 void rc_order_apply(rc_order_t *o, const vc_event_t *ev)
 {
     o->in_flight = 1;
-    switch (ev->type) {
-    case VC_EV_RESERVED:
-        if (o->pg_after == RC_PG_NONE)
-            o->pg_after = RC_PG_RESERVED;
-        break;
-    case VC_EV_CONFIRMED:
-        /* A confirm that overtook its reservation inserts the row counted (proto/redemption-states.md). */
-        if (o->pg_after == RC_PG_RESERVED || o->pg_after == RC_PG_NONE)
-            o->pg_after = RC_PG_CONFIRMED;
-        break;
-    case VC_EV_RELEASED:
-        /* Released before Reserved leaves a RELEASED row: the late Reserved is a no-op. */
-        o->pg_after = RC_PG_RELEASED;
-        break;
-    }
+    o->pg_after = vc_rd_step(o->pg_after, ev->type).next;
 }
 
-static int pg_live(rc_pg_status_t s)
+static int pg_live(vc_rd_status_t s)
 {
-    return s == RC_PG_RESERVED || s == RC_PG_CONFIRMED;
+    return vc_rd_counts(s);
 }
 
 static int redis_taken_state(char s)
@@ -188,20 +176,20 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
             if (!pg_live(o->pg_after))
                 n->releasing_not_live++;
         } else if (o->redis_state == 'H' || o->redis_state == 'C') {
-            if (o->pg_after == RC_PG_RELEASED) {
+            if (o->pg_after == VC_RD_RELEASED) {
                 n->released_in_pg++;
-            } else if (o->pg_after == RC_PG_NONE && o->parked) {
+            } else if (o->pg_after == VC_RD_NONE && o->parked) {
                 n->parked_held++; /* waits for an operator, not for an event */
-            } else if (o->pg_after == RC_PG_NONE && o->discarded) {
+            } else if (o->pg_after == VC_RD_NONE && o->discarded) {
                 n->discarding++;
-            } else if (o->pg_after == RC_PG_NONE && o->redis_state == 'H') {
+            } else if (o->pg_after == VC_RD_NONE && o->redis_state == 'H') {
                 if (!o->first_unsent_ms)
                     o->first_unsent_ms = now_ms;
                 if (now_ms - o->first_unsent_ms >= grace_ms)
                     n->stranded++;
                 else
                     n->unsent_fresh++;
-            } else if (o->pg_after == RC_PG_NONE) {
+            } else if (o->pg_after == VC_RD_NONE) {
                 /*
                  * Confirmed, and neither event downstream: both may be on
                  * their way. A confirm runs before heldUntil and publishes
@@ -309,7 +297,7 @@ const char *rc_verdict_name(rc_verdict_t v)
 
 int rc_order_unsent(const rc_order_t *o)
 {
-    return (o->redis_state == 'H' || o->redis_state == 'C') && o->pg_after == RC_PG_NONE;
+    return (o->redis_state == 'H' || o->redis_state == 'C') && o->pg_after == VC_RD_NONE;
 }
 
 int rc_order_same_hold(const rc_order_t *a, const rc_order_t *b)
@@ -321,14 +309,14 @@ rc_release_t rc_model_release(const rc_order_t *o, int64_t snapshot_ms, int64_t 
 {
     if (o->redis_state != 'H' && o->redis_state != 'C')
         return RC_RELEASE_NONE;
-    if (o->pg_after == RC_PG_RELEASED)
+    if (o->pg_after == VC_RD_RELEASED)
         return RC_RELEASE_CANCEL;
-    if (o->pg_after == RC_PG_CONFIRMED)
+    if (o->pg_after == VC_RD_CONFIRMED)
         return o->redis_state == 'H' ? RC_RELEASE_TO_CONFIRMED : RC_RELEASE_NONE;
     /* A parked letter's use stays taken until an operator decides (issue 13). */
     if (o->parked)
         return RC_RELEASE_NONE;
-    if (o->discarded && o->pg_after == RC_PG_NONE)
+    if (o->discarded && o->pg_after == VC_RD_NONE)
         return RC_RELEASE_DISCARD;
     if (o->redis_state == 'H' && o->redis_held_until_ms <= snapshot_ms - grace_ms)
         return RC_RELEASE_EXPIRE;

@@ -11,14 +11,8 @@
 #include <stdint.h>
 
 #include "vc_event.h"
-
-/* A redemption's status in PostgreSQL. */
-typedef enum {
-    RC_PG_NONE = 0, /* no row */
-    RC_PG_RESERVED,
-    RC_PG_CONFIRMED,
-    RC_PG_RELEASED,
-} rc_pg_status_t;
+#include "vc_order_value.h"
+#include "vc_redemption.h"
 
 /* One order, as each side sees it. */
 typedef struct {
@@ -28,8 +22,8 @@ typedef struct {
     int64_t held_until_ms;
     char redis_state;        /* 'H', 'C', 'X', 'E', 'R', or 0 when Redis has no such order */
     int64_t redis_held_until_ms; /* heldUntil in Redis's value: with the state, which hold it is */
-    rc_pg_status_t pg;       /* as PostgreSQL has it now */
-    rc_pg_status_t pg_after; /* once the writer applied the events in flight */
+    vc_rd_status_t pg;       /* as PostgreSQL has it now */
+    vc_rd_status_t pg_after; /* once the writer applied the events in flight */
     int in_flight;           /* events of this order are in flight */
     int64_t first_unsent_ms; /* when this hold was first seen (held or confirmed) in Redis and
                                 unknown downstream: rc_order_unsent() */
@@ -65,12 +59,24 @@ rc_order_t *rc_orders_find(const rc_orders_t *m, const char *order_id);
 rc_order_t *rc_orders_at(const rc_orders_t *m, size_t i);
 
 /*
- * Parses a stored Redis order "customerId:discount:heldUntilMs:state" into o.
- * Returns 0 or VC_ERR_INVALID.
+ * Parses a stored Redis order "customerId:discount:heldUntilMs:state" into o
+ * (vc_order_value_parse(), strict): every field it holds is overwritten.
+ * Returns 0 or VC_ERR_PROTOCOL (o unchanged).
  */
 int rc_order_parse(const char *value, size_t len, rc_order_t *o);
 
-/* Replays one in-flight event on its order's pg_after, as the writer would apply it. */
+/*
+ * Adds what Redis holds of an order to o, which may already hold what
+ * PostgreSQL or an event in flight says: the state and heldUntil of Redis's
+ * value v (vc_order_value_parse()) always, the customer, discount and
+ * heldUntil only where o has none.
+ */
+void rc_order_merge_redis(rc_order_t *o, const vc_order_value_t *v);
+
+/*
+ * Replays one in-flight event on its order's pg_after, as the writer will
+ * apply it: the shared transition table (common/vc_redemption.h).
+ */
 void rc_order_apply(rc_order_t *o, const vc_event_t *ev);
 
 typedef enum {

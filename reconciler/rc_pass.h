@@ -15,8 +15,9 @@
  *
  * Read in that order, everything PostgreSQL or the events count was taken
  * in Redis before Redis is read, so a quiet voucher never looks as if Redis
- * were behind. Then each voucher is judged (rc_model.h) and, when this
- * reconciler acts, repaired: expired holds and stranded ones released through
+ * were behind. Then each voucher is judged and its repairs planned by the
+ * pure planner (rc_plan.h, rc_model.h), and, when this reconciler acts, the
+ * plan is run (rc_repair.h): expired holds and stranded ones released through
  * the two-phase release (proto/redis-keys.md), lost keys restored, a counter
  * that offers uses PostgreSQL counts lowered. Never anything that could
  * oversell: uses go back to the pool only after their VoucherReleased is in
@@ -25,12 +26,12 @@
 #ifndef RC_PASS_H
 #define RC_PASS_H
 
-#include <libpq-fe.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "rc_kafka.h"
 #include "rc_model.h"
+#include "rc_plan.h"
 #include "rc_redis.h"
 #include "vc_kafka_conf.h"
 
@@ -47,13 +48,15 @@ typedef struct {
     /* a quiet voucher is read in full (rows, orders) at least this often; 0: every pass */
     int64_t full_every_ms;
     const vc_kafka_settings_t *kafka_extra; /* librdkafka settings passed through; NULL: none */
+    /* a voucher's rebuilt keys expire this long after its endsAt (vc_retention.h); 0: never */
+    int64_t redis_retention_ms;
 } rc_config_t;
 
-typedef struct rc_memory rc_memory_t;
+typedef struct rc_pg rc_pg_t; /* rc_pg.h */
 
 typedef struct {
     const rc_config_t *cfg;
-    PGconn *pg; /* also holds the advisory lock while leader */
+    rc_pg_t *pg; /* also holds the advisory lock while leader */
     rc_redis_t *redis;
     rc_kafka_t *kafka;
     int leader;
@@ -92,6 +95,20 @@ void rc_ctx_close(rc_ctx_t *ctx);
  * ctx->pg's session, lost with it. Sets and returns ctx->leader.
  */
 int rc_ctx_lead(rc_ctx_t *ctx);
+
+/* Whether the PostgreSQL session (and with it the lock, while leader) is up. */
+int rc_ctx_pg_ok(const rc_ctx_t *ctx);
+
+/*
+ * Before a repair: whether this reconciler still holds the lock. Proven by a
+ * round trip on the lock's session at most RC_PROOF_EVERY_MS ago (counted
+ * from when the proof was sent); PostgreSQL cannot have given the lock to
+ * another reconciler since, unless someone ended the session by hand.
+ * Returns 0, or VC_ERR_UNAVAILABLE with err set after closing the session
+ * (it frees the lock if the session was still alive): the pass stops, and the
+ * next one starts by trying to take the lock again.
+ */
+int rc_ctx_still_leading(rc_ctx_t *ctx, char *err, size_t errlen);
 
 /*
  * Runs one pass; repairs only when repair is set and ctx->leader. Writes a

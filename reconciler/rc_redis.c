@@ -231,11 +231,12 @@ int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded
     orders = reply->element[1];
     for (size_t i = 0; i + 1 < orders->elements; i += 2) {
         redisReply *k = orders->element[i], *v = orders->element[i + 1];
-        rc_order_t parsed = {0}, *o;
+        vc_order_value_t parsed;
+        rc_order_t *o;
         char id[VC_ORDER_ID_MAX + 1];
 
         if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING || k->len == 0 ||
-            k->len > VC_ORDER_ID_MAX || rc_order_parse(v->str, v->len, &parsed) != 0) {
+            k->len > VC_ORDER_ID_MAX || vc_order_value_parse(v->str, v->len, &parsed) != 0) {
             (*bad)++;
             continue;
         }
@@ -246,14 +247,7 @@ int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded
             rc = VC_ERR_NOMEM;
             goto out;
         }
-        o->redis_state = parsed.redis_state;
-        o->redis_held_until_ms = parsed.redis_held_until_ms;
-        if (!o->customer_id)
-            o->customer_id = parsed.customer_id;
-        if (!o->discount)
-            o->discount = parsed.discount;
-        if (!o->held_until_ms)
-            o->held_until_ms = parsed.held_until_ms;
+        rc_order_merge_redis(o, &parsed);
     }
 out:
     if (reply)

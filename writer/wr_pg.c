@@ -78,6 +78,20 @@ static void text_int(wr_text_t *t, long long v)
     t->len += (size_t)n;
 }
 
+/*
+ * Appends an amount as an array element, or NULL when the event has none: a
+ * VoucherConfirmed without the final figures (deploy/sql/011).
+ */
+static void text_amount(wr_text_t *t, const vc_event_t *ev, long long v)
+{
+    if (ev->type == VC_EV_CONFIRMED && !ev->has_amounts) {
+        for (const char *s = "NULL"; *s; s++)
+            text_putc(t, *s);
+        return;
+    }
+    text_int(t, v);
+}
+
 /* Appends s as a quoted array element: "..." with " and \ escaped. */
 static void text_quoted(wr_text_t *t, const char *s)
 {
@@ -290,8 +304,8 @@ static int params_build(wr_params_t *p, wr_msg_t **msgs, size_t lo, size_t hi, c
         text_quoted(&arr[1], ev->code);
         text_int(&arr[2], ev->customer_id);
         text_quoted(&arr[3], ev->order_id);
-        text_int(&arr[4], ev->discount_amount);
-        text_int(&arr[5], ev->order_amount);
+        text_amount(&arr[4], ev, ev->discount_amount);
+        text_amount(&arr[5], ev, ev->order_amount);
         text_int(&arr[6], ev->at_ms);
         text_int(&arr[7], ev->held_until_ms);
         text_quoted(&arr[8], ev->type == VC_EV_RELEASED ? ev->reason : "");

@@ -1,4 +1,7 @@
--- Confirms a held use (the order was paid), atomically.
+-- Confirms a held use (the order was paid), atomically; optionally against
+-- the order's final total (proto/openapi.yaml, "Confirm against the final
+-- order"). The check against the stored reservation and the change to C are
+-- this one script: nothing can run between them.
 --
 -- KEYS[1] voucher:{CODE}:orders  KEYS[2] voucher:{CODE}:holds   (as reserve.lua)
 -- KEYS[3] voucher:{CODE}:resent  a confirm of an order already confirmed
@@ -7,16 +10,40 @@
 --                                so the reconciler does not release as
 --                                "never delivered" an order whose 200 may
 --                                come after its pass read Kafka
+-- KEYS[4] voucher:{CODE}:amounts hash orderId -> orderAmount of the reservation
+-- KEYS[5] voucher:{CODE}:paid    hash orderId -> the total the gateway confirmed
+--                                the order at (the final one, or the
+--                                reservation's for a confirm without one),
+--                                written with the change to C. KEYS[4] and
+--                                KEYS[5] may be left out (then nothing is
+--                                compared nor written there)
 -- ARGV[1] orderId   ARGV[2] nowMs
+-- ARGV[3] the final orderAmount (absent: a confirm without a total)
+-- ARGV[4] the discount the voucher's rules give for ARGV[3], or "" when they
+--         refuse it (the gateway judged them, vc_voucher_price(); this script
+--         does no arithmetic of the rules)
 --
--- Returns {status, order}: 1 confirmed now, 0 already confirmed, -1 no such
--- order, -2 released, or held past heldUntilMs (the hold is no longer
--- promised and may be released at any moment); order is the stored value as
--- it is now.
+-- Returns {status, order, amount, paid}:
+--   1 confirmed now; 0 already confirmed (without a total; or with the total
+--   it was confirmed at, or with any when that is unknown: an order the
+--   reconciler restored or repaired to C has no paid entry), nothing changed;
+--  -1 no such order; -2 released, or held past heldUntilMs (the hold is no
+--   longer promised and may be released at any moment);
+--  -3 already confirmed at another total (paid: that total), nothing changed;
+--  -4 the rules refuse the final total, nothing changed (the hold stays).
+-- order is the stored value as it is now; amount the reservation's total, paid
+-- the total the order is confirmed at (each false when unknown).
 local order = redis.call('HGET', KEYS[1], ARGV[1])
 if not order then return {-1, false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
+local total = ARGV[3]
+local amount, paid = false, false
+if KEYS[5] then
+  amount = redis.call('HGET', KEYS[4], ARGV[1])
+  paid = redis.call('HGET', KEYS[5], ARGV[1])
+end
 if state == 'C' then
+  if total and paid and paid ~= total then return {-3, order, amount, paid} end
   if KEYS[3] then
     -- Markers older than ten minutes go, as in reserve.lua.
     local now = tonumber(ARGV[2])
@@ -24,10 +51,23 @@ if state == 'C' then
     redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 600000)
     redis.call('PEXPIRE', KEYS[3], 600000)
   end
-  return {0, order}
+  return {0, order, amount, paid}
 end
 if state ~= 'H' or tonumber(held) < tonumber(ARGV[2]) then return {-2, order} end
+-- The reservation's own total keeps its quote (the basket did not change,
+-- whatever the rules say now); another total takes the rules' verdict.
+if total and total ~= amount then
+  if ARGV[4] == '' then return {-4, order, amount, false} end
+  discount = ARGV[4]
+end
+paid = total or amount
+if paid and KEYS[5] then
+  redis.call('HSET', KEYS[5], ARGV[1], paid)
+  -- Retention: paid expires with the voucher's other keys (reserve.lua).
+  local expire_at = redis.call('PEXPIRETIME', KEYS[1])
+  if expire_at > 0 then redis.call('PEXPIREAT', KEYS[5], expire_at) end
+end
 order = customer .. ':' .. discount .. ':' .. held .. ':C'
 redis.call('HSET', KEYS[1], ARGV[1], order)
 redis.call('ZREM', KEYS[2], ARGV[1])
-return {1, order}
+return {1, order, amount, paid}

@@ -97,9 +97,20 @@ local function settle(remaining_key, total, uncounted, live)
   local before = tonumber(redis.call('GET', remaining_key))
   local after = remaining_bound(total, uncounted, live)
   if before and after < before then
+    -- KEEPTTL: the counter keeps the expiry its voucher's keys share (Retention).
     redis.call('SET', remaining_key, after, 'KEEPTTL')
     return 1, before .. ':' .. after
   end
   return 0, tostring(before) .. ':' .. tostring(before)
 end
 
+
+-- Retention (proto/redis-keys.md): a voucher's keys expire together, at its
+-- endsAt plus VOUCHER_REDIS_RETENTION, the instant the gateway gave them when
+-- it loaded the voucher. A rebuild (restore, retake) gives the counter, users,
+-- orders and holds (KEYS[1..4]) that instant again; releasing keeps none, as
+-- release_begin.lua leaves it. expire_at 0 or absent: none is set.
+local function expire_together(keys, expire_at)
+  if not expire_at or expire_at <= 0 then return end
+  for i = 1, 4 do redis.call('PEXPIREAT', keys[i], expire_at) end
+end

@@ -7,12 +7,15 @@
 --
 -- KEYS[1] remaining  KEYS[2] users  KEYS[3] orders  KEYS[4] holds
 -- KEYS[5] releasing
--- ARGV[1] total_limit  ARGV[2] uses counted without rows  ARGV[3] nowMs,
+-- ARGV[1] total_limit  ARGV[2] uses counted without rows  ARGV[3] nowMs
+-- ARGV[4] expireAt: the voucher's endsAt plus VOUCHER_REDIS_RETENTION, the
+-- instant the gateway gives its keys (proto/redis-keys.md, "Retention");
+-- "0" sets none
 -- then fours as merge() takes them (every order of the snapshot)
 --
 -- Returns {1, "live:remaining"} restored, {0, false} the counter exists.
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, false} end
-merge(KEYS[3], KEYS[4], KEYS[5], 4)
+merge(KEYS[3], KEYS[4], KEYS[5], 5)
 -- The sets follow the merged orders: every hold by its heldUntil, every
 -- release begun (kept with its start, or due after the grace from now).
 local live, per = count_taken(KEYS[3], function(id, value, state)
@@ -26,7 +29,11 @@ end)
 raise_users(KEYS[2], per)
 local remaining = remaining_bound(tonumber(ARGV[1]), tonumber(ARGV[2]), live)
 redis.call('SET', KEYS[1], remaining)
+expire_together(KEYS, tonumber(ARGV[4]))
 -- The total the counter was computed from: the limit sync raises it by
 -- difference if PostgreSQL's total moved since the snapshot.
 redis.call('SET', limit_key(KEYS[1]), ARGV[1])
+if tonumber(ARGV[4]) and tonumber(ARGV[4]) > 0 then
+  redis.call('PEXPIREAT', limit_key(KEYS[1]), tonumber(ARGV[4]))
+end
 return {1, live .. ':' .. remaining}

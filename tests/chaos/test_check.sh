@@ -44,7 +44,7 @@ check() {
 
 reset() { clean >"$scratch/a.tsv"; clean_ops >"$scratch/o.tsv"; clean_rows >"$scratch/r.tsv"; clean_samples >"$scratch/s.tsv"; }
 
-echo "1..16"
+echo "1..28"
 reset
 for key in oversold duplicates over_per_user used_vs_rows lost_reservation lost_confirm lost_release phantom_row phantom_confirm customer_mismatch; do
   [ "$key" = oversold ] && check "a clean history passes" oversold 0 3 || check "a clean history has no $key" "$key" 0 3
@@ -70,5 +70,47 @@ check "a confirm answered 200 on a RESERVED row is lost" lost_confirm 1 3
 reset
 { clean_rows; printf 'o3\t3\tRESERVED\n'; } >"$scratch/r.tsv"
 check "two rows for one orderId are duplicates" duplicates 1 4
+
+reset
+clean | sed 's/^2\to3\t3\t/2\to3\t1\t/' >"$scratch/a.tsv"
+clean_rows | sed 's/^o3\t3\t/o3\t1\t/' >"$scratch/r.tsv"
+check "two live uses of one customer above a limit of 1" over_per_user 1 3
+check "... which are still theirs (no mismatch)" customer_mismatch 0 3
+
+reset
+check "used_count one below the live rows" used_vs_rows -1 2
+check "used_count one above the live rows" used_vs_rows 1 4
+
+reset
+clean_rows | sed 's/^o2\t2\tRELEASED/o2\t2\tRESERVED/' >"$scratch/r.tsv"
+check "a cancel answered 200 on a RESERVED row is lost" lost_release 1 4
+
+reset
+clean_rows | sed 's/^o3\t3\tRESERVED/o3\t3\tCONFIRMED/' >"$scratch/r.tsv"
+check "a CONFIRMED row nobody confirmed is a phantom confirm" phantom_confirm 1 3
+{ clean_ops; printf 'confirm\to3\t409\t1\n'; } >"$scratch/o.tsv"
+check "... and so is one whose confirm was refused" phantom_confirm 1 3
+
+reset
+clean_rows | sed 's/^o3\t3\t/o3\t9\t/' >"$scratch/r.tsv"
+check "a row under another customer than the call's" customer_mismatch 1 3
+
+reset
+{ clean; printf '6\to7\t7\t201\t-\t0\t1\t1\t0\t1\n'; } >"$scratch/a.tsv"
+{ clean_rows; printf 'o7\t7\tRESERVED\n'; } >"$scratch/r.tsv"
+check "a fourth live use of three is an oversell, seen in used_count and rows" oversold 1 4
+
+reset
+# Two more 201s whose rows never came: PostgreSQL counts 3 of 3, but four
+# clients hold a promise (o1, o3, o7, o8).
+{ clean; printf '6\to7\t7\t201\t-\t0\t1\t1\t0\t1\n7\to8\t8\t201\t-\t0\t1\t1\t0\t1\n'; } >"$scratch/a.tsv"
+check "four 201s not given back for three uses oversell what clients were told" oversold 1 3
+
+reset
+{ clean; printf '6\to7\t7\t409\tHOLD_EXPIRED\t0\t1\t1\t0\t1\n'; } >"$scratch/a.tsv"
+{ clean_rows; printf 'o7\t7\tRELEASED\n'; } >"$scratch/r.tsv"
+check "a 409 HOLD_EXPIRED with a RELEASED row is no phantom" phantom_row 0 3
+{ clean_rows; printf 'o7\t7\tRESERVED\n'; } >"$scratch/r.tsv"
+check "a 409 HOLD_EXPIRED with a live row is a phantom" phantom_row 1 4
 
 [ "$failed" -eq 0 ]

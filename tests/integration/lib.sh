@@ -115,6 +115,30 @@ start_reconciler() {
 # A metric's value from an admin endpoint: ADDR NAME (with labels, as printed)
 metric() { curl -s --max-time 2 "http://$1/metrics" | awk -v m="$2" '$1 == m {print $2; exit}'; }
 
+# A metric summed over all its label sets: ADDR NAME (without labels)
+metric_sum() {
+  curl -s --max-time 2 "http://$1/metrics" |
+    awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $2; n++ } END { if (n) print s }'
+}
+
+# Waits until a summed metric reaches at least WANT: ADDR NAME WANT [SECONDS].
+# 0 when it did; the barrier a "nothing changed" check stands on (e.g. the
+# writer has handled the event that could have changed something), instead
+# of a sleep that passes whenever the daemon is merely slow.
+metric_wait() {
+  local i got
+  for ((i = 0; i < ${4:-30} * 10; i++)); do
+    got=$(metric_sum "$1" "$2")
+    [ -n "$got" ] && awk -v g="$got" -v w="$3" 'BEGIN { exit !(g >= w) }' && return 0
+    sleep 0.1
+  done
+  diag "$2 at $1 stayed at ${got:-nothing}, below $3"
+  return 1
+}
+
+# Events the writer has handled, whatever their outcome.
+writer_handled() { metric_sum "$(writer_admin)" voucher_writer_events_total; }
+
 # Pause points (common/vc_fault.h, fault builds only). A daemon started with
 # VOUCHER_PAUSE=POINT and VOUCHER_PAUSE_DIR=$pause_dir stops at that point until
 # the test lets it go: pause_wait POINT [SECONDS] (0 once it is there),

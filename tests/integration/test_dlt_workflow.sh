@@ -19,7 +19,7 @@ state() { rcli HGET "voucher:{$1}:orders" "$2" | awk -F: '{print $4}'; }
 remaining() { rcli GET "voucher:{$1}:remaining"; }
 letter() { sql "SELECT state FROM dead_letter WHERE order_id = '$1'"; }
 key_count() { # CODE: messages keyed CODE in voucher-events
-  kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%k\n' 2>/dev/null | grep -cx "$1"
+  kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%k\n' 2>/dev/null | grep -acx "$1"
 }
 passes() { metric "$(reconciler_admin 0)" 'voucher_reconciler_passes_total{result="ok"}'; }
 wait_state() { # CODE ORDER STATE SECONDS: until Redis has the order in STATE; prints the last state

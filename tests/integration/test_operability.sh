@@ -48,13 +48,25 @@ ok "$([ -n "$(metric "$reconciler_addr" "voucher_reconciler_verdict{code=\"$code
   "the reconciler exports a verdict for the voucher"
 is "$(metric "$reconciler_addr" voucher_reconciler_leader)" 1 "the only reconciler says it acts"
 
+# Waits (bounded) until the stream on CODE has taken some uses, so the
+# signal lands in the middle of it rather than before it started.
+in_stream() {
+  local i left
+  for ((i = 0; i < 100; i++)); do
+    left=$(rcli GET "voucher:{$1}:remaining")
+    [ -n "$left" ] && [ "$left" -lt 99900 ] && return 0
+    sleep 0.1
+  done
+  diag "the stream on $1 had not started (remaining: ${left:-none})"
+}
+
 # --- SIGTERM during a stream of reservations: no acknowledged reservation lost, exit 0.
 code=$(unique_code TERM)
 new_voucher "$code" 100000
 "$bin_load" --code "$code" --attempts 4000 --connections 50 --order-prefix "$code-o" \
   --timeout 2s --connect-timeout 2s --out "$scratch/term.tsv" >/dev/null 2>&1 &
 load=$!
-sleep 1
+in_stream "$code"
 gw_pid=$(cat "$VOUCHER_STACK_DIR/run/$test_name-gateway.pid")
 kill -TERM "$gw_pid"
 wait "$gw_pid"
@@ -76,7 +88,7 @@ new_voucher "$code" 100000
 "$bin_load" --code "$code" --attempts 3000 --connections 50 --order-prefix "$code-o" \
   --out "$scratch/wterm.tsv" >/dev/null 2>&1 &
 load=$!
-sleep 1
+in_stream "$code"
 wr_pid=$(cat "$VOUCHER_STACK_DIR/run/$test_name-writer.pid")
 kill -TERM "$wr_pid"
 wait "$wr_pid"

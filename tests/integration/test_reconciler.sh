@@ -5,7 +5,7 @@
 # restored from PostgreSQL plus the events still in flight; of two
 # reconcilers one acts, and the other takes over when it dies.
 source "$(dirname "$0")/lib.sh"
-plan 39
+plan 40
 
 reserve() { # CODE CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
@@ -116,6 +116,10 @@ diag "$(grep -E "^$code|repairs" "$scratch/restore.txt")"
 is "$(rcli GET "voucher:{$code}:remaining")" 5 \
   "restored remaining = 10 - 2 applied - 3 in flight (not 10 - used_count = 8)"
 is "$(rcli HLEN "voucher:{$code}:orders")" 5 "all five orders restored, in flight ones included"
+# Retention (proto/redis-keys.md): rebuilt keys expire where the gateway's do, at endsAt + 72 h.
+expire_at=$(sql "SELECT (extract(epoch FROM ends_at) * 1000)::bigint + 259200000 FROM voucher WHERE code = '$code'")
+is "$(for k in remaining users orders holds; do rcli PEXPIRETIME "voucher:{$code}:$k"; done | tr '\n' ' ')" \
+  "$expire_at $expire_at $expire_at $expire_at " "the restored keys expire at endsAt plus the retention, as the gateway's"
 start_gateway --hold-ttl 2s --soldout-recheck 200ms
 reserve "$code" 4 "$code-o4"
 is "$status $(jq -r .replayed <<<"$body")" "201 true" "a retry of an in-flight order is recognised after the restore"
@@ -161,16 +165,20 @@ daemon_stop "$test_name-reconciler"
 # that looks loaded (the voucher would then never be restored).
 gone=$(unique_code GONE)
 out=$(rcli EVAL "$(cat "$VOUCHER_SOURCE_DIR/common/lua/remaining_rule.lua" "$VOUCHER_SOURCE_DIR/common/lua/retake.lua")" 5 "voucher:{$gone}:remaining" \
-  "voucher:{$gone}:users" "voucher:{$gone}:orders" "voucher:{$gone}:holds" "voucher:{$gone}:releasing" 10 0 "$gone-o1" "7:100:0:C" 0 0 | head -1)
+  "voucher:{$gone}:users" "voucher:{$gone}:orders" "voucher:{$gone}:holds" "voucher:{$gone}:releasing" 10 0 0 "$gone-o1" "7:100:0:C" 0 0 | head -1)
 is "$out $(rcli EXISTS "voucher:{$gone}:remaining" "voucher:{$gone}:orders" "voucher:{$gone}:users")" "-1 0" \
   "retake on a voucher whose keys are gone: -1, and it creates none of them"
 
 # --- Two reconcilers: one acts; when it dies, the other takes over.
 start_reconciler "" --interval 300ms
 start_reconciler 2 --interval 300ms
-sleep 1.5
-a=$(metric "$(reconciler_admin 0)" voucher_reconciler_leader)
-b=$(metric "$(reconciler_admin 1)" voucher_reconciler_leader)
+# Until each has tried for the lease, both may still say 0.
+for ((i = 0; i < 100; i++)); do
+  a=$(metric "$(reconciler_admin 0)" voucher_reconciler_leader)
+  b=$(metric "$(reconciler_admin 1)" voucher_reconciler_leader)
+  [ $((${a:-0} + ${b:-0})) -ge 1 ] && break
+  sleep 0.1
+done
 is "$((a + b))" 1 "exactly one of two reconcilers acts ($a and $b)"
 if [ "$a" = 1 ]; then dead=""; alive=1; else dead=2; alive=0; fi
 daemon_stop "$test_name-reconciler$dead" KILL
@@ -207,7 +215,9 @@ done
 o1=$(rcli HGET "voucher:{$code}:orders" "$code-o1")
 rcli HSET "voucher:{$code}:orders" "$code-o1" "${o1%:C}:R" "$code-ghost" "9:100:9999999999999:H" >/dev/null
 rcli ZADD "voucher:{$code}:holds" 9999999999999 "$code-ghost" >/dev/null
-sleep 1
+# Two whole passes after the change: the second began after it.
+passes=$(metric_sum "$(reconciler_admin 0)" voucher_reconciler_passes_total)
+metric_wait "$(reconciler_admin 0)" voucher_reconciler_passes_total "$((${passes:-0} + 2))" 10
 is "$(metric "$(reconciler_admin 0)" "voucher_reconciler_verdict{code=\"$code\"}")" 0 \
   "between full reads the voucher is judged by its numbers, which agree: consistent"
 for ((i = 0; i < 100; i++)); do

@@ -10,7 +10,7 @@
 # reservation beyond it gets 409 and the writer dead-letters nothing), every
 # 201 gets its row, and nothing stays undersold.
 source "$(dirname "$0")/lib.sh"
-plan 41
+plan 44
 
 reserve() { # CODE CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
@@ -107,6 +107,9 @@ rc_finish
 diag "$(grep -E "^$code|repair" "$scratch/race5.txt")"
 is "$(rcli GET "voucher:{$code}:remaining")" 7 "race 5: remaining stays 7 (3 of 10 taken, not 6)"
 is "$(rcli HLEN "voucher:{$code}:orders") $(state "$code" "$code-o1")" "3 H" "race 5: the three orders are written back"
+expire_at=$(sql "SELECT (extract(epoch FROM ends_at) * 1000)::bigint + 259200000 FROM voucher WHERE code = '$code'")
+is "$(rcli PEXPIRETIME "voucher:{$code}:orders") $(rcli PEXPIRETIME "voucher:{$code}:remaining")" \
+  "$expire_at $expire_at" "race 5: the orders written back expire with the counter, at endsAt plus the retention"
 is "$(rcli HGET "voucher:{$code}:users" 1) $(rcli HGET "voucher:{$code}:users" 2)" "1 1" \
   "race 5: each customer still holds one use, not two"
 reserve "$code" 1 "$code-again1"
@@ -124,6 +127,8 @@ rc_start "$scratch/users.txt"
 rc_finish
 is "$(rcli HGET "voucher:{$code}:users" 1) $(rcli HGET "voucher:{$code}:users" 2) $(rcli GET "voucher:{$code}:remaining")" \
   "1 1 8" "users lost: each customer's count is back, the counter unchanged"
+expire_at=$(sql "SELECT (extract(epoch FROM ends_at) * 1000)::bigint + 259200000 FROM voucher WHERE code = '$code'")
+is "$(rcli PEXPIRETIME "voucher:{$code}:users")" "$expire_at" "users lost: the users hash written back expires at endsAt plus the retention"
 reserve "$code" 1 "$code-again1"
 is "$status $(jq -r .error <<<"$body")" "409 ALREADY_USED" "users lost: a customer at the limit is refused again"
 
@@ -205,10 +210,13 @@ ok "$(grep -q "used-without-rows.*total_limit 10, live rows 0, 10 uses counted w
   "$scratch/used.txt.log"; echo $?)" \
   "issue 26: the verdict is logged with the numbers"
 # A counter that already offers the difference (restored by the old rule) is lowered.
-rcli SET "voucher:{$code}:remaining" 10 >/dev/null
+rcli SET "voucher:{$code}:remaining" 10 KEEPTTL >/dev/null
 rc_start "$scratch/used-lower.txt"
 rc_finish
 is "$(rcli GET "voucher:{$code}:remaining")" 0 "issue 26: a counter offering the uses counted without rows is lowered to 0"
+expire_at=$(sql "SELECT (extract(epoch FROM ends_at) * 1000)::bigint + 259200000 FROM voucher WHERE code = '$code'")
+is "$(rcli PEXPIRETIME "voucher:{$code}:remaining")" "$expire_at" \
+  "issue 26: the restored counter expires at endsAt plus the retention, and lowering it keeps that"
 reserve "$code" 3 "$code-o3"
 is "$status" 409 "issue 26: and the next reservation gets 409"
 is "$(live_rows "$code") $(used "$code")" "0 10" "issue 26: PostgreSQL unchanged: no row, used_count 10"

@@ -38,7 +38,7 @@ except jsonschema.SchemaError as e:
 validator = jsonschema.Draft202012Validator(schema)
 
 encoded = [line for line in sys.stdin.read().splitlines() if line.strip()]
-check(len(encoded) >= 3, "the codec wrote sample events of every type")
+check(len(encoded) >= 4, "the codec wrote sample events of every type, and a confirm with its figures")
 for line in encoded:
     ev = json.loads(line)
     errors = [e.message for e in validator.iter_errors(ev)]
@@ -50,6 +50,8 @@ refused = [
      "discountAmount": 1, "orderAmount": 1, "reservedAt": "2026-01-01T00:00:00Z"},
     {"type": "VoucherReleased", "version": 1, "code": "A", "customerId": 1, "orderId": "o",
      "releasedAt": "2026-01-01T00:00:00Z"},
+    {"type": "VoucherConfirmed", "version": 1, "code": "A", "customerId": 1, "orderId": "o",
+     "confirmedAt": "2026-01-01T00:00:00Z", "orderAmount": 5},
 ]
 for ev in refused:
     check(not validator.is_valid(ev), f"the schema refuses what the codec refuses: {json.dumps(ev)[:60]}")

@@ -9,7 +9,9 @@
 
 int main(void)
 {
-    static const vc_event_type_t types[] = {VC_EV_RESERVED, VC_EV_CONFIRMED, VC_EV_RELEASED};
+    /* The second confirm carries the final figures of a confirm given a total. */
+    static const vc_event_type_t types[] = {VC_EV_RESERVED, VC_EV_CONFIRMED, VC_EV_CONFIRMED,
+                                            VC_EV_RELEASED};
     char buf[VC_EVENT_MAX_JSON], err[256];
     size_t len;
 
@@ -25,6 +27,7 @@ int main(void)
         ev.at_ms = 1795975082123;
         ev.held_until_ms = 1795975982123;
         strcpy(ev.reason, "EXPIRED");
+        ev.has_amounts = i == 2;
         if (vc_event_encode(&ev, buf, sizeof(buf), &len, err, sizeof(err)) != 0) {
             fprintf(stderr, "event_samples: %s\n", err);
             return 1;

@@ -1,7 +1,6 @@
 #include "vl_proto.h"
 #include "vc_error.h"
 #include "vc_json.h"
-#include "vc_log.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -35,19 +34,21 @@ size_t vl_request_format(char *buf, size_t cap, const char *host, const char *to
                          const char *code, int64_t customer_id, const char *order_id,
                          int64_t order_amount)
 {
-    char path_code[256], order[512], body[768];
-    int body_len, n;
+    char path_code[256], body[768];
+    size_t body_len;
+    int n;
     int with_token = token && *token;
+    vc_jgen_t g;
 
-    if (!path_escape(path_code, sizeof(path_code), code))
+    if (!path_escape(path_code, sizeof(path_code), code) || vc_jgen_init(&g) != 0)
         return 0;
-    /* vc_json_escape cuts silently; an order id that long is refused instead. */
-    if (vc_json_escape(order, sizeof(order), order_id) + 1 >= sizeof(order))
-        return 0;
-    body_len = snprintf(body, sizeof(body),
-                        "{\"customerId\":%lld,\"orderId\":\"%s\",\"orderAmount\":%lld}",
-                        (long long)customer_id, order, (long long)order_amount);
-    if (body_len < 0 || (size_t)body_len >= sizeof(body))
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_int(&g, "customerId", customer_id);
+    vc_jgen_kv_str(&g, "orderId", order_id);
+    vc_jgen_kv_int(&g, "orderAmount", order_amount);
+    vc_jgen_map_close(&g);
+    /* An order id too long for the body is refused, not cut. */
+    if (vc_jgen_finish(&g, body, sizeof(body), &body_len) != 0)
         return 0;
     n = snprintf(buf, cap,
                  "POST /vouchers/%s/reservations HTTP/1.1\r\n"
@@ -55,7 +56,7 @@ size_t vl_request_format(char *buf, size_t cap, const char *host, const char *to
                  "User-Agent: vc-load\r\n"
                  "%s%s%s"
                  "Content-Type: application/json\r\n"
-                 "Content-Length: %d\r\n"
+                 "Content-Length: %zu\r\n"
                  "\r\n"
                  "%s",
                  path_code, host, with_token ? "Authorization: Bearer " : "",

@@ -2,12 +2,15 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "json_same.h"
 #include "vc_config.h"
 #include "vc_pg.h"
 #include "vc_error.h"
 #include "vc_event.h"
 #include "vc_json.h"
+#include "vc_log.h"
 #include "vc_metrics.h"
 #include "vc_time.h"
 #include "vc_voucher.h"
@@ -34,7 +37,7 @@ START_TEST(event_roundtrip_reserved)
     size_t len;
 
     ck_assert_int_eq(vc_event_encode(&in, buf, sizeof(buf), &len, err, sizeof(err)), 0);
-    ck_assert_str_eq(buf, "{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"FLASH100\","
+    ck_assert_json_eq(buf, "{\"type\":\"VoucherReserved\",\"version\":1,\"code\":\"FLASH100\","
                           "\"customerId\":42,\"orderId\":\"order-42\",\"discountAmount\":100000,"
                           "\"orderAmount\":250000,\"reservedAt\":\"2026-11-29T17:58:02.123Z\","
                           "\"heldUntil\":\"2026-11-29T18:13:02.123Z\"}");
@@ -63,6 +66,42 @@ START_TEST(event_roundtrip_released)
     ck_assert_int_eq(vc_event_decode(buf, len, &out, err, sizeof(err)), 0);
     ck_assert_int_eq(out.type, VC_EV_RELEASED);
     ck_assert_str_eq(out.reason, "EXPIRED");
+}
+END_TEST
+
+/* A confirm given the final total carries its figures; an old confirm, none, and still decodes. */
+START_TEST(event_roundtrip_confirmed_amounts)
+{
+    static const char old[] = "{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"FLASH100\","
+                              "\"customerId\":42,\"orderId\":\"order-42\","
+                              "\"confirmedAt\":\"2026-11-29T17:58:02.123Z\"}";
+    vc_event_t in = sample_reserved(), out;
+    char buf[VC_EVENT_MAX_JSON], err[256];
+    size_t len;
+
+    in.type = VC_EV_CONFIRMED;
+    in.has_amounts = 1;
+    in.order_amount = 80000;
+    in.discount_amount = 8000;
+    ck_assert_int_eq(vc_event_encode(&in, buf, sizeof(buf), &len, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf, "{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"FLASH100\","
+                          "\"customerId\":42,\"orderId\":\"order-42\",\"discountAmount\":8000,"
+                          "\"orderAmount\":80000,\"confirmedAt\":\"2026-11-29T17:58:02.123Z\"}");
+    ck_assert_int_eq(vc_event_decode(buf, len, &out, err, sizeof(err)), 0);
+    ck_assert_int_eq(out.type, VC_EV_CONFIRMED);
+    ck_assert_int_eq(out.has_amounts, 1);
+    ck_assert_int_eq(out.order_amount, 80000);
+    ck_assert_int_eq(out.discount_amount, 8000);
+
+    /* Without a total: no figures written, and none read back. */
+    in.has_amounts = 0;
+    ck_assert_int_eq(vc_event_encode(&in, buf, sizeof(buf), &len, err, sizeof(err)), 0);
+    ck_assert_ptr_null(strstr(buf, "Amount"));
+    ck_assert_int_eq(vc_event_decode(old, strlen(old), &out, err, sizeof(err)), 0);
+    ck_assert_int_eq(out.type, VC_EV_CONFIRMED);
+    ck_assert_int_eq(out.has_amounts, 0);
+    ck_assert_int_eq(out.order_amount, 0);
+    ck_assert_int_eq(out.discount_amount, 0);
 }
 END_TEST
 
@@ -120,6 +159,17 @@ static const struct {
     {"{\"type\":\"VoucherReleased\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
      "\"orderId\":\"o\",\"releasedAt\":\"2026-01-01T00:00:00Z\"}",
      "reason"},
+    /* A confirm's figures come both or neither, and not negative. */
+    {"{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"confirmedAt\":\"2026-01-01T00:00:00Z\",\"orderAmount\":5}",
+     "discountAmount"},
+    {"{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"confirmedAt\":\"2026-01-01T00:00:00Z\",\"discountAmount\":5}",
+     "orderAmount"},
+    {"{\"type\":\"VoucherConfirmed\",\"version\":1,\"code\":\"A\",\"customerId\":1,"
+     "\"orderId\":\"o\",\"confirmedAt\":\"2026-01-01T00:00:00Z\",\"discountAmount\":-1,"
+     "\"orderAmount\":5}",
+     "negative"},
 };
 
 START_TEST(event_decode_rejects_malformed)
@@ -269,6 +319,77 @@ START_TEST(event_decode_bounds_nesting)
 END_TEST
 
 /* vc_jdoc itself: the bounds and what a field reader sees. */
+/* Runs one vc_log_write with stderr sent to a file and returns the line (static). */
+static const char *captured_log_line(const vc_log_field_t *fields, size_t n, const char *msg)
+{
+    static char line[16384];
+    FILE *f = tmpfile();
+    int saved = dup(STDERR_FILENO);
+    size_t len;
+
+    ck_assert_ptr_nonnull(f);
+    dup2(fileno(f), STDERR_FILENO);
+    vc_log_write(VC_LOG_WARN, fields, n, "%s", msg);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    rewind(f);
+    len = fread(line, 1, sizeof(line) - 1, f);
+    fclose(f);
+    line[len] = '\0';
+    return line;
+}
+
+START_TEST(log_lines_are_json)
+{
+    char err[256] = "", big[3000];
+    const char *line, *s;
+    vc_jdoc_t doc;
+    vc_log_field_t fields[] = {{"code", "Q\"\\\n\t\x01/\xc3\xa9"}, {"empty", ""}, {NULL, "skipped"}};
+
+    /* One line, valid JSON, the values back as they were given, whatever they hold. */
+    line = captured_log_line(fields, 3, "said \"no\"\r\n\x1f");
+    ck_assert_ptr_nonnull(strchr(line, '\n'));
+    ck_assert_ptr_eq(strchr(line, '\n'), line + strlen(line) - 1);
+    ck_assert_msg(vc_jdoc_parse(&doc, line, strlen(line) - 1, err, sizeof(err)) == 0, "%s: %s", err, line);
+    ck_assert_int_eq(vc_jdoc_str(&doc, "level", &s, err, sizeof(err)), 0);
+    ck_assert_str_eq(s, "warn");
+    ck_assert_int_eq(vc_jdoc_str(&doc, "code", &s, err, sizeof(err)), 0);
+    ck_assert_str_eq(s, "Q\"\\\n\t\x01/\xc3\xa9");
+    ck_assert_int_eq(vc_jdoc_str(&doc, "empty", &s, err, sizeof(err)), 0);
+    ck_assert_str_eq(s, "");
+    ck_assert_int_eq(vc_jdoc_str(&doc, "message", &s, err, sizeof(err)), 0);
+    ck_assert_str_eq(s, "said \"no\"\r\n\x1f");
+    vc_jdoc_free(&doc);
+
+    /* A value too long is cut, never inside a character; the line stays JSON. */
+    for (size_t i = 0; i + 2 < sizeof(big); i += 2)
+        memcpy(big + i, "\xc3\xa9", 2);
+    big[sizeof(big) - 1] = '\0';
+    fields[0].value = big;
+    line = captured_log_line(fields, 1, big);
+    ck_assert_msg(vc_jdoc_parse(&doc, line, strlen(line) - 1, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(vc_jdoc_str(&doc, "code", &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(strlen(s), 1024);
+    ck_assert_int_eq(vc_jdoc_str(&doc, "message", &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(strlen(s) % 2, 0);
+    ck_assert_uint_ge(strlen(s), 2040);
+    vc_jdoc_free(&doc);
+}
+END_TEST
+
+START_TEST(json_same_compares_meaning)
+{
+    ck_assert(json_same("{\"a\":1,\"b\":[true,null,\"x\"]}", "{\"b\":[true,null,\"x\"],\"a\":1}"));
+    ck_assert(!json_same("{\"a\":1}", "{\"a\":2}"));
+    ck_assert(!json_same("{\"a\":1}", "{\"a\":1,\"b\":1}"));
+    ck_assert(!json_same("{\"a\":\"1\"}", "{\"a\":1}"));
+    ck_assert(!json_same("{\"a\":[1,2]}", "{\"a\":[2,1]}"));
+    ck_assert(!json_same("{\"a\":1", "{\"a\":1}"));
+    ck_assert(json_has("{\"a\":1,\"b\":{\"c\":false}}", "{\"b\":{\"c\":false}}"));
+    ck_assert(!json_has("{\"a\":1}", "{\"b\":1}"));
+}
+END_TEST
+
 START_TEST(jdoc_parse_strict)
 {
     vc_jdoc_t doc;
@@ -615,6 +736,29 @@ START_TEST(voucher_rules)
 }
 END_TEST
 
+/* A confirm's pricing: the minimum and the capped percent, and no clock. */
+START_TEST(voucher_price_ignores_the_clock)
+{
+    const vc_voucher_t v = {.discount_percent = 10,
+                            .max_discount_amount = 5000,
+                            .min_order_amount = 20000,
+                            .starts_at_ms = 1000,
+                            .ends_at_ms = 2000};
+    int64_t d = -1;
+
+    ck_assert_int_eq(vc_voucher_price(&v, 19999, &d), VC_E_ORDER_TOO_SMALL);
+    ck_assert_int_eq(d, -1);
+    ck_assert_int_eq(vc_voucher_price(&v, 20000, &d), 0);
+    ck_assert_int_eq(d, 2000);
+    ck_assert_int_eq(vc_voucher_price(&v, 80000, &d), 0);
+    ck_assert_int_eq(d, 5000); /* capped */
+    /* The same answer as a reservation inside the window; none asked about the clock. */
+    ck_assert_int_eq(vc_voucher_check(&v, 1500, 30000, &d), 0);
+    ck_assert_int_eq(d, 3000);
+    ck_assert_int_eq(vc_voucher_check(&v, 2500, 30000, &d), VC_E_EXPIRED);
+}
+END_TEST
+
 
 START_TEST(metrics_render_prometheus_text)
 {
@@ -645,7 +789,10 @@ START_TEST(metrics_render_prometheus_text)
     ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_bucket{le=\"10\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_bucket{le=\"+Inf\"} 2\n"));
     ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_count 2\n"));
-    ck_assert_ptr_nonnull(strstr(text, "t_latency_seconds_sum 20.000700\n"));
+    /* The sum as a number, not as one printf format spells it. */
+    const char *sum = strstr(text, "\nt_latency_seconds_sum ");
+    ck_assert_ptr_nonnull(sum);
+    ck_assert_double_eq_tol(strtod(sum + strlen("\nt_latency_seconds_sum "), NULL), 20.0007, 1e-9);
     /* HELP and TYPE once per family. */
     ck_assert_ptr_null(strstr(strstr(text, "# TYPE t_requests_total") + 1, "# TYPE t_requests_total"));
     free(text);
@@ -706,6 +853,7 @@ static Suite *common_suite(void)
     tcase_add_loop_test(tc, json_whole_numbers, 0, sizeof(whole_cases) / sizeof(whole_cases[0]));
     tcase_add_test(tc, event_roundtrip_reserved);
     tcase_add_test(tc, event_roundtrip_released);
+    tcase_add_test(tc, event_roundtrip_confirmed_amounts);
     tcase_add_test(tc, event_encode_rejects_invalid);
     tcase_add_loop_test(tc, event_decode_rejects_malformed, 0,
                         sizeof(bad_events) / sizeof(bad_events[0]));
@@ -715,7 +863,9 @@ static Suite *common_suite(void)
     tcase_add_loop_test(tc, event_decode_is_strict, 0,
                         sizeof(strict_events) / sizeof(strict_events[0]));
     tcase_add_test(tc, event_decode_bounds_nesting);
+    tcase_add_test(tc, json_same_compares_meaning);
     tcase_add_test(tc, jdoc_parse_strict);
+    tcase_add_test(tc, log_lines_are_json);
     tcase_add_test(tc, time_parse_and_format);
     tcase_add_test(tc, config_defaults_env_flags);
     tcase_add_test(tc, config_env_fallback);
@@ -727,6 +877,7 @@ static Suite *common_suite(void)
     tcase_add_test(tc, redis_url_credentials);
     tcase_add_test(tc, redis_url_redaction);
     tcase_add_test(tc, voucher_rules);
+    tcase_add_test(tc, voucher_price_ignores_the_clock);
     tcase_add_test(tc, metrics_render_prometheus_text);
     suite_add_tcase(s, tc);
     return s;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_same.h"
 #include "gw_app.h"
 #include "gw_http.h"
 #include "gw_router.h"
@@ -287,19 +288,19 @@ START_TEST(bodies)
 
     n = gw_body_error(buf, sizeof(buf), "BAD_REQUEST", "field \"orderId\" is required", NULL);
     ck_assert_uint_eq(n, strlen(buf));
-    ck_assert_str_eq(
+    ck_assert_json_eq(
         buf, "{\"error\":\"BAD_REQUEST\",\"detail\":\"field \\\"orderId\\\" is required\"}");
     gw_body_error(buf, sizeof(buf), "NOT_ELIGIBLE", "voucher expired", "EXPIRED");
-    ck_assert_str_eq(
+    ck_assert_json_eq(
         buf, "{\"error\":\"NOT_ELIGIBLE\",\"detail\":\"voucher expired\",\"reason\":\"EXPIRED\"}");
     gw_body_reservation(buf, sizeof(buf), "order-42", "FLASH100", 100000, 1795975982123LL, 0);
-    ck_assert_str_eq(buf,
+    ck_assert_json_eq(buf,
                      "{\"orderId\":\"order-42\",\"code\":\"FLASH100\",\"discountAmount\":100000,"
                      "\"heldUntil\":\"2026-11-29T18:13:02.123Z\"}");
     gw_body_reservation(buf, sizeof(buf), "order-42", "FLASH100", 5, 1795975982123LL, 1);
-    ck_assert_ptr_nonnull(strstr(buf, ",\"replayed\":true}"));
+    ck_assert_json_has(buf, "{\"replayed\":true}");
     gw_body_status(buf, sizeof(buf), "o-1", "FLASH100", "CONFIRMED", 0);
-    ck_assert_str_eq(buf, "{\"orderId\":\"o-1\",\"code\":\"FLASH100\",\"status\":\"CONFIRMED\"}");
+    ck_assert_json_eq(buf, "{\"orderId\":\"o-1\",\"code\":\"FLASH100\",\"status\":\"CONFIRMED\"}");
     ck_assert_uint_eq(gw_body_error(buf, 8, "BAD_REQUEST", "too long for the buffer", NULL), 0);
 }
 END_TEST
@@ -484,6 +485,73 @@ START_TEST(quote_body)
 }
 END_TEST
 
+/* The optional body of a confirm: none, blank or {} is the confirm of before. */
+static const struct {
+    const char *body;
+    int rc, has_total;
+    int64_t order_amount;
+} confirm_bodies[] = {
+    {"", 0, 0, 0},
+    {" \r\n\t", 0, 0, 0},
+    {"{}", 0, 0, 0},
+    {"{\"orderAmount\":0}", 0, 1, 0},
+    {" {\"orderAmount\":25000} ", 0, 1, 25000},
+    {"{\"orderAmount\":9223372036854775807}", 0, 1, INT64_MAX},
+    {"{\"orderAmount\":-1}", VC_ERR_INVALID, 0, 0},
+    {"{\"orderAmount\":\"25000\"}", VC_ERR_INVALID, 0, 0},
+    {"{\"orderAmount\":2.5}", VC_ERR_INVALID, 0, 0},
+    {"{\"orderAmount\":null}", VC_ERR_INVALID, 0, 0},
+    {"{\"orderAmount\":1,\"orderAmount\":2}", VC_ERR_INVALID, 0, 0},
+    {"{\"total\":25000}", VC_ERR_INVALID, 0, 0},
+    {"{\"orderAmount\":", VC_ERR_INVALID, 0, 0},
+    {"null", VC_ERR_INVALID, 0, 0},
+    {"[25000]", VC_ERR_INVALID, 0, 0},
+};
+
+START_TEST(confirm_body)
+{
+    gw_confirm_req_t c;
+    char err[256] = "";
+    const char *body = confirm_bodies[_i].body;
+
+    ck_assert_int_eq(gw_confirm_req_parse(body, strlen(body), &c, err, sizeof(err)),
+                     confirm_bodies[_i].rc);
+    ck_assert_int_eq(c.has_total, confirm_bodies[_i].has_total);
+    ck_assert_int_eq(c.order_amount, confirm_bodies[_i].order_amount);
+    if (confirm_bodies[_i].rc)
+        ck_assert_msg(err[0], "case %d: no error text", _i);
+}
+END_TEST
+
+/* The three answers of a confirm given a total, and the 409 for another total. */
+START_TEST(confirm_answers)
+{
+    gw_figures_t fig = {1, 25000, 1000}, unknown = {0, 0, 1000};
+    const char *error, *reason;
+    char buf[512];
+
+    ck_assert_uint_gt(gw_body_confirmed(buf, sizeof(buf), "o1", "FIX", &fig, 0), 0);
+    ck_assert_str_eq(buf, "{\"orderId\":\"o1\",\"code\":\"FIX\",\"status\":\"CONFIRMED\","
+                          "\"orderAmount\":25000,\"discountAmount\":1000}");
+    ck_assert_uint_gt(gw_body_confirmed(buf, sizeof(buf), "o1", "FIX", &unknown, 1), 0);
+    ck_assert_str_eq(buf, "{\"orderId\":\"o1\",\"code\":\"FIX\",\"status\":\"CONFIRMED\","
+                          "\"discountAmount\":1000,\"replayed\":true}");
+    ck_assert_int_eq(gw_status_for(VC_E_ORDER_TOO_SMALL, &error, &reason), 422);
+    ck_assert_uint_gt(gw_body_confirm_refused(buf, sizeof(buf), error, "d", reason, "quote", &fig),
+                      0);
+    ck_assert_str_eq(buf, "{\"error\":\"NOT_ELIGIBLE\",\"detail\":\"d\",\"reason\":\"ORDER_TOO_SMALL\","
+                          "\"quote\":{\"orderAmount\":25000,\"discountAmount\":1000}}");
+    ck_assert_int_eq(gw_status_for(GW_E_CONFIRMED_OTHER, &error, &reason), 409);
+    ck_assert_str_eq(error, "ALREADY_CONFIRMED");
+    ck_assert_ptr_null(reason);
+    ck_assert_uint_gt(
+        gw_body_confirm_refused(buf, sizeof(buf), error, "d", reason, "confirmed", &fig), 0);
+    ck_assert_str_eq(buf, "{\"error\":\"ALREADY_CONFIRMED\",\"detail\":\"d\","
+                          "\"confirmed\":{\"orderAmount\":25000,\"discountAmount\":1000}}");
+    ck_assert_uint_eq(gw_body_confirm_refused(buf, 20, error, "d", reason, "confirmed", &fig), 0);
+}
+END_TEST
+
 START_TEST(admin_token)
 {
     ck_assert(gw_bearer_authorized("Bearer s3cret", "s3cret"));
@@ -549,13 +617,13 @@ START_TEST(voucher_body_out)
 
     ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)), 0);
     gw_body_voucher(buf, sizeof(buf), &v, 1, 3, 0, 0, 2);
-    ck_assert_str_eq(buf, "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
+    ck_assert_json_eq(buf, "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
                           "\"minOrderAmount\":1000,\"totalLimit\":5,\"perUserLimit\":1,"
                           "\"startsAt\":\"2026-01-01T00:00:00.000Z\","
                           "\"endsAt\":\"2026-01-31T23:00:00.000Z\",\"active\":true,\"usedCount\":3,"
                           "\"remaining\":null,\"holds\":2}");
     gw_body_voucher(buf, sizeof(buf), &v, 1, 3, 1, 2, 2);
-    ck_assert_ptr_nonnull(strstr(buf, "\"remaining\":2,\"holds\":2}"));
+    ck_assert_json_has(buf, "{\"remaining\":2,\"holds\":2}");
     ck_assert_uint_eq(gw_body_voucher(buf, 40, &v, 1, 3, 1, 2, 2), 0);
 }
 END_TEST
@@ -769,6 +837,7 @@ START_TEST(redis_keys)
     ck_assert_str_eq(keys[GW_KEY_ORDERS], "voucher:{FLASH100}:orders");
     ck_assert_str_eq(keys[GW_KEY_RESENT], "voucher:{FLASH100}:resent");
     ck_assert_str_eq(keys[GW_KEY_AMOUNTS], "voucher:{FLASH100}:amounts");
+    ck_assert_str_eq(keys[GW_KEY_PAID], "voucher:{FLASH100}:paid");
     ck_assert_str_eq(keys[GW_KEY_RELEASING], "voucher:{FLASH100}:releasing");
     ck_assert_str_eq(keys[GW_KEY_LIMIT], "voucher:{FLASH100}:limit");
     gw_app_claim_key("order-7", claim);
@@ -829,6 +898,8 @@ static Suite *gateway_suite(void)
     tcase_add_loop_test(tc, discount_through_gateway, 0,
                         sizeof(discount_cases) / sizeof(discount_cases[0]));
     tcase_add_test(tc, quote_body);
+    tcase_add_loop_test(tc, confirm_body, 0, sizeof(confirm_bodies) / sizeof(confirm_bodies[0]));
+    tcase_add_test(tc, confirm_answers);
     tcase_add_test(tc, admin_token);
     tcase_add_test(tc, token_list);
     tcase_add_test(tc, route_auth);

@@ -9,6 +9,14 @@
 
 static const char *const reserved[] = {"acks", "enable.idempotence", "group.id", NULL};
 
+/* err starts with prefix and goes on with a reason of some words. */
+static int has_reason(const char *err, const char *prefix)
+{
+    size_t n = strlen(prefix);
+
+    return strncmp(err, prefix, n) == 0 && strlen(err + n) >= 3;
+}
+
 START_TEST(list_splits_pairs_in_order)
 {
     vc_kafka_settings_t s = VC_KAFKA_SETTINGS_INIT;
@@ -187,8 +195,9 @@ START_TEST(librdkafka_errors_are_passed_on)
         vc_kafka_settings_add(&s, "no.such.property=1", "option --kafka", err, sizeof(err)), 0);
     ck_assert_int_eq(vc_kafka_settings_check(&s, "the gateway", reserved, err, sizeof(err)),
                      VC_ERR_INVALID);
-    ck_assert_str_eq(err, "option --kafka: kafka setting no.such.property: No such configuration "
-                          "property: \"no.such.property\"");
+    /* Ours is the prefix naming where the setting came from; the reason after
+     * it is librdkafka's, whose wording is not ours to pin: only that it is there. */
+    ck_assert_msg(has_reason(err, "option --kafka: kafka setting no.such.property: "), "%s", err);
     vc_kafka_settings_free(&s);
 
     ck_assert_int_eq(vc_kafka_settings_add(&s, "socket.keepalive.enable=maybe", "option --kafka",
@@ -196,8 +205,7 @@ START_TEST(librdkafka_errors_are_passed_on)
                      0);
     ck_assert_int_eq(vc_kafka_settings_check(&s, "the gateway", reserved, err, sizeof(err)),
                      VC_ERR_INVALID);
-    ck_assert_msg(strstr(err, "kafka setting socket.keepalive.enable: ") &&
-                      strstr(err, "true or false"),
+    ck_assert_msg(has_reason(err, "option --kafka: kafka setting socket.keepalive.enable: "),
                   "librdkafka's reason missing: %s", err);
     vc_kafka_settings_free(&s);
 }

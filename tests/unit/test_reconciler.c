@@ -16,7 +16,7 @@
 #define NOW 1000000
 
 /* Adds an order: redis state (0 for none), PostgreSQL status. */
-static rc_order_t *add(rc_orders_t *m, const char *id, char redis, rc_pg_status_t pg)
+static rc_order_t *add(rc_orders_t *m, const char *id, char redis, vc_rd_status_t pg)
 {
     rc_order_t *o = rc_orders_get(m, id);
     ck_assert_ptr_nonnull(o);
@@ -50,10 +50,10 @@ START_TEST(consistent_when_everything_agrees)
     rc_orders_t m;
     rc_numbers_t n = numbers(10, 3, 7);
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_RESERVED);
-    add(&m, "b", 'C', RC_PG_CONFIRMED);
-    add(&m, "c", 'H', RC_PG_RESERVED);
-    add(&m, "d", 'R', RC_PG_RELEASED);
+    add(&m, "a", 'H', VC_RD_RESERVED);
+    add(&m, "b", 'C', VC_RD_CONFIRMED);
+    add(&m, "c", 'H', VC_RD_RESERVED);
+    add(&m, "d", 'R', VC_RD_RELEASED);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_CONSISTENT);
     ck_assert_int_eq(n.pg_live_after, 3);
     ck_assert_int_eq(rc_model_excess_remaining(&n), 0);
@@ -67,8 +67,8 @@ START_TEST(behind_while_a_reservation_is_in_flight)
     rc_numbers_t n = numbers(10, 1, 8);
     vc_event_t ev = event(VC_EV_RESERVED, "b");
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_RESERVED);
-    rc_order_apply(add(&m, "b", 'H', RC_PG_NONE), &ev);
+    add(&m, "a", 'H', VC_RD_RESERVED);
+    rc_order_apply(add(&m, "b", 'H', VC_RD_NONE), &ev);
     n.in_flight_events = 1;
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
     ck_assert_int_eq(n.pg_live_after, 2);
@@ -81,7 +81,7 @@ START_TEST(an_unsent_hold_is_fresh_then_stranded)
     rc_orders_t m;
     rc_numbers_t n = numbers(10, 0, 9);
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_NONE);
+    add(&m, "a", 'H', VC_RD_NONE);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
     ck_assert_int_eq(n.unsent_fresh, 1);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW + GRACE - 1, GRACE), RC_BEHIND);
@@ -97,8 +97,8 @@ START_TEST(behind_when_redis_gave_back_a_use_after_the_snapshot)
     rc_orders_t m;
     rc_numbers_t n = numbers(10, 2, 9);
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_RESERVED);
-    add(&m, "b", 'R', RC_PG_RESERVED);
+    add(&m, "a", 'H', VC_RD_RESERVED);
+    add(&m, "b", 'R', VC_RD_RESERVED);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
     ck_assert_int_eq(n.missing_in_redis, 0); /* not taken again: the next pass decides */
     ck_assert_int_eq(n.released_after, 1);
@@ -114,8 +114,8 @@ START_TEST(drifted_when_redis_gave_back_a_use_postgres_still_counts)
     rc_orders_t m;
     rc_numbers_t n = numbers(10, 2, 9);
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_RESERVED);
-    add(&m, "b", 'R', RC_PG_RESERVED)->revivable = 1;
+    add(&m, "a", 'H', VC_RD_RESERVED);
+    add(&m, "b", 'R', VC_RD_RESERVED)->revivable = 1;
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
     ck_assert_int_eq(n.missing_in_redis, 1);
     ck_assert_int_eq(n.bound, 8);
@@ -129,9 +129,9 @@ START_TEST(lost_orders_are_missing_but_the_counter_already_counts_them)
     rc_orders_t m;
     rc_numbers_t n = numbers(10, 3, 7);
     rc_orders_init(&m);
-    add(&m, "a", 0, RC_PG_RESERVED);
-    add(&m, "b", 0, RC_PG_RESERVED);
-    add(&m, "c", 0, RC_PG_CONFIRMED);
+    add(&m, "a", 0, VC_RD_RESERVED);
+    add(&m, "b", 0, VC_RD_RESERVED);
+    add(&m, "c", 0, VC_RD_CONFIRMED);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
     ck_assert_int_eq(n.missing_in_redis, 3);
     ck_assert_int_eq(n.accounted, 3);
@@ -146,8 +146,8 @@ START_TEST(behind_when_reserved_and_confirmed_after_the_snapshot)
     rc_orders_t m;
     rc_numbers_t n = numbers(10, 1, 8);
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_RESERVED);
-    add(&m, "b", 'C', RC_PG_NONE)->held_until_ms = NOW + 1;
+    add(&m, "a", 'H', VC_RD_RESERVED);
+    add(&m, "b", 'C', VC_RD_NONE)->held_until_ms = NOW + 1;
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
     ck_assert_int_eq(n.confirmed_unsent, 1);
     /* Past heldUntil and the grace nothing is on its way: the writer refused it, or it was lost. */
@@ -182,8 +182,8 @@ START_TEST(used_count_partly_made_of_rows)
     rc_numbers_t n = numbers(10, 6, 4);
     n.live_rows = 2;
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_RESERVED);
-    add(&m, "b", 'C', RC_PG_CONFIRMED);
+    add(&m, "a", 'H', VC_RD_RESERVED);
+    add(&m, "b", 'C', VC_RD_CONFIRMED);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_USED_WITHOUT_ROWS);
     ck_assert_int_eq(n.uncounted, 4);
     ck_assert_int_eq(n.bound, 4);
@@ -200,9 +200,9 @@ START_TEST(more_orders_than_the_limit_never_ask_for_a_negative_counter)
     rc_orders_t m;
     rc_numbers_t n = numbers(2, 2, 0);
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_RESERVED);
-    add(&m, "b", 'H', RC_PG_RESERVED);
-    add(&m, "c", 'H', RC_PG_NONE);
+    add(&m, "a", 'H', VC_RD_RESERVED);
+    add(&m, "b", 'H', VC_RD_RESERVED);
+    add(&m, "c", 'H', VC_RD_NONE);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
     ck_assert_int_eq(n.bound, 0);
     ck_assert_int_eq(rc_model_excess_remaining(&n), 0);
@@ -216,9 +216,9 @@ START_TEST(drifted_when_the_users_hash_lost_customers)
     rc_orders_t m;
     rc_numbers_t n = numbers(10, 3, 7);
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_RESERVED);
-    add(&m, "b", 'C', RC_PG_CONFIRMED);
-    add(&m, "c", 'H', RC_PG_RESERVED)->customer_id = 8;
+    add(&m, "a", 'H', VC_RD_RESERVED);
+    add(&m, "b", 'C', VC_RD_CONFIRMED);
+    add(&m, "c", 'H', VC_RD_RESERVED)->customer_id = 8;
     n.redis_users = 2;
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_CONSISTENT);
     n.redis_users = 1;
@@ -241,8 +241,8 @@ START_TEST(a_reserve_during_the_pass_is_neither_drift_nor_excess)
     rc_orders_t m;
     rc_numbers_t n = numbers(10, 1, 8);
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_RESERVED);
-    add(&m, "b", 'H', RC_PG_NONE);
+    add(&m, "a", 'H', VC_RD_RESERVED);
+    add(&m, "b", 'H', VC_RD_NONE);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
     ck_assert_int_eq(rc_model_excess_remaining(&n), 0);
     /* The old reads: the counter read before the reserve (9) with the orders after it. */
@@ -273,9 +273,9 @@ START_TEST(drifted_when_the_counter_offers_more_than_the_orders_allow)
     rc_orders_t m;
     rc_numbers_t n = numbers(10, 3, 8); /* taken 2, but 3 orders held */
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_RESERVED);
-    add(&m, "b", 'H', RC_PG_RESERVED);
-    add(&m, "c", 'C', RC_PG_CONFIRMED);
+    add(&m, "a", 'H', VC_RD_RESERVED);
+    add(&m, "b", 'H', VC_RD_RESERVED);
+    add(&m, "c", 'C', VC_RD_CONFIRMED);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
     ck_assert_int_eq(rc_model_excess_remaining(&n), 1);
     rc_orders_free(&m);
@@ -288,7 +288,7 @@ START_TEST(consistent_when_the_events_in_flight_are_already_applied)
     rc_numbers_t n = numbers(10, 1, 9);
     vc_event_t ev = event(VC_EV_RESERVED, "a");
     rc_orders_init(&m);
-    rc_order_apply(add(&m, "a", 'H', RC_PG_RESERVED), &ev); /* applied, offset not committed */
+    rc_order_apply(add(&m, "a", 'H', VC_RD_RESERVED), &ev); /* applied, offset not committed */
     n.in_flight_events = 1;
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_CONSISTENT);
     rc_orders_free(&m);
@@ -301,8 +301,8 @@ START_TEST(behind_while_a_release_is_under_way)
     rc_numbers_t n = numbers(10, 2, 8);
     vc_event_t ev = event(VC_EV_RELEASED, "b");
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_RESERVED);
-    rc_order_apply(add(&m, "b", 'X', RC_PG_RESERVED), &ev);
+    add(&m, "a", 'H', VC_RD_RESERVED);
+    rc_order_apply(add(&m, "b", 'X', VC_RD_RESERVED), &ev);
     n.in_flight_events = 1;
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_BEHIND);
     ck_assert_int_eq(n.releasing, 1);
@@ -327,7 +327,7 @@ START_TEST(undersold_when_redis_holds_what_postgres_released)
     rc_orders_t m;
     rc_numbers_t n = numbers(10, 0, 9);
     rc_orders_init(&m);
-    add(&m, "a", 'H', RC_PG_RELEASED);
+    add(&m, "a", 'H', VC_RD_RELEASED);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_UNDERSOLD);
     ck_assert_int_eq(n.released_in_pg, 1);
     rc_orders_free(&m);
@@ -353,32 +353,35 @@ START_TEST(replay_follows_the_writer)
 
     rc_order_apply(&o, &reserved);
     rc_order_apply(&o, &reserved); /* a redelivery */
-    ck_assert_int_eq(o.pg_after, RC_PG_RESERVED);
+    ck_assert_int_eq(o.pg_after, VC_RD_RESERVED);
     rc_order_apply(&o, &confirmed);
-    ck_assert_int_eq(o.pg_after, RC_PG_CONFIRMED);
+    ck_assert_int_eq(o.pg_after, VC_RD_CONFIRMED);
     rc_order_apply(&o, &reserved); /* a late redelivery changes nothing */
-    ck_assert_int_eq(o.pg_after, RC_PG_CONFIRMED);
+    ck_assert_int_eq(o.pg_after, VC_RD_CONFIRMED);
     rc_order_apply(&o, &released);
     rc_order_apply(&o, &reserved); /* released is final */
-    ck_assert_int_eq(o.pg_after, RC_PG_RELEASED);
+    ck_assert_int_eq(o.pg_after, VC_RD_RELEASED);
     ck_assert_int_eq(o.in_flight, 1);
 
     memset(&o, 0, sizeof(o));
     rc_order_apply(&o, &confirmed); /* confirmed before reserved: counted at the confirm */
     rc_order_apply(&o, &reserved);
-    ck_assert_int_eq(o.pg_after, RC_PG_CONFIRMED);
+    ck_assert_int_eq(o.pg_after, VC_RD_CONFIRMED);
 
     memset(&o, 0, sizeof(o));
     rc_order_apply(&o, &released); /* released before reserved: a tombstone */
     rc_order_apply(&o, &reserved);
-    ck_assert_int_eq(o.pg_after, RC_PG_RELEASED);
+    ck_assert_int_eq(o.pg_after, VC_RD_RELEASED);
 }
 END_TEST
 
 START_TEST(order_values_parse)
 {
     rc_order_t o = {0};
-    const char *bad[] = {"", "1:2:3", "1:2:3:Q", "x:2:3:H", "1:2:3:HH", "1::3:H"};
+    /* Strict, as the gateway reads them: no sign but '-', no spaces (vc_order_value.h). */
+    const char *bad[] = {"",       "1:2:3",    "1:2:3:Q", "x:2:3:H", "1:2:3:HH",
+                         "1::3:H", "+5:2:3:H", " 5:2:3:H", "5:+2:3:H", "5:2: 3:H",
+                         "5 :2:3:H", "5:2:99999999999999999999:H"};
 
     ck_assert_int_eq(rc_order_parse("42:100000:1795975982123:C", 25, &o), 0);
     ck_assert_int_eq(o.customer_id, 42);
@@ -386,7 +389,7 @@ START_TEST(order_values_parse)
     ck_assert_int_eq(o.held_until_ms, 1795975982123);
     ck_assert_int_eq(o.redis_state, 'C');
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        ck_assert_msg(rc_order_parse(bad[i], strlen(bad[i]), &o) == VC_ERR_INVALID, "%s", bad[i]);
+        ck_assert_msg(rc_order_parse(bad[i], strlen(bad[i]), &o) == VC_ERR_PROTOCOL, "%s", bad[i]);
 }
 END_TEST
 
@@ -503,41 +506,41 @@ START_TEST(release_decisions)
 {
     static const struct {
         char redis;
-        rc_pg_status_t pg_after;
+        vc_rd_status_t pg_after;
         int64_t held_until, first_unsent;
         rc_release_t want;
         const char *why;
     } cases[] = {
-        {'H', RC_PG_NONE, SNAP + 60000, 0, RC_RELEASE_NONE, "a fresh hold"},
-        {'H', RC_PG_RESERVED, SNAP - GRACE, 0, RC_RELEASE_EXPIRE, "expired a grace before"},
-        {'H', RC_PG_RESERVED, SNAP - GRACE + 1, 0, RC_RELEASE_NONE,
+        {'H', VC_RD_NONE, SNAP + 60000, 0, RC_RELEASE_NONE, "a fresh hold"},
+        {'H', VC_RD_RESERVED, SNAP - GRACE, 0, RC_RELEASE_EXPIRE, "expired a grace before"},
+        {'H', VC_RD_RESERVED, SNAP - GRACE + 1, 0, RC_RELEASE_NONE,
          "expired, but a confirm accepted just before may not be in the snapshot"},
-        {'H', RC_PG_CONFIRMED, SNAP - 10 * GRACE, 0, RC_RELEASE_TO_CONFIRMED,
+        {'H', VC_RD_CONFIRMED, SNAP - 10 * GRACE, 0, RC_RELEASE_TO_CONFIRMED,
          "confirmed in PostgreSQL outranks held in Redis: never expired"},
-        {'H', RC_PG_CONFIRMED, SNAP + 60000, 0, RC_RELEASE_TO_CONFIRMED,
+        {'H', VC_RD_CONFIRMED, SNAP + 60000, 0, RC_RELEASE_TO_CONFIRMED,
          "repaired before heldUntil too"},
-        {'C', RC_PG_CONFIRMED, SNAP - 10 * GRACE, 0, RC_RELEASE_NONE, "confirmed on both sides"},
-        {'C', RC_PG_RESERVED, SNAP - 10 * GRACE, 0, RC_RELEASE_NONE,
+        {'C', VC_RD_CONFIRMED, SNAP - 10 * GRACE, 0, RC_RELEASE_NONE, "confirmed on both sides"},
+        {'C', VC_RD_RESERVED, SNAP - 10 * GRACE, 0, RC_RELEASE_NONE,
          "confirmed in Redis, its confirm on its way: never expired"},
-        {'H', RC_PG_RELEASED, SNAP + 60000, 0, RC_RELEASE_CANCEL, "released in PostgreSQL"},
-        {'C', RC_PG_RELEASED, SNAP + 60000, 0, RC_RELEASE_CANCEL,
+        {'H', VC_RD_RELEASED, SNAP + 60000, 0, RC_RELEASE_CANCEL, "released in PostgreSQL"},
+        {'C', VC_RD_RELEASED, SNAP + 60000, 0, RC_RELEASE_CANCEL,
          "released in PostgreSQL (confirmed)"},
-        {'H', RC_PG_NONE, SNAP + 60000, SNAP - GRACE, RC_RELEASE_UNDELIVERED,
+        {'H', VC_RD_NONE, SNAP + 60000, SNAP - GRACE, RC_RELEASE_UNDELIVERED,
          "unknown downstream since a grace before the snapshot"},
-        {'H', RC_PG_NONE, SNAP + 60000, SNAP - GRACE + 1, RC_RELEASE_NONE,
+        {'H', VC_RD_NONE, SNAP + 60000, SNAP - GRACE + 1, RC_RELEASE_NONE,
          "unknown downstream, not yet a grace before the snapshot"},
-        {'C', RC_PG_NONE, SNAP + 60000, SNAP - GRACE, RC_RELEASE_UNDELIVERED,
+        {'C', VC_RD_NONE, SNAP + 60000, SNAP - GRACE, RC_RELEASE_UNDELIVERED,
          "confirmed in Redis, no event anywhere after the grace: never answered 200"},
-        {'C', RC_PG_NONE, SNAP + 60000, SNAP - GRACE + 1, RC_RELEASE_NONE,
+        {'C', VC_RD_NONE, SNAP + 60000, SNAP - GRACE + 1, RC_RELEASE_NONE,
          "confirmed in Redis, no event yet: its 200 may still come"},
-        {'C', RC_PG_NONE, SNAP - 10 * GRACE, 0, RC_RELEASE_NONE, "a confirmed order never expires"},
-        {'H', RC_PG_NONE, SNAP - GRACE, SNAP, RC_RELEASE_EXPIRE, "unsent and expired: expired"},
-        {'H', RC_PG_NONE, SNAP + 60000, 0, RC_RELEASE_NONE, "unsent, never seen before"},
-        {'X', RC_PG_RESERVED, SNAP - 10 * GRACE, SNAP - GRACE, RC_RELEASE_NONE, "a release begun"},
-        {'E', RC_PG_NONE, SNAP - 10 * GRACE, SNAP - GRACE, RC_RELEASE_NONE, "a release begun"},
-        {'R', RC_PG_RESERVED, SNAP - 10 * GRACE, SNAP - GRACE, RC_RELEASE_NONE,
+        {'C', VC_RD_NONE, SNAP - 10 * GRACE, 0, RC_RELEASE_NONE, "a confirmed order never expires"},
+        {'H', VC_RD_NONE, SNAP - GRACE, SNAP, RC_RELEASE_EXPIRE, "unsent and expired: expired"},
+        {'H', VC_RD_NONE, SNAP + 60000, 0, RC_RELEASE_NONE, "unsent, never seen before"},
+        {'X', VC_RD_RESERVED, SNAP - 10 * GRACE, SNAP - GRACE, RC_RELEASE_NONE, "a release begun"},
+        {'E', VC_RD_NONE, SNAP - 10 * GRACE, SNAP - GRACE, RC_RELEASE_NONE, "a release begun"},
+        {'R', VC_RD_RESERVED, SNAP - 10 * GRACE, SNAP - GRACE, RC_RELEASE_NONE,
          "released in Redis"},
-        {0, RC_PG_RESERVED, SNAP - 10 * GRACE, SNAP - GRACE, RC_RELEASE_NONE, "not in Redis"},
+        {0, VC_RD_RESERVED, SNAP - 10 * GRACE, SNAP - GRACE, RC_RELEASE_NONE, "not in Redis"},
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -562,21 +565,21 @@ START_TEST(release_decisions_parked)
 {
     static const struct {
         char redis;
-        rc_pg_status_t pg_after;
+        vc_rd_status_t pg_after;
         int parked, discarded;
         rc_release_t want;
         const char *why;
     } cases[] = {
-        {'H', RC_PG_NONE, 1, 0, RC_RELEASE_NONE, "parked: neither expired nor undelivered"},
-        {'C', RC_PG_NONE, 1, 0, RC_RELEASE_NONE, "parked confirm (answered 200): kept"},
-        {'H', RC_PG_RESERVED, 1, 0, RC_RELEASE_NONE, "a parked confirm of a reserved row"},
-        {'H', RC_PG_CONFIRMED, 1, 0, RC_RELEASE_TO_CONFIRMED, "confirmed in PostgreSQL still rules"},
-        {'H', RC_PG_RELEASED, 1, 0, RC_RELEASE_CANCEL, "released in PostgreSQL still rules"},
-        {'H', RC_PG_NONE, 0, 1, RC_RELEASE_DISCARD, "discarded: the use goes back"},
-        {'C', RC_PG_NONE, 0, 1, RC_RELEASE_DISCARD, "discarded confirm, no row: the use goes back"},
-        {'H', RC_PG_NONE, 1, 1, RC_RELEASE_NONE, "one letter discarded, another still parked"},
-        {'E', RC_PG_NONE, 0, 1, RC_RELEASE_NONE, "already being released"},
-        {'R', RC_PG_RELEASED, 0, 1, RC_RELEASE_NONE, "released on both sides"},
+        {'H', VC_RD_NONE, 1, 0, RC_RELEASE_NONE, "parked: neither expired nor undelivered"},
+        {'C', VC_RD_NONE, 1, 0, RC_RELEASE_NONE, "parked confirm (answered 200): kept"},
+        {'H', VC_RD_RESERVED, 1, 0, RC_RELEASE_NONE, "a parked confirm of a reserved row"},
+        {'H', VC_RD_CONFIRMED, 1, 0, RC_RELEASE_TO_CONFIRMED, "confirmed in PostgreSQL still rules"},
+        {'H', VC_RD_RELEASED, 1, 0, RC_RELEASE_CANCEL, "released in PostgreSQL still rules"},
+        {'H', VC_RD_NONE, 0, 1, RC_RELEASE_DISCARD, "discarded: the use goes back"},
+        {'C', VC_RD_NONE, 0, 1, RC_RELEASE_DISCARD, "discarded confirm, no row: the use goes back"},
+        {'H', VC_RD_NONE, 1, 1, RC_RELEASE_NONE, "one letter discarded, another still parked"},
+        {'E', VC_RD_NONE, 0, 1, RC_RELEASE_NONE, "already being released"},
+        {'R', VC_RD_RELEASED, 0, 1, RC_RELEASE_NONE, "released on both sides"},
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -603,7 +606,7 @@ START_TEST(verdict_parked)
     rc_orders_init(&m);
     o = rc_orders_get(&m, "o-1");
     o->redis_state = 'C';
-    o->pg = o->pg_after = RC_PG_CONFIRMED;
+    o->pg = o->pg_after = VC_RD_CONFIRMED;
     o = rc_orders_get(&m, "o-2");
     o->redis_state = 'H';
     o->parked = 1;
@@ -626,7 +629,7 @@ START_TEST(verdict_parked)
     ck_assert_int_eq(n.discarding, 1);
     /* Replayed: the row is there, nothing parked: consistent. */
     o->discarded = 0;
-    o->pg = o->pg_after = RC_PG_RESERVED;
+    o->pg = o->pg_after = VC_RD_RESERVED;
     n.used_count = n.live_rows = 2;
     ck_assert_int_eq(rc_model_judge(&m, &n, SNAP, GRACE), RC_CONSISTENT);
     rc_orders_free(&m);
@@ -639,13 +642,13 @@ START_TEST(unsent_orders_and_hold_identity)
 
     ck_assert_int_eq(rc_order_parse("7:100:5000:H", 12, &a), 0);
     ck_assert_int_eq(a.redis_held_until_ms, 5000);
-    a.pg_after = RC_PG_NONE;
+    a.pg_after = VC_RD_NONE;
     ck_assert_int_eq(rc_order_unsent(&a), 1);
     a.redis_state = 'C';
     ck_assert_int_eq(rc_order_unsent(&a), 1);
-    a.pg_after = RC_PG_RESERVED;
+    a.pg_after = VC_RD_RESERVED;
     ck_assert_int_eq(rc_order_unsent(&a), 0);
-    a.pg_after = RC_PG_NONE;
+    a.pg_after = VC_RD_NONE;
     a.redis_state = 'E';
     ck_assert_int_eq(rc_order_unsent(&a), 0);
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for writer/: the redemption state machine, the message queue,
+ * Unit tests for writer/: the message queue,
  * poison isolation by bisection, dead-letter headers. No server needed.
  */
 #include <check.h>
@@ -12,119 +12,6 @@
 #include "wr_dlt.h"
 #include "wr_pg.h"
 #include "wr_state.h"
-
-/* ------------------------------------------------------------ state machine */
-
-static const struct {
-    wr_status_t from;
-    vc_event_type_t type;
-    wr_status_t to;
-    int delta;
-    wr_outcome_t outcome;
-} transitions[] = {
-    {WR_ST_NONE, VC_EV_RESERVED, WR_ST_RESERVED, +1, WR_OUT_APPLIED},
-    {WR_ST_NONE, VC_EV_CONFIRMED, WR_ST_CONFIRMED, +1, WR_OUT_EARLY},
-    {WR_ST_NONE, VC_EV_RELEASED, WR_ST_RELEASED, 0, WR_OUT_TOMBSTONE},
-    {WR_ST_RESERVED, VC_EV_RESERVED, WR_ST_RESERVED, 0, WR_OUT_NOOP},
-    {WR_ST_RESERVED, VC_EV_CONFIRMED, WR_ST_CONFIRMED, 0, WR_OUT_APPLIED},
-    {WR_ST_RESERVED, VC_EV_RELEASED, WR_ST_RELEASED, -1, WR_OUT_APPLIED},
-    {WR_ST_CONFIRMED, VC_EV_RESERVED, WR_ST_CONFIRMED, 0, WR_OUT_NOOP},
-    {WR_ST_CONFIRMED, VC_EV_CONFIRMED, WR_ST_CONFIRMED, 0, WR_OUT_NOOP},
-    {WR_ST_CONFIRMED, VC_EV_RELEASED, WR_ST_RELEASED, -1, WR_OUT_APPLIED},
-    {WR_ST_RELEASED, VC_EV_RESERVED, WR_ST_RELEASED, 0, WR_OUT_NOOP},
-    {WR_ST_RELEASED, VC_EV_CONFIRMED, WR_ST_RELEASED, 0, WR_OUT_NOOP},
-    {WR_ST_RELEASED, VC_EV_RELEASED, WR_ST_RELEASED, 0, WR_OUT_NOOP},
-};
-
-START_TEST(state_transition_table)
-{
-    size_t i = (size_t)_i;
-    wr_step_t s = wr_redemption_step(transitions[i].from, transitions[i].type);
-
-    ck_assert_msg(s.next == transitions[i].to, "%s + %s -> %s, want %s",
-                  wr_status_name(transitions[i].from), vc_event_type_name(transitions[i].type),
-                  wr_status_name(s.next), wr_status_name(transitions[i].to));
-    ck_assert_int_eq(s.used_delta, transitions[i].delta);
-    ck_assert_int_eq(s.outcome, transitions[i].outcome);
-}
-END_TEST
-
-START_TEST(state_rejects_unknown_type)
-{
-    wr_step_t s = wr_redemption_step(WR_ST_RESERVED, (vc_event_type_t)9);
-    ck_assert_int_eq(s.next, WR_ST_RESERVED);
-    ck_assert_int_eq(s.used_delta, 0);
-    ck_assert_int_eq(s.outcome, WR_OUT_POISON);
-}
-END_TEST
-
-/* Applies seq (types 1..3) to one redemption; returns the final status and the used_count sum. */
-static wr_status_t run_sequence(const int *seq, size_t n, int *used)
-{
-    wr_status_t st = WR_ST_NONE;
-    *used = 0;
-    for (size_t i = 0; i < n; i++) {
-        wr_step_t s = wr_redemption_step(st, (vc_event_type_t)seq[i]);
-        st = s.next;
-        *used += s.used_delta;
-    }
-    return st;
-}
-
-/*
- * Every sequence of up to 6 events: used_count is 1 exactly while the
- * redemption holds a use (RESERVED or CONFIRMED) and never leaves [0, 1];
- * and repeating the whole sequence (a redelivery) changes nothing.
- */
-START_TEST(state_any_sequence_counts_once_and_redelivery_is_noop)
-{
-    int seq[12];
-
-    for (size_t len = 1; len <= 6; len++) {
-        size_t total = 1;
-        for (size_t i = 0; i < len; i++)
-            total *= 3;
-        for (size_t code = 0; code < total; code++) {
-            size_t c = code;
-            int used, used2;
-            wr_status_t st, st2;
-            for (size_t i = 0; i < len; i++, c /= 3)
-                seq[i] = (int)(c % 3) + 1;
-            st = run_sequence(seq, len, &used);
-            ck_assert_int_eq(used, st == WR_ST_RESERVED || st == WR_ST_CONFIRMED);
-            memcpy(seq + len, seq, len * sizeof(int));
-            st2 = run_sequence(seq, 2 * len, &used2);
-            ck_assert_int_eq(st2, st);
-            ck_assert_int_eq(used2, used);
-        }
-    }
-}
-END_TEST
-
-/* A release that overtakes its reservation ends where the in-order pair ends. */
-START_TEST(state_release_before_reserve_converges)
-{
-    int in_order[] = {VC_EV_RESERVED, VC_EV_RELEASED};
-    int swapped[] = {VC_EV_RELEASED, VC_EV_RESERVED};
-    int u1, u2;
-
-    ck_assert_int_eq(run_sequence(in_order, 2, &u1), WR_ST_RELEASED);
-    ck_assert_int_eq(run_sequence(swapped, 2, &u2), WR_ST_RELEASED);
-    ck_assert_int_eq(u1, 0);
-    ck_assert_int_eq(u2, 0);
-}
-END_TEST
-
-START_TEST(outcome_names)
-{
-    ck_assert_str_eq(wr_outcome_name(WR_OUT_APPLIED), "applied");
-    ck_assert_str_eq(wr_outcome_name(WR_OUT_EARLY), "early-confirm");
-    ck_assert_str_eq(wr_outcome_name(WR_OUT_CONFLICT), "order-conflict");
-    ck_assert_str_eq(wr_outcome_name(42), "unknown");
-    ck_assert_str_eq(wr_status_name(WR_ST_NONE), "(none)");
-    ck_assert_str_eq(wr_status_name(WR_ST_CONFIRMED), "CONFIRMED");
-}
-END_TEST
 
 /* ------------------------------------------------------------ queue */
 
@@ -616,17 +503,7 @@ END_TEST
 static Suite *writer_suite(void)
 {
     Suite *s = suite_create("writer");
-    TCase *tc = tcase_create("state");
-
-    tcase_add_loop_test(tc, state_transition_table, 0,
-                        (int)(sizeof(transitions) / sizeof(transitions[0])));
-    tcase_add_test(tc, state_rejects_unknown_type);
-    tcase_add_test(tc, state_any_sequence_counts_once_and_redelivery_is_noop);
-    tcase_add_test(tc, state_release_before_reserve_converges);
-    tcase_add_test(tc, outcome_names);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("batch");
+    TCase *tc = tcase_create("batch");
     tcase_add_test(tc, queue_fifo_and_positions);
     tcase_add_test(tc, queue_grows_keeping_order);
     tcase_add_test(tc, queue_drop_revoked_partitions);

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Checks the writer's SQL (deploy/sql/003, 005, 006) against a real PostgreSQL.
+"""Checks the writer's SQL (deploy/sql/003, 005, 006, 007, 011) against a real PostgreSQL.
 
 1. Every sequence of up to four events of one order, applied one call per
    event and then redelivered as one batch, ends in the row the set of event
-   types determines (proto/redemption-states.md), with used_count right.
+   types determines (proto/redemption-states.md), with used_count right, and
+   the figures of the confirm that confirmed it (deploy/sql/011).
 2. Random batches give the same outcomes, rows (timestamps and amounts
    included) and used_count through wr_apply_events_set() as through
    wr_apply_events_seq().
@@ -46,7 +47,8 @@ def psql(sql, may_fail=False):
 
 
 def arr(xs):
-    return "'{" + ",".join('"%s"' % x for x in xs) + "}'"
+    """An array literal; None is NULL (a confirm without the final figures)."""
+    return "'{" + ",".join("NULL" if x is None else '"%s"' % x for x in xs) + "}'"
 
 
 def call(fn, evs, code_of, order_of):
@@ -69,14 +71,16 @@ def sequences():
             cases.append((code, seq))
             sql.append("INSERT INTO voucher (code, discount_amount, total_limit, starts_at, ends_at)"
                        " VALUES ('%s', 1, 10, now(), now() + interval '1 day');" % code)
-            evs = [(t, code, "o" + code, 5 if t == 1 else 0, 50 if t == 1 else 0, 1000, 0, 1)
-                   for t in seq]
+            # Reservations carry their quote, confirms the final figures.
+            evs = [(t, code, "o" + code, {1: 5, 2: 7}.get(t, 0), {1: 50, 2: 70}.get(t, 0),
+                    1000, 0, 1) for t in seq]
             for e in evs:
                 sql.append(call("wr_apply_events", [e], lambda e: e[1], lambda e: e[2]))
             sql.append(call("wr_apply_events", evs, lambda e: e[1], lambda e: e[2]))
     psql("\n".join(sql))
     got = {}
-    for line in psql("SELECT v.code, r.status, v.used_count, r.discount_amount FROM voucher v"
+    for line in psql("SELECT v.code, r.status, v.used_count, r.discount_amount,"
+                     " r.confirmed_order_amount, r.confirmed_discount_amount FROM voucher v"
                      " JOIN voucher_redemption r ON r.voucher_code = v.code"
                      " WHERE v.code LIKE 'SQ%'").split("\n"):
         code, *rest = line.split("|")
@@ -84,7 +88,10 @@ def sequences():
     bad = 0
     for code, seq in cases:
         status = "RELEASED" if 3 in seq else "CONFIRMED" if 2 in seq else "RESERVED"
-        want = [status, "0" if status == "RELEASED" else "1", "5" if 1 in seq else "0"]
+        # The first confirm confirms the row unless a release came before it.
+        confirmed = 2 in seq and (3 not in seq or seq.index(2) < seq.index(3))
+        want = [status, "0" if status == "RELEASED" else "1", "5" if 1 in seq else "0",
+                "70" if confirmed else "", "7" if confirmed else ""]
         if got[code] != want:
             bad += 1
             print("mismatch", seq, got[code], want)
@@ -101,8 +108,11 @@ def random_batch(rnd, conflict):
         if rnd.random() < conflict:
             code = code % 4 + 1
         carries = t == 1 and rnd.random() < 0.8
-        evs.append((t, code, order, rnd.randint(1, 9) * 10 if carries else 0,
-                    rnd.randint(1, 9) * 100 if carries else 0,
+        # A confirm carries the final figures (deploy/sql/011) or none (NULL).
+        final = t == 2 and rnd.random() < 0.5
+        evs.append((t, code, order,
+                     rnd.randint(1, 9) * 10 if carries or final else None if t == 2 else 0,
+                     rnd.randint(1, 9) * 100 if carries or final else None if t == 2 else 0,
                     1700000000000 + rnd.randint(0, 10**6),
                     1700000900000 + rnd.randint(0, 10**6) if carries and rnd.random() < 0.5 else 0,
                     rnd.randint(1, 5)))
@@ -128,8 +138,10 @@ class LiveStream:
                 self.next_order += 1
             seen.add(order)
             self.state[order] = t
-            evs.append((t, order % 4 + 1, order, rnd.randint(1, 9) * 10 if t == 1 else 0,
-                        rnd.randint(1, 9) * 100 if t == 1 else 0,
+            final = t == 2 and rnd.random() < 0.5
+            evs.append((t, order % 4 + 1, order,
+                        rnd.randint(1, 9) * 10 if t == 1 or final else None if t == 2 else 0,
+                        rnd.randint(1, 9) * 100 if t == 1 or final else None if t == 2 else 0,
                         1700000000000 + rnd.randint(0, 10**6),
                         1700000900000 + rnd.randint(0, 10**6) if t == 1 else 0, order % 7))
         return evs
@@ -150,7 +162,8 @@ def differential(seed, fn="wr_apply_events_set", live=False, rounds=120, conflic
     # md5 of their text with the prefixes that tell A from B taken off.
     state = ("md5(coalesce((SELECT string_agg(concat_ws('|', substr(order_id, 3),"
              " substr(voucher_code, 3), customer_id, status, discount_amount, order_amount,"
-             " held_until, created_at, updated_at), ',' ORDER BY order_id)"
+             " held_until, confirmed_order_amount, confirmed_discount_amount, created_at,"
+             " updated_at), ',' ORDER BY order_id)"
              " FROM voucher_redemption WHERE voucher_code IN ('{p}1', '{p}2', '{p}3', '{p}4')),"
              " '') || ';' || (SELECT string_agg(used_count::text, ',' ORDER BY code) FROM voucher"
              " WHERE code IN ('{p}1', '{p}2', '{p}3', '{p}4')))")

@@ -1,0 +1,337 @@
+#include "rc_pg.h"
+#include "vc_error.h"
+#include "vc_pg.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The advisory lock that makes one reconciler the one that acts. */
+#define RC_LOCK_KEY "7461736b"
+
+/*
+ * The lock's session, kept honest (deploy/README.md, "Reconciler leadership"). Both ends
+ * probe a silent connection: after RC_KEEPALIVE_IDLE_S of silence, every
+ * RC_KEEPALIVE_INTERVAL_S, RC_KEEPALIVE_COUNT times; data left unacknowledged
+ * for RC_SILENCE_MS ends it too. So PostgreSQL ends the session of a leader
+ * that vanished (and frees the lock for a standby) no sooner than
+ * RC_SILENCE_MS after it last heard from it, and no later than about that.
+ * The leader proves its session at most RC_PROOF_EVERY_MS (rc_pg.h) before
+ * each repair: it stops acting long before PostgreSQL could give the lock away.
+ */
+#define RC_KEEPALIVE_IDLE_S 10
+#define RC_KEEPALIVE_INTERVAL_S 5
+#define RC_KEEPALIVE_COUNT 3
+#define RC_SILENCE_MS ((RC_KEEPALIVE_IDLE_S + RC_KEEPALIVE_INTERVAL_S * RC_KEEPALIVE_COUNT) * 1000)
+#define RC_STR_(x) #x
+#define RC_STR(x) RC_STR_(x)
+
+/*
+ * Opens the session that also holds the lock: keepalives and a user timeout
+ * on our side (libpq) and on PostgreSQL's (the session's settings), so that a
+ * half-open connection ends within RC_SILENCE_MS instead of keeping the lock
+ * for hours, and a statement timeout, so that a blocked read fails the pass
+ * instead of stalling every pass. Returns the connection or NULL with err set.
+ */
+static PGconn *lock_session(const char *dsn, int64_t timeout_ms, char *err, size_t errlen)
+{
+    const char *keys[] = {"dbname",           "application_name", "connect_timeout",
+                          "keepalives",       "keepalives_idle",  "keepalives_interval",
+                          "keepalives_count", "tcp_user_timeout", NULL};
+    const char *vals[] = {dsn,
+                          "voucher-reconciler",
+                          "5",
+                          "1",
+                          RC_STR(RC_KEEPALIVE_IDLE_S),
+                          RC_STR(RC_KEEPALIVE_INTERVAL_S),
+                          RC_STR(RC_KEEPALIVE_COUNT),
+                          "25000",
+                          NULL};
+    char set[320];
+    PGconn *conn = PQconnectdbParams(keys, vals, 1 /* expand dbname as a conninfo */);
+    PGresult *res;
+
+    _Static_assert(RC_SILENCE_MS == 25000, "tcp_user_timeout above is RC_SILENCE_MS");
+    if (!conn) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (PQstatus(conn) != CONNECTION_OK) {
+        vc_pg_error_text(conn, NULL, err, errlen);
+        PQfinish(conn);
+        return NULL;
+    }
+    /* The longest read of a pass: six Redis or Kafka timeouts, 30 s at least. */
+    snprintf(set, sizeof(set),
+             "SET tcp_keepalives_idle = %d; SET tcp_keepalives_interval = %d;"
+             " SET tcp_keepalives_count = %d; SET tcp_user_timeout = %d;"
+             " SET statement_timeout = %lld",
+             RC_KEEPALIVE_IDLE_S, RC_KEEPALIVE_INTERVAL_S, RC_KEEPALIVE_COUNT, RC_SILENCE_MS,
+             (long long)(timeout_ms * 6 > 30000 ? timeout_ms * 6 : 30000));
+    res = PQexec(conn, set);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        vc_pg_error_text(conn, res, err, errlen);
+        PQclear(res);
+        PQfinish(conn);
+        return NULL;
+    }
+    PQclear(res);
+    return conn;
+}
+
+struct rc_pg {
+    PGconn *conn;
+};
+
+PGconn *rc_pg_conn(rc_pg_t *pg)
+{
+    return pg->conn;
+}
+
+rc_pg_t *rc_pg_connect(const char *dsn, int64_t timeout_ms, char *err, size_t errlen)
+{
+    rc_pg_t *pg = calloc(1, sizeof(*pg));
+
+    if (!pg) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (!(pg->conn = lock_session(dsn, timeout_ms, err, errlen))) {
+        free(pg);
+        return NULL;
+    }
+    return pg;
+}
+
+void rc_pg_free(rc_pg_t *pg)
+{
+    if (!pg)
+        return;
+    PQfinish(pg->conn);
+    free(pg);
+}
+
+int rc_pg_ok(const rc_pg_t *pg)
+{
+    return pg && PQstatus(pg->conn) == CONNECTION_OK;
+}
+
+int rc_pg_try_lock(rc_pg_t *pg)
+{
+    PGresult *res = PQexec(pg->conn, "SELECT pg_try_advisory_lock(x'" RC_LOCK_KEY "'::bigint)");
+    int taken = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+                strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+
+    PQclear(res);
+    return taken;
+}
+
+int rc_pg_holds_lock(rc_pg_t *pg, char *err, size_t errlen)
+{
+    PGresult *res = PQexec(pg->conn, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                                     " AND pid = pg_backend_pid() AND granted AND classid = 0"
+                                     " AND objid = x'" RC_LOCK_KEY "'::bigint::oid"
+                                     " AND objsubid = 1");
+    int held = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+               strcmp(PQgetvalue(res, 0, 0), "1") == 0;
+
+    if (!held && PQresultStatus(res) == PGRES_TUPLES_OK)
+        snprintf(err, errlen, "the session no longer holds it");
+    else if (!held)
+        vc_pg_error_text(pg->conn, res, err, errlen);
+    PQclear(res);
+    return held;
+}
+
+void rc_pg_end_snapshot(rc_pg_t *pg)
+{
+    if (pg && PQtransactionStatus(pg->conn) != PQTRANS_IDLE &&
+        PQtransactionStatus(pg->conn) != PQTRANS_UNKNOWN)
+        PQclear(PQexec(pg->conn, "ROLLBACK"));
+}
+
+/* Runs a query that returns rows; on failure sets rc and err and returns NULL. */
+static PGresult *query(rc_pg_t *pg, const char *sql, int *rc, char *err, size_t errlen)
+{
+    PGresult *res = PQexec(pg->conn, sql);
+
+    if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
+        return res;
+    *rc = vc_pg_error_class(pg->conn, res);
+    vc_pg_error_text(pg->conn, res, err, errlen);
+    PQclear(res);
+    return NULL;
+}
+
+/* Runs sql with the array literal codes as $1; on failure sets rc and err and returns NULL. */
+static PGresult *query_codes(rc_pg_t *pg, const char *sql, const char *codes, int *rc, char *err,
+                             size_t errlen)
+{
+    const char *params[1] = {codes};
+    PGresult *res = PQexecParams(pg->conn, sql, 1, NULL, params, NULL, NULL, 0);
+
+    if (PQresultStatus(res) == PGRES_TUPLES_OK)
+        return res;
+    *rc = vc_pg_error_class(pg->conn, res);
+    vc_pg_error_text(pg->conn, res, err, errlen);
+    PQclear(res);
+    return NULL;
+}
+
+/*
+ * The order of row r of a result sorted by voucher code (code in column 0,
+ * orderId in 1), created when new; *v caches the row's voucher. Returns NULL
+ * when the voucher is not among vs (the row is skipped) or, with *rc set,
+ * when out of memory.
+ */
+static rc_order_t *row_order(rc_vouchers_t *vs, rc_voucher_t **v, const PGresult *res, int r,
+                             int *rc)
+{
+    const char *code = PQgetvalue(res, r, 0);
+    rc_order_t *o;
+
+    if ((!*v || strcmp((*v)->code, code) != 0) && !(*v = rc_vouchers_find(vs, code)))
+        return NULL;
+    if (!(o = rc_orders_get(&(*v)->orders, PQgetvalue(res, r, 1))))
+        *rc = VC_ERR_NOMEM;
+    return o;
+}
+
+/*
+ * Step 2: every active voucher (not ended more than a day ago) and its
+ * numbers. This opens a read-only REPEATABLE READ transaction that stays
+ * open until rc_pg_read_rows() (rc_pg.h).
+ */
+int rc_pg_read_vouchers(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
+{
+    PGresult *res;
+    int rc = 0;
+
+    if (!(res = query(pg, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", &rc, err, errlen)))
+        return rc;
+    PQclear(res);
+    if (!(res = query(pg,
+                      "SELECT v.code, v.total_limit, v.used_count, v.redis_loaded_at IS NOT NULL,"
+                      " (SELECT count(*) FROM dead_letter d WHERE d.voucher_code = v.code"
+                      "   AND d.state = 'parked'),"
+                      " (extract(epoch FROM v.ends_at) * 1000)::bigint"
+                      " FROM voucher v WHERE v.ends_at > now() - interval '1 day'"
+                      " ORDER BY v.code COLLATE \"C\"",
+                      &rc, err, errlen)))
+        return rc;
+    if (rc_vouchers_alloc(vs, (size_t)PQntuples(res)) != 0) {
+        PQclear(res);
+        return VC_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < vs->len; i++) {
+        rc_voucher_t *v = &vs->v[i];
+        snprintf(v->code, sizeof(v->code), "%s", PQgetvalue(res, (int)i, 0));
+        v->n.total_limit = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
+        v->n.used_count = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
+        v->n.live_rows = v->n.used_count; /* counted from the rows when they are read */
+        v->claimed = strcmp(PQgetvalue(res, (int)i, 3), "t") == 0;
+        v->n.parked = strtoll(PQgetvalue(res, (int)i, 4), NULL, 10);
+        v->ends_at_ms = strtoll(PQgetvalue(res, (int)i, 5), NULL, 10);
+    }
+    PQclear(res);
+    return 0;
+}
+
+static int read_letters(rc_pg_t *pg, rc_vouchers_t *vs, const char *codes, char *err,
+                        size_t errlen);
+
+/*
+ * Step 2, second half: every row of the vouchers read in full, from the
+ * snapshot rc_pg_read_vouchers() took; then the transaction ends. Their live rows
+ * are counted here.
+ */
+int rc_pg_read_rows(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
+{
+    size_t cap = 3, len = 0;
+    char *codes;
+    PGresult *res = NULL;
+    rc_voucher_t *v = NULL;
+    int rc = 0;
+
+    /* The codes as an array literal, {A,B}: [A-Z0-9_-], nothing to quote. */
+    for (size_t i = 0; i < vs->len; i++)
+        cap += vs->v[i].full ? strlen(vs->v[i].code) + 1 : 0;
+    if (!(codes = malloc(cap)))
+        return VC_ERR_NOMEM;
+    codes[len++] = '{';
+    for (size_t i = 0; i < vs->len; i++) {
+        size_t n = strlen(vs->v[i].code);
+        if (!vs->v[i].full)
+            continue;
+        vs->v[i].n.live_rows = 0;
+        if (len > 1)
+            codes[len++] = ',';
+        memcpy(codes + len, vs->v[i].code, n);
+        len += n;
+    }
+    codes[len++] = '}';
+    codes[len] = '\0';
+    if (len == 2)
+        goto out; /* no voucher needs its rows */
+    if (!(res = query_codes(pg,
+                            "SELECT r.voucher_code, r.order_id, r.customer_id, r.discount_amount,"
+                            " r.status,"
+                            " coalesce((extract(epoch FROM r.held_until) * 1000)::bigint, 0)"
+                            " FROM voucher_redemption r WHERE r.voucher_code = ANY ($1::text[])"
+                            " ORDER BY r.voucher_code",
+                            codes, &rc, err, errlen)))
+        goto out;
+    for (int r = 0; r < PQntuples(res) && rc == 0; r++) {
+        rc_order_t *o = row_order(vs, &v, res, r, &rc);
+
+        if (!o)
+            continue;
+        o->customer_id = strtoll(PQgetvalue(res, r, 2), NULL, 10);
+        o->discount = strtoll(PQgetvalue(res, r, 3), NULL, 10);
+        o->pg = o->pg_after = vc_rd_status_parse(PQgetvalue(res, r, 4));
+        o->held_until_ms = strtoll(PQgetvalue(res, r, 5), NULL, 10);
+        if (vc_rd_counts(o->pg))
+            v->n.live_rows++;
+    }
+    if (rc == 0)
+        rc = read_letters(pg, vs, codes, err, errlen);
+out:
+    PQclear(res);
+    free(codes);
+    /* Read only: ending it either way changes nothing. */
+    PQclear(PQexec(pg->conn, "COMMIT"));
+    return rc;
+}
+
+/*
+ * Step 2, the dead letters of the vouchers read in full (same snapshot):
+ * which orders have a letter parked (never released by a pass) or
+ * discarded by an operator (released with reason DISCARDED).
+ */
+static int read_letters(rc_pg_t *pg, rc_vouchers_t *vs, const char *codes, char *err,
+                        size_t errlen)
+{
+    PGresult *res;
+    rc_voucher_t *v = NULL;
+    int rc = 0;
+
+    if (!(res = query_codes(pg,
+                            "SELECT d.voucher_code, d.order_id, bool_or(d.state = 'parked'),"
+                            " bool_or(d.state = 'discarded')"
+                            " FROM dead_letter d WHERE d.voucher_code = ANY ($1::text[])"
+                            " AND d.order_id IS NOT NULL AND d.state IN ('parked', 'discarded')"
+                            " GROUP BY 1, 2 ORDER BY 1",
+                            codes, &rc, err, errlen)))
+        return rc;
+    for (int r = 0; r < PQntuples(res) && rc == 0; r++) {
+        rc_order_t *o = row_order(vs, &v, res, r, &rc);
+
+        if (!o)
+            continue;
+        o->parked = strcmp(PQgetvalue(res, r, 2), "t") == 0;
+        o->discarded = strcmp(PQgetvalue(res, r, 3), "t") == 0;
+    }
+    PQclear(res);
+    return rc;
+}

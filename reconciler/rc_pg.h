@@ -1,0 +1,69 @@
+/*
+ * The reconciler's PostgreSQL adapter: the one session a reconciler keeps,
+ * which holds the advisory lock of the reconciler that acts, and the reads of
+ * a pass (one REPEATABLE READ snapshot). Nothing else in the reconciler
+ * includes libpq.
+ */
+#ifndef RC_PG_H
+#define RC_PG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rc_plan.h"
+
+typedef struct rc_pg rc_pg_t;
+
+/*
+ * The acting reconciler proves, at most this long before each repair, that
+ * its session still holds the lock (rc_pg_holds_lock()); PostgreSQL cannot
+ * give the lock away sooner than a silent session's end (rc_pg.c).
+ */
+#define RC_PROOF_EVERY_MS 1000
+
+/*
+ * Opens the session: keepalives and a user timeout on both ends, so that a
+ * half-open connection ends (and frees the lock) within RC_SILENCE_MS, and a
+ * statement timeout derived from timeout_ms (each call to Redis or Kafka).
+ * Returns it (the caller frees with rc_pg_free()) or NULL with err set.
+ */
+rc_pg_t *rc_pg_connect(const char *dsn, int64_t timeout_ms, char *err, size_t errlen);
+void rc_pg_free(rc_pg_t *pg);
+
+/* The session, for a caller that runs its own statements on it (rc_raise.c); borrowed. */
+struct pg_conn *rc_pg_conn(rc_pg_t *pg);
+
+/* Whether the session is still up (as libpq last saw it). */
+int rc_pg_ok(const rc_pg_t *pg);
+
+/* Tries to take the reconcilers' advisory lock. Returns 1 taken (or held), 0 not. */
+int rc_pg_try_lock(rc_pg_t *pg);
+
+/*
+ * Asks PostgreSQL whether this session holds the lock. Returns 1, or 0 with
+ * err saying why not (released, or the query failed).
+ */
+int rc_pg_holds_lock(rc_pg_t *pg, char *err, size_t errlen);
+
+/*
+ * Step 2: every active voucher (not ended more than a day ago) and its
+ * numbers, into vs (sorted by code in byte order; the caller frees with
+ * rc_vouchers_free()). This opens a read-only REPEATABLE READ transaction
+ * that stays open until rc_pg_read_rows(): the rows read then, of the
+ * vouchers that need them, describe the same moment as these numbers.
+ * Returns 0 or a negative error with err set.
+ */
+int rc_pg_read_vouchers(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen);
+
+/*
+ * Step 2, second half: every row and every parked or discarded dead letter
+ * of the vouchers with full set, from the snapshot rc_pg_read_vouchers()
+ * took; then the transaction ends. Their live rows are counted here.
+ * Returns 0 or a negative error with err set.
+ */
+int rc_pg_read_rows(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen);
+
+/* Ends the snapshot if a failed pass left it open. */
+void rc_pg_end_snapshot(rc_pg_t *pg);
+
+#endif

@@ -1,0 +1,460 @@
+#include "rc_repair.h"
+#include "rc_grow.h"
+#include "rc_redis.h"
+#include "vc_error.h"
+#include "vc_log.h"
+#include "vc_lua.h"
+#include "vc_metrics.h"
+#include "vc_retention.h"
+#include "vc_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rc_releases_free(rc_releases_t *rs)
+{
+    free(rs->items);
+    memset(rs, 0, sizeof(*rs));
+}
+
+static int add_release(rc_releases_t *rs, rc_voucher_t *v, const rc_order_t *o, const char *reason)
+{
+    rc_release_item_t *r;
+    if (rc_grow((void **)&rs->items, &rs->cap, rs->len, sizeof(*rs->items), 64) != 0)
+        return VC_ERR_NOMEM;
+    r = &rs->items[rs->len++];
+    memset(r, 0, sizeof(*r));
+    r->v = v;
+    r->ev.type = VC_EV_RELEASED;
+    r->ev.version = VC_EVENT_VERSION;
+    snprintf(r->ev.code, sizeof(r->ev.code), "%s", v->code);
+    snprintf(r->ev.order_id, sizeof(r->ev.order_id), "%s", o->order_id);
+    r->ev.customer_id = o->customer_id;
+    r->ev.at_ms = vc_time_now_ms();
+    snprintf(r->ev.reason, sizeof(r->ev.reason), "%s", reason);
+    return 0;
+}
+
+/*
+ * Begins the release of one order (release_begin.lua) and queues its event
+ * when the release is begun now or was begun before and never finished.
+ * why is release_begin.lua's: "resume" for a release begun before; for the
+ * others the script checks that the order is still the hold the pass read
+ * (heldUntil and state), and for "undelivered" that no retry published its
+ * event again since snapshot_ms - grace (a retry's answer could come after
+ * the pass read Kafka). Refused: the next pass decides again.
+ */
+static int begin_release(rc_ctx_t *ctx, rc_voucher_t *v, rc_order_t *o, const char *why,
+                         const char *reason, int64_t snapshot_ms, rc_releases_t *rs, char *err,
+                         size_t errlen)
+{
+    rc_keys_t k;
+    char now[24], order[128], read[48], since[24];
+    rc_order_t current = {0};
+    int64_t status;
+    int rc, nargs = 3;
+
+    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)
+        return rc;
+    rc_keys_of(v->code, &k);
+    snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
+    snprintf(read, sizeof(read), "%lld:%c", (long long)o->redis_held_until_ms,
+             o->redis_state ? o->redis_state : '?');
+    snprintf(since, sizeof(since), "%lld", (long long)(snapshot_ms - ctx->cfg->grace_ms));
+    if (strcmp(why, "resume") != 0)
+        nargs = strcmp(why, "undelivered") == 0 ? 5 : 4;
+    const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING],
+                          k.name[RC_KEY_RESENT]};
+    const char *args[] = {o->order_id, why, now, read, since};
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_release_begin, 4, keys, nargs, args, &status, order,
+                            sizeof(order), err, errlen)) != 0)
+        return rc;
+    if (status == -3) {
+        vc_log_field_t f[] = {{"code", v->code}, {"orderId", o->order_id}};
+        VC_LOG_F(VC_LOG_INFO, f,
+                 "not released (%s): the order changed, or a retry published it again, after "
+                 "the pass read it; the next pass decides again",
+                 why);
+        return 0;
+    }
+    if (status != 1 && status != 2)
+        return 0;
+    if (order[0] && rc_order_parse(order, strlen(order), &current) == 0) {
+        if (o->customer_id <= 0)
+            o->customer_id = current.customer_id;
+        /* Begun before by a cancel: publish it as the cancel it is. */
+        if (current.redis_state == 'X' && !o->discarded)
+            reason = "CANCELLED";
+    }
+    return add_release(rs, v, o, reason);
+}
+
+/*
+ * Repairs a hold that PostgreSQL (or an event in flight) has as confirmed:
+ * H -> C in Redis, if it is still the hold the pass read (repair_confirmed.lua).
+ */
+static int repair_confirmed(rc_ctx_t *ctx, rc_voucher_t *v, const rc_order_t *o,
+                            rc_summary_t *sum, char *err, size_t errlen)
+{
+    rc_keys_t k;
+    char held[24];
+    int64_t status;
+    int rc;
+
+    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)
+        return rc;
+    rc_keys_of(v->code, &k);
+    snprintf(held, sizeof(held), "%lld", (long long)o->redis_held_until_ms);
+    const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS]};
+    const char *args[] = {o->order_id, held};
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_repair_confirmed, 2, keys, 2, args, &status, NULL,
+                            0, err, errlen)) != 0)
+        return rc;
+    if (status == 1) {
+        vc_log_field_t f[] = {{"code", v->code}, {"orderId", o->order_id}};
+        VC_LOG_F(VC_LOG_INFO, f,
+                 "repair: held in Redis, confirmed in PostgreSQL: confirmed in Redis "
+                 "(never expired)");
+        sum->reconfirmed++;
+    }
+    return 0;
+}
+
+typedef struct {
+    rc_ctx_t *ctx;
+    rc_voucher_t *v;
+    int64_t snapshot_ms;
+    rc_releases_t *rs;
+    int rc;
+    char *err;
+    size_t errlen;
+} due_t;
+
+/* A release begun more than a grace ago and never finished: publish it again. */
+static void due_cb(void *arg, const char *order_id)
+{
+    due_t *d = arg;
+    rc_order_t *o = NULL;
+    const char *reason;
+
+    /* Only what the pass read as begun: a release begun since is its requester's to finish. */
+    if (d->rc != 0 || !(reason = rc_plan_resume_reason(d->v, order_id, &o)))
+        return;
+    d->rc = begin_release(d->ctx, d->v, o, "resume", reason, d->snapshot_ms, d->rs, d->err,
+                          d->errlen);
+}
+
+/* Logs and counts one kind of repair on a voucher, with Redis's counter before and after. */
+static void log_repair(const rc_voucher_t *v, const char *kind, const char *what, int64_t count,
+                       int64_t before, int64_t after)
+{
+    char n[24], b[24], a[24], labels[32];
+    vc_log_field_t f[] = {{"code", v->code}, {"count", n}, {"remainingBefore", b},
+                          {"remainingAfter", a}};
+    snprintf(n, sizeof(n), "%lld", (long long)count);
+    snprintf(b, sizeof(b), "%lld", (long long)before);
+    snprintf(a, sizeof(a), "%lld", (long long)after);
+    snprintf(labels, sizeof(labels), "kind=\"%s\"", kind);
+    VC_LOG_F(VC_LOG_INFO, f, "repair: %s", what);
+    vc_metric_add(vc_counter("voucher_reconciler_repairs_total", "Repairs made, by kind", labels),
+                  count);
+}
+
+/*
+ * The arguments of a counter repair (remaining_rule.lua): total_limit, the
+ * uses counted without rows, the nextra of extra (restore: nowMs, expireAt;
+ * retake: expireAt), then the orders to merge in fours. A restore merges every order the snapshot knows;
+ * a retake those the snapshot counts and Redis lacked when read, or held R and
+ * revivable. The caller frees with repair_args_free().
+ */
+typedef struct {
+    const char **args;
+    int nargs;
+    char total[24], uncounted[24];
+    char (*values)[128];
+    char (*held)[24];
+} repair_args_t;
+
+static void repair_args_free(repair_args_t *a)
+{
+    free(a->args);
+    free(a->values);
+    free(a->held);
+}
+
+static int repair_args(rc_voucher_t *v, int every_order, const char *const *extra, size_t nextra,
+                       repair_args_t *a)
+{
+    size_t n = 0, lead = 2 + nextra;
+
+    memset(a, 0, sizeof(*a));
+    a->args = calloc(lead + 4 * v->orders.len, sizeof(*a->args));
+    a->values = calloc(v->orders.len + 1, sizeof(*a->values));
+    a->held = calloc(v->orders.len + 1, sizeof(*a->held));
+    if (!a->args || !a->values || !a->held)
+        return VC_ERR_NOMEM;
+    snprintf(a->total, sizeof(a->total), "%lld", (long long)v->n.total_limit);
+    snprintf(a->uncounted, sizeof(a->uncounted), "%lld", (long long)v->n.uncounted);
+    a->args[0] = a->total;
+    a->args[1] = a->uncounted;
+    for (size_t i = 0; i < nextra; i++)
+        a->args[2 + i] = extra[i];
+    for (size_t i = 0; i < v->orders.cap; i++) {
+        rc_order_t *o = rc_orders_at(&v->orders, i);
+        const char **arg = a->args + lead + 4 * n;
+        if (!o || !rc_plan_merges(o, every_order))
+            continue;
+        rc_plan_order_value(o, a->values[n], sizeof(a->values[n]));
+        snprintf(a->held[n], sizeof(a->held[n]), "%lld", (long long)o->held_until_ms);
+        arg[0] = o->order_id;
+        arg[1] = a->values[n];
+        arg[2] = a->held[n];
+        arg[3] = o->revivable ? "1" : "0";
+        n++;
+    }
+    a->nargs = (int)(lead + 4 * n);
+    return 0;
+}
+
+/*
+ * The instant the voucher's keys expire, as the gateway gives it (endsAt plus
+ * the retention, common/vc_retention.h), as a script argument; "0" (none)
+ * when the retention is off.
+ */
+static void expire_at(const rc_ctx_t *ctx, const rc_voucher_t *v, char *buf, size_t cap)
+{
+    int64_t at = ctx->cfg->redis_retention_ms > 0
+                     ? vc_redis_expire_at(v->ends_at_ms, ctx->cfg->redis_retention_ms)
+                     : 0;
+    snprintf(buf, cap, "%lld", (long long)at);
+}
+
+/* Parses a repair script's "a:b" answer; both -1 when it is not one. */
+static void parse_pair(const char *s, int64_t *a, int64_t *b)
+{
+    long long x, y;
+
+    *a = *b = -1;
+    if (sscanf(s, "%lld:%lld", &x, &y) == 2) {
+        *a = x;
+        *b = y;
+    }
+}
+
+/*
+ * Redis lost the voucher's counter: rebuild it, merging PostgreSQL plus the
+ * events in flight into the orders Redis still holds (restore.lua).
+ */
+static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
+{
+    repair_args_t a;
+    rc_keys_t k;
+    char now[24], expire[24], answer[64];
+    int64_t status = 0, live, remaining;
+    int rc;
+
+    snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
+    expire_at(ctx, v, expire, sizeof(expire));
+    const char *extra[] = {now, expire};
+    if ((rc = repair_args(v, 1, extra, 2, &a)) != 0)
+        goto out;
+    rc_keys_of(v->code, &k);
+    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
+                          k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
+    rc = rc_redis_eval(ctx->redis, vc_lua_restore, 5, keys, a.nargs, a.args, &status, answer,
+                       sizeof(answer), err, errlen);
+    if (rc == 0 && status == 1) {
+        parse_pair(answer, &live, &remaining);
+        sum->restored++;
+        log_repair(v, "restore",
+                   "restored a lost counter from PostgreSQL, the events in flight and the "
+                   "orders Redis still holds",
+                   live, -1, remaining);
+    }
+out:
+    repair_args_free(&a);
+    return rc;
+}
+
+/*
+ * Writes again the orders PostgreSQL counts that Redis lost (or gave back,
+ * where revivable), then lowers the counter to the rule's bound (retake.lua).
+ */
+static int retake(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
+{
+    repair_args_t a;
+    rc_keys_t k;
+    char expire[24], answer[64];
+    int64_t status = 0, before, after;
+    int rc;
+
+    expire_at(ctx, v, expire, sizeof(expire));
+    const char *extra[] = {expire};
+    if ((rc = repair_args(v, 0, extra, 1, &a)) != 0)
+        goto out;
+    rc_keys_of(v->code, &k);
+    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
+                          k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_retake, 5, keys, a.nargs, a.args, &status, answer,
+                            sizeof(answer), err, errlen)) != 0 ||
+        status < 0)
+        goto out;
+    /* Taken again: the next pass must see them R anew before they count as revivable. */
+    rc_plan_after_retake(v);
+    parse_pair(answer, &before, &after);
+    if (status > 0 || after < before) {
+        sum->retaken += status;
+        sum->lowered += after < before;
+        log_repair(v, "retake", "took uses again that PostgreSQL counts and Redis lost", status,
+                   before, after);
+    }
+    if (v->n.users_missing > 0)
+        log_repair(v, "users", "counted again the uses of customers Redis's users hash lost",
+                   v->n.users_missing, before, after);
+out:
+    repair_args_free(&a);
+    return rc;
+}
+
+/* Lowers a counter above the rule's bound, recounting Redis's orders as it does (lower.lua). */
+static int lower(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
+{
+    char total[24], uncounted[24], answer[64];
+    int64_t status, before, after;
+    rc_keys_t k;
+    int rc;
+
+    rc_keys_of(v->code, &k);
+    snprintf(total, sizeof(total), "%lld", (long long)v->n.total_limit);
+    snprintf(uncounted, sizeof(uncounted), "%lld", (long long)v->n.uncounted);
+    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_ORDERS]};
+    const char *args[] = {total, uncounted};
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_lower, 2, keys, 2, args, &status, answer,
+                            sizeof(answer), err, errlen)) == 0 &&
+        status == 1) {
+        parse_pair(answer, &before, &after);
+        sum->lowered++;
+        log_repair(v, "lower",
+                   "lowered a counter that offered more uses than the remaining rule allows",
+                   before - after, before, after);
+    }
+    return rc;
+}
+
+/* rc_repair.h */
+int rc_repair_releases(rc_ctx_t *ctx, rc_releases_t *rs, rc_summary_t *sum, char *err,
+                       size_t errlen)
+{
+    vc_event_t *events;
+    int *delivered;
+    int rc = 0;
+
+    if (rs->len == 0)
+        return 0;
+    events = calloc(rs->len, sizeof(*events));
+    delivered = calloc(rs->len, sizeof(*delivered));
+    if (!events || !delivered) {
+        rc = VC_ERR_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < rs->len; i++)
+        events[i] = rs->items[i].ev;
+    if ((rc = rc_kafka_publish(ctx->kafka, events, (int)rs->len, delivered, ctx->cfg->timeout_ms,
+                               err, errlen)) != 0 ||
+        (rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)
+        goto out;
+    for (size_t i = 0; i < rs->len && rc == 0; i++) {
+        rc_release_item_t *r = &rs->items[i];
+        rc_keys_t k;
+        int64_t status;
+        if (delivered[i] != 1)
+            continue; /* still X or E: the next pass publishes again */
+        rc_keys_of(r->v->code, &k);
+        const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
+                              k.name[RC_KEY_ORDERS], k.name[RC_KEY_RELEASING]};
+        const char *args[] = {r->ev.order_id};
+        if ((rc = rc_redis_eval(ctx->redis, vc_lua_release_finish, 4, keys, 1, args, &status,
+                                NULL, 0, err, errlen)) == 0 &&
+            status == 1) {
+            sum->finished++;
+            if (strcmp(r->ev.reason, "EXPIRED") == 0)
+                vc_metric_add(vc_counter("voucher_reconciler_holds_expired_total",
+                                         "Unpaid holds given back after their heldUntil", NULL),
+                              1);
+        }
+    }
+    /* One line per voucher, with the counts before and after. */
+    for (size_t i = 0; i < rs->len; i++) {
+        rc_voucher_t *v = rs->items[i].v;
+        int64_t n = 0, failed = 0, rem;
+        int loaded;
+        if (i > 0 && rs->items[i - 1].v == v)
+            continue;
+        for (size_t j = i; j < rs->len && rs->items[j].v == v; j++) {
+            n += delivered[j] == 1;
+            failed += delivered[j] != 1;
+        }
+        if (rc_redis_remaining(ctx->redis, v->code, &loaded, &rem, err, errlen) != 0)
+            rem = -1;
+        log_repair(v, "release", "released expired, stranded or cancelled holds", n, v->n.redis_remaining, rem);
+        if (failed)
+            vc_warn("%s: %lld releases not acknowledged by Kafka; they stay begun and are "
+                    "published again next pass",
+                    v->code, (long long)failed);
+    }
+out:
+    free(events);
+    free(delivered);
+    return rc;
+}
+
+int rc_repair_voucher(rc_ctx_t *ctx, rc_voucher_t *v, const rc_plan_t *plan, int64_t snapshot_ms,
+                      rc_releases_t *rs, rc_summary_t *sum, char *err, size_t errlen)
+{
+    int rc = 0;
+
+    for (size_t i = 0; i < plan->len && rc == 0; i++) {
+        const rc_action_t *a = &plan->items[i];
+        size_t n = rs->len;
+
+        switch (a->kind) {
+        case RC_ACT_AWAIT_RESTORE:
+            sum->awaiting_restore++;
+            break;
+        case RC_ACT_RESTORE:
+            if ((rc = restore(ctx, v, sum, err, errlen)) == 0)
+                v->mem->missing_since_ms = 0;
+            break;
+        case RC_ACT_RETAKE:
+            rc = retake(ctx, v, sum, err, errlen);
+            break;
+        case RC_ACT_LOWER:
+            rc = lower(ctx, v, sum, err, errlen);
+            break;
+        case RC_ACT_RESUME_DUE: {
+            due_t d = {ctx, v, snapshot_ms, rs, 0, err, errlen};
+            if ((rc = rc_redis_due(ctx->redis, v->code, RC_KEY_RELEASING,
+                                   vc_time_now_ms() - ctx->cfg->grace_ms, ctx->cfg->batch, due_cb,
+                                   &d, err, errlen)) == 0)
+                rc = d.rc;
+            break;
+        }
+        case RC_ACT_RELEASE:
+            rc = begin_release(ctx, v, a->order, a->why, a->reason, snapshot_ms, rs, err, errlen);
+            if (strcmp(a->why, "expire") == 0)
+                sum->expired += (int64_t)(rs->len - n);
+            else if (strcmp(a->why, "undelivered") == 0)
+                sum->stranded += (int64_t)(rs->len - n);
+            else if (strcmp(a->reason, "DISCARDED") == 0)
+                sum->discarded += (int64_t)(rs->len - n);
+            break;
+        case RC_ACT_CONFIRM:
+            rc = repair_confirmed(ctx, v, a->order, sum, err, errlen);
+            break;
+        case RC_ACT_COUNT:
+            break;
+        }
+    }
+    return rc;
+}

@@ -1,0 +1,44 @@
+/*
+ * Runs the repairs a plan lists (rc_plan.h) through the Redis scripts, and
+ * publishes the releases they begin: the reconciler's hands. Every script
+ * checks Redis again as it runs (proto/redis-keys.md, "The reconciler's
+ * releases"); a refusal is not an error, the next pass decides again.
+ */
+#ifndef RC_REPAIR_H
+#define RC_REPAIR_H
+
+#include "rc_pass.h"
+#include "rc_plan.h"
+
+/* A release begun this pass: its VoucherReleased to publish, then finish. */
+typedef struct {
+    rc_voucher_t *v;
+    vc_event_t ev;
+} rc_release_item_t;
+
+typedef struct {
+    rc_release_item_t *items;
+    size_t len, cap;
+} rc_releases_t;
+
+void rc_releases_free(rc_releases_t *rs);
+
+/*
+ * Runs the repairs of one voucher, in the plan's order, proving before each
+ * that this reconciler still acts (rc_ctx_still_leading()). Releases begun
+ * are queued in rs for rc_repair_releases(); sum counts what was done.
+ * snapshot_ms is the pass's (rc_model_release()). Returns 0 or a negative
+ * error with err set: the pass stops.
+ */
+int rc_repair_voucher(rc_ctx_t *ctx, rc_voucher_t *v, const rc_plan_t *plan, int64_t snapshot_ms,
+                      rc_releases_t *rs, rc_summary_t *sum, char *err, size_t errlen);
+
+/*
+ * Publishes the queued releases, then gives back (release_finish.lua) the uses
+ * whose events Kafka acknowledged; the others stay begun and are published
+ * again by a later pass. Returns 0 or a negative error with err set.
+ */
+int rc_repair_releases(rc_ctx_t *ctx, rc_releases_t *rs, rc_summary_t *sum, char *err,
+                       size_t errlen);
+
+#endif

@@ -1,0 +1,390 @@
+/*
+ * Unit tests for the reconciler's planner (rc_plan.c) and its JSON form
+ * (rc_plan_json.c, `voucher-reconciler plan`): a voucher as one pass read it
+ * in, the verdict and the repairs out, in order. No server.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rc_plan.h"
+#include "rc_plan_json.h"
+#include "vc_error.h"
+#include "vc_json.h"
+
+#define NOW 10000000
+#define GRACE 30000
+
+/*
+ * One order of a case: "id:redis:pg:heldUntil" where redis is H C X E R or
+ * '-' (Redis has none), pg is - R C X (no row, RESERVED, CONFIRMED,
+ * RELEASED); heldUntil is relative to NOW.
+ */
+typedef struct {
+    const char *name;
+    int64_t total, used, remaining; /* remaining < 0: Redis lost the counter */
+    const char *orders[6];
+    const char *first_seen;   /* an orderId remembered unsent since NOW - 2 * GRACE, or NULL */
+    const char *seen_released; /* an orderId the last full read saw R and live, or NULL */
+    int64_t missing_since;    /* memory: counter first seen missing at NOW - this (0: never) */
+    rc_verdict_t verdict;
+    const char *repairs;      /* the plan: kinds, with the orderId and why of each release */
+} plan_case_t;
+
+static const plan_case_t cases[] = {
+    {"consistent: nothing to repair but the resumes",
+     10, 2, 8, {"a:H:R:60000", "b:C:C:60000"}, NULL, NULL, 0, RC_CONSISTENT, "resume-due"},
+    {"held past heldUntil and the grace: expired",
+     10, 1, 9, {"a:H:R:-40000"}, NULL, NULL, 0, RC_CONSISTENT, "resume-due release(a,expire)"},
+    {"held past heldUntil within the grace: left alone",
+     10, 1, 9, {"a:H:R:-10000"}, NULL, NULL, 0, RC_CONSISTENT, "resume-due"},
+    {"held, confirmed in PostgreSQL: confirmed in Redis, never expired",
+     10, 1, 9, {"a:H:C:-40000"}, NULL, NULL, 0, RC_CONSISTENT, "resume-due confirm(a)"},
+    {"held, released in PostgreSQL: cancelled",
+     10, 0, 9, {"a:H:X:60000"}, NULL, NULL, 0, RC_UNDERSOLD, "resume-due release(a,cancel)"},
+    {"unsent, first seen a grace ago: undelivered",
+     10, 0, 9, {"a:H:-:60000"}, "a", NULL, 0, RC_UNDERSOLD, "resume-due release(a,undelivered)"},
+    {"unsent, first seen now: fresh, left alone",
+     10, 0, 9, {"a:H:-:60000"}, NULL, NULL, 0, RC_BEHIND, "resume-due"},
+    {"lost from Redis, counted in PostgreSQL: taken again",
+     10, 2, 8, {"a:H:R:60000", "b:-:C:60000"}, NULL, NULL, 0, RC_DRIFTED, "retake resume-due"},
+    {"counter above the bound: lowered",
+     10, 1, 12, {"a:H:R:60000"}, NULL, NULL, 0, RC_DRIFTED, "lower resume-due"},
+    {"counter lost, missing long enough: restored",
+     10, 1, -1, {"a:-:R:60000"}, NULL, NULL, 20000, RC_NOT_LOADED, "restore"},
+    {"given back in Redis, counted in the snapshot, seen so once: a release too young to show",
+     10, 1, 10, {"a:R:R:60000"}, NULL, NULL, 0, RC_BEHIND, "resume-due"},
+    {"given back in Redis, counted in the snapshot, seen so by the last pass too: taken again",
+     10, 1, 10, {"a:R:R:60000"}, NULL, "a", 0, RC_DRIFTED, "retake resume-due"},
+    {"counter lost just now: waits out the restore delay",
+     10, 1, -1, {"a:-:R:60000"}, NULL, NULL, 0, RC_NOT_LOADED, "await-restore"},
+};
+
+static vc_rd_status_t pg_of(char c)
+{
+    return c == 'R' ? VC_RD_RESERVED : c == 'C' ? VC_RD_CONFIRMED : c == 'X' ? VC_RD_RELEASED
+                                                                            : VC_RD_NONE;
+}
+
+/* The plan as one line: "kind kind(order,why) ...". */
+static void describe(const rc_plan_t *p, char *buf, size_t cap)
+{
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < p->len && len < cap; i++) {
+        const rc_action_t *a = &p->items[i];
+        const char *sep = i ? " " : "";
+        if (a->kind == RC_ACT_RELEASE)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s(%s,%s)", sep,
+                                    rc_action_name(a->kind), a->order->order_id, a->why);
+        else if (a->kind == RC_ACT_CONFIRM)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s(%s)", sep, rc_action_name(a->kind),
+                                    a->order->order_id);
+        else
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", sep, rc_action_name(a->kind));
+    }
+}
+
+/*
+ * One voucher in vs (freed by the caller with rc_vouchers_free()), read in
+ * full, with its memory mem: total_limit, used_count, and Redis's counter
+ * (remaining < 0: Redis lost it).
+ */
+static rc_voucher_t *voucher(rc_vouchers_t *vs, rc_memory_entry_t *mem, int64_t total,
+                             int64_t used, int64_t remaining)
+{
+    rc_voucher_t *v;
+
+    ck_assert_int_eq(rc_vouchers_alloc(vs, 1), 0);
+    v = &vs->v[0];
+    strcpy(v->code, "SALE");
+    v->mem = mem;
+    v->full = 1;
+    v->claimed = 1;
+    v->n.total_limit = total;
+    v->n.used_count = used;
+    v->n.redis_loaded = remaining >= 0;
+    v->n.redis_remaining = remaining >= 0 ? remaining : 0;
+    v->n.redis_users = -1;
+    return v;
+}
+
+START_TEST(plans_from_the_table)
+{
+    const plan_case_t *c = &cases[_i];
+    rc_vouchers_t vs;
+    rc_memory_entry_t mem = {0};
+    rc_plan_config_t cfg = {GRACE, 10000, 1000};
+    rc_plan_t plan = {0};
+    rc_voucher_t *v;
+    char got[256];
+
+    v = voucher(&vs, &mem, c->total, c->used, c->remaining);
+    mem.missing_since_ms = c->missing_since ? NOW - c->missing_since : 0;
+    for (size_t i = 0; i < 6 && c->orders[i]; i++) {
+        char id[16], redis, pg;
+        long long held;
+        rc_order_t *o;
+        ck_assert_int_eq(sscanf(c->orders[i], "%15[^:]:%c:%c:%lld", id, &redis, &pg, &held), 4);
+        ck_assert_ptr_nonnull(o = rc_orders_get(&v->orders, id));
+        o->customer_id = 7;
+        o->held_until_ms = o->redis_held_until_ms = NOW + held;
+        o->redis_state = redis == '-' ? 0 : redis;
+        o->pg = o->pg_after = pg_of(pg);
+        v->n.live_rows += vc_rd_counts(o->pg);
+    }
+    if (c->first_seen) {
+        rc_order_t *seen = rc_orders_get(&mem.seen, c->first_seen);
+        const rc_order_t *o = rc_orders_find(&v->orders, c->first_seen);
+        seen->first_unsent_ms = NOW - 2 * GRACE;
+        seen->redis_state = o->redis_state;
+        seen->redis_held_until_ms = o->redis_held_until_ms;
+    }
+    if (c->seen_released)
+        rc_orders_get(&mem.released_seen, c->seen_released)->redis_state = 'R';
+    ck_assert_int_eq(rc_plan_replay(v), 0);
+    ck_assert_int_eq(rc_plan_judge_full(v, NOW, 1, GRACE), 0);
+    ck_assert_msg(v->verdict == c->verdict, "%s: verdict %s, want %s", c->name,
+                  rc_verdict_name(v->verdict), rc_verdict_name(c->verdict));
+    ck_assert_int_eq(rc_plan_repairs(v, &cfg, NOW, NOW, &plan), 0);
+    describe(&plan, got, sizeof(got));
+    ck_assert_msg(strcmp(got, c->repairs) == 0, "%s: planned \"%s\", want \"%s\"", c->name, got,
+                  c->repairs);
+    rc_plan_free(&plan);
+    rc_memory_entry_free(&mem);
+    rc_vouchers_free(&vs);
+}
+END_TEST
+
+/* Expiries are bounded per voucher per pass; the other releases are not. */
+START_TEST(expiries_are_bounded_by_batch)
+{
+    rc_vouchers_t vs;
+    rc_memory_entry_t mem = {0};
+    rc_plan_config_t cfg = {GRACE, 10000, 2};
+    rc_plan_t plan = {0};
+    rc_voucher_t *v;
+    size_t expire = 0;
+
+    v = voucher(&vs, &mem, 10, 5, 5);
+    v->n.live_rows = 5;
+    for (int i = 0; i < 5; i++) {
+        char id[8];
+        rc_order_t *o;
+        snprintf(id, sizeof(id), "o%d", i);
+        o = rc_orders_get(&v->orders, id);
+        o->redis_state = 'H';
+        o->held_until_ms = o->redis_held_until_ms = NOW - 2 * GRACE;
+        o->pg = o->pg_after = VC_RD_RESERVED;
+    }
+    ck_assert_int_eq(rc_plan_judge_full(v, NOW, 1, GRACE), 0);
+    ck_assert_int_eq(rc_plan_repairs(v, &cfg, NOW, NOW, &plan), 0);
+    for (size_t i = 0; i < plan.len; i++)
+        expire += plan.items[i].kind == RC_ACT_RELEASE;
+    ck_assert_int_eq(expire, 2);
+    rc_plan_free(&plan);
+    rc_memory_entry_free(&mem);
+    rc_vouchers_free(&vs);
+}
+END_TEST
+
+/* A voucher judged by its numbers is never repaired, and keeps its uses counted without rows. */
+START_TEST(numbers_only_plans_nothing)
+{
+    rc_vouchers_t vs;
+    rc_memory_entry_t mem = {0};
+    rc_plan_config_t cfg = {GRACE, 10000, 1000};
+    rc_plan_t plan = {0};
+    rc_voucher_t *v;
+
+    v = voucher(&vs, &mem, 10, 3, 7);
+    v->full = 0;
+    mem.uncounted = 1;
+    rc_plan_judge_numbers(v);
+    ck_assert_int_eq(v->verdict, RC_USED_WITHOUT_ROWS);
+    ck_assert_int_eq(v->n.live_rows, 2);
+    ck_assert_int_eq(rc_plan_repairs(v, &cfg, NOW, NOW, &plan), 0);
+    ck_assert_uint_eq(plan.len, 0);
+    rc_plan_free(&plan);
+    rc_vouchers_free(&vs);
+}
+END_TEST
+
+/* ---- the JSON form ---- */
+
+/* Plans json and returns the voucher of the output at index i (borrowed from *out). */
+static void plan_json(const char *json, vc_jdoc_t *out)
+{
+    char *doc = NULL, err[256] = "";
+    size_t len;
+
+    ck_assert_msg(rc_plan_json(json, strlen(json), &doc, &len, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(vc_jdoc_parse(out, doc, len, err, sizeof(err)), 0);
+    free(doc);
+}
+
+static const char *str_of(const vc_jdoc_t *d, const char *key)
+{
+    const char *s = NULL;
+    char err[128];
+    ck_assert_msg(vc_jdoc_str(d, key, &s, err, sizeof(err)) == 0, "%s", err);
+    return s;
+}
+
+static int64_t int_of(const vc_jdoc_t *d, const char *key)
+{
+    int64_t k = 0;
+    char err[128];
+    ck_assert_msg(vc_jdoc_int(d, key, &k, err, sizeof(err)) == 0, "%s", err);
+    return k;
+}
+
+static size_t len_of(const vc_jdoc_t *d, const char *key)
+{
+    size_t n = 0;
+    char err[128];
+    ck_assert_msg(vc_jdoc_array(d, key, &n, err, sizeof(err)) == 0, "%s", err);
+    return n;
+}
+
+/* Element i (an object) of the array at key. */
+static vc_jdoc_t at(const vc_jdoc_t *d, const char *key, size_t i)
+{
+    vc_jdoc_t e = {0};
+    char err[128];
+    ck_assert_msg(vc_jdoc_at(d, key, i, &e, err, sizeof(err)) == 0, "%s", err);
+    return e;
+}
+
+/*
+ * A snapshot with an event in flight, a stranded hold remembered from an
+ * earlier pass and an unreadable Redis value: the verdicts and repairs come
+ * out in the vouchers' code order, and the memory for the next pass with them.
+ */
+START_TEST(json_snapshot_plans_as_the_daemon_does)
+{
+    const char *json =
+        "{\"nowMs\": 10000000, \"graceMs\": 30000, \"vouchers\": ["
+        " {\"code\": \"ZED\", \"totalLimit\": 5, \"usedCount\": 0, \"redis\": {\"remaining\": 4},"
+        "  \"orders\": [{\"orderId\": \"s\", \"value\": \"3:100:10060000:H\"},"
+        "              {\"orderId\": \"bad\", \"value\": \" 5:1:2:H\"}],"
+        "  \"memory\": {\"unsent\": [{\"orderId\": \"s\", \"firstSeenMs\": 9000000,"
+        "                            \"state\": \"H\", \"heldUntilMs\": 10060000}]}},"
+        " {\"code\": \"ABC\", \"totalLimit\": 5, \"usedCount\": 0, \"redis\": {\"remaining\": 4},"
+        "  \"events\": [{\"type\": \"VoucherReserved\", \"orderId\": \"e\", \"customerId\": 1,"
+        "              \"discountAmount\": 10, \"heldUntilMs\": 10060000}],"
+        "  \"orders\": [{\"orderId\": \"e\", \"value\": \"1:10:10060000:H\"}]}]}";
+    vc_jdoc_t doc, v, rep, num;
+    char err[128];
+
+    plan_json(json, &doc);
+    ck_assert_uint_eq(len_of(&doc, "vouchers"), 2);
+    /* ABC: behind (its reservation is in flight): nothing to repair (no release is due). */
+    v = at(&doc, "vouchers", 0);
+    ck_assert_str_eq(str_of(&v, "code"), "ABC");
+    ck_assert_str_eq(str_of(&v, "verdict"), "behind");
+    ck_assert_int_eq(vc_jdoc_obj(&v, "numbers", &num, err, sizeof(err)), 0);
+    ck_assert_int_eq(int_of(&num, "inFlightEvents"), 1);
+    ck_assert_uint_eq(len_of(&v, "repairs"), 0);
+    /* ZED: the remembered hold is stranded and released; the bad value is counted. */
+    v = at(&doc, "vouchers", 1);
+    ck_assert_str_eq(str_of(&v, "code"), "ZED");
+    ck_assert_str_eq(str_of(&v, "verdict"), "undersold");
+    ck_assert_int_eq(int_of(&v, "badOrders"), 1);
+    ck_assert_uint_eq(len_of(&v, "repairs"), 1);
+    rep = at(&v, "repairs", 0);
+    ck_assert_str_eq(str_of(&rep, "action"), "release");
+    ck_assert_str_eq(str_of(&rep, "orderId"), "s");
+    ck_assert_str_eq(str_of(&rep, "why"), "undelivered");
+    ck_assert_str_eq(str_of(&rep, "read"), "10060000:H");
+    vc_jdoc_free(&doc);
+}
+END_TEST
+
+/* A release begun long ago is resumed as what the pass read it to be; one it did not read is not. */
+START_TEST(json_snapshot_resumes_what_the_pass_read_begun)
+{
+    const char *json =
+        "{\"nowMs\": 10000000, \"vouchers\": ["
+        " {\"code\": \"V\", \"totalLimit\": 5, \"usedCount\": 1, \"redis\": {\"remaining\": 4},"
+        "  \"rows\": [{\"orderId\": \"x\", \"customerId\": 1, \"status\": \"RESERVED\"}],"
+        "  \"orders\": [{\"orderId\": \"x\", \"value\": \"1:0:0:X\"}],"
+        "  \"releasingDue\": [\"x\", \"later\"]}]}";
+    vc_jdoc_t doc, v, rep;
+
+    plan_json(json, &doc);
+    v = at(&doc, "vouchers", 0);
+    ck_assert_uint_eq(len_of(&v, "repairs"), 1);
+    rep = at(&v, "repairs", 0);
+    ck_assert_str_eq(str_of(&rep, "orderId"), "x");
+    ck_assert_str_eq(str_of(&rep, "why"), "resume");
+    ck_assert_str_eq(str_of(&rep, "reason"), "CANCELLED");
+    vc_jdoc_free(&doc);
+}
+END_TEST
+
+START_TEST(json_snapshot_errors_name_the_field)
+{
+    static const struct {
+        const char *json, *want;
+    } bad[] = {
+        {"[]", ""},
+        {"{\"vouchers\": []}", "nowMs"},
+        {"{\"nowMs\": 1, \"vouchers\": [], \"extra\": 1}", "extra"},
+        {"{\"nowMs\": 1, \"vouchers\": [{\"code\": \"A\", \"totalLimit\": 1}]}", "usedCount"},
+        {"{\"nowMs\": 1, \"vouchers\": [{\"code\": \"a b\", \"totalLimit\": 1, \"usedCount\": 0}]}",
+         "code"},
+        {"{\"nowMs\": 1, \"vouchers\": [{\"code\": \"A\", \"totalLimit\": 1, \"usedCount\": 0,"
+         " \"rows\": [{\"orderId\": \"o\", \"customerId\": 1, \"status\": \"PAID\"}]}]}",
+         "rows[0]"},
+        {"{\"nowMs\": 1, \"vouchers\": [{\"code\": \"A\", \"totalLimit\": 1, \"usedCount\": 0},"
+         " {\"code\": \"A\", \"totalLimit\": 1, \"usedCount\": 0}]}",
+         "twice"},
+        {"{\"nowMs\": 1, \"vouchers\": [{\"code\": \"A\", \"totalLimit\": 1, \"usedCount\": 0,"
+         " \"events\": [{\"type\": \"VoucherLost\", \"orderId\": \"o\"}]}]}",
+         "events[0]"},
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *out = NULL, err[256] = "";
+        size_t len;
+        ck_assert_msg(rc_plan_json(bad[i].json, strlen(bad[i].json), &out, &len, err,
+                                   sizeof(err)) == VC_ERR_INVALID,
+                      "accepted %s", bad[i].json);
+        ck_assert_ptr_null(out);
+        ck_assert_msg(strstr(err, bad[i].want), "%s: error \"%s\" does not name %s", bad[i].json,
+                      err, bad[i].want);
+    }
+}
+END_TEST
+
+static Suite *planner_suite(void)
+{
+    Suite *s = suite_create("planner");
+    TCase *tc = tcase_create("plan");
+
+    tcase_add_loop_test(tc, plans_from_the_table, 0, (int)(sizeof(cases) / sizeof(cases[0])));
+    tcase_add_test(tc, expiries_are_bounded_by_batch);
+    tcase_add_test(tc, numbers_only_plans_nothing);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("json");
+    tcase_add_test(tc, json_snapshot_plans_as_the_daemon_does);
+    tcase_add_test(tc, json_snapshot_resumes_what_the_pass_read_begun);
+    tcase_add_test(tc, json_snapshot_errors_name_the_field);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(planner_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
