@@ -28,7 +28,8 @@
     X(E_ORDER_TOO_SMALL, 7, "order amount below the voucher's minimum")                            \
     X(E_REPLAYED, 8, "request already applied")                                                    \
     X(E_HOLD_EXPIRED, 9, "hold was released or expired")                                           \
-    X(E_NOT_LOADED, 10, "voucher not loaded in redis")
+    X(E_NOT_LOADED, 10, "voucher not loaded in redis")                                             \
+    X(E_INACTIVE, 11, "voucher switched off")
 
 enum {
 #define VC_ERR_ENUM(name, value, msg) VC_##name = (value),

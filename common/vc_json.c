@@ -35,6 +35,16 @@ void vc_jgen_map_close(vc_jgen_t *g)
     CHECK(g, yajl_gen_map_close(GEN(g)));
 }
 
+void vc_jgen_array_open(vc_jgen_t *g)
+{
+    CHECK(g, yajl_gen_array_open(GEN(g)));
+}
+
+void vc_jgen_array_close(vc_jgen_t *g)
+{
+    CHECK(g, yajl_gen_array_close(GEN(g)));
+}
+
 void vc_jgen_strn(vc_jgen_t *g, const char *s, size_t len)
 {
     CHECK(g, yajl_gen_string(GEN(g), (const unsigned char *)s, len));
@@ -76,16 +86,6 @@ void vc_jgen_kv_bool(vc_jgen_t *g, const char *key, int v)
 {
     vc_jgen_key(g, key);
     vc_jgen_bool(g, v);
-}
-
-void vc_jgen_array_open(vc_jgen_t *g)
-{
-    CHECK(g, yajl_gen_array_open(GEN(g)));
-}
-
-void vc_jgen_array_close(vc_jgen_t *g)
-{
-    CHECK(g, yajl_gen_array_close(GEN(g)));
 }
 
 void vc_jgen_free(vc_jgen_t *g)
@@ -692,18 +692,23 @@ int vc_jdoc_strcpy(const vc_jdoc_t *doc, const char *key, char *out, size_t cap,
     return 0;
 }
 
+/* The error of a field that holds no integer vc_jdoc_int() or vc_jdoc_whole() takes. */
+static int not_integer(yajl_val v, const char *key, char *err, size_t errlen)
+{
+    snprintf(err, errlen,
+             YAJL_IS_NUMBER(v) ? "field \"%s\" must be a whole number within 64 bits"
+                               : "field \"%s\" must be an integer",
+             key);
+    return VC_ERR_INVALID;
+}
+
 int vc_jdoc_int(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, size_t errlen)
 {
     yajl_val v = lookup(doc, key);
     if (!v)
         return missing(key, err, errlen);
-    if (!YAJL_IS_INTEGER(v)) {
-        snprintf(err, errlen,
-                 YAJL_IS_NUMBER(v) ? "field \"%s\" must be a whole number within 64 bits"
-                                   : "field \"%s\" must be an integer",
-                 key);
-        return VC_ERR_INVALID;
-    }
+    if (!YAJL_IS_INTEGER(v))
+        return not_integer(v, key, err, errlen);
     *out = YAJL_GET_INTEGER(v);
     return 0;
 }
@@ -734,6 +739,76 @@ int vc_jdoc_int_array(const vc_jdoc_t *doc, const char *key, int64_t *out, size_
         out[i] = YAJL_GET_INTEGER(e);
     }
     *n = v->u.array.len;
+    return 0;
+}
+
+/*
+ * The integer a JSON number's text names, when it names one: JSON Schema's
+ * "integer" is any number whose fraction is zero, so 5, 5.0, 5.00 and 0.5e1
+ * are all 5. Returns 0 with *out set, or -1 when the number has a fraction or
+ * lies outside 64 bits. The text is yajl's own (a valid JSON number).
+ */
+static int whole_number(const char *s, int64_t *out)
+{
+    char digits[64];
+    size_t n = 0, lead;
+    long point, exp = 0;
+    int neg = *s == '-', zero = 1;
+    uint64_t v = 0, limit;
+
+    s += neg;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (n == sizeof(digits))
+            return -1; /* more than 64 digits before the point: past 64 bits */
+        zero &= *s == '0';
+        digits[n++] = *s;
+    }
+    point = (long)n;
+    if (*s == '.') {
+        for (s++; *s >= '0' && *s <= '9'; s++) {
+            zero &= *s == '0';
+            if (n < sizeof(digits))
+                digits[n++] = *s;
+            else if (*s != '0')
+                return -1; /* a digit this far right is never cancelled within 64 bits */
+        }
+    }
+    if (zero) {
+        *out = 0;
+        return 0;
+    }
+    if (*s == 'e' || *s == 'E') {
+        exp = strtol(s + 1, NULL, 10);
+        if (exp > 64 || exp < -64)
+            return -1; /* a non-zero value: past 64 bits, or a fraction */
+    }
+    point += exp;
+    /* Every digit at or after the point must be 0. */
+    for (long i = point < 0 ? 0 : point; i < (long)n; i++)
+        if (digits[i] != '0')
+            return -1;
+    for (lead = 0; lead < n && (long)lead < point && digits[lead] == '0'; lead++)
+        ;
+    if (point - (long)lead > 19)
+        return -1;
+    limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (long i = (long)lead; i < point; i++) {
+        unsigned d = i < (long)n ? (unsigned)(digits[i] - '0') : 0;
+        if (v > (limit - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 0;
+}
+
+int vc_jdoc_whole(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, size_t errlen)
+{
+    yajl_val v = lookup(doc, key);
+    if (!v)
+        return missing(key, err, errlen);
+    if (!YAJL_IS_NUMBER(v) || !v->u.number.r || whole_number(v->u.number.r, out) != 0)
+        return not_integer(v, key, err, errlen);
     return 0;
 }
 

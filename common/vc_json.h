@@ -19,6 +19,8 @@ typedef struct {
 int vc_jgen_init(vc_jgen_t *g);
 void vc_jgen_map_open(vc_jgen_t *g);
 void vc_jgen_map_close(vc_jgen_t *g);
+void vc_jgen_array_open(vc_jgen_t *g);
+void vc_jgen_array_close(vc_jgen_t *g);
 void vc_jgen_key(vc_jgen_t *g, const char *key);
 void vc_jgen_str(vc_jgen_t *g, const char *s);
 void vc_jgen_strn(vc_jgen_t *g, const char *s, size_t len);
@@ -27,8 +29,6 @@ void vc_jgen_bool(vc_jgen_t *g, int v);
 void vc_jgen_kv_str(vc_jgen_t *g, const char *key, const char *s);
 void vc_jgen_kv_int(vc_jgen_t *g, const char *key, int64_t v);
 void vc_jgen_kv_bool(vc_jgen_t *g, const char *key, int v);
-void vc_jgen_array_open(vc_jgen_t *g);
-void vc_jgen_array_close(vc_jgen_t *g);
 
 /*
  * Hands over the document as a malloc'd NUL-terminated string (the caller
@@ -104,6 +104,12 @@ int vc_jdoc_str(const vc_jdoc_t *doc, const char *key, const char **out, char *e
 int vc_jdoc_strcpy(const vc_jdoc_t *doc, const char *key, char *out, size_t cap, char *err,
                    size_t errlen);
 int vc_jdoc_int(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, size_t errlen);
+/*
+ * An integer as JSON Schema reads one (the HTTP bodies of proto/openapi.yaml):
+ * any number whose value is whole and within 64 bits, 5.0 and 5e0 too.
+ * vc_jdoc_int() takes integer tokens only (the events' codec).
+ */
+int vc_jdoc_whole(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, size_t errlen);
 int vc_jdoc_bool(const vc_jdoc_t *doc, const char *key, int *out, char *err, size_t errlen);
 
 /*

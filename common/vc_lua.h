@@ -12,5 +12,8 @@ extern const char vc_lua_lower[];
 extern const char vc_lua_retake[];
 extern const char vc_lua_claim[];
 extern const char vc_lua_repair_confirmed[];
+extern const char vc_lua_load[];
+extern const char vc_lua_limit[];
+extern const char vc_lua_limit_sync[];
 
 #endif

@@ -84,19 +84,31 @@ void vc_pg_error_text(const PGconn *conn, const PGresult *res, char *buf, size_t
             buf[n] = buf[n + 1] ? ' ' : '\0';
 }
 
+void vc_pg_voucher_row(const PGresult *res, int row, vc_voucher_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    snprintf(out->code, sizeof(out->code), "%s", PQgetvalue(res, row, 0));
+    out->discount_amount = strtoll(PQgetvalue(res, row, 1), NULL, 10);
+    out->discount_percent = PQgetisnull(res, row, 2) ? 0 : atoi(PQgetvalue(res, row, 2));
+    out->max_discount_amount =
+        PQgetisnull(res, row, 3) ? 0 : strtoll(PQgetvalue(res, row, 3), NULL, 10);
+    out->min_order_amount = strtoll(PQgetvalue(res, row, 4), NULL, 10);
+    out->total_limit = strtoll(PQgetvalue(res, row, 5), NULL, 10);
+    out->used_count = strtoll(PQgetvalue(res, row, 6), NULL, 10);
+    out->per_customer_limit = strtoll(PQgetvalue(res, row, 7), NULL, 10);
+    out->starts_at_ms = strtoll(PQgetvalue(res, row, 8), NULL, 10);
+    out->ends_at_ms = strtoll(PQgetvalue(res, row, 9), NULL, 10);
+    out->inactive = strcmp(PQgetvalue(res, row, 10), "t") == 0;
+}
+
 int vc_pg_load_voucher(PGconn *conn, const char *code, vc_voucher_t *out, char *err, size_t errlen)
 {
     const char *params[] = {code};
     PGresult *res;
     int rc = 0;
 
-    res = PQexecParams(conn,
-                       "SELECT code, discount_amount, discount_percent, max_discount_amount,"
-                       " min_order_amount, total_limit, used_count, per_user_limit,"
-                       " (extract(epoch FROM starts_at) * 1000)::bigint,"
-                       " (extract(epoch FROM ends_at) * 1000)::bigint"
-                       " FROM voucher WHERE code = $1",
-                       1, NULL, params, NULL, NULL, 0);
+    res = PQexecParams(conn, "SELECT " VC_PG_VOUCHER_COLUMNS " FROM voucher WHERE code = $1", 1,
+                       NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         rc = vc_pg_error_class(conn, res);
         vc_pg_error_text(conn, res, err, errlen);
@@ -106,17 +118,7 @@ int vc_pg_load_voucher(PGconn *conn, const char *code, vc_voucher_t *out, char *
         rc = VC_E_NOT_FOUND;
         goto out;
     }
-    memset(out, 0, sizeof(*out));
-    snprintf(out->code, sizeof(out->code), "%s", PQgetvalue(res, 0, 0));
-    out->discount_amount = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-    out->discount_percent = PQgetisnull(res, 0, 2) ? 0 : atoi(PQgetvalue(res, 0, 2));
-    out->max_discount_amount = PQgetisnull(res, 0, 3) ? 0 : strtoll(PQgetvalue(res, 0, 3), NULL, 10);
-    out->min_order_amount = strtoll(PQgetvalue(res, 0, 4), NULL, 10);
-    out->total_limit = strtoll(PQgetvalue(res, 0, 5), NULL, 10);
-    out->used_count = strtoll(PQgetvalue(res, 0, 6), NULL, 10);
-    out->per_customer_limit = strtoll(PQgetvalue(res, 0, 7), NULL, 10);
-    out->starts_at_ms = strtoll(PQgetvalue(res, 0, 8), NULL, 10);
-    out->ends_at_ms = strtoll(PQgetvalue(res, 0, 9), NULL, 10);
+    vc_pg_voucher_row(res, 0, out);
 out:
     PQclear(res);
     return rc;

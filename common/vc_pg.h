@@ -49,6 +49,27 @@ int vc_pg_error_class(const PGconn *conn, const PGresult *res);
 void vc_pg_error_text(const PGconn *conn, const PGresult *res, char *buf, size_t cap);
 
 /*
+ * The voucher's limit lock ($1 its code): a transaction-level advisory lock
+ * that PATCH /vouchers/{code} holds while it moves Redis's counter and
+ * PostgreSQL's total_limit, and that the reconciler's limit sync takes
+ * before it compares them (proto/redis-keys.md, "The limit key"). Its two
+ * int4 keys never meet the reconciler's leadership lock (one bigint key).
+ */
+#define VC_PG_LIMIT_LOCK "SELECT pg_advisory_xact_lock(1818847604, hashtext($1))"
+/* The same lock for a session (PATCH holds it across its commit); it conflicts with the above. */
+#define VC_PG_LIMIT_LOCK_SESSION "SELECT pg_advisory_lock(1818847604, hashtext($1))"
+#define VC_PG_LIMIT_UNLOCK "SELECT pg_advisory_unlock(1818847604, hashtext($1))"
+
+/* The columns of a voucher's rules, in the order vc_pg_voucher_row() reads them. */
+#define VC_PG_VOUCHER_COLUMNS                                                                      \
+    "code, discount_amount, discount_percent, max_discount_amount, min_order_amount,"             \
+    " total_limit, used_count, per_user_limit, (extract(epoch FROM starts_at) * 1000)::bigint,"   \
+    " (extract(epoch FROM ends_at) * 1000)::bigint, NOT active"
+
+/* Reads row of res (selected with VC_PG_VOUCHER_COLUMNS first) into out. */
+void vc_pg_voucher_row(const PGresult *res, int row, vc_voucher_t *out);
+
+/*
  * Reads the rules of voucher code. Returns 0, VC_E_NOT_FOUND, or a negative
  * error (as vc_pg_error_class) with err set.
  */

@@ -22,6 +22,8 @@ int64_t vc_voucher_discount(const vc_voucher_t *v, int64_t order_amount)
 int vc_voucher_check(const vc_voucher_t *v, int64_t now_ms, int64_t order_amount,
                      int64_t *discount)
 {
+    if (v->inactive)
+        return VC_E_INACTIVE;
     if (now_ms < v->starts_at_ms)
         return VC_E_NOT_STARTED;
     if (now_ms >= v->ends_at_ms)

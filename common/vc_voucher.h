@@ -20,6 +20,7 @@ typedef struct {
     int64_t per_customer_limit;
     int64_t starts_at_ms;
     int64_t ends_at_ms; /* exclusive */
+    int inactive;       /* switched off (PATCH active=false): no new reservation */
 } vc_voucher_t;
 
 /*
@@ -30,7 +31,7 @@ int64_t vc_voucher_discount(const vc_voucher_t *v, int64_t order_amount);
 
 /*
  * Checks the rules that need no shared state, in the order a buyer would want
- * to hear them: VC_E_NOT_STARTED, VC_E_EXPIRED, then vc_voucher_price().
+ * to hear them: VC_E_INACTIVE, VC_E_NOT_STARTED, VC_E_EXPIRED, then vc_voucher_price().
  */
 int vc_voucher_check(const vc_voucher_t *v, int64_t now_ms, int64_t order_amount,
                      int64_t *discount);

@@ -4,17 +4,28 @@
  *                        redis_loaded_at set in the same statement, then sets
  *                        its Redis counter with NX after the commit;
  * GET  /vouchers/{code}  its rules, PostgreSQL's used_count, Redis's remaining
- *                        (null when absent) and the holds outstanding.
+ *                        (null when absent) and the holds outstanding;
+ * PATCH /vouchers/{code} changes its rules (proto/openapi.yaml): a new
+ *                        totalLimit moves Redis's counter by the difference
+ *                        (limit.lua), after PostgreSQL's commit for a raise,
+ *                        before it for a lower, under the voucher's row lock
+ *                        and limit lock (proto/redis-keys.md, "The limit key").
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gw_app.h"
+#include "gw_limit.h"
+#include "gw_notify.h"
+#include "gw_router.h"
 #include "gw_store.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_fault.h"
+#include "vc_json.h"
 #include "vc_pg.h"
+#include "vc_time.h"
 
 #define GW_VOUCHER_BODY_MAX 1024
 
@@ -57,15 +68,17 @@ static void counter_set_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     a->remaining = a->v.total_limit;
-    reply_voucher(a, 201, 1);
+    /* Ended longer than the retention ago: the counter expired as it was set. */
+    reply_voucher(a, 201,
+                  vc_time_now_ms() < a->v.ends_at_ms + a->app->cfg->redis_retention_ms);
 }
 
 static void created_cb(void *arg, int rc, const char *err)
 {
     admin_t *a = arg;
-    char total[24];
-    const char *argv[] = {"SET", a->keys[GW_KEY_REMAINING], total, "NX"};
-    size_t argvlen[4];
+    char total[24], expire_at[24];
+    const char *keys[] = {a->keys[GW_KEY_REMAINING], a->keys[GW_KEY_LIMIT]};
+    const char *args[] = {total, total, expire_at};
 
     if (rc != 0) {
         if (rc < 0) {
@@ -78,11 +91,19 @@ static void created_cb(void *arg, int rc, const char *err)
                                              : NULL);
         return;
     }
-    gw_rules_forget(a->app->rules, a->v.code);
+    gw_rules_changed(a->v.code);
+    {
+        /* Other gateways may remember the code as unknown (gw_notify.h); nobody waits. */
+        const char *pub[] = {"PUBLISH", GW_NOTIFY_CHANNEL, a->v.code};
+        size_t pub_len[] = {7, strlen(GW_NOTIFY_CHANNEL), strlen(a->v.code)};
+        (void)gw_redis_command(a->app->redis, gw_app_ignore_cb, NULL, 3, pub, pub_len);
+    }
     snprintf(total, sizeof(total), "%lld", (long long)a->v.total_limit);
-    for (int i = 0; i < 4; i++)
-        argvlen[i] = strlen(argv[i]);
-    if ((rc = gw_redis_command(a->app->redis, counter_set_cb, a, 4, argv, argvlen)) != 0)
+    /* Its keys expire with the retention after endsAt, as a first load's do. */
+    snprintf(expire_at, sizeof(expire_at), "%lld",
+             (long long)(a->v.ends_at_ms + a->app->cfg->redis_retention_ms));
+    if ((rc = gw_redis_eval(a->app->redis, GW_SCRIPT_LOAD, counter_set_cb, a, 2, keys, 3, args)) !=
+        0)
         counter_set_cb(a, rc, NULL);
 }
 
@@ -196,5 +217,611 @@ void gw_show_start(gw_app_t *app, gw_request_t *req, const char *code)
     snprintf(a->v.code, sizeof(a->v.code), "%s", code);
     gw_app_keys(code, a->keys);
     if ((rc = gw_pg_run(app->loop, app->pg, show_work, loaded_cb, a)) != 0)
+        gw_app_reply_error(req, rc, "PostgreSQL unavailable");
+}
+
+/* ---- PATCH /vouchers/{code} ---- */
+
+typedef struct {
+    gw_app_t *app;
+    gw_request_t *req;
+    char code[VC_CODE_MAX + 1];
+    gw_voucher_patch_t patch;
+    vc_voucher_t cur, v; /* before and after */
+    int loaded;          /* redis_loaded_at is set: Redis has (or had) the counter */
+    int reload;          /* its keys went by retention: clear redis_loaded_at */
+    /* Redis as the change left it, for the answer; and a 409's numbers. */
+    int has_remaining;
+    int64_t remaining, holds, limit_before;
+    char note[256]; /* what went wrong in Redis after the commit (logged, not answered) */
+} update_t;
+
+/* Runs sql with $1 = code (and the other params); returns the result (owned) or NULL with err. */
+static PGresult *exec_params(PGconn *conn, const char *sql, int n, const char *const *params,
+                             ExecStatusType want, int *rc, char *err, size_t errlen)
+{
+    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+
+    if (PQresultStatus(res) == want)
+        return res;
+    *rc = vc_pg_error_class(conn, res);
+    vc_pg_error_text(conn, res, err, errlen);
+    PQclear(res);
+    return NULL;
+}
+
+static int rollback(PGconn *conn, int rc)
+{
+    PQclear(PQexec(conn, "ROLLBACK"));
+    return rc;
+}
+
+/*
+ * Writes u->v's rules over the locked row and commits. Returns 0, GW_E_LIMIT
+ * (PostgreSQL's CHECK refused the total), or an error.
+ */
+static int update_row(PGconn *conn, const update_t *u, char *err, size_t errlen)
+{
+    PGresult *res;
+    int rc;
+
+    if ((rc = gw_store_update(conn, &u->v, u->reload, err, errlen)) != 0)
+        return rc;
+    if (!(res = exec_params(conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, &rc, err, errlen)))
+        return rc;
+    PQclear(res);
+    return 0;
+}
+
+/*
+ * The whole change, on the threadpool, under the voucher's limit lock (taken
+ * by update_work() for the session, so that it also covers the Redis step
+ * after the commit: two PATCHes never interleave their steps): BEGIN; the
+ * row lock; then, for a lower, Redis first (the uses leave the counter while it still
+ * has them, atomically against reservations), PostgreSQL second; for a
+ * raise, PostgreSQL first, Redis after the commit. Redis never offers a use
+ * PostgreSQL's total does not have: a crash between the two steps leaves
+ * Redis short (undersell), and the reconciler's limit sync adds the
+ * difference (rc_raise.h).
+ */
+static int update_locked(update_t *u, PGconn *conn, char *err, size_t errlen)
+{
+    const char *params[] = {u->code};
+    gw_limit_redis_t *redis = NULL;
+    PGresult *res;
+    int rc = 0, status, retired;
+    int64_t after, retention = u->app->cfg->redis_retention_ms;
+
+    if (!(res = exec_params(conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, &rc, err, errlen)))
+        return rc;
+    PQclear(res);
+    if (!(res = exec_params(conn,
+                            "SELECT redis_loaded_at IS NOT NULL FROM voucher WHERE code = $1"
+                            " FOR UPDATE",
+                            1, params, PGRES_TUPLES_OK, &rc, err, errlen)))
+        return rollback(conn, rc);
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return rollback(conn, VC_E_NOT_FOUND);
+    }
+    u->loaded = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    /* The row is locked: this read is what the change applies to. */
+    if ((rc = vc_pg_load_voucher(conn, u->code, &u->cur, err, errlen)) != 0 ||
+        (rc = gw_voucher_patch_apply(&u->cur, &u->patch, &u->v, err, errlen)) != 0)
+        return rollback(conn, rc);
+    retired = u->loaded && vc_time_now_ms() >= u->cur.ends_at_ms + retention;
+    if (u->loaded && (u->v.total_limit != u->cur.total_limit ||
+                      u->v.ends_at_ms > u->cur.ends_at_ms || retired) &&
+        !(redis = gw_limit_connect(u->app->cfg->redis_url, u->app->cfg->redis_timeout_ms, err,
+                                   errlen)))
+        return rollback(conn, VC_ERR_UNAVAILABLE);
+    if (retired) {
+        /*
+         * Its keys expired a retention after its end (proto/redis-keys.md,
+         * "Retention"), and nothing restores them: the reconciler looks at
+         * vouchers ended less than a day ago. If they are gone, the change
+         * is PostgreSQL's alone, and the voucher is loaded anew (the first
+         * load, from PostgreSQL's rows: nothing is in flight this long after
+         * its end) should a later endsAt let it sell again.
+         */
+        if ((rc = gw_limit_counters(redis, u->code, &u->has_remaining, &u->remaining, &u->holds,
+                                    err, errlen)) != 0)
+            goto fail;
+        u->reload = !u->has_remaining;
+    }
+    if (u->reload) {
+        gw_limit_close(redis);
+        redis = NULL;
+    }
+    if (redis && u->v.total_limit < u->cur.total_limit) {
+        if ((rc = gw_limit_move(redis, u->code, u->cur.total_limit, u->v.total_limit, &status,
+                                &u->remaining, &u->limit_before, err, errlen)) != 0)
+            goto fail;
+        if (status == GW_LIMIT_NOT_LOADED) {
+            /* Lost from Redis: the reconciler restores it, from a snapshot older than this. */
+            snprintf(err, errlen, "the voucher's counter is missing from Redis; retry later");
+            rc = VC_ERR_UNAVAILABLE;
+            goto fail;
+        }
+        if (status == GW_LIMIT_TOO_LOW) {
+            u->has_remaining = 1;
+            snprintf(err, errlen,
+                     "totalLimit %lld is below the uses taken (used or held): %lld of %lld",
+                     (long long)u->v.total_limit, (long long)(u->limit_before - u->remaining),
+                     (long long)u->limit_before);
+            rc = GW_E_LIMIT;
+            goto fail;
+        }
+    }
+    if ((rc = update_row(conn, u, err, errlen)) != 0) {
+        PQclear(PQexec(conn, "ROLLBACK"));
+        if (redis && u->v.total_limit < u->cur.total_limit &&
+            gw_limit_move(redis, u->code, u->v.total_limit, u->cur.total_limit, &status, &after,
+                          &u->limit_before, u->note, sizeof(u->note)) != 0) {
+            /* Redis stays short of PostgreSQL: the reconciler's limit sync gives the uses back. */
+            vc_log_field_t f[] = {{"code", u->code}};
+            VC_LOG_F(VC_LOG_WARN, f, "giving back a lower that PostgreSQL refused failed: %s",
+                     u->note);
+        }
+        gw_limit_close(redis);
+        return rc;
+    }
+    /* Committed: what follows may fail, and the change stands (the reconciler completes it). */
+    VC_PAUSE("gateway-patch-after-commit");
+    if (redis && u->v.total_limit > u->cur.total_limit)
+        (void)gw_limit_move(redis, u->code, u->cur.total_limit, u->v.total_limit, &status, &after,
+                            &u->limit_before, u->note, sizeof(u->note));
+    if (redis && u->v.ends_at_ms > u->cur.ends_at_ms)
+        (void)gw_limit_extend(redis, u->code,
+                              u->v.ends_at_ms + u->app->cfg->redis_retention_ms, u->note,
+                              sizeof(u->note));
+    if (redis && gw_limit_counters(redis, u->code, &u->has_remaining, &u->remaining, &u->holds,
+                                   u->note, sizeof(u->note)) != 0)
+        u->has_remaining = 0;
+    /* The other gateways drop their cached rules (gw_notify.h); else their ttl bounds them. */
+    if (!redis)
+        redis = gw_limit_connect(u->app->cfg->redis_url, u->app->cfg->redis_timeout_ms, u->note,
+                                 sizeof(u->note));
+    if (redis)
+        (void)gw_limit_publish(redis, u->code, u->note, sizeof(u->note));
+    gw_limit_close(redis);
+    return 0;
+fail:
+    gw_limit_close(redis);
+    return rollback(conn, rc);
+}
+
+/*
+ * Holds the voucher's limit lock for the session around update_locked(): a
+ * raise moves Redis after its commit, and a PATCH behind it must not read
+ * PostgreSQL's new total while Redis still reflects the old one. The
+ * reconciler's limit sync takes the same lock (VC_PG_LIMIT_LOCK). The lock is
+ * given back before the connection returns to the pool; a broken session
+ * gives it back by ending.
+ */
+static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
+{
+    update_t *u = arg;
+    const char *params[] = {u->code};
+    PGresult *res;
+    int rc = 0;
+
+    if (!(res = exec_params(conn, VC_PG_LIMIT_LOCK_SESSION, 1, params, PGRES_TUPLES_OK, &rc, err,
+                            errlen)))
+        return rc;
+    PQclear(res);
+    rc = update_locked(u, conn, err, errlen);
+    PQclear(PQexecParams(conn, VC_PG_LIMIT_UNLOCK, 1, NULL, params, NULL, NULL, 0));
+    return rc;
+}
+
+static void reply_limit_conflict(update_t *u, const char *detail)
+{
+    char body[GW_VOUCHER_BODY_MAX];
+    size_t len = 0;
+    vc_jgen_t g;
+
+    if (vc_jgen_init(&g) == 0) {
+        vc_jgen_map_open(&g);
+        vc_jgen_kv_str(&g, "error", "LIMIT_CONFLICT");
+        vc_jgen_kv_str(&g, "detail", detail);
+        if (u->has_remaining) {
+            /* What Redis counts: every use taken, confirmed or held, events in flight too. */
+            vc_jgen_kv_int(&g, "totalLimit", u->limit_before);
+            vc_jgen_kv_int(&g, "taken", u->limit_before - u->remaining);
+            vc_jgen_kv_int(&g, "remaining", u->remaining);
+            vc_jgen_kv_int(&g, "usedCount", u->cur.used_count);
+        }
+        vc_jgen_map_close(&g);
+        if (vc_jgen_finish(&g, body, sizeof(body), &len) != 0)
+            len = 0;
+    }
+    gw_app_reply(u->req, 409, body, len);
+}
+
+static void updated_cb(void *arg, int rc, const char *err)
+{
+    update_t *u = arg;
+    char body[GW_VOUCHER_BODY_MAX];
+    size_t len;
+
+    if (rc == 0 || rc < 0) {
+        gw_rules_changed(u->code); /* also when unsure whether it committed */
+        /* A raise offers uses again: no worker may answer OUT_OF_STOCK from its mark. */
+        gw_rules_clear_soldout(u->code);
+    }
+    if (rc == GW_E_LIMIT) {
+        reply_limit_conflict(u, err);
+        return;
+    }
+    if (rc == VC_ERR_INVALID || rc > 0) {
+        gw_app_reply_error(u->req, rc, rc == VC_ERR_INVALID || rc == GW_E_RULES ? err : NULL);
+        return;
+    }
+    if (rc < 0) {
+        vc_log_field_t f[] = {{"code", u->code}};
+        VC_LOG_F(VC_LOG_WARN, f, "changing the voucher failed: %s", err);
+        gw_app_reply_error(u->req, rc, err);
+        return;
+    }
+    if (u->note[0]) {
+        vc_log_field_t f[] = {{"code", u->code}};
+        VC_LOG_F(VC_LOG_WARN, f,
+                 "voucher changed in PostgreSQL; its Redis step failed (the reconciler "
+                 "completes it): %s",
+                 u->note);
+    }
+    len = gw_body_voucher(body, sizeof(body), &u->v, 1, u->cur.used_count, u->has_remaining,
+                          u->remaining, u->holds);
+    gw_app_reply(u->req, 200, body, len);
+}
+
+void gw_update_start(gw_app_t *app, gw_request_t *req, const char *code)
+{
+    char err[256];
+    update_t *u = gw_request_alloc(req, sizeof(*u));
+    int rc;
+
+    if (!u) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    u->app = app;
+    u->req = req;
+    snprintf(u->code, sizeof(u->code), "%s", code);
+    if ((rc = gw_voucher_patch_parse(req->body, req->body_len, &u->patch, err, sizeof(err))) != 0) {
+        gw_app_reply_error(req, rc, err);
+        return;
+    }
+    if ((rc = gw_pg_run(app->loop, app->pg, update_work, updated_cb, u)) != 0)
+        gw_app_reply_error(req, rc, "PostgreSQL unavailable");
+}
+
+/* ---- GET /vouchers?active=&after=&limit= ---- */
+
+typedef struct {
+    gw_app_t *app;
+    gw_request_t *req;
+    gw_list_query_t q;
+    vc_voucher_t *v; /* up to q.limit, in the request's arena */
+    int n, more;     /* more: a voucher follows the last one */
+} list_t;
+
+static int list_work(void *arg, PGconn *conn, char *err, size_t errlen)
+{
+    list_t *l = arg;
+    char limit[16];
+    const char *params[] = {l->q.has_active ? (l->q.active ? "t" : "f") : NULL, l->q.after, limit};
+    PGresult *res;
+    int rc = 0;
+
+    snprintf(limit, sizeof(limit), "%d", l->q.limit + 1);
+    /* Codes sort byte by byte (COLLATE "C"): the cursor is the last code of a page. */
+    if (!(res = exec_params(conn,
+                            "SELECT " VC_PG_VOUCHER_COLUMNS " FROM voucher"
+                            " WHERE ($1::boolean IS NULL OR active = $1)"
+                            " AND code COLLATE \"C\" > $2 ORDER BY code COLLATE \"C\" LIMIT $3",
+                            3, params, PGRES_TUPLES_OK, &rc, err, errlen)))
+        return rc;
+    l->n = PQntuples(res) < l->q.limit ? PQntuples(res) : l->q.limit;
+    l->more = PQntuples(res) > l->q.limit;
+    for (int i = 0; i < l->n; i++)
+        vc_pg_voucher_row(res, i, &l->v[i]);
+    PQclear(res);
+    return 0;
+}
+
+static void listed_cb(void *arg, int rc, const char *err)
+{
+    list_t *l = arg;
+    size_t cap = (size_t)l->n * 512 + 128, len = 0;
+    char *body;
+    vc_jgen_t g;
+
+    if (rc != 0) {
+        vc_log_field_t f[] = {{"route", "list"}};
+        VC_LOG_F(VC_LOG_WARN, f, "listing vouchers failed: %s", err);
+        gw_app_reply_error(l->req, rc, "PostgreSQL unavailable");
+        return;
+    }
+    if (!(body = malloc(cap)) || vc_jgen_init(&g) != 0) {
+        free(body);
+        gw_app_reply_error(l->req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    vc_jgen_map_open(&g);
+    vc_jgen_key(&g, "vouchers");
+    vc_jgen_array_open(&g);
+    for (int i = 0; i < l->n; i++)
+        if (gw_jgen_voucher(&g, &l->v[i], 1, l->v[i].used_count) != 0)
+            rc = VC_ERR_INVALID;
+    vc_jgen_array_close(&g);
+    if (l->more)
+        vc_jgen_kv_str(&g, "next", l->v[l->n - 1].code);
+    vc_jgen_map_close(&g);
+    if (rc != 0 || vc_jgen_finish(&g, body, cap, &len) != 0)
+        gw_app_reply_error(l->req, VC_ERR_PROTOCOL, "a voucher could not be written");
+    else
+        gw_app_reply(l->req, 200, body, len);
+    free(body);
+}
+
+void gw_list_start(gw_app_t *app, gw_request_t *req)
+{
+    const char *q = memchr(req->path, '?', req->path_len);
+    size_t qlen = q ? (size_t)(req->path + req->path_len - q - 1) : 0;
+    char err[256];
+    list_t *l = gw_request_alloc(req, sizeof(*l));
+    int rc;
+
+    if (!l) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    l->app = app;
+    l->req = req;
+    if ((rc = gw_list_query_parse(q ? q + 1 : "", qlen, &l->q, err, sizeof(err))) != 0) {
+        gw_app_reply_error(req, rc, err);
+        return;
+    }
+    if (!(l->v = gw_request_alloc(req, sizeof(*l->v) * (size_t)l->q.limit))) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    if ((rc = gw_pg_run(app->loop, app->pg, list_work, listed_cb, l)) != 0)
+        gw_app_reply_error(req, rc, "PostgreSQL unavailable");
+}
+
+/* ---- GET /vouchers/{code}/reservations/{orderId} ---- */
+
+typedef struct {
+    gw_app_t *app;
+    gw_request_t *req;
+    char code[VC_CODE_MAX + 1], order_id[VC_ORDER_ID_MAX + 1];
+    char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    /* PostgreSQL's row */
+    int has_row;
+    char status[16], release_reason[40];
+    int64_t customer_id, discount, order_amount, held_until_ms, created_ms, updated_ms;
+    /* Redis */
+    int answers, failed;
+    char order[128];            /* the orders hash's value, "" when Redis has none */
+    char amount[24], begun[24]; /* amounts, and the releasing set's score, "" when absent */
+} lookup_t;
+
+static int lookup_work(void *arg, PGconn *conn, char *err, size_t errlen)
+{
+    lookup_t *k = arg;
+    const char *params[] = {k->code, k->order_id};
+    PGresult *res;
+    int rc = 0;
+
+    if (!(res = exec_params(conn, "SELECT 1 FROM voucher WHERE code = $1", 1, params,
+                            PGRES_TUPLES_OK, &rc, err, errlen)))
+        return rc;
+    rc = PQntuples(res) == 1 ? 0 : VC_E_NOT_FOUND;
+    PQclear(res);
+    if (rc != 0)
+        return rc;
+    if (!(res = exec_params(conn,
+                            "SELECT customer_id, status, discount_amount, order_amount,"
+                            " (extract(epoch FROM held_until) * 1000)::bigint,"
+                            " (extract(epoch FROM created_at) * 1000)::bigint,"
+                            " (extract(epoch FROM updated_at) * 1000)::bigint,"
+                            " coalesce(release_reason, '')"
+                            " FROM voucher_redemption WHERE voucher_code = $1 AND order_id = $2",
+                            2, params, PGRES_TUPLES_OK, &rc, err, errlen)))
+        return rc;
+    if ((k->has_row = PQntuples(res) == 1)) {
+        k->customer_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        snprintf(k->status, sizeof(k->status), "%s", PQgetvalue(res, 0, 1));
+        k->discount = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+        k->order_amount = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+        k->held_until_ms = PQgetisnull(res, 0, 4) ? 0 : strtoll(PQgetvalue(res, 0, 4), NULL, 10);
+        k->created_ms = strtoll(PQgetvalue(res, 0, 5), NULL, 10);
+        k->updated_ms = strtoll(PQgetvalue(res, 0, 6), NULL, 10);
+        snprintf(k->release_reason, sizeof(k->release_reason), "%s", PQgetvalue(res, 0, 7));
+    }
+    PQclear(res);
+    return 0;
+}
+
+/* The name the contract gives an order state of proto/redis-keys.md. */
+static const char *state_name(char state)
+{
+    switch (state) {
+    case 'H':
+        return "HELD";
+    case 'C':
+        return "CONFIRMED";
+    case 'X':
+        return "CANCELLING"; /* release begun by a cancel, use still taken */
+    case 'E':
+        return "EXPIRING"; /* release begun by the reconciler, use still taken */
+    default:
+        return "RELEASED";
+    }
+}
+
+static void kv_time(vc_jgen_t *g, const char *key, int64_t ms)
+{
+    char ts[40];
+    if (vc_time_format_ms(ms, ts, sizeof(ts)) != 0)
+        vc_jgen_kv_str(g, key, ts);
+}
+
+static void lookup_reply(lookup_t *k)
+{
+    gw_order_value_t o;
+    int in_redis = k->order[0] && gw_order_value_parse(k->order, strlen(k->order), &o) == 0;
+    char body[2048];
+    size_t len = 0;
+    vc_jgen_t g;
+
+    if (!in_redis && !k->has_row) {
+        gw_app_reply_error(k->req, VC_E_NOT_FOUND, "no such reservation");
+        return;
+    }
+    if (vc_jgen_init(&g) != 0) {
+        gw_app_reply_error(k->req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "orderId", k->order_id);
+    vc_jgen_kv_str(&g, "code", k->code);
+    if (in_redis) {
+        vc_jgen_key(&g, "redis");
+        vc_jgen_map_open(&g);
+        vc_jgen_kv_str(&g, "state", state_name(o.state));
+        vc_jgen_kv_int(&g, "customerId", o.customer_id);
+        vc_jgen_kv_int(&g, "discountAmount", o.discount);
+        if (k->amount[0])
+            vc_jgen_kv_int(&g, "orderAmount", strtoll(k->amount, NULL, 10));
+        kv_time(&g, "heldUntil", o.held_until_ms);
+        if (k->begun[0])
+            kv_time(&g, "releaseBegunAt", (int64_t)strtod(k->begun, NULL));
+        vc_jgen_map_close(&g);
+    }
+    if (k->has_row) {
+        vc_jgen_key(&g, "postgres");
+        vc_jgen_map_open(&g);
+        vc_jgen_kv_str(&g, "status", k->status);
+        vc_jgen_kv_int(&g, "customerId", k->customer_id);
+        vc_jgen_kv_int(&g, "discountAmount", k->discount);
+        vc_jgen_kv_int(&g, "orderAmount", k->order_amount);
+        if (k->held_until_ms)
+            kv_time(&g, "heldUntil", k->held_until_ms);
+        kv_time(&g, "createdAt", k->created_ms);
+        kv_time(&g, "updatedAt", k->updated_ms);
+        if (k->release_reason[0])
+            vc_jgen_kv_str(&g, "releaseReason", k->release_reason);
+        vc_jgen_map_close(&g);
+    }
+    vc_jgen_map_close(&g);
+    if (vc_jgen_finish(&g, body, sizeof(body), &len) != 0)
+        gw_app_reply_error(k->req, VC_ERR_PROTOCOL, "the reservation could not be written");
+    else
+        gw_app_reply(k->req, 200, body, len);
+}
+
+/* Copies a string reply into out (cap bytes), "" for nil. */
+static void reply_str(const gw_redis_reply_t *reply, char *out, size_t cap)
+{
+    size_t n;
+
+    out[0] = '\0';
+    if (reply->n != 1 || reply->item[0].type != GW_REDIS_STR)
+        return;
+    n = reply->item[0].len < cap - 1 ? reply->item[0].len : cap - 1;
+    memcpy(out, reply->item[0].str, n);
+    out[n] = '\0';
+}
+
+static void lookup_answered(lookup_t *k)
+{
+    if (--k->answers > 0)
+        return;
+    if (k->failed)
+        gw_app_reply_error(k->req, k->failed, "redis read");
+    else
+        lookup_reply(k);
+}
+
+static void order_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    lookup_t *k = arg;
+    if (rc != 0)
+        k->failed = rc;
+    else
+        reply_str(reply, k->order, sizeof(k->order));
+    lookup_answered(k);
+}
+
+static void amount_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    lookup_t *k = arg;
+    if (rc != 0)
+        k->failed = rc;
+    else
+        reply_str(reply, k->amount, sizeof(k->amount));
+    lookup_answered(k);
+}
+
+static void begun_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    lookup_t *k = arg;
+    if (rc != 0)
+        k->failed = rc;
+    else
+        reply_str(reply, k->begun, sizeof(k->begun));
+    lookup_answered(k);
+}
+
+static void looked_up_cb(void *arg, int rc, const char *err)
+{
+    lookup_t *k = arg;
+    const char *order[] = {"HGET", k->keys[GW_KEY_ORDERS], k->order_id};
+    const char *amount[] = {"HGET", k->keys[GW_KEY_AMOUNTS], k->order_id};
+    const char *begun[] = {"ZSCORE", k->keys[GW_KEY_RELEASING], k->order_id};
+    const char *const *cmds[] = {order, amount, begun};
+    gw_redis_cb cbs[] = {order_cb, amount_cb, begun_cb};
+
+    if (rc != 0) {
+        if (rc < 0) {
+            vc_log_field_t f[] = {{"code", k->code}, {"orderId", k->order_id}};
+            VC_LOG_F(VC_LOG_WARN, f, "reading the reservation failed: %s", err);
+        }
+        gw_app_reply_error(k->req, rc, rc < 0 ? "PostgreSQL unavailable" : NULL);
+        return;
+    }
+    k->answers = 1; /* held until all are sent */
+    for (int i = 0; i < 3 && !k->failed; i++) {
+        size_t lens[3];
+        for (int j = 0; j < 3; j++)
+            lens[j] = strlen(cmds[i][j]);
+        if ((rc = gw_redis_command(k->app->redis, cbs[i], k, 3, (const char **)cmds[i], lens)) == 0)
+            k->answers++;
+        else
+            k->failed = rc;
+    }
+    lookup_answered(k);
+}
+
+void gw_lookup_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id)
+{
+    lookup_t *k = gw_request_alloc(req, sizeof(*k));
+    int rc;
+
+    if (!k) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    k->app = app;
+    k->req = req;
+    snprintf(k->code, sizeof(k->code), "%s", code);
+    snprintf(k->order_id, sizeof(k->order_id), "%s", order_id);
+    gw_app_keys(code, k->keys);
+    if ((rc = gw_pg_run(app->loop, app->pg, lookup_work, looked_up_cb, k)) != 0)
         gw_app_reply_error(req, rc, "PostgreSQL unavailable");
 }

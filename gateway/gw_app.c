@@ -18,6 +18,8 @@ const char *const gw_app_scripts[GW_SCRIPT_COUNT] = {
     [GW_SCRIPT_RELEASE_BEGIN] = vc_lua_release_begin,
     [GW_SCRIPT_RELEASE_FINISH] = vc_lua_release_finish,
     [GW_SCRIPT_CLAIM] = vc_lua_claim,
+    [GW_SCRIPT_LOAD] = vc_lua_load,
+    [GW_SCRIPT_LIMIT] = vc_lua_limit,
 };
 
 /*
@@ -42,8 +44,8 @@ static void join3(char *out, size_t cap, const char *a, const char *b, const cha
 void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX])
 {
     static const char *const suffix[GW_KEY_COUNT] = {
-        "}:remaining", "}:users", "}:orders", "}:holds", "}:resent", "}:amounts", "}:paid",
-        "}:releasing"};
+        "}:remaining", "}:users",     "}:orders", "}:holds", "}:resent",
+        "}:amounts",   "}:paid",      "}:releasing", "}:limit"};
     for (int i = 0; i < GW_KEY_COUNT; i++)
         join3(keys[i], GW_KEY_MAX, "voucher:{", code, suffix[i]);
 }
@@ -167,6 +169,15 @@ void gw_app_handle(void *ctx, gw_request_t *req)
         return;
     case GW_ROUTE_CAMPAIGN:
         gw_campaign_start(app, req, &route);
+        return;
+    case GW_ROUTE_UPDATE:
+        gw_update_start(app, req, route.code);
+        return;
+    case GW_ROUTE_LIST:
+        gw_list_start(app, req);
+        return;
+    case GW_ROUTE_LOOKUP:
+        gw_lookup_start(app, req, route.code, route.order_id);
         return;
     case GW_ROUTE_BAD_METHOD:
         len = gw_body_error(body, sizeof(body), "METHOD_NOT_ALLOWED",

@@ -25,6 +25,8 @@ enum {
     GW_SCRIPT_RELEASE_BEGIN,
     GW_SCRIPT_RELEASE_FINISH,
     GW_SCRIPT_CLAIM,
+    GW_SCRIPT_LOAD,
+    GW_SCRIPT_LIMIT,
     GW_SCRIPT_COUNT,
 };
 
@@ -52,6 +54,7 @@ enum {
     GW_KEY_AMOUNTS,
     GW_KEY_PAID, /* confirm.lua, with a final total */
     GW_KEY_RELEASING,
+    GW_KEY_LIMIT,
     GW_KEY_COUNT
 };
 #define GW_KEY_RESERVE 6 /* reserve.lua takes the first six */
@@ -61,7 +64,7 @@ enum {
 
 /*
  * Fills keys with voucher:{code}:remaining, :users, :orders, :holds, :resent,
- * :amounts, :paid, :releasing.
+ * :amounts, :paid, :releasing, :limit.
  */
 void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
 
@@ -100,6 +103,9 @@ void gw_reserve_start(gw_app_t *app, gw_request_t *req, const char *code);
 void gw_quote_start(gw_app_t *app, gw_request_t *req, const char *code);
 void gw_create_start(gw_app_t *app, gw_request_t *req);
 void gw_show_start(gw_app_t *app, gw_request_t *req, const char *code);
+void gw_update_start(gw_app_t *app, gw_request_t *req, const char *code);
+void gw_list_start(gw_app_t *app, gw_request_t *req);
+void gw_lookup_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id);
 void gw_confirm_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id);
 void gw_cancel_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id);
 /* The campaign routes (gw_campaign.c); route is what gw_route() gave. */

@@ -785,6 +785,8 @@ static gw_method_t method_of(unsigned m)
         return GW_M_POST;
     case HTTP_DELETE:
         return GW_M_DELETE;
+    case HTTP_PATCH:
+        return GW_M_PATCH;
     default:
         return GW_M_OTHER;
     }

@@ -59,7 +59,7 @@ typedef struct {
     int load_waits; /* script runs left while another request's first load lands */
     int claim;
     int script_unsent; /* the script could not be sent after the claim: answer 503 in claim_cb */
-    int64_t load_remaining;
+    int64_t load_remaining, load_total;
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
     char claim_key[GW_CLAIM_KEY_MAX];
     char claim_value[GW_CLAIM_VALUE_MAX]; /* CODE:TOKEN, this request's own */
@@ -341,7 +341,7 @@ static void wait_for_load(reserve_t *x)
 static int claim_load_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
 {
     reserve_t *x = arg;
-    return gw_store_claim_load(conn, x->code, &x->load_remaining, err, errlen);
+    return gw_store_claim_load(conn, x->code, &x->load_remaining, &x->load_total, err, errlen);
 }
 
 static void set_loaded_cb(void *arg, int rc, const gw_redis_reply_t *reply)
@@ -360,9 +360,9 @@ static void set_loaded_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 static void claim_load_done(void *arg, int rc, const char *err)
 {
     reserve_t *x = arg;
-    char remaining[32], expire_at[24];
-    const char *argv[] = {"SET", x->keys[GW_KEY_REMAINING], remaining, "NX", "PXAT", expire_at};
-    size_t argvlen[6];
+    char remaining[32], total[24], expire_at[24];
+    const char *keys[] = {x->keys[GW_KEY_REMAINING], x->keys[GW_KEY_LIMIT]};
+    const char *args[] = {remaining, total, expire_at};
 
     if (rc == VC_E_REPLAYED) {
         x->load_waits = GW_LOAD_WAITS;
@@ -382,10 +382,11 @@ static void claim_load_done(void *arg, int rc, const char *err)
     }
     snprintf(remaining, sizeof(remaining), "%lld",
              (long long)(x->load_remaining > 0 ? x->load_remaining : 0));
+    snprintf(total, sizeof(total), "%lld", (long long)x->load_total);
     retention_at(x, expire_at, sizeof(expire_at));
-    for (int i = 0; i < 6; i++)
-        argvlen[i] = strlen(argv[i]);
-    if ((rc = gw_redis_command(x->app->redis, set_loaded_cb, x, 6, argv, argvlen)) != 0)
+    /* The counter and its limit key together (load.lua, proto/redis-keys.md "The limit key"). */
+    if ((rc = gw_redis_eval(x->app->redis, GW_SCRIPT_LOAD, set_loaded_cb, x, 2, keys, 3, args)) !=
+        0)
         fail(x, rc, "loading the voucher into redis");
 }
 

@@ -39,8 +39,42 @@ const char *gw_route_name(gw_route_kind_t kind)
         [GW_ROUTE_READYZ] = "readyz",       [GW_ROUTE_METRICS] = "metrics",
         [GW_ROUTE_CREATE] = "create",       [GW_ROUTE_SHOW] = "show",
         [GW_ROUTE_QUOTE] = "quote",         [GW_ROUTE_CAMPAIGN] = "campaign",
+        [GW_ROUTE_UPDATE] = "update",       [GW_ROUTE_LIST] = "list",
+        [GW_ROUTE_LOOKUP] = "lookup",
     };
     return (unsigned)kind < GW_ROUTE_COUNT && names[kind] ? names[kind] : "unknown";
+}
+
+/*
+ * Percent-decodes the path segment seg[0..n) into out (cap bytes, NUL-terminated):
+ * a client may encode any byte of a code or an orderId ("%26" for '&'), as
+ * URL libraries do for every byte outside RFC 3986's unreserved set. Returns
+ * the decoded length, or -1 for a bad escape or a result that does not fit.
+ */
+static int pct_decode(const char *seg, int n, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t len = 0;
+
+    for (int i = 0; i < n; i++) {
+        int c = (unsigned char)seg[i];
+        if (c == '%') {
+            const char *hi, *lo;
+            if (i + 2 >= n)
+                return -1;
+            hi = strchr(hex, seg[i + 1] | 0x20);
+            lo = strchr(hex, seg[i + 2] | 0x20);
+            if (!hi || !lo || !*hi || !*lo)
+                return -1;
+            c = (int)((hi - hex) * 16 + (lo - hex));
+            i += 2;
+        }
+        if (len + 1 >= cap)
+            return -1;
+        out[len++] = (char)c;
+    }
+    out[len] = '\0';
+    return (int)len;
 }
 
 /* A route that takes exactly one method: kind for it, else 405 with allow. */
@@ -67,7 +101,8 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
         {"metrics", GW_ROUTE_METRICS},
     };
     const char *end, *p = path, *seg[5];
-    int n[5], count = 0;
+    char code[VC_CODE_MAX + 2], order_id[VC_ORDER_ID_MAX + 2];
+    int n[5], count = 0, dlen;
     const char *q = memchr(path, '?', len);
 
     memset(out, 0, sizeof(*out));
@@ -94,7 +129,10 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
     if (count < 1 || !seg_is(seg[0], n[0], "vouchers"))
         return;
     if (count == 1) {
-        one_method(out, method, GW_M_POST, GW_ROUTE_CREATE, "POST");
+        if (method == GW_M_GET)
+            out->kind = GW_ROUTE_LIST;
+        else
+            one_method(out, method, GW_M_POST, GW_ROUTE_CREATE, "GET, POST");
         return;
     }
     if (count >= 3 && !seg_is(seg[2], n[2], "reservations") &&
@@ -103,19 +141,21 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
     if (count == 5 && !seg_is(seg[4], n[4], "confirm"))
         return;
     /* The path names a real route: a code or orderId that cannot exist is a 404. */
-    if (!vc_code_valid(seg[1], (size_t)n[1]))
+    if ((dlen = pct_decode(seg[1], n[1], code, sizeof(code))) < 0 ||
+        !vc_code_valid(code, (size_t)dlen))
         return;
-    memcpy(out->code, seg[1], (size_t)n[1]);
-    if (count >= 4) {
-        if (!vc_order_id_valid(seg[3], (size_t)n[3])) {
-            out->code[0] = '\0';
-            return;
-        }
-        memcpy(out->order_id, seg[3], (size_t)n[3]);
-    }
+    if (count >= 4 && ((dlen = pct_decode(seg[3], n[3], order_id, sizeof(order_id))) < 0 ||
+                       !vc_order_id_valid(order_id, (size_t)dlen)))
+        return;
+    memcpy(out->code, code, strlen(code) + 1);
+    if (count >= 4)
+        memcpy(out->order_id, order_id, strlen(order_id) + 1);
     switch (count) {
     case 2:
-        one_method(out, method, GW_M_GET, GW_ROUTE_SHOW, "GET");
+        if (method == GW_M_PATCH)
+            out->kind = GW_ROUTE_UPDATE;
+        else
+            one_method(out, method, GW_M_GET, GW_ROUTE_SHOW, "GET, PATCH");
         break;
     case 3:
         if (seg_is(seg[2], n[2], "quote"))
@@ -124,7 +164,10 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
             one_method(out, method, GW_M_POST, GW_ROUTE_RESERVE, "POST");
         break;
     case 4:
-        one_method(out, method, GW_M_DELETE, GW_ROUTE_CANCEL, "DELETE");
+        if (method == GW_M_GET)
+            out->kind = GW_ROUTE_LOOKUP;
+        else
+            one_method(out, method, GW_M_DELETE, GW_ROUTE_CANCEL, "GET, DELETE");
         break;
     default:
         one_method(out, method, GW_M_POST, GW_ROUTE_CONFIRM, "POST");
@@ -136,7 +179,7 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
 static int int_field(const vc_jdoc_t *doc, const char *key, int64_t lo, int64_t hi, int64_t *out,
                      char *err, size_t errlen)
 {
-    int rc = vc_jdoc_int(doc, key, out, err, errlen);
+    int rc = vc_jdoc_whole(doc, key, out, err, errlen);
 
     if (rc != 0)
         return rc;
@@ -272,6 +315,162 @@ out:
     return rc;
 }
 
+int gw_voucher_patch_parse(const char *body, size_t len, gw_voucher_patch_t *out, char *err,
+                           size_t errlen)
+{
+    static const char *const allowed[] = {"totalLimit",
+                                          "perUserLimit",
+                                          "startsAt",
+                                          "endsAt",
+                                          "discountAmount",
+                                          "discountPercent",
+                                          "maxDiscountAmount",
+                                          "minOrderAmount",
+                                          "active",
+                                          NULL};
+    vc_jdoc_t doc;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) != 0)
+        goto out;
+#define PATCH_INT(key, flag, field, lo, hi)                                                        \
+    if ((out->flag = vc_jdoc_has(&doc, key)) &&                                                    \
+        (rc = int_field(&doc, key, lo, hi, &out->field, err, errlen)) != 0)                        \
+        goto out;
+    PATCH_INT("totalLimit", has_total, total_limit, 1, INT32_MAX)
+    PATCH_INT("perUserLimit", has_per_user, per_user_limit, 1, INT32_MAX)
+    PATCH_INT("discountAmount", has_amount, discount_amount, 1, INT64_MAX)
+    PATCH_INT("discountPercent", has_percent, discount_percent, 1, 100)
+    PATCH_INT("maxDiscountAmount", has_max, max_discount_amount, 1, INT64_MAX)
+    PATCH_INT("minOrderAmount", has_min, min_order_amount, 0, INT64_MAX)
+#undef PATCH_INT
+    if ((out->has_starts = vc_jdoc_has(&doc, "startsAt")) &&
+        (rc = vc_jdoc_time(&doc, "startsAt", 1, &out->starts_at_ms, err, errlen)) != 0)
+        goto out;
+    if ((out->has_ends = vc_jdoc_has(&doc, "endsAt")) &&
+        (rc = vc_jdoc_time(&doc, "endsAt", 1, &out->ends_at_ms, err, errlen)) != 0)
+        goto out;
+    if ((out->has_active = vc_jdoc_has(&doc, "active")) &&
+        (rc = vc_jdoc_bool(&doc, "active", &out->active, err, errlen)) != 0)
+        goto out;
+    if (out->has_amount && (out->has_percent || out->has_max)) {
+        snprintf(err, errlen,
+                 "field \"discountAmount\" goes with neither \"discountPercent\" nor "
+                 "\"maxDiscountAmount\"");
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    if (!(out->has_total | out->has_per_user | out->has_starts | out->has_ends | out->has_amount |
+          out->has_percent | out->has_max | out->has_min | out->has_active)) {
+        snprintf(err, errlen, "the body must change at least one field");
+        rc = VC_ERR_INVALID;
+    }
+out:
+    vc_jdoc_free(&doc);
+    return rc;
+}
+
+int gw_voucher_patch_apply(const vc_voucher_t *cur, const gw_voucher_patch_t *p, vc_voucher_t *out,
+                           char *err, size_t errlen)
+{
+    *out = *cur;
+    if (p->has_per_user) {
+        if (p->per_user_limit < cur->per_customer_limit) {
+            snprintf(err, errlen,
+                     "perUserLimit can only be raised (%lld now): reservations acknowledged "
+                     "under the current limit would be refused downstream",
+                     (long long)cur->per_customer_limit);
+            return GW_E_LIMIT;
+        }
+        out->per_customer_limit = p->per_user_limit;
+    }
+    if (p->has_amount) {
+        out->discount_amount = p->discount_amount;
+        out->discount_percent = 0;
+        out->max_discount_amount = 0;
+    }
+    if (p->has_percent) {
+        out->discount_percent = (int)p->discount_percent;
+        out->discount_amount = 0;
+    }
+    if (p->has_max) {
+        if (out->discount_percent == 0) {
+            snprintf(err, errlen, "field \"maxDiscountAmount\" goes with a percent discount only");
+            return GW_E_RULES;
+        }
+        out->max_discount_amount = p->max_discount_amount;
+    }
+    if (p->has_min)
+        out->min_order_amount = p->min_order_amount;
+    if (p->has_total)
+        out->total_limit = p->total_limit;
+    if (p->has_starts)
+        out->starts_at_ms = p->starts_at_ms;
+    if (p->has_ends)
+        out->ends_at_ms = p->ends_at_ms;
+    if (out->ends_at_ms <= out->starts_at_ms) {
+        snprintf(err, errlen, "field \"endsAt\" must be after \"startsAt\"");
+        return GW_E_RULES;
+    }
+    if (p->has_active)
+        out->inactive = !p->active;
+    return 0;
+}
+
+int gw_list_query_parse(const char *query, size_t len, gw_list_query_t *out, char *err,
+                        size_t errlen)
+{
+    const char *p = query, *end = query + len;
+    int seen_active = 0, seen_after = 0, seen_limit = 0;
+
+    memset(out, 0, sizeof(*out));
+    out->limit = GW_LIST_LIMIT_DEFAULT;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p)), *pe = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(pe - p));
+        char value[VC_CODE_MAX + 2];
+        int klen = (int)((eq ? eq : pe) - p), vlen;
+
+        if (klen == 0 && pe == p) { /* "a=1&&b=2": an empty pair is nothing */
+            p = pe + 1;
+            continue;
+        }
+        vlen = eq ? pct_decode(eq + 1, (int)(pe - eq - 1), value, sizeof(value)) : -1;
+        if (seg_is(p, klen, "active") && !seen_active++) {
+            if (vlen < 0 || (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)) {
+                snprintf(err, errlen, "parameter \"active\" must be true or false");
+                return VC_ERR_INVALID;
+            }
+            out->has_active = 1;
+            out->active = value[0] == 't';
+        } else if (seg_is(p, klen, "after") && !seen_after++) {
+            if (vlen < 0 || !vc_code_valid(value, (size_t)vlen)) {
+                snprintf(err, errlen, "parameter \"after\" must be a voucher code");
+                return VC_ERR_INVALID;
+            }
+            memcpy(out->after, value, (size_t)vlen + 1);
+        } else if (seg_is(p, klen, "limit") && !seen_limit++) {
+            char *e = value;
+            long v = vlen > 0 && value[0] >= '0' && value[0] <= '9' ? strtol(value, &e, 10) : 0;
+            if (vlen <= 0 || e == value || *e || v < 1 || v > GW_LIST_LIMIT_MAX) {
+                snprintf(err, errlen, "parameter \"limit\" must be within 1..%d",
+                         GW_LIST_LIMIT_MAX);
+                return VC_ERR_INVALID;
+            }
+            out->limit = (int)v;
+        } else {
+            snprintf(err, errlen, "unknown or repeated query parameter \"%.*s\"",
+                     klen > 32 ? 32 : klen, p);
+            return VC_ERR_INVALID;
+        }
+        p = pe + (pe < end);
+    }
+    return 0;
+}
+
 int gw_route_auth(gw_route_kind_t kind)
 {
     switch (kind) {
@@ -283,6 +482,9 @@ int gw_route_auth(gw_route_kind_t kind)
     case GW_ROUTE_CREATE:
     case GW_ROUTE_SHOW:
     case GW_ROUTE_CAMPAIGN:
+    case GW_ROUTE_UPDATE:
+    case GW_ROUTE_LIST:
+    case GW_ROUTE_LOOKUP:
         return GW_AUTH_ADMIN;
     default:
         return GW_AUTH_NONE;
@@ -351,7 +553,7 @@ int gw_reserve_req_parse(const char *body, size_t len, gw_reserve_req_t *out, ch
         return rc;
     if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) != 0)
         goto out;
-    if ((rc = vc_jdoc_int(&doc, "customerId", &out->customer_id, err, errlen)) != 0)
+    if ((rc = vc_jdoc_whole(&doc, "customerId", &out->customer_id, err, errlen)) != 0)
         goto out;
     if (out->customer_id <= 0) {
         snprintf(err, errlen, "field \"customerId\" must be a positive integer");
@@ -369,7 +571,7 @@ int gw_reserve_req_parse(const char *body, size_t len, gw_reserve_req_t *out, ch
         goto out;
     }
     memcpy(out->order_id, order_id, strlen(order_id) + 1);
-    if ((rc = vc_jdoc_int(&doc, "orderAmount", &out->order_amount, err, errlen)) != 0)
+    if ((rc = vc_jdoc_whole(&doc, "orderAmount", &out->order_amount, err, errlen)) != 0)
         goto out;
     if (out->order_amount < 0) {
         snprintf(err, errlen, "field \"orderAmount\" must not be negative");
@@ -441,6 +643,16 @@ int gw_status_for(int rc, const char **error, const char **reason)
         *error = "NOT_ELIGIBLE";
         *reason = "ORDER_TOO_SMALL";
         return 422;
+    case VC_E_INACTIVE:
+        *error = "NOT_ELIGIBLE";
+        *reason = "INACTIVE";
+        return 422;
+    case GW_E_LIMIT:
+        *error = "LIMIT_CONFLICT";
+        return 409;
+    case GW_E_RULES:
+        *error = "RULES_CONFLICT";
+        return 409;
     case VC_ERR_INVALID:
         *error = "BAD_REQUEST";
         return 400;
@@ -606,28 +818,41 @@ size_t gw_body_confirm_refused(char *buf, size_t cap, const char *error, const c
     return error_body(buf, cap, error, detail, reason, key, fig);
 }
 
+int gw_jgen_voucher(vc_jgen_t *g, const vc_voucher_t *v, int with_used, int64_t used_count)
+{
+    char starts[40], ends[40];
+
+    if (vc_time_format_ms(v->starts_at_ms, starts, sizeof(starts)) == 0 ||
+        vc_time_format_ms(v->ends_at_ms, ends, sizeof(ends)) == 0)
+        return -1;
+    vc_jgen_map_open(g);
+    vc_jgen_kv_str(g, "code", v->code);
+    gw_jgen_discount(g, v->discount_percent, v->max_discount_amount, v->discount_amount);
+    vc_jgen_kv_int(g, "minOrderAmount", v->min_order_amount);
+    vc_jgen_kv_int(g, "totalLimit", v->total_limit);
+    vc_jgen_kv_int(g, "perUserLimit", v->per_customer_limit);
+    vc_jgen_kv_str(g, "startsAt", starts);
+    vc_jgen_kv_str(g, "endsAt", ends);
+    vc_jgen_kv_bool(g, "active", !v->inactive);
+    if (with_used)
+        vc_jgen_kv_int(g, "usedCount", used_count);
+    vc_jgen_map_close(g);
+    return 0;
+}
+
 size_t gw_body_voucher(char *buf, size_t cap, const vc_voucher_t *v, int with_counters,
                        int64_t used_count, int has_remaining, int64_t remaining, int64_t holds)
 {
-    char starts[40], ends[40];
     vc_jgen_t g;
     size_t len;
     int n;
 
-    if (vc_time_format_ms(v->starts_at_ms, starts, sizeof(starts)) == 0 ||
-        vc_time_format_ms(v->ends_at_ms, ends, sizeof(ends)) == 0 || vc_jgen_init(&g) != 0)
+    if (vc_jgen_init(&g) != 0)
         return 0;
-    vc_jgen_map_open(&g);
-    vc_jgen_kv_str(&g, "code", v->code);
-    gw_jgen_discount(&g, v->discount_percent, v->max_discount_amount, v->discount_amount);
-    vc_jgen_kv_int(&g, "minOrderAmount", v->min_order_amount);
-    vc_jgen_kv_int(&g, "totalLimit", v->total_limit);
-    vc_jgen_kv_int(&g, "perUserLimit", v->per_customer_limit);
-    vc_jgen_kv_str(&g, "startsAt", starts);
-    vc_jgen_kv_str(&g, "endsAt", ends);
-    if (with_counters)
-        vc_jgen_kv_int(&g, "usedCount", used_count);
-    vc_jgen_map_close(&g);
+    if (gw_jgen_voucher(&g, v, with_counters, used_count) != 0) {
+        vc_jgen_free(&g);
+        return 0;
+    }
     if ((len = finish(&g, buf, cap)) == 0 || !with_counters)
         return len;
     /* vc_json writes no null: the counters that may be null are appended here. */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "vc_event.h"
+#include "vc_json.h"
 #include "vc_order_value.h"
 #include "vc_voucher.h"
 
@@ -20,6 +21,8 @@
  */
 #define GW_E_EXISTS 100       /* 409 EXISTS: a voucher with this code exists */
 #define GW_E_UNAUTHORIZED 101 /* 401 UNAUTHORIZED: missing or wrong bearer token */
+#define GW_E_LIMIT 102        /* 409 LIMIT_CONFLICT: a limit cannot go that low now */
+#define GW_E_RULES 103        /* 409 RULES_CONFLICT: a change does not fit the voucher as it is */
 /* 409 ALREADY_CONFIRMED: a confirm's total differs from the one the order was confirmed at. */
 #define GW_E_CONFIRMED_OTHER 110
 
@@ -29,6 +32,7 @@ typedef enum {
     GW_M_GET,
     GW_M_POST,
     GW_M_DELETE,
+    GW_M_PATCH,
     GW_M_OTHER,
 } gw_method_t;
 
@@ -45,6 +49,9 @@ typedef enum {
     GW_ROUTE_SHOW,          /* GET /vouchers/{code} (admin) */
     GW_ROUTE_QUOTE,         /* POST /vouchers/{code}/quote */
     GW_ROUTE_CAMPAIGN,      /* /campaigns... (admin): campaign_op says which (gw_campaign.h) */
+    GW_ROUTE_UPDATE,        /* PATCH /vouchers/{code} (admin) */
+    GW_ROUTE_LIST,          /* GET /vouchers (admin) */
+    GW_ROUTE_LOOKUP,        /* GET /vouchers/{code}/reservations/{orderId} (admin) */
     GW_ROUTE_COUNT,
 } gw_route_kind_t;
 
@@ -115,6 +122,63 @@ int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, ch
  * VC_ERR_NOMEM.
  */
 int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *err, size_t errlen);
+
+/* The body of PATCH /vouchers/{code}: each field with whether it was given. */
+typedef struct {
+    int has_total, has_per_user, has_starts, has_ends, has_amount, has_percent, has_max, has_min,
+        has_active;
+    int64_t total_limit, per_user_limit, starts_at_ms, ends_at_ms, discount_amount,
+        discount_percent, max_discount_amount, min_order_amount;
+    int active;
+} gw_voucher_patch_t;
+
+/*
+ * Parses the body of PATCH /vouchers/{code}: at least one of totalLimit,
+ * perUserLimit, startsAt, endsAt, discountAmount, discountPercent,
+ * maxDiscountAmount, minOrderAmount and active, each with the bounds of
+ * gw_voucher_req_parse(); maxDiscountAmount never with discountAmount.
+ * Unknown fields are rejected. Returns 0, or VC_ERR_INVALID with err set.
+ */
+int gw_voucher_patch_parse(const char *body, size_t len, gw_voucher_patch_t *out, char *err,
+                           size_t errlen);
+
+/*
+ * The voucher cur becomes with p applied, into out (pure): a discountAmount
+ * makes the discount fixed, a discountPercent makes it a percent (its cap
+ * kept unless given); the window must stay non-empty. perUserLimit may only
+ * grow: the writer judges every event with the limit it reads when it
+ * applies it, so a lower limit would refuse reservations the gateway already
+ * acknowledged under the old one. Returns 0, GW_E_RULES (a window that would
+ * end before it starts, a cap on a fixed discount) or GW_E_LIMIT (both 409:
+ * the body is valid, the voucher as it is now refuses it), with err set.
+ */
+int gw_voucher_patch_apply(const vc_voucher_t *cur, const gw_voucher_patch_t *p, vc_voucher_t *out,
+                           char *err, size_t errlen);
+
+/* GET /vouchers?active=&after=&limit=, parsed. */
+#define GW_LIST_LIMIT_DEFAULT 20
+#define GW_LIST_LIMIT_MAX 100
+typedef struct {
+    int has_active, active;
+    char after[VC_CODE_MAX + 1]; /* "" from the first code on */
+    int limit;
+} gw_list_query_t;
+
+/*
+ * Parses the query string of GET /vouchers (query[0..len), without the '?';
+ * values percent-decoded): active true or false, after a code (the last of
+ * the previous page: codes sort byte by byte), limit 1..GW_LIST_LIMIT_MAX
+ * (default GW_LIST_LIMIT_DEFAULT). A parameter given twice, an unknown one
+ * or a bad value is VC_ERR_INVALID with err naming it. Pure.
+ */
+int gw_list_query_parse(const char *query, size_t len, gw_list_query_t *out, char *err,
+                        size_t errlen);
+
+/*
+ * Writes a voucher's rules and active as one JSON object into g, with
+ * usedCount when with_used is set.
+ */
+int gw_jgen_voucher(vc_jgen_t *g, const vc_voucher_t *v, int with_used, int64_t used_count);
 
 /*
  * Writes a voucher as the admin routes show it: its rules, then usedCount,

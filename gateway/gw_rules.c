@@ -23,6 +23,15 @@
  */
 static atomic_uint soldout_clears[GW_SOLDOUT_SLOTS];
 
+/*
+ * How often the rules of the codes of each slot changed through this process
+ * (PATCH, POST): rules read at another count are not served, on any worker,
+ * once the change was answered. Other processes see a change within their
+ * ttl (deploy/README.md, "The rules cache").
+ */
+static atomic_uint rules_changes[GW_SOLDOUT_SLOTS];
+static atomic_uint rules_changes_all; /* every code's rules (gw_rules_changed_all) */
+
 enum { ENTRY_EMPTY, ENTRY_PRESENT, ENTRY_MISSING };
 
 /* Where an entry's load stands. */
@@ -48,6 +57,7 @@ typedef struct entry {
     int64_t expires_ms;       /* monotonic; the rules or the miss are trusted until then */
     int64_t soldout_until_ms; /* monotonic */
     unsigned soldout_clears;  /* soldout_clears[] of the code's slot when marked */
+    unsigned changes;         /* rules_changes[] of the code's slot when the load began */
     waiter_t *waiters;
 } entry_t;
 
@@ -75,6 +85,7 @@ typedef struct {
     gw_rules_t *r;
     entry_t *entry;
     char code[VC_CODE_MAX + 1];
+    unsigned changes; /* rules_changes[] of the code's slot when the load began */
     vc_voucher_t v;
     int rc;
     char err[256];
@@ -105,6 +116,13 @@ void gw_rules_set_loader(gw_rules_t *r, gw_rules_loader_fn loader)
 static unsigned soldout_slot(const char *code)
 {
     return (unsigned)(vc_hash_str(code) >> 40) % GW_SOLDOUT_SLOTS;
+}
+
+/* The change count rules of code are read at: both counts only grow, so their sum does too. */
+static unsigned change_count(const char *code)
+{
+    return atomic_load_explicit(&rules_changes[soldout_slot(code)], memory_order_relaxed) +
+           atomic_load_explicit(&rules_changes_all, memory_order_relaxed);
 }
 
 /* ---- the lists, least recently used first ---- */
@@ -272,10 +290,12 @@ static void load_done_cb(uv_work_t *w, int status)
         }
         e->state = ENTRY_PRESENT;
         e->v = l->v;
+        e->changes = l->changes;
         e->expires_ms = now + r->ttl_ms;
         lru_touch(r, e, LIST_KNOWN);
     } else if (rc == VC_E_NOT_FOUND) {
         e->state = ENTRY_MISSING;
+        e->changes = l->changes;
         e->expires_ms = now + r->miss_ttl_ms;
         if (e->list != LIST_UNKNOWN)
             lru_touch(r, e, LIST_UNKNOWN);
@@ -310,6 +330,7 @@ static int load_start(gw_rules_t *r, entry_t *e, waiter_t *wt)
     l->entry = e;
     l->work.data = l;
     snprintf(l->code, sizeof(l->code), "%s", e->code);
+    l->changes = change_count(e->code);
     if (uv_queue_work(r->loop, &l->work, load_work_cb, load_done_cb) != 0) {
         free(l);
         return VC_ERR_UNAVAILABLE;
@@ -357,6 +378,9 @@ int gw_rules_get(gw_rules_t *r, const char *code, int fresh, vc_voucher_t *out, 
     if (!e)
         return VC_ERR_UNAVAILABLE;
     lru_touch(r, e, e->list);
+    /* Changed through this process since it was read: never served again, read anew. */
+    if (e->state != ENTRY_EMPTY && e->changes != change_count(code))
+        fresh = 1;
     if (!fresh && e->state == ENTRY_PRESENT) {
         /* Past its ttl: refresh in the background and answer from what is known. */
         if (e->expires_ms <= now && e->load == LOAD_NONE)
@@ -403,6 +427,16 @@ int gw_rules_soldout(gw_rules_t *r, const char *code, int64_t mono_now_ms)
     return e && e->soldout_until_ms > mono_now_ms &&
            e->soldout_clears ==
                atomic_load_explicit(&soldout_clears[soldout_slot(code)], memory_order_relaxed);
+}
+
+void gw_rules_changed(const char *code)
+{
+    atomic_fetch_add(&rules_changes[soldout_slot(code)], 1);
+}
+
+void gw_rules_changed_all(void)
+{
+    atomic_fetch_add(&rules_changes_all, 1);
 }
 
 void gw_rules_forget(gw_rules_t *r, const char *code)

@@ -69,6 +69,17 @@ void gw_rules_mark_soldout(gw_rules_t *r, const char *code, int64_t mono_until_m
  */
 void gw_rules_clear_soldout(const char *code);
 
+/*
+ * Says that code's rules changed in PostgreSQL (any thread): no worker of this
+ * process serves rules of code read before this call; the next lookup reads
+ * them anew, and waits for them. A load already running when this is called
+ * still answers the requests that joined it.
+ */
+void gw_rules_changed(const char *code);
+
+/* As gw_rules_changed(), for every code (changes of other gateways may have been missed). */
+void gw_rules_changed_all(void);
+
 /* Forgets what the cache knows of code (rules, miss), e.g. after it was created. */
 void gw_rules_forget(gw_rules_t *r, const char *code);
 

@@ -9,8 +9,8 @@
 #include "vc_pg.h"
 #include "vc_voucher.h"
 
-int gw_store_claim_load(PGconn *conn, const char *code, int64_t *remaining, char *err,
-                        size_t errlen)
+int gw_store_claim_load(PGconn *conn, const char *code, int64_t *remaining, int64_t *total,
+                        char *err, size_t errlen)
 {
     const char *params[] = {code};
     PGresult *res;
@@ -31,6 +31,7 @@ int gw_store_claim_load(PGconn *conn, const char *code, int64_t *remaining, char
     if (PQntuples(res) == 1) {
         /* Nothing was loaded yet, so no reservation is in flight: the rows are every order. */
         int64_t rows = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+        *total = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
         *remaining = vc_remaining_bound(
             strtoll(PQgetvalue(res, 0, 0), NULL, 10),
             vc_uses_without_rows(strtoll(PQgetvalue(res, 0, 1), NULL, 10), rows), rows);
@@ -51,22 +52,33 @@ out:
     return rc;
 }
 
+/*
+ * The rules of v as the text parameters $1..$9 of gw_store_create() and
+ * gw_store_update(): code, discount_amount, discount_percent (0: none),
+ * max_discount_amount (0: none), min_order_amount, total_limit,
+ * per_user_limit, starts_at and ends_at in ms. params point into buf.
+ */
+static void rule_params(const vc_voucher_t *v, char buf[8][24], const char *params[9])
+{
+    const long long values[8] = {v->discount_amount,  v->discount_percent, v->max_discount_amount,
+                                 v->min_order_amount, v->total_limit,      v->per_customer_limit,
+                                 v->starts_at_ms,     v->ends_at_ms};
+    params[0] = v->code;
+    for (int i = 0; i < 8; i++) {
+        snprintf(buf[i], 24, "%lld", values[i]);
+        params[i + 1] = buf[i];
+    }
+}
+
 int gw_store_create(PGconn *conn, const vc_voucher_t *v, char *err, size_t errlen)
 {
-    char amount[24], percent[24], max[24], min[24], total[24], per[24], starts[24], ends[24];
-    const char *params[9] = {v->code, amount, percent, max, min, total, per, starts, ends};
+    char buf[8][24];
+    const char *params[9];
     const char *state;
     PGresult *res;
     int rc = 0;
 
-    snprintf(amount, sizeof(amount), "%lld", (long long)v->discount_amount);
-    snprintf(percent, sizeof(percent), "%d", v->discount_percent);
-    snprintf(max, sizeof(max), "%lld", (long long)v->max_discount_amount);
-    snprintf(min, sizeof(min), "%lld", (long long)v->min_order_amount);
-    snprintf(total, sizeof(total), "%lld", (long long)v->total_limit);
-    snprintf(per, sizeof(per), "%lld", (long long)v->per_customer_limit);
-    snprintf(starts, sizeof(starts), "%lld", (long long)v->starts_at_ms);
-    snprintf(ends, sizeof(ends), "%lld", (long long)v->ends_at_ms);
+    rule_params(v, buf, params);
     res = PQexecParams(conn,
                        "INSERT INTO voucher (code, discount_amount, discount_percent,"
                        " max_discount_amount, min_order_amount, total_limit, per_user_limit,"
@@ -83,6 +95,37 @@ int gw_store_create(PGconn *conn, const vc_voucher_t *v, char *err, size_t errle
             rc = vc_pg_error_class(conn, res);
             vc_pg_error_text(conn, res, err, errlen);
         }
+    }
+    PQclear(res);
+    return rc;
+}
+
+int gw_store_update(PGconn *conn, const vc_voucher_t *v, int reload, char *err, size_t errlen)
+{
+    char buf[8][24];
+    const char *params[11];
+    const char *state;
+    PGresult *res;
+    int rc = 0;
+
+    rule_params(v, buf, params);
+    params[9] = v->inactive ? "f" : "t";
+    params[10] = reload ? "t" : "f";
+    res = PQexecParams(conn,
+                       "UPDATE voucher SET discount_amount = $2,"
+                       " discount_percent = nullif($3::int, 0),"
+                       " max_discount_amount = nullif($4::bigint, 0), min_order_amount = $5,"
+                       " total_limit = $6, per_user_limit = $7,"
+                       " starts_at = to_timestamp($8::bigint / 1000.0),"
+                       " ends_at = to_timestamp($9::bigint / 1000.0), active = $10,"
+                       " redis_loaded_at = CASE WHEN $11::boolean THEN NULL"
+                       "  ELSE redis_loaded_at END"
+                       " WHERE code = $1",
+                       11, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        rc = state && strcmp(state, "23514") == 0 ? GW_E_LIMIT : vc_pg_error_class(conn, res);
+        vc_pg_error_text(conn, res, err, errlen);
     }
     PQclear(res);
     return rc;

@@ -13,6 +13,7 @@
 #include "gw_config.h"
 #include "gw_kafka.h"
 #include "gw_metrics.h"
+#include "gw_notify.h"
 #include "gw_rules.h"
 #include "gw_worker.h"
 #include "vc_admin.h"
@@ -82,6 +83,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     char err[512];
     app_t a = {0};
     vc_admin_t *admin = NULL;
+    gw_notify_t *notify = NULL;
     uv_loop_t *loop = uv_default_loop();
     int rc, started = 0, exit_code = 1;
     int64_t flush_ms;
@@ -166,6 +168,9 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         vc_error("--admin-addr: %s", err);
         goto out;
     }
+    /* Rule changes made through other gateways (gw_notify.h); else the rules ttl bounds them. */
+    if (!(notify = gw_notify_start(cfg.redis_url, err, sizeof(err))))
+        vc_warn("%s", err);
     uv_signal_init(loop, &a.sigterm);
     uv_signal_init(loop, &a.sigint);
     a.sigterm.data = a.sigint.data = &a;
@@ -184,6 +189,7 @@ out:
     for (int i = 0; i < started; i++)
         gw_worker_join(&a.workers[i]);
     vc_admin_stop(admin); /* /readyz said "shutting down" until here */
+    gw_notify_stop(notify);
     /* What is left of the shutdown time goes to the producer's flush. */
     flush_ms = vc_shutdown_deadline_ms() ? vc_shutdown_deadline_ms() - vc_time_mono_ms() - 100
                                          : cfg.shutdown_timeout_ms;

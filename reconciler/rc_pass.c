@@ -1,4 +1,5 @@
 #include "rc_pass.h"
+#include "rc_raise.h"
 #include "rc_pg.h"
 #include "rc_repair.h"
 #include "rc_table.h"
@@ -195,6 +196,12 @@ static void log_verdict(const rc_voucher_t *v)
              (long long)v->n.redis_remaining, (long long)v->n.bound);
 }
 
+/* rc_ctx_still_leading() for rc_limit_sync(). */
+static int prove_lead(void *ctx, char *err, size_t errlen)
+{
+    return rc_ctx_still_leading(ctx, err, errlen);
+}
+
 int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err, size_t errlen)
 {
     rc_vouchers_t vs = {0};
@@ -270,6 +277,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     for (size_t i = 0; i < vs.len; i++) {
         rc_voucher_t *v = &vs.v[i];
         rc_plan_t plan = {0};
+        int changed = 0;
 
         sum->vouchers++;
         sum->verdicts[v->verdict]++;
@@ -279,6 +287,11 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             rc_table_row(table, v);
         if (v->verdict != RC_CONSISTENT && v->verdict != RC_NOT_LOADED && v->verdict != RC_PARKED)
             log_verdict(v);
+        /* A total_limit changed without Redis (rc_raise.h): every loaded voucher, quiet or not. */
+        if (repair && v->n.redis_loaded &&
+            (rc = rc_limit_sync(rc_pg_conn(ctx->pg), ctx->redis, v->code, v->n.total_limit,
+                                prove_lead, ctx, &changed, err, errlen)) != 0)
+            goto out;
         if (!repair || !v->full)
             continue;
         if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)

@@ -140,6 +140,19 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
     return rc;
 }
 
+int rc_redis_limit(rc_redis_t *r, const char *code, int *present, int64_t *limit, char *err,
+                   size_t errlen)
+{
+    redisReply *reply = redisCommand(r->ctx, "GET voucher:{%s}:limit", code);
+    int rc;
+
+    if ((rc = check_reply(r, reply, "GET limit", err, errlen)) != 0)
+        return rc;
+    rc = parse_remaining(reply, code, present, limit, err, errlen);
+    freeReplyObject(reply);
+    return rc;
+}
+
 int rc_redis_activity(rc_redis_t *r, const char *code, int64_t now_ms, int64_t *due_holds,
                       int64_t *releasing, char *err, size_t errlen)
 {

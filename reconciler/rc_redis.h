@@ -59,6 +59,14 @@ int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded
  * Returns 0 or a negative error with err set.
  */
 /*
+ * Reads voucher:{code}:limit, the total_limit the counter reflects
+ * (proto/redis-keys.md, "The limit key"): 0 with *present 1 and *limit set,
+ * 0 with *present 0 when it is absent, or a negative error with err set.
+ */
+int rc_redis_limit(rc_redis_t *r, const char *code, int *present, int64_t *limit, char *err,
+                   size_t errlen);
+
+/*
  * What is under way for code: *due_holds, the holds whose heldUntil is at or
  * before now_ms, and *releasing, the releases begun and not finished. One
  * round trip. Returns 0 or a negative error with err set.

@@ -6,11 +6,12 @@
 -- by the value read. Never raises the counter, never below 0.
 --
 -- KEYS[1] remaining  KEYS[2] orders
--- ARGV[1] total_limit  ARGV[2] uses counted without rows
+-- ARGV[1] total_limit (the limit key's, when it exists)  ARGV[2] uses counted without rows
 --
 -- Returns {1, "before:after"} lowered, {0, "before:before"} it already
 -- obeys the rule, {-1, false} it is missing.
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, false} end
 local live = count_taken(KEYS[2])
-local lowered, counter = settle(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), live)
+local total = limit_total(KEYS[1], tonumber(ARGV[1]))
+local lowered, counter = settle(KEYS[1], total, tonumber(ARGV[2]), live)
 return {lowered, counter}

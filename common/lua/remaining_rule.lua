@@ -17,6 +17,21 @@ local function remaining_bound(total, uncounted, live)
   return bound
 end
 
+-- The limit key sits beside the counter (voucher:{CODE}:limit, the same hash
+-- tag, so the same slot): the total_limit the counter reflects
+-- (proto/redis-keys.md, "The limit key"). A repair judges the counter against
+-- that total when it exists: the reconciler's snapshot may be older than a
+-- PATCH that moved the counter and the key together, and lowering to the old
+-- total would undersell for good. The limit sync (limit_sync.lua) alone
+-- brings the key to PostgreSQL's total.
+local function limit_key(remaining_key)
+  return (string.gsub(remaining_key, ':remaining$', ':limit'))
+end
+
+local function limit_total(remaining_key, snapshot_total)
+  return tonumber(redis.call('GET', limit_key(remaining_key))) or snapshot_total
+end
+
 local function taken_state(state)
   return state == 'H' or state == 'C' or state == 'X' or state == 'E'
 end

@@ -30,4 +30,10 @@ raise_users(KEYS[2], per, KEYS[3])
 local remaining = remaining_bound(tonumber(ARGV[1]), tonumber(ARGV[2]), live)
 redis.call('SET', KEYS[1], remaining)
 expire_together(KEYS, tonumber(ARGV[4]))
+-- The total the counter was computed from: the limit sync raises it by
+-- difference if PostgreSQL's total moved since the snapshot.
+redis.call('SET', limit_key(KEYS[1]), ARGV[1])
+if tonumber(ARGV[4]) and tonumber(ARGV[4]) > 0 then
+  redis.call('PEXPIREAT', limit_key(KEYS[1]), tonumber(ARGV[4]))
+end
 return {1, live .. ':' .. remaining}

@@ -10,7 +10,7 @@
 --
 -- KEYS[1] remaining  KEYS[2] users  KEYS[3] orders  KEYS[4] holds
 -- KEYS[5] releasing
--- ARGV[1] total_limit  ARGV[2] uses counted without rows
+-- ARGV[1] total_limit (the limit key's, when it exists)  ARGV[2] uses counted without rows
 -- ARGV[3] expireAt, as restore.lua takes it: a hash lost and written again
 -- here gets the voucher's expiry back, "0" sets none
 -- then fours as merge() takes them
@@ -23,6 +23,7 @@ local written = merge(KEYS[3], KEYS[4], KEYS[5], 4)
 local live, per = count_taken(KEYS[3])
 -- Every customer, not only those written: the users hash may be what was lost.
 raise_users(KEYS[2], per, KEYS[3])
-local _, counter = settle(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), live)
+local total = limit_total(KEYS[1], tonumber(ARGV[1]))
+local _, counter = settle(KEYS[1], total, tonumber(ARGV[2]), live)
 expire_together(KEYS, tonumber(ARGV[3]))
 return {written, counter}

@@ -799,11 +799,58 @@ START_TEST(metrics_render_prometheus_text)
 }
 END_TEST
 
+/* Integers as JSON Schema reads them (the HTTP bodies): any whole number within 64 bits. */
+static const struct {
+    const char *number;
+    int ok;
+    int64_t want;
+} whole_cases[] = {
+    {"5", 1, 5},
+    {"5.0", 1, 5},
+    {"5.000", 1, 5},
+    {"0.5e1", 1, 5},
+    {"50E-1", 1, 5},
+    {"1.5e1", 1, 15},
+    {"1e3", 1, 1000},
+    {"-0.0", 1, 0},
+    {"0e99", 1, 0},
+    {"-12.0", 1, -12},
+    {"9223372036854775807", 1, INT64_MAX},
+    {"9223372036854775807.0", 1, INT64_MAX},
+    {"-9223372036854775808", 1, INT64_MIN},
+    {"9223372036854775808", 0, 0},
+    {"92233720368547758070e-1", 1, INT64_MAX},
+    {"1e19", 0, 0},
+    {"1e999", 0, 0},
+    {"5.5", 0, 0},
+    {"5.0000000000000000000000000000000000000000000000000000000000000000000001", 0, 0},
+    {"1e-1", 0, 0},
+    {"\"5\"", 0, 0},
+    {"true", 0, 0},
+};
+
+START_TEST(json_whole_numbers)
+{
+    vc_jdoc_t doc;
+    char err[256] = "", json[256];
+    int64_t got = -1;
+
+    snprintf(json, sizeof(json), "{\"n\":%s}", whole_cases[_i].number);
+    ck_assert_msg(vc_jdoc_parse(&doc, json, strlen(json), err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(vc_jdoc_whole(&doc, "n", &got, err, sizeof(err)),
+                     whole_cases[_i].ok ? 0 : VC_ERR_INVALID);
+    if (whole_cases[_i].ok)
+        ck_assert_int_eq(got, whole_cases[_i].want);
+    vc_jdoc_free(&doc);
+}
+END_TEST
+
 static Suite *common_suite(void)
 {
     Suite *s = suite_create("common");
     TCase *tc = tcase_create("core");
 
+    tcase_add_loop_test(tc, json_whole_numbers, 0, sizeof(whole_cases) / sizeof(whole_cases[0]));
     tcase_add_test(tc, event_roundtrip_reserved);
     tcase_add_test(tc, event_roundtrip_released);
     tcase_add_test(tc, event_roundtrip_confirmed_amounts);

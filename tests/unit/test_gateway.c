@@ -27,7 +27,7 @@ static const struct {
     {GW_M_GET, "/vouchers/FLASH100/reservations", GW_ROUTE_BAD_METHOD, "FLASH100", "", "POST"},
     {GW_M_DELETE, "/vouchers/FLASH100/reservations/o-1", GW_ROUTE_CANCEL, "FLASH100", "o-1", NULL},
     {GW_M_POST, "/vouchers/FLASH100/reservations/o-1", GW_ROUTE_BAD_METHOD, "FLASH100", "o-1",
-     "DELETE"},
+     "GET, DELETE"},
     {GW_M_POST, "/vouchers/FLASH100/reservations/o-1/confirm", GW_ROUTE_CONFIRM, "FLASH100", "o-1",
      NULL},
     {GW_M_DELETE, "/vouchers/FLASH100/reservations/o-1/confirm", GW_ROUTE_BAD_METHOD, "FLASH100",
@@ -51,9 +51,24 @@ static const struct {
     {GW_M_POST, "/metrics", GW_ROUTE_BAD_METHOD, "", "", "GET"},
     {GW_M_POST, "/vouchers", GW_ROUTE_CREATE, "", "", NULL},
     {GW_M_POST, "/vouchers?dry=1", GW_ROUTE_CREATE, "", "", NULL},
-    {GW_M_GET, "/vouchers", GW_ROUTE_BAD_METHOD, "", "", "POST"},
+    {GW_M_GET, "/vouchers", GW_ROUTE_LIST, "", "", NULL},
+    {GW_M_GET, "/vouchers?active=true&limit=5", GW_ROUTE_LIST, "", "", NULL},
+    {GW_M_DELETE, "/vouchers", GW_ROUTE_BAD_METHOD, "", "", "GET, POST"},
+    {GW_M_GET, "/vouchers/F/reservations/o-1", GW_ROUTE_LOOKUP, "F", "o-1", NULL},
     {GW_M_GET, "/vouchers/FLASH100", GW_ROUTE_SHOW, "FLASH100", "", NULL},
-    {GW_M_POST, "/vouchers/FLASH100", GW_ROUTE_BAD_METHOD, "FLASH100", "", "GET"},
+    {GW_M_POST, "/vouchers/FLASH100", GW_ROUTE_BAD_METHOD, "FLASH100", "", "GET, PATCH"},
+    {GW_M_PATCH, "/vouchers/FLASH100", GW_ROUTE_UPDATE, "FLASH100", "", NULL},
+    /* Percent-encoded segments are decoded, as URL libraries encode them. */
+    {GW_M_DELETE, "/vouchers/FLASH%31/reservations/a%26b%40c", GW_ROUTE_CANCEL, "FLASH1", "a&b@c",
+     NULL},
+    {GW_M_POST, "/vouchers/F/reservations/%5Co%7e/confirm", GW_ROUTE_CONFIRM, "F", "\\o~", NULL},
+    {GW_M_DELETE, "/vouchers/F/reservations/a%2Fb", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_DELETE, "/vouchers/F/reservations/a%25b", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_DELETE, "/vouchers/F/reservations/a%00b", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_DELETE, "/vouchers/F/reservations/a%2", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_DELETE, "/vouchers/F/reservations/a%zz", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_GET, "/vouchers/%66", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_PATCH, "/vouchers/FLASH100/reservations", GW_ROUTE_BAD_METHOD, "FLASH100", "", "POST"},
     {GW_M_GET, "/vouchers/flash100", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_POST, "/vouchers/FLASH100/quote", GW_ROUTE_QUOTE, "FLASH100", "", NULL},
     {GW_M_GET, "/vouchers/FLASH100/quote", GW_ROUTE_BAD_METHOD, "FLASH100", "", "POST"},
@@ -148,7 +163,7 @@ static const struct {
     {"{\"customerId\":1,\"orderId\":\"a/b\",\"orderAmount\":1}", "orderId"},
     {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":-1}", "orderAmount"},
     {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":\"10\"}", "orderAmount"},
-    {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1e3}", "orderAmount"},
+    {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1.5e0}", "orderAmount"},
     {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":99999999999999999999}", "orderAmount"},
     {"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1,\"coupon\":\"x\"}", "coupon"},
     {"{\"customerId\":1,\"customerId\":2,\"orderId\":\"o\",\"orderAmount\":1}", "customerId"},
@@ -242,6 +257,9 @@ START_TEST(status_mapping)
         {VC_E_EXPIRED, 422, "NOT_ELIGIBLE", "EXPIRED"},
         {VC_E_NOT_STARTED, 422, "NOT_ELIGIBLE", "NOT_STARTED"},
         {VC_E_ORDER_TOO_SMALL, 422, "NOT_ELIGIBLE", "ORDER_TOO_SMALL"},
+        {VC_E_INACTIVE, 422, "NOT_ELIGIBLE", "INACTIVE"},
+        {GW_E_LIMIT, 409, "LIMIT_CONFLICT", NULL},
+        {GW_E_RULES, 409, "RULES_CONFLICT", NULL},
         {VC_ERR_INVALID, 400, "BAD_REQUEST", NULL},
         {VC_ERR_TOO_LARGE, 413, "PAYLOAD_TOO_LARGE", NULL},
         {VC_ERR_TIMEOUT, 503, "UNAVAILABLE", NULL},
@@ -583,6 +601,7 @@ START_TEST(route_auth)
     ck_assert_int_eq(gw_route_auth(GW_ROUTE_QUOTE), GW_AUTH_API);
     ck_assert_int_eq(gw_route_auth(GW_ROUTE_CREATE), GW_AUTH_ADMIN);
     ck_assert_int_eq(gw_route_auth(GW_ROUTE_SHOW), GW_AUTH_ADMIN);
+    ck_assert_int_eq(gw_route_auth(GW_ROUTE_UPDATE), GW_AUTH_ADMIN);
     ck_assert_int_eq(gw_route_auth(GW_ROUTE_HEALTHZ), GW_AUTH_NONE);
     ck_assert_int_eq(gw_route_auth(GW_ROUTE_READYZ), GW_AUTH_NONE);
     ck_assert_int_eq(gw_route_auth(GW_ROUTE_METRICS), GW_AUTH_NONE);
@@ -601,7 +620,7 @@ START_TEST(voucher_body_out)
     ck_assert_json_eq(buf, "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
                           "\"minOrderAmount\":1000,\"totalLimit\":5,\"perUserLimit\":1,"
                           "\"startsAt\":\"2026-01-01T00:00:00.000Z\","
-                          "\"endsAt\":\"2026-01-31T23:00:00.000Z\",\"usedCount\":3,"
+                          "\"endsAt\":\"2026-01-31T23:00:00.000Z\",\"active\":true,\"usedCount\":3,"
                           "\"remaining\":null,\"holds\":2}");
     gw_body_voucher(buf, sizeof(buf), &v, 1, 3, 1, 2, 2);
     ck_assert_json_has(buf, "{\"remaining\":2,\"holds\":2}");
@@ -669,6 +688,145 @@ START_TEST(answer_head)
 }
 END_TEST
 
+
+/* GET /vouchers query strings: the cursor, the filter, the page size, and what is refused. */
+static const struct {
+    const char *query;
+    int rc, has_active, active, limit;
+    const char *after;
+} list_queries[] = {
+    {"", 0, 0, 0, GW_LIST_LIMIT_DEFAULT, ""},
+    {"active=true", 0, 1, 1, GW_LIST_LIMIT_DEFAULT, ""},
+    {"active=false&after=FLASH_1&limit=100", 0, 1, 0, 100, "FLASH_1"},
+    {"after=A%2DB&limit=1", 0, 0, 0, 1, "A-B"},
+    {"limit=5&&after=X", 0, 0, 0, 5, "X"},
+    {"active=yes", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"active", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"active=true&active=false", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"limit=0", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"limit=101", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"limit=-1", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"limit=5x", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"limit=x", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"limit=", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"after=lower", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"after=", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"after=%zz", VC_ERR_INVALID, 0, 0, 0, ""},
+    {"sort=code", VC_ERR_INVALID, 0, 0, 0, ""},
+};
+
+START_TEST(list_query)
+{
+    gw_list_query_t q;
+    char err[256] = "";
+    const char *s = list_queries[_i].query;
+
+    ck_assert_int_eq(gw_list_query_parse(s, strlen(s), &q, err, sizeof(err)), list_queries[_i].rc);
+    if (list_queries[_i].rc != 0) {
+        ck_assert_str_ne(err, "");
+        return;
+    }
+    ck_assert_int_eq(q.has_active, list_queries[_i].has_active);
+    ck_assert_int_eq(q.active, list_queries[_i].active);
+    ck_assert_int_eq(q.limit, list_queries[_i].limit);
+    ck_assert_str_eq(q.after, list_queries[_i].after);
+}
+END_TEST
+
+/* PATCH bodies: each field alone, the bounds, and what is refused before any I/O. */
+static const struct {
+    const char *body;
+    int rc;
+} patch_bodies[] = {
+    {"{\"totalLimit\":5}", 0},
+    {"{\"perUserLimit\":3}", 0},
+    {"{\"active\":false}", 0},
+    {"{\"active\":true,\"minOrderAmount\":0}", 0},
+    {"{\"endsAt\":\"2026-03-01T00:00:00Z\"}", 0},
+    {"{\"discountPercent\":10,\"maxDiscountAmount\":500}", 0},
+    {"{}", VC_ERR_INVALID},
+    {"{\"totalLimit\":0}", VC_ERR_INVALID},
+    {"{\"totalLimit\":2147483648}", VC_ERR_INVALID},
+    {"{\"totalLimit\":\"5\"}", VC_ERR_INVALID},
+    {"{\"active\":1}", VC_ERR_INVALID},
+    {"{\"active\":null}", VC_ERR_INVALID},
+    {"{\"code\":\"X\"}", VC_ERR_INVALID},
+    {"{\"usedCount\":1}", VC_ERR_INVALID},
+    {"{\"discountAmount\":5,\"discountPercent\":5}", VC_ERR_INVALID},
+    {"{\"discountAmount\":5,\"maxDiscountAmount\":5}", VC_ERR_INVALID},
+    {"{\"discountPercent\":101}", VC_ERR_INVALID},
+    {"{\"endsAt\":\"tomorrow\"}", VC_ERR_INVALID},
+    {"[1]", VC_ERR_INVALID},
+};
+
+START_TEST(patch_body)
+{
+    gw_voucher_patch_t p;
+    char err[256] = "";
+    const char *b = patch_bodies[_i].body;
+
+    ck_assert_int_eq(gw_voucher_patch_parse(b, strlen(b), &p, err, sizeof(err)),
+                     patch_bodies[_i].rc);
+    if (patch_bodies[_i].rc != 0)
+        ck_assert_str_ne(err, "");
+}
+END_TEST
+
+START_TEST(patch_apply)
+{
+    vc_voucher_t cur, v;
+    gw_voucher_patch_t p;
+    char err[256] = "";
+    const char *b = "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
+                    "\"minOrderAmount\":1000,\"totalLimit\":5,\"perUserLimit\":2," WINDOW "}";
+    const char *fixed = "{\"discountAmount\":700,\"totalLimit\":9,\"active\":false}";
+    const char *lower_per_user = "{\"perUserLimit\":1}";
+    const char *empty_window = "{\"endsAt\":\"2025-12-31T00:00:00Z\"}";
+    const char *max_on_fixed = "{\"maxDiscountAmount\":10}";
+
+    ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &cur, err, sizeof(err)), 0);
+    cur.used_count = 3;
+    ck_assert_int_eq(gw_voucher_patch_parse(fixed, strlen(fixed), &p, err, sizeof(err)), 0);
+    ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), 0);
+    ck_assert_int_eq(v.discount_amount, 700);
+    ck_assert_int_eq(v.discount_percent, 0);
+    ck_assert_int_eq(v.max_discount_amount, 0);
+    ck_assert_int_eq(v.total_limit, 9);
+    ck_assert_int_eq(v.inactive, 1);
+    ck_assert_int_eq(v.used_count, 3);
+    ck_assert_int_eq(v.per_customer_limit, 2);
+    ck_assert_int_eq(v.starts_at_ms, cur.starts_at_ms);
+    /* A percent cap on a fixed discount is refused once the merge shows it. */
+    ck_assert_int_eq(gw_voucher_patch_parse(max_on_fixed, strlen(max_on_fixed), &p, err,
+                                            sizeof(err)),
+                     0);
+    ck_assert_int_eq(gw_voucher_patch_apply(&v, &p, &v, err, sizeof(err)), GW_E_RULES);
+    /* perUserLimit only grows: a lower one would refuse reservations already acknowledged. */
+    ck_assert_int_eq(gw_voucher_patch_parse(lower_per_user, strlen(lower_per_user), &p, err,
+                                            sizeof(err)),
+                     0);
+    ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), GW_E_LIMIT);
+    ck_assert_int_eq(gw_voucher_patch_parse(empty_window, strlen(empty_window), &p, err,
+                                            sizeof(err)),
+                     0);
+    ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), GW_E_RULES);
+}
+END_TEST
+
+START_TEST(inactive_refuses_first)
+{
+    vc_voucher_t v = {.total_limit = 1, .starts_at_ms = 1000, .ends_at_ms = 2000,
+                      .discount_amount = 5, .inactive = 1};
+    int64_t d = 0;
+
+    /* Inactive wins over the window: an operator's switch is the first thing a buyer hears. */
+    ck_assert_int_eq(vc_voucher_check(&v, 1500, 100, &d), VC_E_INACTIVE);
+    ck_assert_int_eq(vc_voucher_check(&v, 5000, 100, &d), VC_E_INACTIVE);
+    v.inactive = 0;
+    ck_assert_int_eq(vc_voucher_check(&v, 1500, 100, &d), 0);
+}
+END_TEST
+
 START_TEST(redis_keys)
 {
     char keys[GW_KEY_COUNT][GW_KEY_MAX], claim[GW_CLAIM_KEY_MAX];
@@ -680,7 +838,8 @@ START_TEST(redis_keys)
     ck_assert_str_eq(keys[GW_KEY_RESENT], "voucher:{FLASH100}:resent");
     ck_assert_str_eq(keys[GW_KEY_AMOUNTS], "voucher:{FLASH100}:amounts");
     ck_assert_str_eq(keys[GW_KEY_PAID], "voucher:{FLASH100}:paid");
-    ck_assert_str_eq(keys[GW_KEY_COUNT - 1], "voucher:{FLASH100}:releasing");
+    ck_assert_str_eq(keys[GW_KEY_RELEASING], "voucher:{FLASH100}:releasing");
+    ck_assert_str_eq(keys[GW_KEY_LIMIT], "voucher:{FLASH100}:limit");
     gw_app_claim_key("order-7", claim);
     ck_assert_str_eq(claim, "voucher-order:{order-7}");
     /* The longest code and orderId fit whole. */
@@ -689,7 +848,7 @@ START_TEST(redis_keys)
     memset(order, 'o', VC_ORDER_ID_MAX);
     order[VC_ORDER_ID_MAX] = '\0';
     gw_app_keys(code, keys);
-    ck_assert_uint_eq(strlen(keys[GW_KEY_COUNT - 1]), strlen("voucher:{}:releasing") + VC_CODE_MAX);
+    ck_assert_uint_eq(strlen(keys[GW_KEY_RELEASING]), strlen("voucher:{}:releasing") + VC_CODE_MAX);
     gw_app_claim_key(order, claim);
     ck_assert_uint_eq(strlen(claim), strlen("voucher-order:{}") + VC_ORDER_ID_MAX);
 }
@@ -749,6 +908,10 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, soldout_cleared_everywhere);
     tcase_add_test(tc, answer_head);
     tcase_add_test(tc, redis_keys);
+    tcase_add_loop_test(tc, patch_body, 0, sizeof(patch_bodies) / sizeof(patch_bodies[0]));
+    tcase_add_test(tc, patch_apply);
+    tcase_add_loop_test(tc, list_query, 0, sizeof(list_queries) / sizeof(list_queries[0]));
+    tcase_add_test(tc, inactive_refuses_first);
     tcase_add_test(tc, claim_values);
     suite_add_tcase(s, tc);
     return s;

@@ -210,6 +210,38 @@ START_TEST(soldout_marks_past_the_bound)
 }
 END_TEST
 
+START_TEST(a_change_voids_cached_rules_on_every_worker)
+{
+    /* Two workers' caches (ttl 60 s): a change is never served stale by either. */
+    gw_rules_t *r = new_cache(2), *other = gw_rules_new(&loop, NULL, 60000, 60000, 2);
+    answers_t a = {0}, b = {0};
+
+    gw_rules_set_loader(other, test_loader);
+    ck_assert_int_eq(get(r, "REALCHG", &a), GW_RULES_PENDING);
+    ck_assert_int_eq(get(other, "REALCHG", &b), GW_RULES_PENDING);
+    ck_assert_int_eq(get(r, "NOPECHG", &a), GW_RULES_PENDING);
+    drain(r);
+    drain(other);
+    ck_assert_int_eq(atomic_load(&loads), 3);
+    ck_assert_int_eq(get(r, "REALCHG", &a), 0); /* cached */
+    ck_assert_int_eq(get(other, "REALCHG", &b), 0);
+    gw_rules_changed("REALCHG");
+    gw_rules_changed("NOPECHG"); /* created since it was missed */
+    /* Read anew, and waited for, by both; the code's neighbours are not. */
+    ck_assert_int_eq(get(r, "REALCHG", &a), GW_RULES_PENDING);
+    ck_assert_int_eq(get(other, "REALCHG", &b), GW_RULES_PENDING);
+    ck_assert_int_eq(get(r, "NOPECHG", &a), GW_RULES_PENDING);
+    drain(r);
+    drain(other);
+    ck_assert_int_eq(atomic_load(&loads), 6);
+    ck_assert_int_eq(get(r, "REALCHG", &a), 0);
+    ck_assert_int_eq(get(other, "REALCHG", &b), 0);
+    ck_assert_int_eq(atomic_load(&loads), 6);
+    gw_rules_free(other);
+    end_cache(r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rules_cache");
@@ -223,6 +255,7 @@ int main(void)
     tcase_add_test(tc, a_full_queue_refuses_and_recovers);
     tcase_add_test(tc, a_flood_of_unknown_codes_leaves_known_ones);
     tcase_add_test(tc, soldout_marks_past_the_bound);
+    tcase_add_test(tc, a_change_voids_cached_rules_on_every_worker);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,40 @@
+-- limit_sync: brings the counter to PostgreSQL's total_limit when the limit
+-- key (the total the counter reflects) says another: a total changed by hand
+-- in SQL, a PATCH whose Redis step was lost (the gateway crashed after the
+-- commit), or a counter loaded from a total read just before a PATCH
+-- committed. The reconciler runs it (rc_raise.c) only while it holds the
+-- voucher's limit lock, with the total read under that lock, so no PATCH is
+-- half done (remaining_rule.lua comes before this).
+--
+-- A raise adds the difference: the counter was right, or short, for the old
+-- total, so it is right, or short, for the new. A lower (by hand in SQL:
+-- PATCH lowers Redis itself, first) takes the counter to the rule's bound,
+-- counting the orders Redis holds now, as lower.lua does. A counter without
+-- a limit key (loaded before limit keys existed) is taken to reflect
+-- PostgreSQL's total: a raise by hand made before it was adopted is not
+-- offered (undersell, never oversell).
+--
+-- KEYS[1] remaining  KEYS[2] orders  KEYS[3] limit
+-- ARGV[1] total_limit  ARGV[2] uses counted without rows
+-- ARGV[3] the limit key as the reconciler read it ("" when missing)
+--
+-- Returns {1, "before:after"} done, {-1, false} the counter is missing,
+-- {-2, false} the limit key moved since it was read (the next pass judges).
+local before = redis.call('GET', KEYS[1])
+if not before then return {-1, false} end
+local have = redis.call('GET', KEYS[3])
+if (have or '') ~= ARGV[3] then return {-2, false} end
+local total = tonumber(ARGV[1])
+before = tonumber(before)
+local after = before
+if have and total > tonumber(have) then
+  after = before + (total - tonumber(have))
+elseif have and total < tonumber(have) then
+  after = remaining_bound(total, tonumber(ARGV[2]), count_taken(KEYS[2]))
+  if after > before then after = before end
+end
+if after ~= before then redis.call('SET', KEYS[1], after, 'KEEPTTL') end
+redis.call('SET', KEYS[3], total)
+local expire_at = redis.call('PEXPIRETIME', KEYS[1])
+if expire_at > 0 then redis.call('PEXPIREAT', KEYS[3], expire_at) end
+return {1, before .. ':' .. after}

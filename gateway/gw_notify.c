@@ -1,0 +1,147 @@
+#include "gw_notify.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "gw_rules.h"
+#include "vc_config.h"
+#include "vc_log.h"
+
+#define GW_NOTIFY_POLL_MS 200   /* how often the thread looks at the stop flag */
+#define GW_NOTIFY_RETRY_MS 1000 /* pause before connecting again */
+
+struct gw_notify {
+    pthread_t thread;
+    atomic_int stop;
+    vc_redis_url_t url;
+};
+
+/* Whether reply (freed here) is an answer, not an error or a broken connection. */
+static int answered(redisReply *reply)
+{
+    int ok = reply && reply->type != REDIS_REPLY_ERROR;
+    if (reply)
+        freeReplyObject(reply);
+    return ok;
+}
+
+/* Connects and subscribes; returns the context (owned) or NULL. */
+static redisContext *subscribe(const vc_redis_url_t *u)
+{
+    struct timeval tv = {2, 0};
+    redisContext *ctx = redisConnectWithTimeout(u->host, u->port, tv);
+
+    if (!ctx || ctx->err) {
+        if (ctx)
+            redisFree(ctx);
+        return NULL;
+    }
+    redisSetTimeout(ctx, tv);
+    /* Redis's answer to AUTH (WRONGPASS ...) never repeats the password. */
+    if (u->password[0] &&
+        !answered(u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user, u->password)
+                             : redisCommand(ctx, "AUTH %s", u->password))) {
+        redisFree(ctx);
+        return NULL;
+    }
+    /* Channels are the same on every database: no SELECT. */
+    if (!answered(redisCommand(ctx, "SUBSCRIBE %s", GW_NOTIFY_CHANNEL))) {
+        redisFree(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* A message ["message", channel, code] voids code's rules; anything else is ignored. */
+static void handle(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+        r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "message") == 0 &&
+        r->element[2]->type == REDIS_REPLY_STRING && r->element[2]->len <= VC_CODE_MAX)
+        gw_rules_changed(r->element[2]->str);
+}
+
+/* Sleeps ms in slices, returning early once stop is set. */
+static void pause_ms(gw_notify_t *n, int ms)
+{
+    for (; ms > 0 && !atomic_load(&n->stop); ms -= GW_NOTIFY_POLL_MS)
+        poll(NULL, 0, GW_NOTIFY_POLL_MS);
+}
+
+static void *listen_main(void *arg)
+{
+    gw_notify_t *n = arg;
+    int warned = 0;
+
+    while (!atomic_load(&n->stop)) {
+        redisContext *ctx = subscribe(&n->url);
+        if (!ctx) {
+            if (!warned++)
+                vc_warn("rule changes of other gateways: cannot subscribe to Redis channel %s; "
+                        "cached rules are trusted for their ttl until it works",
+                        GW_NOTIFY_CHANNEL);
+            pause_ms(n, GW_NOTIFY_RETRY_MS);
+            continue;
+        }
+        warned = 0;
+        /* Messages sent while this gateway did not listen are lost: read every rule anew. */
+        gw_rules_changed_all();
+        while (!atomic_load(&n->stop)) {
+            struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
+            void *reply = NULL;
+            int ready = poll(&pfd, 1, GW_NOTIFY_POLL_MS);
+
+            if (ready < 0 && errno == EINTR)
+                continue;
+            if (ready < 0 || (ready > 0 && redisBufferRead(ctx) != REDIS_OK))
+                break;
+            while (redisGetReplyFromReader(ctx, &reply) == REDIS_OK && reply) {
+                handle(reply);
+                freeReplyObject(reply);
+                reply = NULL;
+            }
+            if (ctx->err)
+                break;
+        }
+        redisFree(ctx);
+        if (!atomic_load(&n->stop))
+            pause_ms(n, GW_NOTIFY_RETRY_MS);
+    }
+    return NULL;
+}
+
+gw_notify_t *gw_notify_start(const char *redis_url, char *err, size_t errlen)
+{
+    gw_notify_t *n = calloc(1, sizeof(*n));
+
+    if (!n) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (vc_parse_redis_url(redis_url, &n->url, err, errlen) != 0) {
+        free(n);
+        return NULL;
+    }
+    if (pthread_create(&n->thread, NULL, listen_main, n) != 0) {
+        snprintf(err, errlen, "cannot start the rule-change listener");
+        free(n);
+        return NULL;
+    }
+    return n;
+}
+
+void gw_notify_stop(gw_notify_t *n)
+{
+    if (!n)
+        return;
+    atomic_store(&n->stop, 1);
+    pthread_join(n->thread, NULL);
+    free(n);
+}
