@@ -108,7 +108,7 @@ is "$(rcli GET "voucher:{${p}_P}:limit") $(remaining "${p}_P")" "$pg_total $((pg
 # that would move the counter from the old one (two raises where one was meant).
 create "${p}_Q" 100
 gw3="127.0.0.1:$((VOUCHER_PORT_BASE + 16))"
-VOUCHER_HTTP_ADDR=$gw3 VOUCHER_ADMIN_TOKEN=$token VOUCHER_PAUSE=gateway-patch-after-commit \
+VOUCHER_HTTP_ADDR=$gw3 VOUCHER_GATEWAY_ADMIN_ADDR=127.0.0.1:$((VOUCHER_PORT_BASE + 21)) VOUCHER_ADMIN_TOKEN=$token VOUCHER_PAUSE=gateway-patch-after-commit \
   VOUCHER_PAUSE_DIR=$pause_dir daemon_start "$test_name-gateway3" "$bin_gateway"
 wait_http_ok "http://$gw3/healthz" 30 || { echo "Bail out! the third gateway did not start"; exit 1; }
 trap 'daemon_stop "$test_name-gateway2"; daemon_stop "$test_name-gateway3"; finish' EXIT
@@ -180,7 +180,8 @@ is "$(sql "SELECT active FROM voucher WHERE code = '${p}_C'")" t "PostgreSQL say
 # ---- a second gateway drops old rules at once (Redis channel voucher-rules) ----
 gw2="127.0.0.1:$((VOUCHER_PORT_BASE + 15))"
 # A rules ttl of a minute: only the message can make it drop the rules this soon.
-VOUCHER_HTTP_ADDR=$gw2 VOUCHER_RULES_TTL=60s daemon_start "$test_name-gateway2" "$bin_gateway"
+VOUCHER_HTTP_ADDR=$gw2 VOUCHER_GATEWAY_ADMIN_ADDR=127.0.0.1:$((VOUCHER_PORT_BASE + 17)) VOUCHER_RULES_TTL=60s \
+  daemon_start "$test_name-gateway2" "$bin_gateway"
 wait_http_ok "http://$gw2/healthz" 30 || { echo "Bail out! the second gateway did not start"; exit 1; }
 trap 'daemon_stop "$test_name-gateway2"; finish' EXIT
 quote2() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST -H 'Content-Type: application/json' \
