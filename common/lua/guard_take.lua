@@ -1,0 +1,56 @@
+-- A guessing-limit bucket (gateway/gw_guard.h, proto/redis-keys.md "Guessing
+-- limits"): a token bucket that only failed tries spend. The gateway takes a
+-- try before it looks a code up and gives it back when the answer was not a
+-- failed try, so the level here only goes down for failures.
+--
+-- KEYS[1] guard:{cu:SCOPE:CUSTOMER} or guard:{ip:SCOPE:ADDRESS}, a hash
+--         {level, at}; absent means full.
+-- ARGV    op ("take" | "give"), tries, window_ms
+--
+-- The level is in units of 1/tries of a millisecond's refill: full is
+-- tries * window_ms, one try costs window_ms, each millisecond adds tries
+-- (the arithmetic of gw_guard_bucket_*(), which tests/unit/test_guard.c
+-- checks). The clock is Redis's own (TIME), so gateways with skewed clocks
+-- share one bucket consistently.
+--
+-- Returns {1, 0} taken or given, or {0, retry_ms}: empty, and the
+-- milliseconds until the next whole try.
+local op = ARGV[1]
+local tries = tonumber(ARGV[2])
+local window = tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local full = tries * window
+
+local v = redis.call('HMGET', KEYS[1], 'level', 'at')
+local level, at = tonumber(v[1]), tonumber(v[2])
+if level == nil or at == nil then
+  level, at = full, now
+end
+if now > at then
+  local elapsed = math.min(now - at, window)
+  level = level + elapsed * tries
+end
+level = math.max(0, math.min(level, full))
+
+local taken = 1
+if op == 'take' then
+  if level < window then
+    return {0, math.max(1, math.ceil((window - level) / tries))}
+  end
+  level = level - window
+elseif op == 'give' then
+  level = math.min(full, level + window)
+else
+  return redis.error_reply('guard_take: unknown op ' .. tostring(op))
+end
+
+if level >= full then
+  -- Full is the same as absent: nothing to keep.
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('HSET', KEYS[1], 'level', string.format('%d', level), 'at', string.format('%d', now))
+  -- Full again after this long: the key is then the same as absent.
+  redis.call('PEXPIRE', KEYS[1], math.ceil((full - level) / tries) + 1)
+end
+return {taken, 0}
