@@ -26,17 +26,18 @@ void gw_guard_bucket_refill(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int6
     int64_t full = r->tries * r->window_ms;
 
     if (now_ms > b->at_ms) {
-        /* Capped before multiplying: a bucket idle for years must not overflow. */
+        /*
+         * Capped before multiplying (a bucket idle for years must not
+         * overflow) at the time the deepest debt takes to refill.
+         */
         int64_t elapsed = now_ms - b->at_ms;
-        if (elapsed > r->window_ms)
-            elapsed = r->window_ms;
+        if (elapsed > (GW_GUARD_MAX_DEBT + 1) * r->window_ms)
+            elapsed = (GW_GUARD_MAX_DEBT + 1) * r->window_ms;
         b->level += elapsed * r->tries;
         b->at_ms = now_ms;
     }
     if (b->level > full)
         b->level = full;
-    if (b->level < 0)
-        b->level = 0;
 }
 
 int gw_guard_bucket_take(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms,
@@ -60,6 +61,23 @@ void gw_guard_bucket_give(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_
     gw_guard_bucket_refill(b, r, now_ms);
     b->level += r->window_ms;
     gw_guard_bucket_refill(b, r, now_ms); /* caps at full */
+}
+
+int gw_guard_bucket_check(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms,
+                          int64_t *retry_ms)
+{
+    gw_guard_bucket_t copy = *b;
+    return gw_guard_bucket_take(&copy, r, now_ms, retry_ms);
+}
+
+void gw_guard_bucket_spend(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms)
+{
+    int64_t floor = -GW_GUARD_MAX_DEBT * r->tries * r->window_ms;
+
+    gw_guard_bucket_refill(b, r, now_ms);
+    b->level -= r->window_ms;
+    if (b->level < floor)
+        b->level = floor;
 }
 
 int64_t gw_guard_bucket_ttl_ms(const gw_guard_bucket_t *b, const gw_guard_rate_t *r)
@@ -274,8 +292,11 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
 
 enum { B_CUSTOMER, B_IP, B_COUNT };
 
-/* Per bucket: not used, waiting, taken, refused. */
-enum { T_NONE, T_WAIT, T_TAKEN, T_EMPTY, T_ERROR };
+/*
+ * Per bucket: not used, waiting, a try taken (the customer's), a try
+ * available (the IP's, checked only), empty, Redis failed.
+ */
+enum { T_NONE, T_WAIT, T_TAKEN, T_CHECKED, T_EMPTY, T_ERROR };
 
 /* A guarded request's state, in its arena (req->guard). */
 typedef struct {
@@ -350,7 +371,7 @@ static void taken_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
         reply->item[1].type != GW_REDIS_INT) {
         g->state[b] = T_ERROR;
     } else if (reply->item[0].integer == 1) {
-        g->state[b] = T_TAKEN;
+        g->state[b] = b == B_IP ? T_CHECKED : T_TAKEN;
     } else {
         g->state[b] = T_EMPTY;
         if (reply->item[1].integer > g->retry_ms)
@@ -415,7 +436,7 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     if (limits.ip.tries > 0) {
         g->waiting++;
         g->state[B_IP] = T_WAIT;
-        if (run_bucket(g, B_IP, "take", ip_cb, g) != 0) {
+        if (run_bucket(g, B_IP, "check", ip_cb, g) != 0) {
             g->waiting--;
             g->state[B_IP] = T_ERROR;
         }
@@ -441,10 +462,12 @@ void gw_guard_settle(gw_request_t *req, int status)
         return;
     g->settled = 1;
     failed = g->mark >= 0 ? g->mark : status == 404;
-    if (failed) {
-        if (g->state[B_CUSTOMER] == T_TAKEN || g->state[B_IP] == T_TAKEN)
-            vc_metric_add(spent, 1);
+    if (!failed) {
+        give_back(g);
         return;
     }
-    give_back(g);
+    /* The customer's try stays taken; the IP's is spent now (debt allowed, gw_guard.h). */
+    vc_metric_add(spent, 1);
+    if (g->state[B_IP] == T_CHECKED)
+        (void)run_bucket(g, B_IP, "spend", gw_app_ignore_cb, NULL);
 }

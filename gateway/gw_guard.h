@@ -5,18 +5,26 @@
  * proto/redis-keys.md "Guessing limits").
  *
  * The flow of a guarded request (quote, reservation, confirm, cancel):
- * 1. gw_guard_enter(), before the code is looked up: one token is taken from
- *    each bucket in one Redis step per bucket. An empty bucket answers 429
- *    TOO_MANY_ATTEMPTS with Retry-After at once (nothing is looked up, so an
- *    empty bucket learns nothing), and gives back the other bucket's token.
+ * 1. gw_guard_enter(), before the code is looked up, one Redis step per
+ *    bucket, both in one round trip: a try is taken from the customer's
+ *    bucket, and the IP's bucket is checked for one. An empty bucket answers
+ *    429 TOO_MANY_ATTEMPTS with Retry-After at once (nothing is looked up, so
+ *    an empty bucket learns nothing), and the customer's try goes back.
  * 2. The route answers as it always did.
  * 3. gw_guard_settle(), from the observer of every answer: an answer that is
- *    a failed try (404 on a guarded route, or marked with gw_guard_fail())
- *    keeps the tokens; every other answer gives them back, so a success, a
- *    sold-out answer or a 503 spend nothing.
- * Taking first and giving back on success bounds a guesser strictly, also
- * with many requests in flight at once: a bucket of n tokens lets at most n
- * tries run before their outcome is known.
+ *    a failed try (404 on a guarded route, or marked with gw_guard_mark())
+ *    keeps the customer's try and spends one of the IP's; every other answer
+ *    gives the customer's back, so a success, a sold-out answer or a 503
+ *    spend nothing.
+ * Why the two buckets differ: a customer has about one request in flight, so
+ * taking first bounds a guesser's account strictly, however many requests it
+ * sends at once (n tokens, at most n tries before their outcome is known).
+ * One address may carry hundreds of honest requests at once (an office, an
+ * order service not behind a trusted proxy, a flash sale): taking first there
+ * would refuse successes for tries merely in flight. So the IP bucket is only
+ * checked, and spent on failure, and may go into debt (down to
+ * GW_GUARD_MAX_DEBT windows): failures that were in flight together are all
+ * paid for, so the long-run rate per address holds exactly.
  *
  * The pure parts (bucket arithmetic, client address, CIDR lists) take
  * values in and give decisions out; tests/unit/test_guard.c checks them.
@@ -68,10 +76,11 @@ void gw_guard_set_resolver(gw_guard_resolver_fn fn);
 /*
  * A bucket's level is kept in units of 1/tries of a millisecond's refill:
  * full is tries * window_ms, one try costs window_ms, and each millisecond
- * adds tries. All integers, so the C and the Lua agree to the unit.
+ * adds tries. All integers, so the C and the Lua agree to the unit. Only
+ * spend() takes the level below zero (debt).
  */
 typedef struct {
-    int64_t level; /* 0 .. tries * window_ms */
+    int64_t level; /* -GW_GUARD_MAX_DEBT * full .. full, full = tries * window_ms */
     int64_t at_ms; /* when level was computed */
 } gw_guard_bucket_t;
 
@@ -87,6 +96,22 @@ void gw_guard_bucket_refill(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int6
  */
 int gw_guard_bucket_take(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms,
                          int64_t *retry_ms);
+
+/*
+ * Whether a try could be taken at now_ms (1, or 0 with *retry_ms), without
+ * taking it: b is not changed.
+ */
+int gw_guard_bucket_check(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms,
+                          int64_t *retry_ms);
+
+/* How many full windows of debt a bucket may owe (gw_guard_bucket_spend()). */
+#define GW_GUARD_MAX_DEBT 24
+
+/*
+ * Spends one try at now_ms even if none is left: the level may go below zero,
+ * down to GW_GUARD_MAX_DEBT full buckets of debt (a day of 1-hour windows).
+ */
+void gw_guard_bucket_spend(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms);
 
 /* Gives one try back at now_ms (never above full). */
 void gw_guard_bucket_give(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms);

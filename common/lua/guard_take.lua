@@ -1,11 +1,18 @@
 -- A guessing-limit bucket (gateway/gw_guard.h, proto/redis-keys.md "Guessing
--- limits"): a token bucket that only failed tries spend. The gateway takes a
--- try before it looks a code up and gives it back when the answer was not a
--- failed try, so the level here only goes down for failures.
+-- limits"): a token bucket that only failed tries spend.
 --
 -- KEYS[1] guard:{cu:SCOPE:CUSTOMER} or guard:{ip:SCOPE:ADDRESS}, a hash
 --         {level, at}; absent means full.
--- ARGV    op ("take" | "give"), tries, window_ms
+-- ARGV    op, tries, window_ms. op is
+--         "take"  (a customer's bucket, before the lookup): take one try if
+--                 there is one;
+--         "give"  (after an answer that was no failed try): give it back,
+--                 never above full;
+--         "check" (an address's bucket, before the lookup): whether a try is
+--                 there, writing nothing;
+--         "spend" (an address's bucket, after a failed try): take one even
+--                 if none is left, down to 24 full buckets of debt, so that
+--                 failures that were in flight together are all paid for.
 --
 -- The level is in units of 1/tries of a millisecond's refill: full is
 -- tries * window_ms, one try costs window_ms, each millisecond adds tries
@@ -13,8 +20,9 @@
 -- checks). The clock is Redis's own (TIME), so gateways with skewed clocks
 -- share one bucket consistently.
 --
--- Returns {1, 0} taken or given, or {0, retry_ms}: empty, and the
--- milliseconds until the next whole try.
+-- Returns {1, 0} done (or a try is there), or {0, retry_ms}: empty ("take",
+-- "check"; nothing written), and the milliseconds until the next whole try.
+local MAX_DEBT = 24 -- GW_GUARD_MAX_DEBT
 local op = ARGV[1]
 local tries = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
@@ -28,19 +36,22 @@ if level == nil or at == nil then
   level, at = full, now
 end
 if now > at then
-  local elapsed = math.min(now - at, window)
-  level = level + elapsed * tries
+  level = level + math.min(now - at, (MAX_DEBT + 1) * window) * tries
 end
-level = math.max(0, math.min(level, full))
+level = math.min(level, full)
 
-local taken = 1
-if op == 'take' then
+if op == 'take' or op == 'check' then
   if level < window then
     return {0, math.max(1, math.ceil((window - level) / tries))}
+  end
+  if op == 'check' then
+    return {1, 0}
   end
   level = level - window
 elseif op == 'give' then
   level = math.min(full, level + window)
+elseif op == 'spend' then
+  level = math.max(-MAX_DEBT * full, level - window)
 else
   return redis.error_reply('guard_take: unknown op ' .. tostring(op))
 end
@@ -53,4 +64,4 @@ else
   -- Full again after this long: the key is then the same as absent.
   redis.call('PEXPIRE', KEYS[1], math.ceil((full - level) / tries) + 1)
 end
-return {taken, 0}
+return {1, 0}

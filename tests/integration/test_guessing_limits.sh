@@ -21,7 +21,7 @@
 # X-Forwarded-For through a gateway that trusts 127.0.0.1, so that the
 # stack's own 127.0.0.1 bucket is not emptied for the other tests.
 source "$(dirname "$0")/lib.sh"
-plan 34
+plan 35
 
 gw2_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 20))
 trap 'daemon_stop "$test_name-gateway2"; finish' EXIT
@@ -98,6 +98,14 @@ real_try "$ip1" "$c5"
 is "$status" 429 "even with a real code"
 real_try "$ip4" "$c5"
 is "$status" 201 "the same account from another address behind the trusted proxy works"
+
+# --- Honest requests in flight together from one address (an office, a flash
+# sale through one order service) are not refused: the IP bucket (8) is checked,
+# and spent only by failures.
+"$bin_load" --code "$real" --attempts 40 --connections 40 --customers 40 \
+  --customer-base "$((base_customer + 100))" --order-prefix "$p-burst" --out "$scratch/burst.tsv" >/dev/null
+is "$(awk -F'\t' '$4 == "201"' "$scratch/burst.tsv" | wc -l)" 40 \
+  "40 reservations at once from one address with a bucket of 8: 40 201s, no 429"
 
 # --- quote spends like a reservation, from the same bucket.
 is "$(statuses 5 quote "$ip3" "$c6" "${p}_QUOTE_NO")" "404 404 404 404 404" "five quotes of unknown codes: 404"

@@ -78,6 +78,39 @@ START_TEST(bucket_refills_continuously_and_caps)
 }
 END_TEST
 
+/*
+ * The IP bucket: checked before, spent after a failure, into debt when
+ * failures were in flight together; the debt is paid before the next try.
+ */
+START_TEST(bucket_check_and_spend_with_debt)
+{
+    const gw_guard_rate_t r = {4, 1000}; /* one try each 250 ms */
+    gw_guard_bucket_t b;
+    int64_t retry;
+
+    gw_guard_bucket_full(&b, &r, 0);
+    /* Ten failures in flight at once: each saw a try there. */
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(gw_guard_bucket_check(&b, &r, 0, &retry), 1);
+    ck_assert_int_eq(b.level, 4000); /* checking takes nothing */
+    for (int i = 0; i < 10; i++)
+        gw_guard_bucket_spend(&b, &r, 0);
+    ck_assert_int_eq(b.level, -6000); /* 6 tries owed */
+    ck_assert_int_eq(gw_guard_bucket_check(&b, &r, 0, &retry), 0);
+    ck_assert_int_eq(retry, 1750); /* 7 tries to refill: the 6 owed and the next */
+    ck_assert_int_eq(gw_guard_bucket_check(&b, &r, 1749, &retry), 0);
+    ck_assert_int_eq(gw_guard_bucket_check(&b, &r, 1750, &retry), 1);
+    ck_assert_int_eq(gw_guard_bucket_ttl_ms(&b, &r), 2500);
+    /* The debt has a floor: GW_GUARD_MAX_DEBT full buckets. */
+    for (int i = 0; i < 1000; i++)
+        gw_guard_bucket_spend(&b, &r, 0);
+    ck_assert_int_eq(b.level, -GW_GUARD_MAX_DEBT * 4000);
+    /* And a bucket idle long enough is full again, even from the deepest debt. */
+    gw_guard_bucket_refill(&b, &r, 1000000000);
+    ck_assert_int_eq(b.level, 4000);
+}
+END_TEST
+
 /* Uneven rates round the wait up to whole milliseconds and seconds. */
 START_TEST(bucket_retry_rounds_up)
 {
@@ -177,6 +210,7 @@ int main(void)
     tcase_add_test(tc, bucket_give_back_restores_and_caps);
     tcase_add_test(tc, bucket_refills_continuously_and_caps);
     tcase_add_test(tc, bucket_retry_rounds_up);
+    tcase_add_test(tc, bucket_check_and_spend_with_debt);
     tcase_add_test(tc, proxies_parse_and_contain);
     tcase_add_test(tc, client_address);
     suite_add_tcase(s, tc);
