@@ -5,6 +5,7 @@
 #include "gw_guard.h"
 
 #include <arpa/inet.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_metrics.h"
+#include "vc_time.h"
 
 /* ---- pure: bucket arithmetic ---- */
 
@@ -132,11 +134,12 @@ int gw_guard_proxies_parse(const char *list, gw_guard_proxies_t *out, char *err,
         const char *end = strchr(p, ','), *slash;
         size_t len = end ? (size_t)(end - p) : strlen(p);
         char entry[80];
+        unsigned char addr[16];
         int family, prefix, max;
 
         snprintf(entry, sizeof(entry), "%.*s", (int)(len < 79 ? len : 79), p);
         slash = memchr(p, '/', len);
-        family = parse_addr(p, slash ? (size_t)(slash - p) : len, out->net[out->n].addr);
+        family = parse_addr(p, slash ? (size_t)(slash - p) : len, addr);
         max = family == 4 ? 32 : 128;
         prefix = max;
         if (slash) {
@@ -159,6 +162,7 @@ int gw_guard_proxies_parse(const char *list, gw_guard_proxies_t *out, char *err,
                          GW_GUARD_MAX_PROXIES);
                 return VC_ERR_INVALID;
             }
+            memcpy(out->net[out->n].addr, addr, sizeof(addr));
             out->net[out->n].family = family;
             out->net[out->n].prefix = prefix;
             out->n++;
@@ -260,7 +264,7 @@ static gw_guard_limits_t defaults = {.scope = "v"};
 static gw_guard_proxies_t proxies;
 static int guard_confirm_cancel; /* confirm and cancel are guarded (no VOUCHER_API_TOKEN) */
 static gw_guard_resolver_fn resolver;
-static vc_metric_t *refused_customer, *refused_ip, *spent;
+static vc_metric_t *refused_customer, *refused_ip, *spent, *errors;
 
 void gw_guard_set_resolver(gw_guard_resolver_fn fn)
 {
@@ -287,6 +291,9 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
     refused_ip = vc_counter("voucher_gateway_guard_refused_total", help, "bucket=\"ip\"");
     spent = vc_counter("voucher_gateway_guard_failed_tries_total",
                        "Failed tries (unknown codes and the like) that spent a token.", NULL);
+    errors = vc_counter("voucher_gateway_guard_errors_total",
+                        "Guarded requests let through because a bucket could not be run in Redis.",
+                        NULL);
     return gw_guard_proxies_parse(cfg->trusted_proxies, &proxies, err, errlen);
 }
 
@@ -307,7 +314,8 @@ typedef struct {
     int waiting;
     int state[B_COUNT];
     int64_t retry_ms;
-    int mark; /* -1 not marked, 0 not a failure, 1 a failure */
+    int mark;  /* -1 not marked, 0 not a failure, 1 a failure */
+    int error; /* the rc of a failed bucket script, or 0 (a reply of the wrong shape) */
     int settled;
     gw_guard_rate_t rate[B_COUNT];
     char key[B_COUNT][96];
@@ -334,18 +342,35 @@ static void give_back(guard_t *g)
         }
 }
 
+/* Counts a bucket that could not be run, and says so at most every 10 s. */
+static void guard_error(guard_t *g)
+{
+    static _Atomic int64_t last_log_ms;
+    int64_t now = vc_time_mono_ms(), last = atomic_load(&last_log_ms);
+
+    vc_metric_add(errors, 1);
+    if (now - last >= 10000 && atomic_compare_exchange_strong(&last_log_ms, &last, now))
+        vc_warn("guessing limits not applied: a bucket could not be run in redis (%s); "
+                "an ACL user needs ~guard:* (deploy/README.md, \"Guessing limits\")",
+                g->error ? vc_strerror(g->error) : "unexpected reply");
+}
+
 static void decide(guard_t *g)
 {
     char body[256], headers[64];
     size_t len;
     gw_request_t *req = g->req;
 
-    if (g->state[B_CUSTOMER] == T_ERROR || g->state[B_IP] == T_ERROR) {
-        give_back(g);
-        g->settled = 1;
-        gw_app_reply_error(req, VC_ERR_UNAVAILABLE, "redis: guessing limits");
-        return;
-    }
+    /*
+     * A bucket Redis could not run (down, slow, or an ACL without guard:*) does
+     * not apply: the limits are a second line, and refusing every request for
+     * them would stop the shop. The reservation itself still needs Redis.
+     */
+    for (int b = 0; b < B_COUNT; b++)
+        if (g->state[b] == T_ERROR) {
+            g->state[b] = T_NONE;
+            guard_error(g);
+        }
     if (g->state[B_CUSTOMER] == T_EMPTY || g->state[B_IP] == T_EMPTY) {
         if (g->state[B_CUSTOMER] == T_EMPTY)
             vc_metric_add(refused_customer, 1);
@@ -367,6 +392,8 @@ static void taken_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
 {
     guard_t *g = arg;
 
+    if (rc != 0)
+        g->error = rc;
     if (rc != 0 || reply->n < 2 || reply->item[0].type != GW_REDIS_INT ||
         reply->item[1].type != GW_REDIS_INT) {
         g->state[b] = T_ERROR;
@@ -467,7 +494,8 @@ void gw_guard_settle(gw_request_t *req, int status)
         return;
     }
     /* The customer's try stays taken; the IP's is spent now (debt allowed, gw_guard.h). */
-    vc_metric_add(spent, 1);
+    if (g->state[B_CUSTOMER] == T_TAKEN || g->state[B_IP] == T_CHECKED)
+        vc_metric_add(spent, 1);
     if (g->state[B_IP] == T_CHECKED)
         (void)run_bucket(g, B_IP, "spend", gw_app_ignore_cb, NULL);
 }

@@ -156,6 +156,14 @@ START_TEST(proxies_parse_and_contain)
     ck_assert_int_eq(gw_guard_proxies_parse("proxy.example", &p, err, sizeof(err)),
                      VC_ERR_INVALID);
     ck_assert_int_eq(gw_guard_proxies_parse("10.0.0.0/8x", &p, err, sizeof(err)), VC_ERR_INVALID);
+    /* More entries than the list holds: refused, nothing written past it. */
+    {
+        char many[40 * 16] = "";
+        for (int i = 0; i < GW_GUARD_MAX_PROXIES + 1; i++)
+            strcat(many, "10.0.0.1/32,");
+        ck_assert_int_eq(gw_guard_proxies_parse(many, &p, err, sizeof(err)), VC_ERR_INVALID);
+        ck_assert(strstr(err, "more than"));
+    }
 }
 END_TEST
 
