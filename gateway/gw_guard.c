@@ -452,20 +452,18 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     req->guard = g;
     /* Both sent before either answers: one round trip, pipelined on the worker's connection. */
     g->waiting = 1; /* held until both are sent, so a synchronous answer cannot decide early */
-    if (limits.customer.tries > 0) {
+    for (int b = 0; b < B_COUNT; b++) {
+        /* The customer's try is taken; the address's only checked (gw_guard.h, why). */
+        static const char *const op[B_COUNT] = {"take", "check"};
+        static const gw_redis_cb cb_of[B_COUNT] = {customer_cb, ip_cb};
+
+        if (g->rate[b].tries <= 0)
+            continue;
         g->waiting++;
-        g->state[B_CUSTOMER] = T_WAIT;
-        if (run_bucket(g, B_CUSTOMER, "take", customer_cb, g) != 0) {
+        g->state[b] = T_WAIT;
+        if (run_bucket(g, b, op[b], cb_of[b], g) != 0) {
             g->waiting--;
-            g->state[B_CUSTOMER] = T_ERROR;
-        }
-    }
-    if (limits.ip.tries > 0) {
-        g->waiting++;
-        g->state[B_IP] = T_WAIT;
-        if (run_bucket(g, B_IP, "check", ip_cb, g) != 0) {
-            g->waiting--;
-            g->state[B_IP] = T_ERROR;
+            g->state[b] = T_ERROR;
         }
     }
     if (--g->waiting == 0)

@@ -13,17 +13,26 @@
 
 static const gw_guard_rate_t hourly5 = {5, 3600000};
 
+/* Fills b at now_ms and takes every try of it: each one is there, and then none. */
+static void drain(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms)
+{
+    int64_t retry = -1;
+
+    gw_guard_bucket_full(b, r, now_ms);
+    for (int i = 0; i < r->tries; i++) {
+        ck_assert_int_eq(gw_guard_bucket_take(b, r, now_ms, &retry), 1);
+        ck_assert_int_eq(retry, 0);
+    }
+    ck_assert_int_eq(gw_guard_bucket_take(b, r, now_ms, &retry), 0);
+}
+
 /* Five failed tries, then the sixth is refused with the time to the next token. */
 START_TEST(bucket_five_then_empty_with_retry)
 {
     gw_guard_bucket_t b;
     int64_t retry = -1;
 
-    gw_guard_bucket_full(&b, &hourly5, 1000);
-    for (int i = 0; i < 5; i++) {
-        ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, 1000, &retry), 1);
-        ck_assert_int_eq(retry, 0);
-    }
+    drain(&b, &hourly5, 1000);
     ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, 1000, &retry), 0);
     /* One try in 3600/5 = 720 s. */
     ck_assert_int_eq(retry, 720000);
@@ -63,16 +72,12 @@ START_TEST(bucket_refills_continuously_and_caps)
     gw_guard_bucket_t b;
     int64_t retry;
 
-    gw_guard_bucket_full(&b, &hourly5, 0);
-    for (int i = 0; i < 5; i++)
-        ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, 0, &retry), 1);
+    drain(&b, &hourly5, 0);
     ck_assert_int_eq(gw_guard_bucket_ttl_ms(&b, &hourly5), 3600000);
     /* Years later: full, not overflowed. */
     gw_guard_bucket_refill(&b, &hourly5, 1000LL * 3600000 * 24 * 365);
     ck_assert_int_eq(b.level, 5 * 3600000LL);
-    for (int i = 0; i < 5; i++)
-        ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, b.at_ms, &retry), 1);
-    ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, b.at_ms, &retry), 0);
+    drain(&b, &hourly5, b.at_ms);
     /* A clock that goes back refills nothing and takes nothing. */
     ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, b.at_ms - 5000000, &retry), 0);
 }
@@ -118,9 +123,7 @@ START_TEST(bucket_retry_rounds_up)
     gw_guard_bucket_t b;
     int64_t retry;
 
-    gw_guard_bucket_full(&b, &r, 0);
-    for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(gw_guard_bucket_take(&b, &r, 0, &retry), 1);
+    drain(&b, &r, 0);
     ck_assert_int_eq(gw_guard_bucket_take(&b, &r, 0, &retry), 0);
     ck_assert_int_eq(retry, 334);
     ck_assert_int_eq(gw_guard_retry_after_s(retry), 1);
