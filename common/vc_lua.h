@@ -12,6 +12,6 @@ extern const char vc_lua_lower[];
 extern const char vc_lua_retake[];
 extern const char vc_lua_claim[];
 extern const char vc_lua_repair_confirmed[];
-extern const char vc_lua_guard_take[]; /* gateway/gw_guard.h */
+extern const char vc_lua_guard_bucket[]; /* gateway/gw_guard.h */
 
 #endif

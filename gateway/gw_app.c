@@ -19,7 +19,7 @@ const char *const gw_app_scripts[GW_SCRIPT_COUNT] = {
     [GW_SCRIPT_RELEASE_BEGIN] = vc_lua_release_begin,
     [GW_SCRIPT_RELEASE_FINISH] = vc_lua_release_finish,
     [GW_SCRIPT_CLAIM] = vc_lua_claim,
-    [GW_SCRIPT_GUARD] = vc_lua_guard_take,
+    [GW_SCRIPT_GUARD] = vc_lua_guard_bucket,
 };
 
 /*

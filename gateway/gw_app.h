@@ -25,7 +25,7 @@ enum {
     GW_SCRIPT_RELEASE_BEGIN,
     GW_SCRIPT_RELEASE_FINISH,
     GW_SCRIPT_CLAIM,
-    GW_SCRIPT_GUARD, /* guard_take.lua (gw_guard.h) */
+    GW_SCRIPT_GUARD, /* guard_bucket.lua (gw_guard.h) */
     GW_SCRIPT_COUNT,
 };
 

@@ -30,11 +30,11 @@ void gw_guard_bucket_refill(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int6
     if (now_ms > b->at_ms) {
         /*
          * Capped before multiplying (a bucket idle for years must not
-         * overflow) at the time the deepest debt takes to refill.
+         * overflow) at the time the bucket takes to be full.
          */
-        int64_t elapsed = now_ms - b->at_ms;
-        if (elapsed > (GW_GUARD_MAX_DEBT + 1) * r->window_ms)
-            elapsed = (GW_GUARD_MAX_DEBT + 1) * r->window_ms;
+        int64_t elapsed = now_ms - b->at_ms, to_full = (full - b->level) / r->tries + 1;
+        if (elapsed > to_full)
+            elapsed = to_full;
         b->level += elapsed * r->tries;
         b->at_ms = now_ms;
     }
@@ -58,13 +58,6 @@ int gw_guard_bucket_take(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t
     return 0;
 }
 
-void gw_guard_bucket_give(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms)
-{
-    gw_guard_bucket_refill(b, r, now_ms);
-    b->level += r->window_ms;
-    gw_guard_bucket_refill(b, r, now_ms); /* caps at full */
-}
-
 int gw_guard_bucket_check(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms,
                           int64_t *retry_ms)
 {
@@ -74,7 +67,7 @@ int gw_guard_bucket_check(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_
 
 void gw_guard_bucket_spend(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms)
 {
-    int64_t floor = -GW_GUARD_MAX_DEBT * r->tries * r->window_ms;
+    int64_t floor = -GW_GUARD_MAX_DEBT * r->window_ms;
 
     gw_guard_bucket_refill(b, r, now_ms);
     b->level -= r->window_ms;
@@ -299,11 +292,8 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
 
 enum { B_CUSTOMER, B_IP, B_COUNT };
 
-/*
- * Per bucket: not used, waiting, a try taken (the customer's), a try
- * available (the IP's, checked only), empty, Redis failed.
- */
-enum { T_NONE, T_WAIT, T_TAKEN, T_CHECKED, T_EMPTY, T_ERROR };
+/* Per bucket: not used, waiting, a try is there, empty, Redis failed. */
+enum { T_NONE, T_WAIT, T_CHECKED, T_EMPTY, T_ERROR };
 
 /* A guarded request's state, in its arena (req->guard). */
 typedef struct {
@@ -330,16 +320,6 @@ static int run_bucket(guard_t *g, int b, const char *op, gw_redis_cb cb, void *a
     snprintf(tries, sizeof(tries), "%lld", (long long)g->rate[b].tries);
     snprintf(window, sizeof(window), "%lld", (long long)g->rate[b].window_ms);
     return gw_redis_eval(g->app->redis, GW_SCRIPT_GUARD, cb, arg, 1, keys, 3, args);
-}
-
-/* Gives back the tries taken (nobody waits for the answer). */
-static void give_back(guard_t *g)
-{
-    for (int b = 0; b < B_COUNT; b++)
-        if (g->state[b] == T_TAKEN) {
-            (void)run_bucket(g, b, "give", gw_app_ignore_cb, NULL);
-            g->state[b] = T_NONE;
-        }
 }
 
 /* Counts a bucket that could not be run, and says so at most every 10 s. */
@@ -376,7 +356,6 @@ static void decide(guard_t *g)
             vc_metric_add(refused_customer, 1);
         if (g->state[B_IP] == T_EMPTY)
             vc_metric_add(refused_ip, 1);
-        give_back(g);
         g->settled = 1;
         len = gw_body_error(body, sizeof(body), "TOO_MANY_ATTEMPTS",
                             "too many failed tries: retry after the time in Retry-After", NULL);
@@ -388,7 +367,7 @@ static void decide(guard_t *g)
     g->cb(g->arg);
 }
 
-static void taken_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
+static void checked_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
 {
     guard_t *g = arg;
 
@@ -398,7 +377,7 @@ static void taken_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
         reply->item[1].type != GW_REDIS_INT) {
         g->state[b] = T_ERROR;
     } else if (reply->item[0].integer == 1) {
-        g->state[b] = b == B_IP ? T_CHECKED : T_TAKEN;
+        g->state[b] = T_CHECKED;
     } else {
         g->state[b] = T_EMPTY;
         if (reply->item[1].integer > g->retry_ms)
@@ -410,12 +389,12 @@ static void taken_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
 
 static void customer_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
-    taken_cb(arg, rc, reply, B_CUSTOMER);
+    checked_cb(arg, rc, reply, B_CUSTOMER);
 }
 
 static void ip_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
-    taken_cb(arg, rc, reply, B_IP);
+    checked_cb(arg, rc, reply, B_IP);
 }
 
 int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const char *code,
@@ -453,15 +432,13 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     /* Both sent before either answers: one round trip, pipelined on the worker's connection. */
     g->waiting = 1; /* held until both are sent, so a synchronous answer cannot decide early */
     for (int b = 0; b < B_COUNT; b++) {
-        /* The customer's try is taken; the address's only checked (gw_guard.h, why). */
-        static const char *const op[B_COUNT] = {"take", "check"};
         static const gw_redis_cb cb_of[B_COUNT] = {customer_cb, ip_cb};
 
         if (g->rate[b].tries <= 0)
             continue;
         g->waiting++;
         g->state[b] = T_WAIT;
-        if (run_bucket(g, b, op[b], cb_of[b], g) != 0) {
+        if (run_bucket(g, b, "check", cb_of[b], g) != 0) {
             g->waiting--;
             g->state[b] = T_ERROR;
         }
@@ -487,13 +464,12 @@ void gw_guard_settle(gw_request_t *req, int status)
         return;
     g->settled = 1;
     failed = g->mark >= 0 ? g->mark : status == 404;
-    if (!failed) {
-        give_back(g);
-        return;
-    }
-    /* The customer's try stays taken; the IP's is spent now (debt allowed, gw_guard.h). */
-    if (g->state[B_CUSTOMER] == T_TAKEN || g->state[B_IP] == T_CHECKED)
+    if (!failed)
+        return; /* nothing was taken: a success spends nothing */
+    /* Spent now, into debt if failures were in flight together (gw_guard.h). */
+    if (g->state[B_CUSTOMER] == T_CHECKED || g->state[B_IP] == T_CHECKED)
         vc_metric_add(spent, 1);
-    if (g->state[B_IP] == T_CHECKED)
-        (void)run_bucket(g, B_IP, "spend", gw_app_ignore_cb, NULL);
+    for (int b = 0; b < B_COUNT; b++)
+        if (g->state[b] == T_CHECKED)
+            (void)run_bucket(g, b, "spend", gw_app_ignore_cb, NULL);
 }

@@ -1,30 +1,28 @@
 /*
  * Guessing limits (issue 16, seeds decision 5): token buckets that only
  * failed tries spend, one per customer and one per client IP, kept in Redis
- * so that every gateway enforces the same allowance (common/lua/guard_take.lua,
+ * so that every gateway enforces the same allowance (common/lua/guard_bucket.lua,
  * proto/redis-keys.md "Guessing limits").
  *
  * The flow of a guarded request (quote, reservation, confirm, cancel):
- * 1. gw_guard_enter(), before the code is looked up, one Redis step per
- *    bucket, both in one round trip: a try is taken from the customer's
- *    bucket, and the IP's bucket is checked for one. An empty bucket answers
- *    429 TOO_MANY_ATTEMPTS with Retry-After at once (nothing is looked up, so
- *    an empty bucket learns nothing), and the customer's try goes back.
+ * 1. gw_guard_enter(), before the code is looked up: both buckets are checked
+ *    for a try, one read-only script each, pipelined in one round trip. An
+ *    empty bucket answers 429 TOO_MANY_ATTEMPTS with Retry-After at once
+ *    (nothing is looked up, so an empty bucket learns nothing).
  * 2. The route answers as it always did.
  * 3. gw_guard_settle(), from the observer of every answer: an answer that is
  *    a failed try (404 on a guarded route, or marked with gw_guard_mark())
- *    keeps the customer's try and spends one of the IP's; every other answer
- *    gives the customer's back, so a success, a sold-out answer or a 503
- *    spend nothing.
- * Why the two buckets differ: a customer has about one request in flight, so
- * taking first bounds a guesser's account strictly, however many requests it
- * sends at once (n tokens, at most n tries before their outcome is known).
- * One address may carry hundreds of honest requests at once (an office, an
- * order service not behind a trusted proxy, a flash sale): taking first there
- * would refuse successes for tries merely in flight. So the IP bucket is only
- * checked, and spent on failure, and may go into debt (down to
- * GW_GUARD_MAX_DEBT windows): failures that were in flight together are all
- * paid for, so the long-run rate per address holds exactly.
+ *    spends one try of each bucket; any other answer (a success, a sold-out
+ *    answer, a 503) spends nothing and writes nothing.
+ * Tries in flight: requests sent together all pass the check before any of
+ * them spends, so a spend may take a bucket below zero (debt, down to
+ * GW_GUARD_MAX_DEBT tries). The debt is paid before the next try: a guesser
+ * gets exactly the bucket's rate in the long run however many requests it
+ * sends at once, and honest requests in flight together (an office, a flash
+ * sale through one order service) are never refused for being in flight.
+ * Taking a try first and giving it back on success would bound a burst
+ * strictly, but refuses those honest requests and costs two writes per
+ * success on the hot path (measured: about half the reservations a second).
  *
  * The pure parts (bucket arithmetic, client address, CIDR lists) take
  * values in and give decisions out; tests/unit/test_guard.c checks them.
@@ -71,16 +69,17 @@ typedef int (*gw_guard_resolver_fn)(const char *code, const gw_guard_limits_t *d
                                     gw_guard_limits_t *limits);
 void gw_guard_set_resolver(gw_guard_resolver_fn fn);
 
-/* ---- pure: bucket arithmetic (mirrored by common/lua/guard_take.lua) ---- */
+/* ---- pure: bucket arithmetic (mirrored by common/lua/guard_bucket.lua) ---- */
 
 /*
  * A bucket's level is kept in units of 1/tries of a millisecond's refill:
  * full is tries * window_ms, one try costs window_ms, and each millisecond
- * adds tries. All integers, so the C and the Lua agree to the unit. Only
- * spend() takes the level below zero (debt).
+ * adds tries. All integers, so the C and the Lua agree to the unit (exact
+ * in Lua's doubles: at most 100,000 tries and 24 h a window, so the level
+ * stays within 2^53). Only spend() takes the level below zero (debt).
  */
 typedef struct {
-    int64_t level; /* -GW_GUARD_MAX_DEBT * full .. full, full = tries * window_ms */
+    int64_t level; /* -GW_GUARD_MAX_DEBT * window_ms .. tries * window_ms (full) */
     int64_t at_ms; /* when level was computed */
 } gw_guard_bucket_t;
 
@@ -93,6 +92,7 @@ void gw_guard_bucket_refill(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int6
 /*
  * Takes one try at now_ms. Returns 1 taken, or 0 when the bucket is empty,
  * with *retry_ms set to the milliseconds until the next whole try (>= 1).
+ * (The gateway only checks and spends; check() is take() on a copy.)
  */
 int gw_guard_bucket_take(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms,
                          int64_t *retry_ms);
@@ -104,17 +104,15 @@ int gw_guard_bucket_take(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t
 int gw_guard_bucket_check(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms,
                           int64_t *retry_ms);
 
-/* How many full windows of debt a bucket may owe (gw_guard_bucket_spend()). */
-#define GW_GUARD_MAX_DEBT 24
+/* How many tries a bucket may owe (gw_guard_bucket_spend()). */
+#define GW_GUARD_MAX_DEBT 1000000
 
 /*
  * Spends one try at now_ms even if none is left: the level may go below zero,
- * down to GW_GUARD_MAX_DEBT full buckets of debt (a day of 1-hour windows).
+ * down to GW_GUARD_MAX_DEBT tries owed (at 5 an hour, 23 years: in effect,
+ * every failure is paid for).
  */
 void gw_guard_bucket_spend(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms);
-
-/* Gives one try back at now_ms (never above full). */
-void gw_guard_bucket_give(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms);
 
 /* Milliseconds until b is full again: the TTL its Redis key gets (0: full, deleted). */
 int64_t gw_guard_bucket_ttl_ms(const gw_guard_bucket_t *b, const gw_guard_rate_t *r);
@@ -173,11 +171,12 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen);
 typedef void (*gw_guard_cb)(void *arg);
 
 /*
- * Takes a try from the buckets of customer_id (0: none, as on confirm and
- * cancel) and of the client, for code. Returns GW_GUARD_GO when no bucket
+ * Checks the buckets of customer_id (0: none, as on confirm and cancel) and
+ * of the client for a try, for code. Returns GW_GUARD_GO when no bucket
  * applies (all turned off), or GW_GUARD_PENDING: then either cb(arg) runs
- * once with the tries taken, or the guard answered req (429, or 503 when
- * Redis could not be asked) and cb never runs. app is borrowed.
+ * once (a try is there in each bucket, or Redis could not run a bucket: it
+ * does not apply), or the guard answered req (429) and cb never runs. app is
+ * borrowed.
  */
 int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const char *code,
                    gw_guard_cb cb, void *arg);
@@ -190,8 +189,9 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
 void gw_guard_mark(gw_request_t *req, int failed);
 
 /*
- * Settles req's tries once its answer is status (called by the observer,
- * gw_app_observe): a failed try keeps them, anything else gives them back.
+ * Settles req once its answer is status (called by the observer,
+ * gw_app_observe): a failed try spends one try of each bucket checked,
+ * anything else spends nothing.
  */
 void gw_guard_settle(gw_request_t *req, int status);
 

@@ -45,24 +45,21 @@ START_TEST(bucket_five_then_empty_with_retry)
 }
 END_TEST
 
-/* A try given back (a success) leaves the bucket where it was: a success spends nothing. */
-START_TEST(bucket_give_back_restores_and_caps)
+/* A check takes nothing: a success (checked, never spent) spends nothing. */
+START_TEST(bucket_check_takes_nothing)
 {
     gw_guard_bucket_t b;
     int64_t retry;
 
     gw_guard_bucket_full(&b, &hourly5, 0);
     for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, 0, &retry), 1);
-    ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, 0, &retry), 1); /* the 5th: a success */
-    gw_guard_bucket_give(&b, &hourly5, 0);
-    ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, 0, &retry), 1); /* still one left */
-    ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, 0, &retry), 0);
-    /* Giving back to a full bucket keeps it full, never above. */
-    gw_guard_bucket_full(&b, &hourly5, 0);
-    gw_guard_bucket_give(&b, &hourly5, 0);
-    ck_assert_int_eq(b.level, 5 * 3600000LL);
-    ck_assert_int_eq(gw_guard_bucket_ttl_ms(&b, &hourly5), 0);
+        gw_guard_bucket_spend(&b, &hourly5, 0); /* four typos */
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(gw_guard_bucket_check(&b, &hourly5, 0, &retry), 1); /* successes */
+    gw_guard_bucket_spend(&b, &hourly5, 0); /* the fifth typo */
+    ck_assert_int_eq(gw_guard_bucket_check(&b, &hourly5, 0, &retry), 0);
+    ck_assert_int_eq(b.level, 0);
+    ck_assert_int_eq(gw_guard_bucket_ttl_ms(&b, &hourly5), 3600000);
 }
 END_TEST
 
@@ -106,10 +103,11 @@ START_TEST(bucket_check_and_spend_with_debt)
     ck_assert_int_eq(gw_guard_bucket_check(&b, &r, 1749, &retry), 0);
     ck_assert_int_eq(gw_guard_bucket_check(&b, &r, 1750, &retry), 1);
     ck_assert_int_eq(gw_guard_bucket_ttl_ms(&b, &r), 2500);
-    /* The debt has a floor: GW_GUARD_MAX_DEBT full buckets. */
-    for (int i = 0; i < 1000; i++)
-        gw_guard_bucket_spend(&b, &r, 0);
-    ck_assert_int_eq(b.level, -GW_GUARD_MAX_DEBT * 4000);
+    /* The debt has a floor: GW_GUARD_MAX_DEBT tries. */
+    b.level = -(GW_GUARD_MAX_DEBT - 1) * 1000LL;
+    gw_guard_bucket_spend(&b, &r, 0);
+    gw_guard_bucket_spend(&b, &r, 0);
+    ck_assert_int_eq(b.level, -GW_GUARD_MAX_DEBT * 1000LL);
     /* And a bucket idle long enough is full again, even from the deepest debt. */
     gw_guard_bucket_refill(&b, &r, 1000000000);
     ck_assert_int_eq(b.level, 4000);
@@ -218,7 +216,7 @@ int main(void)
     int failed;
 
     tcase_add_test(tc, bucket_five_then_empty_with_retry);
-    tcase_add_test(tc, bucket_give_back_restores_and_caps);
+    tcase_add_test(tc, bucket_check_takes_nothing);
     tcase_add_test(tc, bucket_refills_continuously_and_caps);
     tcase_add_test(tc, bucket_retry_rounds_up);
     tcase_add_test(tc, bucket_check_and_spend_with_debt);
