@@ -292,8 +292,11 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
 
 enum { B_CUSTOMER, B_IP, B_COUNT };
 
-/* Per bucket: not used, waiting, a try is there, empty, Redis failed. */
-enum { T_NONE, T_WAIT, T_CHECKED, T_EMPTY, T_ERROR };
+/*
+ * Per bucket: not used, waiting, a try is there, empty, Redis refused the
+ * script (an ACL, an error reply), Redis unreachable or late.
+ */
+enum { T_NONE, T_WAIT, T_CHECKED, T_EMPTY, T_ERROR, T_DOWN };
 
 /* A guarded request's state, in its arena (req->guard). */
 typedef struct {
@@ -341,10 +344,16 @@ static void decide(guard_t *g)
     size_t len;
     gw_request_t *req = g->req;
 
+    if (g->state[B_CUSTOMER] == T_DOWN || g->state[B_IP] == T_DOWN) {
+        /* Redis unreachable or late: the route needs it too; 503 for every code alike. */
+        g->settled = 1;
+        gw_app_reply_error(req, g->error, "redis: guessing limits");
+        return;
+    }
     /*
-     * A bucket Redis could not run (down, slow, or an ACL without guard:*) does
-     * not apply: the limits are a second line, and refusing every request for
-     * them would stop the shop. The reservation itself still needs Redis.
+     * A bucket Redis refused to run (an ACL without ~guard:*, a script error)
+     * does not apply: the limits are a second line, and refusing every request
+     * for a configuration mistake would stop the shop.
      */
     for (int b = 0; b < B_COUNT; b++)
         if (g->state[b] == T_ERROR) {
@@ -373,7 +382,9 @@ static void checked_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
 
     if (rc != 0)
         g->error = rc;
-    if (rc != 0 || reply->n < 2 || reply->item[0].type != GW_REDIS_INT ||
+    if (rc != 0 && rc != VC_ERR_PROTOCOL) {
+        g->state[b] = T_DOWN;
+    } else if (rc != 0 || reply->n < 2 || reply->item[0].type != GW_REDIS_INT ||
         reply->item[1].type != GW_REDIS_INT) {
         g->state[b] = T_ERROR;
     } else if (reply->item[0].integer == 1) {
@@ -403,6 +414,7 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     gw_guard_limits_t limits = defaults;
     char client[GW_GUARD_ADDR_MAX];
     guard_t *g;
+    int rc;
 
     if (customer_id == 0 && !guard_confirm_cancel)
         return GW_GUARD_GO;
@@ -438,9 +450,10 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
             continue;
         g->waiting++;
         g->state[b] = T_WAIT;
-        if (run_bucket(g, b, "check", cb_of[b], g) != 0) {
+        if ((rc = run_bucket(g, b, "check", cb_of[b], g)) != 0) {
             g->waiting--;
-            g->state[b] = T_ERROR;
+            g->error = rc;
+            g->state[b] = rc == VC_ERR_PROTOCOL ? T_ERROR : T_DOWN;
         }
     }
     if (--g->waiting == 0)

@@ -174,9 +174,9 @@ typedef void (*gw_guard_cb)(void *arg);
  * Checks the buckets of customer_id (0: none, as on confirm and cancel) and
  * of the client for a try, for code. Returns GW_GUARD_GO when no bucket
  * applies (all turned off), or GW_GUARD_PENDING: then either cb(arg) runs
- * once (a try is there in each bucket, or Redis could not run a bucket: it
- * does not apply), or the guard answered req (429) and cb never runs. app is
- * borrowed.
+ * once (a try is there in each bucket, or Redis refused to run a bucket's
+ * script: it does not apply), or the guard answered req (429; 503 when Redis
+ * is unreachable or late) and cb never runs. app is borrowed.
  */
 int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const char *code,
                    gw_guard_cb cb, void *arg);
