@@ -21,7 +21,7 @@
 # X-Forwarded-For through a gateway that trusts 127.0.0.1, so that the
 # stack's own 127.0.0.1 bucket is not emptied for the other tests.
 source "$(dirname "$0")/lib.sh"
-plan 35
+plan 36
 
 gw2_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 20))
 trap 'daemon_stop "$test_name-gateway2"; finish' EXIT
@@ -179,3 +179,11 @@ waited=$((($(date +%s%N) - start) / 1000000))
 is "$status" 201 "the bucket refilled: the customer reserves again (after $waited ms; Retry-After was $ra)"
 ok "$([ "$waited" -ge 1000 ] && [ "$waited" -le 6000 ]; echo $?)" \
   "it came back after about one try's refill time (2 s): $waited ms"
+
+# --- With VOUCHER_API_TOKEN only the order service reaches confirm and DELETE,
+# and it knows its orderIds: they are not limited (the address above is empty).
+daemon_stop "$test_name-gateway"
+token=tok-$RANDOM$RANDOM
+VOUCHER_API_TOKEN=$token start_gateway --trusted-proxies 127.0.0.1/32 --guard-ip-tries 8
+http DELETE "/vouchers/$real/reservations/$p-guess-token" "" -H "X-Forwarded-For: $ip5" -H "Authorization: Bearer $token"
+is "$status" 404 "with an API token, DELETE from the emptied address is answered (404), not limited"
