@@ -24,6 +24,14 @@ source "$(dirname "$0")/lib.sh"
 plan 36
 
 gw2_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 20))
+# /metrics is on the gateway's admin address where the tree has one (lib.sh's
+# gateway_admin), else on the API's; the second gateway then needs its admin
+# address off.
+if declare -F gateway_admin >/dev/null; then
+  metrics_addr=$(gateway_admin) gw2_extra=(--admin-addr "")
+else
+  metrics_addr=$VOUCHER_HTTP_ADDR gw2_extra=()
+fi
 trap 'daemon_stop "$test_name-gateway2"; finish' EXIT
 
 unset VOUCHER_API_TOKEN
@@ -121,7 +129,7 @@ guess "$ip3" "$c6"
 is "$status" 429 "and a reservation of that customer: one bucket for quote and reservation"
 
 # --- Two gateways share the buckets; an untrusted peer's X-Forwarded-For is ignored.
-daemon_start "$test_name-gateway2" "$bin_gateway" --http-addr "$gw2_addr" \
+daemon_start "$test_name-gateway2" "$bin_gateway" --http-addr "$gw2_addr" "${gw2_extra[@]}" \
   --guard-customer-tries 5 --guard-customer-window 1h --guard-ip-tries 8 --guard-ip-window 1h
 wait_http_ok "http://$gw2_addr/healthz" 30 || { echo "Bail out! the second gateway did not start"; exit 1; }
 try "http://$gw2_addr" "$ip4" "$c1" "$real"
@@ -149,13 +157,13 @@ http POST "/vouchers/$real/reservations/$held_order/confirm" "" -H "X-Forwarded-
 is "$status" 200 "and the order is still held: its confirm from another address succeeds"
 
 # --- The refusals counted by bucket kind, with no per-IP or per-customer label.
-customer_refused=$(metric "$VOUCHER_HTTP_ADDR" 'voucher_gateway_guard_refused_total{bucket="customer"}')
-ip_refused=$(metric "$VOUCHER_HTTP_ADDR" 'voucher_gateway_guard_refused_total{bucket="ip"}')
+customer_refused=$(metric "$metrics_addr" 'voucher_gateway_guard_refused_total{bucket="customer"}')
+ip_refused=$(metric "$metrics_addr" 'voucher_gateway_guard_refused_total{bucket="ip"}')
 ok "$([ "${customer_refused:-0}" -ge 4 ] && [ "${ip_refused:-0}" -ge 3 ]; echo $?)" \
   "refusals counted: customer $customer_refused, ip $ip_refused"
-ok "$(curl -s "http://$VOUCHER_HTTP_ADDR/metrics" | grep '^voucher_gateway_guard' | grep -qE "$ip1|$c1"; [ $? -ne 0 ]; echo $?)" \
+ok "$(curl -s "http://$metrics_addr/metrics" | grep '^voucher_gateway_guard' | grep -qE "$ip1|$c1"; [ $? -ne 0 ]; echo $?)" \
   "no metric names an address or a customer"
-is "$(metric "$VOUCHER_HTTP_ADDR" 'voucher_gateway_requests_total{route="reserve",status="429"}' | grep -c .)" 1 \
+is "$(metric "$metrics_addr" 'voucher_gateway_requests_total{route="reserve",status="429"}' | grep -c .)" 1 \
   "429 has its own series in the requests metric"
 
 # --- Refill: 2 tries per 4 s, one back every 2 s; no lockout.
