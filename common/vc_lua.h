@@ -15,5 +15,6 @@ extern const char vc_lua_repair_confirmed[];
 extern const char vc_lua_load[];
 extern const char vc_lua_limit[];
 extern const char vc_lua_limit_sync[];
+extern const char vc_lua_guard_bucket[]; /* gateway/gw_guard.h */
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gw_campaign.h"
+#include "gw_guard.h"
 #include "gw_metrics.h"
 #include "vc_error.h"
 #include "vc_event.h"
@@ -20,6 +21,7 @@ const char *const gw_app_scripts[GW_SCRIPT_COUNT] = {
     [GW_SCRIPT_CLAIM] = vc_lua_claim,
     [GW_SCRIPT_LOAD] = vc_lua_load,
     [GW_SCRIPT_LIMIT] = vc_lua_limit,
+    [GW_SCRIPT_GUARD] = vc_lua_guard_bucket,
 };
 
 /*
@@ -65,6 +67,7 @@ void gw_app_ignore_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 void gw_app_observe(void *ctx, const gw_request_t *req, int status)
 {
     (void)ctx;
+    gw_guard_settle((gw_request_t *)req, status); /* a failed try keeps its tokens */
     if (!req) {
         gw_metrics_request(GW_ROUTE_NOT_FOUND, status, 0);
         return;

@@ -27,6 +27,7 @@ enum {
     GW_SCRIPT_CLAIM,
     GW_SCRIPT_LOAD,
     GW_SCRIPT_LIMIT,
+    GW_SCRIPT_GUARD, /* guard_bucket.lua (gw_guard.h) */
     GW_SCRIPT_COUNT,
 };
 

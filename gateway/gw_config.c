@@ -78,5 +78,19 @@ const vc_cfg_param_t gw_config_params[] = {
     STR("kafka", "VOUCHER_KAFKA_CONF", "", kafka_conf,
         "librdkafka settings passed through, \"key=value,key=value\"; the flag may be repeated "
         "(one key=value each, added after the variable's)"),
+    INT("guard-customer-tries", "VOUCHER_GUARD_CUSTOMER_TRIES", "5", guard_customer_tries, 0,
+        100000,
+        "failed tries (unknown codes) one customer may make per guard-customer-window; a "
+        "success spends none; 0 turns the customer bucket off (proto/openapi.yaml, guessing)"),
+    MS("guard-customer-window", "VOUCHER_GUARD_CUSTOMER_WINDOW", "1h", guard_customer_window_ms,
+       1000, 86400000LL, "time in which a customer's empty bucket refills completely"),
+    INT("guard-ip-tries", "VOUCHER_GUARD_IP_TRIES", "100", guard_ip_tries, 0, 100000,
+        "failed tries one client IP address (an IPv6 /64) may make per guard-ip-window; 0 "
+        "turns the IP bucket off"),
+    MS("guard-ip-window", "VOUCHER_GUARD_IP_WINDOW", "1h", guard_ip_window_ms, 1000, 86400000LL,
+       "time in which a client IP's empty bucket refills completely"),
+    STR("trusted-proxies", "VOUCHER_TRUSTED_PROXIES", "", trusted_proxies,
+        "comma-separated CIDRs of proxies whose X-Forwarded-For names the client; the client "
+        "is then the right-most hop that is not one of them (empty: the socket's peer)"),
     VC_CFG_END,
 };

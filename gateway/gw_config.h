@@ -36,6 +36,12 @@ typedef struct {
     const char *api_token;       /* bearer tokens of the order service's routes; "" = open */
     int64_t shutdown_timeout_ms; /* SIGTERM to exit, in-flight requests and flush included */
     const char *kafka_conf;      /* "key=value,key=value" passed to librdkafka */
+    /* Guessing limits (gw_guard.h): failed tries a customer and a client IP may make. */
+    int64_t guard_customer_tries;     /* per guard_customer_window_ms; 0 = off */
+    int64_t guard_customer_window_ms;
+    int64_t guard_ip_tries;           /* per guard_ip_window_ms; 0 = off */
+    int64_t guard_ip_window_ms;
+    const char *trusted_proxies;      /* CIDRs whose X-Forwarded-For is believed */
 } gw_config_t;
 
 /* The settings table, terminated by VC_CFG_END. */

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "gw_app.h"
+#include "gw_guard.h"
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_time.h"
@@ -336,6 +337,9 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
     if (rc != 0) {
         if (rc < 0)
             fail(h, rc, "reading voucher rules");
+        else if (rc == VC_E_NOT_FOUND)
+            /* The answer of a real code's unknown order: which codes exist is not told here. */
+            gw_app_reply_error(h->req, rc, "no such reservation");
         else
             gw_app_reply_error(h->req, rc, NULL);
         return;
@@ -345,11 +349,41 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
     with_rules(h);
 }
 
+/* The guessing limits let the request on (or do not apply): run it. */
+static void proceed(void *arg)
+{
+    hold_t *h = arg;
+    char now[24];
+    const char *keys[3], *args[3];
+    int rc;
+
+    if (h->type == VC_EV_CONFIRMED) {
+        if (!h->in.has_total) {
+            run_confirm(h); /* as before the total existed: no rule is read */
+            return;
+        }
+        /* Answered now (cached, or a remembered miss) or later through rules_cb: one path. */
+        rc = gw_rules_get(h->app->rules, h->code, 0, &h->v, rules_cb, h);
+        if (rc != GW_RULES_PENDING)
+            rules_cb(h, rc, rc == 0 ? &h->v : NULL);
+        return;
+    }
+    snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
+    keys[0] = h->keys[GW_KEY_ORDERS];
+    keys[1] = h->keys[GW_KEY_HOLDS];
+    args[0] = h->order_id;
+    keys[2] = h->keys[GW_KEY_RELEASING];
+    args[1] = "cancel";
+    args[2] = now;
+    rc = gw_redis_eval(h->app->redis, GW_SCRIPT_RELEASE_BEGIN, script_cb, h, 3, keys, 3, args);
+    if (rc != 0)
+        fail(h, rc, "redis");
+}
+
 static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const char *code,
                   const char *order_id)
 {
-    char now[24], err[256];
-    const char *keys[3], *args[3];
+    char err[256];
     hold_t *h = gw_request_alloc(req, sizeof(*h));
     int rc;
 
@@ -370,26 +404,13 @@ static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const 
             gw_app_reply_error(req, rc, err);
             return;
         }
-        if (!h->in.has_total) {
-            run_confirm(h); /* as before the total existed: no rule is read */
-            return;
-        }
-        /* Answered now (cached, or a remembered miss) or later through rules_cb: one path. */
-        rc = gw_rules_get(app->rules, code, 0, &h->v, rules_cb, h);
-        if (rc != GW_RULES_PENDING)
-            rules_cb(h, rc, rc == 0 ? &h->v : NULL);
-        return;
     }
-    snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
-    keys[0] = h->keys[GW_KEY_ORDERS];
-    keys[1] = h->keys[GW_KEY_HOLDS];
-    args[0] = h->order_id;
-    keys[2] = h->keys[GW_KEY_RELEASING];
-    args[1] = "cancel";
-    args[2] = now;
-    rc = gw_redis_eval(app->redis, GW_SCRIPT_RELEASE_BEGIN, script_cb, h, 3, keys, 3, args);
-    if (rc != 0)
-        fail(h, rc, "redis");
+    /*
+     * No customer here: only the IP bucket, and only while the route is open
+     * (no VOUCHER_API_TOKEN), where a 404 is a guess at someone's orderId.
+     */
+    if (gw_guard_enter(app, req, 0, code, proceed, h) == GW_GUARD_GO)
+        proceed(h);
 }
 
 void gw_confirm_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id)

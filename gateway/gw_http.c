@@ -106,6 +106,11 @@ struct gw_conn {
     int in_value, header_kind, expect_continue;
     char auth[GW_MAX_AUTH + 1];
     size_t auth_len; /* 0: no Authorization header */
+    /* The client's address for the guessing limits (gw_guard.h). */
+    char peer[INET6_ADDRSTRLEN]; /* "" when unknown */
+    char xff[GW_MAX_AUTH + 1];   /* X-Forwarded-For, all of them joined, its tail kept */
+    size_t xff_len;
+    int xff_seen;
 };
 
 /* A write in flight; the bytes follow the struct. */
@@ -668,6 +673,8 @@ static int on_message_begin(http_parser *p)
     c->url_len = c->body_len = c->head_bytes = 0;
     c->field_len = c->value_len = c->auth_len = 0;
     c->in_value = c->expect_continue = 0;
+    c->xff_len = 0;
+    c->xff_seen = 0;
     c->in_message = 1;
     return 0;
 }
@@ -685,7 +692,29 @@ static int on_url(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
-enum { HEADER_OTHER, HEADER_EXPECT, HEADER_AUTHORIZATION };
+enum { HEADER_OTHER, HEADER_EXPECT, HEADER_AUTHORIZATION, HEADER_FORWARDED };
+
+/*
+ * Appends to X-Forwarded-For keeping its last bytes: the right-most hops are
+ * the ones a trusted proxy wrote (gw_guard_client()).
+ */
+static void xff_append(gw_conn_t *c, const char *at, size_t n)
+{
+    const size_t cap = sizeof(c->xff) - 1;
+
+    if (n >= cap) {
+        memcpy(c->xff, at + n - cap, cap);
+        c->xff_len = cap;
+        return;
+    }
+    if (c->xff_len + n > cap) {
+        size_t drop = c->xff_len + n - cap;
+        memmove(c->xff, c->xff + drop, c->xff_len - drop);
+        c->xff_len -= drop;
+    }
+    memcpy(c->xff + c->xff_len, at, n);
+    c->xff_len += n;
+}
 
 static void header_done(gw_conn_t *c)
 {
@@ -738,7 +767,15 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
                              ? HEADER_EXPECT
                          : c->field_len == 13 && strncasecmp(c->field, "authorization", 13) == 0
                              ? HEADER_AUTHORIZATION
+                         : c->field_len == 15 && strncasecmp(c->field, "x-forwarded-for", 15) == 0
+                             ? HEADER_FORWARDED
                              : HEADER_OTHER;
+        if (c->header_kind == HEADER_FORWARDED && c->xff_seen++)
+            xff_append(c, ",", 1); /* several headers are one list (RFC 9110 5.3) */
+    }
+    if (c->header_kind == HEADER_FORWARDED) {
+        xff_append(c, at, len);
+        return 0;
     }
     if (c->header_kind != HEADER_OTHER)
         append_small(c->value, sizeof(c->value), &c->value_len, at, len);
@@ -796,8 +833,10 @@ static int on_message_complete(http_parser *p)
 {
     gw_conn_t *c = p->data;
     gw_http_server_t *s = c->server;
-    request_t *r = malloc(sizeof(*r) + c->url_len + 1 + c->body_len + 1 + c->auth_len + 1);
-    char *path, *body, *auth;
+    size_t peer_len = strlen(c->peer);
+    request_t *r = malloc(sizeof(*r) + c->url_len + 1 + c->body_len + 1 + c->auth_len + 1 +
+                          peer_len + 1 + c->xff_len + 1);
+    char *path, *body, *auth, *peer, *xff;
 
     c->in_message = 0;
     if (!r)
@@ -815,6 +854,15 @@ static int on_message_complete(http_parser *p)
     if (c->auth_len) {
         memcpy(auth, c->auth, c->auth_len + 1);
         r->pub.authorization = auth;
+    }
+    peer = auth + c->auth_len + 1;
+    memcpy(peer, c->peer, peer_len + 1);
+    r->pub.peer = peer_len ? peer : NULL;
+    xff = peer + peer_len + 1;
+    if (c->xff_seen) {
+        memcpy(xff, c->xff, c->xff_len);
+        xff[c->xff_len] = '\0';
+        r->pub.forwarded_for = xff;
     }
     r->pub.start_ns = uv_hrtime();
     r->pub.method = method_of(p->method);
@@ -1017,6 +1065,16 @@ static void timer_close_cb(uv_timer_t *t)
     conn_close(c);
 }
 
+/* Keeps the peer's address as text, for the guessing limits' IP bucket. */
+static void peer_name(gw_conn_t *c, const struct sockaddr_storage *sa)
+{
+    c->peer[0] = '\0';
+    if (sa->ss_family == AF_INET)
+        uv_ip4_name((const struct sockaddr_in *)sa, c->peer, sizeof(c->peer));
+    else if (sa->ss_family == AF_INET6)
+        uv_ip6_name((const struct sockaddr_in6 *)sa, c->peer, sizeof(c->peer));
+}
+
 /*
  * Sets up a connection for a socket that tcp_init_cb puts into c->tcp (an
  * accept, or an adopted socket), counts it, and either serves it or, over a
@@ -1062,9 +1120,10 @@ static int conn_open(gw_http_server_t *s, int (*tcp_init_cb)(gw_conn_t *c, void 
         return 0;
     }
     /* A socket that is not TCP over IP (a test's socketpair) has no address to count. */
-    if (s->limits.per_ip &&
-        uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &peer_len) == 0 &&
-        ip_key(&peer, c->ip) == 0) {
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &peer_len) != 0)
+        peer.ss_family = AF_UNSPEC;
+    peer_name(c, &peer);
+    if (s->limits.per_ip && peer.ss_family != AF_UNSPEC && ip_key(&peer, c->ip) == 0) {
         if (ip_acquire(s->limits.per_ip, c->ip) != 0) {
             vc_debug("connection refused: too many connections from one address");
             conn_fail(c, 503, "too many connections from this address");

@@ -51,6 +51,9 @@ typedef struct gw_request {
     const char *body; /* NUL-terminated; body_len bytes */
     size_t body_len;
     const char *authorization; /* the Authorization header's value, or NULL */
+    const char *peer;          /* the socket peer's address as text, or NULL (gw_guard.h) */
+    const char *forwarded_for; /* X-Forwarded-For's value (its last GW_MAX_AUTH bytes), or NULL */
+    void *guard;               /* gw_guard.c's state of a guarded request, or NULL */
     int route;                 /* set by the handler, for the observer (gw_route_kind_t) */
     uint64_t start_ns;         /* uv_hrtime() when the request was complete */
     uint64_t id;               /* per-worker sequence, for logs */

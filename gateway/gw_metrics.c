@@ -7,7 +7,7 @@
 #include "vc_metrics.h"
 
 /* The statuses the gateway answers; anything else is counted as "other". */
-static const int statuses[] = {200, 201, 400, 401, 404, 405, 409, 413, 422, 431, 500, 503};
+static const int statuses[] = {200, 201, 400, 401, 404, 405, 409, 413, 422, 429, 431, 500, 503};
 #define NSTATUS (sizeof(statuses) / sizeof(statuses[0]) + 1)
 
 #define REQUESTS "voucher_gateway_requests_total"

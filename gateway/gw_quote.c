@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gw_app.h"
+#include "gw_guard.h"
 #include "gw_metrics.h"
 #include "vc_error.h"
 #include "vc_log.h"
@@ -145,6 +146,20 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
     with_rules(q);
 }
 
+/* The guessing limits let the request on: look the code up. */
+static void lookup(void *arg)
+{
+    quote_t *q = arg;
+    int rc = gw_rules_get(q->app->rules, q->code, 0, &q->v, rules_cb, q);
+
+    if (rc == GW_RULES_PENDING)
+        return;
+    if (rc == 0)
+        with_rules(q);
+    else
+        rules_cb(q, rc, NULL);
+}
+
 void gw_quote_start(gw_app_t *app, gw_request_t *req, const char *code)
 {
     char err[256];
@@ -165,11 +180,7 @@ void gw_quote_start(gw_app_t *app, gw_request_t *req, const char *code)
     q->in = in;
     snprintf(q->code, sizeof(q->code), "%s", code);
     gw_app_keys(code, q->keys);
-    rc = gw_rules_get(app->rules, code, 0, &q->v, rules_cb, q);
-    if (rc == GW_RULES_PENDING)
-        return;
-    if (rc == 0)
-        with_rules(q);
-    else
-        rules_cb(q, rc, NULL);
+    /* A quote spends like a reservation: an unknown code costs the same try. */
+    if (gw_guard_enter(app, req, in.customer_id, code, lookup, q) == GW_GUARD_GO)
+        lookup(q);
 }

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "gw_app.h"
+#include "gw_guard.h"
 #include "gw_metrics.h"
 #include "gw_store.h"
 #include "vc_error.h"
@@ -652,6 +653,20 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
     with_rules(x);
 }
 
+/* The guessing limits let the request on: look the code up. */
+static void lookup(void *arg)
+{
+    reserve_t *x = arg;
+    int rc = gw_rules_get(x->app->rules, x->code, 0, &x->v, rules_cb, x);
+
+    if (rc == GW_RULES_PENDING)
+        return;
+    if (rc == 0)
+        with_rules(x);
+    else
+        rules_cb(x, rc, NULL);
+}
+
 void gw_reserve_start(gw_app_t *app, gw_request_t *req, const char *code)
 {
     char err[256];
@@ -673,11 +688,7 @@ void gw_reserve_start(gw_app_t *app, gw_request_t *req, const char *code)
     snprintf(x->code, sizeof(x->code), "%s", code);
     gw_app_keys(code, x->keys);
     gw_app_claim_key(in.order_id, x->claim_key);
-    rc = gw_rules_get(app->rules, code, 0, &x->v, rules_cb, x);
-    if (rc == GW_RULES_PENDING)
-        return;
-    if (rc == 0)
-        with_rules(x);
-    else
-        rules_cb(x, rc, NULL);
+    /* Before any lookup: an empty bucket gets 429 and learns nothing of the code. */
+    if (gw_guard_enter(app, req, in.customer_id, code, lookup, x) == GW_GUARD_GO)
+        lookup(x);
 }

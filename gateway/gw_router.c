@@ -702,6 +702,8 @@ const char *gw_status_text(int status)
         return "Content Too Large";
     case 422:
         return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
     case 431:
         return "Request Header Fields Too Large";
     case 500:

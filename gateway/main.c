@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "gw_config.h"
+#include "gw_guard.h"
 #include "gw_kafka.h"
 #include "gw_metrics.h"
 #include "gw_notify.h"
@@ -108,7 +109,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         return 2;
     }
     if (gw_kafka_check_settings(kafka_extra, err, sizeof(err)) != 0 ||
-        vc_pg_dsn_check(cfg.pg_dsn, err, sizeof(err)) != 0) {
+        vc_pg_dsn_check(cfg.pg_dsn, err, sizeof(err)) != 0 ||
+        gw_guard_configure(&cfg, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-gateway: %s\n", err);
         return 2;
     }

@@ -16,6 +16,12 @@ bin_writer=$VOUCHER_BUILD_DIR/writer/voucher-writer
 bin_reconciler=$VOUCHER_BUILD_DIR/reconciler/voucher-reconciler
 bin_load=$VOUCHER_BUILD_DIR/tests/tools/vc-load
 base_url="http://$VOUCHER_HTTP_ADDR"
+# The guessing limits (gw_guard.h) are off unless a test sets them: every test
+# of a run shares one Redis and one client address, so their 404s would add up
+# across tests (and the contract test makes hundreds) and turn a later test's
+# expected 404 into a 429. test_guessing_limits turns them on with its own flags.
+export VOUCHER_GUARD_CUSTOMER_TRIES=${VOUCHER_GUARD_CUSTOMER_TRIES:-0}
+export VOUCHER_GUARD_IP_TRIES=${VOUCHER_GUARD_IP_TRIES:-0}
 test_name=$(basename "$0" .sh)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/voucher-$test_name.XXXXXX")
 

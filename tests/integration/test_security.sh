@@ -13,7 +13,7 @@ hostport=${hostport%%/*}
 redis_user=sec_$RANDOM$RANDOM
 redis_pw=pw-$(head -c12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 # The ACL deploy/README.md recommends: the voucher keys only, nothing dangerous.
-rcli ACL SETUSER "$redis_user" on ">$redis_pw" '~voucher:*' '~voucher-order:*' resetchannels \
+rcli ACL SETUSER "$redis_user" on ">$redis_pw" '~voucher:*' '~voucher-order:*' '~guard:*' resetchannels \
   '+@all' '-@dangerous' >/dev/null
 trap 'rcli ACL DELUSER "$redis_user" >/dev/null 2>&1; finish' EXIT
 acl_url="redis://$redis_user:$redis_pw@$hostport/0"

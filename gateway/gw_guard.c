@@ -1,0 +1,488 @@
+/*
+ * Guessing limits: see gw_guard.h for the flow and proto/openapi.yaml
+ * ("Guessing limits") for what counts as a failed try.
+ */
+#include "gw_guard.h"
+
+#include <arpa/inet.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vc_error.h"
+#include "vc_log.h"
+#include "vc_metrics.h"
+#include "vc_time.h"
+
+/* ---- pure: bucket arithmetic ---- */
+
+void gw_guard_bucket_full(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms)
+{
+    b->level = r->tries * r->window_ms;
+    b->at_ms = now_ms;
+}
+
+void gw_guard_bucket_refill(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms)
+{
+    int64_t full = r->tries * r->window_ms;
+
+    if (now_ms > b->at_ms) {
+        /*
+         * Capped before multiplying (a bucket idle for years must not
+         * overflow) at the time the bucket takes to be full.
+         */
+        int64_t elapsed = now_ms - b->at_ms, to_full = (full - b->level) / r->tries + 1;
+        if (elapsed > to_full)
+            elapsed = to_full;
+        b->level += elapsed * r->tries;
+        b->at_ms = now_ms;
+    }
+    if (b->level > full)
+        b->level = full;
+}
+
+int gw_guard_bucket_take(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms,
+                         int64_t *retry_ms)
+{
+    gw_guard_bucket_refill(b, r, now_ms);
+    if (b->level >= r->window_ms) {
+        b->level -= r->window_ms;
+        *retry_ms = 0;
+        return 1;
+    }
+    /* The missing units arrive at tries a millisecond: round up to whole ms. */
+    *retry_ms = (r->window_ms - b->level + r->tries - 1) / r->tries;
+    if (*retry_ms < 1)
+        *retry_ms = 1;
+    return 0;
+}
+
+int gw_guard_bucket_check(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms,
+                          int64_t *retry_ms)
+{
+    gw_guard_bucket_t copy = *b;
+    return gw_guard_bucket_take(&copy, r, now_ms, retry_ms);
+}
+
+void gw_guard_bucket_spend(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms)
+{
+    int64_t floor = -GW_GUARD_MAX_DEBT * r->window_ms;
+
+    gw_guard_bucket_refill(b, r, now_ms);
+    b->level -= r->window_ms;
+    if (b->level < floor)
+        b->level = floor;
+}
+
+int64_t gw_guard_bucket_ttl_ms(const gw_guard_bucket_t *b, const gw_guard_rate_t *r)
+{
+    int64_t missing = r->tries * r->window_ms - b->level;
+    return missing <= 0 ? 0 : (missing + r->tries - 1) / r->tries;
+}
+
+int64_t gw_guard_retry_after_s(int64_t retry_ms)
+{
+    int64_t s = (retry_ms + 999) / 1000;
+    return s < 1 ? 1 : s;
+}
+
+/* ---- pure: addresses ---- */
+
+/* Parses text (len bytes, spaces around ignored) as IPv4 or IPv6; returns 4, 6, or 0. */
+static int parse_addr(const char *text, size_t len, unsigned char addr[16])
+{
+    char buf[64];
+
+    while (len && (*text == ' ' || *text == '\t')) {
+        text++;
+        len--;
+    }
+    while (len && (text[len - 1] == ' ' || text[len - 1] == '\t'))
+        len--;
+    if (len == 0 || len >= sizeof(buf))
+        return 0;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    if (inet_pton(AF_INET, buf, addr) == 1)
+        return 4;
+    if (inet_pton(AF_INET6, buf, addr) == 1) {
+        /* An IPv4-mapped address (::ffff:a.b.c.d, a dual-stack socket's peer) is IPv4. */
+        static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (memcmp(addr, mapped, 12) == 0) {
+            memmove(addr, addr + 12, 4);
+            return 4;
+        }
+        return 6;
+    }
+    return 0;
+}
+
+int gw_guard_proxies_parse(const char *list, gw_guard_proxies_t *out, char *err, size_t errlen)
+{
+    const char *p = list ? list : "";
+
+    memset(out, 0, sizeof(*out));
+    while (*p) {
+        const char *end = strchr(p, ','), *slash;
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char entry[80];
+        unsigned char addr[16];
+        int family, prefix, max;
+
+        snprintf(entry, sizeof(entry), "%.*s", (int)(len < 79 ? len : 79), p);
+        slash = memchr(p, '/', len);
+        family = parse_addr(p, slash ? (size_t)(slash - p) : len, addr);
+        max = family == 4 ? 32 : 128;
+        prefix = max;
+        if (slash) {
+            char *stop;
+            long v = strtol(slash + 1, &stop, 10);
+            while (*stop == ' ')
+                stop++;
+            if (stop == slash + 1 || stop != p + len || v < 0 || v > max)
+                family = 0;
+            prefix = (int)v;
+        }
+        if (len > 0 && strspn(entry, " \t") < strlen(entry)) {
+            if (!family) {
+                snprintf(err, errlen, "VOUCHER_TRUSTED_PROXIES: \"%s\" is not an address or CIDR",
+                         entry);
+                return VC_ERR_INVALID;
+            }
+            if (out->n == GW_GUARD_MAX_PROXIES) {
+                snprintf(err, errlen, "VOUCHER_TRUSTED_PROXIES: more than %d entries",
+                         GW_GUARD_MAX_PROXIES);
+                return VC_ERR_INVALID;
+            }
+            memcpy(out->net[out->n].addr, addr, sizeof(addr));
+            out->net[out->n].family = family;
+            out->net[out->n].prefix = prefix;
+            out->n++;
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+static int in_net(const unsigned char *a, const unsigned char *net, int prefix)
+{
+    int bytes = prefix / 8, bits = prefix % 8;
+
+    if (memcmp(a, net, (size_t)bytes) != 0)
+        return 0;
+    if (bits == 0)
+        return 1;
+    return ((a[bytes] ^ net[bytes]) & (0xff << (8 - bits))) == 0;
+}
+
+static int contains(const gw_guard_proxies_t *p, int family, const unsigned char *addr)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->net[i].family == family && in_net(addr, p->net[i].addr, p->net[i].prefix))
+            return 1;
+    return 0;
+}
+
+int gw_guard_proxies_contain(const gw_guard_proxies_t *p, const char *addr)
+{
+    unsigned char a[16];
+    int family = parse_addr(addr, strlen(addr), a);
+    return family && contains(p, family, a);
+}
+
+/* Writes the bucket name of an address: IPv4 as is, IPv6 as its /64. */
+static void bucket_name(int family, unsigned char *a, char out[GW_GUARD_ADDR_MAX])
+{
+    char text[INET6_ADDRSTRLEN];
+
+    if (family == 4) {
+        inet_ntop(AF_INET, a, out, GW_GUARD_ADDR_MAX);
+        return;
+    }
+    memset(a + 8, 0, 8);
+    inet_ntop(AF_INET6, a, text, sizeof(text));
+    snprintf(out, GW_GUARD_ADDR_MAX, "%.44s/64", text);
+}
+
+int gw_guard_client(const gw_guard_proxies_t *p, const char *peer, const char *forwarded_for,
+                    char out[GW_GUARD_ADDR_MAX])
+{
+    unsigned char a[16];
+    int family = peer ? parse_addr(peer, strlen(peer), a) : 0;
+    const char *end;
+
+    if (!family)
+        return VC_ERR_INVALID;
+    if (!forwarded_for || !contains(p, family, a)) {
+        bucket_name(family, a, out);
+        return 0;
+    }
+    /*
+     * From the right: each hop was appended by the proxy in front of it, so
+     * only hops behind trusted proxies are believed, and the first one that
+     * is not a trusted proxy is the client. Anything left of it may be forged.
+     */
+    end = forwarded_for + strlen(forwarded_for);
+    while (end > forwarded_for) {
+        const char *start = end;
+        unsigned char hop[16];
+        int hop_family;
+
+        while (start > forwarded_for && start[-1] != ',')
+            start--;
+        hop_family = parse_addr(start, (size_t)(end - start), hop);
+        if (hop_family == 0) {
+            if (strspn(start, " \t,") >= (size_t)(end - start)) {
+                end = start > forwarded_for ? start - 1 : start; /* an empty entry */
+                continue;
+            }
+            break; /* garbage: the client is the last hop believed (the peer or a proxy) */
+        }
+        memcpy(a, hop, 16);
+        family = hop_family;
+        if (!contains(p, family, a))
+            break;
+        end = start > forwarded_for ? start - 1 : start;
+    }
+    bucket_name(family, a, out);
+    return 0;
+}
+
+/* ---- the gateway's side ---- */
+
+static gw_guard_limits_t defaults = {.scope = "v"};
+static gw_guard_proxies_t proxies;
+static int guard_confirm_cancel; /* confirm and cancel are guarded (no VOUCHER_API_TOKEN) */
+static gw_guard_resolver_fn resolver;
+static vc_metric_t *refused_customer, *refused_ip, *spent, *errors;
+
+void gw_guard_set_resolver(gw_guard_resolver_fn fn)
+{
+    resolver = fn;
+}
+
+int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
+{
+    static const char help[] = "Guarded tries refused with 429 because a bucket was empty, by "
+                               "bucket kind.";
+
+    defaults.customer.tries = cfg->guard_customer_tries;
+    defaults.customer.window_ms = cfg->guard_customer_window_ms;
+    defaults.ip.tries = cfg->guard_ip_tries;
+    defaults.ip.window_ms = cfg->guard_ip_window_ms;
+    /*
+     * With an API token only the order service reaches confirm and cancel, and
+     * it knows its orderIds; without one they are open, and a 404 there is a
+     * guess at an orderId.
+     */
+    guard_confirm_cancel = !cfg->api_token || !cfg->api_token[0];
+    refused_customer = vc_counter("voucher_gateway_guard_refused_total", help,
+                                  "bucket=\"customer\"");
+    refused_ip = vc_counter("voucher_gateway_guard_refused_total", help, "bucket=\"ip\"");
+    spent = vc_counter("voucher_gateway_guard_failed_tries_total",
+                       "Failed tries (unknown codes and the like) that spent a token.", NULL);
+    errors = vc_counter("voucher_gateway_guard_errors_total",
+                        "Guarded requests let through because a bucket could not be run in Redis.",
+                        NULL);
+    return gw_guard_proxies_parse(cfg->trusted_proxies, &proxies, err, errlen);
+}
+
+enum { B_CUSTOMER, B_IP, B_COUNT };
+
+/*
+ * Per bucket: not used, waiting, a try is there, empty, Redis refused the
+ * script (an ACL, an error reply), Redis unreachable or late.
+ */
+enum { T_NONE, T_WAIT, T_CHECKED, T_EMPTY, T_ERROR, T_DOWN };
+
+/* A guarded request's state, in its arena (req->guard). */
+typedef struct {
+    gw_app_t *app;
+    gw_request_t *req;
+    gw_guard_cb cb;
+    void *arg;
+    int waiting;
+    int state[B_COUNT];
+    int64_t retry_ms;
+    int mark;  /* -1 not marked, 0 not a failure, 1 a failure */
+    int error; /* the rc of a failed bucket script, or 0 (a reply of the wrong shape) */
+    int settled;
+    gw_guard_rate_t rate[B_COUNT];
+    char key[B_COUNT][96];
+} guard_t;
+
+static int run_bucket(guard_t *g, int b, const char *op, gw_redis_cb cb, void *arg)
+{
+    char tries[24], window[24];
+    const char *keys[] = {g->key[b]};
+    const char *args[] = {op, tries, window};
+
+    snprintf(tries, sizeof(tries), "%lld", (long long)g->rate[b].tries);
+    snprintf(window, sizeof(window), "%lld", (long long)g->rate[b].window_ms);
+    return gw_redis_eval(g->app->redis, GW_SCRIPT_GUARD, cb, arg, 1, keys, 3, args);
+}
+
+/* Counts a bucket that could not be run, and says so at most every 10 s. */
+static void guard_error(guard_t *g)
+{
+    static _Atomic int64_t last_log_ms;
+    int64_t now = vc_time_mono_ms(), last = atomic_load(&last_log_ms);
+
+    vc_metric_add(errors, 1);
+    if (now - last >= 10000 && atomic_compare_exchange_strong(&last_log_ms, &last, now))
+        vc_warn("guessing limits not applied: a bucket could not be run in redis (%s); "
+                "an ACL user needs ~guard:* (deploy/README.md, \"Guessing limits\")",
+                g->error ? vc_strerror(g->error) : "unexpected reply");
+}
+
+static void decide(guard_t *g)
+{
+    char body[256], headers[64];
+    size_t len;
+    gw_request_t *req = g->req;
+
+    if (g->state[B_CUSTOMER] == T_DOWN || g->state[B_IP] == T_DOWN) {
+        /* Redis unreachable or late: the route needs it too; 503 for every code alike. */
+        g->settled = 1;
+        gw_app_reply_error(req, g->error, "redis: guessing limits");
+        return;
+    }
+    /*
+     * A bucket Redis refused to run (an ACL without ~guard:*, a script error)
+     * does not apply: the limits are a second line, and refusing every request
+     * for a configuration mistake would stop the shop.
+     */
+    for (int b = 0; b < B_COUNT; b++)
+        if (g->state[b] == T_ERROR) {
+            g->state[b] = T_NONE;
+            guard_error(g);
+        }
+    if (g->state[B_CUSTOMER] == T_EMPTY || g->state[B_IP] == T_EMPTY) {
+        if (g->state[B_CUSTOMER] == T_EMPTY)
+            vc_metric_add(refused_customer, 1);
+        if (g->state[B_IP] == T_EMPTY)
+            vc_metric_add(refused_ip, 1);
+        g->settled = 1;
+        len = gw_body_error(body, sizeof(body), "TOO_MANY_ATTEMPTS",
+                            "too many failed tries: retry after the time in Retry-After", NULL);
+        snprintf(headers, sizeof(headers), "Retry-After: %lld\r\n",
+                 (long long)gw_guard_retry_after_s(g->retry_ms));
+        gw_http_respond(req, 429, headers, body, len);
+        return;
+    }
+    g->cb(g->arg);
+}
+
+static void checked_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
+{
+    guard_t *g = arg;
+
+    if (rc != 0)
+        g->error = rc;
+    if (rc != 0 && rc != VC_ERR_PROTOCOL) {
+        g->state[b] = T_DOWN;
+    } else if (rc != 0 || reply->n < 2 || reply->item[0].type != GW_REDIS_INT ||
+        reply->item[1].type != GW_REDIS_INT) {
+        g->state[b] = T_ERROR;
+    } else if (reply->item[0].integer == 1) {
+        g->state[b] = T_CHECKED;
+    } else {
+        g->state[b] = T_EMPTY;
+        if (reply->item[1].integer > g->retry_ms)
+            g->retry_ms = reply->item[1].integer;
+    }
+    if (--g->waiting == 0)
+        decide(g);
+}
+
+static void customer_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    checked_cb(arg, rc, reply, B_CUSTOMER);
+}
+
+static void ip_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    checked_cb(arg, rc, reply, B_IP);
+}
+
+int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const char *code,
+                   gw_guard_cb cb, void *arg)
+{
+    gw_guard_limits_t limits = defaults;
+    char client[GW_GUARD_ADDR_MAX];
+    guard_t *g;
+    int rc;
+
+    if (customer_id == 0 && !guard_confirm_cancel)
+        return GW_GUARD_GO;
+    if (resolver && resolver(code, &defaults, &limits) != 1)
+        limits = defaults;
+    if (customer_id == 0)
+        limits.customer.tries = 0;
+    if (gw_guard_client(&proxies, req->peer, req->forwarded_for, client) != 0)
+        limits.ip.tries = 0; /* not from a socket (a unix one, in tests): no address */
+    if (limits.customer.tries <= 0 && limits.ip.tries <= 0)
+        return GW_GUARD_GO;
+    if (!(g = gw_request_alloc(req, sizeof(*g)))) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return GW_GUARD_PENDING;
+    }
+    g->app = app;
+    g->req = req;
+    g->cb = cb;
+    g->arg = arg;
+    g->mark = -1;
+    g->rate[B_CUSTOMER] = limits.customer;
+    g->rate[B_IP] = limits.ip;
+    snprintf(g->key[B_CUSTOMER], sizeof(g->key[0]), "guard:{cu:%s:%lld}", limits.scope,
+             (long long)customer_id);
+    snprintf(g->key[B_IP], sizeof(g->key[0]), "guard:{ip:%s:%s}", limits.scope, client);
+    req->guard = g;
+    /* Both sent before either answers: one round trip, pipelined on the worker's connection. */
+    g->waiting = 1; /* held until both are sent, so a synchronous answer cannot decide early */
+    for (int b = 0; b < B_COUNT; b++) {
+        static const gw_redis_cb cb_of[B_COUNT] = {customer_cb, ip_cb};
+
+        if (g->rate[b].tries <= 0)
+            continue;
+        g->waiting++;
+        g->state[b] = T_WAIT;
+        if ((rc = run_bucket(g, b, "check", cb_of[b], g)) != 0) {
+            g->waiting--;
+            g->error = rc;
+            g->state[b] = rc == VC_ERR_PROTOCOL ? T_ERROR : T_DOWN;
+        }
+    }
+    if (--g->waiting == 0)
+        decide(g);
+    return GW_GUARD_PENDING;
+}
+
+void gw_guard_mark(gw_request_t *req, int failed)
+{
+    guard_t *g = req->guard;
+    if (g)
+        g->mark = failed != 0;
+}
+
+void gw_guard_settle(gw_request_t *req, int status)
+{
+    guard_t *g = req ? req->guard : NULL;
+    int failed;
+
+    if (!g || g->settled)
+        return;
+    g->settled = 1;
+    failed = g->mark >= 0 ? g->mark : status == 404;
+    if (!failed)
+        return; /* nothing was taken: a success spends nothing */
+    /* Spent now, into debt if failures were in flight together (gw_guard.h). */
+    if (g->state[B_CUSTOMER] == T_CHECKED || g->state[B_IP] == T_CHECKED)
+        vc_metric_add(spent, 1);
+    for (int b = 0; b < B_COUNT; b++)
+        if (g->state[b] == T_CHECKED)
+            (void)run_bucket(g, b, "spend", gw_app_ignore_cb, NULL);
+}

@@ -1,0 +1,198 @@
+/*
+ * Guessing limits (issue 16, seeds decision 5): token buckets that only
+ * failed tries spend, one per customer and one per client IP, kept in Redis
+ * so that every gateway enforces the same allowance (common/lua/guard_bucket.lua,
+ * proto/redis-keys.md "Guessing limits").
+ *
+ * The flow of a guarded request (quote, reservation, confirm, cancel):
+ * 1. gw_guard_enter(), before the code is looked up: both buckets are checked
+ *    for a try, one read-only script each, pipelined in one round trip. An
+ *    empty bucket answers 429 TOO_MANY_ATTEMPTS with Retry-After at once
+ *    (nothing is looked up, so an empty bucket learns nothing).
+ * 2. The route answers as it always did.
+ * 3. gw_guard_settle(), from the observer of every answer: an answer that is
+ *    a failed try (404 on a guarded route, or marked with gw_guard_mark())
+ *    spends one try of each bucket; any other answer (a success, a sold-out
+ *    answer, a 503) spends nothing and writes nothing.
+ * Tries in flight: requests sent together all pass the check before any of
+ * them spends, so a spend may take a bucket below zero (debt, down to
+ * GW_GUARD_MAX_DEBT tries). The debt is paid before the next try: a guesser
+ * gets exactly the bucket's rate in the long run however many requests it
+ * sends at once, and honest requests in flight together (an office, a flash
+ * sale through one order service) are never refused for being in flight.
+ * Taking a try first and giving it back on success would bound a burst
+ * strictly, but refuses those honest requests and costs two writes per
+ * success on the hot path (measured: about half the reservations a second).
+ *
+ * The pure parts (bucket arithmetic, client address, CIDR lists) take
+ * values in and give decisions out; tests/unit/test_guard.c checks them.
+ */
+#ifndef GW_GUARD_H
+#define GW_GUARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gw_app.h"
+#include "gw_config.h"
+
+/* One bucket's allowance: tries failed tries per window_ms, refilled continuously. */
+typedef struct {
+    int64_t tries;     /* capacity; 0 turns the bucket off */
+    int64_t window_ms; /* time to refill from empty to full */
+} gw_guard_rate_t;
+
+#define GW_GUARD_SCOPE_MAX 24
+
+/*
+ * The limits that apply to one code: the two rates and the scope their
+ * buckets live in. The defaults (VOUCHER_GUARD_*) have scope "v"; a campaign
+ * with limits of its own uses its own scope ("c<ID>"), so its buckets are
+ * separate ones (proto/redis-keys.md).
+ */
+typedef struct {
+    gw_guard_rate_t customer;
+    gw_guard_rate_t ip;
+    char scope[GW_GUARD_SCOPE_MAX]; /* [a-z0-9]+ */
+} gw_guard_limits_t;
+
+/*
+ * The per-campaign override hook: given the code of the path (as the router
+ * validated it, before any lookup) and the defaults, fills *limits with the
+ * limits of the code's campaign and returns 1, or returns 0 to keep the
+ * defaults. It runs on a worker's loop for every guarded request, so it must
+ * answer from memory (a campaign is known by its prefix, and prefixes never
+ * overlap: proto/campaigns.md). Registered once at start-up, before the
+ * workers run.
+ */
+typedef int (*gw_guard_resolver_fn)(const char *code, const gw_guard_limits_t *defaults,
+                                    gw_guard_limits_t *limits);
+void gw_guard_set_resolver(gw_guard_resolver_fn fn);
+
+/* ---- pure: bucket arithmetic (mirrored by common/lua/guard_bucket.lua) ---- */
+
+/*
+ * A bucket's level is kept in units of 1/tries of a millisecond's refill:
+ * full is tries * window_ms, one try costs window_ms, and each millisecond
+ * adds tries. All integers, so the C and the Lua agree to the unit (exact
+ * in Lua's doubles: at most 100,000 tries and 24 h a window, so the level
+ * stays within 2^53). Only spend() takes the level below zero (debt).
+ */
+typedef struct {
+    int64_t level; /* -GW_GUARD_MAX_DEBT * window_ms .. tries * window_ms (full) */
+    int64_t at_ms; /* when level was computed */
+} gw_guard_bucket_t;
+
+/* A bucket never seen (or expired in Redis): full as of now_ms. */
+void gw_guard_bucket_full(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms);
+
+/* Refills b to now_ms (a clock that went back refills nothing). */
+void gw_guard_bucket_refill(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms);
+
+/*
+ * Takes one try at now_ms. Returns 1 taken, or 0 when the bucket is empty,
+ * with *retry_ms set to the milliseconds until the next whole try (>= 1).
+ * (The gateway only checks and spends; check() is take() on a copy.)
+ */
+int gw_guard_bucket_take(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms,
+                         int64_t *retry_ms);
+
+/*
+ * Whether a try could be taken at now_ms (1, or 0 with *retry_ms), without
+ * taking it: b is not changed.
+ */
+int gw_guard_bucket_check(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms,
+                          int64_t *retry_ms);
+
+/* How many tries a bucket may owe (gw_guard_bucket_spend()). */
+#define GW_GUARD_MAX_DEBT 1000000
+
+/*
+ * Spends one try at now_ms even if none is left: the level may go below zero,
+ * down to GW_GUARD_MAX_DEBT tries owed (at 5 an hour, 23 years: in effect,
+ * every failure is paid for).
+ */
+void gw_guard_bucket_spend(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms);
+
+/* Milliseconds until b is full again: the TTL its Redis key gets (0: full, deleted). */
+int64_t gw_guard_bucket_ttl_ms(const gw_guard_bucket_t *b, const gw_guard_rate_t *r);
+
+/* Retry-After in whole seconds for retry_ms (rounded up, at least 1). */
+int64_t gw_guard_retry_after_s(int64_t retry_ms);
+
+/* ---- pure: the client's address ---- */
+
+/* A CIDR list, VOUCHER_TRUSTED_PROXIES parsed. */
+#define GW_GUARD_MAX_PROXIES 32
+typedef struct {
+    int n;
+    struct {
+        int family; /* 4 or 6 */
+        int prefix;
+        unsigned char addr[16];
+    } net[GW_GUARD_MAX_PROXIES];
+} gw_guard_proxies_t;
+
+/*
+ * Parses a comma-separated list of CIDRs ("10.0.0.0/8, ::1/128"; a bare
+ * address is a /32 or /128). "" is the empty list. Returns 0, or
+ * VC_ERR_INVALID with err naming the entry.
+ */
+int gw_guard_proxies_parse(const char *list, gw_guard_proxies_t *out, char *err, size_t errlen);
+
+/* Whether addr (text) is inside one of the list's networks; an unparsable addr is not. */
+int gw_guard_proxies_contain(const gw_guard_proxies_t *p, const char *addr);
+
+#define GW_GUARD_ADDR_MAX 56
+
+/*
+ * The client's address for the IP bucket, written to out as the bucket's
+ * name: the socket peer; or, when the peer is a trusted proxy, the
+ * right-most hop of forwarded_for (X-Forwarded-For, may be NULL) that is not
+ * itself trusted (a hop that does not parse stops the walk: it is taken as
+ * the client, so a forged value cannot hide behind it). IPv4 is written as
+ * is; IPv6 as its /64 ("2001:db8:1:2::/64"): one home or phone gets one /64.
+ * Returns 0, or VC_ERR_INVALID when peer is not an address.
+ */
+int gw_guard_client(const gw_guard_proxies_t *p, const char *peer, const char *forwarded_for,
+                    char out[GW_GUARD_ADDR_MAX]);
+
+/* ---- the gateway's side (I/O) ---- */
+
+/*
+ * Loads the defaults and the trusted proxies from cfg; once at start-up.
+ * Returns 0, or VC_ERR_INVALID with err (a bad VOUCHER_TRUSTED_PROXIES).
+ */
+int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen);
+
+#define GW_GUARD_GO 0      /* the caller goes on now; cb never runs */
+#define GW_GUARD_PENDING 1 /* cb runs exactly once later, or the guard answered req itself */
+
+typedef void (*gw_guard_cb)(void *arg);
+
+/*
+ * Checks the buckets of customer_id (0: none, as on confirm and cancel) and
+ * of the client for a try, for code. Returns GW_GUARD_GO when no bucket
+ * applies (all turned off), or GW_GUARD_PENDING: then either cb(arg) runs
+ * once (a try is there in each bucket, or Redis refused to run a bucket's
+ * script: it does not apply), or the guard answered req (429; 503 when Redis
+ * is unreachable or late) and cb never runs. app is borrowed.
+ */
+int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const char *code,
+                   gw_guard_cb cb, void *arg);
+
+/*
+ * Marks req's answer as a failed try whatever its status (a campaign's answer
+ * that is not a 404 but reveals a code, say), or, with failed 0, as not one
+ * even if it is a 404. Call before answering; no effect on an unguarded req.
+ */
+void gw_guard_mark(gw_request_t *req, int failed);
+
+/*
+ * Settles req once its answer is status (called by the observer,
+ * gw_app_observe): a failed try spends one try of each bucket checked,
+ * anything else spends nothing.
+ */
+void gw_guard_settle(gw_request_t *req, int status);
+
+#endif

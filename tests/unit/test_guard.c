@@ -1,0 +1,231 @@
+/*
+ * gw_guard's pure parts: the token bucket's arithmetic (the same as
+ * common/lua/guard_take.lua's), the trusted-proxy list, and which address a
+ * request is counted against.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_guard.h"
+#include "vc_error.h"
+
+static const gw_guard_rate_t hourly5 = {5, 3600000};
+
+/* Fills b at now_ms and takes every try of it: each one is there, and then none. */
+static void drain(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms)
+{
+    int64_t retry = -1;
+
+    gw_guard_bucket_full(b, r, now_ms);
+    for (int i = 0; i < r->tries; i++) {
+        ck_assert_int_eq(gw_guard_bucket_take(b, r, now_ms, &retry), 1);
+        ck_assert_int_eq(retry, 0);
+    }
+    ck_assert_int_eq(gw_guard_bucket_take(b, r, now_ms, &retry), 0);
+}
+
+/* Five failed tries, then the sixth is refused with the time to the next token. */
+START_TEST(bucket_five_then_empty_with_retry)
+{
+    gw_guard_bucket_t b;
+    int64_t retry = -1;
+
+    drain(&b, &hourly5, 1000);
+    ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, 1000, &retry), 0);
+    /* One try in 3600/5 = 720 s. */
+    ck_assert_int_eq(retry, 720000);
+    ck_assert_int_eq(gw_guard_retry_after_s(retry), 720);
+    /* Half-way there, half the wait is left; a refusal spends nothing. */
+    ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, 1000 + 360000, &retry), 0);
+    ck_assert_int_eq(retry, 360000);
+    ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, 1000 + 720000, &retry), 1);
+    ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, 1000 + 720000, &retry), 0);
+}
+END_TEST
+
+/* A check takes nothing: a success (checked, never spent) spends nothing. */
+START_TEST(bucket_check_takes_nothing)
+{
+    gw_guard_bucket_t b;
+    int64_t retry;
+
+    gw_guard_bucket_full(&b, &hourly5, 0);
+    for (int i = 0; i < 4; i++)
+        gw_guard_bucket_spend(&b, &hourly5, 0); /* four typos */
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(gw_guard_bucket_check(&b, &hourly5, 0, &retry), 1); /* successes */
+    gw_guard_bucket_spend(&b, &hourly5, 0); /* the fifth typo */
+    ck_assert_int_eq(gw_guard_bucket_check(&b, &hourly5, 0, &retry), 0);
+    ck_assert_int_eq(b.level, 0);
+    ck_assert_int_eq(gw_guard_bucket_ttl_ms(&b, &hourly5), 3600000);
+}
+END_TEST
+
+/* Continuous refill, no lockout: full again after one window, never more than full. */
+START_TEST(bucket_refills_continuously_and_caps)
+{
+    gw_guard_bucket_t b;
+    int64_t retry;
+
+    drain(&b, &hourly5, 0);
+    ck_assert_int_eq(gw_guard_bucket_ttl_ms(&b, &hourly5), 3600000);
+    /* Years later: full, not overflowed. */
+    gw_guard_bucket_refill(&b, &hourly5, 1000LL * 3600000 * 24 * 365);
+    ck_assert_int_eq(b.level, 5 * 3600000LL);
+    drain(&b, &hourly5, b.at_ms);
+    /* A clock that goes back refills nothing and takes nothing. */
+    ck_assert_int_eq(gw_guard_bucket_take(&b, &hourly5, b.at_ms - 5000000, &retry), 0);
+}
+END_TEST
+
+/*
+ * The IP bucket: checked before, spent after a failure, into debt when
+ * failures were in flight together; the debt is paid before the next try.
+ */
+START_TEST(bucket_check_and_spend_with_debt)
+{
+    const gw_guard_rate_t r = {4, 1000}; /* one try each 250 ms */
+    gw_guard_bucket_t b;
+    int64_t retry;
+
+    gw_guard_bucket_full(&b, &r, 0);
+    /* Ten failures in flight at once: each saw a try there. */
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(gw_guard_bucket_check(&b, &r, 0, &retry), 1);
+    ck_assert_int_eq(b.level, 4000); /* checking takes nothing */
+    for (int i = 0; i < 10; i++)
+        gw_guard_bucket_spend(&b, &r, 0);
+    ck_assert_int_eq(b.level, -6000); /* 6 tries owed */
+    ck_assert_int_eq(gw_guard_bucket_check(&b, &r, 0, &retry), 0);
+    ck_assert_int_eq(retry, 1750); /* 7 tries to refill: the 6 owed and the next */
+    ck_assert_int_eq(gw_guard_bucket_check(&b, &r, 1749, &retry), 0);
+    ck_assert_int_eq(gw_guard_bucket_check(&b, &r, 1750, &retry), 1);
+    ck_assert_int_eq(gw_guard_bucket_ttl_ms(&b, &r), 2500);
+    /* The debt has a floor: GW_GUARD_MAX_DEBT tries. */
+    b.level = -(GW_GUARD_MAX_DEBT - 1) * 1000LL;
+    gw_guard_bucket_spend(&b, &r, 0);
+    gw_guard_bucket_spend(&b, &r, 0);
+    ck_assert_int_eq(b.level, -GW_GUARD_MAX_DEBT * 1000LL);
+    /* And a bucket idle long enough is full again, even from the deepest debt. */
+    gw_guard_bucket_refill(&b, &r, 1000000000);
+    ck_assert_int_eq(b.level, 4000);
+}
+END_TEST
+
+/* Uneven rates round the wait up to whole milliseconds and seconds. */
+START_TEST(bucket_retry_rounds_up)
+{
+    const gw_guard_rate_t r = {3, 1000}; /* one try each 333.3 ms */
+    gw_guard_bucket_t b;
+    int64_t retry;
+
+    drain(&b, &r, 0);
+    ck_assert_int_eq(gw_guard_bucket_take(&b, &r, 0, &retry), 0);
+    ck_assert_int_eq(retry, 334);
+    ck_assert_int_eq(gw_guard_retry_after_s(retry), 1);
+    ck_assert_int_eq(gw_guard_bucket_take(&b, &r, 333, &retry), 0);
+    ck_assert_int_eq(retry, 1);
+    ck_assert_int_eq(gw_guard_bucket_take(&b, &r, 334, &retry), 1);
+    ck_assert_int_eq(gw_guard_retry_after_s(1001), 2);
+}
+END_TEST
+
+START_TEST(proxies_parse_and_contain)
+{
+    gw_guard_proxies_t p;
+    char err[128];
+
+    ck_assert_int_eq(gw_guard_proxies_parse("", &p, err, sizeof(err)), 0);
+    ck_assert_int_eq(p.n, 0);
+    ck_assert_int_eq(gw_guard_proxies_parse(" 10.0.0.0/8, 192.168.1.7 ,2001:db8::/32,", &p, err,
+                                            sizeof(err)),
+                     0);
+    ck_assert_int_eq(p.n, 3);
+    ck_assert(gw_guard_proxies_contain(&p, "10.200.3.4"));
+    ck_assert(!gw_guard_proxies_contain(&p, "11.0.0.1"));
+    ck_assert(gw_guard_proxies_contain(&p, "192.168.1.7"));
+    ck_assert(!gw_guard_proxies_contain(&p, "192.168.1.8"));
+    ck_assert(gw_guard_proxies_contain(&p, "2001:db8:ffff::1"));
+    ck_assert(!gw_guard_proxies_contain(&p, "2001:db9::1"));
+    ck_assert(gw_guard_proxies_contain(&p, "::ffff:10.1.1.1")); /* IPv4-mapped */
+    ck_assert(!gw_guard_proxies_contain(&p, "not-an-ip"));
+    ck_assert_int_eq(gw_guard_proxies_parse("10.0.0.0/33", &p, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert(strstr(err, "10.0.0.0/33"));
+    ck_assert_int_eq(gw_guard_proxies_parse("10.0.0.0/", &p, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_int_eq(gw_guard_proxies_parse("proxy.example", &p, err, sizeof(err)),
+                     VC_ERR_INVALID);
+    ck_assert_int_eq(gw_guard_proxies_parse("10.0.0.0/8x", &p, err, sizeof(err)), VC_ERR_INVALID);
+    /* More entries than the list holds: refused, nothing written past it. */
+    {
+        char many[40 * 16] = "";
+        for (int i = 0; i < GW_GUARD_MAX_PROXIES + 1; i++)
+            strcat(many, "10.0.0.1/32,");
+        ck_assert_int_eq(gw_guard_proxies_parse(many, &p, err, sizeof(err)), VC_ERR_INVALID);
+        ck_assert(strstr(err, "more than"));
+    }
+}
+END_TEST
+
+/* The socket peer, or the right-most untrusted hop behind trusted proxies; IPv6 by /64. */
+START_TEST(client_address)
+{
+    static const struct {
+        const char *peer, *xff, *want;
+    } cases[] = {
+        {"203.0.113.9", NULL, "203.0.113.9"},
+        /* An untrusted peer's X-Forwarded-For is ignored: it could be forged. */
+        {"203.0.113.9", "198.51.100.1", "203.0.113.9"},
+        /* A trusted proxy: the hop it appended. */
+        {"10.0.0.5", "198.51.100.1", "198.51.100.1"},
+        /* The client forged a left part: only the right-most untrusted hop counts. */
+        {"10.0.0.5", "1.2.3.4, 198.51.100.1", "198.51.100.1"},
+        /* Two trusted proxies in a row. */
+        {"10.0.0.5", "198.51.100.1, 10.0.0.7", "198.51.100.1"},
+        /* Only trusted hops: the left-most of them. */
+        {"10.0.0.5", "10.0.0.8, 10.0.0.7", "10.0.0.8"},
+        /* Garbage stops the walk at the last hop believed. */
+        {"10.0.0.5", "198.51.100.1, junk", "10.0.0.5"},
+        {"10.0.0.5", "", "10.0.0.5"},
+        {"10.0.0.5", " , ", "10.0.0.5"},
+        /* IPv6: the /64. */
+        {"2001:db8:1:2:3:4:5:6", NULL, "2001:db8:1:2::/64"},
+        {"10.0.0.5", "2001:db8:1:2::99", "2001:db8:1:2::/64"},
+        {"::ffff:203.0.113.9", NULL, "203.0.113.9"},
+    };
+    gw_guard_proxies_t p;
+    char err[128], out[GW_GUARD_ADDR_MAX];
+
+    ck_assert_int_eq(gw_guard_proxies_parse("10.0.0.0/8", &p, err, sizeof(err)), 0);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ck_assert_int_eq(gw_guard_client(&p, cases[i].peer, cases[i].xff, out), 0);
+        ck_assert_msg(strcmp(out, cases[i].want) == 0, "case %zu: got %s, want %s", i, out,
+                      cases[i].want);
+    }
+    ck_assert_int_eq(gw_guard_client(&p, NULL, NULL, out), VC_ERR_INVALID);
+    ck_assert_int_eq(gw_guard_client(&p, "", "1.2.3.4", out), VC_ERR_INVALID);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("guard");
+    TCase *tc = tcase_create("guard");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_test(tc, bucket_five_then_empty_with_retry);
+    tcase_add_test(tc, bucket_check_takes_nothing);
+    tcase_add_test(tc, bucket_refills_continuously_and_caps);
+    tcase_add_test(tc, bucket_retry_rounds_up);
+    tcase_add_test(tc, bucket_check_and_spend_with_debt);
+    tcase_add_test(tc, proxies_parse_and_contain);
+    tcase_add_test(tc, client_address);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
