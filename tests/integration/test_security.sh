@@ -131,8 +131,8 @@ denied() { # ROLE SQL DESCRIPTION: the statement fails for want of a privilege
 }
 denied voucher_gateway "UPDATE voucher SET used_count = 0 WHERE code = '$code'" \
   "the gateway's role cannot UPDATE used_count"
-denied voucher_gateway "SELECT order_id, customer_id FROM voucher_redemption" \
-  "the gateway's role cannot read redemptions (only their code and status, for the remaining rule)"
+denied voucher_gateway "UPDATE voucher_redemption SET status = 'RELEASED' WHERE voucher_code = '$code'" \
+  "the gateway's role cannot change redemptions (it reads one for the support lookup, 012)"
 denied voucher_gateway "SELECT wr_apply_events('{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}')" \
   "the gateway's role cannot run the writer's functions"
 denied voucher_writer "ALTER TABLE voucher DROP CONSTRAINT ck_used" \
