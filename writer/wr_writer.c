@@ -11,6 +11,7 @@
 #include "vc_metrics.h"
 #include "vc_time.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,22 +470,36 @@ static int next_deadline(const wr_writer_t *w, int64_t now, int cap)
     return t < 0 ? 0 : (int)t;
 }
 
-/* Takes the results that came (waiting at most timeout_ms for one); returns how many lanes are still in flight. */
+/*
+ * Takes the results that came, waiting at most timeout_ms for one when none
+ * had: on every lane in flight at once, so the first lane done is served
+ * first. Returns how many lanes are still in flight.
+ */
 static size_t take_results(wr_writer_t *w, int timeout_ms)
 {
-    size_t busy = 0;
-    int waited = 0;
+    struct pollfd fds[WR_LANES_MAX];
+    size_t busy = 0, done = 0, nfds = 0;
 
     for (size_t i = 0; i < w->nlanes; i++) {
         wr_lane_t *l = &w->lanes[i];
         if (!l->in_flight)
             continue;
-        /* The first busy lane waits; the others are only looked at. */
-        if (wr_pg_wait(l->pg, waited ? 0 : timeout_ms))
+        if (wr_pg_wait(l->pg, 0)) {
             complete_batch(w, l);
-        else
+            done++;
+        } else {
+            fds[nfds++] = (struct pollfd){.fd = wr_pg_socket(l->pg), .events = POLLIN};
             busy++;
-        waited = 1;
+        }
+    }
+    if (done || !busy || timeout_ms <= 0 || poll(fds, nfds, timeout_ms) <= 0)
+        return busy;
+    busy = 0;
+    for (size_t i = 0; i < w->nlanes; i++) {
+        wr_lane_t *l = &w->lanes[i];
+        if (l->in_flight && wr_pg_wait(l->pg, 0))
+            complete_batch(w, l);
+        busy += l->in_flight ? 1 : 0;
     }
     return busy;
 }
