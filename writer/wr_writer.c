@@ -148,7 +148,8 @@ static void on_revoke(void *ctx, const int32_t *partitions, size_t n)
 
 /*
  * Polls once and queues what came in its partition's lane. Returns 1 when a
- * message came, 0 when none did, or VC_ERR_IO / VC_ERR_NOMEM.
+ * message came, 2 when it filled its lane (two batches queued), 0 when none
+ * came, or VC_ERR_IO / VC_ERR_NOMEM.
  */
 static int poll_one(wr_writer_t *w, int timeout_ms)
 {
@@ -168,7 +169,7 @@ static int poll_one(wr_writer_t *w, int timeout_ms)
         l->first_at = vc_time_mono_ms();
     /* Decoding is pure and done once; a malformed event is poison from here on. */
     wr_msg_decode(slot);
-    return 1;
+    return l->queue.len >= 2 * (size_t)w->cfg->batch ? 2 : 1;
 }
 
 static void check_health(wr_writer_t *w);
@@ -444,9 +445,9 @@ static void check_health(wr_writer_t *w)
  * retry waiting, and a full batch queued or its first event lingered long
  * enough (a retry sends at once what is left).
  */
-static int lane_ready(const wr_writer_t *w, const wr_lane_t *l, int64_t now, int stopping)
+static int lane_ready(const wr_writer_t *w, const wr_lane_t *l, int64_t now)
 {
-    if (l->in_flight || l->queue.len == 0 || stopping)
+    if (l->in_flight || l->queue.len == 0)
         return 0;
     if (l->retry_at)
         return now >= l->retry_at;
@@ -528,7 +529,7 @@ static int loop(wr_writer_t *w, atomic_int *stop)
         now = vc_time_mono_ms();
         for (size_t i = 0; i < w->nlanes; i++) {
             wr_lane_t *l = &w->lanes[i];
-            if (lane_ready(w, l, now, 0)) {
+            if (lane_ready(w, l, now)) {
                 size_t n = l->queue.len < batch ? l->queue.len : batch;
                 if (send_batch(w, l, n) != 0)
                     schedule_retry(w, l);
@@ -542,8 +543,16 @@ static int loop(wr_writer_t *w, atomic_int *stop)
             take_results(w, WR_OVERLAP_WAIT_MS);
             continue;
         }
-        /* Paused, Kafka still is polled: it serves rebalances and keeps us in the group. */
-        if ((rc = poll_one(w, busy ? 0 : next_deadline(w, now, WR_POLL_MS))) < 0)
+        /*
+         * What Kafka has at hand is taken (up to a batch, or until a lane is
+         * full) before PostgreSQL is looked at again: one look per event
+         * would cost a read on every lane's socket per event. Paused, Kafka
+         * still is polled: it serves rebalances and keeps us in the group.
+         */
+        rc = poll_one(w, busy ? 0 : next_deadline(w, now, WR_POLL_MS));
+        for (size_t got = 1; rc == 1 && got < batch; got++)
+            rc = poll_one(w, 0);
+        if (rc < 0)
             break;
         if (rc == 0 && busy)
             take_results(w, WR_OVERLAP_WAIT_MS);
