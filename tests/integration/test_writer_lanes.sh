@@ -17,7 +17,8 @@ new_voucher "$b" 10
 deploy_kafka() { "$VOUCHER_SOURCE_DIR/deploy/stack" kafka org.apache.kafka.tools.TopicCommand --bootstrap-server "$VOUCHER_KAFKA_BROKERS" "$@"; }
 deploy_kafka --create --topic "$topic" --partitions 4 --replication-factor 1 >/dev/null ||
   { echo "Bail out! cannot create topic $topic"; exit 1; }
-trap 'deploy_kafka --delete --topic "$topic" >/dev/null 2>&1; finish' EXIT
+# The writer stops before its topic goes (a writer whose topic vanished waits out its shutdown timeout).
+trap 'stop_daemons; deploy_kafka --delete --topic "$topic" >/dev/null 2>&1; finish' EXIT
 
 event() { # CODE ORDER CUSTOMER
   printf '{"type":"VoucherReserved","version":1,"code":"%s","customerId":%d,"orderId":"%s","discountAmount":100000,"orderAmount":500000,"reservedAt":"%s","heldUntil":"%s"}' \
