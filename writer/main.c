@@ -80,6 +80,9 @@ static const vc_cfg_param_t params[] = {
      "most events applied in one transaction"},
     {"linger", "VOUCHER_WRITER_LINGER_MS", VC_CFG_MS, "20ms", CFG(linger_ms), 0, 60000,
      "longest wait for a batch to fill"},
+    {"lanes", "VOUCHER_WRITER_LANES", VC_CFG_INT, "4", CFG(lanes), 1, 64,
+     "apply lanes: PostgreSQL sessions applying batches side by side, each for its share of the "
+     "partitions (partition % lanes), in partition order"},
     {"backoff-max", "VOUCHER_WRITER_BACKOFF_MAX_MS", VC_CFG_MS, "5s", CFG(backoff_max_ms), 10,
      600000, "longest wait between retries of a batch after a transient failure"},
     {"session-timeout", "VOUCHER_WRITER_SESSION_TIMEOUT_MS", VC_CFG_MS, "10s",

@@ -524,6 +524,11 @@ int wr_pg_wait(wr_pg_t *pg, int timeout_ms)
     return !PQconsumeInput(pg->conn) || !PQisBusy(pg->conn);
 }
 
+int wr_pg_socket(const wr_pg_t *pg)
+{
+    return pg->in_flight && pg->conn ? PQsocket(pg->conn) : -1;
+}
+
 int wr_pg_finish(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen)
 {
     char first[WR_ERR_MAX];

@@ -60,6 +60,8 @@ int wr_pg_check(wr_pg_t *pg, char *err, size_t errlen);
 
 int wr_pg_send(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen);
 int wr_pg_wait(wr_pg_t *pg, int timeout_ms);
+/* The socket a result in flight comes on (to wait on several adapters at once), or -1. */
+int wr_pg_socket(const wr_pg_t *pg);
 int wr_pg_finish(wr_pg_t *pg, wr_msg_t **msgs, size_t n, char *err, size_t errlen);
 
 /*

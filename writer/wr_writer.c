@@ -11,6 +11,7 @@
 #include "vc_metrics.h"
 #include "vc_time.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,36 +19,52 @@
 #define WR_POLL_MS 100          /* longest a poll blocks, so a stop is seen quickly */
 #define WR_BACKOFF_FIRST_MS 100 /* first wait after a transient failure */
 #define WR_STATS_EVERY_MS 10000
-#define WR_OVERLAP_WAIT_MS 2 /* while a batch is in flight and Kafka has nothing: wait on PostgreSQL */
+#define WR_OVERLAP_WAIT_MS 2 /* while batches are in flight and Kafka has nothing: wait on PostgreSQL */
+#define WR_LANES_MAX 64
 
-/* The writer's series in the metrics registry, created once. */
-/* How often the PostgreSQL session and the group membership are checked for /readyz. */
+/* How often the PostgreSQL sessions and the group membership are checked for /readyz. */
 #define WR_HEALTH_MS 1000
 
+/* The writer's series in the metrics registry, created once. */
 typedef struct {
     vc_metric_t *applied, *noops, *early, *tombstones, *dead_letters;
     vc_metric_t *batches, *retries, *queued, *batch_seconds, *batch_events, *lag;
 } wr_metrics_t;
+
+/*
+ * An apply lane: one PostgreSQL session and the queue of the partitions it
+ * owns (partition % lanes). A partition's events stay in one lane, so their
+ * order holds; lanes apply their batches side by side, each in its own
+ * transaction, and a lane's offsets are stored only when its own batch
+ * committed. A voucher's events share a partition (the code is the key), so
+ * two lanes never update the same voucher row.
+ */
+typedef struct {
+    wr_pg_t *pg;
+    wr_queue_t queue;
+    size_t in_flight; /* events of the batch sent to PostgreSQL, result not taken yet */
+    int64_t sent_at;  /* monotonic ms the batch in flight was sent */
+    int64_t first_at; /* monotonic ms the lane's queue last went from empty to not (linger) */
+    int64_t backoff_ms;
+    int64_t retry_at; /* monotonic ms; 0 when no retry is pending */
+    int pg_ok;        /* the last health check of the session */
+} wr_lane_t;
 
 typedef struct {
     const wr_config_t *cfg;
     wr_health_t *health;
     wr_metrics_t metrics;
     wr_kafka_t *kafka;
-    wr_pg_t *pg;
-    wr_queue_t queue;
-    wr_msg_t **sql;  /* the decoded messages of the batch in hand */
+    wr_lane_t *lanes;
+    size_t nlanes;
+    wr_msg_t **sql;  /* the decoded messages of the batch in hand (one lane at a time) */
     wr_msg_t **dead; /* the ones to dead-letter */
     wr_position_t *positions;
     wr_stats_t stats;
     int paused;
-    size_t in_flight;      /* events of the batch sent to PostgreSQL, result not taken yet */
-    int64_t sent_at;       /* monotonic ms the batch in flight was sent */
-    int64_t backoff_ms;
-    int64_t retry_at; /* monotonic ms; 0 when no retry is pending */
     uint64_t last_events;
     int64_t last_stats_at;
-    int64_t health_at; /* when the PostgreSQL session and the group were last looked at */
+    int64_t health_at; /* when the PostgreSQL sessions and the group were last looked at */
     int64_t last_lag_at;
 } wr_writer_t;
 
@@ -90,72 +107,72 @@ static int is_revoked(void *ctx, int32_t partition)
     return 0;
 }
 
-static void complete_batch(wr_writer_t *w);
+/* The lane owning partition p. */
+static wr_lane_t *lane_of(wr_writer_t *w, int32_t p)
+{
+    return &w->lanes[(size_t)(p < 0 ? 0 : p) % w->nlanes];
+}
+
+static size_t queued_total(const wr_writer_t *w)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < w->nlanes; i++)
+        n += w->lanes[i].queue.len;
+    return n;
+}
+
+static void complete_batch(wr_writer_t *w, wr_lane_t *l);
 
 /*
  * wr_revoke_cb: unapplied messages of lost partitions are read again by their
- * next owner. A batch in flight is finished first (its offsets are then
- * stored, and committed right after this), and the queue cannot be compacted
- * under it.
+ * next owner. Batches in flight are finished first (their offsets are then
+ * stored, and committed right after this), and a queue cannot be compacted
+ * under its batch.
  */
 static void on_revoke(void *ctx, const int32_t *partitions, size_t n)
 {
     wr_writer_t *w = ctx;
     wr_revoked_t r = {partitions, n};
-    size_t dropped;
+    size_t dropped = 0;
 
-    if (w->in_flight)
-        complete_batch(w);
-    dropped = wr_queue_drop_partitions(&w->queue, is_revoked, &r);
+    for (size_t i = 0; i < w->nlanes; i++)
+        if (w->lanes[i].in_flight)
+            complete_batch(w, &w->lanes[i]);
+    for (size_t i = 0; i < w->nlanes; i++)
+        dropped += wr_queue_drop_partitions(&w->lanes[i].queue, is_revoked, &r);
 
     if (dropped)
         vc_info("dropped %zu unapplied events of revoked partitions", dropped);
 }
 
-/* Polls once and queues what came. Returns 0, or VC_ERR_IO / VC_ERR_NOMEM. */
+/*
+ * Polls once and queues what came in its partition's lane. Returns 1 when a
+ * message came, 2 when it filled its lane (two batches queued), 0 when none
+ * came, or VC_ERR_IO / VC_ERR_NOMEM.
+ */
 static int poll_one(wr_writer_t *w, int timeout_ms)
 {
     wr_msg_t m, *slot;
+    wr_lane_t *l;
     int rc = wr_kafka_poll(w->kafka, timeout_ms, &m);
 
     if (rc <= 0)
         return rc;
-    if (!(slot = wr_queue_push(&w->queue))) {
+    l = lane_of(w, m.partition);
+    if (!(slot = wr_queue_push(&l->queue))) {
         wr_kafka_msg_release(m.handle);
         return VC_ERR_NOMEM;
     }
     *slot = m;
+    if (l->queue.len == 1)
+        l->first_at = vc_time_mono_ms();
     /* Decoding is pure and done once; a malformed event is poison from here on. */
     wr_msg_decode(slot);
-    return 0;
+    return l->queue.len >= 2 * (size_t)w->cfg->batch ? 2 : 1;
 }
 
 static void check_health(wr_writer_t *w);
-
-/* Polls until a full batch is queued, linger_ms passed since the first event, or a stop. */
-static int fill(wr_writer_t *w, atomic_int *stop)
-{
-    size_t batch = (size_t)w->cfg->batch;
-    int64_t deadline = -1;
-    int rc;
-
-    while (w->queue.len < batch && !*stop) {
-        int64_t timeout = WR_POLL_MS;
-        if (w->queue.len > 0) {
-            int64_t now = vc_time_mono_ms();
-            if (deadline < 0)
-                deadline = now + w->cfg->linger_ms;
-            if (now >= deadline)
-                break;
-            if (deadline - now < timeout)
-                timeout = deadline - now;
-        }
-        check_health(w); /* an idle writer waits here */
-        if ((rc = poll_one(w, (int)timeout)) != 0)
-            return rc;
-    }
-    return 0;
-}
 
 static void log_dead_letter(const wr_msg_t *m)
 {
@@ -190,13 +207,13 @@ static void log_dead_letter(const wr_msg_t *m)
         VC_LOG_F(VC_LOG_WARN, fields, "event dead-lettered and parked: %s", m->error);
 }
 
-/* Points w->sql at the decoded messages among the first n queued; returns how many. */
-static size_t collect_sql(wr_writer_t *w, size_t n)
+/* Points w->sql at the decoded messages among the first n of the lane's queue; returns how many. */
+static size_t collect_sql(wr_writer_t *w, wr_lane_t *l, size_t n)
 {
     size_t nsql = 0;
 
     for (size_t i = 0; i < n; i++) {
-        wr_msg_t *m = wr_queue_at(&w->queue, i);
+        wr_msg_t *m = wr_queue_at(&l->queue, i);
         if (m->decoded)
             w->sql[nsql++] = m;
     }
@@ -204,47 +221,49 @@ static size_t collect_sql(wr_writer_t *w, size_t n)
 }
 
 /*
- * Sends the statement applying the first n queued messages (the decoded ones,
- * in one transaction) without waiting for it. Returns 0 (w->in_flight is n),
- * or VC_ERR_UNAVAILABLE when the batch must be tried again.
+ * Sends the statement applying the first n messages of the lane's queue (the
+ * decoded ones, in one transaction) without waiting for it. Returns 0
+ * (l->in_flight is n), or VC_ERR_UNAVAILABLE when the batch must be tried
+ * again.
  */
-static int send_batch(wr_writer_t *w, size_t n)
+static int send_batch(wr_writer_t *w, wr_lane_t *l, size_t n)
 {
     char err[WR_ERR_MAX];
-    size_t nsql = collect_sql(w, n);
+    size_t nsql = collect_sql(w, l, n);
 
     for (size_t i = 0; i < nsql; i++)
         w->sql[i]->outcome = WR_OUT_PENDING;
-    w->sent_at = vc_time_mono_ms();
-    if (wr_pg_send(w->pg, w->sql, nsql, err, sizeof(err)) != 0) {
+    l->sent_at = vc_time_mono_ms();
+    if (wr_pg_send(l->pg, w->sql, nsql, err, sizeof(err)) != 0) {
         vc_warn("applying a batch of %zu events failed, will retry: %s", n, err);
         return VC_ERR_UNAVAILABLE;
     }
-    w->in_flight = n;
+    l->in_flight = n;
     return 0;
 }
 
 /*
- * Finishes the batch of the first n queued messages that send_batch() sent:
- * takes PostgreSQL's result, then dead-letters the poison and orphan ones,
- * then stores the offsets. Returns 0, or VC_ERR_UNAVAILABLE when the batch
+ * Finishes the batch of the first n messages of the lane's queue that
+ * send_batch() sent: takes PostgreSQL's result, then dead-letters the poison
+ * and orphan ones, then stores the offsets (the lane's partitions only, up to
+ * what this batch committed). Returns 0, or VC_ERR_UNAVAILABLE when the batch
  * must be tried again (nothing of it stored; the database part may have
  * committed, which a retry repeats as no-ops).
  */
-static int finish_batch(wr_writer_t *w, size_t n)
+static int finish_batch(wr_writer_t *w, wr_lane_t *l, size_t n)
 {
     char err[WR_ERR_MAX];
     size_t nsql, ndead = 0, counts[8] = {0};
     int rc, npos;
 
     /* The queue may have moved while the batch was in flight: point at it again. */
-    nsql = collect_sql(w, n);
-    if ((rc = wr_pg_finish(w->pg, w->sql, nsql, err, sizeof(err))) != 0) {
+    nsql = collect_sql(w, l, n);
+    if ((rc = wr_pg_finish(l->pg, w->sql, nsql, err, sizeof(err))) != 0) {
         vc_warn("applying a batch of %zu events failed, will retry: %s", n, err);
         return VC_ERR_UNAVAILABLE;
     }
     for (size_t i = 0; i < n; i++) {
-        wr_msg_t *m = wr_queue_at(&w->queue, i);
+        wr_msg_t *m = wr_queue_at(&l->queue, i);
         if (m->outcome == WR_OUT_POISON || m->outcome == WR_OUT_CONFLICT)
             w->dead[ndead++] = m;
     }
@@ -259,7 +278,7 @@ static int finish_batch(wr_writer_t *w, size_t n)
      * its row reads the batch again, and the row is made then (a second copy
      * of the letter in the topic is the same letter, by its original).
      */
-    if (ndead > 0 && (rc = wr_pg_park(w->pg, w->dead, ndead, w->cfg->topic, w->cfg->dlt_topic,
+    if (ndead > 0 && (rc = wr_pg_park(l->pg, w->dead, ndead, w->cfg->topic, w->cfg->dlt_topic,
                                       err, sizeof(err))) != 0) {
         vc_warn("parking %zu dead letters in PostgreSQL failed, will retry the batch: %s", ndead,
                 err);
@@ -268,7 +287,7 @@ static int finish_batch(wr_writer_t *w, size_t n)
     for (size_t i = 0; i < ndead; i++)
         log_dead_letter(w->dead[i]);
 
-    npos = wr_queue_positions(&w->queue, n, w->positions, n);
+    npos = wr_queue_positions(&l->queue, n, w->positions, n);
     VC_ASSERT(npos >= 0);
     wr_kafka_store(w->kafka, w->positions, (size_t)npos);
 
@@ -302,7 +321,7 @@ static int finish_batch(wr_writer_t *w, size_t n)
     vc_metric_add(w->metrics.dead_letters, (int64_t)ndead);
     vc_metric_add(w->metrics.batches, 1);
     vc_metric_set(w->metrics.batch_events, (int64_t)n);
-    vc_metric_observe_us(w->metrics.batch_seconds, (vc_time_mono_ms() - w->sent_at) * 1000);
+    vc_metric_observe_us(w->metrics.batch_seconds, (vc_time_mono_ms() - l->sent_at) * 1000);
     vc_debug("batch of %zu events committed (%zu dead-lettered)", n, ndead);
     return 0;
 }
@@ -329,136 +348,230 @@ static void log_stats(wr_writer_t *w, int force)
                 (unsigned long long)w->stats.applied, (unsigned long long)w->stats.noops,
                 (unsigned long long)w->stats.early, (unsigned long long)w->stats.tombstones,
                 (unsigned long long)w->stats.dead_letters, (unsigned long long)w->stats.batches,
-                (unsigned long long)w->stats.retries, w->queue.len);
+                (unsigned long long)w->stats.retries, queued_total(w));
     w->last_events = w->stats.events;
     w->last_stats_at = now;
 }
 
-/* After a transient failure: stop fetching and wait, longer each time. */
-static void schedule_retry(wr_writer_t *w)
+static int any_retrying(const wr_writer_t *w)
+{
+    for (size_t i = 0; i < w->nlanes; i++)
+        if (w->lanes[i].retry_at)
+            return 1;
+    return 0;
+}
+
+/*
+ * After a transient failure of a lane: stop fetching (for every lane: a
+ * lane's queue cannot be paused apart) and wait, longer each time. The other
+ * lanes go on applying what they hold.
+ */
+static void schedule_retry(wr_writer_t *w, wr_lane_t *l)
 {
     if (!w->paused) {
         wr_kafka_pause(w->kafka, 1);
         w->paused = 1;
     }
-    w->backoff_ms = w->backoff_ms ? w->backoff_ms * 2 : WR_BACKOFF_FIRST_MS;
-    if (w->backoff_ms > w->cfg->backoff_max_ms)
-        w->backoff_ms = w->cfg->backoff_max_ms;
-    w->retry_at = vc_time_mono_ms() + w->backoff_ms;
+    l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : WR_BACKOFF_FIRST_MS;
+    if (l->backoff_ms > w->cfg->backoff_max_ms)
+        l->backoff_ms = w->cfg->backoff_max_ms;
+    l->retry_at = vc_time_mono_ms() + l->backoff_ms;
     w->stats.retries++;
     vc_metric_add(w->metrics.retries, 1);
     if (w->health)
         atomic_store(&w->health->retrying, 1);
 }
 
-static void recovered(wr_writer_t *w)
+static void recovered(wr_writer_t *w, wr_lane_t *l)
 {
+    l->backoff_ms = 0;
+    l->retry_at = 0;
+    if (any_retrying(w))
+        return;
     if (w->paused) {
         wr_kafka_pause(w->kafka, 0);
         w->paused = 0;
         vc_info("recovered after %llu retries", (unsigned long long)w->stats.retries);
     }
-    w->backoff_ms = 0;
-    w->retry_at = 0;
     if (w->health)
         atomic_store(&w->health->retrying, 0);
 }
 
-/* Takes the result of the batch in flight: drops it from the queue, or schedules its retry. */
-static void complete_batch(wr_writer_t *w)
+/* Takes the result of the lane's batch in flight: drops it from the queue, or schedules its retry. */
+static void complete_batch(wr_writer_t *w, wr_lane_t *l)
 {
-    size_t n = w->in_flight;
+    size_t n = l->in_flight;
 
-    w->in_flight = 0;
-    if (finish_batch(w, n) == 0) {
-        wr_queue_drop_front(&w->queue, n);
-        recovered(w);
+    l->in_flight = 0;
+    if (finish_batch(w, l, n) == 0) {
+        wr_queue_drop_front(&l->queue, n);
+        /* What is left waited during the batch: it lingers afresh from now, as before lanes. */
+        l->first_at = vc_time_mono_ms();
+        recovered(w, l);
     } else {
-        schedule_retry(w);
+        schedule_retry(w, l);
     }
 }
 
 /*
- * While PostgreSQL applies the batch in flight, read the next one from
- * Kafka (decoding it too), then take the result. What Kafka has at hand is
- * taken first, up to two batches queued; then the writer waits on
- * PostgreSQL's socket a moment and looks again.
- */
-static int overlap(wr_writer_t *w)
-{
-    size_t want = 2 * (size_t)w->cfg->batch;
-    int rc;
-
-    while (w->in_flight) {
-        while (w->in_flight && w->queue.len < want) {
-            size_t before = w->queue.len;
-            if ((rc = poll_one(w, 0)) != 0) {
-                if (w->in_flight)
-                    complete_batch(w);
-                return rc;
-            }
-            if (w->queue.len == before)
-                break; /* nothing at hand */
-        }
-        if (w->in_flight && wr_pg_wait(w->pg, WR_OVERLAP_WAIT_MS))
-            complete_batch(w);
-    }
-    return 0;
-}
-
-/*
- * What /readyz tells: every second, whether the PostgreSQL session is alive
- * (made again if it is not, so readiness comes back without waiting for an
- * event) and whether the consumer is in its group. Between batches only.
+ * What /readyz tells: every second, whether every lane's PostgreSQL session
+ * is alive (made again if it is not, so readiness comes back without waiting
+ * for an event; a session with a batch in flight is judged by its result) and
+ * whether the consumer is in its group.
  */
 static void check_health(wr_writer_t *w)
 {
     char err[WR_ERR_MAX];
     int64_t now = vc_time_mono_ms();
+    int ok = 1;
 
-    if (w->in_flight || now - w->health_at < WR_HEALTH_MS)
+    if (now - w->health_at < WR_HEALTH_MS)
         return;
     w->health_at = now;
     if (!w->health)
         return;
-    atomic_store(&w->health->pg_ok, wr_pg_check(w->pg, err, sizeof(err)) == 0);
+    for (size_t i = 0; i < w->nlanes; i++) {
+        wr_lane_t *l = &w->lanes[i];
+        if (!l->in_flight)
+            l->pg_ok = wr_pg_check(l->pg, err, sizeof(err)) == 0;
+        ok = ok && l->pg_ok;
+    }
+    atomic_store(&w->health->pg_ok, ok);
     atomic_store(&w->health->in_group, wr_kafka_in_group(w->kafka));
 }
 
+/*
+ * Whether the lane should send its next batch now: nothing in flight, no
+ * retry waiting, and a full batch queued or its first event lingered long
+ * enough (a retry sends at once what is left).
+ */
+static int lane_ready(const wr_writer_t *w, const wr_lane_t *l, int64_t now)
+{
+    if (l->in_flight || l->queue.len == 0)
+        return 0;
+    if (l->retry_at)
+        return now >= l->retry_at;
+    return l->queue.len >= (size_t)w->cfg->batch || now - l->first_at >= w->cfg->linger_ms;
+}
+
+/* Monotonic ms until the first lane wants to send (its linger or retry), capped at cap. */
+static int next_deadline(const wr_writer_t *w, int64_t now, int cap)
+{
+    int64_t t = cap;
+
+    for (size_t i = 0; i < w->nlanes; i++) {
+        const wr_lane_t *l = &w->lanes[i];
+        int64_t at;
+        if (l->in_flight || l->queue.len == 0)
+            continue;
+        at = l->retry_at ? l->retry_at : l->first_at + w->cfg->linger_ms;
+        if (at - now < t)
+            t = at - now;
+    }
+    return t < 0 ? 0 : (int)t;
+}
+
+/*
+ * Takes the results that came, waiting at most timeout_ms for one when none
+ * had: on every lane in flight at once, so the first lane done is served
+ * first. Returns how many lanes are still in flight.
+ */
+static size_t take_results(wr_writer_t *w, int timeout_ms)
+{
+    struct pollfd fds[WR_LANES_MAX];
+    size_t busy = 0, done = 0, nfds = 0;
+
+    for (size_t i = 0; i < w->nlanes; i++) {
+        wr_lane_t *l = &w->lanes[i];
+        if (!l->in_flight)
+            continue;
+        if (wr_pg_wait(l->pg, 0)) {
+            complete_batch(w, l);
+            done++;
+        } else {
+            fds[nfds++] = (struct pollfd){.fd = wr_pg_socket(l->pg), .events = POLLIN};
+            busy++;
+        }
+    }
+    if (done || !busy || timeout_ms <= 0 || poll(fds, nfds, timeout_ms) <= 0)
+        return busy;
+    busy = 0;
+    for (size_t i = 0; i < w->nlanes; i++) {
+        wr_lane_t *l = &w->lanes[i];
+        if (l->in_flight && wr_pg_wait(l->pg, 0))
+            complete_batch(w, l);
+        busy += l->in_flight ? 1 : 0;
+    }
+    return busy;
+}
+
+/*
+ * One pass: results taken, ready lanes sent, then Kafka read. While batches
+ * are in flight Kafka is read without blocking (events are decoded then,
+ * beside PostgreSQL's work) until each lane holds two batches, and then the
+ * writer waits on PostgreSQL a moment; with nothing in flight it blocks on
+ * Kafka until a lane's linger or retry is due.
+ */
 static int loop(wr_writer_t *w, atomic_int *stop)
 {
-    size_t batch = (size_t)w->cfg->batch, n;
-    int rc;
+    size_t batch = (size_t)w->cfg->batch;
+    int rc = 0;
 
     while (!*stop) {
+        int64_t now;
+        size_t busy = 0;
+        int full = 0;
+
         log_stats(w, 0);
         check_health(w);
-        vc_metric_set(w->metrics.queued, (int64_t)w->queue.len);
-        if (w->retry_at) {
-            int64_t wait = w->retry_at - vc_time_mono_ms();
-            if (wait > 0) {
-                /* Keep polling while paused: it serves rebalances and keeps us in the group. */
-                if ((rc = poll_one(w, (int)(wait < WR_POLL_MS ? wait : WR_POLL_MS))) != 0)
-                    return rc;
-                continue;
+        vc_metric_set(w->metrics.queued, (int64_t)queued_total(w));
+        take_results(w, 0);
+        now = vc_time_mono_ms();
+        for (size_t i = 0; i < w->nlanes; i++) {
+            wr_lane_t *l = &w->lanes[i];
+            if (lane_ready(w, l, now)) {
+                size_t n = l->queue.len < batch ? l->queue.len : batch;
+                if (send_batch(w, l, n) != 0)
+                    schedule_retry(w, l);
             }
-        } else if ((rc = fill(w, stop)) != 0) {
-            return rc;
+            if (l->retry_at && !l->in_flight && l->queue.len == 0)
+                recovered(w, l); /* the failed batch was revoked meanwhile */
+            busy += l->in_flight ? 1 : 0;
+            full = full || l->queue.len >= 2 * batch;
         }
-        n = w->queue.len < batch ? w->queue.len : batch;
-        if (n == 0) {
-            if (w->retry_at)
-                recovered(w); /* the failed batch was revoked meanwhile */
+        if (busy && full) {
+            take_results(w, WR_OVERLAP_WAIT_MS);
             continue;
         }
-        if (send_batch(w, n) != 0) {
-            schedule_retry(w);
-            continue;
-        }
-        if ((rc = overlap(w)) != 0)
-            return rc;
+        /*
+         * What Kafka has at hand is taken (up to a batch, or until a lane is
+         * full) before PostgreSQL is looked at again: one look per event
+         * would cost a read on every lane's socket per event. Paused, Kafka
+         * still is polled: it serves rebalances and keeps us in the group.
+         */
+        rc = poll_one(w, busy ? 0 : next_deadline(w, now, WR_POLL_MS));
+        for (size_t got = 1; rc == 1 && got < batch; got++)
+            rc = poll_one(w, 0);
+        if (rc < 0)
+            break;
+        if (rc == 0 && busy)
+            take_results(w, WR_OVERLAP_WAIT_MS);
+        rc = 0;
     }
-    return 0;
+    /*
+     * A stop (or a fatal error) finishes the batches in hand: each lane's in
+     * flight, or else its next one if no retry waits; their offsets are
+     * stored then.
+     */
+    for (size_t i = 0; i < w->nlanes; i++) {
+        wr_lane_t *l = &w->lanes[i];
+        if (!l->in_flight && !l->retry_at && l->queue.len > 0 &&
+            send_batch(w, l, l->queue.len < batch ? l->queue.len : batch) != 0)
+            continue;
+        if (l->in_flight)
+            complete_batch(w, l);
+    }
+    return *stop ? 0 : rc;
 }
 
 int wr_writer_run(const wr_config_t *cfg, atomic_int *stop, wr_stats_t *stats,
@@ -468,29 +581,38 @@ int wr_writer_run(const wr_config_t *cfg, atomic_int *stop, wr_stats_t *stats,
     wr_kafka_conf_t kconf;
     char err[WR_ERR_MAX];
     size_t batch = (size_t)cfg->batch;
-    int rc;
+    int rc = 0;
 
     memset(&w, 0, sizeof(w));
     w.cfg = cfg;
     w.health = health;
     metrics_init(&w.metrics);
     w.last_stats_at = vc_time_mono_ms();
-    wr_queue_init(&w.queue, wr_kafka_msg_release);
+    w.nlanes = cfg->lanes < 1 ? 1 : cfg->lanes > WR_LANES_MAX ? WR_LANES_MAX : (size_t)cfg->lanes;
+    w.lanes = calloc(w.nlanes, sizeof(*w.lanes));
     w.sql = calloc(batch, sizeof(*w.sql));
     w.dead = calloc(batch, sizeof(*w.dead));
     w.positions = calloc(batch, sizeof(*w.positions));
-    if (!w.sql || !w.dead || !w.positions) {
+    if (!w.lanes || !w.sql || !w.dead || !w.positions) {
         vc_error("out of memory");
         rc = VC_ERR_NOMEM;
         goto out;
     }
+    for (size_t i = 0; i < w.nlanes; i++) {
+        wr_queue_init(&w.lanes[i].queue, wr_kafka_msg_release);
+        w.lanes[i].pg_ok = 1;
+    }
 
-    rc = wr_pg_open(&w.pg, cfg->pg_dsn, err, sizeof(err));
-    if (rc == VC_ERR_UNAVAILABLE) {
-        vc_warn("PostgreSQL not reachable yet, will retry: %s", err);
-    } else if (rc != 0) {
-        vc_error("PostgreSQL: %s", err);
-        goto out;
+    for (size_t i = 0; i < w.nlanes; i++) {
+        rc = wr_pg_open(&w.lanes[i].pg, cfg->pg_dsn, err, sizeof(err));
+        if (rc == VC_ERR_UNAVAILABLE) {
+            if (i == 0)
+                vc_warn("PostgreSQL not reachable yet, will retry: %s", err);
+            rc = 0;
+        } else if (rc != 0) {
+            vc_error("PostgreSQL: %s", err);
+            goto out;
+        }
     }
 
     kconf = (wr_kafka_conf_t){
@@ -507,8 +629,9 @@ int wr_writer_run(const wr_config_t *cfg, atomic_int *stop, wr_stats_t *stats,
         vc_error("Kafka: %s", err);
         goto out;
     }
-    vc_info("consuming %s as group %s (batch %zu, linger %lld ms), dead letters to %s", cfg->topic,
-            cfg->group, batch, (long long)cfg->linger_ms, cfg->dlt_topic);
+    vc_info("consuming %s as group %s (batch %zu, linger %lld ms, %zu apply lanes), dead letters "
+            "to %s",
+            cfg->topic, cfg->group, batch, (long long)cfg->linger_ms, w.nlanes, cfg->dlt_topic);
 
     if (health)
         atomic_store(&health->running, 1);
@@ -518,14 +641,17 @@ int wr_writer_run(const wr_config_t *cfg, atomic_int *stop, wr_stats_t *stats,
     if (rc != 0)
         vc_error("stopping: %s", vc_strerror(rc));
     else
-        vc_info("stopping: finished the batch in hand");
+        vc_info("stopping: finished the batches in hand");
     log_stats(&w, 1);
 out:
     /* librdkafka wants every message destroyed before its handle: free the
-     * queue first (the last revoke callback then finds it empty). */
-    wr_queue_free(&w.queue);
+     * queues first (the last revoke callback then finds them empty). */
+    for (size_t i = 0; w.lanes && i < w.nlanes; i++)
+        wr_queue_free(&w.lanes[i].queue);
     wr_kafka_close(w.kafka);
-    wr_pg_close(w.pg);
+    for (size_t i = 0; w.lanes && i < w.nlanes; i++)
+        wr_pg_close(w.lanes[i].pg);
+    free(w.lanes);
     free(w.sql);
     free(w.dead);
     free(w.positions);

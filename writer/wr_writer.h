@@ -22,6 +22,7 @@ typedef struct {
     const char *dlt_topic;
     int64_t batch;          /* most events per transaction */
     int64_t linger_ms;      /* longest wait for a batch to fill */
+    int64_t lanes;          /* PostgreSQL sessions applying partitions side by side */
     int64_t shutdown_timeout_ms; /* after SIGTERM, the longest a clean stop may take */
     int64_t backoff_max_ms; /* longest wait between retries of a failed batch */
     /* Kafka session.timeout.ms: how soon the partitions of a dead writer move. */
