@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vc_campaign.h"
 #include "vc_error.h"
 #include "vc_json.h"
 #include "vc_time.h"
@@ -56,6 +57,13 @@ static void one_method(gw_route_t *out, gw_method_t method, gw_method_t want, gw
     }
 }
 
+/* A campaign's code as a customer may type it: letters in either case, digits and '-'. */
+static int campaign_code_form(const char *s, size_t len)
+{
+    char code[VC_CODE_MAX + 1];
+    return len <= VC_CODE_MAX && vc_campaign_normalize(s, len, code) > 0;
+}
+
 void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
 {
     static const struct {
@@ -102,8 +110,11 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
         return;
     if (count == 5 && !seg_is(seg[4], n[4], "confirm"))
         return;
-    /* The path names a real route: a code or orderId that cannot exist is a 404. */
-    if (!vc_code_valid(seg[1], (size_t)n[1]))
+    /*
+     * The path names a real route: a code or orderId that cannot exist is a
+     * 404. A campaign's code may come in lower case (proto/campaigns.md).
+     */
+    if (!vc_code_valid(seg[1], (size_t)n[1]) && !campaign_code_form(seg[1], (size_t)n[1]))
         return;
     memcpy(out->code, seg[1], (size_t)n[1]);
     if (count >= 4) {
