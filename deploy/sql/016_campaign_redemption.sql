@@ -192,7 +192,7 @@ $fn$;
 REVOKE ALL ON campaign_redemption FROM PUBLIC;
 GRANT SELECT, INSERT, UPDATE ON campaign_redemption TO voucher_writer;
 GRANT SELECT ON campaign_redemption TO voucher_reconciler;
-GRANT SELECT (id), UPDATE (used_count) ON campaign TO voucher_writer;
+GRANT SELECT (id, used_count), UPDATE (used_count) ON campaign TO voucher_writer;
 GRANT SELECT (order_id) ON voucher_redemption TO voucher_writer;
 
 DO $$

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Redemption of one-time campaign codes on the voucher routes
+# (proto/campaigns.md): 200 customers at once on one code get one 201; a
+# customer is limited across the whole campaign; a retry replays; a release
+# gives the code back to another customer; a code bound to another customer
+# answers exactly as an unknown code; each event reaches campaign_redemption.
+source "$(dirname "$0")/lib.sh"
+plan 27
+
+token=admin-$RANDOM$RANDOM
+export VOUCHER_ADMIN_TOKEN=$token
+start_gateway
+unset VOUCHER_ADMIN_TOKEN
+start_writer
+
+window='"startsAt":"2020-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"'
+pfx=QR$(head -c 64 /dev/urandom | tr -dc '2-9A-HJ-NP-Z' | head -c 5)
+base=$(( (RANDOM * 32768 + RANDOM) * 1000 ))
+http POST /campaigns "{\"name\":\"redeem\",\"count\":20,\"prefix\":\"$pfx\",\"customerIds\":[$((base + 900))],\"discountAmount\":2000,$window}" \
+  -H "Authorization: Bearer $token"
+is "$status" 201 "a campaign of 20 codes, the first bound to customer $((base + 900))"
+cid=$(jq -r .id <<<"$body")
+code() { sql "SELECT code FROM campaign_code WHERE campaign_id = $cid AND seq = $1"; }
+bound=$(code 1) c2=$(code 2) c3=$(code 3) c4=$(code 4) c5=$(code 5)
+# As a customer types it: lower case, in groups.
+typed() { tr A-Z a-z <<<"$1" | sed -E 's/(.{4})/\1-/g; s/-$//'; }
+reserve() { # CODE CUSTOMER ORDER
+  http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":10000}"
+}
+answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
+row() { sql "SELECT status || ':' || code || ':' || campaign_id FROM campaign_redemption WHERE order_id = '$1'"; }
+o=o$base
+
+# ---- one code, 200 customers at once: exactly one 201 ----
+"$bin_load" --code "$c2" --attempts 200 --connections 200 --customers 200 --customer-base "$base" \
+  --order-prefix "$o-race-" --out "$scratch/attempts.tsv" >"$scratch/summary.txt"
+ok $? "vc-load ran 200 concurrent reservations of one code"
+is "$(awk -F'\t' '$4 == "201"' "$scratch/attempts.tsv" | wc -l)" 1 "exactly one of 200 answered 201"
+is "$(awk -F'\t' '$4 == "409" && $5 == "ALREADY_USED"' "$scratch/attempts.tsv" | wc -l)" 199 \
+  "the other 199 answered 409 ALREADY_USED"
+winner=$(awk -F'\t' '$4 == "201" {print $0}' "$scratch/attempts.tsv" | head -1)
+is "$(wait_sql "SELECT count(*) FROM campaign_redemption WHERE code = '$c2' AND status = 'RESERVED'" 1 30)" 1 \
+  "one RESERVED row for the code in PostgreSQL"
+is "$(wait_sql "SELECT used_count FROM campaign WHERE id = $cid" 1 30)" 1 "the campaign's used_count is 1"
+is "$(rcli HLEN "campaign:{c$cid}:taken")" 1 "Redis: one code taken"
+
+# ---- a reservation, typed in lower case with separators; its retry ----
+reserve "$(typed "$c3")" $((base + 1)) "$o-a"
+is "$(answer)" "201 " "customer 1 reserves code 3 typed as $(typed "$c3"): 201"
+is "$(jq -r .code <<<"$body")" "$c3" "the answer names the code in stored form"
+reserve "$(typed "$c3")" $((base + 1)) "$o-a"
+is "$(answer) $(jq -r .replayed <<<"$body")" "201  true" "the same request again: 201 replayed"
+is "$(wait_sql "SELECT count(*) || ':' || min(status) FROM campaign_redemption WHERE order_id = '$o-a'" 1:RESERVED 30)" \
+  "1:RESERVED" "one RESERVED row for the order, the retry applied once"
+is "$(rcli HGET "campaign:{c$cid}:users" $((base + 1)))" 1 "the customer holds one use in Redis"
+
+# ---- the customer is limited across the whole campaign (perCustomerLimit 1) ----
+reserve "$c4" $((base + 1)) "$o-b"
+is "$(answer)" "409 ALREADY_USED" "customer 1 on another code of the campaign: 409 ALREADY_USED"
+reserve "$c3" $((base + 2)) "$o-c"
+is "$(answer)" "409 ALREADY_USED" "customer 2 on the taken code 3: 409 ALREADY_USED"
+reserve "$c3" $((base + 2)) "$o-a"
+is "$(answer)" "409 ORDER_CONFLICT" "another customer with the orderId of the hold: 409 ORDER_CONFLICT"
+
+# ---- a release gives the code back; another customer takes it ----
+http DELETE "/vouchers/$c4/reservations/$o-a"
+is "$(answer)" "404 NOT_FOUND" "DELETE naming another code of the campaign: 404"
+http DELETE "/vouchers/$(typed "$c3")/reservations/$o-a"
+is "$(answer)" "200 RELEASED" "DELETE of the hold: 200 RELEASED"
+is "$(wait_sql "SELECT status || ':' || coalesce(release_reason, '') FROM campaign_redemption WHERE order_id = '$o-a'" RELEASED:CANCELLED 30)" \
+  "RELEASED:CANCELLED" "the row is RELEASED (CANCELLED)"
+reserve "$c3" $((base + 2)) "$o-d"
+is "$(answer)" "201 " "customer 2 now takes code 3: 201"
+is "$(wait_sql "SELECT count(*) FROM campaign_redemption WHERE code = '$c3' AND status <> 'RELEASED'" 1 30)" 1 \
+  "one live row for code 3 (customer 2's)"
+reserve "$c4" $((base + 1)) "$o-e"
+is "$(answer)" "201 " "customer 1, its use released, may take another code: 201"
+is "$(wait_sql "SELECT used_count FROM campaign WHERE id = $cid" 3 30)" 3 \
+  "used_count 3: the race's winner, customer 2's and customer 1's second"
+
+# ---- a code bound to another customer answers as an unknown code ----
+reserve "$bound" $((base + 5)) "$o-f"
+bound_answer="$status $body"
+reserve "${pfx}ZZZZZZZZZZZZ" $((base + 5)) "$o-g"
+is "$bound_answer" "$status $body" "a code bound to another customer: the answer of an unknown code ($status)"
+is "$status" 404 "both 404"
+reserve "$bound" $((base + 900)) "$o-h"
+is "$(answer)" "201 " "the customer it is bound to: 201"
+
+# ---- confirm ----
+http POST "/vouchers/$c4/reservations/$o-e/confirm"
+is "$(answer)" "200 CONFIRMED" "confirm of customer 1's hold: 200"
+is "$(wait_sql "SELECT status FROM campaign_redemption WHERE order_id = '$o-e'" CONFIRMED 30)" CONFIRMED \
+  "the row is CONFIRMED"
+finish
