@@ -32,7 +32,7 @@ row() { sql "SELECT status || ':' || code || ':' || campaign_id FROM campaign_re
 o=o$base
 
 # ---- one code, 200 customers at once: exactly one 201 ----
-"$bin_load" --code "$c2" --attempts 200 --connections 200 --customers 200 --customer-base "$base" \
+"$bin_load" --code "$c2" --attempts 200 --connections 200 --customers 200 --customer-base "$((base + 1000))" \
   --order-prefix "$o-race-" --out "$scratch/attempts.tsv" >"$scratch/summary.txt"
 ok $? "vc-load ran 200 concurrent reservations of one code"
 is "$(awk -F'\t' '$4 == "201"' "$scratch/attempts.tsv" | wc -l)" 1 "exactly one of 200 answered 201"
