@@ -5,7 +5,7 @@
 # gives the code back to another customer; a code bound to another customer
 # answers exactly as an unknown code; each event reaches campaign_redemption.
 source "$(dirname "$0")/lib.sh"
-plan 27
+plan 30
 
 token=admin-$RANDOM$RANDOM
 export VOUCHER_ADMIN_TOKEN=$token
@@ -43,6 +43,15 @@ is "$(wait_sql "SELECT count(*) FROM campaign_redemption WHERE code = '$c2' AND 
   "one RESERVED row for the code in PostgreSQL"
 is "$(wait_sql "SELECT used_count FROM campaign WHERE id = $cid" 1 30)" 1 "the campaign's used_count is 1"
 is "$(rcli HLEN "campaign:{c$cid}:taken")" 1 "Redis: one code taken"
+
+# ---- quote ----
+quote() { http POST "/vouchers/$1/quote" "{\"customerId\":$2,\"orderAmount\":10000}"; }
+quote "$(typed "$c3")" $((base + 1))
+is "$status $(jq -r .discountAmount <<<"$body")" "200 2000" "quote of a free code: 200 with its discount"
+quote "$c2" $((base + 1))
+is "$(answer)" "409 ALREADY_USED" "quote of the raced code: 409 ALREADY_USED"
+quote "$bound" $((base + 5))
+is "$(answer)" "404 NOT_FOUND" "quote of a code bound to another customer: 404"
 
 # ---- a reservation, typed in lower case with separators; its retry ----
 reserve "$(typed "$c3")" $((base + 1)) "$o-a"
