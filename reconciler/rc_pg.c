@@ -330,3 +330,8 @@ static int read_letters(rc_pg_t *pg, rc_vouchers_t *vs, const char *codes, char 
     PQclear(res);
     return rc;
 }
+
+struct pg_conn *rc_pg_conn(rc_pg_t *pg)
+{
+    return pg ? pg->conn : NULL;
+}

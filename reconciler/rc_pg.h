@@ -63,4 +63,7 @@ int rc_pg_read_rows(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen);
 /* Ends the snapshot if a failed pass left it open. */
 void rc_pg_end_snapshot(rc_pg_t *pg);
 
+/* The session (borrowed), for rc_campaign.c's reads inside the pass's snapshot. */
+struct pg_conn *rc_pg_conn(rc_pg_t *pg);
+
 #endif
