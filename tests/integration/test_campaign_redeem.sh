@@ -5,7 +5,7 @@
 # gives the code back to another customer; a code bound to another customer
 # answers exactly as an unknown code; each event reaches campaign_redemption.
 source "$(dirname "$0")/lib.sh"
-plan 30
+plan 36
 
 token=admin-$RANDOM$RANDOM
 export VOUCHER_ADMIN_TOKEN=$token
@@ -101,4 +101,22 @@ http POST "/vouchers/$c4/reservations/$o-e/confirm"
 is "$(answer)" "200 CONFIRMED" "confirm of customer 1's hold: 200"
 is "$(wait_sql "SELECT status FROM campaign_redemption WHERE order_id = '$o-e'" CONFIRMED 30)" CONFIRMED \
   "the row is CONFIRMED"
+
+# ---- PostgreSQL's last line of defence, then a dead letter's replay ----
+# A live row for code 6 that Redis does not know (written by hand): the 201
+# below is refused by the unique index on live codes, parked, then replayed
+# once the hand-written row is released.
+c6=$(code 6)
+sql "INSERT INTO campaign_redemption (order_id, code, campaign_id, customer_id, status) VALUES ('$o-hand', '$c6', $cid, 1, 'RESERVED')"
+reserve "$c6" $((base + 6)) "$o-i"
+is "$(answer)" "201 " "a reservation of code 6 Redis knows as free: 201"
+is "$(wait_sql "SELECT state || ' ' || error_class || ' ' || (error_message LIKE '23505:%') FROM dead_letter WHERE order_id = '$o-i'" "parked constraint true" 30)" \
+  "parked constraint true" "PostgreSQL refused a second live use of the code: dead letter parked (23505)"
+is "$(sql "SELECT count(*) FROM campaign_redemption WHERE order_id = '$o-i'")" 0 "no row for it"
+sql "UPDATE campaign_redemption SET status = 'RELEASED' WHERE order_id = '$o-hand'"
+"$bin_writer" dlt replay --order "$o-i" --operator tester >"$scratch/replay.txt" 2>&1
+ok $? "dlt replay of the campaign's letter"
+is "$(wait_sql "SELECT status || ':' || campaign_id FROM campaign_redemption WHERE order_id = '$o-i'" "RESERVED:$cid" 30)" \
+  "RESERVED:$cid" "the replayed event applied: its row RESERVED, with its campaign"
+is "$(wait_sql "SELECT state FROM dead_letter WHERE order_id = '$o-i'" replayed 30)" replayed "the letter is replayed"
 finish
