@@ -131,6 +131,13 @@ void gw_campaign_keys(int64_t id, char keys[GW_KEY_COUNT][GW_KEY_MAX])
     }
 }
 
+void gw_campaign_take(const gw_campaign_ref_t *ref, char *code,
+                      char keys[GW_KEY_COUNT][GW_KEY_MAX])
+{
+    memcpy(code, ref->code, VC_CODE_MAX + 1);
+    gw_campaign_keys(ref->id, keys);
+}
+
 static size_t campaign_script(size_t script)
 {
     switch (script) {

@@ -42,6 +42,13 @@ void gw_campaign_find(gw_app_t *app, const char *path_code, int64_t customer_id,
                       gw_campaign_ref_t *ref, vc_voucher_t *v, gw_campaign_found_cb cb,
                       void *arg);
 
+/*
+ * After a found lookup: the flow's code becomes the stored form and its keys
+ * the campaign's (code: VC_CODE_MAX + 1 bytes).
+ */
+void gw_campaign_take(const gw_campaign_ref_t *ref, char *code,
+                      char keys[GW_KEY_COUNT][GW_KEY_MAX]);
+
 /* Fills keys as gw_app_keys() does, for the campaign's hash tag: campaign:{c<id>}:... */
 void gw_campaign_keys(int64_t id, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
 

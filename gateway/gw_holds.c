@@ -447,8 +447,7 @@ static void campaign_cb(void *arg, int rc)
                                                                          : NULL);
         return;
     }
-    memcpy(h->code, h->camp.code, sizeof(h->code));
-    gw_campaign_keys(h->camp.id, h->keys);
+    gw_campaign_take(&h->camp, h->code, h->keys);
     run_step(h);
 }
 

@@ -156,8 +156,7 @@ static void campaign_cb(void *arg, int rc)
         gw_app_reply_error(q->req, rc, rc < 0 ? "reading the campaign code" : NULL);
         return;
     }
-    memcpy(q->code, q->camp.code, sizeof(q->code));
-    gw_campaign_keys(q->camp.id, q->keys);
+    gw_campaign_take(&q->camp, q->code, q->keys);
     with_rules(q);
 }
 

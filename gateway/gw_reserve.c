@@ -660,8 +660,7 @@ static void campaign_cb(void *arg, int rc)
         gw_app_reply_error(x->req, rc, NULL);
         return;
     }
-    memcpy(x->code, x->camp.code, sizeof(x->code));
-    gw_campaign_keys(x->camp.id, x->keys);
+    gw_campaign_take(&x->camp, x->code, x->keys);
     with_rules(x);
 }
 

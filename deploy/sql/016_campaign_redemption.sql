@@ -195,17 +195,12 @@ GRANT SELECT ON campaign_redemption TO voucher_reconciler;
 GRANT SELECT (id, used_count), UPDATE (used_count) ON campaign TO voucher_writer;
 GRANT SELECT (order_id) ON voucher_redemption TO voucher_writer;
 
-DO $$
-DECLARE
-    f regprocedure;
-BEGIN
-    FOR f IN SELECT p.oid::regprocedure
-               FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-              WHERE n.nspname = current_schema()
-                AND p.proname IN ('wr_apply_batch', 'wr_apply_campaign_events')
-    LOOP
-        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO voucher_writer', f);
-    END LOOP;
-END
-$$;
+-- The two functions, like 008's and 009's: the writer's alone.
+REVOKE ALL ON FUNCTION wr_apply_campaign_events(smallint[], text[], bigint[], text[], bigint[],
+    bigint[], bigint[], bigint[], text[], bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wr_apply_campaign_events(smallint[], text[], bigint[], text[], bigint[],
+    bigint[], bigint[], bigint[], text[], bigint[]) TO voucher_writer;
+REVOKE ALL ON FUNCTION wr_apply_batch(smallint[], text[], bigint[], text[], bigint[], bigint[],
+    bigint[], bigint[], text[], text[], bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wr_apply_batch(smallint[], text[], bigint[], text[], bigint[], bigint[],
+    bigint[], bigint[], text[], text[], bigint[]) TO voucher_writer;

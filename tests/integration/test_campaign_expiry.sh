@@ -7,23 +7,10 @@
 source "$(dirname "$0")/lib.sh"
 plan 9
 
-token=admin-$RANDOM$RANDOM
-export VOUCHER_ADMIN_TOKEN=$token
-start_gateway --hold-ttl 2s
-unset VOUCHER_ADMIN_TOKEN
-start_writer
-
-window='"startsAt":"2020-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"'
-pfx=QE$(head -c 64 /dev/urandom | tr -dc '2-9A-HJ-NP-Z' | head -c 5)
-base=$(( (RANDOM * 32768 + RANDOM) * 1000 ))
-http POST /campaigns "{\"name\":\"expiry\",\"count\":5,\"prefix\":\"$pfx\",\"discountAmount\":500,$window}" \
-  -H "Authorization: Bearer $token"
-cid=$(jq -r .id <<<"$body")
-code() { sql "SELECT code FROM campaign_code WHERE campaign_id = $cid AND seq = $1"; }
+source "$(dirname "$0")/campaign_lib.sh"
+start_campaign_stack --hold-ttl 2s
+new_campaign QE '"name":"expiry","count":5,"discountAmount":500'
 a=$(code 1) b=$(code 2) c=$(code 3)
-reserve() { # CODE CUSTOMER ORDER
-  http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":10000}"
-}
 o=x$base
 
 reserve "$a" $((base + 1)) "$o-a"

@@ -7,28 +7,14 @@
 source "$(dirname "$0")/lib.sh"
 plan 36
 
-token=admin-$RANDOM$RANDOM
-export VOUCHER_ADMIN_TOKEN=$token
-start_gateway
-unset VOUCHER_ADMIN_TOKEN
-start_writer
-
-window='"startsAt":"2020-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"'
-pfx=QR$(head -c 64 /dev/urandom | tr -dc '2-9A-HJ-NP-Z' | head -c 5)
-base=$(( (RANDOM * 32768 + RANDOM) * 1000 ))
-http POST /campaigns "{\"name\":\"redeem\",\"count\":20,\"prefix\":\"$pfx\",\"customerIds\":[$((base + 900))],\"discountAmount\":2000,$window}" \
-  -H "Authorization: Bearer $token"
+source "$(dirname "$0")/campaign_lib.sh"
+start_campaign_stack
+new_campaign QR "\"name\":\"redeem\",\"count\":20,\"customerIds\":[$((base + 900))],\"discountAmount\":2000"
 is "$status" 201 "a campaign of 20 codes, the first bound to customer $((base + 900))"
-cid=$(jq -r .id <<<"$body")
-code() { sql "SELECT code FROM campaign_code WHERE campaign_id = $cid AND seq = $1"; }
 bound=$(code 1) c2=$(code 2) c3=$(code 3) c4=$(code 4) c5=$(code 5)
 # As a customer types it: lower case, in groups.
 typed() { tr A-Z a-z <<<"$1" | sed -E 's/(.{4})/\1-/g; s/-$//'; }
-reserve() { # CODE CUSTOMER ORDER
-  http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":10000}"
-}
 answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
-row() { sql "SELECT status || ':' || code || ':' || campaign_id FROM campaign_redemption WHERE order_id = '$1'"; }
 o=o$base
 
 # ---- one code, 200 customers at once: exactly one 201 ----
@@ -38,7 +24,6 @@ ok $? "vc-load ran 200 concurrent reservations of one code"
 is "$(awk -F'\t' '$4 == "201"' "$scratch/attempts.tsv" | wc -l)" 1 "exactly one of 200 answered 201"
 is "$(awk -F'\t' '$4 == "409" && $5 == "ALREADY_USED"' "$scratch/attempts.tsv" | wc -l)" 199 \
   "the other 199 answered 409 ALREADY_USED"
-winner=$(awk -F'\t' '$4 == "201" {print $0}' "$scratch/attempts.tsv" | head -1)
 is "$(wait_sql "SELECT count(*) FROM campaign_redemption WHERE code = '$c2' AND status = 'RESERVED'" 1 30)" 1 \
   "one RESERVED row for the code in PostgreSQL"
 is "$(wait_sql "SELECT used_count FROM campaign WHERE id = $cid" 1 30)" 1 "the campaign's used_count is 1"
