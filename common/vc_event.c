@@ -44,6 +44,10 @@ int vc_order_id_valid(const char *s, size_t len)
 
 static int check_event(const vc_event_t *ev, char *err, size_t errlen)
 {
+    if (ev->campaign_id < 0) {
+        snprintf(err, errlen, "field \"campaignId\" must be a positive integer");
+        return VC_ERR_INVALID;
+    }
     if (!vc_event_type_name(ev->type)) {
         snprintf(err, errlen, "unknown event type %d", (int)ev->type);
         return VC_ERR_INVALID;
@@ -63,10 +67,6 @@ static int check_event(const vc_event_t *ev, char *err, size_t errlen)
     if ((ev->type == VC_EV_RESERVED || (ev->type == VC_EV_CONFIRMED && ev->has_amounts)) &&
         (ev->discount_amount < 0 || ev->order_amount < 0)) {
         snprintf(err, errlen, "amounts must not be negative");
-        return VC_ERR_INVALID;
-    }
-    if (ev->campaign_id < 0) {
-        snprintf(err, errlen, "field \"campaignId\" must be a positive integer");
         return VC_ERR_INVALID;
     }
     if (ev->type == VC_EV_RELEASED && ev->reason[0] == '\0') {

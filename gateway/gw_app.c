@@ -12,17 +12,18 @@
 #include "vc_lua.h"
 
 const char *const gw_app_scripts[GW_SCRIPT_COUNT] = {
+    /* A campaign's code (gw_campaign_redeem.c). */
+    [GW_SCRIPT_CAMPAIGN_RESERVE] = vc_lua_campaign_reserve,
+    [GW_SCRIPT_CAMPAIGN_FORGET] = vc_lua_campaign_forget,
+    [GW_SCRIPT_CAMPAIGN_CONFIRM] = vc_lua_campaign_confirm,
+    [GW_SCRIPT_CAMPAIGN_RELEASE_BEGIN] = vc_lua_campaign_release_begin,
+    [GW_SCRIPT_CAMPAIGN_RELEASE_FINISH] = vc_lua_campaign_release_finish,
     [GW_SCRIPT_RESERVE] = vc_lua_reserve,
     [GW_SCRIPT_FORGET] = vc_lua_forget,
     [GW_SCRIPT_CONFIRM] = vc_lua_confirm,
     [GW_SCRIPT_RELEASE_BEGIN] = vc_lua_release_begin,
     [GW_SCRIPT_RELEASE_FINISH] = vc_lua_release_finish,
     [GW_SCRIPT_CLAIM] = vc_lua_claim,
-    [GW_SCRIPT_CAMPAIGN_RESERVE] = vc_lua_campaign_reserve,
-    [GW_SCRIPT_CAMPAIGN_FORGET] = vc_lua_campaign_forget,
-    [GW_SCRIPT_CAMPAIGN_CONFIRM] = vc_lua_campaign_confirm,
-    [GW_SCRIPT_CAMPAIGN_RELEASE_BEGIN] = vc_lua_campaign_release_begin,
-    [GW_SCRIPT_CAMPAIGN_RELEASE_FINISH] = vc_lua_campaign_release_finish,
 };
 
 /*
