@@ -55,7 +55,6 @@ typedef struct {
 } hold_t;
 
 static void finish_release(hold_t *h);
-static void run_step(hold_t *h);
 static void campaign_cb(void *arg, int rc);
 
 /* A voucher script, or its campaign form when the code is a campaign's. */
@@ -370,37 +369,10 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
     with_rules(h);
 }
 
-static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const char *code,
-                  const char *order_id)
-{
-    char err[256];
-    hold_t *h = gw_request_alloc(req, sizeof(*h));
-    int rc;
-
-    if (!h) {
-        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
-        return;
-    }
-    memset(h, 0, sizeof(*h));
-    h->app = app;
-    h->req = req;
-    h->type = type;
-    snprintf(h->code, sizeof(h->code), "%s", code);
-    snprintf(h->order_id, sizeof(h->order_id), "%s", order_id);
-    gw_app_keys(code, h->keys);
-    if (type == VC_EV_CONFIRMED) {
-        if ((rc = gw_confirm_req_parse(req->body, req->body_len, &h->in, err, sizeof(err))) !=
-            0) {
-            gw_app_reply_error(req, rc, err);
-            return;
-        }
-    }
-    run_step(h);
-}
-
 /* The confirm or the release begin, on the voucher's keys or (h->camp) the campaign's. */
-static void run_step(hold_t *h)
+static void proceed(void *arg)
 {
+    hold_t *h = arg;
     char now[24];
     const char *keys[3], *args[3];
     int rc;
@@ -432,6 +404,34 @@ static void run_step(hold_t *h)
         fail(h, rc, "redis");
 }
 
+static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const char *code,
+                  const char *order_id)
+{
+    char err[256];
+    hold_t *h = gw_request_alloc(req, sizeof(*h));
+    int rc;
+
+    if (!h) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    memset(h, 0, sizeof(*h));
+    h->app = app;
+    h->req = req;
+    h->type = type;
+    snprintf(h->code, sizeof(h->code), "%s", code);
+    snprintf(h->order_id, sizeof(h->order_id), "%s", order_id);
+    gw_app_keys(code, h->keys);
+    if (type == VC_EV_CONFIRMED) {
+        if ((rc = gw_confirm_req_parse(req->body, req->body_len, &h->in, err, sizeof(err))) !=
+            0) {
+            gw_app_reply_error(req, rc, err);
+            return;
+        }
+    }
+    proceed(h);
+}
+
 /* The campaign lookup's answer: run the step again on the campaign's keys, or say not found. */
 static void campaign_cb(void *arg, int rc)
 {
@@ -448,7 +448,7 @@ static void campaign_cb(void *arg, int rc)
         return;
     }
     gw_campaign_take(&h->camp, h->code, h->keys);
-    run_step(h);
+    proceed(h);
 }
 
 void gw_confirm_start(gw_app_t *app, gw_request_t *req, const char *code, const char *order_id)
