@@ -56,6 +56,7 @@ typedef struct {
 
 static void finish_release(hold_t *h);
 static void campaign_cb(void *arg, int rc);
+static void proceed(void *arg);
 
 /* A voucher script, or its campaign form when the code is a campaign's. */
 static int eval(hold_t *h, size_t script, gw_redis_cb cb, int nkeys, const char *const *keys,
@@ -369,6 +370,25 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
     with_rules(h);
 }
 
+/* The campaign lookup's answer: run the step again on the campaign's keys, or say not found. */
+static void campaign_cb(void *arg, int rc)
+{
+    hold_t *h = arg;
+
+    if (rc < 0) {
+        fail(h, rc, "reading the campaign code");
+        return;
+    }
+    if (rc > 0) {
+        gw_app_reply_error(h->req, VC_E_NOT_FOUND,
+                           h->type == VC_EV_RELEASED || !h->in.has_total ? "no such reservation"
+                                                                         : NULL);
+        return;
+    }
+    gw_campaign_take(&h->camp, h->code, h->keys);
+    proceed(h);
+}
+
 /* The confirm or the release begin, on the voucher's keys or (h->camp) the campaign's. */
 static void proceed(void *arg)
 {
@@ -429,25 +449,6 @@ static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const 
             return;
         }
     }
-    proceed(h);
-}
-
-/* The campaign lookup's answer: run the step again on the campaign's keys, or say not found. */
-static void campaign_cb(void *arg, int rc)
-{
-    hold_t *h = arg;
-
-    if (rc < 0) {
-        fail(h, rc, "reading the campaign code");
-        return;
-    }
-    if (rc > 0) {
-        gw_app_reply_error(h->req, VC_E_NOT_FOUND,
-                           h->type == VC_EV_RELEASED || !h->in.has_total ? "no such reservation"
-                                                                         : NULL);
-        return;
-    }
-    gw_campaign_take(&h->camp, h->code, h->keys);
     proceed(h);
 }
 
