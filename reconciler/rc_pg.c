@@ -84,6 +84,11 @@ struct rc_pg {
     PGconn *conn;
 };
 
+PGconn *rc_pg_conn(rc_pg_t *pg)
+{
+    return pg->conn;
+}
+
 rc_pg_t *rc_pg_connect(const char *dsn, int64_t timeout_ms, char *err, size_t errlen)
 {
     rc_pg_t *pg = calloc(1, sizeof(*pg));
@@ -329,9 +334,4 @@ static int read_letters(rc_pg_t *pg, rc_vouchers_t *vs, const char *codes, char 
     }
     PQclear(res);
     return rc;
-}
-
-struct pg_conn *rc_pg_conn(rc_pg_t *pg)
-{
-    return pg ? pg->conn : NULL;
 }

@@ -30,6 +30,9 @@ typedef struct rc_pg rc_pg_t;
 rc_pg_t *rc_pg_connect(const char *dsn, int64_t timeout_ms, char *err, size_t errlen);
 void rc_pg_free(rc_pg_t *pg);
 
+/* The session, for a caller that runs its own statements on it (rc_raise.c); borrowed. */
+struct pg_conn *rc_pg_conn(rc_pg_t *pg);
+
 /* Whether the session is still up (as libpq last saw it). */
 int rc_pg_ok(const rc_pg_t *pg);
 
@@ -62,8 +65,5 @@ int rc_pg_read_rows(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen);
 
 /* Ends the snapshot if a failed pass left it open. */
 void rc_pg_end_snapshot(rc_pg_t *pg);
-
-/* The session (borrowed), for rc_campaign.c's reads inside the pass's snapshot. */
-struct pg_conn *rc_pg_conn(rc_pg_t *pg);
 
 #endif
