@@ -47,6 +47,10 @@ int vc_order_id_valid(const char *s, size_t len)
 
 static int check_event(const vc_event_t *ev, char *err, size_t errlen)
 {
+    if (ev->campaign_id < 0) {
+        snprintf(err, errlen, "field \"campaignId\" must be a positive integer");
+        return VC_ERR_INVALID;
+    }
     if (!vc_event_type_name(ev->type)) {
         snprintf(err, errlen, "unknown event type %d", (int)ev->type);
         return VC_ERR_INVALID;
@@ -117,6 +121,8 @@ int vc_event_encode(const vc_event_t *ev, char *buf, size_t cap, size_t *len, ch
     }
     if (ev->type == VC_EV_RELEASED)
         vc_jgen_kv_str(&g, "reason", ev->reason);
+    if (ev->campaign_id > 0)
+        vc_jgen_kv_int(&g, "campaignId", ev->campaign_id);
     vc_jgen_map_close(&g);
     rc = vc_jgen_finish(&g, buf, cap, len);
     if (rc == VC_ERR_TOO_LARGE)
@@ -179,6 +185,16 @@ int vc_event_decode(const char *json, size_t len, vc_event_t *ev, char *err, siz
     if (ev->type == VC_EV_RELEASED &&
         (rc = vc_jdoc_strcpy(&doc, "reason", ev->reason, sizeof(ev->reason), err, errlen)) != 0)
         goto out;
+    /* Only a campaign's events carry it; every event before campaigns decodes as a voucher's. */
+    if (vc_jdoc_has(&doc, "campaignId")) {
+        if ((rc = vc_jdoc_int(&doc, "campaignId", &ev->campaign_id, err, errlen)) != 0)
+            goto out;
+        if (ev->campaign_id < 1) {
+            snprintf(err, errlen, "field \"campaignId\" must be a positive integer");
+            rc = VC_ERR_INVALID;
+            goto out;
+        }
+    }
     rc = check_event(ev, err, errlen);
 out:
     vc_jdoc_free(&doc);

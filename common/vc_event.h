@@ -39,6 +39,11 @@ typedef struct {
     int64_t at_ms;           /* reservedAt, confirmedAt or releasedAt */
     int64_t held_until_ms;   /* VoucherReserved; 0 when absent */
     char reason[VC_REASON_MAX + 1]; /* VoucherReleased: CANCELLED, EXPIRED, ... */
+    /*
+     * A campaign's event (proto/campaigns.md): the campaign's id, and code is
+     * the one-time code; 0 for a voucher's event (the field is absent).
+     */
+    int64_t campaign_id;
 } vc_event_t;
 
 /* "VoucherReserved" etc., or NULL for a type outside the enum. */

@@ -2,6 +2,14 @@
 #ifndef VC_LUA_H
 #define VC_LUA_H
 
+/* A campaign's code (proto/campaigns.md): its own reserve, the others are the voucher's guarded. */
+extern const char vc_lua_campaign_reserve[];
+extern const char vc_lua_campaign_due[]; /* the reconciler's read of a campaign */
+extern const char vc_lua_campaign_release_begin[];
+extern const char vc_lua_campaign_confirm[];
+extern const char vc_lua_campaign_forget[];
+extern const char vc_lua_campaign_release_finish[];
+
 extern const char vc_lua_reserve[];
 extern const char vc_lua_forget[];
 extern const char vc_lua_confirm[];

@@ -13,6 +13,12 @@
 #include "vc_lua.h"
 
 const char *const gw_app_scripts[GW_SCRIPT_COUNT] = {
+    /* A campaign's code (gw_campaign_redeem.c). */
+    [GW_SCRIPT_CAMPAIGN_RESERVE] = vc_lua_campaign_reserve,
+    [GW_SCRIPT_CAMPAIGN_FORGET] = vc_lua_campaign_forget,
+    [GW_SCRIPT_CAMPAIGN_CONFIRM] = vc_lua_campaign_confirm,
+    [GW_SCRIPT_CAMPAIGN_RELEASE_BEGIN] = vc_lua_campaign_release_begin,
+    [GW_SCRIPT_CAMPAIGN_RELEASE_FINISH] = vc_lua_campaign_release_finish,
     [GW_SCRIPT_RESERVE] = vc_lua_reserve,
     [GW_SCRIPT_FORGET] = vc_lua_forget,
     [GW_SCRIPT_CONFIRM] = vc_lua_confirm,
@@ -106,6 +112,13 @@ int gw_app_publish(gw_app_t *app, const vc_event_t *ev, gw_kafka_delivery_cb cb,
         vc_error("cannot encode %s for order %s: %s", vc_event_type_name(ev->type), ev->order_id,
                  err);
         return rc;
+    }
+    /* A campaign's events share one key, so they stay in order on one partition. */
+    if (ev->campaign_id > 0) {
+        char key[40];
+        int klen = snprintf(key, sizeof(key), "campaign:%lld", (long long)ev->campaign_id);
+        return gw_kafka_produce(app->kafka, app->inbox, app->cfg->kafka_topic, key,
+                                (size_t)klen, payload, len, cb, arg);
     }
     return gw_kafka_produce(app->kafka, app->inbox, app->cfg->kafka_topic, ev->code,
                             strlen(ev->code), payload, len, cb, arg);

@@ -19,6 +19,12 @@
 
 /* The registered Redis scripts, in gw_app_scripts[] order. */
 enum {
+    /* A campaign's code (gw_campaign_redeem.c). */
+    GW_SCRIPT_CAMPAIGN_RESERVE,
+    GW_SCRIPT_CAMPAIGN_FORGET,
+    GW_SCRIPT_CAMPAIGN_CONFIRM,
+    GW_SCRIPT_CAMPAIGN_RELEASE_BEGIN,
+    GW_SCRIPT_CAMPAIGN_RELEASE_FINISH,
     GW_SCRIPT_RESERVE,
     GW_SCRIPT_FORGET,
     GW_SCRIPT_CONFIRM,

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "gw_app.h"
+#include "gw_campaign_redeem.h"
 #include "gw_guard.h"
 #include "vc_error.h"
 #include "vc_log.h"
@@ -50,9 +51,22 @@ typedef struct {
     int64_t price;    /* the discount for the total, when verdict is 0 */
     gw_figures_t fig; /* what the order is confirmed at, for the event and the answer */
     char total_arg[24], price_arg[24];
+    gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys and scripts */
+    int camp_looked;        /* the campaign lookup ran (once per request) */
 } hold_t;
 
 static void finish_release(hold_t *h);
+static void campaign_cb(void *arg, int rc);
+static void proceed(void *arg);
+
+/* A voucher script, or its campaign form when the code is a campaign's. */
+static int eval(hold_t *h, size_t script, gw_redis_cb cb, int nkeys, const char *const *keys,
+                int nargs, const char *const *args)
+{
+    if (h->camp.id)
+        return gw_campaign_eval(h->app, &h->camp, script, cb, h, nkeys, keys, nargs, args);
+    return gw_redis_eval(h->app->redis, script, cb, h, nkeys, keys, nargs, args);
+}
 
 static const char *verb(const hold_t *h)
 {
@@ -106,6 +120,7 @@ static void publish(hold_t *h, const gw_order_value_t *o)
     memcpy(ev.order_id, h->order_id, sizeof(ev.order_id));
     ev.customer_id = o->customer_id;
     ev.at_ms = vc_time_now_ms();
+    ev.campaign_id = h->camp.id;
     if (h->type == VC_EV_RELEASED)
         snprintf(ev.reason, sizeof(ev.reason), "CANCELLED");
     if (h->in.has_total && h->fig.has_amount) {
@@ -160,8 +175,7 @@ static void finish_release(hold_t *h)
     const char *args[] = {h->order_id};
     int rc;
 
-    if ((rc = gw_redis_eval(h->app->redis, GW_SCRIPT_RELEASE_FINISH, finished_cb, h, 4, keys, 1,
-                            args)) != 0)
+    if ((rc = eval(h, GW_SCRIPT_RELEASE_FINISH, finished_cb, 4, keys, 1, args)) != 0)
         fail(h, rc, "redis release finish");
 }
 
@@ -254,6 +268,12 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     status = reply->item[0].integer;
+    if (status == -1 && !h->camp_looked) {
+        /* No such order of a voucher: the code may be a campaign's. */
+        h->camp_looked = 1;
+        gw_campaign_find(h->app, h->code, 0, &h->camp, &h->v, campaign_cb, h);
+        return;
+    }
     if (status == -1) {
         gw_app_reply_error(h->req, VC_E_NOT_FOUND, "no such reservation");
         return;
@@ -308,8 +328,7 @@ static void run_confirm(hold_t *h)
      * again), and records the total every confirm is made at (paid), so that a
      * later confirm with a total is compared with it.
      */
-    rc = gw_redis_eval(h->app->redis, GW_SCRIPT_CONFIRM, script_cb, h, 5, keys,
-                       h->in.has_total ? 4 : 2, args);
+    rc = eval(h, GW_SCRIPT_CONFIRM, script_cb, 5, keys, h->in.has_total ? 4 : 2, args);
     if (rc != 0)
         fail(h, rc, "redis");
 }
@@ -334,6 +353,12 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
 {
     hold_t *h = arg;
 
+    if (rc == VC_E_NOT_FOUND && !h->camp_looked) {
+        /* No such voucher: the code may be a campaign's, whose rules the lookup reads. */
+        h->camp_looked = 1;
+        gw_campaign_find(h->app, h->code, 0, &h->camp, &h->v, campaign_cb, h);
+        return;
+    }
     if (rc != 0) {
         if (rc < 0)
             fail(h, rc, "reading voucher rules");
@@ -349,7 +374,29 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
     with_rules(h);
 }
 
-/* The guessing limits let the request on (or do not apply): run it. */
+/* The campaign lookup's answer: run the step again on the campaign's keys, or say not found. */
+static void campaign_cb(void *arg, int rc)
+{
+    hold_t *h = arg;
+
+    if (rc < 0) {
+        fail(h, rc, "reading the campaign code");
+        return;
+    }
+    if (rc > 0) {
+        gw_app_reply_error(h->req, VC_E_NOT_FOUND,
+                           h->type == VC_EV_RELEASED || !h->in.has_total ? "no such reservation"
+                                                                         : NULL);
+        return;
+    }
+    gw_campaign_take(&h->camp, h->code, h->keys);
+    proceed(h);
+}
+
+/*
+ * The confirm or the release begin, on the voucher's keys or (h->camp) the
+ * campaign's; also where the guessing limits let the request on.
+ */
 static void proceed(void *arg)
 {
     hold_t *h = arg;
@@ -360,6 +407,10 @@ static void proceed(void *arg)
     if (h->type == VC_EV_CONFIRMED) {
         if (!h->in.has_total) {
             run_confirm(h); /* as before the total existed: no rule is read */
+            return;
+        }
+        if (h->camp.id) {
+            with_rules(h); /* the lookup read the campaign's rules */
             return;
         }
         /* Answered now (cached, or a remembered miss) or later through rules_cb: one path. */
@@ -375,7 +426,7 @@ static void proceed(void *arg)
     keys[2] = h->keys[GW_KEY_RELEASING];
     args[1] = "cancel";
     args[2] = now;
-    rc = gw_redis_eval(h->app->redis, GW_SCRIPT_RELEASE_BEGIN, script_cb, h, 3, keys, 3, args);
+    rc = eval(h, GW_SCRIPT_RELEASE_BEGIN, script_cb, 3, keys, 3, args);
     if (rc != 0)
         fail(h, rc, "redis");
 }

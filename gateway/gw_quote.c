@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gw_app.h"
+#include "gw_campaign_redeem.h"
 #include "gw_guard.h"
 #include "gw_metrics.h"
 #include "vc_error.h"
@@ -28,6 +29,7 @@ typedef struct {
     int has_remaining; /* the counter exists */
     int64_t remaining, used;
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys */
 } quote_t;
 
 static void decide(quote_t *q)
@@ -48,7 +50,8 @@ static void decide(quote_t *q)
         return;
     }
     if (remaining <= 0) {
-        gw_app_reply_error(q->req, VC_E_OUT_OF_STOCK, NULL);
+        /* A campaign's code taken: ALREADY_USED, as campaign_reserve.lua answers. */
+        gw_app_reply_error(q->req, q->camp.id ? VC_E_ALREADY_USED : VC_E_OUT_OF_STOCK, NULL);
         return;
     }
     len = (size_t)snprintf(body, sizeof(body), "{\"discountAmount\":%lld}", (long long)q->discount);
@@ -89,7 +92,7 @@ static void used_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 static void remaining_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     quote_t *q = arg;
-    int got;
+    int got = 0;
 
     if (rc != 0)
         q->failed = rc;
@@ -97,6 +100,9 @@ static void remaining_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         q->failed = VC_ERR_PROTOCOL;
     else
         q->has_remaining = got;
+    /* A campaign's code: HEXISTS taken code, so one use left when it is not taken. */
+    if (q->camp.id && got > 0)
+        q->remaining = 1 - q->remaining;
     if (--q->answers == 0)
         decide(q);
 }
@@ -107,9 +113,13 @@ static void with_rules(quote_t *q)
     size_t used_len[3];
     const char *rem_argv[] = {"GET", q->keys[GW_KEY_REMAINING]};
     size_t rem_len[] = {3, strlen(rem_argv[1])};
-    int rc;
+    const char *taken_argv[] = {"HEXISTS", q->camp.taken, q->camp.code};
+    size_t taken_len[] = {7, strlen(q->camp.taken), strlen(q->camp.code)};
+    int rc = vc_voucher_check(&q->v, vc_time_now_ms(), q->in.order_amount, &q->discount);
 
-    if ((rc = vc_voucher_check(&q->v, vc_time_now_ms(), q->in.order_amount, &q->discount)) != 0) {
+    if (q->camp.id)
+        rc = gw_campaign_refusal(&q->camp, rc);
+    if (rc != 0) {
         gw_app_reply_error(q->req, rc, NULL);
         return;
     }
@@ -128,16 +138,37 @@ static void with_rules(quote_t *q)
         q->remaining = 0;
         return;
     }
-    if ((rc = gw_redis_command(q->app->redis, remaining_cb, q, 2, rem_argv, rem_len)) != 0)
+    if (q->camp.id)
+        rc = gw_redis_command(q->app->redis, remaining_cb, q, 3, taken_argv, taken_len);
+    else
+        rc = gw_redis_command(q->app->redis, remaining_cb, q, 2, rem_argv, rem_len);
+    if (rc != 0)
         q->failed = rc; /* used_cb answers */
     else
         q->answers++;
+}
+
+/* The path's code is a campaign's (or not: then the answer of an unknown voucher). */
+static void campaign_cb(void *arg, int rc)
+{
+    quote_t *q = arg;
+
+    if (rc != 0) {
+        gw_app_reply_error(q->req, rc, rc < 0 ? "reading the campaign code" : NULL);
+        return;
+    }
+    gw_campaign_take(&q->camp, q->code, q->keys);
+    with_rules(q);
 }
 
 static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
 {
     quote_t *q = arg;
 
+    if (rc == VC_E_NOT_FOUND) {
+        gw_campaign_find(q->app, q->code, q->in.customer_id, &q->camp, &q->v, campaign_cb, q);
+        return;
+    }
     if (rc != 0) {
         gw_app_reply_error(q->req, rc, rc < 0 ? "reading voucher rules" : NULL);
         return;

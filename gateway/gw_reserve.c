@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "gw_app.h"
+#include "gw_campaign_redeem.h"
 #include "gw_guard.h"
 #include "gw_metrics.h"
 #include "gw_store.h"
@@ -64,6 +65,7 @@ typedef struct {
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
     char claim_key[GW_CLAIM_KEY_MAX];
     char claim_value[GW_CLAIM_VALUE_MAX]; /* CODE:TOKEN, this request's own */
+    gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys and scripts */
 } reserve_t;
 
 static void with_rules(reserve_t *x);
@@ -164,6 +166,9 @@ static int forget(reserve_t *x, gw_redis_cb cb)
 
     for (int i = 0; i < GW_KEY_FORGET; i++)
         keys[i] = x->keys[i];
+    if (x->camp.id)
+        return gw_campaign_eval(x->app, &x->camp, GW_SCRIPT_FORGET, cb, x, GW_KEY_FORGET, keys, 1,
+                                args);
     return gw_redis_eval(x->app->redis, GW_SCRIPT_FORGET, cb, x, GW_KEY_FORGET, keys, 1, args);
 }
 
@@ -237,6 +242,7 @@ static void publish(reserve_t *x, int64_t at_ms, gw_kafka_delivery_cb cb)
     ev.order_amount = x->in.order_amount;
     ev.at_ms = at_ms;
     ev.held_until_ms = x->held_until_ms;
+    ev.campaign_id = x->camp.id;
     if ((rc = gw_app_publish(x->app, &ev, cb, x)) != 0) {
         vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
         VC_LOG_F(VC_LOG_WARN, f, "publishing VoucherReserved failed: %s", vc_strerror(rc));
@@ -548,6 +554,10 @@ static int send_script(reserve_t *x)
     snprintf(held, sizeof(held), "%lld", (long long)x->held_until_ms);
     snprintf(now, sizeof(now), "%lld", (long long)x->now_ms);
     snprintf(amount, sizeof(amount), "%lld", (long long)x->in.order_amount);
+    if (x->camp.id)
+        return gw_campaign_reserve_eval(x->app, &x->camp, x->keys, args,
+                                        x->v.ends_at_ms + x->app->cfg->redis_retention_ms,
+                                        script_cb, x);
     return gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_RESERVE, keys, 8,
                          args);
 }
@@ -619,6 +629,8 @@ static void with_rules(reserve_t *x)
 
     x->now_ms = vc_time_now_ms();
     x->refusal = vc_voucher_check(&x->v, x->now_ms, x->in.order_amount, &x->discount);
+    if (x->camp.id)
+        x->refusal = gw_campaign_refusal(&x->camp, x->refusal);
     if (x->refusal == 0 && gw_rules_soldout(x->app->rules, x->code, vc_time_mono_ms()))
         x->refusal = VC_E_OUT_OF_STOCK;
     if (x->refusal == 0) {
@@ -637,10 +649,31 @@ static void with_rules(reserve_t *x)
         fail(x, rc, "redis order lookup");
 }
 
+/* The path's code is a campaign's (or not: then the answer of an unknown voucher). */
+static void campaign_cb(void *arg, int rc)
+{
+    reserve_t *x = arg;
+
+    if (rc < 0) {
+        fail(x, rc, "reading the campaign code");
+        return;
+    }
+    if (rc > 0) {
+        gw_app_reply_error(x->req, rc, NULL);
+        return;
+    }
+    gw_campaign_take(&x->camp, x->code, x->keys);
+    with_rules(x);
+}
+
 static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
 {
     reserve_t *x = arg;
 
+    if (rc == VC_E_NOT_FOUND) {
+        gw_campaign_find(x->app, x->code, x->in.customer_id, &x->camp, &x->v, campaign_cb, x);
+        return;
+    }
     if (rc > 0) {
         gw_app_reply_error(x->req, rc, NULL);
         return;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vc_campaign.h"
 #include "vc_error.h"
 #include "vc_json.h"
 #include "vc_time.h"
@@ -90,6 +91,13 @@ static void one_method(gw_route_t *out, gw_method_t method, gw_method_t want, gw
     }
 }
 
+/* A campaign's code as a customer may type it: letters in either case, digits and '-'. */
+static int campaign_code_form(const char *s, size_t len)
+{
+    char code[VC_CODE_MAX + 1];
+    return len <= VC_CODE_MAX && vc_campaign_normalize(s, len, code) > 0;
+}
+
 void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
 {
     static const struct {
@@ -140,9 +148,12 @@ void gw_route(gw_method_t method, const char *path, size_t len, gw_route_t *out)
         return;
     if (count == 5 && !seg_is(seg[4], n[4], "confirm"))
         return;
-    /* The path names a real route: a code or orderId that cannot exist is a 404. */
+    /*
+     * The path names a real route: a code or orderId that cannot exist is a
+     * 404. A campaign's code may come in lower case (proto/campaigns.md).
+     */
     if ((dlen = pct_decode(seg[1], n[1], code, sizeof(code))) < 0 ||
-        !vc_code_valid(code, (size_t)dlen))
+        (!vc_code_valid(code, (size_t)dlen) && !campaign_code_form(code, (size_t)dlen)))
         return;
     if (count >= 4 && ((dlen = pct_decode(seg[3], n[3], order_id, sizeof(order_id))) < 0 ||
                        !vc_order_id_valid(order_id, (size_t)dlen)))

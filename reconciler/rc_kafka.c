@@ -347,8 +347,14 @@ int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delive
             k->results[i] = -1;
             continue;
         }
+        char key[40];
+        /* A campaign's events share one key, campaign:<id> (proto/campaigns.md). */
+        if (events[i].campaign_id > 0)
+            snprintf(key, sizeof(key), "campaign:%lld", (long long)events[i].campaign_id);
+        else
+            snprintf(key, sizeof(key), "%s", events[i].code);
         e = rd_kafka_producev(k->producer, RD_KAFKA_V_TOPIC(k->topic),
-                              RD_KAFKA_V_KEY(events[i].code, strlen(events[i].code)),
+                              RD_KAFKA_V_KEY(key, strlen(key)),
                               RD_KAFKA_V_VALUE(buf, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                               RD_KAFKA_V_OPAQUE(report_tag(k->call, i)), RD_KAFKA_V_END);
         if (e) {

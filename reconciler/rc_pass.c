@@ -1,4 +1,5 @@
 #include "rc_pass.h"
+#include "rc_campaign.h"
 #include "rc_raise.h"
 #include "rc_pg.h"
 #include "rc_repair.h"
@@ -304,6 +305,9 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     }
     if (repair)
         rc = rc_repair_releases(ctx, &rs, sum, err, errlen);
+    /* The campaigns: numbers, and their due holds expired (rc_campaign.c). */
+    if (rc == 0)
+        rc = rc_campaign_pass(ctx, &vs, repair, snapshot_ms, sum, err, errlen);
 out:
     /* A pass that failed between reading the vouchers and their rows left the snapshot open. */
     rc_pg_end_snapshot(ctx->pg);

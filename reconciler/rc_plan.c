@@ -43,6 +43,9 @@ void rc_vouchers_free(rc_vouchers_t *vs)
     free(vs->v);
     vs->v = NULL;
     vs->len = 0;
+    free(vs->campaign_events);
+    vs->campaign_events = NULL;
+    vs->ncampaign_events = vs->campaign_cap = 0;
 }
 
 rc_voucher_t *rc_vouchers_find(rc_vouchers_t *vs, const char *code)
@@ -64,9 +67,18 @@ rc_voucher_t *rc_vouchers_find(rc_vouchers_t *vs, const char *code)
 
 void rc_vouchers_add_event(rc_vouchers_t *vs, const vc_event_t *ev)
 {
-    rc_voucher_t *v = rc_vouchers_find(vs, ev->code);
+    rc_voucher_t *v;
 
-    if (!v)
+    if (ev->campaign_id > 0) {
+        /* A campaign's: judged by rc_campaign_pass(), never as a voucher's of the same code. */
+        if (rc_grow((void **)&vs->campaign_events, &vs->campaign_cap, vs->ncampaign_events,
+                    sizeof(*vs->campaign_events), 16) != 0)
+            vs->nomem = 1;
+        else
+            vs->campaign_events[vs->ncampaign_events++] = *ev;
+        return;
+    }
+    if (!(v = rc_vouchers_find(vs, ev->code)))
         return;
     if (rc_grow((void **)&v->events, &v->cap, v->nevents, sizeof(*v->events), 16) != 0) {
         vs->nomem = 1;

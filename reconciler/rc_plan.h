@@ -74,6 +74,9 @@ typedef struct {
     rc_voucher_t *v;
     size_t len;
     int nomem; /* an event in flight could not be kept: the pass fails */
+    /* The campaigns' events in flight (campaignId set), in order, for rc_campaign_pass(). */
+    vc_event_t *campaign_events;
+    size_t ncampaign_events, campaign_cap;
 } rc_vouchers_t;
 
 /*

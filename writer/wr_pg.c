@@ -12,15 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WR_PG_NPARAMS 10
+#define WR_PG_NPARAMS 11
 
 /*
  * wr_apply_batch() (deploy/sql/009) is wr_apply_events() plus, in the same
- * transaction, the release reasons and the letters a replay settled.
+ * transaction, the release reasons and the letters a replay settled; its form
+ * with an 11th array, campaignId (deploy/sql/016), sends a campaign's events
+ * to campaign_redemption and the others to the former.
  */
 static const char apply_sql[] =
     "SELECT wr_apply_batch($1::smallint[], $2::text[], $3::bigint[], $4::text[],"
-    " $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[])";
+    " $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[],"
+    " $11::bigint[])";
 
 static const char park_sql[] =
     "SELECT wr_dlt_park($1, $2, $3, $4, $5::int, $6::bigint, $7, $8::int, $9::bigint, $10, $11,"
@@ -155,7 +158,7 @@ static int check_schema(PGconn *conn, char *err, size_t errlen)
 {
     PGresult *res = PQexec(conn, "SELECT to_regprocedure('wr_apply_batch(smallint[], text[],"
                                  " bigint[], text[], bigint[], bigint[], bigint[], bigint[],"
-                                 " text[], text[])') IS NOT NULL");
+                                 " text[], text[], bigint[])') IS NOT NULL");
     int rc = 0;
 
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -164,7 +167,7 @@ static int check_schema(PGconn *conn, char *err, size_t errlen)
     } else if (strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
         snprintf(err, errlen,
                  "function wr_apply_batch() is missing: apply the migrations up to "
-                 "deploy/sql/009_dead_letter_parking.sql");
+                 "deploy/sql/016_campaign_redemption.sql");
         rc = VC_ERR_INVALID;
     }
     PQclear(res);
@@ -310,6 +313,7 @@ static int params_build(wr_params_t *p, wr_msg_t **msgs, size_t lo, size_t hi, c
         text_int(&arr[7], ev->held_until_ms);
         text_quoted(&arr[8], ev->type == VC_EV_RELEASED ? ev->reason : "");
         text_quoted(&arr[9], msgs[i]->replayed_from);
+        text_int(&arr[10], ev->campaign_id);
     }
     for (int a = 0; a < WR_PG_NPARAMS; a++) {
         text_putc(&arr[a], '}');

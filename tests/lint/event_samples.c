@@ -9,9 +9,12 @@
 
 int main(void)
 {
-    /* The second confirm carries the final figures of a confirm given a total. */
+    /*
+     * The second confirm carries the final figures of a confirm given a total;
+     * the last reservation is a campaign's (campaignId).
+     */
     static const vc_event_type_t types[] = {VC_EV_RESERVED, VC_EV_CONFIRMED, VC_EV_CONFIRMED,
-                                            VC_EV_RELEASED};
+                                            VC_EV_RELEASED, VC_EV_RESERVED};
     char buf[VC_EVENT_MAX_JSON], err[256];
     size_t len;
 
@@ -28,6 +31,7 @@ int main(void)
         ev.held_until_ms = 1795975982123;
         strcpy(ev.reason, "EXPIRED");
         ev.has_amounts = i == 2;
+        ev.campaign_id = i == 4 ? 9007199254740993LL : 0;
         if (vc_event_encode(&ev, buf, sizeof(buf), &len, err, sizeof(err)) != 0) {
             fprintf(stderr, "event_samples: %s\n", err);
             return 1;

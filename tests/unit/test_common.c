@@ -69,6 +69,31 @@ START_TEST(event_roundtrip_released)
 }
 END_TEST
 
+/* A campaign's event carries campaignId; a voucher's does not, and old events decode as 0. */
+START_TEST(event_roundtrip_campaign)
+{
+    static const char zero[] = "{\"type\":\"VoucherReleased\",\"version\":1,\"code\":\"K7QM\","
+                               "\"customerId\":42,\"orderId\":\"o\",\"reason\":\"EXPIRED\","
+                               "\"releasedAt\":\"2026-11-29T17:58:02.123Z\",\"campaignId\":0}";
+    vc_event_t in = sample_reserved(), out;
+    char buf[VC_EVENT_MAX_JSON], err[256];
+    size_t len;
+
+    in.campaign_id = 7;
+    ck_assert_int_eq(vc_event_encode(&in, buf, sizeof(buf), &len, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(strstr(buf, "\"campaignId\":7"));
+    ck_assert_int_eq(vc_event_decode(buf, len, &out, err, sizeof(err)), 0);
+    ck_assert_int_eq(out.campaign_id, 7);
+    in.campaign_id = 0;
+    ck_assert_int_eq(vc_event_encode(&in, buf, sizeof(buf), &len, err, sizeof(err)), 0);
+    ck_assert_ptr_null(strstr(buf, "campaignId"));
+    ck_assert_int_eq(vc_event_decode(buf, len, &out, err, sizeof(err)), 0);
+    ck_assert_int_eq(out.campaign_id, 0);
+    ck_assert_int_eq(vc_event_decode(zero, strlen(zero), &out, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "campaignId"));
+}
+END_TEST
+
 /* A confirm given the final total carries its figures; an old confirm, none, and still decodes. */
 START_TEST(event_roundtrip_confirmed_amounts)
 {
@@ -854,6 +879,7 @@ static Suite *common_suite(void)
     tcase_add_test(tc, event_roundtrip_reserved);
     tcase_add_test(tc, event_roundtrip_released);
     tcase_add_test(tc, event_roundtrip_confirmed_amounts);
+    tcase_add_test(tc, event_roundtrip_campaign);
     tcase_add_test(tc, event_encode_rejects_invalid);
     tcase_add_loop_test(tc, event_decode_rejects_malformed, 0,
                         sizeof(bad_events) / sizeof(bad_events[0]));

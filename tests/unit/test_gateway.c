@@ -33,7 +33,9 @@ static const struct {
     {GW_M_DELETE, "/vouchers/FLASH100/reservations/o-1/confirm", GW_ROUTE_BAD_METHOD, "FLASH100",
      "o-1", "POST"},
     /* A code or orderId that cannot exist: 404, whatever the method. */
-    {GW_M_POST, "/vouchers/flash100/reservations", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    /* Lower case routes: a campaign's code may be typed so (proto/campaigns.md). */
+    {GW_M_POST, "/vouchers/flash100/reservations", GW_ROUTE_RESERVE, "flash100", "", NULL},
+    {GW_M_POST, "/vouchers/flash_100/reservations", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_POST, "/vouchers/ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456/reservations", GW_ROUTE_NOT_FOUND, "",
      "", NULL},
     {GW_M_POST, "/vouchers//reservations", GW_ROUTE_NOT_FOUND, "", "", NULL},
@@ -67,9 +69,9 @@ static const struct {
     {GW_M_DELETE, "/vouchers/F/reservations/a%00b", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_DELETE, "/vouchers/F/reservations/a%2", GW_ROUTE_NOT_FOUND, "", "", NULL},
     {GW_M_DELETE, "/vouchers/F/reservations/a%zz", GW_ROUTE_NOT_FOUND, "", "", NULL},
-    {GW_M_GET, "/vouchers/%66", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_GET, "/vouchers/%66", GW_ROUTE_SHOW, "f", "", NULL}, /* a campaign code may be lower case */
     {GW_M_PATCH, "/vouchers/FLASH100/reservations", GW_ROUTE_BAD_METHOD, "FLASH100", "", "POST"},
-    {GW_M_GET, "/vouchers/flash100", GW_ROUTE_NOT_FOUND, "", "", NULL},
+    {GW_M_GET, "/vouchers/flash100", GW_ROUTE_SHOW, "flash100", "", NULL},
     {GW_M_POST, "/vouchers/FLASH100/quote", GW_ROUTE_QUOTE, "FLASH100", "", NULL},
     {GW_M_GET, "/vouchers/FLASH100/quote", GW_ROUTE_BAD_METHOD, "FLASH100", "", "POST"},
     {GW_M_POST, "/vouchers/FLASH100/quote/o-1", GW_ROUTE_NOT_FOUND, "", "", NULL},

@@ -1,0 +1,4 @@
+end)()
+-- The use is back: the code may be taken again (by any customer of the campaign).
+if campaign_result[1] == 1 then redis.call('HDEL', campaign_taken, campaign_code) end
+return campaign_result

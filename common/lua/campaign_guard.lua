@@ -1,0 +1,16 @@
+-- Put before a voucher script (release_begin, confirm; with
+-- campaign_give_back_*.lua around them, forget and release_finish) to make it
+-- act on a campaign's code. The caller appends to KEYS the campaign's orders
+-- and taken hashes and to ARGV the code; they are taken off here, so the
+-- voucher script sees its usual arguments (ARGV[1] is the orderId in each).
+-- The order must be the one holding the code: an orderId of the campaign named
+-- with another of its codes is no such order (-1), as an unknown orderId is
+-- (proto/campaigns.md). A released order (R) holds no code any more: the
+-- script answers it (already released, or too late to confirm).
+local campaign_taken = table.remove(KEYS)
+local campaign_orders = table.remove(KEYS)
+local campaign_code = table.remove(ARGV)
+if redis.call('HGET', campaign_taken, campaign_code) ~= ARGV[1] then
+  local o = redis.call('HGET', campaign_orders, ARGV[1])
+  if not (o and string.sub(o, -1) == 'R') then return {-1, false} end
+end

@@ -1,0 +1,58 @@
+-- Takes the one use of a campaign's code for an order, atomically; or, for an
+-- order Redis has already seen, answers what it stores (as reserve.lua does for
+-- a voucher: a retry is recognised before anything else). proto/campaigns.md.
+--
+-- All keys carry the campaign's hash tag {c<ID>}:
+-- KEYS[1] campaign:{cID}:taken    hash code -> orderId: the codes that hold a use
+-- KEYS[2] campaign:{cID}:users    hash customerId -> uses held across the campaign
+-- KEYS[3] campaign:{cID}:orders   hash orderId -> "customerId:discount:heldUntilMs:state"
+--                                 (the voucher's format: confirm.lua and
+--                                 release_begin.lua read it unchanged)
+-- KEYS[4] campaign:{cID}:holds    KEYS[5] campaign:{cID}:resent
+-- KEYS[6] campaign:{cID}:amounts  (all as reserve.lua's)
+-- ARGV[1] customerId   ARGV[2] perCustomerLimit   ARGV[3] orderId
+-- ARGV[4] discount     ARGV[5] heldUntilMs        ARGV[6] nowMs
+-- ARGV[7] orderAmount  ARGV[8] "take" or "known" (as reserve.lua)
+-- ARGV[9] code (stored form)   ARGV[10] when the keys expire (Unix ms)
+--
+-- Returns reserve.lua's statuses: 1 taken, 0 the same order again, -2 the code
+-- is taken by another order or the customer is at the campaign's limit (both
+-- ALREADY_USED), -4 another customer's orderId, -5 another orderAmount,
+-- -6 a new order and ARGV[8] is "known", -7 the customers' counts are lost.
+-- A known order must be of this code: an orderId of the campaign reserved with
+-- another of its codes is -4 (the gateway's ORDER_CONFLICT).
+local order = redis.call('HGET', KEYS[3], ARGV[3])
+if order then
+  local customer = string.match(order, '^([^:]*):')
+  if customer ~= ARGV[1] then return {-4, order} end
+  local state = string.sub(order, -1)
+  -- Taken codes keep their orderId until the use is back (R) or forgotten.
+  if state ~= 'R' and redis.call('HGET', KEYS[1], ARGV[9]) ~= ARGV[3] then
+    return {-4, order}
+  end
+  local amount = redis.call('HGET', KEYS[6], ARGV[3])
+  if amount and amount ~= ARGV[7] then return {-5, order, amount} end
+  if state == 'H' or state == 'C' then
+    local now = tonumber(ARGV[6])
+    redis.call('ZADD', KEYS[5], now, ARGV[3])
+    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 600000)
+    redis.call('PEXPIRE', KEYS[5], 600000)
+  end
+  return {0, order}
+end
+if ARGV[8] ~= 'take' then return {-6, false} end
+if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+  return {-7, false}
+end
+if redis.call('HEXISTS', KEYS[1], ARGV[9]) == 1 then return {-2, false} end
+local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+if used >= tonumber(ARGV[2]) then return {-2, false} end
+redis.call('HSET', KEYS[1], ARGV[9], ARGV[3])
+redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+order = ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':H'
+redis.call('HSET', KEYS[3], ARGV[3], order)
+redis.call('HSET', KEYS[6], ARGV[3], ARGV[7])
+redis.call('ZADD', KEYS[4], ARGV[5], ARGV[3])
+-- Retention: the campaign's keys expire together, at its endsAt plus the retention.
+for _, i in ipairs({1, 2, 3, 4, 6}) do redis.call('PEXPIREAT', KEYS[i], ARGV[10]) end
+return {1, order}

@@ -1,0 +1,198 @@
+/*
+ * A campaign's code on the voucher routes: the lookup (one primary-key read of
+ * campaign_code joined to its campaign), the campaign's keys, and its
+ * scripts. The flows stay in gw_reserve.c and gw_holds.c; see
+ * gw_campaign_redeem.h and proto/campaigns.md.
+ */
+#include "gw_campaign_redeem.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vc_campaign.h"
+#include "vc_error.h"
+#include "vc_pg.h"
+
+typedef struct {
+    gw_campaign_ref_t *ref;
+    vc_voucher_t *v;
+    int64_t customer_id;
+    gw_campaign_found_cb cb;
+    void *arg;
+} find_t;
+
+static int64_t col_int(const PGresult *res, int c)
+{
+    return strtoll(PQgetvalue(res, 0, c), NULL, 10);
+}
+
+/* On the threadpool: read the code's campaign; the binding is judged here, without I/O after. */
+static int find_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
+{
+    find_t *f = arg;
+    const char *params[] = {f->ref->code};
+    PGresult *res;
+    int rc = 0;
+
+    res = PQexecParams(conn,
+                       "SELECT cc.campaign_id, coalesce(cc.customer_id, 0), c.state = 'ACTIVE',"
+                       " c.discount_amount, coalesce(c.discount_percent, 0),"
+                       " coalesce(c.max_discount_amount, 0), c.min_order_amount,"
+                       " c.per_customer_limit, c.total_count, c.used_count,"
+                       " (extract(epoch FROM c.starts_at) * 1000)::bigint,"
+                       " (extract(epoch FROM c.ends_at) * 1000)::bigint"
+                       " FROM campaign_code cc JOIN campaign c ON c.id = cc.campaign_id"
+                       " WHERE cc.code = $1",
+                       1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = vc_pg_error_class(conn, res);
+        vc_pg_error_text(conn, res, err, errlen);
+    } else if (PQntuples(res) != 1) {
+        rc = VC_E_NOT_FOUND;
+    } else {
+        vc_voucher_t *v = f->v;
+        f->ref->id = col_int(res, 0);
+        f->ref->bound_customer = col_int(res, 1);
+        f->ref->active = PQgetvalue(res, 0, 2)[0] == 't';
+        memset(v, 0, sizeof(*v));
+        memcpy(v->code, f->ref->code, sizeof(v->code));
+        v->discount_amount = col_int(res, 3);
+        v->discount_percent = (int)col_int(res, 4);
+        v->max_discount_amount = col_int(res, 5);
+        v->min_order_amount = col_int(res, 6);
+        v->per_customer_limit = col_int(res, 7);
+        v->total_limit = col_int(res, 8);
+        v->used_count = col_int(res, 9);
+        v->starts_at_ms = col_int(res, 10);
+        v->ends_at_ms = col_int(res, 11);
+        /* Bound to someone else: the answer of a code that does not exist. */
+        if (f->customer_id > 0 && f->ref->bound_customer > 0 &&
+            f->ref->bound_customer != f->customer_id)
+            rc = VC_E_NOT_FOUND;
+    }
+    PQclear(res);
+    return rc;
+}
+
+static void find_done(void *arg, int rc, const char *err)
+{
+    find_t *f = arg;
+    char keys[GW_KEY_COUNT][GW_KEY_MAX];
+
+    (void)err; /* the caller logs with its own ids */
+    if (rc == 0) {
+        gw_campaign_keys(f->ref->id, keys);
+        memcpy(f->ref->orders, keys[GW_KEY_ORDERS], sizeof(f->ref->orders));
+        snprintf(f->ref->taken, sizeof(f->ref->taken), "campaign:{c%lld}:taken",
+                 (long long)f->ref->id);
+    } else {
+        f->ref->id = 0;
+    }
+    f->cb(f->arg, rc);
+    free(f);
+}
+
+void gw_campaign_find(gw_app_t *app, const char *path_code, int64_t customer_id,
+                      gw_campaign_ref_t *ref, vc_voucher_t *v, gw_campaign_found_cb cb,
+                      void *arg)
+{
+    find_t *f;
+    int rc;
+
+    memset(ref, 0, sizeof(*ref));
+    if (vc_campaign_normalize(path_code, strlen(path_code), ref->code) < 0) {
+        cb(arg, VC_E_NOT_FOUND);
+        return;
+    }
+    if (!(f = malloc(sizeof(*f)))) {
+        cb(arg, VC_ERR_NOMEM);
+        return;
+    }
+    *f = (find_t){.ref = ref, .v = v, .customer_id = customer_id, .cb = cb, .arg = arg};
+    if ((rc = gw_pg_run(app->loop, app->pg, find_work, find_done, f)) != 0) {
+        free(f);
+        cb(arg, rc);
+    }
+}
+
+void gw_campaign_keys(int64_t id, char keys[GW_KEY_COUNT][GW_KEY_MAX])
+{
+    char tag[32];
+
+    snprintf(tag, sizeof(tag), "c%lld", (long long)id);
+    gw_app_keys(tag, keys);
+    /* gw_app_keys() writes voucher:{tag}:...; a campaign's keys are campaign:{tag}:... */
+    for (int i = 0; i < GW_KEY_COUNT; i++) {
+        char k[GW_KEY_MAX];
+        snprintf(k, sizeof(k), "campaign%s", keys[i] + strlen("voucher"));
+        memcpy(keys[i], k, GW_KEY_MAX);
+    }
+}
+
+void gw_campaign_take(const gw_campaign_ref_t *ref, char *code,
+                      char keys[GW_KEY_COUNT][GW_KEY_MAX])
+{
+    memcpy(code, ref->code, VC_CODE_MAX + 1);
+    gw_campaign_keys(ref->id, keys);
+}
+
+static size_t campaign_script(size_t script)
+{
+    switch (script) {
+    case GW_SCRIPT_FORGET:
+        return GW_SCRIPT_CAMPAIGN_FORGET;
+    case GW_SCRIPT_RELEASE_BEGIN:
+        return GW_SCRIPT_CAMPAIGN_RELEASE_BEGIN;
+    case GW_SCRIPT_RELEASE_FINISH:
+        return GW_SCRIPT_CAMPAIGN_RELEASE_FINISH;
+    case GW_SCRIPT_CONFIRM:
+        return GW_SCRIPT_CAMPAIGN_CONFIRM;
+    default:
+        return GW_SCRIPT_COUNT;
+    }
+}
+
+#define GW_CAMPAIGN_MAX_KEYS 8
+#define GW_CAMPAIGN_MAX_ARGS 8
+
+int gw_campaign_eval(gw_app_t *app, const gw_campaign_ref_t *ref, size_t script, gw_redis_cb cb,
+                     void *arg, int nkeys, const char *const *keys, int nargs,
+                     const char *const *args)
+{
+    const char *k[GW_CAMPAIGN_MAX_KEYS + 2], *a[GW_CAMPAIGN_MAX_ARGS + 1];
+    size_t s = campaign_script(script);
+
+    if (s == GW_SCRIPT_COUNT || nkeys > GW_CAMPAIGN_MAX_KEYS || nargs > GW_CAMPAIGN_MAX_ARGS)
+        return VC_ERR_INVALID;
+    memcpy(k, keys, (size_t)nkeys * sizeof(*k));
+    memcpy(a, args, (size_t)nargs * sizeof(*a));
+    k[nkeys] = ref->orders;
+    k[nkeys + 1] = ref->taken;
+    a[nargs] = ref->code;
+    return gw_redis_eval(app->redis, s, cb, arg, nkeys + 2, k, nargs + 1, a);
+}
+
+int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref,
+                             char (*keys)[GW_KEY_MAX], const char *const *args,
+                             int64_t expire_at_ms, gw_redis_cb cb, void *arg)
+{
+    char expire[24];
+    const char *k[] = {ref->taken,        keys[GW_KEY_USERS],  keys[GW_KEY_ORDERS],
+                       keys[GW_KEY_HOLDS], keys[GW_KEY_RESENT], keys[GW_KEY_AMOUNTS]};
+    const char *a[10];
+
+    snprintf(expire, sizeof(expire), "%lld", (long long)expire_at_ms);
+    memcpy(a, args, 8 * sizeof(*a));
+    a[8] = ref->code;
+    a[9] = expire;
+    return gw_redis_eval(app->redis, GW_SCRIPT_CAMPAIGN_RESERVE, cb, arg, 6, k, 10, a);
+}
+
+int gw_campaign_refusal(const gw_campaign_ref_t *ref, int refusal)
+{
+    if (!ref->active || refusal == VC_E_NOT_STARTED || refusal == VC_E_EXPIRED)
+        return VC_E_NOT_FOUND;
+    return refusal;
+}

@@ -1,0 +1,74 @@
+/*
+ * Redemption of a campaign's one-time codes on the voucher routes
+ * (proto/campaigns.md, "How a code reaches the campaign"). The voucher flows
+ * (gw_reserve.c, gw_holds.c) call in here only on their not-found path: a code
+ * no voucher has is normalized and looked up in campaign_code, and the flow
+ * then runs on the campaign's keys, {c<ID>}, with the campaign's scripts.
+ */
+#ifndef GW_CAMPAIGN_REDEEM_H
+#define GW_CAMPAIGN_REDEEM_H
+
+#include <stdint.h>
+
+#include "gw_app.h"
+#include "vc_voucher.h"
+
+/* The campaign a code belongs to, as a flow needs it; id 0: not (yet) a campaign's. */
+typedef struct {
+    int64_t id;
+    int64_t bound_customer; /* 0: unbound */
+    int active;             /* the campaign is ACTIVE */
+    char code[VC_CODE_MAX + 1]; /* stored form */
+    char orders[GW_KEY_MAX];    /* campaign:{cID}:orders */
+    char taken[GW_KEY_MAX];     /* campaign:{cID}:taken */
+} gw_campaign_ref_t;
+
+/*
+ * rc 0: ref and v (the campaign's rules in a voucher's shape, code the stored
+ * form) are filled; VC_E_NOT_FOUND: no campaign has this code, or it is bound
+ * to another customer; a negative VC_ERR_* when PostgreSQL failed.
+ */
+typedef void (*gw_campaign_found_cb)(void *arg, int rc);
+
+/*
+ * Looks path_code up as a campaign code (vc_campaign_normalize() first: case
+ * and separators do not matter). customer_id > 0 is checked against the
+ * code's binding: a code bound to another customer is VC_E_NOT_FOUND, the
+ * answer of an unknown code after the same one lookup; 0 checks nothing (the
+ * order's own routes, where the order says who it is). ref and v are
+ * borrowed until cb, which runs exactly once (maybe before this returns).
+ */
+void gw_campaign_find(gw_app_t *app, const char *path_code, int64_t customer_id,
+                      gw_campaign_ref_t *ref, vc_voucher_t *v, gw_campaign_found_cb cb,
+                      void *arg);
+
+/*
+ * After a found lookup: the flow's code becomes the stored form and its keys
+ * the campaign's (code: VC_CODE_MAX + 1 bytes).
+ */
+void gw_campaign_take(const gw_campaign_ref_t *ref, char *code,
+                      char keys[GW_KEY_COUNT][GW_KEY_MAX]);
+
+/* Fills keys as gw_app_keys() does, for the campaign's hash tag: campaign:{c<id>}:... */
+void gw_campaign_keys(int64_t id, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
+
+/*
+ * Runs the campaign's form of a voucher script (GW_SCRIPT_FORGET,
+ * _RELEASE_BEGIN, _RELEASE_FINISH, _CONFIRM) with the keys and arguments the
+ * voucher's takes: the orders and taken hashes and the code are appended
+ * (common/lua/campaign_guard.lua). Returns as gw_redis_eval().
+ */
+int gw_campaign_eval(gw_app_t *app, const gw_campaign_ref_t *ref, size_t script, gw_redis_cb cb,
+                     void *arg, int nkeys, const char *const *keys, int nargs,
+                     const char *const *args);
+
+/* campaign_reserve.lua for a request: reserve.lua's arguments, then the code and the expiry. */
+int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref,
+                             char (*keys)[GW_KEY_MAX], const char *const *args,
+                             int64_t expire_at_ms, gw_redis_cb cb, void *arg);
+
+/* The refusal a campaign's request gets for a new order: an inactive campaign or outside its
+ * window answers as an unknown code; others as the rules said. */
+int gw_campaign_refusal(const gw_campaign_ref_t *ref, int refusal);
+
+#endif
