@@ -45,12 +45,17 @@ static void decide(quote_t *q)
         return;
     }
     /* The order of reserve.lua: the customer's limit, then the stock. */
+    /* A campaign's code refused tells that it exists: a failed try (gw_guard.h). */
     if (q->used >= q->v.per_customer_limit) {
+        if (q->camp.id)
+            gw_guard_mark(q->req, 1);
         gw_app_reply_error(q->req, VC_E_ALREADY_USED, NULL);
         return;
     }
     if (remaining <= 0) {
         /* A campaign's code taken: ALREADY_USED, as campaign_reserve.lua answers. */
+        if (q->camp.id)
+            gw_guard_mark(q->req, 1);
         gw_app_reply_error(q->req, q->camp.id ? VC_E_ALREADY_USED : VC_E_OUT_OF_STOCK, NULL);
         return;
     }

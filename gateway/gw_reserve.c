@@ -489,6 +489,12 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         reject(x, VC_E_OUT_OF_STOCK, NULL);
         return;
     case -2:
+        /*
+         * A campaign's code taken by someone else tells that the code exists:
+         * a failed try for the guessing limits, as an unknown code's 404 is.
+         */
+        if (x->camp.id)
+            gw_guard_mark(x->req, 1);
         reject(x, VC_E_ALREADY_USED, NULL);
         return;
     case -3:
