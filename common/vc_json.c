@@ -713,6 +713,8 @@ int vc_jdoc_int(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, 
     return 0;
 }
 
+static int whole_number(const char *s, int64_t *out);
+
 int vc_jdoc_int_array(const vc_jdoc_t *doc, const char *key, int64_t *out, size_t cap, size_t *n,
                       char *err, size_t errlen)
 {
@@ -731,12 +733,12 @@ int vc_jdoc_int_array(const vc_jdoc_t *doc, const char *key, int64_t *out, size_
     for (size_t i = 0; i < v->u.array.len; i++) {
         yajl_val e = v->u.array.values[i];
 
-        if (!YAJL_IS_INTEGER(e)) {
+        /* Integers as JSON Schema reads them (5.0 too), as vc_jdoc_whole(). */
+        if (!YAJL_IS_NUMBER(e) || !e->u.number.r || whole_number(e->u.number.r, &out[i]) != 0) {
             snprintf(err, errlen, "field \"%s\" must be an array of integers (entry %zu is not)",
                      key, i);
             return VC_ERR_INVALID;
         }
-        out[i] = YAJL_GET_INTEGER(e);
     }
     *n = v->u.array.len;
     return 0;

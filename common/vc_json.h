@@ -126,7 +126,7 @@ int vc_jdoc_at(const vc_jdoc_t *doc, const char *key, size_t i, vc_jdoc_t *out, 
 int vc_jdoc_str_at(const vc_jdoc_t *doc, const char *key, size_t i, const char **out, char *err,
                    size_t errlen);
 
-/* An array of at most cap integers, copied into out; *n is how many. */
+/* An array of at most cap integers (whole numbers, as vc_jdoc_whole()), copied into out; *n is how many. */
 int vc_jdoc_int_array(const vc_jdoc_t *doc, const char *key, int64_t *out, size_t cap, size_t *n,
                       char *err, size_t errlen);
 /* An RFC 3339 string; when !required and the key is absent, *out_ms = 0. */

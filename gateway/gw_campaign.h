@@ -29,8 +29,13 @@ typedef enum {
 
 /* Up to this many codes a creation answers 201 after generating them; above, 202. */
 #define GW_CAMPAIGN_SYNC_MAX 10000
-/* customerIds in one request at most (a request body is at most GW_MAX_BODY). */
-#define GW_CAMPAIGN_CUSTOMERS_MAX 2000
+/*
+ * customerIds in one request at most: 500 ids of 19 digits and their commas
+ * fit in a request body (16 KiB, GW_MAX_BODY) beside the other fields, so a
+ * body the schema allows is never refused as too large. More are bound with
+ * several campaigns, or by voucher-admin.
+ */
+#define GW_CAMPAIGN_CUSTOMERS_MAX 500
 
 /*
  * Routes the segments after "/campaigns" (count of them, seg[i] n[i] bytes)

@@ -65,7 +65,7 @@ void gw_campaign_route(gw_method_t method, const char *const *seg, const int *n,
 static int range(const vc_jdoc_t *doc, const char *key, int64_t lo, int64_t hi, int64_t *out,
                  char *err, size_t errlen)
 {
-    int rc = vc_jdoc_int(doc, key, out, err, errlen);
+    int rc = vc_jdoc_whole(doc, key, out, err, errlen);
 
     if (rc == 0 && (*out < lo || *out > hi)) {
         snprintf(err, errlen, "field \"%s\" must be within %lld..%lld", key, (long long)lo,
@@ -112,7 +112,7 @@ int gw_campaign_req_parse(const char *body, size_t len, gw_campaign_req_t *out, 
         goto out;
     }
     snprintf(s->name, sizeof(s->name), "%s", str);
-    if ((rc = vc_jdoc_int(&doc, "count", &s->count, err, errlen)) != 0)
+    if ((rc = vc_jdoc_whole(&doc, "count", &s->count, err, errlen)) != 0)
         goto out;
     if (vc_jdoc_has(&doc, "length")) {
         if ((rc = range(&doc, "length", VC_CAMPAIGN_LENGTH_MIN, VC_CAMPAIGN_LENGTH_MAX, &v, err,
