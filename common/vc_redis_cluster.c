@@ -365,6 +365,21 @@ void vc_redis_cluster_free(vc_redis_cluster_t *c)
     free(c);
 }
 
+redisContext *vc_redis_cluster_conn(vc_redis_cluster_t *c, unsigned slot, char *err, size_t errlen)
+{
+    int node = c->map.owner[slot % VC_REDIS_SLOTS];
+    char scratch[256];
+    redisContext *ctx;
+
+    if (node == VC_REDIS_NO_NODE) {
+        snprintf(err, errlen, "Redis Cluster: slot %u is served by no master", slot % VC_REDIS_SLOTS);
+        return NULL;
+    }
+    if (!(ctx = node_conn(c, node, err, errlen)))
+        vc_redis_cluster_refresh(c, scratch, sizeof(scratch));
+    return ctx;
+}
+
 redisReply *vc_redis_cluster_command(vc_redis_cluster_t *c, unsigned slot, int argc,
                                      const char **argv, const size_t *argvlen, char *err,
                                      size_t errlen)

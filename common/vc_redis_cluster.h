@@ -125,6 +125,16 @@ struct redisReply *vc_redis_cluster_command(vc_redis_cluster_t *c, unsigned slot
                                             const char **argv, const size_t *argvlen, char *err,
                                             size_t errlen);
 
+/*
+ * The connection to the master serving slot (made on first use), for a
+ * pipeline of commands on that slot's keys; borrowed until the next call on
+ * c. A MOVED or ASK among the pipeline's replies means the map is stale:
+ * the caller gives up and calls vc_redis_cluster_refresh, or connects anew.
+ * NULL with err set when that master cannot be reached.
+ */
+struct redisContext *vc_redis_cluster_conn(vc_redis_cluster_t *c, unsigned slot, char *err,
+                                           size_t errlen);
+
 /* Reads the map again from any master known (after a failover, say). Returns 0 or a VC_ERR_*. */
 int vc_redis_cluster_refresh(vc_redis_cluster_t *c, char *err, size_t errlen);
 
