@@ -80,6 +80,12 @@ int gw_redis_command(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc, const c
 int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int nkeys,
                   const char *const *keys, int nargs, const char *const *args);
 
+/*
+ * Whether commands on keys of different slots are answered in the order
+ * sent: 1 on one node (one connection), 0 on a Redis Cluster.
+ */
+int gw_redis_ordered(const gw_redis_t *r);
+
 /* Whether the connection is up (for health reporting). */
 int gw_redis_connected(const gw_redis_t *r);
 

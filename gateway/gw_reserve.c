@@ -59,6 +59,7 @@ typedef struct {
     int load_waits; /* script runs left while another request's first load lands */
     int claim;
     int script_unsent; /* the script could not be sent after the claim: answer 503 in claim_cb */
+    int script_after_claim; /* Redis Cluster: the script goes once the claim has answered */
     int64_t load_remaining;
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
     char claim_key[GW_CLAIM_KEY_MAX];
@@ -523,6 +524,12 @@ static void claim_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     if (x->script_unsent) {
         unclaim(x);
         fail(x, VC_ERR_UNAVAILABLE, "redis reserve");
+    } else if (x->script_after_claim) {
+        /* Nothing taken yet: a claim whose outcome is unknown ends here (proto/redis-keys.md). */
+        if (x->claim == CLAIM_FAILED)
+            fail(x, VC_ERR_UNAVAILABLE, "claiming the orderId");
+        else
+            run_script(x);
     }
 }
 
@@ -569,7 +576,12 @@ static void claim_process_init(void)
         claim_process = ((uint64_t)uv_os_getpid() << 32) ^ (uint64_t)vc_time_now_ms();
 }
 
-/* Claims the orderId and runs the script right behind it, on the same connection. */
+/*
+ * Claims the orderId and runs the script right behind it, on the same
+ * connection. On a Redis Cluster the claim's slot is not the voucher's: two
+ * connections answer in no set order, so the script waits for the claim's
+ * answer (one round trip more; proto/redis-keys.md, "Redis Cluster").
+ */
 static void claim_and_run(reserve_t *x)
 {
     char expire_at[24];
@@ -584,11 +596,12 @@ static void claim_and_run(reserve_t *x)
     for (int i = 0; i < 7; i++)
         argvlen[i] = strlen(argv[i]);
 
+    x->script_after_claim = !gw_redis_ordered(x->app->redis);
     if ((rc = gw_redis_command(x->app->redis, claim_cb, x, 7, argv, argvlen)) != 0) {
         fail(x, rc, "redis reserve");
         return;
     }
-    if (send_script(x) != 0)
+    if (!x->script_after_claim && send_script(x) != 0)
         x->script_unsent = 1; /* claim_cb answers, once the claim's outcome is known */
 }
 
