@@ -33,6 +33,8 @@ typedef struct {
     const char *api_token;       /* bearer tokens of the order service's routes; "" = open */
     int64_t shutdown_timeout_ms; /* SIGTERM to exit, in-flight requests and flush included */
     const char *kafka_conf;      /* "key=value,key=value" passed to librdkafka */
+    int64_t redis_wait_replicas;   /* replicas a use must reach before its event (WAIT); 0 none */
+    int64_t redis_wait_timeout_ms; /* how long that WAIT waits */
 } gw_config_t;
 
 /* The settings table, terminated by VC_CFG_END. */

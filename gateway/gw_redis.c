@@ -97,6 +97,7 @@ struct gw_redis {
 };
 
 static void router_connected(gw_redis_t *rt);
+static gw_redis_t *router_child(gw_redis_t *rt, const char *host, int port);
 
 static void set_connected(gw_redis_t *r, int connected)
 {
@@ -481,6 +482,30 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
     c->script = (long)script;
     c->deadline_ms = vc_time_mono_ms() + r->timeout_ms;
     return cmd_send(r, c);
+}
+
+int gw_redis_wait(gw_redis_t *r, const char *key, int64_t replicas, int64_t timeout_ms,
+                  gw_redis_cb cb, void *arg)
+{
+    char n[24], ms[24];
+    const char *argv[] = {"WAIT", n, ms};
+    size_t argvlen[3];
+
+    snprintf(n, sizeof(n), "%lld", (long long)replicas);
+    snprintf(ms, sizeof(ms), "%lld", (long long)timeout_ms);
+    for (int i = 0; i < 3; i++)
+        argvlen[i] = strlen(argv[i]);
+    if (r->cluster) {
+        /* WAIT names no key: it goes to the master the key's writes went to. */
+        int node = r->map->owner[vc_redis_key_slot(key, strlen(key))];
+        gw_redis_t *child;
+
+        if (node == VC_REDIS_NO_NODE ||
+            !(child = router_child(r, r->map->nodes[node].host, r->map->nodes[node].port)))
+            return VC_ERR_UNAVAILABLE;
+        r = child;
+    }
+    return gw_redis_command(r, cb, arg, 3, argv, argvlen);
 }
 
 int gw_redis_ordered(const gw_redis_t *r)

@@ -408,6 +408,36 @@ static void load_into_redis(reserve_t *x)
 
 /* ---- the script and the claim ---- */
 
+static void waited_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    reserve_t *x = arg;
+    int64_t want = x->app->cfg->redis_wait_replicas;
+
+    if (rc == 0 && reply->n == 1 && reply->item[0].type == GW_REDIS_INT &&
+        reply->item[0].integer >= want) {
+        VC_FAULT("reserve-before-publish");
+        publish(x, x->now_ms, delivered_cb);
+        return;
+    }
+    /*
+     * The use is taken on the master but not known to be on a replica: a
+     * failover could forget it. No event yet: 503 with the outcome unknown,
+     * the hold kept; a retry publishes it (replayed), else the reconciler
+     * releases the stranded hold.
+     */
+    fail(x, rc != 0 ? rc : VC_ERR_UNKNOWN_OUTCOME, "redis WAIT for a replica");
+}
+
+/* VOUCHER_REDIS_WAIT_REPLICAS: the use must reach that many replicas before its event goes. */
+static void wait_replicas(reserve_t *x)
+{
+    int rc = gw_redis_wait(x->app->redis, x->keys[0], x->app->cfg->redis_wait_replicas,
+                           x->app->cfg->redis_wait_timeout_ms, waited_cb, x);
+
+    if (rc != 0)
+        fail(x, rc, "redis WAIT for a replica");
+}
+
 static void conflict_forgotten_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     reserve_t *x = arg;
@@ -468,6 +498,10 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
              * token and leaves it (claim.lua).
              */
             claim_script(x, "keep");
+        }
+        if (x->app->cfg->redis_wait_replicas > 0) {
+            wait_replicas(x);
+            return;
         }
         /* Dying here strands a hold that Kafka never heard of: the reconciler releases it. */
         VC_FAULT("reserve-before-publish");
