@@ -20,6 +20,8 @@ typedef struct {
     int64_t hold_ttl_ms;         /* how long a reservation holds a use */
     int64_t threads;             /* worker threads; 0 = one per core */
     int64_t redis_timeout_ms;    /* deadline of every Redis command */
+    int64_t redis_wait_replicas;   /* replicas a use must reach before its event (WAIT); 0 none */
+    int64_t redis_wait_timeout_ms; /* how long that WAIT waits */
     int64_t kafka_timeout_ms;    /* delivery.timeout.ms of the producer */
     int64_t rules_ttl_ms;        /* how long cached voucher rules are trusted */
     int64_t rules_miss_ttl_ms;   /* how long an unknown code is remembered as unknown */
@@ -33,8 +35,6 @@ typedef struct {
     const char *api_token;       /* bearer tokens of the order service's routes; "" = open */
     int64_t shutdown_timeout_ms; /* SIGTERM to exit, in-flight requests and flush included */
     const char *kafka_conf;      /* "key=value,key=value" passed to librdkafka */
-    int64_t redis_wait_replicas;   /* replicas a use must reach before its event (WAIT); 0 none */
-    int64_t redis_wait_timeout_ms; /* how long that WAIT waits */
 } gw_config_t;
 
 /* The settings table, terminated by VC_CFG_END. */

@@ -438,6 +438,22 @@ int gw_redis_command(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc, const c
     return cmd_send(r, c);
 }
 
+/*
+ * Puts a script's keys then its arguments after the argc strings of argv and
+ * sets the lengths of all; returns the new count.
+ */
+static int append_strings(const char **argv, size_t *argvlen, int argc, int nkeys,
+                          const char *const *keys, int nargs, const char *const *args)
+{
+    for (int i = 0; i < nkeys; i++)
+        argv[argc++] = keys[i];
+    for (int i = 0; i < nargs; i++)
+        argv[argc++] = args[i];
+    for (int i = 0; i < argc; i++)
+        argvlen[i] = strlen(argv[i]);
+    return argc;
+}
+
 int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int nkeys,
                   const char *const *keys, int nargs, const char *const *args)
 {
@@ -450,12 +466,7 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
     VC_ASSERT(script < r->nscripts && nkeys >= 0 && nargs >= 0 && nkeys + nargs <= 16);
     if (r->cluster) {
         /* The keys then the arguments, as the router keeps them until a node has run them. */
-        for (int i = 0; i < nkeys; i++)
-            argv[argc++] = keys[i];
-        for (int i = 0; i < nargs; i++)
-            argv[argc++] = args[i];
-        for (int i = 0; i < argc; i++)
-            argvlen[i] = strlen(argv[i]);
+        argc = append_strings(argv, argvlen, 0, nkeys, keys, nargs, args);
         return router_command(r, cb, arg, (long)script, nkeys, argc, argv, argvlen);
     }
     snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
@@ -469,12 +480,7 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
         argv[argc++] = r->scripts[script];
     }
     argv[argc++] = nkeys_s;
-    for (int i = 0; i < nkeys; i++)
-        argv[argc++] = keys[i];
-    for (int i = 0; i < nargs; i++)
-        argv[argc++] = args[i];
-    for (int i = 0; i < argc; i++)
-        argvlen[i] = strlen(argv[i]);
+    argc = append_strings(argv, argvlen, argc, nkeys, keys, nargs, args);
     if (!(c = cmd_new(r, argc, argv, argvlen)))
         return VC_ERR_NOMEM;
     c->cb = cb;

@@ -55,11 +55,11 @@ typedef struct {
     int64_t discount;
     int64_t now_ms, held_until_ms;
     int refusal; /* a new order's answer when it may not take a use (rules, sold out); 0 may */
+    int script_after_claim; /* Redis Cluster: the script goes once the claim has answered */
     int reloaded;   /* the first load was claimed (or found claimed) by this request */
     int load_waits; /* script runs left while another request's first load lands */
     int claim;
     int script_unsent; /* the script could not be sent after the claim: answer 503 in claim_cb */
-    int script_after_claim; /* Redis Cluster: the script goes once the claim has answered */
     int64_t load_remaining;
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
     char claim_key[GW_CLAIM_KEY_MAX];

@@ -29,21 +29,26 @@ master_node_of() { # CODE
   [ -n "$port" ] && echo $((port - VOUCHER_PORT_BASE - 40))
 }
 
+# kill -9 the process of a pid file and wait until it is gone; WHAT names it in the log.
+kill9_pidfile() { # PIDFILE WHAT
+  local pid
+  pid=$(cat "$1" 2>/dev/null)
+  if [ -z "$pid" ] || ! kill -9 "$pid" 2>/dev/null; then
+    fault_log "kill -9 $2 FAILED: not running"
+    return 1
+  fi
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  fault_log "kill -9 $2 (pid $pid)"
+}
+
 # kill -9 one Kafka node mid-sale (each is broker and controller); the
 # partitions it led elect new leaders among the in-sync replicas, and acks=all
 # with min.insync.replicas=2 keeps every acknowledged event. Started again later.
 fault_kill_kafka_broker() {
-  local node pid pidfile
+  local node
   node=$(rand 1 4)
-  pidfile=$VOUCHER_STACK_DIR/kafka-$node/kafka.pid
   at "$(rand 800 2500)"
-  pid=$(cat "$pidfile" 2>/dev/null)
-  if [ -z "$pid" ] || ! kill -9 "$pid" 2>/dev/null; then
-    fault_log "kill -9 Kafka node $node FAILED: not running"
-    return 1
-  fi
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-  fault_log "kill -9 Kafka node $node (pid $pid), down for $((p_kafka_down_s + 2))s"
+  kill9_pidfile "$VOUCHER_STACK_DIR/kafka-$node/kafka.pid" "Kafka node $node" || return 1
   sleep $((p_kafka_down_s + 2))
   deploy_stack up "kafka-$node" && fault_log "Kafka node $node is back" || fault_log "start kafka-$node FAILED"
 }
@@ -52,15 +57,12 @@ fault_kill_kafka_broker() {
 # replica after cluster-node-timeout (2 s); the gateway reads the new map. The
 # node is started again once the replica took over, and rejoins as a replica.
 fault_kill_redis_master() {
-  local node pid i
+  local node i
   at "$(rand 800 2500)"
   node=$(master_node_of "$code")
-  pid=$(cat "$VOUCHER_STACK_DIR/redis-$node/redis.pid" 2>/dev/null)
-  if [ -z "$node" ] || [ -z "$pid" ] || ! kill -9 "$pid" 2>/dev/null; then
-    fault_log "kill -9 the Redis master of $code FAILED: node '${node}' not found or not running"
+  [ -n "$node" ] || { fault_log "kill -9 the Redis master of $code FAILED: not found"; return 1; }
+  kill9_pidfile "$VOUCHER_STACK_DIR/redis-$node/redis.pid" "Redis node $node, master of voucher:{$code}" ||
     return 1
-  fi
-  fault_log "kill -9 Redis node $node (pid $pid), master of voucher:{$code}"
   for ((i = 0; i < 300; i++)); do
     [ "$(master_node_of "$code")" != "$node" ] && [ -n "$(master_node_of "$code")" ] && break
     sleep 0.1
