@@ -17,6 +17,7 @@
 struct rc_redis {
     redisContext *ctx;           /* the one node; NULL in cluster mode */
     vc_redis_cluster_t *cluster; /* NULL on one node */
+    char why[256];               /* why command_on() got no reply */
 };
 
 void rc_keys_of(const char *code, rc_keys_t *k)
@@ -146,17 +147,17 @@ static redisContext *conn_for(rc_redis_t *r, const char *code, char *err, size_t
 
 /*
  * One command on keys of one slot (the one node, or the cluster following
- * MOVED and ASK). NULL with why set when no reply came.
+ * MOVED and ASK). NULL with r->why set when no reply came.
  */
-static redisReply *command_on(rc_redis_t *r, unsigned slot, int argc, const char **argv,
-                              char *why, size_t whylen)
+static redisReply *command_on(rc_redis_t *r, unsigned slot, int argc, const char **argv)
 {
     redisReply *reply;
 
     if (r->cluster)
-        return vc_redis_cluster_command(r->cluster, slot, argc, argv, NULL, why, whylen);
+        return vc_redis_cluster_command(r->cluster, slot, argc, argv, NULL, r->why,
+                                        sizeof(r->why));
     if (!(reply = redisCommandArgv(r->ctx, argc, argv, NULL)))
-        snprintf(why, whylen, "%s", r->ctx->errstr);
+        snprintf(r->why, sizeof(r->why), "%s", r->ctx->errstr);
     return reply;
 }
 
@@ -177,11 +178,11 @@ static int pipeline_error(const redisReply *reply, const char *what, const char 
 }
 
 /* Turns a missing or error reply into our error, with err set. Frees an error reply. */
-static int check_reply(redisReply *reply, const char *why, const char *what, char *err,
+static int check_reply(rc_redis_t *r, redisReply *reply, const char *what, char *err,
                        size_t errlen)
 {
     if (!reply) {
-        snprintf(err, errlen, "Redis %s: %s", what, why);
+        snprintf(err, errlen, "Redis %s: %s", what, r->ctx ? r->ctx->errstr : r->why);
         return VC_ERR_UNAVAILABLE; /* hiredis 0.14 reports a timeout as an I/O error */
     }
     if (reply->type == REDIS_REPLY_ERROR) {
@@ -218,13 +219,12 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
 {
     rc_keys_t k;
     const char *argv[2] = {"GET", k.name[RC_KEY_REMAINING]};
-    char why[256];
     redisReply *reply;
     int rc;
 
     rc_keys_of(code, &k);
-    reply = command_on(r, code_slot(code), 2, argv, why, sizeof(why));
-    if ((rc = check_reply(reply, why, "GET remaining", err, errlen)) != 0)
+    reply = command_on(r, code_slot(code), 2, argv);
+    if ((rc = check_reply(r, reply, "GET remaining", err, errlen)) != 0)
         return rc;
     rc = parse_remaining(reply, code, loaded, remaining, err, errlen);
     freeReplyObject(reply);
@@ -342,7 +342,7 @@ int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_scor
                  void (*cb)(void *arg, const char *order_id), void *arg, char *err, size_t errlen)
 {
     rc_keys_t k;
-    char max[24], count[16], why[256];
+    char max[24], count[16];
     const char *argv[7] = {"ZRANGEBYSCORE", k.name[set], "-inf", max, "LIMIT", "0", count};
     redisReply *reply;
     int rc;
@@ -350,8 +350,8 @@ int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_scor
     rc_keys_of(code, &k);
     snprintf(max, sizeof(max), "%lld", (long long)max_score);
     snprintf(count, sizeof(count), "%d", limit);
-    reply = command_on(r, code_slot(code), 7, argv, why, sizeof(why));
-    if ((rc = check_reply(reply, why, "ZRANGEBYSCORE", err, errlen)) != 0)
+    reply = command_on(r, code_slot(code), 7, argv);
+    if ((rc = check_reply(r, reply, "ZRANGEBYSCORE", err, errlen)) != 0)
         return rc;
     if (reply->type == REDIS_REPLY_ARRAY) {
         for (size_t i = 0; i < reply->elements; i++)
@@ -368,7 +368,7 @@ int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *cons
 {
     int argc = 3 + nkeys + nargs, rc;
     const char **argv = malloc(sizeof(*argv) * (size_t)argc);
-    char numkeys[16], why[256];
+    char numkeys[16];
     redisReply *reply;
 
     /*
@@ -388,10 +388,9 @@ int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *cons
     for (int i = 0; i < nargs; i++)
         argv[3 + nkeys + i] = args[i];
     /* A repair script takes the keys of one voucher: the first names their slot. */
-    reply = command_on(r, nkeys ? vc_redis_key_slot(keys[0], strlen(keys[0])) : 0, argc, argv,
-                       why, sizeof(why));
+    reply = command_on(r, nkeys ? vc_redis_key_slot(keys[0], strlen(keys[0])) : 0, argc, argv);
     free(argv);
-    if ((rc = check_reply(reply, why, "EVAL", err, errlen)) != 0)
+    if ((rc = check_reply(r, reply, "EVAL", err, errlen)) != 0)
         return rc;
     if (order && ordercap)
         order[0] = '\0';
