@@ -20,7 +20,8 @@ const vc_cfg_param_t gw_config_params[] = {
     STR("http-addr", "VOUCHER_HTTP_ADDR", "127.0.0.1:15410", http_addr,
         "address the HTTP API listens on (host:port)"),
     STR("redis-url", "VOUCHER_REDIS_URL", "redis://127.0.0.1:15401/0", redis_url,
-        "Redis holding the remaining uses and holds"),
+        "Redis holding the remaining uses and holds: redis://[user:password@]host:port/db, or "
+        "redis+cluster://[user:password@]host:port,host:port,... (seed nodes) for a Redis Cluster"),
     STR("kafka-brokers", "VOUCHER_KAFKA_BROKERS", "127.0.0.1:15402", kafka_brokers,
         "Kafka bootstrap servers (comma-separated host:port)"),
     STR("kafka-topic", "VOUCHER_KAFKA_TOPIC", "voucher-events", kafka_topic,
