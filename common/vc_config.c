@@ -337,6 +337,23 @@ int vc_parse_redis_url(const char *url, vc_redis_url_t *out, char *err, size_t e
 
     memset(out, 0, sizeof(*out));
     vc_redis_url_redact(url, shown, sizeof(shown));
+    if (strncmp(p, "redis+cluster://", 16) == 0) {
+        /* The first seed, with the credentials, read as a one-node URL. */
+        char first[768];
+        size_t alen = strcspn(p + 16, "/"), hlen;
+        const char *hosts = p + 16, *at = userinfo_end(hosts, alen);
+        int rc;
+
+        if (at)
+            hosts = at + 1;
+        hlen = strcspn(hosts, ",/");
+        snprintf(first, sizeof(first), "redis://%.*s%.*s", (int)(hosts - (p + 16)), p + 16,
+                 (int)hlen, hosts);
+        if ((rc = vc_parse_redis_url(first, out, err, errlen)) != 0)
+            return rc;
+        out->cluster = 1;
+        return 0;
+    }
     if (strncmp(p, "rediss://", 9) == 0) {
         snprintf(err, errlen, "\"%s\": TLS (rediss://) is not supported", shown);
         return VC_ERR_INVALID;

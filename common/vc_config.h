@@ -69,6 +69,7 @@ typedef struct {
     int db;   /* 0..15 */
     char user[128];     /* ACL user; "" sends AUTH with the password alone */
     char password[256]; /* "" sends no AUTH; never log it */
+    int cluster;        /* redis+cluster://: host:port is the first seed of a Redis Cluster */
 } vc_redis_url_t;
 
 /*
@@ -78,6 +79,8 @@ typedef struct {
  * %3A, %2F. "user@host" without a password is refused, as is rediss:// (no
  * TLS here). Returns 0, or VC_ERR_INVALID with err saying what is wrong and
  * showing the URL only as vc_redis_url_redact() writes it.
+ * "redis+cluster://[user:password@]host:port[,host:port...]" sets cluster
+ * and takes the first seed as host:port (vc_redis_cluster.h reads them all).
  */
 int vc_parse_redis_url(const char *url, vc_redis_url_t *out, char *err, size_t errlen);
 

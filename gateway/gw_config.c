@@ -24,7 +24,8 @@ const vc_cfg_param_t gw_config_params[] = {
      "address of /healthz, /readyz and /metrics (host:port), apart from the API's, which serves "
      "only /healthz besides the API; empty = off"},
     STR("redis-url", "VOUCHER_REDIS_URL", "redis://127.0.0.1:15401/0", redis_url,
-        "Redis holding the remaining uses and holds"),
+        "Redis holding the remaining uses and holds: redis://[user:password@]host:port/db, or "
+        "redis+cluster://[user:password@]host:port,host:port,... (seed nodes) for a Redis Cluster"),
     STR("kafka-brokers", "VOUCHER_KAFKA_BROKERS", "127.0.0.1:15402", kafka_brokers,
         "Kafka bootstrap servers (comma-separated host:port)"),
     STR("kafka-topic", "VOUCHER_KAFKA_TOPIC", "voucher-events", kafka_topic,
@@ -42,6 +43,11 @@ const vc_cfg_param_t gw_config_params[] = {
        "deadline of each Redis command; a late command fails alone (503)"),
     MS("kafka-timeout", "VOUCHER_KAFKA_TIMEOUT", "5s", kafka_timeout_ms, 10, 300000,
        "how long the producer tries to deliver an event (delivery.timeout.ms)"),
+    INT("redis-wait-replicas", "VOUCHER_REDIS_WAIT_REPLICAS", "0", redis_wait_replicas, 0, 5,
+        "Redis replicas a use taken must reach (WAIT) before its event is published; 0 = no "
+        "WAIT. Too few in time: 503, outcome unknown, the hold kept (proto/redis-keys.md)"),
+    MS("redis-wait-timeout", "VOUCHER_REDIS_WAIT_TIMEOUT", "100ms", redis_wait_timeout_ms, 1,
+       60000, "how long that WAIT waits for the replicas"),
     MS("rules-ttl", "VOUCHER_RULES_TTL", "5s", rules_ttl_ms, 0, 3600000,
        "how long cached voucher rules are trusted before PostgreSQL is read again"),
     MS("rules-miss-ttl", "VOUCHER_RULES_MISS_TTL", "1s", rules_miss_ttl_ms, 0, 3600000,

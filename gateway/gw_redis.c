@@ -11,6 +11,7 @@
 #include "gw_metrics.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_redis_cluster.h"
 #include "vc_time.h"
 
 #define GW_REDIS_MAX_PENDING 100000
@@ -26,6 +27,12 @@
 #define GW_REDIS_HUNG_FACTOR 4
 #define GW_REDIS_HUNG_MIN_MS 2000
 #define GW_REDIS_TIMEOUT_LOG_MS 5000 /* at most one timeout warning this often */
+/*
+ * What a node's connection gives its cluster router for a MOVED or ASK
+ * (reply: the error's text); never seen outside this file.
+ */
+#define GW_REDIS_REDIRECTED (-100)
+#define GW_REDIS_MAX_REDIRECTS 5
 
 /* One command handed to hiredis; freed in its hiredis callback, which always runs. */
 typedef struct cmd {
@@ -36,6 +43,8 @@ typedef struct cmd {
     gw_redis_cb cb;
     void *arg;
     int done; /* cb has run (timed out, or handed to a retry): only the reply is awaited */
+    /* A reply that is not an error goes here whole instead of to cb (CLUSTER SLOTS). */
+    void (*raw)(void *arg, const redisReply *x);
     int listed;
     long script; /* registered script, or -1: for the EVAL fallback */
     int argc;
@@ -75,13 +84,28 @@ struct gw_redis {
     void (*closed_cb)(void *arg);
     void *closed_arg;
     atomic_int *up;
+    /*
+     * Cluster mode (redis+cluster://): this one is a router without a
+     * connection of its own, over one child connection per node; each
+     * command goes to the master of its first key's slot.
+     */
+    int cluster;
+    gw_redis_t *router;       /* a child's router; NULL otherwise */
+    vc_redis_slot_map_t *map; /* router: which master serves each slot */
+    gw_redis_t *child[VC_REDIS_CLUSTER_MAX_NODES];
+    int nchild, children_open, refreshing;
 };
+
+static void router_connected(gw_redis_t *rt);
+static gw_redis_t *router_child(gw_redis_t *rt, const char *host, int port);
 
 static void set_connected(gw_redis_t *r, int connected)
 {
     r->connected = connected;
     if (r->up)
         atomic_store(r->up, connected);
+    if (r->router)
+        router_connected(r->router);
 }
 
 static void connect_now(gw_redis_t *r);
@@ -364,9 +388,18 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
         goto out;
     }
     if (x->type == REDIS_REPLY_ERROR) {
+        vc_redis_redirect_t redirect;
+
         if (c->script >= 0 && x->len >= 8 && memcmp(x->str, "NOSCRIPT", 8) == 0 &&
             (rc = retry_with_eval(r, c)) == 0)
             goto out;
+        /* The command did not run: the router sends it where the cluster says. */
+        if (r->router &&
+            vc_redis_redirect_parse(x->str, (size_t)x->len, &redirect) != VC_REDIS_NOT_REDIRECT) {
+            flatten(x, &flat);
+            c->cb(c->arg, GW_REDIS_REDIRECTED, &flat);
+            goto out;
+        }
         rc = error_class(x->str, (size_t)x->len);
         /* The caller reports the failure; only here is Redis's text known. */
         if (rc == VC_ERR_PROTOCOL)
@@ -375,16 +408,27 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
         c->cb(c->arg, rc, NULL);
         goto out;
     }
-    flatten(x, &flat);
-    c->cb(c->arg, 0, &flat);
+    if (c->raw)
+        c->raw(c->arg, x);
+    else {
+        flatten(x, &flat);
+        c->cb(c->arg, 0, &flat);
+    }
 out:
     free(c);
 }
 
+static int router_command(gw_redis_t *rt, gw_redis_cb cb, void *arg, long script, int nkeys,
+                          int argc, const char **argv, const size_t *argvlen);
+
 int gw_redis_command(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc, const char **argv,
                      const size_t *argvlen)
 {
-    cmd_t *c = cmd_new(r, argc, argv, argvlen);
+    cmd_t *c;
+
+    if (r->cluster)
+        return router_command(r, cb, arg, -1, 0, argc, argv, argvlen);
+    c = cmd_new(r, argc, argv, argvlen);
 
     if (!c)
         return VC_ERR_NOMEM;
@@ -392,6 +436,22 @@ int gw_redis_command(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc, const c
     c->arg = arg;
     c->deadline_ms = vc_time_mono_ms() + r->timeout_ms;
     return cmd_send(r, c);
+}
+
+/*
+ * Puts a script's keys then its arguments after the argc strings of argv and
+ * sets the lengths of all; returns the new count.
+ */
+static int append_strings(const char **argv, size_t *argvlen, int argc, int nkeys,
+                          const char *const *keys, int nargs, const char *const *args)
+{
+    for (int i = 0; i < nkeys; i++)
+        argv[argc++] = keys[i];
+    for (int i = 0; i < nargs; i++)
+        argv[argc++] = args[i];
+    for (int i = 0; i < argc; i++)
+        argvlen[i] = strlen(argv[i]);
+    return argc;
 }
 
 int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int nkeys,
@@ -404,6 +464,11 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
     cmd_t *c;
 
     VC_ASSERT(script < r->nscripts && nkeys >= 0 && nargs >= 0 && nkeys + nargs <= 16);
+    if (r->cluster) {
+        /* The keys then the arguments, as the router keeps them until a node has run them. */
+        argc = append_strings(argv, argvlen, 0, nkeys, keys, nargs, args);
+        return router_command(r, cb, arg, (long)script, nkeys, argc, argv, argvlen);
+    }
     snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
     if (r->slot[script].sha[0]) {
         argv[argc++] = "EVALSHA";
@@ -415,12 +480,7 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
         argv[argc++] = r->scripts[script];
     }
     argv[argc++] = nkeys_s;
-    for (int i = 0; i < nkeys; i++)
-        argv[argc++] = keys[i];
-    for (int i = 0; i < nargs; i++)
-        argv[argc++] = args[i];
-    for (int i = 0; i < argc; i++)
-        argvlen[i] = strlen(argv[i]);
+    argc = append_strings(argv, argvlen, argc, nkeys, keys, nargs, args);
     if (!(c = cmd_new(r, argc, argv, argvlen)))
         return VC_ERR_NOMEM;
     c->cb = cb;
@@ -430,9 +490,38 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
     return cmd_send(r, c);
 }
 
+int gw_redis_wait(gw_redis_t *r, const char *key, int64_t replicas, int64_t timeout_ms,
+                  gw_redis_cb cb, void *arg)
+{
+    char n[24], ms[24];
+    const char *argv[] = {"WAIT", n, ms};
+    size_t argvlen[3];
+
+    snprintf(n, sizeof(n), "%lld", (long long)replicas);
+    snprintf(ms, sizeof(ms), "%lld", (long long)timeout_ms);
+    for (int i = 0; i < 3; i++)
+        argvlen[i] = strlen(argv[i]);
+    if (r->cluster) {
+        /* WAIT names no key: it goes to the master the key's writes went to. */
+        int node = r->map->owner[vc_redis_key_slot(key, strlen(key))];
+        gw_redis_t *child;
+
+        if (node == VC_REDIS_NO_NODE ||
+            !(child = router_child(r, r->map->nodes[node].host, r->map->nodes[node].port)))
+            return VC_ERR_UNAVAILABLE;
+        r = child;
+    }
+    return gw_redis_command(r, cb, arg, 3, argv, argvlen);
+}
+
+int gw_redis_ordered(const gw_redis_t *r)
+{
+    return !r->cluster;
+}
+
 int gw_redis_connected(const gw_redis_t *r)
 {
-    return r->connected;
+    return r->connected; /* a router's: every master known and connected */
 }
 
 /* SCRIPT LOAD answered: remember the SHA so later calls send EVALSHA. */
@@ -576,10 +665,18 @@ static void connect_now(gw_redis_t *r)
         load_script(r, i);
 }
 
+static int router_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *url,
+                      int64_t timeout_ms, const char *const *scripts, size_t nscripts,
+                      atomic_int *up);
+
 int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *url, int64_t timeout_ms,
                  const char *const *scripts, size_t nscripts, atomic_int *up)
 {
-    gw_redis_t *r = calloc(1, sizeof(*r));
+    gw_redis_t *r;
+
+    if (url->cluster)
+        return router_new(out, loop, url, timeout_ms, scripts, nscripts, up);
+    r = calloc(1, sizeof(*r));
 
     if (!r || !(r->slot = calloc(nscripts ? nscripts : 1, sizeof(*r->slot)))) {
         free(r);
@@ -623,11 +720,17 @@ static void timer_closed_cb(uv_handle_t *h)
     free(r);
 }
 
+static void router_close(gw_redis_t *rt);
+
 void gw_redis_close(gw_redis_t *r, void (*closed_cb)(void *arg), void *arg)
 {
     r->closed_cb = closed_cb;
     r->closed_arg = arg;
     r->closing = 1;
+    if (r->cluster) {
+        router_close(r);
+        return;
+    }
     if (r->ctx) {
         redisAsyncContext *ac = r->ctx;
         r->ctx = NULL;
@@ -638,4 +741,281 @@ void gw_redis_close(gw_redis_t *r, void (*closed_cb)(void *arg), void *arg)
     VC_ASSERT(r->head == NULL);
     uv_close((uv_handle_t *)&r->deadline_timer, timer_closed_cb);
     uv_close((uv_handle_t *)&r->reconnect_timer, timer_closed_cb);
+}
+
+/* ---------------------------------------------------------------- Redis Cluster */
+
+/* A command on its way through the cluster: kept until a node has run it. */
+typedef struct {
+    gw_redis_t *rt;
+    gw_redis_cb cb;
+    void *arg;
+    unsigned slot;
+    int redirects;
+    long script; /* a registered script, or -1 for a plain command */
+    int nkeys;   /* a script's: copy holds its keys, then its arguments */
+    cmd_t *copy; /* the argv, copied; never sent itself */
+} route_t;
+
+/* The child connection to host:port, made when new; NULL when the router is full or closing. */
+static gw_redis_t *router_child(gw_redis_t *rt, const char *host, int port)
+{
+    vc_redis_url_t u;
+    gw_redis_t *c;
+
+    for (int i = 0; i < rt->nchild; i++)
+        if (rt->child[i]->port == port && strcmp(rt->child[i]->host, host) == 0)
+            return rt->child[i];
+    if (rt->closing || rt->nchild == VC_REDIS_CLUSTER_MAX_NODES)
+        return NULL;
+    memset(&u, 0, sizeof(u));
+    snprintf(u.host, sizeof(u.host), "%s", host);
+    u.port = port;
+    snprintf(u.user, sizeof(u.user), "%s", rt->user);
+    snprintf(u.password, sizeof(u.password), "%s", rt->password);
+    if (gw_redis_new(&c, rt->loop, &u, rt->timeout_ms, rt->scripts, rt->nscripts, NULL) != 0)
+        return NULL;
+    c->router = rt;
+    rt->child[rt->nchild++] = c;
+    rt->children_open++;
+    return c;
+}
+
+/* The router is up when every master of its map is connected. */
+static void router_update_up(gw_redis_t *rt)
+{
+    int up = rt->map->nnodes > 0;
+
+    for (int i = 0; i < rt->map->nnodes && up; i++) {
+        const vc_redis_node_t *n = &rt->map->nodes[i];
+        int found = 0;
+
+        for (int j = 0; j < rt->nchild && !found; j++)
+            found = rt->child[j]->port == n->port && strcmp(rt->child[j]->host, n->host) == 0 &&
+                    rt->child[j]->connected;
+        up = found;
+    }
+    rt->connected = up;
+    if (rt->up)
+        atomic_store(rt->up, up);
+}
+
+static void slots_cb(void *arg, const redisReply *x)
+{
+    gw_redis_t *child = arg, *rt = child->router;
+    vc_redis_slot_map_t *fresh = malloc(sizeof(*fresh));
+    char err[256];
+
+    rt->refreshing = 0;
+    if (!fresh)
+        return;
+    if (vc_redis_slot_map_from_reply(fresh, x, child->host, err, sizeof(err)) == 0) {
+        memcpy(rt->map, fresh, sizeof(*fresh));
+        for (int i = 0; i < rt->map->nnodes; i++)
+            router_child(rt, rt->map->nodes[i].host, rt->map->nodes[i].port);
+    } else {
+        vc_warn("redis %s:%d: %s", child->host, child->port, err);
+    }
+    free(fresh);
+    router_update_up(rt);
+}
+
+/* CLUSTER SLOTS failed or timed out: a later event asks again. */
+static void slots_failed_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    gw_redis_t *child = arg;
+    (void)reply;
+
+    child->router->refreshing = 0;
+    if (rc != VC_ERR_SHUTDOWN)
+        vc_warn("redis %s:%d: CLUSTER SLOTS: %s", child->host, child->port, vc_strerror(rc));
+}
+
+/*
+ * Reads the slot map again from a connected node, one read at a time. Asked
+ * when a node connects, after a MOVED, and when a node is lost (its replica
+ * is promoted once the cluster agrees; until then the old map stands).
+ */
+static void router_refresh(gw_redis_t *rt)
+{
+    static const char *argv[] = {"CLUSTER", "SLOTS"};
+    static const size_t argvlen[] = {7, 5};
+
+    if (rt->refreshing || rt->closing)
+        return;
+    for (int i = 0; i < rt->nchild; i++) {
+        gw_redis_t *child = rt->child[i];
+        cmd_t *c;
+
+        if (!child->connected || !(c = cmd_new(child, 2, argv, argvlen)))
+            continue;
+        c->cb = slots_failed_cb;
+        c->raw = slots_cb;
+        c->arg = child;
+        c->deadline_ms = vc_time_mono_ms() + rt->timeout_ms;
+        if (cmd_send(child, c) == 0) {
+            rt->refreshing = 1;
+            return;
+        }
+    }
+}
+
+static void router_connected(gw_redis_t *rt)
+{
+    router_update_up(rt);
+    router_refresh(rt);
+}
+
+static void route_cb(void *arg, int rc, const gw_redis_reply_t *reply);
+
+/* Sends the route's command to child, or to the master of its slot. Returns 0 or a VC_ERR_*. */
+static int route_send(route_t *x, gw_redis_t *child)
+{
+    gw_redis_t *rt = x->rt;
+    const cmd_t *c = x->copy;
+
+    if (rt->closing)
+        return VC_ERR_SHUTDOWN;
+    if (!child) {
+        int node = rt->map->owner[x->slot];
+
+        if (node == VC_REDIS_NO_NODE) {
+            router_refresh(rt);
+            return VC_ERR_UNAVAILABLE;
+        }
+        if (!(child = router_child(rt, rt->map->nodes[node].host, rt->map->nodes[node].port)))
+            return VC_ERR_UNAVAILABLE;
+    }
+    if (x->script >= 0)
+        return gw_redis_eval(child, (size_t)x->script, route_cb, x, x->nkeys, c->argv,
+                             c->argc - x->nkeys, c->argv + x->nkeys);
+    return gw_redis_command(child, route_cb, x, c->argc, c->argv, c->argvlen);
+}
+
+static void asking_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    (void)arg;
+    (void)rc;
+    (void)reply; /* the command behind it says what came of the ASK */
+}
+
+static void route_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    route_t *x = arg;
+    gw_redis_t *rt = x->rt;
+    vc_redis_redirect_t to;
+
+    if (rc == GW_REDIS_REDIRECTED && x->redirects < GW_REDIS_MAX_REDIRECTS && reply->n == 1 &&
+        vc_redis_redirect_parse(reply->item[0].str, reply->item[0].len, &to) !=
+            VC_REDIS_NOT_REDIRECT) {
+        gw_redis_t *child = NULL;
+
+        x->redirects++;
+        if (to.kind == VC_REDIS_MOVED) {
+            /* The map is stale: this slot at once, the others from CLUSTER SLOTS. */
+            vc_redis_slot_map_moved(rt->map, &to);
+            router_refresh(rt);
+        } else if ((child = router_child(rt, to.host, to.port))) {
+            /* ASK: the importing node takes the next command after ASKING, on one connection. */
+            static const char *asking[] = {"ASKING"};
+            static const size_t asking_len[] = {6};
+
+            gw_redis_command(child, asking_cb, NULL, 1, asking, asking_len);
+        }
+        if ((rc = route_send(x, child)) == 0)
+            return;
+    }
+    if (rc == GW_REDIS_REDIRECTED) {
+        vc_warn("redis cluster: slot %u still redirected after %d tries", x->slot, x->redirects);
+        rc = VC_ERR_UNAVAILABLE;
+    }
+    /* A node lost or timing out may be a failover under way: learn the new masters. */
+    if (rc == VC_ERR_UNAVAILABLE || rc == VC_ERR_TIMEOUT)
+        router_refresh(rt);
+    x->cb(x->arg, rc, rc == 0 ? reply : NULL);
+    free(x->copy);
+    free(x);
+}
+
+/*
+ * A command through the router: its slot is its first key's (argv[1] for a
+ * command, the first key for a script). Same contract as gw_redis_command().
+ */
+static int router_command(gw_redis_t *rt, gw_redis_cb cb, void *arg, long script, int nkeys,
+                          int argc, const char **argv, const size_t *argvlen)
+{
+    route_t *x = calloc(1, sizeof(*x));
+    int rc;
+
+    if (!x || !(x->copy = cmd_new(rt, argc, argv, argvlen))) {
+        free(x);
+        return VC_ERR_NOMEM;
+    }
+    x->rt = rt;
+    x->cb = cb;
+    x->arg = arg;
+    x->script = script;
+    x->nkeys = nkeys;
+    if (script >= 0)
+        x->slot = nkeys > 0 ? vc_redis_key_slot(argv[0], argvlen[0]) : 0;
+    else
+        x->slot = argc > 1 ? vc_redis_key_slot(argv[1], argvlen[1]) : 0;
+    if ((rc = route_send(x, NULL)) != 0) {
+        free(x->copy);
+        free(x);
+    }
+    return rc;
+}
+
+static int router_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *url,
+                      int64_t timeout_ms, const char *const *scripts, size_t nscripts,
+                      atomic_int *up)
+{
+    gw_redis_t *rt = calloc(1, sizeof(*rt));
+
+    if (!rt || !(rt->map = malloc(sizeof(*rt->map)))) {
+        free(rt);
+        return VC_ERR_NOMEM;
+    }
+    vc_redis_slot_map_init(rt->map);
+    rt->cluster = 1;
+    rt->loop = loop;
+    snprintf(rt->host, sizeof(rt->host), "%s", url->host);
+    rt->port = url->port;
+    snprintf(rt->user, sizeof(rt->user), "%s", url->user);
+    snprintf(rt->password, sizeof(rt->password), "%s", url->password);
+    rt->timeout_ms = timeout_ms;
+    rt->scripts = scripts;
+    rt->nscripts = nscripts;
+    rt->up = up;
+    /* The seed: once connected, it tells the map, and the masters are connected in turn. */
+    if (!router_child(rt, url->host, url->port)) {
+        free(rt->map);
+        free(rt);
+        return VC_ERR_NOMEM;
+    }
+    *out = rt;
+    return 0;
+}
+
+static void child_closed_cb(void *arg)
+{
+    gw_redis_t *rt = arg;
+
+    if (--rt->children_open > 0)
+        return;
+    free(rt->map);
+    if (rt->closed_cb)
+        rt->closed_cb(rt->closed_arg);
+    free(rt);
+}
+
+static void router_close(gw_redis_t *rt)
+{
+    int n = rt->nchild;
+
+    set_connected(rt, 0);
+    /* The pending commands fail with VC_ERR_SHUTDOWN as each child closes. */
+    for (int i = 0; i < n; i++)
+        gw_redis_close(rt->child[i], child_closed_cb, rt);
 }

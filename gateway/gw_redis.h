@@ -80,6 +80,21 @@ int gw_redis_command(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc, const c
 int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int nkeys,
                   const char *const *keys, int nargs, const char *const *args);
 
+/*
+ * WAIT replicas timeout_ms on the connection that serves key (the one node,
+ * or the master of key's slot), so it covers the writes sent there before.
+ * The reply is the number of replicas that acknowledged them. Same contract
+ * as gw_redis_command().
+ */
+int gw_redis_wait(gw_redis_t *r, const char *key, int64_t replicas, int64_t timeout_ms,
+                  gw_redis_cb cb, void *arg);
+
+/*
+ * Whether commands on keys of different slots are answered in the order
+ * sent: 1 on one node (one connection), 0 on a Redis Cluster.
+ */
+int gw_redis_ordered(const gw_redis_t *r);
+
 /* Whether the connection is up (for health reporting). */
 int gw_redis_connected(const gw_redis_t *r);
 

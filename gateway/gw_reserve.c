@@ -57,6 +57,7 @@ typedef struct {
     int64_t discount;
     int64_t now_ms, held_until_ms;
     int refusal; /* a new order's answer when it may not take a use (rules, sold out); 0 may */
+    int script_after_claim; /* Redis Cluster: the script goes once the claim has answered */
     int reloaded;   /* the first load was claimed (or found claimed) by this request */
     int load_waits; /* script runs left while another request's first load lands */
     int claim;
@@ -415,6 +416,36 @@ static void load_into_redis(reserve_t *x)
 
 /* ---- the script and the claim ---- */
 
+static void waited_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    reserve_t *x = arg;
+    int64_t want = x->app->cfg->redis_wait_replicas;
+
+    if (rc == 0 && reply->n == 1 && reply->item[0].type == GW_REDIS_INT &&
+        reply->item[0].integer >= want) {
+        VC_FAULT("reserve-before-publish");
+        publish(x, x->now_ms, delivered_cb);
+        return;
+    }
+    /*
+     * The use is taken on the master but not known to be on a replica: a
+     * failover could forget it. No event yet: 503 with the outcome unknown,
+     * the hold kept; a retry publishes it (replayed), else the reconciler
+     * releases the stranded hold.
+     */
+    fail(x, rc != 0 ? rc : VC_ERR_UNKNOWN_OUTCOME, "redis WAIT for a replica");
+}
+
+/* VOUCHER_REDIS_WAIT_REPLICAS: the use must reach that many replicas before its event goes. */
+static void wait_replicas(reserve_t *x)
+{
+    int rc = gw_redis_wait(x->app->redis, x->keys[0], x->app->cfg->redis_wait_replicas,
+                           x->app->cfg->redis_wait_timeout_ms, waited_cb, x);
+
+    if (rc != 0)
+        fail(x, rc, "redis WAIT for a replica");
+}
+
 static void conflict_forgotten_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     reserve_t *x = arg;
@@ -475,6 +506,10 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
              * token and leaves it (claim.lua).
              */
             claim_script(x, "keep");
+        }
+        if (x->app->cfg->redis_wait_replicas > 0) {
+            wait_replicas(x);
+            return;
         }
         /* Dying here strands a hold that Kafka never heard of: the reconciler releases it. */
         VC_FAULT("reserve-before-publish");
@@ -537,6 +572,12 @@ static void claim_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     if (x->script_unsent) {
         unclaim(x);
         fail(x, VC_ERR_UNAVAILABLE, "redis reserve");
+    } else if (x->script_after_claim) {
+        /* Nothing taken yet: a claim whose outcome is unknown ends here (proto/redis-keys.md). */
+        if (x->claim == CLAIM_FAILED)
+            fail(x, VC_ERR_UNAVAILABLE, "claiming the orderId");
+        else
+            run_script(x);
     }
 }
 
@@ -587,7 +628,12 @@ static void claim_process_init(void)
         claim_process = ((uint64_t)uv_os_getpid() << 32) ^ (uint64_t)vc_time_now_ms();
 }
 
-/* Claims the orderId and runs the script right behind it, on the same connection. */
+/*
+ * Claims the orderId and runs the script right behind it, on the same
+ * connection. On a Redis Cluster the claim's slot is not the voucher's: two
+ * connections answer in no set order, so the script waits for the claim's
+ * answer (one round trip more; proto/redis-keys.md, "Redis Cluster").
+ */
 static void claim_and_run(reserve_t *x)
 {
     char expire_at[24];
@@ -602,11 +648,12 @@ static void claim_and_run(reserve_t *x)
     for (int i = 0; i < 7; i++)
         argvlen[i] = strlen(argv[i]);
 
+    x->script_after_claim = !gw_redis_ordered(x->app->redis);
     if ((rc = gw_redis_command(x->app->redis, claim_cb, x, 7, argv, argvlen)) != 0) {
         fail(x, rc, "redis reserve");
         return;
     }
-    if (send_script(x) != 0)
+    if (!x->script_after_claim && send_script(x) != 0)
         x->script_unsent = 1; /* claim_cb answers, once the claim's outcome is known */
 }
 

@@ -2,14 +2,22 @@
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_fault.h"
+#include "vc_redis_cluster.h"
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * One node (redis://), or a Redis Cluster (redis+cluster://host:port,...):
+ * every command of the reconciler names one voucher, whose keys share a slot,
+ * so each goes to the master of that slot.
+ */
 struct rc_redis {
-    redisContext *ctx;
+    redisContext *ctx;           /* the one node; NULL in cluster mode */
+    vc_redis_cluster_t *cluster; /* NULL on one node */
+    char why[256];               /* why command_on() got no reply */
 };
 
 void rc_keys_of(const char *code, rc_keys_t *k)
@@ -20,6 +28,30 @@ void rc_keys_of(const char *code, rc_keys_t *k)
         snprintf(k->name[i], sizeof(k->name[i]), "voucher:{%s}:%s", code, suffix[i]);
 }
 
+static rc_redis_t *connect_cluster(const char *url, int64_t timeout_ms, char *err, size_t errlen)
+{
+    vc_redis_cluster_url_t *u = malloc(sizeof(*u));
+    rc_redis_t *r = calloc(1, sizeof(*r));
+    char why[384];
+
+    if (!u || !r) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (vc_redis_cluster_url_parse(url, u, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "VOUCHER_REDIS_URL %s", why);
+        goto fail;
+    }
+    if (!(r->cluster = vc_redis_cluster_connect(u, timeout_ms, err, errlen)))
+        goto fail;
+    free(u);
+    return r;
+fail:
+    free(u);
+    free(r);
+    return NULL;
+}
+
 rc_redis_t *rc_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen)
 {
     vc_redis_url_t u;
@@ -28,6 +60,8 @@ rc_redis_t *rc_redis_connect(const char *url, int64_t timeout_ms, char *err, siz
     redisReply *reply;
     char why[384];
 
+    if (vc_redis_url_is_cluster(url))
+        return connect_cluster(url, timeout_ms, err, errlen);
     if (vc_parse_redis_url(url, &u, why, sizeof(why)) != 0) {
         snprintf(err, errlen, "VOUCHER_REDIS_URL %s", why);
         return NULL;
@@ -87,7 +121,60 @@ void rc_redis_free(rc_redis_t *r)
         return;
     if (r->ctx)
         redisFree(r->ctx);
+    vc_redis_cluster_free(r->cluster);
     free(r);
+}
+
+/* The slot of voucher code's keys: their hash tag is {code}. */
+static unsigned code_slot(const char *code)
+{
+    char tag[VC_CODE_MAX + 8];
+    int n = snprintf(tag, sizeof(tag), "{%s}", code);
+
+    return vc_redis_key_slot(tag, (size_t)n < sizeof(tag) ? (size_t)n : sizeof(tag) - 1);
+}
+
+/*
+ * The connection for a pipeline on code's keys: the one node, or the master
+ * of their slot. NULL with err set.
+ */
+static redisContext *conn_for(rc_redis_t *r, const char *code, char *err, size_t errlen)
+{
+    if (!r->cluster)
+        return r->ctx;
+    return vc_redis_cluster_conn(r->cluster, code_slot(code), err, errlen);
+}
+
+/*
+ * One command on keys of one slot (the one node, or the cluster following
+ * MOVED and ASK). NULL with r->why set when no reply came.
+ */
+static redisReply *command_on(rc_redis_t *r, unsigned slot, int argc, const char **argv)
+{
+    redisReply *reply;
+
+    if (r->cluster)
+        return vc_redis_cluster_command(r->cluster, slot, argc, argv, NULL, r->why,
+                                        sizeof(r->why));
+    if (!(reply = redisCommandArgv(r->ctx, argc, argv, NULL)))
+        snprintf(r->why, sizeof(r->why), "%s", r->ctx->errstr);
+    return reply;
+}
+
+/*
+ * In a pipeline on a cluster, a MOVED or ASK means the slot left this master
+ * (a failover, a resharding): the pass fails as with a broken connection, and
+ * the next connection reads the map again.
+ */
+static int pipeline_error(const redisReply *reply, const char *what, const char *code, char *err,
+                          size_t errlen)
+{
+    vc_redis_redirect_t moved;
+
+    snprintf(err, errlen, "Redis %s of %s: %s", what, code, reply->str);
+    if (vc_redis_redirect_parse(reply->str, reply->len, &moved) != VC_REDIS_NOT_REDIRECT)
+        return VC_ERR_UNAVAILABLE;
+    return VC_ERR_PROTOCOL;
 }
 
 /* Turns a missing or error reply into our error, with err set. Frees an error reply. */
@@ -95,7 +182,7 @@ static int check_reply(rc_redis_t *r, redisReply *reply, const char *what, char 
                        size_t errlen)
 {
     if (!reply) {
-        snprintf(err, errlen, "Redis %s: %s", what, r->ctx->errstr);
+        snprintf(err, errlen, "Redis %s: %s", what, r->ctx ? r->ctx->errstr : r->why);
         return VC_ERR_UNAVAILABLE; /* hiredis 0.14 reports a timeout as an I/O error */
     }
     if (reply->type == REDIS_REPLY_ERROR) {
@@ -130,9 +217,13 @@ static int parse_remaining(const redisReply *reply, const char *code, int *loade
 int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *remaining, char *err,
                        size_t errlen)
 {
-    redisReply *reply = redisCommand(r->ctx, "GET voucher:{%s}:remaining", code);
+    rc_keys_t k;
+    const char *argv[2] = {"GET", k.name[RC_KEY_REMAINING]};
+    redisReply *reply;
     int rc;
 
+    rc_keys_of(code, &k);
+    reply = command_on(r, code_slot(code), 2, argv);
     if ((rc = check_reply(r, reply, "GET remaining", err, errlen)) != 0)
         return rc;
     rc = parse_remaining(reply, code, loaded, remaining, err, errlen);
@@ -157,26 +248,30 @@ int rc_redis_activity(rc_redis_t *r, const char *code, int64_t now_ms, int64_t *
                       int64_t *releasing, char *err, size_t errlen)
 {
     int64_t *out[2] = {due_holds, releasing};
+    redisContext *ctx = conn_for(r, code, err, errlen);
     int rc = 0;
 
+    if (!ctx)
+        return VC_ERR_UNAVAILABLE;
     /* Pipelined: both commands go out before either reply is read. */
-    redisAppendCommand(r->ctx, "ZCOUNT voucher:{%s}:holds -inf %lld", code, (long long)now_ms);
-    redisAppendCommand(r->ctx, "ZCARD voucher:{%s}:releasing", code);
+    redisAppendCommand(ctx, "ZCOUNT voucher:{%s}:holds -inf %lld", code, (long long)now_ms);
+    redisAppendCommand(ctx, "ZCARD voucher:{%s}:releasing", code);
     for (int i = 0; i < 2; i++) {
         redisReply *reply;
         void *got = NULL;
 
-        if (redisGetReply(r->ctx, &got) != REDIS_OK || !got) {
+        if (redisGetReply(ctx, &got) != REDIS_OK || !got) {
             /* A broken connection: the pass drops it, the unread reply with it. */
-            snprintf(err, errlen, "Redis ZCOUNT/ZCARD: %s", r->ctx->errstr);
+            snprintf(err, errlen, "Redis ZCOUNT/ZCARD: %s", ctx->errstr);
             return VC_ERR_UNAVAILABLE;
         }
         reply = got;
         if (rc == 0 && reply->type == REDIS_REPLY_INTEGER) {
             *out[i] = reply->integer;
+        } else if (rc == 0 && reply->type == REDIS_REPLY_ERROR) {
+            rc = pipeline_error(reply, "ZCOUNT/ZCARD", code, err, errlen);
         } else if (rc == 0) {
-            snprintf(err, errlen, "Redis ZCOUNT/ZCARD of %s: %s", code,
-                     reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+            snprintf(err, errlen, "Redis ZCOUNT/ZCARD of %s: unexpected reply", code);
             rc = VC_ERR_PROTOCOL;
         }
         freeReplyObject(reply);
@@ -188,29 +283,30 @@ int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded
                     int64_t *remaining, int64_t *users, int *bad, char *err, size_t errlen)
 {
     redisReply *reply = NULL, *orders;
+    redisContext *ctx = conn_for(r, code, err, errlen);
     int rc = 0;
 
     *bad = 0;
+    if (!ctx)
+        return VC_ERR_UNAVAILABLE;
     /* Pipelined: MULTI, GET, HGETALL, HLEN, EXEC; only EXEC's reply carries the values. */
-    redisAppendCommand(r->ctx, "MULTI");
-    redisAppendCommand(r->ctx, "GET voucher:{%s}:remaining", code);
-    redisAppendCommand(r->ctx, "HGETALL voucher:{%s}:orders", code);
-    redisAppendCommand(r->ctx, "HLEN voucher:{%s}:users", code);
-    redisAppendCommand(r->ctx, "EXEC");
+    redisAppendCommand(ctx, "MULTI");
+    redisAppendCommand(ctx, "GET voucher:{%s}:remaining", code);
+    redisAppendCommand(ctx, "HGETALL voucher:{%s}:orders", code);
+    redisAppendCommand(ctx, "HLEN voucher:{%s}:users", code);
+    redisAppendCommand(ctx, "EXEC");
     for (int i = 0; i < 5; i++) {
         void *got = NULL;
-        if (redisGetReply(r->ctx, &got) != REDIS_OK || !got) {
+        if (redisGetReply(ctx, &got) != REDIS_OK || !got) {
             /* A broken connection: the pass drops it, the unread replies with it. */
-            snprintf(err, errlen, "Redis MULTI GET HGETALL HLEN EXEC: %s", r->ctx->errstr);
+            snprintf(err, errlen, "Redis MULTI GET HGETALL HLEN EXEC: %s", ctx->errstr);
             if (reply)
                 freeReplyObject(reply);
             return VC_ERR_UNAVAILABLE;
         }
         if (i < 4) {
-            if (((redisReply *)got)->type == REDIS_REPLY_ERROR && rc == 0) {
-                snprintf(err, errlen, "Redis MULTI of %s: %s", code, ((redisReply *)got)->str);
-                rc = VC_ERR_PROTOCOL;
-            }
+            if (((redisReply *)got)->type == REDIS_REPLY_ERROR && rc == 0)
+                rc = pipeline_error(got, "MULTI", code, err, errlen);
             freeReplyObject(got);
         } else {
             reply = got;
@@ -259,12 +355,15 @@ int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_scor
                  void (*cb)(void *arg, const char *order_id), void *arg, char *err, size_t errlen)
 {
     rc_keys_t k;
+    char max[24], count[16];
+    const char *argv[7] = {"ZRANGEBYSCORE", k.name[set], "-inf", max, "LIMIT", "0", count};
     redisReply *reply;
     int rc;
 
     rc_keys_of(code, &k);
-    reply = redisCommand(r->ctx, "ZRANGEBYSCORE %s -inf %lld LIMIT 0 %d", k.name[set],
-                         (long long)max_score, limit);
+    snprintf(max, sizeof(max), "%lld", (long long)max_score);
+    snprintf(count, sizeof(count), "%d", limit);
+    reply = command_on(r, code_slot(code), 7, argv);
     if ((rc = check_reply(r, reply, "ZRANGEBYSCORE", err, errlen)) != 0)
         return rc;
     if (reply->type == REDIS_REPLY_ARRAY) {
@@ -301,7 +400,8 @@ int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *cons
         argv[3 + i] = keys[i];
     for (int i = 0; i < nargs; i++)
         argv[3 + nkeys + i] = args[i];
-    reply = redisCommandArgv(r->ctx, argc, argv, NULL);
+    /* A repair script takes the keys of one voucher: the first names their slot. */
+    reply = command_on(r, nkeys ? vc_redis_key_slot(keys[0], strlen(keys[0])) : 0, argc, argv);
     free(argv);
     if ((rc = check_reply(r, reply, "EVAL", err, errlen)) != 0)
         return rc;

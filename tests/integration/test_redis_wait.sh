@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# VOUCHER_REDIS_WAIT_REPLICAS: a use taken must reach that many Redis replicas
+# (WAIT) before its event is published, so that a failover cannot forget an
+# acknowledged reservation. Too few in time: 503 with the outcome unknown, the
+# hold kept and no event; the retry of the same orderId settles it (201
+# replayed, one row). With a replica attached, the same setting answers 201.
+source "$(dirname "$0")/lib.sh"
+plan 8
+
+reserve() { # CUSTOMER ORDER
+  http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"
+}
+rows() { sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'"; }
+
+replica_port=$((VOUCHER_PORT_BASE + 19))
+redis_host_port=${VOUCHER_REDIS_URL#redis://}
+redis_host_port=${redis_host_port%%/*}
+stop_replica() { redis-cli -p "$replica_port" shutdown nosave >/dev/null 2>&1 || true; }
+trap 'stop_replica; finish' EXIT
+
+code=$(unique_code WAIT)
+new_voucher "$code" 5 1
+start_writer
+
+# The stack's Redis has no replica: WAIT 1 cannot be met.
+VOUCHER_REDIS_WAIT_REPLICAS=1 VOUCHER_REDIS_WAIT_TIMEOUT=50ms start_gateway
+reserve 1 "$code-o1"
+is "$status" 503 "no replica took the use in time: 503"
+ok "$(grep -q 'outcome unknown' <<<"$body"; echo $?)" "saying the outcome is unknown ($body)"
+is "$(rcli HEXISTS "voucher:{$code}:orders" "$code-o1")" 1 "the hold is kept in Redis, for the retry"
+
+# The retry, once replicas are no longer asked for, is answered from that hold.
+daemon_stop "$test_name-gateway"
+start_gateway
+reserve 1 "$code-o1"
+is "$status $(jq -r '.replayed' <<<"$body")" "201 true" "the retry of the same orderId: 201 replayed"
+is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'" 1 20)" 1 \
+  "one row for it in PostgreSQL"
+is "$(rcli GET "voucher:{$code}:remaining")" 4 "one use taken in all"
+
+# A replica attached: WAIT 1 is met and a new order is answered 201 at once.
+daemon_stop "$test_name-gateway"
+redis-server --bind 127.0.0.1 --port "$replica_port" --dir "$scratch" --save "" --appendonly no \
+  --replicaof "${redis_host_port%:*}" "${redis_host_port#*:}" --daemonize yes \
+  --logfile "$scratch/replica.log" >/dev/null
+for ((i = 0; i < 100; i++)); do
+  redis-cli -p "$replica_port" info replication 2>/dev/null | grep -q '^master_link_status:up' && break
+  sleep 0.1
+done
+VOUCHER_REDIS_WAIT_REPLICAS=1 VOUCHER_REDIS_WAIT_TIMEOUT=2s start_gateway
+reserve 2 "$code-o2"
+is "$status" 201 "with a replica attached, WAIT 1 is met: 201"
+is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'" 2 20)" 2 \
+  "its row reaches PostgreSQL"
