@@ -234,9 +234,14 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
 int rc_redis_limit(rc_redis_t *r, const char *code, int *present, int64_t *limit, char *err,
                    size_t errlen)
 {
-    redisReply *reply = redisCommand(r->ctx, "GET voucher:{%s}:limit", code);
+    char key[VC_CODE_MAX + 32];
+    const char *argv[2] = {"GET", key};
+    redisReply *reply;
     int rc;
 
+    /* Routed by the code's slot, as every voucher key is (a cluster has no r->ctx). */
+    snprintf(key, sizeof(key), "voucher:{%s}:limit", code);
+    reply = command_on(r, code_slot(code), 2, argv);
     if ((rc = check_reply(r, reply, "GET limit", err, errlen)) != 0)
         return rc;
     rc = parse_remaining(reply, code, present, limit, err, errlen);
