@@ -431,9 +431,11 @@ class Explorer(RuleBasedStateMachine):
         self.finishable = []   # cancels whose VoucherReleased Kafka acknowledged
         self.acked = {}        # order -> heldUntil of each hold answered 201
         self.replayed = {}     # order -> heldUntil of each hold a retry was answered 201 for
+        self.fresh = {}        # order -> heldUntil of each hold its first request's 201 answered
         self.created = {}      # order -> {heldUntil: the step its hold was taken}
         self.forgotten = {}    # order -> steps at which a hold of it was forgotten (forget.lua)
         self.paid = set()      # orders a confirm answered 200
+        self.paid_at = {}      # order -> the step its first 200 was given
         self.owner_cancel = set()  # orders their owner asked to cancel (a DELETE ran its script)
         self.cancelled = {}        # order -> the step its cancel was answered 200 (released)
         self.confirm_503 = set()   # orders a confirm of which was answered 503 (a client retries)
@@ -656,7 +658,7 @@ class Explorer(RuleBasedStateMachine):
     # among the others, but a frequent one: it makes the states worth exploring more likely)
 
     @rule(o=st.integers(0, ORDERS - 1), ttl=st.sampled_from(["live", "past", "short"]),
-          outcome=st.sampled_from(["ack", "ack", "ack", "not_persisted", "lost"]))
+          outcome=st.sampled_from(["ack", "ack", "lost", "not_persisted"]))
     @guarded
     def reserve_now(self, o, ttl, outcome):
         n = len(self.pending)
@@ -692,10 +694,9 @@ class Explorer(RuleBasedStateMachine):
             if self.finishable:
                 self.cancel_finish(len(self.finishable) - 1)
 
-    @precondition(lambda self: self.created)
-    @rule()
     @guarded
     def writer_all(self):
+        """(saved cases, quiescence) the writer applies everything in the partition."""
         self.refresh_log()
         self.writer_apply(len(self.log) + 1, True)
 
@@ -722,11 +723,12 @@ class Explorer(RuleBasedStateMachine):
             if c.kind in ("reserve", "replay"):
                 held = parse_ms(c.event["heldUntil"])
                 self.acked.setdefault(c.order, set()).add(held)
-                if c.kind == "replay":
-                    self.replayed.setdefault(c.order, set()).add(held)
+                (self.replayed if c.kind == "replay" else self.fresh).setdefault(
+                    c.order, set()).add(held)
                 what += ", 201"
             elif c.kind == "confirm":
                 self.paid.add(c.order)
+                self.paid_at.setdefault(c.order, len(self.story))
                 what += ", 200"
             else:
                 self.finishable.append(c.order)
@@ -1016,16 +1018,17 @@ class Explorer(RuleBasedStateMachine):
         so = "o%d" % o if o is not None else None
         eff = self.effects
 
-        def reasons(order):
-            return {i["reason"] for _, k, i in eff if k == "release" and i["order"] == order}
+        def reasons(order, after=-1):
+            return {i["reason"] for s, k, i in eff if k == "release" and i["order"] == order
+                    and s > after}
 
         def revived_cancel():
+            # A retake of an order after its owner's cancel was answered 200.
             return [(s, i) for s, k, i in eff if k == "retake" and
-                    any(int(x[1:]) in self.owner_cancel or w == "R"
-                        for x, w in zip(i["orders"], i["was"]))]
+                    any(self.cancelled.get(int(x[1:]), 1 << 30) < s for x in i["orders"])]
         if "paid order was released" in msg:
-            if "EXPIRED" in reasons(so):
-                return "race2", "a paid order (CONFIRMED downstream) expired as a hold"
+            if "EXPIRED" in reasons(so, self.paid_at.get(o, 1 << 30)):
+                return "race2", "the reconciler expired a hold whose confirm was answered 200"
             return "other-paid-released", "a paid order released (%s)" % sorted(reasons(so))
         if "was released by the reconciler" in msg:
             held = int(re.search(r":(\d+):[A-Z]\)", msg).group(1)) if \
@@ -1035,8 +1038,11 @@ class Explorer(RuleBasedStateMachine):
                 if made is not None and any(f < made for f in self.forgotten.get(o, [])):
                     return "race4", ("a new hold under an orderId forgotten before was released"
                                      " as undelivered")
-                if held in self.replayed.get(o, set()):
-                    return "race3", "a retried hold answered 201 was released as undelivered"
+                if held in self.replayed.get(o, set()) and held not in self.fresh.get(o, set()):
+                    # Its first request got no 201 (its event lost, or not known stored): the
+                    # hold was stranded, and only a retry answered 201.
+                    return "race3", ("a stranded hold, answered 201 by a retry, was released as"
+                                     " undelivered")
                 return "race3-variant", ("a new hold answered 201 after the pass read the tail"
                                          " was released as undelivered")
             return "other-201-released", "a 201'd hold released (%s)" % sorted(reasons(so))
