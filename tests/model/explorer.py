@@ -109,6 +109,9 @@ KNOWN = {
                        " remains)",
     "other-users": "a users hash lost alone: nothing rebuilds it, and a release finished on it"
                    " takes the customer's count below what it holds (tests/model/README.md)",
+    "other-answer-after-cancel": "an orders hash lost after a cancel finished forgets the R: a"
+                                 " retry of that orderId takes a new hold and is answered 201,"
+                                 " while PostgreSQL keeps the row RELEASED (tests/model/README.md)",
 }
 
 
