@@ -22,16 +22,23 @@ rule, against the stack's PostgreSQL, Redis and Kafka:
   grace.
 
 The promises are checked after every step (invariants) and at quiescence
-(teardown). See tests/model/README.md.
+(teardown). Time is the explorer's own (clock_shim.c, preloaded into the
+daemon): it moves only when a step says so. A broken promise is classified
+as one of issue 22's seven races, or something else, by what the reconciler's
+hops did (classify()). See tests/model/README.md.
 """
 import argparse
 import atexit
 import collections
 import datetime
+import functools
 import json
+import mmap
 import os
 import random
+import re
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -85,7 +92,6 @@ class Muted(Exception):
 
 def guarded(f):
     """Every rule: a no-op once its example is muted; a muted violation ends the example."""
-    import functools
 
     @functools.wraps(f)
     def run(self, *args, **kwargs):
@@ -128,7 +134,6 @@ class Clock:
     passes its own clock. Each step moves it by 1 ms, a wait by the grace."""
 
     def __init__(self, path):
-        import mmap
         self.path = path
         with open(path, "wb") as f:
             f.write(b"\0" * 8)
@@ -137,7 +142,6 @@ class Clock:
         self.ms = 0
 
     def set(self, ms):
-        import struct
         self.ms = int(ms)
         struct.pack_into("=q", self.map, 0, self.ms)
 
@@ -448,7 +452,7 @@ class Explorer(RuleBasedStateMachine):
         self.stale = 0         # repairs that acted after such changes (the target() metric)
         self.story = []
         self.steps = []
-        self.prev = "start"
+        self.prev = self.prev2 = "start"
         self.token = 0
         w.sql("INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit,"
               " per_user_limit, starts_at, ends_at) VALUES (%s, 100, 0, %s, %s,"
@@ -524,8 +528,7 @@ class Explorer(RuleBasedStateMachine):
         phase = SHORT.get(self.rc_at, "between-passes") if self.rc_at else "running"
         kind = name if name not in ("rc_step", "rc_to") else "rc->" + phase
         self.w.pairs.add((self.prev, kind))
-        self.w.triples.add((self.prev2, self.prev, kind) if hasattr(self, "prev2") else
-                           ("start", self.prev, kind))
+        self.w.triples.add((self.prev2, self.prev, kind))
         self.w.phases.add((name, phase))
         self.w.rules[name] += 1
         self.prev2, self.prev = self.prev, kind
@@ -1015,7 +1018,6 @@ class Explorer(RuleBasedStateMachine):
     def classify(self, msg):
         """Which of issue 22's seven races (or what else) broke the promise: by the promise and
         by what the reconciler's hops did in this example (self.effects). Returns (class, why)."""
-        import re
         m = re.search(r"\bo(\d)\b", msg)
         o = int(m.group(1)) if m else None
         so = "o%d" % o if o is not None else None
