@@ -113,8 +113,10 @@ KNOWN = {
                        " lost with the orders hash, or lost and retried before the retake): no"
                        " repair raises the counter (proto/redis-keys.md, the undersell that"
                        " remains)",
-    "other-users": "a users hash lost alone: nothing rebuilds it, and a release finished on it"
-                   " takes the customer's count below what it holds (tests/model/README.md)",
+    "other-users": "a customer's count in users above the orders they hold: an orders hash lost"
+                   " and the order retried before the retake counts it twice, as the undersell"
+                   " above (a count too high only refuses the customer early; a users hash lost"
+                   " alone, which let a customer past the limit, is fixed: test_users_loss)",
     "other-answer-after-cancel": "an orders hash lost after a cancel finished forgets the R: a"
                                  " retry of that orderId takes a new hold and is answered 201,"
                                  " while PostgreSQL keeps the row RELEASED (tests/model/README.md)",
