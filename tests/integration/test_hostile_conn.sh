@@ -48,8 +48,11 @@ diag "$(grep -o 'cannot be bound.*range' "$scratch/tw.log" | head -1)"
 grep -q "nothing listens there: [1-9][0-9]* connection(s) in TIME-WAIT" "$scratch/tw.log" &&
   ! grep -q "listens there\"" "$scratch/tw.log"
 ok $? "and says that nothing listens there and a connection is in TIME-WAIT"
+# SO_REUSEADDR, as any server sets it: a connection in TIME-WAIT on the port
+# (an earlier test's server closed it first) must not keep the listener out.
 python3 -c 'import socket,sys,time
-s=socket.socket(); s.bind(("127.0.0.1",int(sys.argv[1]))); s.listen(1); time.sleep(30)' "$((tw_port + 1))" &
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1",int(sys.argv[1]))); s.listen(1); time.sleep(30)' "$((tw_port + 1))" &
 listener_pid=$!
 for ((i = 0; i < 100; i++)); do
   (exec 3<>"/dev/tcp/127.0.0.1/$((tw_port + 1))") 2>/dev/null && break
@@ -57,7 +60,9 @@ for ((i = 0; i < 100; i++)); do
 done
 VOUCHER_HTTP_ADDR=127.0.0.1:$((tw_port + 1)) timeout 30 "$bin_gateway" >"$scratch/listener.log" 2>&1
 grep -q "is in use: another process (another gateway?) listens there" "$scratch/listener.log"
-ok $? "a port with a listener: the gateway says another process listens there"
+listener_said=$?
+ok $listener_said "a port with a listener: the gateway says another process listens there"
+[ "$listener_said" = 0 ] || diag "$(tail -3 "$scratch/listener.log")"
 kill "$listener_pid" 2>/dev/null
 wait "$listener_pid" 2>/dev/null
 

@@ -12,7 +12,7 @@ reserve() { # CUSTOMER ORDER
 }
 rows() { sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'"; }
 
-replica_port=$((VOUCHER_PORT_BASE + 19))
+replica_port=$((VOUCHER_PORT_BASE + 22)) # +19 is test_readiness's closed port
 redis_host_port=${VOUCHER_REDIS_URL#redis://}
 redis_host_port=${redis_host_port%%/*}
 stop_replica() { redis-cli -p "$replica_port" shutdown nosave >/dev/null 2>&1 || true; }
@@ -43,10 +43,12 @@ daemon_stop "$test_name-gateway"
 redis-server --bind 127.0.0.1 --port "$replica_port" --dir "$scratch" --save "" --appendonly no \
   --replicaof "${redis_host_port%:*}" "${redis_host_port#*:}" --daemonize yes \
   --logfile "$scratch/replica.log" >/dev/null
-for ((i = 0; i < 100; i++)); do
+for ((i = 0; i < 300; i++)); do
   redis-cli -p "$replica_port" info replication 2>/dev/null | grep -q '^master_link_status:up' && break
   sleep 0.1
 done
+redis-cli -p "$replica_port" info replication 2>/dev/null | grep -q '^master_link_status:up' ||
+  diag "the replica is not linked after 30 s: $(tail -3 "$scratch/replica.log" 2>/dev/null)"
 VOUCHER_REDIS_WAIT_REPLICAS=1 VOUCHER_REDIS_WAIT_TIMEOUT=2s start_gateway
 reserve 2 "$code-o2"
 is "$status" 201 "with a replica attached, WAIT 1 is met: 201"
