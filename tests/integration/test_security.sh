@@ -13,8 +13,8 @@ hostport=${hostport%%/*}
 redis_user=sec_$RANDOM$RANDOM
 redis_pw=pw-$(head -c12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 # The ACL deploy/README.md recommends: the voucher keys only, nothing dangerous.
-rcli ACL SETUSER "$redis_user" on ">$redis_pw" '~voucher:*' '~voucher-order:*' '~guard:*' resetchannels \
-  '+@all' '-@dangerous' >/dev/null
+rcli ACL SETUSER "$redis_user" on ">$redis_pw" '~voucher:*' '~voucher-order:*' '~guard:*' '~campaign:*' \
+  resetchannels '&voucher-rules' '+@all' '-@dangerous' >/dev/null
 trap 'rcli ACL DELUSER "$redis_user" >/dev/null 2>&1; finish' EXIT
 acl_url="redis://$redis_user:$redis_pw@$hostport/0"
 bad_url="redis://$redis_user:wrong-$redis_pw@$hostport/0"
@@ -76,7 +76,13 @@ is "$(jq -c '[.byStatus["201"], ([.byStatus[]] | add)]' "$scratch/load.json")" '
   "vc-load --token: 3 reservations, 3 201s"
 
 # ---- Redis as an ACL user ----
-is "$(rcli CLIENT LIST | grep -c "user=$redis_user ")" 2 "the gateway's two workers are on Redis as the ACL user"
+# Two workers, and the listener of rule changes (subscribed to voucher-rules).
+for ((i = 0; i < 50; i++)); do
+  [ "$(rcli CLIENT LIST | grep -c "user=$redis_user ")" -ge 3 ] && break
+  sleep 0.1
+done
+is "$(rcli CLIENT LIST | grep -c "user=$redis_user ") $(rcli CLIENT LIST | grep "user=$redis_user " | grep -c 'cmd=subscribe')" "3 1" \
+  "the gateway's two workers and its rules listener are on Redis as the ACL user"
 # Ready also waits for the Kafka producer's id (about a second after start).
 wait_http_ok "http://$(gateway_admin)/readyz" 15
 ok $? "the gateway is ready (/readyz 200) on Redis as the ACL user"
