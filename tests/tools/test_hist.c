@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../unit/ck_run.h"
 #include "vc_hist.h"
 
 /* A histogram is ~60 KB: keep it off the test's stack. */
@@ -167,8 +168,6 @@ int main(void)
 {
     Suite *s = suite_create("hist");
     TCase *tc = tcase_create("hist");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, bucket_edges);
     tcase_add_test(tc, buckets_tile_the_range);
@@ -179,9 +178,5 @@ int main(void)
     tcase_add_test(tc, exponential_distribution);
     tcase_add_test(tc, merge_adds_counts);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run_suite(s);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../unit/ck_run.h"
 #include "vc_error.h"
 #include "vl_proto.h"
 
@@ -90,8 +91,6 @@ int main(void)
 {
     Suite *s = suite_create("proto");
     TCase *tc = tcase_create("proto");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, request_is_complete_http);
     tcase_add_test(tc, request_carries_the_token);
@@ -99,9 +98,5 @@ int main(void)
     tcase_add_test(tc, answers);
     tcase_add_test(tc, retry_after);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run_suite(s);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ck_run.h"
 #include "vc_campaign.h"
 #include "vc_error.h"
 #include "vc_random.h"
@@ -282,8 +283,6 @@ int main(void)
 {
     Suite *s = suite_create("campaign");
     TCase *tc = tcase_create("campaign");
-    SRunner *sr;
-    int failed;
 
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, spec_checks);
@@ -294,9 +293,5 @@ int main(void)
     tcase_add_test(tc, check_symbol_catches_every_single_typo);
     tcase_add_test(tc, input_and_display_forms);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ck_run_suite(s);
 }

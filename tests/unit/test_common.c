@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ck_run.h"
 #include "json_same.h"
 #include "vc_config.h"
 #include "vc_pg.h"
@@ -911,11 +912,5 @@ static Suite *common_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(common_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ck_run_suite(common_suite());
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ck_run.h"
 #include "json_same.h"
 #include "gw_app.h"
 #include "gw_http.h"
@@ -921,11 +922,5 @@ static Suite *gateway_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(gateway_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run_suite(gateway_suite());
 }

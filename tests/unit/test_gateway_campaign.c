@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ck_run.h"
 #include "gw_campaign.h"
 #include "vc_error.h"
 
@@ -145,16 +146,10 @@ int main(void)
 {
     Suite *s = suite_create("gateway_campaign");
     TCase *tc = tcase_create("gateway_campaign");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, routes);
     tcase_add_test(tc, bodies);
     tcase_add_test(tc, body_of_a_campaign);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ck_run_suite(s);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ck_run.h"
 #include "gw_guard.h"
 #include "vc_error.h"
 
@@ -212,8 +213,6 @@ int main(void)
 {
     Suite *s = suite_create("guard");
     TCase *tc = tcase_create("guard");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, bucket_five_then_empty_with_retry);
     tcase_add_test(tc, bucket_check_takes_nothing);
@@ -223,9 +222,5 @@ int main(void)
     tcase_add_test(tc, proxies_parse_and_contain);
     tcase_add_test(tc, client_address);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run_suite(s);
 }

@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "ck_run.h"
 #include "vc_hash.h"
 
 /* From the SipHash paper's reference implementation (vectors.h): key 00..0f, message 00..len-1. */
@@ -45,15 +46,9 @@ int main(void)
 {
     Suite *s = suite_create("hash");
     TCase *tc = tcase_create("siphash");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, siphash_reference_vectors);
     tcase_add_test(tc, process_key_is_stable_and_not_the_zero_key);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run_suite(s);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ck_run.h"
 #include "vc_error.h"
 #include "vc_kafka_conf.h"
 
@@ -258,11 +259,5 @@ static Suite *kafka_conf_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(kafka_conf_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ck_run_suite(kafka_conf_suite());
 }

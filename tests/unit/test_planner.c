@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ck_run.h"
 #include "rc_plan.h"
 #include "rc_plan_json.h"
 #include "vc_error.h"
@@ -380,11 +381,5 @@ static Suite *planner_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(planner_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ck_run_suite(planner_suite());
 }

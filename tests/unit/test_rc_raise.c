@@ -2,6 +2,7 @@
 #include <check.h>
 #include <stdlib.h>
 
+#include "ck_run.h"
 #include "rc_raise.h"
 
 START_TEST(plan)
@@ -27,14 +28,8 @@ int main(void)
 {
     Suite *s = suite_create("rc_raise");
     TCase *tc = tcase_create("plan");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, plan);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run_suite(s);
 }

@@ -7,6 +7,7 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include "ck_run.h"
 #include "rc_campaign.h"
 #include "rc_kafka.h"
 #include "rc_model.h"
@@ -689,8 +690,6 @@ int main(void)
 {
     Suite *s = suite_create("reconciler");
     TCase *tc = tcase_create("model");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, consistent_when_everything_agrees);
     tcase_add_test(tc, campaign_expiry_decision);
@@ -727,9 +726,5 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, publish_drops_reports_that_come_after_the_call);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ck_run_suite(s);
 }

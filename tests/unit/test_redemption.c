@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ck_run.h"
 #include "vc_error.h"
 #include "vc_order_value.h"
 #include "vc_redemption.h"
@@ -193,11 +194,5 @@ static Suite *redemption_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(redemption_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ck_run_suite(redemption_suite());
 }

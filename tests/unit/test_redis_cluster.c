@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ck_run.h"
 #include "vc_error.h"
 #include "vc_redis_cluster.h"
 
@@ -202,8 +203,6 @@ int main(void)
 {
     Suite *s = suite_create("redis_cluster");
     TCase *tc = tcase_create("routing");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, crc16_spec_vector);
     tcase_add_test(tc, key_slot_follows_the_hash_tag);
@@ -213,9 +212,5 @@ int main(void)
     tcase_add_test(tc, other_errors_are_no_redirect);
     tcase_add_test(tc, cluster_url);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run_suite(s);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "ck_run.h"
 #include "gw_rules.h"
 #include "vc_error.h"
 
@@ -246,8 +247,6 @@ int main(void)
 {
     Suite *s = suite_create("rules_cache");
     TCase *tc = tcase_create("cache");
-    SRunner *sr;
-    int failed;
 
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, misses_of_one_code_share_one_read);
@@ -257,9 +256,5 @@ int main(void)
     tcase_add_test(tc, soldout_marks_past_the_bound);
     tcase_add_test(tc, a_change_voids_cached_rules_on_every_worker);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run_suite(s);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ck_run.h"
 #include "vc_error.h"
 #include "wr_batch.h"
 #include "wr_dlt.h"
@@ -532,11 +533,5 @@ static Suite *writer_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(writer_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ck_run_suite(writer_suite());
 }
