@@ -16,6 +16,7 @@ extern const char vc_lua_confirm[];
 extern const char vc_lua_release_begin[];
 extern const char vc_lua_release_finish[];
 extern const char vc_lua_restore[];
+extern const char vc_lua_rebuild[];
 extern const char vc_lua_lower[];
 extern const char vc_lua_retake[];
 extern const char vc_lua_claim[];

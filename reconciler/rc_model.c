@@ -172,7 +172,7 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
     n->released_in_pg = n->missing_in_redis = n->releasing_not_live = n->pending_changes = 0;
     n->released_after = n->confirmed_unsent = n->confirmed_unknown = n->users_missing = 0;
     n->uncounted = vc_uses_without_rows(n->used_count, n->live_rows);
-    n->parked_held = n->discarding = 0;
+    n->parked_held = n->discarding = n->orders_lost = 0;
     n->redis_taken = n->total_limit - n->redis_remaining;
     for (size_t i = 0; i < orders->cap; i++) {
         if (!(o = rc_orders_at(orders, i)))
@@ -239,6 +239,13 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
         if (n->redis_users == 0 && n->users_missing == 0 && redis_orders(orders) > 0)
             n->users_missing = 1;
     }
+    /*
+     * No orders hash beside users or amounts (written with every order, and
+     * deleted by forget.lua with the last one): it was lost, and its
+     * released orders with it. rc_plan_repairs() rebuilds it (rebuild.lua).
+     */
+    if (n->redis_loaded && redis_orders(orders) == 0 && (n->redis_users > 0 || n->redis_amounts > 0))
+        n->orders_lost = 1;
     n->bound = vc_remaining_bound(n->total_limit, n->uncounted, n->accounted);
 
     if (n->live_rows > n->used_count)
@@ -249,7 +256,8 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
      * The counter and the orders were read at one moment: during a sale they
      * still agree (each script moves both), so these hold only for drift.
      */
-    if (n->missing_in_redis > 0 || n->users_missing > 0 || n->redis_remaining > n->bound ||
+    if (n->orders_lost || n->missing_in_redis > 0 || n->users_missing > 0 ||
+        n->redis_remaining > n->bound ||
         n->redis_taken < n->redis_counted + n->uncounted)
         return RC_DRIFTED; /* the last: more orders hold uses than the limit has */
     if (n->redis_taken > n->redis_counted + n->uncounted)

@@ -104,6 +104,7 @@ typedef struct {
     int redis_loaded;
     int64_t redis_remaining; /* read with Redis's orders, at the same moment (rc_redis_orders()) */
     int64_t redis_users;     /* customers in Redis's users hash, read with them; -1 not read */
+    int64_t redis_amounts;   /* 1: Redis's amounts hash exists, read with them */
     /* Derived by rc_model_judge(): */
     int64_t in_flight_events;
     int64_t pg_live_after;    /* live orders once the writer caught up */
@@ -125,6 +126,9 @@ typedef struct {
     int64_t bound;            /* the most remaining may be: vc_remaining_bound() */
     int64_t users_missing;    /* customers holding uses in Redis's orders, absent from users
                                  (the hash was lost): they could pass their limit */
+    int64_t orders_lost;      /* 1: the counter is loaded and the orders hash is not, while
+                                 users or amounts is: the hash was lost (with its released
+                                 orders) and reserve.lua refuses new orders until rebuild.lua */
     int64_t parked;           /* dead letters of the voucher parked in PostgreSQL (read, not derived) */
     int64_t parked_held;      /* held or confirmed in Redis, unknown downstream, with a parked letter */
     int64_t discarding;       /* the same with a discarded letter: the use is to be given back */

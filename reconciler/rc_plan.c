@@ -286,6 +286,22 @@ int rc_plan_repairs(rc_voucher_t *v, const rc_plan_config_t *cfg, int64_t now_ms
         return add(plan, RC_ACT_RESTORE, NULL, NULL, NULL);
     }
     v->mem->missing_since_ms = 0;
+    if (v->n.orders_lost) {
+        /*
+         * The orders hash lost, the counter kept: rebuild it from a snapshot
+         * read a restore delay after the loss was first seen (it happened
+         * before), so that the events of orders taken before it are in the
+         * snapshot. Its read time, not the pass's clock: a pass that waited
+         * between its reads and its repairs must not rebuild from reads
+         * older than the delay. Until then reserve.lua refuses new orders.
+         */
+        if (!v->mem->orders_lost_since_ms)
+            v->mem->orders_lost_since_ms = now_ms;
+        if (snapshot_ms - v->mem->orders_lost_since_ms < cfg->restore_delay_ms)
+            return add(plan, RC_ACT_AWAIT_RESTORE, NULL, NULL, NULL);
+        return add(plan, RC_ACT_REBUILD, NULL, NULL, NULL);
+    }
+    v->mem->orders_lost_since_ms = 0;
     /* Both recount Redis's orders when they run; a retake lowers as a lower would. */
     if (v->n.missing_in_redis > 0 || v->n.users_missing > 0)
         rc = add(plan, RC_ACT_RETAKE, NULL, NULL, NULL);
@@ -346,7 +362,8 @@ const char *rc_action_name(rc_action_kind_t k)
 {
     static const char *const names[RC_ACT_COUNT] = {
         [RC_ACT_AWAIT_RESTORE] = "await-restore", [RC_ACT_RESTORE] = "restore",
-        [RC_ACT_RETAKE] = "retake",               [RC_ACT_LOWER] = "lower",
+        [RC_ACT_RETAKE] = "retake",               [RC_ACT_REBUILD] = "rebuild",
+        [RC_ACT_LOWER] = "lower",
         [RC_ACT_RESUME_DUE] = "resume-due",       [RC_ACT_RELEASE] = "release",
         [RC_ACT_CONFIRM] = "confirm",
     };

@@ -35,6 +35,8 @@ typedef struct {
     char code[VC_CODE_MAX + 1];
     rc_orders_t seen;         /* first_unsent_ms, redis_state, redis_held_until_ms */
     int64_t missing_since_ms; /* when Redis was first seen without the voucher's counter */
+    int64_t orders_lost_since_ms; /* when first seen with the counter and no orders hash
+                                     (rc_numbers_t.orders_lost) */
     int64_t last_full_ms;     /* monotonic: when the voucher was last read in full */
     /*
      * Orders the last full read saw R in Redis and live in its snapshot
@@ -140,6 +142,7 @@ typedef enum {
     RC_ACT_AWAIT_RESTORE = 0, /* the counter is lost: wait out the restore delay */
     RC_ACT_RESTORE,           /* restore.lua: rebuild the lost counter */
     RC_ACT_RETAKE,            /* retake.lua: write again what Redis lost, then lower */
+    RC_ACT_REBUILD,           /* rebuild.lua: the orders hash lost, the counter kept */
     RC_ACT_LOWER,             /* lower.lua: the counter offers uses that are not there */
     /*
      * Read the releases begun more than a grace ago (at most batch) and
@@ -178,6 +181,11 @@ void rc_plan_free(rc_plan_t *p);
  *   loads it on first use); else RESTORE once it has been missing for
  *   restore_delay_ms (v->mem->missing_since_ms, set here when first seen),
  *   AWAIT_RESTORE before;
+ * - loaded, the orders hash lost (n.orders_lost): REBUILD once the pass's
+ *   snapshot_ms is restore_delay_ms past when it was first seen so
+ *   (v->mem->orders_lost_since_ms, set here), AWAIT_RESTORE before; nothing
+ *   else (no order to release, and a retake would write the live orders
+ *   only, forgetting the released ones);
  * - loaded: RETAKE when PostgreSQL counts orders Redis lost or the users hash
  *   lost customers, else LOWER when the counter is above the rule's bound;
  *   then RESUME_DUE, then per order (rc_model_release()) a RELEASE or a
@@ -216,7 +224,7 @@ int rc_plan_merges(const rc_order_t *o, int every_order);
  */
 void rc_plan_order_value(const rc_order_t *o, char *buf, size_t cap);
 
-/* "await-restore", "restore", "retake", "lower", "resume-due", "release", "confirm". */
+/* "await-restore", "restore", "retake", "rebuild", "lower", "resume-due", "release", "confirm". */
 const char *rc_action_name(rc_action_kind_t k);
 
 #endif

@@ -362,13 +362,14 @@ static void write_repairs(vc_jgen_t *g, const rc_voucher_t *v, const rc_plan_t *
         if (a->kind == RC_ACT_CONFIRM) {
             vc_jgen_kv_str(g, "orderId", a->order->order_id);
             vc_jgen_kv_int(g, "heldUntilMs", a->order->redis_held_until_ms);
-        } else if (a->kind == RC_ACT_RESTORE || a->kind == RC_ACT_RETAKE) {
+        } else if (a->kind == RC_ACT_RESTORE || a->kind == RC_ACT_RETAKE ||
+                   a->kind == RC_ACT_REBUILD) {
             /* The keys' expiry the script sets (vc_retention.h); 0: none. */
             vc_jgen_kv_int(g, "expireAt",
                            v->ends_at_ms > 0 && retention_ms > 0
                                ? vc_redis_expire_at(v->ends_at_ms, retention_ms)
                                : 0);
-            write_merges(g, v, a->kind == RC_ACT_RESTORE);
+            write_merges(g, v, a->kind != RC_ACT_RETAKE);
         }
         vc_jgen_map_close(g);
     }

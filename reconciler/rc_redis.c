@@ -285,7 +285,8 @@ int rc_redis_activity(rc_redis_t *r, const char *code, int64_t now_ms, int64_t *
 }
 
 int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded,
-                    int64_t *remaining, int64_t *users, int *bad, char *err, size_t errlen)
+                    int64_t *remaining, int64_t *users, int64_t *amounts, int *bad, char *err,
+                    size_t errlen)
 {
     redisReply *reply = NULL, *orders;
     redisContext *ctx = conn_for(r, code, err, errlen);
@@ -294,22 +295,23 @@ int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded
     *bad = 0;
     if (!ctx)
         return VC_ERR_UNAVAILABLE;
-    /* Pipelined: MULTI, GET, HGETALL, HLEN, EXEC; only EXEC's reply carries the values. */
+    /* Pipelined: MULTI, GET, HGETALL, HLEN, EXISTS, EXEC; only EXEC's reply carries the values. */
     redisAppendCommand(ctx, "MULTI");
     redisAppendCommand(ctx, "GET voucher:{%s}:remaining", code);
     redisAppendCommand(ctx, "HGETALL voucher:{%s}:orders", code);
     redisAppendCommand(ctx, "HLEN voucher:{%s}:users", code);
+    redisAppendCommand(ctx, "EXISTS voucher:{%s}:amounts", code);
     redisAppendCommand(ctx, "EXEC");
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         void *got = NULL;
         if (redisGetReply(ctx, &got) != REDIS_OK || !got) {
             /* A broken connection: the pass drops it, the unread replies with it. */
-            snprintf(err, errlen, "Redis MULTI GET HGETALL HLEN EXEC: %s", ctx->errstr);
+            snprintf(err, errlen, "Redis MULTI GET HGETALL HLEN EXISTS EXEC: %s", ctx->errstr);
             if (reply)
                 freeReplyObject(reply);
             return VC_ERR_UNAVAILABLE;
         }
-        if (i < 4) {
+        if (i < 5) {
             if (((redisReply *)got)->type == REDIS_REPLY_ERROR && rc == 0)
                 rc = pipeline_error(got, "MULTI", code, err, errlen);
             freeReplyObject(got);
@@ -319,16 +321,19 @@ int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded
     }
     if (rc != 0)
         goto out;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 4 ||
         reply->element[1]->type != REDIS_REPLY_ARRAY ||
-        reply->element[2]->type != REDIS_REPLY_INTEGER) {
-        snprintf(err, errlen, "Redis: unexpected reply to EXEC (GET, HGETALL, HLEN) of %s", code);
+        reply->element[2]->type != REDIS_REPLY_INTEGER ||
+        reply->element[3]->type != REDIS_REPLY_INTEGER) {
+        snprintf(err, errlen, "Redis: unexpected reply to EXEC (GET, HGETALL, HLEN, EXISTS) of %s",
+                 code);
         rc = VC_ERR_PROTOCOL;
         goto out;
     }
     if ((rc = parse_remaining(reply->element[0], code, loaded, remaining, err, errlen)) != 0)
         goto out;
     *users = reply->element[2]->integer;
+    *amounts = reply->element[3]->integer;
     orders = reply->element[1];
     for (size_t i = 0; i + 1 < orders->elements; i += 2) {
         redisReply *k = orders->element[i], *v = orders->element[i + 1];

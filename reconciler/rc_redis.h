@@ -47,11 +47,14 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
  * fields), and its counter and the number of customers in its users hash at
  * the same moment (MULTI/EXEC: no script runs between the reads, so they
  * describe one state of Redis): *loaded and *remaining as rc_redis_remaining()
- * sets them, *users the HLEN. Unreadable values are skipped and counted in
+ * sets them, *users the HLEN, *amounts 1 when the amounts hash exists (with
+ * users, what tells an orders hash lost from one never written: reserve.lua
+ * refuses new orders then). Unreadable values are skipped and counted in
  * *bad. Returns 0 or a negative error with err set.
  */
 int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded,
-                    int64_t *remaining, int64_t *users, int *bad, char *err, size_t errlen);
+                    int64_t *remaining, int64_t *users, int64_t *amounts, int *bad, char *err,
+                    size_t errlen);
 
 /*
  * Lists up to limit members of a sorted set (RC_KEY_HOLDS or

@@ -317,6 +317,45 @@ out:
     return rc;
 }
 
+/*
+ * The orders hash lost, the counter kept: writes every order the snapshot
+ * knows (released ones too), sets the counter and each customer's count to
+ * what they hold (rebuild.lua). The plan waited a restore delay since the
+ * loss was first seen, and reserve.lua took nothing since.
+ */
+static int rebuild(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
+{
+    repair_args_t a;
+    rc_keys_t k;
+    char expire[24], answer[64], amounts[VC_CODE_MAX + 32];
+    int64_t status = 0, before, after;
+    int rc;
+
+    expire_at(ctx, v, expire, sizeof(expire));
+    const char *extra[] = {expire};
+    if ((rc = repair_args(v, 1, extra, 1, &a)) != 0)
+        goto out;
+    rc_keys_of(v->code, &k);
+    snprintf(amounts, sizeof(amounts), "voucher:{%s}:amounts", v->code);
+    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
+                          k.name[RC_KEY_HOLDS],     k.name[RC_KEY_RELEASING], amounts};
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rebuild, 6, keys, a.nargs, a.args, &status, answer,
+                            sizeof(answer), err, errlen)) != 0 ||
+        status < 0)
+        goto out;
+    parse_pair(answer, &before, &after);
+    sum->retaken += status;
+    sum->lowered += after < before;
+    log_repair(v, "rebuild",
+               "wrote again a lost orders hash from PostgreSQL and the events in flight, "
+               "released orders included, and set the counter and the customers' counts to it",
+               status, before, after);
+    v->mem->orders_lost_since_ms = 0;
+out:
+    repair_args_free(&a);
+    return rc;
+}
+
 /* Lowers a counter above the rule's bound, recounting Redis's orders as it does (lower.lua). */
 static int lower(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
 {
@@ -428,6 +467,9 @@ int rc_repair_voucher(rc_ctx_t *ctx, rc_voucher_t *v, const rc_plan_t *plan, int
             break;
         case RC_ACT_RETAKE:
             rc = retake(ctx, v, sum, err, errlen);
+            break;
+        case RC_ACT_REBUILD:
+            rc = rebuild(ctx, v, sum, err, errlen);
             break;
         case RC_ACT_LOWER:
             rc = lower(ctx, v, sum, err, errlen);

@@ -32,4 +32,11 @@ if tonumber(redis.call('HGET', KEYS[2], customer) or '0') > 0 then
   redis.call('HINCRBY', KEYS[2], customer, -1)
 end
 redis.call('ZREM', KEYS[4], ARGV[1])
+-- The last order gone: users and amounts go too (every count is 0, and no
+-- order needs its amount). reserve.lua reads users or amounts without orders
+-- as an orders hash lost, and refuses new orders until it is rebuilt. amounts
+-- sits beside orders (the same hash tag).
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('DEL', KEYS[2], (string.gsub(KEYS[3], ':orders$', ':amounts')))
+end
 return {1, order}

@@ -70,6 +70,20 @@ local function raise_users(users_key, per, orders_key)
   end
 end
 
+-- Sets each customer's count in users to the orders they hold as taken,
+-- lowering as well as raising. Only for a rebuild with nothing else taking
+-- uses meanwhile (restore: no counter; rebuild.lua: no orders hash, so
+-- reserve.lua refuses new orders): then no order outside orders holds a use,
+-- and a count above the orders is a use lost with them (proto/redis-keys.md,
+-- "A lost orders hash"). The hash is left existing whenever orders does.
+local function set_users(users_key, per, orders_key)
+  redis.call('DEL', users_key)
+  for customer, n in pairs(per) do
+    if n > 0 then redis.call('HSET', users_key, customer, n) end
+  end
+  raise_users(users_key, {}, orders_key)
+end
+
 -- Merges the reconciler's orders, ARGV[first..] in fours: orderId, the value
 -- the snapshot implies ("customerId:discount:heldUntilMs:state", state H, C or
 -- R), heldUntilMs, and "1" when an order Redis holds R may be taken again

@@ -28,7 +28,9 @@
 -- reserved with another orderAmount (amount: the stored one), -6 a new order
 -- and ARGV[8] is "known" (nothing read beyond the order), -7 the customers'
 -- counts are lost (orders exist, users does not: nothing taken until the
--- reconciler rebuilds them); order is the stored order value for 1, 0, -4 and -5.
+-- reconciler rebuilds them; or orders was lost: it does not exist while users
+-- or amounts does, nothing taken until the reconciler rebuilds it from
+-- PostgreSQL); order is the stored order value for 1, 0, -4 and -5.
 local order = redis.call('HGET', KEYS[3], ARGV[3])
 if order then
   local customer = string.match(order, '^([^:]*):')
@@ -56,7 +58,19 @@ if not remaining then return {-3, false} end
 -- writes an order keeps a field in users). A count read as 0 would let a
 -- customer past their limit, and PostgreSQL would refuse the event of a 201:
 -- refuse until the reconciler rebuilds the counts from the orders.
-if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+local has_orders = redis.call('EXISTS', KEYS[3]) == 1
+if has_orders and redis.call('EXISTS', KEYS[2]) == 0 then
+  return {-7, false}
+end
+-- No orders, but users or amounts: the orders hash was lost (both are written
+-- with every order, and forget.lua deletes them when it empties orders). Its
+-- released orders (R) went with it: a retry of a cancelled orderId would take
+-- a new use and get a 201 while PostgreSQL keeps the order RELEASED (the late
+-- VoucherReserved changes nothing there), and a retry of a held one would take
+-- its use twice. Refuse until the reconciler rebuilds orders from PostgreSQL
+-- (rebuild.lua, proto/redis-keys.md "A lost orders hash").
+if not has_orders and (redis.call('EXISTS', KEYS[2]) == 1 or
+                       redis.call('EXISTS', KEYS[6]) == 1) then
   return {-7, false}
 end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')

@@ -26,7 +26,9 @@ local live, per = count_taken(KEYS[3], function(id, value, state)
     redis.call('ZADD', KEYS[5], 'NX', ARGV[3], id)
   end
 end)
-raise_users(KEYS[2], per, KEYS[3])
+-- Each count set to the orders held, lowered too: without the counter no use
+-- was taken since, and a count above the orders is a hold lost with them.
+set_users(KEYS[2], per, KEYS[3])
 local remaining = remaining_bound(tonumber(ARGV[1]), tonumber(ARGV[2]), live)
 redis.call('SET', KEYS[1], remaining)
 expire_together(KEYS, tonumber(ARGV[4]))

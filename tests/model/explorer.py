@@ -616,7 +616,8 @@ class Explorer(RuleBasedStateMachine):
                 w.scripts.claim_release(claim_key, claim_value, self.code)
             what += ": refused (%s)" % {-1: "409 OUT_OF_STOCK", -2: "409 ALREADY_USED",
                                         -3: "503 being restored", -4: "409 ORDER_CONFLICT",
-                                        -5: "409 ORDER_CONFLICT"}.get(status, "?")
+                                        -5: "409 ORDER_CONFLICT",
+                                        -7: "503 being restored"}.get(status, "?")
         self.record(what, "reserve", {"o": o, "ttl": ttl})
 
     @precondition(lambda self: self.created)
@@ -888,6 +889,11 @@ class Explorer(RuleBasedStateMachine):
             dropped = sorted(self.short(o) for o in taken0 if st_(ord1, o) not in ("H", "C", "X", "E"))
             demoted = sorted(self.short(o) for o in ord0 if st_(ord0, o) == "C" and st_(ord1, o) == "H")
             out.append(("restore", {"dropped": dropped, "c_to_h": demoted, "remaining": rem1}))
+        elif rem0 is not None and rem1 is not None and not ord0 and (ord1 or rem1 > rem0):
+            # rebuild.lua: the orders hash lost, written again from the snapshot (released
+            # orders too), the counter set to the rule's bound (raised as well as lowered).
+            out.append(("rebuild", {"orders": sorted(self.short(o) for o in ord1),
+                                    "remaining": (rem0, rem1)}))
         else:
             revived = sorted(o for o in ord1 if st_(ord1, o) in ("H", "C") and o not in taken0)
             if revived:
@@ -930,6 +936,9 @@ class Explorer(RuleBasedStateMachine):
                     ",".join(info["orders"]), ",".join(info["was"]), *info["remaining"]))
             elif kind == "lower":
                 parts.append("LOWER rem %s->%s" % info["remaining"])
+            elif kind == "rebuild":
+                parts.append("REBUILD %s rem %s->%s" % (
+                    ",".join(info["orders"]) or "nothing", *info["remaining"]))
             else:
                 parts.append("%s %s" % (kind.replace("_", " "), ",".join(info["orders"])))
         return ("; " + "; ".join(parts)) if parts else ""

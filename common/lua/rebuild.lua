@@ -1,0 +1,53 @@
+-- rebuild: writes again a voucher's orders hash that Redis lost while its
+-- counter stayed (remaining_rule.lua comes before this). reserve.lua refuses
+-- every new order while users or amounts exists without orders, so nothing
+-- was taken since the loss; the reconciler runs this only with a snapshot
+-- read at least --restore-delay after it first saw the loss, so every event
+-- of an order taken before it is in the snapshot (proto/redis-keys.md, "A
+-- lost orders hash"). Hence the snapshot's orders are every order that holds
+-- a use, and every order PostgreSQL released (R, so that a retry of a
+-- cancelled orderId is answered 409, never a new 201). The counter is set to
+-- the rule's bound, raised as well as lowered (a use taken by a hold lost
+-- with the hash and never delivered is given back), and each customer's count
+-- to the orders they hold. With nothing to write (the snapshot knows no
+-- order), users and amounts are deleted: the voucher is as freshly loaded.
+--
+-- KEYS[1] remaining  KEYS[2] users  KEYS[3] orders  KEYS[4] holds
+-- KEYS[5] releasing  KEYS[6] amounts
+-- ARGV[1] total_limit (the limit key's, when it exists)  ARGV[2] uses counted
+-- without rows  ARGV[3] expireAt, as restore.lua takes it
+-- then fours as merge() takes them (every order of the snapshot)
+--
+-- Returns {n, "before:after"}: n orders written, the counter before and
+-- after; {-1, false} the counter is missing (the restore's case); {-2, false}
+-- the orders hash is not lost (it exists, or neither users nor amounts does):
+-- nothing written, the next pass judges again.
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, false} end
+if redis.call('EXISTS', KEYS[3]) == 1 or
+   (redis.call('EXISTS', KEYS[2]) == 0 and redis.call('EXISTS', KEYS[6]) == 0) then
+  return {-2, false}
+end
+local written = merge(KEYS[3], KEYS[4], KEYS[5], 4)
+-- The sets follow the orders written: holds of orders lost and not written
+-- again go (nothing holds them), releases begun stay only for X and E.
+local live, per = count_taken(KEYS[3])
+for _, set in ipairs({{KEYS[4], 'H'}, {KEYS[5], 'XE'}}) do
+  for _, id in ipairs(redis.call('ZRANGE', set[1], 0, -1)) do
+    local value = redis.call('HGET', KEYS[3], id)
+    local state = value and string.sub(value, -1)
+    if not state or not string.find(set[2], state, 1, true) then
+      redis.call('ZREM', set[1], id)
+    end
+  end
+end
+if written == 0 then
+  redis.call('DEL', KEYS[2], KEYS[6])
+else
+  set_users(KEYS[2], per, KEYS[3])
+end
+local total = limit_total(KEYS[1], tonumber(ARGV[1]))
+local before = tonumber(redis.call('GET', KEYS[1]))
+local after = remaining_bound(total, tonumber(ARGV[2]), live)
+if after ~= before then redis.call('SET', KEYS[1], after, 'KEEPTTL') end
+expire_together(KEYS, tonumber(ARGV[3]))
+return {written, before .. ':' .. after}
