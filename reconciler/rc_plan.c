@@ -275,13 +275,17 @@ int rc_plan_repairs(rc_voucher_t *v, const rc_plan_config_t *cfg, int64_t now_ms
          * restore it, but only once it has been missing for longer than a
          * gateway takes to deliver an event. Reservations taken just before
          * the keys vanished are then in Kafka, where the restore counts
-         * them; restoring sooner would offer their uses again.
+         * them; restoring sooner would offer their uses again. The delay
+         * is counted to when this pass read its snapshot, not to now: a
+         * pass that waited between its reads and its repairs would restore
+         * from a snapshot older than the delay, without an event acknowledged
+         * meanwhile (tests/model/regressions/new-restore-stale-snapshot.json).
          */
         if (!v->claimed)
             return 0;
         if (!v->mem->missing_since_ms)
             v->mem->missing_since_ms = now_ms;
-        if (now_ms - v->mem->missing_since_ms < cfg->restore_delay_ms)
+        if (snapshot_ms - v->mem->missing_since_ms < cfg->restore_delay_ms)
             return add(plan, RC_ACT_AWAIT_RESTORE, NULL, NULL, NULL);
         return add(plan, RC_ACT_RESTORE, NULL, NULL, NULL);
     }

@@ -178,9 +178,9 @@ void rc_plan_free(rc_plan_t *p);
  *
  * - none for a voucher not read in full;
  * - counter lost (not loaded): nothing when Redis never had it (the gateway
- *   loads it on first use); else RESTORE once it has been missing for
- *   restore_delay_ms (v->mem->missing_since_ms, set here when first seen),
- *   AWAIT_RESTORE before;
+ *   loads it on first use); else RESTORE once the pass's snapshot_ms is
+ *   restore_delay_ms past when it was first seen missing
+ *   (v->mem->missing_since_ms, set here), AWAIT_RESTORE before;
  * - loaded, the orders hash lost (n.orders_lost): REBUILD once the pass's
  *   snapshot_ms is restore_delay_ms past when it was first seen so
  *   (v->mem->orders_lost_since_ms, set here), AWAIT_RESTORE before; nothing

@@ -109,17 +109,9 @@ def guarded(f):
 # breaks a promise of one of these classes ends quietly (it is counted and reported) and the
 # seed goes on; any other failure fails the suite. Issue 22's seven races are fixed on main.
 KNOWN = {
-    "other-undersold": "a use the counter still counts for an order Redis no longer holds (a hold"
-                       " lost with the orders hash, or lost and retried before the retake): no"
-                       " repair raises the counter (proto/redis-keys.md, the undersell that"
-                       " remains)",
-    "other-users": "a customer's count in users above the orders they hold: an orders hash lost"
-                   " and the order retried before the retake counts it twice, as the undersell"
-                   " above (a count too high only refuses the customer early; a users hash lost"
-                   " alone, which let a customer past the limit, is fixed: test_users_loss)",
-    "other-answer-after-cancel": "an orders hash lost after a cancel finished forgets the R: a"
-                                 " retry of that orderId takes a new hold and is answered 201,"
-                                 " while PostgreSQL keeps the row RELEASED (tests/model/README.md)",
+    # Empty since the lost orders hash is refused and rebuilt (rebuild.lua,
+    # test_orders_loss): "other-answer-after-cancel", "other-undersold" and "other-users"
+    # were known failures before it (tests/model/README.md).
 }
 
 
