@@ -261,6 +261,16 @@ static const struct {
     [RC_RELEASE_TO_CONFIRMED] = {RC_ACT_CONFIRM, NULL, NULL},
 };
 
+/*
+ * Whether a rebuild of keys Redis lost (first seen at since_ms) still waits:
+ * until the pass's snapshot was read restore_delay_ms after it. A delay of 0
+ * (an operator's choice, or a test's) acts at once, in the pass that saw it.
+ */
+static int waiting(const rc_plan_config_t *cfg, int64_t snapshot_ms, int64_t since_ms)
+{
+    return cfg->restore_delay_ms > 0 && snapshot_ms - since_ms < cfg->restore_delay_ms;
+}
+
 int rc_plan_repairs(rc_voucher_t *v, const rc_plan_config_t *cfg, int64_t now_ms,
                     int64_t snapshot_ms, rc_plan_t *plan)
 {
@@ -285,7 +295,7 @@ int rc_plan_repairs(rc_voucher_t *v, const rc_plan_config_t *cfg, int64_t now_ms
             return 0;
         if (!v->mem->missing_since_ms)
             v->mem->missing_since_ms = now_ms;
-        if (snapshot_ms - v->mem->missing_since_ms < cfg->restore_delay_ms)
+        if (waiting(cfg, snapshot_ms, v->mem->missing_since_ms))
             return add(plan, RC_ACT_AWAIT_RESTORE, NULL, NULL, NULL);
         return add(plan, RC_ACT_RESTORE, NULL, NULL, NULL);
     }
@@ -301,7 +311,7 @@ int rc_plan_repairs(rc_voucher_t *v, const rc_plan_config_t *cfg, int64_t now_ms
          */
         if (!v->mem->orders_lost_since_ms)
             v->mem->orders_lost_since_ms = now_ms;
-        if (snapshot_ms - v->mem->orders_lost_since_ms < cfg->restore_delay_ms)
+        if (waiting(cfg, snapshot_ms, v->mem->orders_lost_since_ms))
             return add(plan, RC_ACT_AWAIT_RESTORE, NULL, NULL, NULL);
         return add(plan, RC_ACT_REBUILD, NULL, NULL, NULL);
     }
