@@ -295,6 +295,7 @@ class World:
         self.found_classes = {}     # class -> (seed, seconds into the run) of its first find
         self.muted_examples = collections.Counter()
         self.rules = collections.Counter()
+        self.repairs = collections.Counter()  # the reconciler's effects, by kind (coverage)
         self.phases = set()
         self.steps = 0
         self.examples = 0
@@ -857,6 +858,7 @@ class Explorer(RuleBasedStateMachine):
         effects = self.effects_of(before, after, published, live0)
         for kind, info in effects:
             self.effects.append((len(self.story), kind, info))
+            self.w.repairs[kind] += 1
         if effects and windows and SHORT[was] in ("after-tail", "after-remaining",
                                                    "before-repair", "each-repair"):
             self.stale += windows
@@ -1429,6 +1431,7 @@ def main():
               WORLD.examples, WORLD.steps, len(WORLD.pairs), len(WORLD.triples),
               len(WORLD.phases), time.time() - started))
     print("   steps by rule: " + ", ".join("%s %d" % kv for kv in WORLD.rules.most_common()))
+    print("   reconciler effects: " + ", ".join("%s %d" % kv for kv in WORLD.repairs.most_common()))
     if WORLD.muted_examples:
         print("   examples ended quietly on a kind found already or known: " +
               ", ".join("%s %d" % kv for kv in WORLD.muted_examples.most_common()))
