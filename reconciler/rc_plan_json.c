@@ -290,6 +290,7 @@ static void write_numbers(vc_jgen_t *g, const rc_numbers_t *n)
     vc_jgen_kv_int(g, "uncounted", n->uncounted);
     vc_jgen_kv_int(g, "bound", n->bound);
     vc_jgen_kv_int(g, "usersMissing", n->users_missing);
+    vc_jgen_kv_int(g, "ordersLost", n->orders_lost);
     vc_jgen_kv_int(g, "parked", n->parked);
     vc_jgen_kv_int(g, "parkedHeld", n->parked_held);
     vc_jgen_kv_int(g, "discarding", n->discarding);
