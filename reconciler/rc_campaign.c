@@ -47,16 +47,16 @@ static memory_t *memory_of(int64_t id)
     return &memory[nmemory++];
 }
 
-int rc_campaign_needs_full(int lost, int64_t taken, int64_t live, int64_t holds,
-                           int64_t releasing, int64_t due, size_t flying)
+int rc_campaign_needs_full(int lost, int64_t taken, int64_t live, int64_t releasing,
+                           int64_t due, size_t flying)
 {
     /*
-     * Settled by the numbers: every code Redis holds is a live row, nothing
-     * on its way, no hold due, no release under way. Holds not yet due are
-     * read too: one PostgreSQL confirmed while Redis lost the confirm looks
-     * like any hold by the numbers.
+     * Settled by the numbers (as rc_model_quiet() for a voucher): every code
+     * Redis holds is a live row, nothing on its way, no hold due, no release
+     * under way. A hold PostgreSQL confirmed while Redis lost the confirm
+     * looks like any hold by the numbers: the periodic full read finds it.
      */
-    return lost || taken != live || holds > 0 || releasing > 0 || due > 0 || flying > 0;
+    return lost || taken != live || releasing > 0 || due > 0 || flying > 0;
 }
 
 /* One campaign, read in full: its orders as both sides see them, and each order's code. */
@@ -568,7 +568,7 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
     if (!repair)
         goto out;
     /* Quiet by the numbers: read in full only every full_every_ms (always with --once). */
-    if (!rc_campaign_needs_full(lost, taken, live, holds, releasing, ndue, flying) &&
+    if (!rc_campaign_needs_full(lost, taken, live, releasing, ndue, flying) &&
         ctx->cfg->full_every_ms > 0 && m->last_full_ms &&
         mono - m->last_full_ms < ctx->cfg->full_every_ms)
         goto out;

@@ -18,11 +18,14 @@
 
 /*
  * Pure: whether the numbers of a campaign ask for a full read. lost is
- * campaign_due.lua's (taken or users missing beside the other keys); the
- * others are its counts and the campaign's events in flight.
+ * campaign_due.lua's (taken or users missing beside the other keys); taken
+ * Redis's codes taken, live PostgreSQL's live rows, releasing the releases
+ * begun, due the holds past heldUntil and the grace, flying the campaign's
+ * events in flight. Otherwise the campaign is read in full every
+ * full_every_ms only (every pass with --once).
  */
-int rc_campaign_needs_full(int lost, int64_t taken, int64_t live, int64_t holds,
-                           int64_t releasing, int64_t due, size_t flying);
+int rc_campaign_needs_full(int lost, int64_t taken, int64_t live, int64_t releasing, int64_t due,
+                           size_t flying);
 
 /*
  * Judges every campaign that may hold uses (ACTIVE or INACTIVE) and, with

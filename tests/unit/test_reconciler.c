@@ -47,16 +47,16 @@ static rc_numbers_t numbers(int64_t total, int64_t used, int64_t remaining)
     return n;
 }
 
-/* A campaign is read in full unless its numbers settle it: nothing lost, due, flying or held. */
+/* A campaign is read in full unless its numbers settle it: nothing lost, due, flying or releasing. */
 START_TEST(campaign_needs_full)
 {
-    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 0, 0, 0, 0), 0);
-    ck_assert_int_eq(rc_campaign_needs_full(1, 3, 3, 0, 0, 0, 0), 1);
-    ck_assert_int_eq(rc_campaign_needs_full(0, 2, 3, 0, 0, 0, 0), 1);
-    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 1, 0, 0, 0), 1);
-    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 0, 1, 0, 0), 1);
-    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 0, 0, 1, 0), 1);
-    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 0, 0, 0, 1), 1);
+    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 0, 0, 0), 0);
+    ck_assert_int_eq(rc_campaign_needs_full(1, 3, 3, 0, 0, 0), 1);
+    ck_assert_int_eq(rc_campaign_needs_full(0, 2, 3, 0, 0, 0), 1);
+    ck_assert_int_eq(rc_campaign_needs_full(0, 4, 3, 0, 0, 0), 1);
+    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 1, 0, 0), 1);
+    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 0, 1, 0), 1);
+    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 0, 0, 1), 1);
 }
 END_TEST
 
