@@ -28,7 +28,8 @@
  */
 typedef struct {
     int64_t id;
-    int64_t last_full_ms; /* monotonic */
+    int64_t last_full_ms;     /* monotonic */
+    int64_t missing_since_ms; /* when taken was first seen lost, for the restore delay */
     rc_orders_t seen;
 } memory_t;
 
@@ -480,14 +481,35 @@ static int remember(memory_t *m, campaign_t *c, int64_t now_ms)
 }
 
 /* The repairs of one campaign read in full, in the voucher's order (rc_plan_repairs()). */
-static int repair_full(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, int64_t snapshot_ms,
-                       rc_summary_t *sum, char *err, size_t errlen)
+static int repair_full(rc_ctx_t *ctx, memory_t *m, campaign_t *c, int64_t ends_at_ms,
+                       int64_t snapshot_ms, rc_summary_t *sum, char *err, size_t errlen)
 {
-    int64_t expiring = 0;
+    int64_t expiring = 0, now = vc_time_now_ms();
     int rc = 0;
 
-    if (needs_rebuild(c) && (rc = rebuild(ctx, c, ends_at_ms, sum, err, errlen)) != 0)
-        return rc;
+    if (!needs_rebuild(c) || (c->flags & 1)) {
+        m->missing_since_ms = 0;
+    } else {
+        /*
+         * taken lost: a code taken just before the loss may be known only by
+         * the reservation's event, on its way to Kafka (its order may be lost
+         * too). As the voucher's restore (rc_plan_repairs()), wait until the
+         * loss is restore_delay old, longer than a gateway takes to deliver
+         * an event; new orders are refused meanwhile (-7). --once waits and
+         * passes again.
+         */
+        if (!m->missing_since_ms)
+            m->missing_since_ms = now;
+        if (now - m->missing_since_ms < ctx->cfg->restore_delay_ms) {
+            sum->awaiting_restore++;
+            return 0;
+        }
+    }
+    if (needs_rebuild(c)) {
+        if ((rc = rebuild(ctx, c, ends_at_ms, sum, err, errlen)) != 0)
+            return rc;
+        m->missing_since_ms = 0;
+    }
     /* Releases begun more than a grace ago and never finished: published again, finished. */
     for (size_t i = 0; i < c->nreleasing && rc == 0; i++) {
         rc_order_t *o = rc_orders_find(&c->orders, c->releasing[i]);
@@ -529,7 +551,7 @@ static int repair_full(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, int64_t
 
 /* One campaign: its numbers, then (when they do not settle it) a full read and its repairs. */
 static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
-               int64_t ends_at_ms, int repair, int64_t snapshot_ms, rc_summary_t *sum, char *err,
+               int64_t ends_at_ms, int loaded, int repair, int64_t snapshot_ms, rc_summary_t *sum, char *err,
                size_t errlen)
 {
     static const char *const suffix[] = {"taken", "holds", "releasing", "orders", "users"};
@@ -537,7 +559,7 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
     const char *keys[] = {k[0], k[1], k[2], k[3], k[4]};
     const char *args[] = {max, limit};
     long long holds = 0, releasing = 0, norders = 0;
-    int lost = 0, ndue = 0, rc;
+    int lost = 0, present = 7, ndue = 0, rc;
     size_t flying = 0;
     campaign_t c = {.id = id};
     memory_t *m = memory_of(id);
@@ -554,7 +576,15 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
                             RC_CAMPAIGN_DUE_BUF, err, errlen)) != 0)
         goto out;
     if ((line = strtok_r(due, "\n", &save)) != NULL)
-        sscanf(line, "%lld %lld %lld %d", &holds, &releasing, &norders, &lost);
+        sscanf(line, "%lld %lld %lld %d %d", &holds, &releasing, &norders, &lost, &present);
+    /*
+     * Loaded once (campaign.redis_loaded_at): all its keys missing is a loss
+     * too, unless the retention after endsAt took them (they expire together).
+     */
+    if (loaded && (present & 3) != 3 &&
+        !(ctx->cfg->redis_retention_ms > 0 &&
+          vc_time_now_ms() >= vc_redis_expire_at(ends_at_ms, ctx->cfg->redis_retention_ms)))
+        lost = 1;
     while (strtok_r(NULL, "\n", &save))
         ndue++;
     if (lost)
@@ -579,7 +609,7 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
         (rc = remember(m, &c, vc_time_now_ms())) != 0)
         goto out;
     VC_PAUSE("reconciler-campaign-before-repair");
-    rc = repair_full(ctx, &c, ends_at_ms, snapshot_ms, sum, err, errlen);
+    rc = repair_full(ctx, m, &c, ends_at_ms, snapshot_ms, sum, err, errlen);
 out:
     campaign_free(&c);
     free(due);
@@ -596,7 +626,8 @@ int rc_campaign_pass(rc_ctx_t *ctx, const rc_vouchers_t *vs, int repair, int64_t
     /* Numbers only: the live rows are counted on the (campaign_id, status) index. */
     res = PQexec(conn, "SELECT c.id, (SELECT count(*) FROM campaign_redemption r"
                        " WHERE r.campaign_id = c.id AND r.status <> 'RELEASED'),"
-                       " (extract(epoch FROM c.ends_at) * 1000)::bigint"
+                       " (extract(epoch FROM c.ends_at) * 1000)::bigint,"
+                       " c.redis_loaded_at IS NOT NULL"
                        " FROM campaign c WHERE c.state IN ('ACTIVE', 'INACTIVE') ORDER BY c.id");
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         rc = vc_pg_error_class(conn, res);
@@ -607,7 +638,8 @@ int rc_campaign_pass(rc_ctx_t *ctx, const rc_vouchers_t *vs, int repair, int64_t
     for (int i = 0; rc == 0 && i < PQntuples(res); i++)
         rc = one(ctx, vs, strtoll(PQgetvalue(res, i, 0), NULL, 10),
                  strtoll(PQgetvalue(res, i, 1), NULL, 10),
-                 strtoll(PQgetvalue(res, i, 2), NULL, 10), repair, snapshot_ms, sum, err, errlen);
+                 strtoll(PQgetvalue(res, i, 2), NULL, 10), PQgetvalue(res, i, 3)[0] == 't',
+                 repair, snapshot_ms, sum, err, errlen);
     PQclear(res);
     return rc;
 }

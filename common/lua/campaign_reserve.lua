@@ -13,7 +13,11 @@
 -- ARGV[1] customerId   ARGV[2] perCustomerLimit   ARGV[3] orderId
 -- ARGV[4] discount     ARGV[5] heldUntilMs        ARGV[6] nowMs
 -- ARGV[7] orderAmount  ARGV[8] "take" or "known" (as reserve.lua)
--- ARGV[9] code (stored form)   ARGV[10] when the keys expire (Unix ms)
+-- ARGV[9] code (stored form)
+-- ARGV[10] "expireAtMs:loaded": when the keys expire (Unix ms), and loaded "1"
+--          when PostgreSQL says Redis had the campaign's keys before
+--          (campaign.redis_loaded_at: all of them missing is then a loss too),
+--          else "0" (one argument: the gateway's scripts take 16 at most)
 --
 -- Returns reserve.lua's statuses: 1 taken, 0 the same order again, -2 the code
 -- is taken by another order or the customer is at the campaign's limit (both
@@ -49,9 +53,10 @@ if order then
   return {0, order}
 end
 if ARGV[8] ~= 'take' then return {-6, false} end
+local expire_at, loaded = string.match(ARGV[10], '^(%d+):([01])$')
 local has_taken, has_users = redis.call('EXISTS', KEYS[1]), redis.call('EXISTS', KEYS[2])
-if has_taken + has_users + redis.call('EXISTS', KEYS[3]) > 0 and
-    (has_taken == 0 or has_users == 0) then
+if (has_taken == 0 or has_users == 0) and
+    (loaded == '1' or has_taken + has_users + redis.call('EXISTS', KEYS[3]) > 0) then
   return {-7, false}
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[9]) == 1 then return {-2, false} end
@@ -64,5 +69,5 @@ redis.call('HSET', KEYS[3], ARGV[3], order)
 redis.call('HSET', KEYS[6], ARGV[3], ARGV[7])
 redis.call('ZADD', KEYS[4], ARGV[5], ARGV[3])
 -- Retention: the campaign's keys expire together, at its endsAt plus the retention.
-for _, i in ipairs({1, 2, 3, 4, 6}) do redis.call('PEXPIREAT', KEYS[i], ARGV[10]) end
+for _, i in ipairs({1, 2, 3, 4, 6}) do redis.call('PEXPIREAT', KEYS[i], expire_at) end
 return {1, order}

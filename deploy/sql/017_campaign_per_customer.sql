@@ -16,6 +16,12 @@
 -- that miss each other's rows; right under READ COMMITTED only (005 and 007
 -- say why), so the check refuses to run under REPEATABLE READ, as 007's.
 --
+-- Also campaign.redis_loaded_at (as voucher.redis_loaded_at, 004): set by the
+-- gateway once a reservation has written the campaign's keys in Redis. With it
+-- set, the loss of all the campaign's keys at once (a flushed Redis) is told
+-- from a campaign never used: campaign_reserve.lua refuses (503) and the
+-- reconciler rebuilds the keys from PostgreSQL (proto/campaigns.md).
+--
 -- No writer function changes: wr_apply_campaign_events (016) inserts and
 -- updates one row per statement, and each statement is checked.
 
@@ -86,6 +92,9 @@ CREATE TRIGGER tr_campaign_redemption_per_customer_update
     AFTER UPDATE ON campaign_redemption
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION campaign_redemption_per_customer_check();
+
+ALTER TABLE campaign ADD COLUMN redis_loaded_at TIMESTAMPTZ;
+GRANT UPDATE (redis_loaded_at) ON campaign TO voucher_gateway;
 
 -- The check runs as the writer (the trigger's invoker): it reads the limit.
 -- Locking the campaign row needs UPDATE on one of its columns, which the

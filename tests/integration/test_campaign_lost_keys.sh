@@ -4,9 +4,11 @@
 # the gateway takes nothing (503), so no code is used twice and no customer
 # passes the campaign's limit on a guess; one reconciler pass rebuilds them from
 # PostgreSQL's live rows and what Redis still holds, and the codes answer as
-# before: a taken code 409, a customer at the limit 409, a free code 201.
+# before: a taken code 409, a customer at the limit 409, a free code 201. All
+# the campaign's keys lost at once are told from a campaign never used by
+# campaign.redis_loaded_at, set by its first take.
 source "$(dirname "$0")/lib.sh"
-plan 16
+plan 21
 
 source "$(dirname "$0")/campaign_lib.sh"
 start_campaign_stack
@@ -15,7 +17,9 @@ c1=$(code 1) c2=$(code 2) c3=$(code 3) c4=$(code 4) c5=$(code 5) c6=$(code 6)
 o=l$base
 k="campaign:{c$cid}"
 answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
-pass() { "$bin_reconciler" --once --grace 60s >>"$scratch/passes.txt" 2>&1; }
+# One pass; a lost taken hash is rebuilt once it has been lost for the restore delay
+# (--once waits it out and passes again).
+pass() { "$bin_reconciler" --once --grace 60s --restore-delay 1s >>"$scratch/passes.txt" 2>&1; }
 
 reserve "$c1" $((base + 1)) "$o-a"
 s1=$status
@@ -65,4 +69,19 @@ reserve "$c2" $((base + 5)) "$o-g"
 is "$(answer)" "409 ALREADY_USED" "code 2 is still used: 409"
 reserve "$c5" $((base + 5)) "$o-g"
 is "$status" 201 "a free code after the rebuild: 201"
+
+# ---- every key of the campaign lost (a flushed Redis) ----
+is "$(wait_sql "SELECT redis_loaded_at IS NOT NULL FROM campaign WHERE id = $cid" t 30)" t \
+  "the campaign's first take marked it loaded in PostgreSQL"
+wait_sql "SELECT count(*) FROM campaign_redemption WHERE campaign_id = $cid AND status <> 'RELEASED'" 5 30 >/dev/null
+rcli DEL "$k:taken" "$k:users" "$k:orders" "$k:holds" "$k:amounts" "$k:resent" >/dev/null
+reserve "$c1" $((base + 6)) "$o-h"
+is "$status" 503 "all keys lost: a stranger on code 1 gets 503, not a second use of it"
+pass
+is "$(rcli HGET "$k:taken" "$c1") $(rcli HGET "$k:users" $((base + 5))) $(rcli HGET "$k:orders" "$o-g" | cut -d: -f4)" \
+  "$o-a 1 H" "one pass rebuilt the campaign from PostgreSQL"
+reserve "$c1" $((base + 6)) "$o-h"
+is "$(answer)" "409 ALREADY_USED" "code 1 after the rebuild: 409 ALREADY_USED"
+reserve "$c6" $((base + 6)) "$o-h"
+is "$status" 201 "a free code: 201"
 finish
