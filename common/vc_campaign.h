@@ -112,6 +112,14 @@ int vc_campaign_code_plausible(const vc_campaign_spec_t *spec, const char *code,
 int vc_campaign_normalize(const char *in, size_t len, char out[VC_CODE_MAX + 1]);
 
 /*
+ * The advisory lock (pg_advisory_xact_lock(hashtext(...))) held by whoever
+ * checks a code against the other kind: a voucher's creation against the
+ * campaigns' codes (gateway/gw_admin.c), a generation's batch against the
+ * vouchers (vc_campaign_pg.c). Held to the commit, so both cannot pass.
+ */
+#define VC_CAMPAIGN_CODE_LOCK "voucher-campaign-code"
+
+/*
  * The display form of code (stored form): the first prefix_len symbols, '-',
  * then the rest in groups of 4 joined by '-' (no prefix: the groups only).
  * Returns its length, or 0 when it does not fit in cap bytes.

@@ -20,6 +20,7 @@
 #include "gw_notify.h"
 #include "gw_router.h"
 #include "gw_store.h"
+#include "vc_campaign.h"
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_fault.h"
@@ -36,6 +37,7 @@ typedef struct {
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
     int answers, failed, has_remaining;
     int64_t remaining, holds;
+    int64_t campaign_id; /* POST /vouchers: the campaign whose one-time code this is, or 0 */
 } admin_t;
 
 static void reply_voucher(admin_t *a, int status, int has_remaining)
@@ -48,10 +50,62 @@ static void reply_voucher(admin_t *a, int status, int has_remaining)
 
 /* ---- POST /vouchers ---- */
 
+static int create_fail(PGconn *conn, PGresult *res, char *err, size_t errlen)
+{
+    int rc = vc_pg_error_class(conn, res);
+
+    vc_pg_error_text(conn, res, err, errlen);
+    PQclear(res);
+    PQclear(PQexec(conn, "ROLLBACK"));
+    return rc;
+}
+
+/*
+ * A voucher's code must not be a campaign's one-time code: the gateway looks a
+ * code up as a voucher first, so such a voucher would hide the campaign's code
+ * (proto/campaigns.md). Compared in the campaign's stored form ('-' dropped, as
+ * a customer's input is). The check and the insert hold the lock a campaign's
+ * generation takes before it checks its batch against the vouchers
+ * (common/vc_campaign_pg.c), so the two cannot both pass.
+ */
 static int create_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
 {
     admin_t *a = arg;
-    return gw_store_create(conn, &a->v, err, errlen);
+    char stored[VC_CODE_MAX + 1];
+    const char *params[] = {stored};
+    PGresult *res;
+    int rc;
+
+    if (vc_campaign_normalize(a->v.code, strlen(a->v.code), stored) < 0)
+        return gw_store_create(conn, &a->v, err, errlen); /* '_': never a campaign's code */
+    res = PQexec(conn, "BEGIN");
+    if (PQresultStatus(res) != PGRES_COMMAND_OK)
+        return create_fail(conn, res, err, errlen);
+    PQclear(res);
+    res = PQexec(conn, "SELECT pg_advisory_xact_lock(hashtext('" VC_CAMPAIGN_CODE_LOCK "'))");
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        return create_fail(conn, res, err, errlen);
+    PQclear(res);
+    res = PQexecParams(conn, "SELECT campaign_id FROM campaign_code WHERE code = $1", 1, NULL,
+                       params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        return create_fail(conn, res, err, errlen);
+    if (PQntuples(res) == 1) {
+        a->campaign_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        PQclear(res);
+        PQclear(PQexec(conn, "ROLLBACK"));
+        return GW_E_EXISTS;
+    }
+    PQclear(res);
+    if ((rc = gw_store_create(conn, &a->v, err, errlen)) != 0) {
+        PQclear(PQexec(conn, "ROLLBACK"));
+        return rc;
+    }
+    res = PQexec(conn, "COMMIT");
+    if (PQresultStatus(res) != PGRES_COMMAND_OK)
+        return create_fail(conn, res, err, errlen);
+    PQclear(res);
+    return 0;
 }
 
 static void counter_set_cb(void *arg, int rc, const gw_redis_reply_t *reply)
@@ -84,6 +138,13 @@ static void created_cb(void *arg, int rc, const char *err)
         if (rc < 0) {
             vc_log_field_t f[] = {{"code", a->v.code}};
             VC_LOG_F(VC_LOG_WARN, f, "creating the voucher failed: %s", err);
+        }
+        if (rc == GW_E_EXISTS && a->campaign_id > 0) {
+            char why[96];
+            snprintf(why, sizeof(why), "this code is a one-time code of campaign %lld",
+                     (long long)a->campaign_id);
+            gw_app_reply_error(a->req, rc, why);
+            return;
         }
         gw_app_reply_error(a->req, rc,
                            rc == GW_E_EXISTS ? "a voucher with this code exists"

@@ -13,6 +13,7 @@
 
 #include "vc_campaign.h"
 #include "vc_error.h"
+#include "vc_log.h"
 #include "vc_pg.h"
 
 typedef struct {
@@ -42,7 +43,8 @@ static int find_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
                        " coalesce(c.max_discount_amount, 0), c.min_order_amount,"
                        " c.per_customer_limit, c.total_count, c.used_count,"
                        " (extract(epoch FROM c.starts_at) * 1000)::bigint,"
-                       " (extract(epoch FROM c.ends_at) * 1000)::bigint"
+                       " (extract(epoch FROM c.ends_at) * 1000)::bigint,"
+                       " c.redis_loaded_at IS NOT NULL"
                        " FROM campaign_code cc JOIN campaign c ON c.id = cc.campaign_id"
                        " WHERE cc.code = $1",
                        1, NULL, params, NULL, NULL, 0);
@@ -56,6 +58,7 @@ static int find_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
         f->ref->id = col_int(res, 0);
         f->ref->bound_customer = col_int(res, 1);
         f->ref->active = PQgetvalue(res, 0, 2)[0] == 't';
+        f->ref->loaded = PQgetvalue(res, 0, 12)[0] == 't';
         memset(v, 0, sizeof(*v));
         memcpy(v->code, f->ref->code, sizeof(v->code));
         v->discount_amount = col_int(res, 3);
@@ -174,20 +177,90 @@ int gw_campaign_eval(gw_app_t *app, const gw_campaign_ref_t *ref, size_t script,
     return gw_redis_eval(app->redis, s, cb, arg, nkeys + 2, k, nargs + 1, a);
 }
 
+/* A reservation's script answer, passed on; the first take of a campaign marks it loaded. */
+typedef struct {
+    gw_app_t *app;
+    int64_t id;
+    int loaded;
+    gw_redis_cb cb;
+    void *arg;
+} reserved_t;
+
+static int mark_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
+{
+    char id[24];
+    const char *params[] = {id};
+    PGresult *res;
+    int rc = 0;
+
+    snprintf(id, sizeof(id), "%lld", (long long)*(int64_t *)arg);
+    res = PQexecParams(conn,
+                       "UPDATE campaign SET redis_loaded_at = now()"
+                       " WHERE id = $1::bigint AND redis_loaded_at IS NULL",
+                       1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        rc = vc_pg_error_class(conn, res);
+        vc_pg_error_text(conn, res, err, errlen);
+    }
+    PQclear(res);
+    return rc;
+}
+
+static void mark_done(void *arg, int rc, const char *err)
+{
+    int64_t *id = arg;
+
+    /* Not fatal: the next first take of the campaign marks it. */
+    if (rc != 0)
+        vc_warn("campaign %lld: marking its keys loaded in PostgreSQL failed: %s",
+                (long long)*id, err && *err ? err : vc_strerror(rc));
+    free(id);
+}
+
+static void reserved_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    reserved_t *r = arg;
+    int64_t *id;
+
+    /*
+     * Taken (status 1) while PostgreSQL did not know Redis has the keys: it
+     * does now. The reservation's answer does not wait for it: until the mark
+     * commits, a loss of every key at once looks like a fresh campaign, as it
+     * did before the first use (proto/campaigns.md says what that costs).
+     */
+    if (rc == 0 && !r->loaded && reply && reply->n >= 1 && reply->item[0].type == GW_REDIS_INT &&
+        reply->item[0].integer == 1 && (id = malloc(sizeof(*id))) != NULL) {
+        *id = r->id;
+        if (gw_pg_run(r->app->loop, r->app->pg, mark_work, mark_done, id) != 0)
+            free(id);
+    }
+    r->cb(r->arg, rc, reply);
+    free(r);
+}
+
 int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref,
                              char (*keys)[GW_KEY_MAX], const char *const *args,
                              int64_t expire_at_ms, gw_redis_cb cb, void *arg)
 {
-    char expire[24];
+    char expire[32];
     const char *k[] = {ref->taken,        keys[GW_KEY_USERS],  keys[GW_KEY_ORDERS],
                        keys[GW_KEY_HOLDS], keys[GW_KEY_RESENT], keys[GW_KEY_AMOUNTS]};
     const char *a[10];
+    reserved_t *r = malloc(sizeof(*r));
+    int rc;
 
-    snprintf(expire, sizeof(expire), "%lld", (long long)expire_at_ms);
+    if (!r)
+        return VC_ERR_NOMEM;
+    *r = (reserved_t){.app = app, .id = ref->id, .loaded = ref->loaded, .cb = cb, .arg = arg};
+    /* One argument for both: the gateway's scripts take 16 keys and arguments at most. */
+    snprintf(expire, sizeof(expire), "%lld:%d", (long long)expire_at_ms, ref->loaded ? 1 : 0);
     memcpy(a, args, 8 * sizeof(*a));
     a[8] = ref->code;
     a[9] = expire;
-    return gw_redis_eval(app->redis, GW_SCRIPT_CAMPAIGN_RESERVE, cb, arg, 6, k, 10, a);
+    if ((rc = gw_redis_eval(app->redis, GW_SCRIPT_CAMPAIGN_RESERVE, reserved_cb, r, 6, k, 10, a)) !=
+        0)
+        free(r);
+    return rc;
 }
 
 int gw_campaign_refusal(const gw_campaign_ref_t *ref, int refusal)

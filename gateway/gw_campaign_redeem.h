@@ -18,6 +18,7 @@ typedef struct {
     int64_t id;
     int64_t bound_customer; /* 0: unbound */
     int active;             /* the campaign is ACTIVE */
+    int loaded;             /* campaign.redis_loaded_at is set: Redis had its keys */
     char code[VC_CODE_MAX + 1]; /* stored form */
     char orders[GW_KEY_MAX];    /* campaign:{cID}:orders */
     char taken[GW_KEY_MAX];     /* campaign:{cID}:taken */
@@ -62,7 +63,14 @@ int gw_campaign_eval(gw_app_t *app, const gw_campaign_ref_t *ref, size_t script,
                      void *arg, int nkeys, const char *const *keys, int nargs,
                      const char *const *args);
 
-/* campaign_reserve.lua for a request: reserve.lua's arguments, then the code and the expiry. */
+/*
+ * campaign_reserve.lua for a request: reserve.lua's arguments, then the code,
+ * the expiry and whether Redis had the campaign's keys before (ref->loaded).
+ * The first use of a campaign that took a code (status 1) then sets
+ * campaign.redis_loaded_at (deploy/sql/017), so that losing all its keys later
+ * is refused (503) until the reconciler rebuilds them, not taken as a fresh
+ * campaign. cb gets the script's answer unchanged.
+ */
 int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref,
                              char (*keys)[GW_KEY_MAX], const char *const *args,
                              int64_t expire_at_ms, gw_redis_cb cb, void *arg);

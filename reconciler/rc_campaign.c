@@ -1,11 +1,15 @@
 #include "rc_campaign.h"
+#include "rc_grow.h"
 #include "rc_kafka.h"
 #include "rc_pg.h"
 #include "rc_redis.h"
 #include "vc_error.h"
+#include "vc_fault.h"
 #include "vc_log.h"
 #include "vc_lua.h"
+#include "vc_order_value.h"
 #include "vc_pg.h"
+#include "vc_retention.h"
 #include "vc_time.h"
 
 #include <libpq-fe.h>
@@ -13,94 +17,375 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RC_CAMPAIGN_DUE_MAX 100 /* holds expired per campaign and pass */
-#define RC_CAMPAIGN_DUE_BUF (RC_CAMPAIGN_DUE_MAX * (VC_ORDER_ID_MAX + 32) + 64)
+#define RC_CAMPAIGN_DUE_MAX 100 /* due holds listed per campaign and pass (the numbers) */
+#define RC_CAMPAIGN_DUE_BUF (RC_CAMPAIGN_DUE_MAX * (VC_ORDER_ID_MAX + 32) + 128)
 
-int rc_campaign_may_expire(char state, int64_t held_until, const char *pg_status, int in_flight,
-                           int64_t snapshot_ms, int64_t grace_ms)
+/*
+ * What earlier passes saw of one campaign: when each hold unknown downstream
+ * was first seen (as rc_memory_entry_t's seen, for the voucher), and when the
+ * campaign was last read in full. Kept in this file: the campaigns are not
+ * among the vouchers the planner's memory lines up.
+ */
+typedef struct {
+    int64_t id;
+    int64_t last_full_ms;     /* monotonic */
+    int64_t missing_since_ms; /* when taken was first seen lost, for the restore delay */
+    rc_orders_t seen;
+} memory_t;
+
+static memory_t *memory;
+static size_t nmemory, memory_cap;
+
+static memory_t *memory_of(int64_t id)
 {
-    if (state != 'H' || held_until > snapshot_ms - grace_ms)
+    for (size_t i = 0; i < nmemory; i++)
+        if (memory[i].id == id)
+            return &memory[i];
+    if (rc_grow((void **)&memory, &memory_cap, nmemory, sizeof(*memory), 8) != 0)
+        return NULL;
+    memset(&memory[nmemory], 0, sizeof(*memory));
+    memory[nmemory].id = id;
+    return &memory[nmemory++];
+}
+
+int rc_campaign_needs_full(int lost, int64_t taken, int64_t live, int64_t releasing,
+                           int64_t due, size_t flying)
+{
+    /*
+     * Settled by the numbers (as rc_model_quiet() for a voucher): every code
+     * Redis holds is a live row, nothing on its way, no hold due, no release
+     * under way. A hold PostgreSQL confirmed while Redis lost the confirm
+     * looks like any hold by the numbers: the periodic full read finds it.
+     */
+    return lost || taken != live || releasing > 0 || due > 0 || flying > 0;
+}
+
+/* One campaign, read in full: its orders as both sides see them, and each order's code. */
+typedef struct {
+    int64_t id;
+    int lost;  /* taken or users missing beside another key */
+    int flags; /* campaign_read.lua's: 1 taken, 2 users, 4 orders exist */
+    rc_orders_t orders;
+    char (*codes)[VC_CODE_MAX + 1]; /* by slot of orders, once no order is added */
+    /* While orders may still grow: (orderId, code) pairs, in the order learnt. */
+    struct pair {
+        char order_id[VC_ORDER_ID_MAX + 1];
+        char code[VC_CODE_MAX + 1];
+    } *pairs;
+    size_t npairs, pairs_cap;
+    char (*releasing)[VC_ORDER_ID_MAX + 1]; /* releases begun more than a grace ago */
+    size_t nreleasing, releasing_cap;
+    rc_orders_t in_taken; /* the orders Redis's taken hash maps a code to */
+} campaign_t;
+
+static void campaign_free(campaign_t *c)
+{
+    rc_orders_free(&c->orders);
+    rc_orders_free(&c->in_taken);
+    free(c->codes);
+    free(c->pairs);
+    free(c->releasing);
+}
+
+static int learn_code(campaign_t *c, const char *order_id, const char *code)
+{
+    if (!code[0])
         return 0;
-    /* Confirmed or released downstream: not a hold to expire (a repair, not an expiry). */
-    if (in_flight & ((1 << VC_EV_CONFIRMED) | (1 << VC_EV_RELEASED)))
-        return 0;
-    if (strcmp(pg_status, "RESERVED") == 0)
-        return 1;
-    /* No row: only a reservation whose event is on its way (one never sent is not expired here). */
-    return pg_status[0] == '\0' && (in_flight & (1 << VC_EV_RESERVED));
+    if (rc_grow((void **)&c->pairs, &c->pairs_cap, c->npairs, sizeof(*c->pairs), 64) != 0)
+        return VC_ERR_NOMEM;
+    snprintf(c->pairs[c->npairs].order_id, sizeof(c->pairs->order_id), "%s", order_id);
+    snprintf(c->pairs[c->npairs].code, sizeof(c->pairs->code), "%s", code);
+    c->npairs++;
+    return 0;
 }
 
-/* The events of order_id in flight as a bit set by type; *code from any of them. */
-static int in_flight_of(const rc_vouchers_t *vs, int64_t id, const char *order_id,
-                        char code[VC_CODE_MAX + 1])
+static const char *code_of(const campaign_t *c, const rc_order_t *o)
 {
-    int mask = 0;
-
-    for (size_t i = 0; i < vs->ncampaign_events; i++) {
-        const vc_event_t *ev = &vs->campaign_events[i];
-        if (ev->campaign_id != id || strcmp(ev->order_id, order_id) != 0)
-            continue;
-        mask |= 1 << ev->type;
-        memcpy(code, ev->code, VC_CODE_MAX + 1);
-    }
-    return mask;
+    return c->codes[o - c->orders.slots];
 }
 
-static size_t in_flight_count(const rc_vouchers_t *vs, int64_t id)
+static vc_rd_status_t pg_status(const char *s)
 {
-    size_t n = 0;
-
-    for (size_t i = 0; i < vs->ncampaign_events; i++)
-        n += vs->campaign_events[i].campaign_id == id;
-    return n;
+    return strcmp(s, "RESERVED") == 0    ? VC_RD_RESERVED
+           : strcmp(s, "CONFIRMED") == 0 ? VC_RD_CONFIRMED
+           : strcmp(s, "RELEASED") == 0  ? VC_RD_RELEASED
+                                         : VC_RD_NONE;
 }
 
-/* PostgreSQL's row of the order: *status ("" for none) and its code. */
-static int read_row(PGconn *conn, const char *order_id, char status[16],
-                    char code[VC_CODE_MAX + 1], char *err, size_t errlen)
+/*
+ * PostgreSQL's rows of the campaign (bounded by its redemptions, never by its
+ * codes), then its events in flight replayed on them as the writer will
+ * apply them. Read before Redis, as the voucher pass reads rows before orders.
+ */
+static int read_rows(rc_ctx_t *ctx, const rc_vouchers_t *vs, campaign_t *c, char *err,
+                     size_t errlen)
 {
-    const char *params[] = {order_id};
-    PGresult *res = PQexecParams(conn,
-                                 "SELECT status, code FROM campaign_redemption WHERE order_id = $1",
-                                 1, NULL, params, NULL, NULL, 0);
+    PGconn *conn = rc_pg_conn(ctx->pg);
+    char id[24];
+    const char *params[] = {id};
+    PGresult *res;
     int rc = 0;
 
-    status[0] = '\0';
+    snprintf(id, sizeof(id), "%lld", (long long)c->id);
+    res = PQexecParams(conn,
+                       "SELECT order_id, code, status, customer_id, discount_amount,"
+                       " coalesce((extract(epoch FROM held_until) * 1000)::bigint, 0)"
+                       " FROM campaign_redemption WHERE campaign_id = $1",
+                       1, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         rc = vc_pg_error_class(conn, res);
         vc_pg_error_text(conn, res, err, errlen);
-    } else if (PQntuples(res) == 1) {
-        snprintf(status, 16, "%s", PQgetvalue(res, 0, 0));
-        snprintf(code, VC_CODE_MAX + 1, "%s", PQgetvalue(res, 0, 1));
+        PQclear(res);
+        return rc;
+    }
+    for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
+        rc_order_t *o = rc_orders_get(&c->orders, PQgetvalue(res, i, 0));
+        if (!o) {
+            rc = VC_ERR_NOMEM;
+            break;
+        }
+        o->pg = o->pg_after = pg_status(PQgetvalue(res, i, 2));
+        o->customer_id = strtoll(PQgetvalue(res, i, 3), NULL, 10);
+        o->discount = strtoll(PQgetvalue(res, i, 4), NULL, 10);
+        o->held_until_ms = strtoll(PQgetvalue(res, i, 5), NULL, 10);
+        rc = learn_code(c, o->order_id, PQgetvalue(res, i, 1));
     }
     PQclear(res);
+    for (size_t i = 0; rc == 0 && i < vs->ncampaign_events; i++) {
+        const vc_event_t *ev = &vs->campaign_events[i];
+        rc_order_t *o;
+        if (ev->campaign_id != c->id)
+            continue;
+        if (!(o = rc_orders_get(&c->orders, ev->order_id)))
+            return VC_ERR_NOMEM;
+        rc_order_apply(o, ev);
+        if (!o->customer_id)
+            o->customer_id = ev->customer_id;
+        if (ev->type == VC_EV_RESERVED && !o->held_until_ms) {
+            o->discount = ev->discount_amount;
+            o->held_until_ms = ev->held_until_ms;
+        }
+        rc = learn_code(c, ev->order_id, ev->code);
+    }
+    return rc;
+}
+
+/* Redis's side, in one atomic read (campaign_read.lua): orders, taken codes, due releases. */
+static int read_redis(rc_ctx_t *ctx, campaign_t *c, int64_t norders, char *err, size_t errlen)
+{
+    char k[4][64], max[24], limit[24], *text, *line, *save = NULL;
+    static const char *const suffix[] = {"taken", "users", "orders", "releasing"};
+    const char *keys[] = {k[0], k[1], k[2], k[3]};
+    const char *args[] = {max, limit};
+    /* Each order: an O line and a T line at most; room to spare for orders added since. */
+    size_t cap = (size_t)(norders * 2 + ctx->cfg->batch + 1024) * 2 * (VC_ORDER_ID_MAX + 64);
+    int64_t flags;
+    int rc;
+
+    if (!(text = malloc(cap)))
+        return VC_ERR_NOMEM;
+    for (int i = 0; i < 4; i++)
+        snprintf(k[i], sizeof(k[i]), "campaign:{c%lld}:%s", (long long)c->id, suffix[i]);
+    snprintf(max, sizeof(max), "%lld", (long long)(vc_time_now_ms() - ctx->cfg->grace_ms));
+    snprintf(limit, sizeof(limit), "%d", ctx->cfg->batch);
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_campaign_read, 4, keys, 2, args, &flags, text,
+                            cap, err, errlen)) != 0)
+        goto out;
+    {
+        size_t len = strlen(text);
+        if (len < 1 || text[len - 1] != '.' || (len > 1 && text[len - 2] != '\n')) {
+            snprintf(err, errlen, "campaign %lld: Redis's orders did not fit the read buffer",
+                     (long long)c->id);
+            rc = VC_ERR_PROTOCOL;
+            goto out;
+        }
+    }
+    c->flags = (int)flags;
+    for (line = strtok_r(text, "\n", &save); line && rc == 0; line = strtok_r(NULL, "\n", &save)) {
+        char *a = line + 2, *b = strchr(a, ' ');
+        vc_order_value_t v;
+        rc_order_t *o;
+        if (line[0] == 'R') {
+            if (rc_grow((void **)&c->releasing, &c->releasing_cap, c->nreleasing,
+                        sizeof(*c->releasing), 16) != 0)
+                rc = VC_ERR_NOMEM;
+            else
+                snprintf(c->releasing[c->nreleasing++], sizeof(*c->releasing), "%s", a);
+            continue;
+        }
+        if ((line[0] != 'O' && line[0] != 'T') || !b)
+            continue;
+        *b++ = '\0';
+        if (line[0] == 'T') {
+            /* Code a is taken by order b. */
+            if ((rc = learn_code(c, b, a)) == 0 && !rc_orders_get(&c->in_taken, b))
+                rc = VC_ERR_NOMEM;
+            continue;
+        }
+        if (vc_order_value_parse(b, strlen(b), &v) != 0)
+            continue; /* unreadable: left alone, as the voucher pass does */
+        if (!(o = rc_orders_get(&c->orders, a)))
+            rc = VC_ERR_NOMEM;
+        else
+            rc_order_merge_redis(o, &v);
+    }
+out:
+    free(text);
+    return rc;
+}
+
+static int taken_state(char s)
+{
+    return s == 'H' || s == 'C' || s == 'X' || s == 'E';
+}
+
+/*
+ * Every order is in c->orders now: each gets its code, PostgreSQL's or an
+ * event's first, else the one Redis's taken hash maps to it.
+ */
+static int settle_codes(campaign_t *c)
+{
+    if (!(c->codes = calloc(c->orders.cap ? c->orders.cap : 1, sizeof(*c->codes))))
+        return VC_ERR_NOMEM;
+    for (size_t i = 0; i < c->npairs; i++) {
+        rc_order_t *o = rc_orders_find(&c->orders, c->pairs[i].order_id);
+        if (o && !c->codes[o - c->orders.slots][0])
+            memcpy(c->codes[o - c->orders.slots], c->pairs[i].code, VC_CODE_MAX + 1);
+    }
+    return 0;
+}
+
+/*
+ * Whether Redis lost part of the campaign: taken or users missing beside the
+ * other keys, an order PostgreSQL (after the events in flight) counts that
+ * Redis lacks, or an order holding a use whose code taken does not map.
+ */
+static int needs_rebuild(const campaign_t *c)
+{
+    rc_order_t *o;
+
+    if (c->lost || ((c->flags & 4) && (c->flags & 3) != 3))
+        return 1;
+    for (size_t i = 0; i < c->orders.cap; i++) {
+        if (!(o = rc_orders_at(&c->orders, i)))
+            continue;
+        if (vc_rd_counts(o->pg_after) && !o->redis_state)
+            return 1;
+        if (taken_state(o->redis_state) && !rc_orders_find(&c->in_taken, o->order_id))
+            return 1;
+    }
+    return 0;
+}
+
+static void keys_of(int64_t id, const char *const *suffix, int n, char k[][64])
+{
+    for (int i = 0; i < n; i++)
+        snprintf(k[i], 64, "campaign:{c%lld}:%s", (long long)id, suffix[i]);
+}
+
+/*
+ * Rebuilds what Redis lost (campaign_rebuild.lua): the orders PostgreSQL and
+ * the events in flight count, the taken codes, the customers' counts. Until
+ * it has run, campaign_reserve.lua refuses new orders of the campaign.
+ */
+static int rebuild(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, rc_summary_t *sum,
+                   char *err, size_t errlen)
+{
+    static const char *const suffix[] = {"taken", "users", "orders", "holds", "releasing"};
+    char k[5][64], expire[24], answer[128];
+    const char *keys[] = {k[0], k[1], k[2], k[3], k[4]};
+    const char **args = calloc(1 + 4 * c->orders.len, sizeof(*args));
+    char (*values)[128] = calloc(c->orders.len + 1, sizeof(*values));
+    char (*held)[24] = calloc(c->orders.len + 1, sizeof(*held));
+    int64_t status = 0;
+    int n = 1, rc;
+
+    if (!args || !values || !held) {
+        rc = VC_ERR_NOMEM;
+        goto out;
+    }
+    keys_of(c->id, suffix, 5, k);
+    snprintf(expire, sizeof(expire), "%lld",
+             (long long)(ctx->cfg->redis_retention_ms > 0
+                             ? vc_redis_expire_at(ends_at_ms, ctx->cfg->redis_retention_ms)
+                             : 0));
+    args[0] = expire;
+    for (size_t i = 0, j = 0; i < c->orders.cap; i++) {
+        rc_order_t *o = rc_orders_at(&c->orders, i);
+        /* What the snapshot knows of, with its code (the voucher's restore merges the same). */
+        if (!o || !code_of(c, o)[0] || !rc_plan_merges(o, 1))
+            continue;
+        rc_plan_order_value(o, values[j], sizeof(values[j]));
+        snprintf(held[j], sizeof(held[j]), "%lld", (long long)o->held_until_ms);
+        args[n++] = o->order_id;
+        args[n++] = code_of(c, o);
+        args[n++] = values[j];
+        args[n++] = held[j];
+        j++;
+    }
+    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
+        (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_rebuild, 5, keys, n, args, &status,
+                            answer, sizeof(answer), err, errlen)) != 0)
+        goto out;
+    if (status >= 0) {
+        sum->restored++;
+        vc_info("campaign %lld: rebuilt the keys Redis lost from PostgreSQL, the events in "
+                "flight and the orders Redis still holds: %lld orders written again, "
+                "codes taken:customers %s",
+                (long long)c->id, (long long)status, answer);
+    } else {
+        vc_warn("campaign %lld: not rebuilt (%s %s): new orders stay refused until a pass "
+                "can rebuild it",
+                (long long)c->id, status == -2 ? "no code known for order" : "two orders hold code",
+                answer);
+    }
+out:
+    free(args);
+    free(values);
+    free(held);
     return rc;
 }
 
 /*
- * Expires one hold: release begin (checked again in the script: still H with
- * the heldUntil the pass read, and past it), VoucherReleased EXPIRED with the
- * campaign, and only after Kafka acknowledged it the code back (release
- * finish). A failure leaves the order E: counted, resumed by a DELETE retry.
+ * Releases one order through the two-phase release, as the voucher path does
+ * (rc_repair.c): release_begin.lua (guarded: the order must hold this code;
+ * why and the state the pass read checked again), its VoucherReleased with
+ * the campaign, and only after Kafka acknowledged it release_finish.lua,
+ * which frees the code. why "resume" publishes a release begun before. A
+ * refusal or an event not acknowledged is left to the next pass (X or E
+ * stays counted: never two uses).
  */
-static int expire(rc_ctx_t *ctx, int64_t id, const char *order_id, const char *held_state,
-                  const char *code, rc_summary_t *sum, char *err, size_t errlen)
+static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, const char *why,
+                   const char *reason, int64_t snapshot_ms, rc_summary_t *sum, char *err,
+                   size_t errlen)
 {
-    char k[6][64], now[24], order[128];
-    const char *begin_keys[] = {k[0], k[1], k[2], k[0], k[3]};
-    const char *finish_keys[] = {k[4], k[5], k[0], k[2], k[0], k[3]};
-    const char *begin_args[] = {order_id, "expire", now, held_state, code};
-    const char *finish_args[] = {order_id, code};
-    static const char *const suffix[] = {"orders", "holds", "releasing", "taken", "remaining",
-                                         "users"};
+    static const char *const suffix[] = {"orders", "holds", "releasing", "resent", "taken",
+                                         "remaining", "users"};
+    char k[7][64], now[24], read[48], since[24], order[128];
+    const char *begin_keys[] = {k[0], k[1], k[2], k[3], k[0], k[4]};
+    const char *finish_keys[] = {k[5], k[6], k[0], k[2], k[0], k[4]};
+    const char *code = code_of(c, o);
+    const char *begin_args[6], *finish_args[] = {o->order_id, code};
+    int nargs = 0, delivered = 0, rc;
+    vc_order_value_t cur = {0};
     vc_event_t ev;
     int64_t status;
-    int delivered = 0, rc;
 
-    for (int i = 0; i < 6; i++)
-        snprintf(k[i], sizeof(k[i]), "campaign:{c%lld}:%s", (long long)id, suffix[i]);
+    keys_of(c->id, suffix, 7, k);
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_begin, 5, begin_keys, 5,
+    snprintf(read, sizeof(read), "%lld:%c", (long long)o->redis_held_until_ms,
+             o->redis_state ? o->redis_state : '?');
+    snprintf(since, sizeof(since), "%lld", (long long)(snapshot_ms - ctx->cfg->grace_ms));
+    begin_args[nargs++] = o->order_id;
+    begin_args[nargs++] = why;
+    begin_args[nargs++] = now;
+    if (strcmp(why, "resume") != 0)
+        begin_args[nargs++] = read;
+    if (strcmp(why, "undelivered") == 0)
+        begin_args[nargs++] = since;
+    begin_args[nargs++] = code;
+    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
+        (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_begin, 6, begin_keys, nargs,
                             begin_args, &status, order, sizeof(order), err, errlen)) != 0)
         return rc;
     if (status != 1 && status != 2)
@@ -108,84 +393,225 @@ static int expire(rc_ctx_t *ctx, int64_t id, const char *order_id, const char *h
     memset(&ev, 0, sizeof(ev));
     ev.type = VC_EV_RELEASED;
     ev.version = VC_EVENT_VERSION;
-    ev.campaign_id = id;
-    ev.customer_id = strtoll(order, NULL, 10);
+    ev.campaign_id = c->id;
+    if (vc_order_value_parse(order, strlen(order), &cur) != 0)
+        cur = (vc_order_value_t){.customer_id = o->customer_id};
+    ev.customer_id = cur.customer_id;
+    /* Begun before by a cancel: published as the cancel it is. */
+    if (status == 2 && cur.state == 'X')
+        reason = "CANCELLED";
     ev.at_ms = vc_time_now_ms();
     snprintf(ev.code, sizeof(ev.code), "%s", code);
-    snprintf(ev.order_id, sizeof(ev.order_id), "%s", order_id);
-    snprintf(ev.reason, sizeof(ev.reason), "EXPIRED");
+    snprintf(ev.order_id, sizeof(ev.order_id), "%s", o->order_id);
+    snprintf(ev.reason, sizeof(ev.reason), "%s", reason);
     if ((rc = rc_kafka_publish(ctx->kafka, &ev, 1, &delivered, ctx->cfg->timeout_ms * 4, err,
                                errlen)) != 0)
         return rc;
     if (delivered != 1) {
-        vc_warn("campaign %lld: the release of order %s was not acknowledged: kept E",
-                (long long)id, order_id);
+        vc_warn("campaign %lld: the release of order %s was not acknowledged: kept begun",
+                (long long)c->id, o->order_id);
         return 0;
     }
     if ((rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_finish, 6, finish_keys, 2,
                             finish_args, &status, NULL, 0, err, errlen)) != 0)
         return rc;
-    sum->expired += status == 1;
-    vc_info("campaign %lld: hold %s of code %s expired, the code is free again", (long long)id,
-            order_id, code);
+    if (status != 1)
+        return 0;
+    sum->finished++;
+    if (strcmp(why, "expire") == 0)
+        sum->expired++;
+    else if (strcmp(why, "undelivered") == 0)
+        sum->stranded++;
+    vc_info("campaign %lld: order %s of code %s released (%s, %s): the code is free again",
+            (long long)c->id, o->order_id, code, why, reason);
     return 0;
 }
 
-/* One campaign: its numbers, then (repair) its due holds. */
-static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live, int repair,
-               int64_t snapshot_ms, rc_summary_t *sum, char *err, size_t errlen)
+/* PostgreSQL (or an event in flight) confirmed a hold Redis holds H: H -> C (repair_confirmed.lua). */
+static int reconfirm(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, rc_summary_t *sum,
+                     char *err, size_t errlen)
 {
-    char k[4][64], max[24], limit[24], *due, *line, *save = NULL;
-    const char *keys[] = {k[0], k[1], k[2], k[3]};
-    const char *args[] = {max, limit};
-    static const char *const suffix[] = {"taken", "holds", "releasing", "orders"};
-    long long holds = 0, releasing = 0;
-    size_t flying = in_flight_count(vs, id);
-    int64_t taken;
+    static const char *const suffix[] = {"orders", "holds"};
+    char k[2][64], held[24];
+    const char *keys[] = {k[0], k[1]};
+    const char *args[] = {o->order_id, held};
+    int64_t status;
     int rc;
 
-    if (!(due = malloc(RC_CAMPAIGN_DUE_BUF)))
+    keys_of(c->id, suffix, 2, k);
+    snprintf(held, sizeof(held), "%lld", (long long)o->redis_held_until_ms);
+    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
+        (rc = rc_redis_eval(ctx->redis, vc_lua_repair_confirmed, 2, keys, 2, args, &status, NULL,
+                            0, err, errlen)) != 0)
+        return rc;
+    if (status == 1) {
+        sum->reconfirmed++;
+        vc_info("campaign %lld: order %s held in Redis, confirmed in PostgreSQL: confirmed in "
+                "Redis (never expired)",
+                (long long)c->id, o->order_id);
+    }
+    return 0;
+}
+
+/*
+ * When each hold unknown downstream was first seen, carried over from the
+ * last pass for the same hold (rc_order_same_hold()), then remembered for the
+ * next: as rc_plan_judge_full() does for a voucher.
+ */
+static int remember(memory_t *m, campaign_t *c, int64_t now_ms)
+{
+    rc_orders_t seen;
+    rc_order_t *o, *was, *keep;
+
+    rc_orders_init(&seen);
+    for (size_t i = 0; i < c->orders.cap; i++) {
+        if (!(o = rc_orders_at(&c->orders, i)) || !rc_order_unsent(o))
+            continue;
+        was = rc_orders_find(&m->seen, o->order_id);
+        o->first_unsent_ms = was && rc_order_same_hold(was, o) ? was->first_unsent_ms : now_ms;
+        if (!(keep = rc_orders_get(&seen, o->order_id))) {
+            rc_orders_free(&seen);
+            return VC_ERR_NOMEM;
+        }
+        *keep = *o;
+    }
+    rc_orders_free(&m->seen);
+    m->seen = seen;
+    return 0;
+}
+
+/* The repairs of one campaign read in full, in the voucher's order (rc_plan_repairs()). */
+static int repair_full(rc_ctx_t *ctx, memory_t *m, campaign_t *c, int64_t ends_at_ms,
+                       int64_t snapshot_ms, rc_summary_t *sum, char *err, size_t errlen)
+{
+    int64_t expiring = 0, now = vc_time_now_ms();
+    int rc = 0;
+
+    if (!needs_rebuild(c) || (c->flags & 1)) {
+        m->missing_since_ms = 0;
+    } else {
+        /*
+         * taken lost: a code taken just before the loss may be known only by
+         * the reservation's event, on its way to Kafka (its order may be lost
+         * too). As the voucher's restore (rc_plan_repairs()), wait until the
+         * loss is restore_delay old, longer than a gateway takes to deliver
+         * an event; new orders are refused meanwhile (-7). --once waits and
+         * passes again.
+         */
+        if (!m->missing_since_ms)
+            m->missing_since_ms = now;
+        if (now - m->missing_since_ms < ctx->cfg->restore_delay_ms) {
+            sum->awaiting_restore++;
+            return 0;
+        }
+    }
+    if (needs_rebuild(c)) {
+        if ((rc = rebuild(ctx, c, ends_at_ms, sum, err, errlen)) != 0)
+            return rc;
+        m->missing_since_ms = 0;
+    }
+    /* Releases begun more than a grace ago and never finished: published again, finished. */
+    for (size_t i = 0; i < c->nreleasing && rc == 0; i++) {
+        rc_order_t *o = rc_orders_find(&c->orders, c->releasing[i]);
+        if (!o || (o->redis_state != 'X' && o->redis_state != 'E') || !code_of(c, o)[0])
+            continue;
+        rc = release(ctx, c, o, "resume", o->redis_state == 'X' ? "CANCELLED" : "EXPIRED",
+                     snapshot_ms, sum, err, errlen);
+    }
+    for (size_t i = 0; i < c->orders.cap && rc == 0; i++) {
+        rc_order_t *o = rc_orders_at(&c->orders, i);
+        rc_release_t what;
+        if (!o || (what = rc_model_release(o, snapshot_ms, ctx->cfg->grace_ms)) == RC_RELEASE_NONE)
+            continue;
+        if (!code_of(c, o)[0]) {
+            vc_warn("campaign %lld: order %s holds a code nobody knows: left as it is",
+                    (long long)c->id, o->order_id);
+            continue;
+        }
+        switch (what) {
+        case RC_RELEASE_EXPIRE:
+            if (expiring++ < ctx->cfg->batch)
+                rc = release(ctx, c, o, "expire", "EXPIRED", snapshot_ms, sum, err, errlen);
+            break;
+        case RC_RELEASE_UNDELIVERED:
+            rc = release(ctx, c, o, "undelivered", "UNDELIVERED", snapshot_ms, sum, err, errlen);
+            break;
+        case RC_RELEASE_CANCEL:
+            rc = release(ctx, c, o, "cancel", "REPAIR", snapshot_ms, sum, err, errlen);
+            break;
+        case RC_RELEASE_TO_CONFIRMED:
+            rc = reconfirm(ctx, c, o, sum, err, errlen);
+            break;
+        default:
+            break; /* dead letters of campaigns are not read: an operator's (not built) */
+        }
+    }
+    return rc;
+}
+
+/* One campaign: its numbers, then (when they do not settle it) a full read and its repairs. */
+static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
+               int64_t ends_at_ms, int loaded, int repair, int64_t snapshot_ms, rc_summary_t *sum, char *err,
+               size_t errlen)
+{
+    static const char *const suffix[] = {"taken", "holds", "releasing", "orders", "users"};
+    char k[5][64], max[24], limit[24], *due, *line, *save = NULL;
+    const char *keys[] = {k[0], k[1], k[2], k[3], k[4]};
+    const char *args[] = {max, limit};
+    long long holds = 0, releasing = 0, norders = 0;
+    int lost = 0, present = 7, ndue = 0, rc;
+    size_t flying = 0;
+    campaign_t c = {.id = id};
+    memory_t *m = memory_of(id);
+    int64_t taken, mono = vc_time_mono_ms();
+
+    if (!m || !(due = malloc(RC_CAMPAIGN_DUE_BUF)))
         return VC_ERR_NOMEM;
-    for (int i = 0; i < 4; i++)
-        snprintf(k[i], sizeof(k[i]), "campaign:{c%lld}:%s", (long long)id, suffix[i]);
+    for (size_t i = 0; i < vs->ncampaign_events; i++)
+        flying += vs->campaign_events[i].campaign_id == id;
+    keys_of(id, suffix, 5, k);
     snprintf(max, sizeof(max), "%lld", (long long)(snapshot_ms - ctx->cfg->grace_ms));
     snprintf(limit, sizeof(limit), "%d", RC_CAMPAIGN_DUE_MAX);
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_campaign_due, 4, keys, 2, args, &taken, due,
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_campaign_due, 5, keys, 2, args, &taken, due,
                             RC_CAMPAIGN_DUE_BUF, err, errlen)) != 0)
         goto out;
-    line = strtok_r(due, "\n", &save);
-    if (line)
-        sscanf(line, "%lld %lld", &holds, &releasing);
+    if ((line = strtok_r(due, "\n", &save)) != NULL)
+        sscanf(line, "%lld %lld %lld %d %d", &holds, &releasing, &norders, &lost, &present);
     /*
-     * Settled: every code Redis holds is a live row, nothing on its way. A
-     * difference while events fly or releases are under way is the normal
-     * lag; without them it is drift, reported with the numbers.
+     * Loaded once (campaign.redis_loaded_at): all its keys missing is a loss
+     * too, unless the retention after endsAt took them (they expire together).
      */
-    if (taken != live && flying == 0 && releasing == 0)
+    if (loaded && (present & 3) != 3 &&
+        !(ctx->cfg->redis_retention_ms > 0 &&
+          vc_time_now_ms() >= vc_redis_expire_at(ends_at_ms, ctx->cfg->redis_retention_ms)))
+        lost = 1;
+    while (strtok_r(NULL, "\n", &save))
+        ndue++;
+    if (lost)
+        vc_warn("campaign %lld: Redis lost its taken codes or its customers' counts: new "
+                "orders are refused until they are rebuilt",
+                (long long)id);
+    else if (taken != live && flying == 0 && releasing == 0)
         vc_warn("campaign %lld: %lld codes taken in Redis, %lld live rows in PostgreSQL, "
                 "%lld holds",
                 (long long)id, (long long)taken, (long long)live, holds);
-    while (repair && (line = strtok_r(NULL, "\n", &save)) != NULL) {
-        char order_id[VC_ORDER_ID_MAX + 1], held_state[40], status[16];
-        char code[VC_CODE_MAX + 1] = "";
-        long long held;
-        char state;
-        int mask;
-
-        if (sscanf(line, "%64s %39s", order_id, held_state) != 2 ||
-            sscanf(held_state, "%lld:%c", &held, &state) != 2)
-            continue;
-        if ((rc = read_row(rc_pg_conn(ctx->pg), order_id, status, code, err, errlen)) != 0)
-            goto out;
-        mask = in_flight_of(vs, id, order_id, code);
-        if (code[0] == '\0' || !rc_campaign_may_expire(state, held, status, mask, snapshot_ms,
-                                                       ctx->cfg->grace_ms))
-            continue;
-        if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-            (rc = expire(ctx, id, order_id, held_state, code, sum, err, errlen)) != 0)
-            goto out;
-    }
+    if (!repair)
+        goto out;
+    /* Quiet by the numbers: read in full only every full_every_ms (always with --once). */
+    if (!rc_campaign_needs_full(lost, taken, live, releasing, ndue, flying) &&
+        ctx->cfg->full_every_ms > 0 && m->last_full_ms &&
+        mono - m->last_full_ms < ctx->cfg->full_every_ms)
+        goto out;
+    m->last_full_ms = mono;
+    c.lost = lost;
+    if ((rc = read_rows(ctx, vs, &c, err, errlen)) != 0 ||
+        (rc = read_redis(ctx, &c, norders, err, errlen)) != 0 || (rc = settle_codes(&c)) != 0 ||
+        (rc = remember(m, &c, vc_time_now_ms())) != 0)
+        goto out;
+    VC_PAUSE("reconciler-campaign-before-repair");
+    rc = repair_full(ctx, m, &c, ends_at_ms, snapshot_ms, sum, err, errlen);
 out:
+    campaign_free(&c);
     free(due);
     return rc;
 }
@@ -199,7 +625,9 @@ int rc_campaign_pass(rc_ctx_t *ctx, const rc_vouchers_t *vs, int repair, int64_t
 
     /* Numbers only: the live rows are counted on the (campaign_id, status) index. */
     res = PQexec(conn, "SELECT c.id, (SELECT count(*) FROM campaign_redemption r"
-                       " WHERE r.campaign_id = c.id AND r.status <> 'RELEASED')"
+                       " WHERE r.campaign_id = c.id AND r.status <> 'RELEASED'),"
+                       " (extract(epoch FROM c.ends_at) * 1000)::bigint,"
+                       " c.redis_loaded_at IS NOT NULL"
                        " FROM campaign c WHERE c.state IN ('ACTIVE', 'INACTIVE') ORDER BY c.id");
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         rc = vc_pg_error_class(conn, res);
@@ -209,7 +637,9 @@ int rc_campaign_pass(rc_ctx_t *ctx, const rc_vouchers_t *vs, int repair, int64_t
     }
     for (int i = 0; rc == 0 && i < PQntuples(res); i++)
         rc = one(ctx, vs, strtoll(PQgetvalue(res, i, 0), NULL, 10),
-                 strtoll(PQgetvalue(res, i, 1), NULL, 10), repair, snapshot_ms, sum, err, errlen);
+                 strtoll(PQgetvalue(res, i, 1), NULL, 10),
+                 strtoll(PQgetvalue(res, i, 2), NULL, 10), PQgetvalue(res, i, 3)[0] == 't',
+                 repair, snapshot_ms, sum, err, errlen);
     PQclear(res);
     return rc;
 }

@@ -1,8 +1,12 @@
 /*
  * The reconciler's pass over campaigns (proto/campaigns.md, "The
- * reconciler"): per campaign, numbers only (PostgreSQL's live rows, Redis's
- * taken codes, holds and releases), and the holds past heldUntil + grace
- * expired with a VoucherReleased (EXPIRED) carrying the campaign.
+ * reconciler"): per campaign, numbers first (PostgreSQL's live rows, Redis's
+ * taken codes, holds and releases); when they do not settle it, or every
+ * full_every_ms, a full read of its rows and orders, judged with the voucher
+ * model (rc_model.h) and repaired as a voucher is: lost taken or users hashes
+ * rebuilt, holds expired, undelivered holds released, holds PostgreSQL
+ * released given back, holds it confirmed confirmed, releases begun and never
+ * finished published again and finished.
  */
 #ifndef RC_CAMPAIGN_H
 #define RC_CAMPAIGN_H
@@ -13,18 +17,19 @@
 #include "rc_plan.h"
 
 /*
- * Pure: whether a hold may be expired. state and held_until are Redis's;
- * pg_status is PostgreSQL's row ("" for none); in_flight has bit 1 << type
- * set for each event of the order in flight. Expire only a hold nothing
- * downstream confirmed or released, whose reservation is known downstream
- * (a row, or its event in flight), a grace after its heldUntil.
+ * Pure: whether the numbers of a campaign ask for a full read. lost is
+ * campaign_due.lua's (taken or users missing beside the other keys); taken
+ * Redis's codes taken, live PostgreSQL's live rows, releasing the releases
+ * begun, due the holds past heldUntil and the grace, flying the campaign's
+ * events in flight. Otherwise the campaign is read in full every
+ * full_every_ms only (every pass with --once).
  */
-int rc_campaign_may_expire(char state, int64_t held_until, const char *pg_status, int in_flight,
-                           int64_t snapshot_ms, int64_t grace_ms);
+int rc_campaign_needs_full(int lost, int64_t taken, int64_t live, int64_t releasing, int64_t due,
+                           size_t flying);
 
 /*
  * Judges every campaign that may hold uses (ACTIVE or INACTIVE) and, with
- * repair, expires its due holds (at most a batch per campaign a pass). vs
+ * repair, repairs it (at most a batch of expiries per campaign a pass). vs
  * holds the campaigns' events in flight read by the pass. Returns 0 or a
  * negative error with err set.
  */

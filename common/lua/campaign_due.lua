@@ -3,13 +3,23 @@
 --
 -- KEYS[1] campaign:{cID}:taken  KEYS[2] campaign:{cID}:holds
 -- KEYS[3] campaign:{cID}:releasing  KEYS[4] campaign:{cID}:orders
+-- KEYS[5] campaign:{cID}:users
 -- ARGV[1] the latest heldUntil (ms) a hold may have to be listed
 -- ARGV[2] how many holds to list at most
 --
--- Returns {HLEN taken, "ZCARD holds ZCARD releasing\n" then one line per due
--- hold: "orderId heldUntilMs:state"}; nothing is changed.
+-- Returns {codes taken (the "!" field not counted), "ZCARD holds ZCARD
+-- releasing HLEN orders lost keys\n" then one line per due hold: "orderId
+-- heldUntilMs:state"}; lost is 1 when taken or users is missing beside
+-- another of the campaign's keys (campaign_reserve.lua refuses then: -7);
+-- keys is 1 when taken exists, plus 2 for users, plus 4 for orders.
+-- Nothing is changed.
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-local out = {redis.call('ZCARD', KEYS[2]) .. ' ' .. redis.call('ZCARD', KEYS[3])}
+local t, u = redis.call('EXISTS', KEYS[1]), redis.call('EXISTS', KEYS[5])
+local lost = 0
+if t + u + redis.call('EXISTS', KEYS[4]) > 0 and (t == 0 or u == 0) then lost = 1 end
+local out = {redis.call('ZCARD', KEYS[2]) .. ' ' .. redis.call('ZCARD', KEYS[3]) .. ' ' ..
+  redis.call('HLEN', KEYS[4]) .. ' ' .. lost .. ' ' ..
+  (t + 2 * u + 4 * redis.call('EXISTS', KEYS[4]))}
 for _, o in ipairs(due) do
   local v = redis.call('HGET', KEYS[4], o)
   if v then
@@ -17,4 +27,4 @@ for _, o in ipairs(due) do
     if held then out[#out + 1] = o .. ' ' .. held .. ':' .. state end
   end
 end
-return {redis.call('HLEN', KEYS[1]), table.concat(out, '\n')}
+return {redis.call('HLEN', KEYS[1]) - redis.call('HEXISTS', KEYS[1], '!'), table.concat(out, '\n')}

@@ -13,12 +13,24 @@
 -- ARGV[1] customerId   ARGV[2] perCustomerLimit   ARGV[3] orderId
 -- ARGV[4] discount     ARGV[5] heldUntilMs        ARGV[6] nowMs
 -- ARGV[7] orderAmount  ARGV[8] "take" or "known" (as reserve.lua)
--- ARGV[9] code (stored form)   ARGV[10] when the keys expire (Unix ms)
+-- ARGV[9] code (stored form)
+-- ARGV[10] "expireAtMs:loaded": when the keys expire (Unix ms), and loaded "1"
+--          when PostgreSQL says Redis had the campaign's keys before
+--          (campaign.redis_loaded_at: all of them missing is then a loss too),
+--          else "0" (one argument: the gateway's scripts take 16 at most)
 --
 -- Returns reserve.lua's statuses: 1 taken, 0 the same order again, -2 the code
 -- is taken by another order or the customer is at the campaign's limit (both
 -- ALREADY_USED), -4 another customer's orderId, -5 another orderAmount,
--- -6 a new order and ARGV[8] is "known", -7 the customers' counts are lost.
+-- -6 a new order and ARGV[8] is "known", -7 the campaign's taken codes or
+-- customers' counts are lost (the reconciler rebuilds them from PostgreSQL:
+-- reconciler/rc_campaign.c; until then nothing is taken, so no code is used
+-- twice and no customer passes the limit on a guess).
+--
+-- Once created, taken holds the field "!" (never a code: codes are [A-Z0-9])
+-- and users a field per customer that ever held a use (0 once given back),
+-- so neither is ever emptied by a give-back: a key missing beside another of
+-- the campaign's is a loss, not an empty campaign.
 -- A known order must be of this code: an orderId of the campaign reserved with
 -- another of its codes is -4 (the gateway's ORDER_CONFLICT).
 local order = redis.call('HGET', KEYS[3], ARGV[3])
@@ -41,18 +53,21 @@ if order then
   return {0, order}
 end
 if ARGV[8] ~= 'take' then return {-6, false} end
-if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+local expire_at, loaded = string.match(ARGV[10], '^(%d+):([01])$')
+local has_taken, has_users = redis.call('EXISTS', KEYS[1]), redis.call('EXISTS', KEYS[2])
+if (has_taken == 0 or has_users == 0) and
+    (loaded == '1' or has_taken + has_users + redis.call('EXISTS', KEYS[3]) > 0) then
   return {-7, false}
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[9]) == 1 then return {-2, false} end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
 if used >= tonumber(ARGV[2]) then return {-2, false} end
-redis.call('HSET', KEYS[1], ARGV[9], ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[9], ARGV[3], '!', '0')
 redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
 order = ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':H'
 redis.call('HSET', KEYS[3], ARGV[3], order)
 redis.call('HSET', KEYS[6], ARGV[3], ARGV[7])
 redis.call('ZADD', KEYS[4], ARGV[5], ARGV[3])
 -- Retention: the campaign's keys expire together, at its endsAt plus the retention.
-for _, i in ipairs({1, 2, 3, 4, 6}) do redis.call('PEXPIREAT', KEYS[i], ARGV[10]) end
+for _, i in ipairs({1, 2, 3, 4, 6}) do redis.call('PEXPIREAT', KEYS[i], expire_at) end
 return {1, order}

@@ -47,23 +47,16 @@ static rc_numbers_t numbers(int64_t total, int64_t used, int64_t remaining)
     return n;
 }
 
-/* A campaign's hold expires only held, a grace past heldUntil, known downstream, not settled there. */
-START_TEST(campaign_expiry_decision)
+/* A campaign is read in full unless its numbers settle it: nothing lost, due, flying or releasing. */
+START_TEST(campaign_needs_full)
 {
-    const int64_t snap = 100000, grace = 30000;
-    const int reserved = 1 << VC_EV_RESERVED, confirmed = 1 << VC_EV_CONFIRMED;
-    const int released = 1 << VC_EV_RELEASED;
-
-    ck_assert_int_eq(rc_campaign_may_expire('H', 70000, "RESERVED", 0, snap, grace), 1);
-    ck_assert_int_eq(rc_campaign_may_expire('H', 70001, "RESERVED", 0, snap, grace), 0);
-    ck_assert_int_eq(rc_campaign_may_expire('C', 1000, "RESERVED", 0, snap, grace), 0);
-    ck_assert_int_eq(rc_campaign_may_expire('H', 1000, "CONFIRMED", 0, snap, grace), 0);
-    ck_assert_int_eq(rc_campaign_may_expire('H', 1000, "RELEASED", 0, snap, grace), 0);
-    ck_assert_int_eq(rc_campaign_may_expire('H', 1000, "RESERVED", confirmed, snap, grace), 0);
-    ck_assert_int_eq(rc_campaign_may_expire('H', 1000, "", released | reserved, snap, grace), 0);
-    ck_assert_int_eq(rc_campaign_may_expire('H', 1000, "", reserved, snap, grace), 1);
-    /* Unknown downstream (never delivered): not an expiry's to decide. */
-    ck_assert_int_eq(rc_campaign_may_expire('H', 1000, "", 0, snap, grace), 0);
+    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 0, 0, 0), 0);
+    ck_assert_int_eq(rc_campaign_needs_full(1, 3, 3, 0, 0, 0), 1);
+    ck_assert_int_eq(rc_campaign_needs_full(0, 2, 3, 0, 0, 0), 1);
+    ck_assert_int_eq(rc_campaign_needs_full(0, 4, 3, 0, 0, 0), 1);
+    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 1, 0, 0), 1);
+    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 0, 1, 0), 1);
+    ck_assert_int_eq(rc_campaign_needs_full(0, 3, 3, 0, 0, 1), 1);
 }
 END_TEST
 
@@ -692,7 +685,7 @@ int main(void)
     TCase *tc = tcase_create("model");
 
     tcase_add_test(tc, consistent_when_everything_agrees);
-    tcase_add_test(tc, campaign_expiry_decision);
+    tcase_add_test(tc, campaign_needs_full);
     tcase_add_test(tc, behind_while_a_reservation_is_in_flight);
     tcase_add_test(tc, an_unsent_hold_is_fresh_then_stranded);
     tcase_add_test(tc, behind_when_redis_gave_back_a_use_after_the_snapshot);

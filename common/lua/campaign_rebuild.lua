@@ -1,0 +1,86 @@
+-- Rebuilds what Redis lost of a campaign (remaining_rule.lua comes before
+-- this: taken_state, count_taken, raise_users): the orders PostgreSQL and the
+-- events in flight count that Redis lacks, the taken hash (code -> orderId for
+-- every order holding a use) and the users hash (each customer raised to the
+-- orders they hold, never lowered). The campaign's restore and retake in one
+-- script (proto/campaigns.md, "The reconciler's repairs").
+--
+-- One atomic step: campaign_reserve.lua refuses every new order (-7) while
+-- taken or users is missing, so no code can be taken twice in the meantime,
+-- and after this runs every order holding a use has its code in taken.
+-- Everything is checked before anything is written: an order holding a use
+-- whose code nobody knows (not in the reconciler's arguments, not in taken),
+-- or two such orders on one code, refuse the whole rebuild.
+--
+-- An order Redis holds is never dropped nor changed; one it lacks is written
+-- from the snapshot, as X when releasing still lists it (as merge() does).
+--
+-- KEYS[1] taken  KEYS[2] users  KEYS[3] orders  KEYS[4] holds  KEYS[5] releasing
+-- ARGV[1] expireAt: the campaign's endsAt plus the retention, "0" sets none
+-- then fours: orderId, code, the value the snapshot implies
+-- ("customerId:discount:heldUntilMs:state", state H, C or R), heldUntilMs
+--
+-- Returns {n, "codes:customers"}: n orders written, the codes taken and the
+-- customers counted after; {-2, orderId}: an order holds a use and its code
+-- is unknown; {-3, code}: two orders hold one code. Nothing is written then.
+local code_of, write = {}, {}
+for i = 2, #ARGV - 3, 4 do
+  local id, code, value, held = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  code_of[id] = code
+  local state = string.match(value, '^[^:]*:[^:]*:[^:]*:(.)$')
+  if state and not redis.call('HGET', KEYS[3], id) then
+    if taken_state(state) and redis.call('ZSCORE', KEYS[5], id) then
+      value = string.sub(value, 1, -2) .. 'X'
+      state = 'X'
+    end
+    write[#write + 1] = {id, value, held, state}
+  end
+end
+local taken = redis.call('HGETALL', KEYS[1])
+for i = 1, #taken, 2 do
+  if taken[i] ~= '!' and not code_of[taken[i + 1]] then code_of[taken[i + 1]] = taken[i] end
+end
+-- Every order that will hold a use, and its code: checked before any write.
+local holder = {}
+local function claim(id, state)
+  if not taken_state(state) then return nil end
+  local code = code_of[id]
+  if not code then return {-2, id} end
+  if holder[code] and holder[code] ~= id then return {-3, code} end
+  holder[code] = id
+  return nil
+end
+local orders = redis.call('HGETALL', KEYS[3])
+for i = 1, #orders, 2 do
+  local refused = claim(orders[i], string.match(orders[i + 1], ':(.)$') or '')
+  if refused then return refused end
+end
+for _, w in ipairs(write) do
+  local refused = claim(w[1], w[4])
+  if refused then return refused end
+end
+-- A code taken by an order that does not hold it now is left as it is: only
+-- a live order may claim a taken code (undersell at worst, never two uses).
+for code, id in pairs(holder) do
+  local have = redis.call('HGET', KEYS[1], code)
+  if have and have ~= id then
+    local v = redis.call('HGET', KEYS[3], have)
+    if v and taken_state(string.sub(v, -1)) then return {-3, code} end
+  end
+end
+for _, w in ipairs(write) do
+  redis.call('HSET', KEYS[3], w[1], w[2])
+  if w[4] == 'H' then redis.call('ZADD', KEYS[4], w[3], w[1]) end
+end
+for code, id in pairs(holder) do redis.call('HSET', KEYS[1], code, id) end
+redis.call('HSET', KEYS[1], '!', '0')
+local live, per = count_taken(KEYS[3])
+raise_users(KEYS[2], per, KEYS[3])
+if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('HSET', KEYS[2], '!', '0') end
+local at = tonumber(ARGV[1])
+if at and at > 0 then
+  for i = 1, 4 do redis.call('PEXPIREAT', KEYS[i], at) end
+end
+local customers = 0
+for _ in pairs(per) do customers = customers + 1 end
+return {#write, live .. ':' .. customers}

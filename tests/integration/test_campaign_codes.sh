@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Where vouchers and campaign codes meet (proto/campaigns.md): POST /vouchers
+# refuses a code that is a campaign's one-time code (409 EXISTS, the reason
+# names the campaign; typed with separators too), and an orderId belongs to one
+# voucher or one campaign code: used on the other kind it gets 409
+# ORDER_CONFLICT and nothing is half-applied (no Redis order, no code taken, no
+# customer's use, no row, no event applied).
+source "$(dirname "$0")/lib.sh"
+plan 12
+
+source "$(dirname "$0")/campaign_lib.sh"
+start_campaign_stack
+new_campaign QC '"name":"codes","count":5,"discountAmount":500'
+c1=$(code 1) c2=$(code 2) c3=$(code 3)
+k="campaign:{c$cid}"
+o=c$base
+answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
+admin() { http "$@" -H "Authorization: Bearer $token"; }
+window='"startsAt":"2020-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"'
+voucher_body() { echo "{\"code\":\"$1\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,\"perUserLimit\":5,$window}"; }
+
+# ---- POST /vouchers and a campaign's code ----
+admin POST /vouchers "$(voucher_body "$c1")"
+is "$(answer)" "409 EXISTS" "POST /vouchers with a campaign's code: 409 EXISTS"
+is "$(jq -r .detail <<<"$body")" "this code is a one-time code of campaign $cid" "the reason names the campaign"
+dashed=$(sed -E 's/(.{4})/\1-/g; s/-$//' <<<"$c2")
+admin POST /vouchers "$(voucher_body "$dashed")"
+is "$(answer)" "409 EXISTS" "the same in display form ($dashed): 409 EXISTS"
+is "$(sql "SELECT count(*) FROM voucher WHERE code IN ('$c1', '$dashed')")" 0 "no voucher row was written"
+v=$(unique_code CV)
+admin POST /vouchers "$(voucher_body "$v")"
+is "$status" 201 "another code: 201 (control)"
+
+# ---- an orderId of a voucher, then on a campaign code ----
+http POST "/vouchers/$v/reservations" "{\"customerId\":$((base + 1)),\"orderId\":\"$o-v\",\"orderAmount\":10000}"
+is "$status" 201 "a voucher reservation with orderId $o-v"
+reserve "$c3" $((base + 1)) "$o-v"
+is "$(answer)" "409 ORDER_CONFLICT" "the same orderId on a campaign code: 409 ORDER_CONFLICT"
+used=$(rcli HGET "$k:users" $((base + 1)))
+is "$(rcli HEXISTS "$k:orders" "$o-v") $(rcli HEXISTS "$k:taken" "$c3") ${used:-0}" "0 0 0" \
+  "nothing half-applied in Redis: no campaign order, the code not taken, no use counted"
+reserve "$c3" $((base + 2)) "$o-k"
+is "$status" 201 "the code is still free for someone else: 201"
+
+# ---- an orderId of a campaign code, then on a voucher ----
+http POST "/vouchers/$v/reservations" "{\"customerId\":$((base + 2)),\"orderId\":\"$o-k\",\"orderAmount\":10000}"
+is "$(answer)" "409 ORDER_CONFLICT" "the campaign's orderId on a voucher: 409 ORDER_CONFLICT"
+is "$(rcli GET "voucher:{$v}:remaining") $(rcli HEXISTS "voucher:{$v}:orders" "$o-k")" "4 0" \
+  "nothing half-applied: the voucher still has 4 uses, no such order"
+is "$(wait_sql "SELECT (SELECT count(*) FROM voucher_redemption WHERE order_id IN ('$o-v', '$o-k')) || ':' || (SELECT string_agg(order_id || '=' || code, ',') FROM campaign_redemption WHERE campaign_id = $cid)" "1:$o-k=$c3" 30)" \
+  "1:$o-k=$c3" "PostgreSQL: one voucher row, one campaign row, each on its own"
+finish

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A campaign's hashes lost in Redis (proto/campaigns.md, "The reconciler's
+# repairs"): while taken or users is missing beside the campaign's other keys
+# the gateway takes nothing (503), so no code is used twice and no customer
+# passes the campaign's limit on a guess; one reconciler pass rebuilds them from
+# PostgreSQL's live rows and what Redis still holds, and the codes answer as
+# before: a taken code 409, a customer at the limit 409, a free code 201. All
+# the campaign's keys lost at once are told from a campaign never used by
+# campaign.redis_loaded_at, set by its first take.
+source "$(dirname "$0")/lib.sh"
+plan 21
+
+source "$(dirname "$0")/campaign_lib.sh"
+start_campaign_stack
+new_campaign QL '"name":"lost","count":10,"discountAmount":500'
+c1=$(code 1) c2=$(code 2) c3=$(code 3) c4=$(code 4) c5=$(code 5) c6=$(code 6)
+o=l$base
+k="campaign:{c$cid}"
+answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
+# One pass; a lost taken hash is rebuilt once it has been lost for the restore delay
+# (--once waits it out and passes again).
+pass() { "$bin_reconciler" --once --grace 60s --restore-delay 1s >>"$scratch/passes.txt" 2>&1; }
+
+reserve "$c1" $((base + 1)) "$o-a"
+s1=$status
+http POST "/vouchers/$c1/reservations/$o-a/confirm"
+s2=$status
+reserve "$c2" $((base + 2)) "$o-b"
+is "$s1 $s2 $status" "201 200 201" "customer 1 took and confirmed code 1, customer 2 holds code 2"
+is "$(wait_sql "SELECT string_agg(status, ',' ORDER BY order_id) FROM campaign_redemption WHERE campaign_id = $cid" CONFIRMED,RESERVED 30)" \
+  CONFIRMED,RESERVED "PostgreSQL has both"
+
+# ---- taken lost: nothing taken until the rebuild, then code 1 is still customer 1's ----
+rcli DEL "$k:taken" >/dev/null
+reserve "$c1" $((base + 3)) "$o-c"
+is "$status" 503 "taken lost: a stranger on code 1 gets 503, not a second use of it"
+is "$(rcli EXISTS "$k:taken") $(rcli HEXISTS "$k:orders" "$o-c")" "0 0" "and nothing was written"
+pass
+is "$(rcli HGET "$k:taken" "$c1") $(rcli HGET "$k:taken" "$c2")" "$o-a $o-b" \
+  "one pass rebuilt taken from PostgreSQL: code 1 -> order a, code 2 -> order b"
+reserve "$c1" $((base + 3)) "$o-c"
+is "$(answer)" "409 ALREADY_USED" "a stranger on code 1 after the rebuild: 409 ALREADY_USED"
+reserve "$c3" $((base + 3)) "$o-d"
+is "$status" 201 "the stranger takes a free code: 201"
+
+# ---- users lost: 503 until the rebuild, then customer 1 is still at the limit ----
+rcli DEL "$k:users" >/dev/null
+reserve "$c4" $((base + 1)) "$o-e"
+is "$status" 503 "users lost: customer 1 on a free code gets 503, not a pass past the limit"
+pass
+is "$(rcli HGET "$k:users" $((base + 1))) $(rcli HGET "$k:users" $((base + 2))) $(rcli HGET "$k:users" $((base + 3)))" \
+  "1 1 1" "one pass rebuilt users: each customer holds one use"
+reserve "$c4" $((base + 1)) "$o-e"
+is "$(answer)" "409 ALREADY_USED" "customer 1 after the rebuild: 409 ALREADY_USED (one code a customer)"
+reserve "$c4" $((base + 4)) "$o-f"
+is "$status" 201 "a new customer takes code 4: 201"
+
+# ---- orders and taken lost together: the orders come back from PostgreSQL ----
+wait_sql "SELECT count(*) FROM campaign_redemption WHERE campaign_id = $cid AND status <> 'RELEASED'" 4 30 >/dev/null
+rcli DEL "$k:orders" "$k:taken" >/dev/null
+reserve "$c5" $((base + 5)) "$o-g"
+is "$status" 503 "orders and taken lost: 503"
+pass
+is "$(rcli HGET "$k:orders" "$o-a" | cut -d: -f4) $(rcli HGET "$k:orders" "$o-b" | cut -d: -f4) $(rcli HGET "$k:taken" "$c4")" \
+  "C H $o-f" "the pass wrote the orders back as PostgreSQL has them (a confirmed, b held) and code 4 taken"
+http POST "/vouchers/$c2/reservations/$o-b/confirm"
+is "$(answer)" "200 CONFIRMED" "customer 2 confirms the hold Redis had lost: 200"
+reserve "$c2" $((base + 5)) "$o-g"
+is "$(answer)" "409 ALREADY_USED" "code 2 is still used: 409"
+reserve "$c5" $((base + 5)) "$o-g"
+is "$status" 201 "a free code after the rebuild: 201"
+
+# ---- every key of the campaign lost (a flushed Redis) ----
+is "$(wait_sql "SELECT redis_loaded_at IS NOT NULL FROM campaign WHERE id = $cid" t 30)" t \
+  "the campaign's first take marked it loaded in PostgreSQL"
+wait_sql "SELECT count(*) FROM campaign_redemption WHERE campaign_id = $cid AND status <> 'RELEASED'" 5 30 >/dev/null
+rcli DEL "$k:taken" "$k:users" "$k:orders" "$k:holds" "$k:amounts" "$k:resent" >/dev/null
+reserve "$c1" $((base + 6)) "$o-h"
+is "$status" 503 "all keys lost: a stranger on code 1 gets 503, not a second use of it"
+pass
+is "$(rcli HGET "$k:taken" "$c1") $(rcli HGET "$k:users" $((base + 5))) $(rcli HGET "$k:orders" "$o-g" | cut -d: -f4)" \
+  "$o-a 1 H" "one pass rebuilt the campaign from PostgreSQL"
+reserve "$c1" $((base + 6)) "$o-h"
+is "$(answer)" "409 ALREADY_USED" "code 1 after the rebuild: 409 ALREADY_USED"
+reserve "$c6" $((base + 6)) "$o-h"
+is "$status" 201 "a free code: 201"
+finish
