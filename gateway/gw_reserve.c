@@ -33,6 +33,7 @@
 #include "gw_campaign_redeem.h"
 #include "gw_guard.h"
 #include "gw_metrics.h"
+#include "gw_soldout.h"
 #include "gw_store.h"
 #include "vc_error.h"
 #include "vc_fault.h"
@@ -150,7 +151,7 @@ static int64_t forgotten(reserve_t *x, int rc, const gw_redis_reply_t *reply)
     if (rc == 0 && reply->n >= 1 && reply->item[0].type == GW_REDIS_INT)
         status = reply->item[0].integer;
     if (status == 1)
-        gw_rules_clear_soldout(x->code);
+        gw_soldout_clear(x->code);
     else if (status == -2)
         VC_LOG_F(VC_LOG_INFO, f, "use kept: a retry published the reservation again");
     else
@@ -519,8 +520,7 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         replay(x, reply);
         return;
     case -1:
-        gw_rules_mark_soldout(x->app->rules, x->code,
-                              vc_time_mono_ms() + x->app->cfg->soldout_recheck_ms);
+        gw_soldout_mark(x->code, vc_time_mono_ms() + x->app->cfg->soldout_recheck_ms);
         reject(x, VC_E_OUT_OF_STOCK, NULL);
         return;
     case -2:
@@ -684,7 +684,7 @@ static void with_rules(reserve_t *x)
     x->refusal = vc_voucher_check(&x->v, x->now_ms, x->in.order_amount, &x->discount);
     if (x->camp.id)
         x->refusal = gw_campaign_refusal(&x->camp, x->refusal);
-    if (x->refusal == 0 && gw_rules_soldout(x->app->rules, x->code, vc_time_mono_ms()))
+    if (x->refusal == 0 && gw_soldout_is(x->code, vc_time_mono_ms()))
         x->refusal = VC_E_OUT_OF_STOCK;
     if (x->refusal == 0) {
         x->held_until_ms = x->now_ms + x->app->cfg->hold_ttl_ms;
