@@ -207,7 +207,7 @@ START_TEST(soldout_marks_past_the_bound)
      */
     for (int i = 0; i < 70000; i++) {
         snprintf(code, sizeof(code), "S%d", i);
-        gw_soldout_mark(code, 5000);
+        gw_soldout_mark(code, 5000, "", 0);
     }
     ck_assert(gw_soldout_is("S69999", 1));
     ck_assert_int_eq(gw_rules_unknown(r), 0);
