@@ -11,10 +11,16 @@
  * - Eligible, and the voucher not marked sold out (the success path): the
  *   claim and reserve.lua "take", one round trip as before. The script answers
  *   an order it knows before it looks at stock or limits.
- * - Refused by the rules, or marked sold out: nothing may be taken, so no
- *   claim; HGET asks whether Redis knows the order. Unknown (every new order):
- *   the refusal, after one read. Known (a retry): reserve.lua "known", which
- *   answers it as the success path would and takes nothing.
+ * - Marked sold out (gw_soldout.h): nothing may be taken, so no claim. An
+ *   orderId not in the snapshot taken with the mark gets OUT_OF_STOCK from
+ *   memory; one in it runs reserve.lua "known".
+ * - Refused by the rules: nothing may be taken, so no claim; HGET asks
+ *   whether Redis knows the order. Unknown (every new order): the refusal,
+ *   after one read. Known (a retry): reserve.lua "known", which answers it as
+ *   the success path would and takes nothing.
+ * - A 201 (new or replayed) waits while another gateway's sold-out snapshot
+ *   may still lack the order (proto/redis-keys.md, "Sold out without a round
+ *   trip").
  *
  * A known order (reserve.lua status 0) publishes VoucherReserved again, from
  * the stored order (discount, heldUntil; reservedAt is heldUntil minus the
