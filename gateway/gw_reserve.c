@@ -354,8 +354,13 @@ static void after_leases(reserve_t *x, const gw_redis_reply_t *reply, void (*nex
         next(x);
         return;
     }
-    if (wait > x->app->cfg->soldout_recheck_ms + GW_SOLDOUT_LEASE_MARGIN_MS)
-        wait = x->app->cfg->soldout_recheck_ms + GW_SOLDOUT_LEASE_MARGIN_MS;
+    /*
+     * Another gateway's lease is its recheck plus the margin, whatever this
+     * one's recheck is: waiting less would let its snapshot answer 409 to this
+     * order's retry. Only a value no configuration can give is cut.
+     */
+    if (wait > GW_SOLDOUT_LEASE_MAX_MS)
+        wait = GW_SOLDOUT_LEASE_MAX_MS;
     if (!(w = malloc(sizeof(*w)))) {
         /* The use stays taken; a retry replays it once the leases ran out. */
         fail(x, VC_ERR_NOMEM, "waiting for the sold-out leases (hold kept)");

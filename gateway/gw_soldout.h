@@ -24,6 +24,8 @@
 
 /* How much longer a lease in Redis lasts than the mark it covers (clocks, scheduling). */
 #define GW_SOLDOUT_LEASE_MARGIN_MS 250
+/* The longest lease any gateway takes: the largest VOUCHER_SOLDOUT_RECHECK (1 h) plus the margin. */
+#define GW_SOLDOUT_LEASE_MAX_MS (3600000 + GW_SOLDOUT_LEASE_MARGIN_MS)
 
 /* gw_soldout_order() answers. */
 enum {
