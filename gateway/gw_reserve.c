@@ -712,9 +712,10 @@ static int send_script(reserve_t *x)
     for (int i = 0; i < GW_KEY_RESERVE; i++)
         keys[i] = x->keys[i];
     keys[GW_KEY_RESERVE] = x->soldout_key;
-    /* "take", and on -1 the snapshot with its lease (reserve.lua ARGV[8]). */
-    snprintf(snapshot, sizeof(snapshot), "snapshot:%lld",
-             (long long)(x->app->cfg->soldout_recheck_ms + GW_SOLDOUT_LEASE_MARGIN_MS));
+    /* "take", and on -1 the snapshot with its lease (reserve.lua ARGV[8]); rare, off the success path. */
+    if (x->snapshot == 1)
+        snprintf(snapshot, sizeof(snapshot), "snapshot:%lld",
+                 (long long)(x->app->cfg->soldout_recheck_ms + GW_SOLDOUT_LEASE_MARGIN_MS));
     snprintf(customer, sizeof(customer), "%lld", (long long)x->in.customer_id);
     snprintf(limit, sizeof(limit), "%lld", (long long)x->v.per_customer_limit);
     snprintf(discount, sizeof(discount), "%lld", (long long)x->discount);
