@@ -20,6 +20,7 @@
 #include "gw_notify.h"
 #include "gw_router.h"
 #include "gw_store.h"
+#include "gw_soldout.h"
 #include "vc_campaign.h"
 #include "vc_error.h"
 #include "vc_log.h"
@@ -510,7 +511,7 @@ static void updated_cb(void *arg, int rc, const char *err)
     if (rc == 0 || rc < 0) {
         gw_rules_changed(u->code); /* also when unsure whether it committed */
         /* A raise offers uses again: no worker may answer OUT_OF_STOCK from its mark. */
-        gw_rules_clear_soldout(u->code);
+        gw_soldout_clear(u->code);
     }
     if (rc == GW_E_LIMIT) {
         reply_limit_conflict(u, err);

@@ -32,6 +32,7 @@
 #include "gw_app.h"
 #include "gw_campaign_redeem.h"
 #include "gw_guard.h"
+#include "gw_soldout.h"
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_time.h"
@@ -157,7 +158,7 @@ static void finished_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     status = reply->item[0].integer;
     if (status == 1) {
         /* A use is back: every worker may offer it again. */
-        gw_rules_clear_soldout(h->code);
+        gw_soldout_clear(h->code);
     } else if (status == 0) {
         h->replayed = 1; /* a racing request finished it first */
     } else {

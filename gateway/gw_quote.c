@@ -12,6 +12,7 @@
 #include "gw_campaign_redeem.h"
 #include "gw_guard.h"
 #include "gw_metrics.h"
+#include "gw_soldout.h"
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_time.h"
@@ -136,7 +137,7 @@ static void with_rules(quote_t *q)
         return;
     }
     q->answers = 1;
-    if (gw_rules_soldout(q->app->rules, q->code, vc_time_mono_ms())) {
+    if (gw_soldout_is(q->code, vc_time_mono_ms())) {
         /* Sold out a moment ago: as a reservation would, answer from memory. */
         gw_metrics_soldout();
         q->has_remaining = 1;

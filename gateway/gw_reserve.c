@@ -11,10 +11,16 @@
  * - Eligible, and the voucher not marked sold out (the success path): the
  *   claim and reserve.lua "take", one round trip as before. The script answers
  *   an order it knows before it looks at stock or limits.
- * - Refused by the rules, or marked sold out: nothing may be taken, so no
- *   claim; HGET asks whether Redis knows the order. Unknown (every new order):
- *   the refusal, after one read. Known (a retry): reserve.lua "known", which
- *   answers it as the success path would and takes nothing.
+ * - Marked sold out (gw_soldout.h): nothing may be taken, so no claim. An
+ *   orderId not in the snapshot taken with the mark gets OUT_OF_STOCK from
+ *   memory; one in it runs reserve.lua "known".
+ * - Refused by the rules: nothing may be taken, so no claim; HGET asks
+ *   whether Redis knows the order. Unknown (every new order): the refusal,
+ *   after one read. Known (a retry): reserve.lua "known", which answers it as
+ *   the success path would and takes nothing.
+ * - A 201 (new or replayed) waits while another gateway's sold-out snapshot
+ *   may still lack the order (proto/redis-keys.md, "Sold out without a round
+ *   trip").
  *
  * A known order (reserve.lua status 0) publishes VoucherReserved again, from
  * the stored order (discount, heldUntil; reservedAt is heldUntil minus the
@@ -33,6 +39,7 @@
 #include "gw_campaign_redeem.h"
 #include "gw_guard.h"
 #include "gw_metrics.h"
+#include "gw_soldout.h"
 #include "gw_store.h"
 #include "vc_error.h"
 #include "vc_fault.h"
@@ -67,6 +74,10 @@ typedef struct {
     char claim_key[GW_CLAIM_KEY_MAX];
     char claim_value[GW_CLAIM_VALUE_MAX]; /* CODE:TOKEN, this request's own */
     gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys and scripts */
+    char soldout_key[GW_KEY_MAX];  /* voucher:{CODE}:soldout, the sold-out leases */
+    int snapshot;                  /* 1 asking reserve.lua for the sold-out snapshot, 2 asked */
+    gw_soldout_ticket_t ticket;    /* while snapshot is 1 */
+    void (*after_leases)(void *x); /* what a 201 does once other gateways' leases ran out */
 } reserve_t;
 
 static void with_rules(reserve_t *x);
@@ -150,7 +161,7 @@ static int64_t forgotten(reserve_t *x, int rc, const gw_redis_reply_t *reply)
     if (rc == 0 && reply->n >= 1 && reply->item[0].type == GW_REDIS_INT)
         status = reply->item[0].integer;
     if (status == 1)
-        gw_rules_clear_soldout(x->code);
+        gw_soldout_clear(x->code);
     else if (status == -2)
         VC_LOG_F(VC_LOG_INFO, f, "use kept: a retry published the reservation again");
     else
@@ -254,6 +265,14 @@ static void publish(reserve_t *x, int64_t at_ms, gw_kafka_delivery_cb cb)
     }
 }
 
+static void replay_publish(void *arg)
+{
+    reserve_t *x = arg;
+    publish(x, x->held_until_ms - x->app->cfg->hold_ttl_ms, redelivered_cb);
+}
+
+static void after_leases(reserve_t *x, const gw_redis_reply_t *reply, void (*next)(void *));
+
 /* The same orderId again: publish its event again and answer 201 replayed after the ack. */
 static void replay(reserve_t *x, const gw_redis_reply_t *reply)
 {
@@ -271,7 +290,7 @@ static void replay(reserve_t *x, const gw_redis_reply_t *reply)
     }
     x->discount = o.discount;
     x->held_until_ms = o.held_until_ms;
-    publish(x, o.held_until_ms - x->app->cfg->hold_ttl_ms, redelivered_cb);
+    after_leases(x, reply, replay_publish);
 }
 
 /* The same orderId with another orderAmount than the one that took the use. */
@@ -296,6 +315,62 @@ static void refuse_new(reserve_t *x)
     if (x->refusal == VC_E_OUT_OF_STOCK)
         gw_metrics_soldout();
     gw_app_reply_error(x->req, x->refusal, NULL);
+}
+
+/* ---- other gateways' sold-out leases (proto/redis-keys.md, "Sold out without a round trip") ---- */
+
+/* A timer of its own (not in the request's arena): libuv frees handles only in close_cb. */
+typedef struct {
+    uv_timer_t timer;
+    reserve_t *x;
+} lease_wait_t;
+
+static void lease_wait_closed_cb(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void lease_wait_cb(uv_timer_t *t)
+{
+    lease_wait_t *w = t->data;
+    reserve_t *x = w->x;
+
+    uv_close((uv_handle_t *)&w->timer, lease_wait_closed_cb);
+    x->after_leases(x);
+}
+
+/*
+ * A 201 is on its way (next does what is left): when reserve.lua said that
+ * another gateway's sold-out snapshot may still answer from memory (the use
+ * came back after it was taken), the answer waits until its lease ran out,
+ * so that a retry there finds no snapshot that lacks this order.
+ */
+static void after_leases(reserve_t *x, const gw_redis_reply_t *reply, void (*next)(void *))
+{
+    int64_t wait = reply->n >= 4 && reply->item[3].type == GW_REDIS_INT ? reply->item[3].integer : 0;
+    lease_wait_t *w;
+
+    if (wait <= 0) {
+        next(x);
+        return;
+    }
+    /*
+     * Another gateway's lease is its recheck plus the margin, whatever this
+     * one's recheck is: waiting less would let its snapshot answer 409 to this
+     * order's retry. Only a value no configuration can give is cut.
+     */
+    if (wait > GW_SOLDOUT_LEASE_MAX_MS)
+        wait = GW_SOLDOUT_LEASE_MAX_MS;
+    if (!(w = malloc(sizeof(*w)))) {
+        /* The use stays taken; a retry replays it once the leases ran out. */
+        fail(x, VC_ERR_NOMEM, "waiting for the sold-out leases (hold kept)");
+        return;
+    }
+    x->after_leases = next;
+    w->x = x;
+    w->timer.data = w;
+    uv_timer_init(x->app->loop, &w->timer);
+    uv_timer_start(&w->timer, lease_wait_cb, (uint64_t)wait, 0);
 }
 
 /* ---- the first load of a voucher into Redis ---- */
@@ -446,6 +521,40 @@ static void wait_replicas(reserve_t *x)
         fail(x, rc, "redis WAIT for a replica");
 }
 
+/* A use is taken for this request: publish (after the replicas have it, if asked). */
+static void taken(void *arg)
+{
+    reserve_t *x = arg;
+
+    if (x->app->cfg->redis_wait_replicas > 0) {
+        wait_replicas(x);
+        return;
+    }
+    /* Dying here strands a hold that Kafka never heard of: the reconciler releases it. */
+    VC_FAULT("reserve-before-publish");
+    publish(x, x->now_ms, delivered_cb);
+}
+
+/*
+ * Brings the snapshot this request asked for back to gw_soldout (what the
+ * script said; reply NULL when it failed).
+ */
+static void snapshot_answer(reserve_t *x, const gw_redis_reply_t *reply)
+{
+    const char *ids = NULL;
+    size_t len = 0;
+
+    if (x->snapshot != 1)
+        return;
+    x->snapshot = 2;
+    if (reply && reply->n >= 2 && reply->item[0].type == GW_REDIS_INT &&
+        reply->item[0].integer == -1 && reply->item[1].type == GW_REDIS_STR) {
+        ids = reply->item[1].str;
+        len = reply->item[1].len;
+    }
+    (void)gw_soldout_answer(x->code, &x->ticket, x->app->cfg->soldout_recheck_ms, ids, len);
+}
+
 static void conflict_forgotten_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     reserve_t *x = arg;
@@ -460,6 +569,7 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     reserve_t *x = arg;
     int64_t status;
 
+    snapshot_answer(x, rc == 0 ? reply : NULL);
     if (rc != 0) {
         /* The script may have run: keep the claim, a retry finds the order. */
         fail(x, rc, "redis reserve");
@@ -499,6 +609,8 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     }
     switch (status) {
     case 1:
+        /* A use was there to take: any sold-out mark of this process is stale. */
+        gw_soldout_clear(x->code);
         if (x->claim == CLAIM_OURS) {
             /*
              * The claim is another request's, which may be rejected and
@@ -507,20 +619,23 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
              */
             claim_script(x, "keep");
         }
-        if (x->app->cfg->redis_wait_replicas > 0) {
-            wait_replicas(x);
-            return;
-        }
-        /* Dying here strands a hold that Kafka never heard of: the reconciler releases it. */
-        VC_FAULT("reserve-before-publish");
-        publish(x, x->now_ms, delivered_cb);
+        after_leases(x, reply, taken);
         return;
     case 0:
         replay(x, reply);
         return;
     case -1:
-        gw_rules_mark_soldout(x->app->rules, x->code,
-                              vc_time_mono_ms() + x->app->cfg->soldout_recheck_ms);
+        /*
+         * Sold out: once per process at a time, the script runs again for
+         * this request to take the snapshot the next new orders are answered
+         * from (it may take a use, if one came back meanwhile).
+         */
+        if (x->snapshot == 0 && x->app->cfg->soldout_recheck_ms > 0 && !x->camp.id &&
+            gw_soldout_ask(x->code, vc_time_mono_ms(), &x->ticket)) {
+            x->snapshot = 1;
+            run_script(x);
+            return;
+        }
         reject(x, VC_E_OUT_OF_STOCK, NULL);
         return;
     case -2:
@@ -587,14 +702,20 @@ static void claim_cb(void *arg, int rc, const gw_redis_reply_t *reply)
  */
 static int send_script(reserve_t *x)
 {
-    char customer[24], limit[24], discount[24], held[24], now[24], amount[24];
-    const char *keys[GW_KEY_RESERVE];
-    const char *args[] = {customer, limit,  x->in.order_id,
-                          discount, held,   now,
-                          amount,   x->refusal ? "known" : "take"};
+    char customer[24], limit[24], discount[24], held[24], now[24], amount[24], snapshot[40];
+    const char *keys[GW_KEY_RESERVE + 1];
+    const char *args[] = {customer, limit, x->in.order_id,
+                          discount, held,  now,
+                          amount,   x->refusal ? "known" : x->snapshot == 1 ? snapshot : "take",
+                          gw_soldout_token()};
 
     for (int i = 0; i < GW_KEY_RESERVE; i++)
         keys[i] = x->keys[i];
+    keys[GW_KEY_RESERVE] = x->soldout_key;
+    /* "take", and on -1 the snapshot with its lease (reserve.lua ARGV[8]); rare, off the success path. */
+    if (x->snapshot == 1)
+        snprintf(snapshot, sizeof(snapshot), "snapshot:%lld",
+                 (long long)(x->app->cfg->soldout_recheck_ms + GW_SOLDOUT_LEASE_MARGIN_MS));
     snprintf(customer, sizeof(customer), "%lld", (long long)x->in.customer_id);
     snprintf(limit, sizeof(limit), "%lld", (long long)x->v.per_customer_limit);
     snprintf(discount, sizeof(discount), "%lld", (long long)x->discount);
@@ -605,16 +726,18 @@ static int send_script(reserve_t *x)
         return gw_campaign_reserve_eval(x->app, &x->camp, x->keys, args,
                                         x->v.ends_at_ms + x->app->cfg->redis_retention_ms,
                                         script_cb, x);
-    return gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_RESERVE, keys, 8,
-                         args);
+    return gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_RESERVE + 1, keys,
+                         9, args);
 }
 
 static void run_script(reserve_t *x)
 {
     int rc;
 
-    if ((rc = send_script(x)) != 0)
+    if ((rc = send_script(x)) != 0) {
+        snapshot_answer(x, NULL);
         fail(x, rc, "redis reserve");
+    }
 }
 
 /* A token part unique to this process (random), and one to each claim in it. */
@@ -684,8 +807,20 @@ static void with_rules(reserve_t *x)
     x->refusal = vc_voucher_check(&x->v, x->now_ms, x->in.order_amount, &x->discount);
     if (x->camp.id)
         x->refusal = gw_campaign_refusal(&x->camp, x->refusal);
-    if (x->refusal == 0 && gw_rules_soldout(x->app->rules, x->code, vc_time_mono_ms()))
-        x->refusal = VC_E_OUT_OF_STOCK;
+    if (x->refusal == 0 && !x->camp.id) {
+        switch (gw_soldout_order(x->code, x->in.order_id, vc_time_mono_ms())) {
+        case GW_SOLDOUT_NEW:
+            /* Not an order Redis knew when the voucher sold out: no round trip. */
+            x->refusal = VC_E_OUT_OF_STOCK;
+            refuse_new(x);
+            return;
+        case GW_SOLDOUT_KNOWN:
+            /* A retry (most likely): reserve.lua "known" answers it, takes nothing. */
+            x->refusal = VC_E_OUT_OF_STOCK;
+            run_script(x);
+            return;
+        }
+    }
     if (x->refusal == 0) {
         x->held_until_ms = x->now_ms + x->app->cfg->hold_ttl_ms;
         claim_and_run(x);
@@ -774,6 +909,7 @@ void gw_reserve_start(gw_app_t *app, gw_request_t *req, const char *code)
     snprintf(x->code, sizeof(x->code), "%s", code);
     gw_app_keys(code, x->keys);
     gw_app_claim_key(in.order_id, x->claim_key);
+    gw_soldout_key(code, x->soldout_key, sizeof(x->soldout_key));
     /* Before any lookup: an empty bucket gets 429 and learns nothing of the code. */
     if (gw_guard_enter(app, req, in.customer_id, code, lookup, x) == GW_GUARD_GO)
         lookup(x);

@@ -13,15 +13,7 @@
 
 #define GW_RULES_BUCKETS 65536 /* a power of two, above both bounds together */
 #define GW_RULES_RETRY_MS 1000 /* stale rules are served this long after a failed refresh */
-#define GW_SOLDOUT_SLOTS 4096
-
-/*
- * How often a use came back for the codes of each slot (keyed hash of the
- * code): a sold-out mark taken at another count is void. Two codes sharing a
- * slot only clear each other's marks early, which costs a script run, never
- * a wrong answer; the key keeps anyone from choosing codes that share one.
- */
-static atomic_uint soldout_clears[GW_SOLDOUT_SLOTS];
+#define GW_CHANGE_SLOTS 4096
 
 /*
  * How often the rules of the codes of each slot changed through this process
@@ -29,7 +21,7 @@ static atomic_uint soldout_clears[GW_SOLDOUT_SLOTS];
  * once the change was answered. Other processes see a change within their
  * ttl (deploy/README.md, "The rules cache").
  */
-static atomic_uint rules_changes[GW_SOLDOUT_SLOTS];
+static atomic_uint rules_changes[GW_CHANGE_SLOTS];
 static atomic_uint rules_changes_all; /* every code's rules (gw_rules_changed_all) */
 
 enum { ENTRY_EMPTY, ENTRY_PRESENT, ENTRY_MISSING };
@@ -55,8 +47,6 @@ typedef struct entry {
     int state, list, load;
     vc_voucher_t v;
     int64_t expires_ms;       /* monotonic; the rules or the miss are trusted until then */
-    int64_t soldout_until_ms; /* monotonic */
-    unsigned soldout_clears;  /* soldout_clears[] of the code's slot when marked */
     unsigned changes;         /* rules_changes[] of the code's slot when the load began */
     waiter_t *waiters;
 } entry_t;
@@ -113,15 +103,15 @@ void gw_rules_set_loader(gw_rules_t *r, gw_rules_loader_fn loader)
     r->loader = loader;
 }
 
-static unsigned soldout_slot(const char *code)
+static unsigned change_slot(const char *code)
 {
-    return (unsigned)(vc_hash_str(code) >> 40) % GW_SOLDOUT_SLOTS;
+    return (unsigned)(vc_hash_str(code) >> 40) % GW_CHANGE_SLOTS;
 }
 
 /* The change count rules of code are read at: both counts only grow, so their sum does too. */
 static unsigned change_count(const char *code)
 {
-    return atomic_load_explicit(&rules_changes[soldout_slot(code)], memory_order_relaxed) +
+    return atomic_load_explicit(&rules_changes[change_slot(code)], memory_order_relaxed) +
            atomic_load_explicit(&rules_changes_all, memory_order_relaxed);
 }
 
@@ -407,31 +397,9 @@ int gw_rules_get(gw_rules_t *r, const char *code, int fresh, vc_voucher_t *out, 
     return GW_RULES_PENDING;
 }
 
-void gw_rules_mark_soldout(gw_rules_t *r, const char *code, int64_t mono_until_ms)
-{
-    entry_t *e = find_or_add(r, code);
-    if (e) {
-        e->soldout_until_ms = mono_until_ms;
-        e->soldout_clears = atomic_load(&soldout_clears[soldout_slot(code)]);
-    }
-}
-
-void gw_rules_clear_soldout(const char *code)
-{
-    atomic_fetch_add(&soldout_clears[soldout_slot(code)], 1);
-}
-
-int gw_rules_soldout(gw_rules_t *r, const char *code, int64_t mono_now_ms)
-{
-    entry_t *e = find(r, code, vc_hash_str(code));
-    return e && e->soldout_until_ms > mono_now_ms &&
-           e->soldout_clears ==
-               atomic_load_explicit(&soldout_clears[soldout_slot(code)], memory_order_relaxed);
-}
-
 void gw_rules_changed(const char *code)
 {
-    atomic_fetch_add(&rules_changes[soldout_slot(code)], 1);
+    atomic_fetch_add(&rules_changes[change_slot(code)], 1);
 }
 
 void gw_rules_changed_all(void)

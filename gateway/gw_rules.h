@@ -11,9 +11,8 @@
  * of unknown ones: the hash is keyed (vc_hash.h), unknown codes are kept in
  * a negative cache of their own, bounded, least recently used out first, and
  * known vouchers in another, so misses never push a real voucher out and a
- * full cache evicts instead of refusing. The cache also remembers which
- * vouchers Redis last said were sold out; a use given back on any worker
- * clears that mark on all of them.
+ * full cache evicts instead of refusing. The sold-out marks are kept
+ * apart, in gw_soldout.h.
  */
 #ifndef GW_RULES_H
 #define GW_RULES_H
@@ -59,16 +58,6 @@ gw_rules_t *gw_rules_new(uv_loop_t *loop, gw_pg_pool_t *pool, int64_t ttl_ms, in
 int gw_rules_get(gw_rules_t *r, const char *code, int fresh, vc_voucher_t *out, gw_rules_cb cb,
                  void *arg);
 
-/* Remembers that code was sold out as of now, until mono_until_ms (vc_time_mono_ms()). */
-void gw_rules_mark_soldout(gw_rules_t *r, const char *code, int64_t mono_until_ms);
-
-/*
- * Forgets the sold-out mark of code (a use came back) on every worker: the
- * marks are per worker, but each one is void once the process-wide clear
- * count of its code's slot moved on (any thread).
- */
-void gw_rules_clear_soldout(const char *code);
-
 /*
  * Says that code's rules changed in PostgreSQL (any thread): no worker of this
  * process serves rules of code read before this call; the next lookup reads
@@ -82,9 +71,6 @@ void gw_rules_changed_all(void);
 
 /* Forgets what the cache knows of code (rules, miss), e.g. after it was created. */
 void gw_rules_forget(gw_rules_t *r, const char *code);
-
-/* Whether code is marked sold out at mono_now_ms. */
-int gw_rules_soldout(gw_rules_t *r, const char *code, int64_t mono_now_ms);
 
 /* Loads still running (waiting for PostgreSQL), and loads queued behind them. */
 long gw_rules_loading(const gw_rules_t *r);

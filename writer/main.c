@@ -76,7 +76,7 @@ static const vc_cfg_param_t params[] = {
      0, 0, "dead-letter topic"},
     {"shutdown-timeout", "VOUCHER_SHUTDOWN_TIMEOUT", VC_CFG_MS, "20s", CFG(shutdown_timeout_ms), 100,
      3600000, "after SIGTERM, how long finishing the batch may take before the writer exits anyway"},
-    {"batch", "VOUCHER_WRITER_BATCH", VC_CFG_INT, "500", CFG(batch), 1, 100000,
+    {"batch", "VOUCHER_WRITER_BATCH", VC_CFG_INT, "2000", CFG(batch), 1, 100000,
      "most events applied in one transaction"},
     {"linger", "VOUCHER_WRITER_LINGER_MS", VC_CFG_MS, "20ms", CFG(linger_ms), 0, 60000,
      "longest wait for a batch to fill"},

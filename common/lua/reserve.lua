@@ -21,6 +21,11 @@
 -- ARGV[8] "take": the request passed the voucher's rules, a new order may take
 --         a use; "known": it did not (or the voucher is marked sold out), only
 --         an order seen before is answered and nothing is taken
+--         "snapshot:LEASE": as "take", and on -1 take the sold-out snapshot
+--         with a lease of LEASE ms (needs KEYS[7])
+-- KEYS[7], ARGV[9] (optional; proto/redis-keys.md, "Sold out without a round
+-- trip"): KEYS[7] voucher:{CODE}:soldout, hash gateway token -> end of the
+-- lease of its sold-out snapshot (Redis ms); ARGV[9] this gateway's token
 --
 -- Returns {status, order[, amount]}: status 1 taken, 0 the same order again
 -- (nothing taken), -1 out of stock, -2 customer at the limit, -3 voucher not
@@ -31,6 +36,25 @@
 -- reconciler rebuilds them; or orders was lost: it does not exist while users
 -- or amounts does, nothing taken until the reconciler rebuilds it from
 -- PostgreSQL); order is the stored order value for 1, 0, -4 and -5.
+-- With KEYS[7]: status 1 and 0 are {status, order, nil, wait}, wait the ms
+-- other gateways' sold-out leases still run (the 201 waits that long); -1 with
+-- "snapshot:LEASE" is {-1, orderIds}, every orderId of the orders hash
+-- joined by newlines, and the lease is taken in the same step.
+local function redis_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- How long a sold-out snapshot another gateway took may still answer from
+-- memory: a 201 must not go out before, or a retry there would get 409.
+local function lease_wait()
+  if not KEYS[7] or redis.call('EXISTS', KEYS[7]) == 0 then return 0 end
+  local leases, now, wait = redis.call('HGETALL', KEYS[7]), redis_ms(), 0
+  for i = 1, #leases, 2 do
+    local w = tonumber(leases[i + 1]) - now
+    if leases[i] ~= ARGV[9] and w > wait then wait = w end
+  end
+  return wait
+end
 local order = redis.call('HGET', KEYS[3], ARGV[3])
 if order then
   local customer = string.match(order, '^([^:]*):')
@@ -48,10 +72,12 @@ if order then
     redis.call('ZADD', KEYS[5], now, ARGV[3])
     redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 600000)
     redis.call('PEXPIRE', KEYS[5], 600000)
+    return {0, order, false, lease_wait()}
   end
   return {0, order}
 end
-if ARGV[8] ~= 'take' then return {-6, false} end
+local snapshot_lease = tonumber(string.match(ARGV[8], '^snapshot:(%d+)$'))
+if ARGV[8] ~= 'take' and not snapshot_lease then return {-6, false} end
 local remaining = redis.call('GET', KEYS[1])
 if not remaining then return {-3, false} end
 -- Orders without users: the customers' counts were lost (every script that
@@ -75,7 +101,19 @@ if not has_orders and (redis.call('EXISTS', KEYS[2]) == 1 or
 end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
 if used >= tonumber(ARGV[2]) then return {-2, false} end
-if tonumber(remaining) <= 0 then return {-1, false} end
+if tonumber(remaining) <= 0 then
+  if not snapshot_lease or not KEYS[7] then return {-1, false} end
+  -- With remaining at 0 no order can be added until a use comes back; the
+  -- lease makes every other gateway's 201 wait until this snapshot is void.
+  local now, lease = redis_ms(), snapshot_lease
+  local leases = redis.call('HGETALL', KEYS[7])
+  for i = 1, #leases, 2 do
+    if tonumber(leases[i + 1]) < now then redis.call('HDEL', KEYS[7], leases[i]) end
+  end
+  redis.call('HSET', KEYS[7], ARGV[9], now + lease)
+  if redis.call('PTTL', KEYS[7]) < lease then redis.call('PEXPIRE', KEYS[7], lease) end
+  return {-1, table.concat(redis.call('HKEYS', KEYS[3]), '\n')}
+end
 redis.call('DECR', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
 order = ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':H'
@@ -89,4 +127,4 @@ local expire_at = redis.call('PEXPIRETIME', KEYS[1])
 if expire_at > 0 then
   for _, i in ipairs({2, 3, 4, 6}) do redis.call('PEXPIREAT', KEYS[i], expire_at) end
 end
-return {1, order}
+return {1, order, false, lease_wait()}

@@ -10,6 +10,7 @@
 #include "gw_http.h"
 #include "gw_router.h"
 #include "gw_rules.h"
+#include "gw_soldout.h"
 #include "vc_error.h"
 
 /* ---- routing ---- */
@@ -643,28 +644,61 @@ END_TEST
 /* A use given back on one worker clears the sold-out mark on every worker. */
 START_TEST(soldout_cleared_everywhere)
 {
-    uv_loop_t loop;
-    gw_rules_t *a, *b;
+    char other[32];
 
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    a = gw_rules_new(&loop, NULL, 1000, 1000, 1);
-    b = gw_rules_new(&loop, NULL, 1000, 1000, 1);
-    gw_rules_mark_soldout(a, "SOLD", 5000);
-    gw_rules_mark_soldout(b, "SOLD", 5000);
-    gw_rules_mark_soldout(b, "OTHER", 5000);
-    ck_assert(gw_rules_soldout(a, "SOLD", 4999));
-    ck_assert(!gw_rules_soldout(a, "SOLD", 5000)); /* the recheck time passed */
-    ck_assert(gw_rules_soldout(b, "SOLD", 1));
-    gw_rules_clear_soldout("SOLD"); /* from any thread */
-    ck_assert(!gw_rules_soldout(a, "SOLD", 1));
-    ck_assert(!gw_rules_soldout(b, "SOLD", 1));
-    ck_assert(gw_rules_soldout(b, "OTHER", 1));
+    /* The marks are the process's: whichever worker marked, all read them. */
+    gw_soldout_mark("SOLD", 5000, "", 0);
+    ck_assert(gw_soldout_is("SOLD", 4999));
+    ck_assert(!gw_soldout_is("SOLD", 5000)); /* the recheck time passed */
+    /* Another code whose slot is not SOLD's (slots are chosen by a keyed hash). */
+    for (int i = 0;; i++) {
+        snprintf(other, sizeof(other), "OTHER%d", i);
+        gw_soldout_mark(other, 5000, "", 0);
+        if (gw_soldout_is("SOLD", 1))
+            break;
+        gw_soldout_mark("SOLD", 5000, "", 0);
+    }
+    ck_assert(!gw_soldout_is("NEVER", 1));
+    gw_soldout_clear("SOLD"); /* from any thread */
+    ck_assert(!gw_soldout_is("SOLD", 1));
+    ck_assert(gw_soldout_is(other, 1));
     /* Marked again after the clear: sold out again. */
-    gw_rules_mark_soldout(a, "SOLD", 5000);
-    ck_assert(gw_rules_soldout(a, "SOLD", 1));
-    gw_rules_free(a);
-    gw_rules_free(b);
-    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    gw_soldout_mark("SOLD", 5000, "", 0);
+    ck_assert(gw_soldout_is("SOLD", 1));
+}
+END_TEST
+
+/* A marked voucher answers new orders from memory and sends the snapshot's orderIds to Redis. */
+START_TEST(soldout_snapshot_tells_known_orders)
+{
+    static const char ids[] = "order-1\norder-2\nlast";
+    gw_soldout_ticket_t t;
+
+    ck_assert_int_eq(gw_soldout_mark("SNAP", 5000, ids, sizeof(ids) - 1), 0);
+    ck_assert_int_eq(gw_soldout_order("SNAP", "order-1", 1), GW_SOLDOUT_KNOWN);
+    ck_assert_int_eq(gw_soldout_order("SNAP", "last", 1), GW_SOLDOUT_KNOWN);
+    ck_assert_int_eq(gw_soldout_order("SNAP", "order-3", 1), GW_SOLDOUT_NEW);
+    ck_assert_int_eq(gw_soldout_order("SNAP", "order", 1), GW_SOLDOUT_NEW);
+    ck_assert_int_eq(gw_soldout_order("SNAP", "order-1", 5000), GW_SOLDOUT_NO);
+    ck_assert_int_eq(gw_soldout_order("ELSE", "order-1", 1), GW_SOLDOUT_NO);
+    /* One question at a time; a use taken since it was asked voids its answer. */
+    gw_soldout_clear("SNAP");
+    ck_assert(gw_soldout_ask("SNAP", 10, &t));
+    ck_assert(!gw_soldout_ask("SNAP", 11, &t));
+    gw_soldout_clear("SNAP");
+    ck_assert_int_eq(gw_soldout_answer("SNAP", &t, 1000, ids, sizeof(ids) - 1), 0);
+    ck_assert_int_eq(gw_soldout_order("SNAP", "order-3", 20), GW_SOLDOUT_NO);
+    /* Answered as asked: marked until the time of the question plus the recheck. */
+    ck_assert(gw_soldout_ask("SNAP", 30, &t));
+    ck_assert_int_eq(gw_soldout_answer("SNAP", &t, 1000, "", 0), 0);
+    ck_assert_int_eq(gw_soldout_order("SNAP", "order-3", 1029), GW_SOLDOUT_NEW);
+    ck_assert_int_eq(gw_soldout_order("SNAP", "order-3", 1030), GW_SOLDOUT_NO);
+    /* A question that came back without a snapshot marks nothing, and may be asked again. */
+    ck_assert(gw_soldout_ask("SNAP", 40, &t));
+    ck_assert_int_eq(gw_soldout_answer("SNAP", &t, 1000, NULL, 0), 0);
+    ck_assert_int_eq(gw_soldout_order("SNAP", "order-3", 41), GW_SOLDOUT_NEW); /* the last mark */
+    ck_assert(gw_soldout_ask("SNAP", 42, &t));
+    ck_assert_int_eq(gw_soldout_answer("SNAP", &t, 1000, NULL, 0), 0);
 }
 END_TEST
 
@@ -909,6 +943,7 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, voucher_body_out);
     tcase_add_test(tc, route_names);
     tcase_add_test(tc, soldout_cleared_everywhere);
+    tcase_add_test(tc, soldout_snapshot_tells_known_orders);
     tcase_add_test(tc, answer_head);
     tcase_add_test(tc, redis_keys);
     tcase_add_loop_test(tc, patch_body, 0, sizeof(patch_bodies) / sizeof(patch_bodies[0]));
