@@ -31,12 +31,14 @@
 
 #include "gw_app.h"
 #include "gw_campaign_redeem.h"
+#include "gw_claim.h"
 #include "gw_guard.h"
 #include "gw_metrics.h"
 #include "gw_store.h"
 #include "vc_error.h"
 #include "vc_fault.h"
 #include "vc_log.h"
+#include "vc_order_value.h"
 #include "vc_time.h"
 
 /* What SET voucher-order:{orderId} code NX GET said. */
@@ -257,10 +259,10 @@ static void publish(reserve_t *x, int64_t at_ms, gw_kafka_delivery_cb cb)
 /* The same orderId again: publish its event again and answer 201 replayed after the ack. */
 static void replay(reserve_t *x, const gw_redis_reply_t *reply)
 {
-    gw_order_value_t o;
+    vc_order_value_t o;
 
     if (reply->n < 2 || reply->item[1].type != GW_REDIS_STR ||
-        gw_order_value_parse(reply->item[1].str, reply->item[1].len, &o) != 0) {
+        vc_order_value_parse(reply->item[1].str, reply->item[1].len, &o) != 0) {
         fail(x, VC_ERR_PROTOCOL, "stored order value unreadable");
         return;
     }
