@@ -29,6 +29,18 @@ typedef struct {
 int gw_reserve_req_parse(const char *body, size_t len, gw_reserve_req_t *out, char *err,
                          size_t errlen);
 
+/*
+ * The two ways gw_reserve_req_parse() reads a body, apart for the tests.
+ * gw_reserve_req_fast() takes the body as clients send it, in one pass with
+ * no allocation: it returns 0 with *out filled, or 1 (out zeroed) for
+ * anything else, valid or not, which is then gw_reserve_req_general()'s:
+ * the general parser (vc_jdoc_parse()), whose answers word every refusal.
+ * What the fast one accepts, the general one accepts with the same values.
+ */
+int gw_reserve_req_fast(const char *body, size_t len, gw_reserve_req_t *out);
+int gw_reserve_req_general(const char *body, size_t len, gw_reserve_req_t *out, char *err,
+                           size_t errlen);
+
 /* The body of POST /vouchers/{code}/quote. */
 typedef struct {
     int64_t customer_id;  /* > 0 */
