@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gw_metrics.h"
+#include "gw_num.h"
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_redis_cluster.h"
@@ -459,7 +460,7 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
 {
     const char *argv[3 + 16];
     size_t argvlen[3 + 16];
-    char nkeys_s[16];
+    char nkeys_s[GW_I64_TEXT];
     int argc = 0;
     cmd_t *c;
 
@@ -469,7 +470,7 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
         argc = append_strings(argv, argvlen, 0, nkeys, keys, nargs, args);
         return router_command(r, cb, arg, (long)script, nkeys, argc, argv, argvlen);
     }
-    snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
+    gw_i64_text(nkeys_s, nkeys);
     if (r->slot[script].sha[0]) {
         argv[argc++] = "EVALSHA";
         argv[argc++] = r->slot[script].sha;

@@ -8,6 +8,7 @@
 #include "json_same.h"
 #include "gw_app.h"
 #include "gw_http.h"
+#include "gw_num.h"
 #include "gw_router.h"
 #include "gw_rules.h"
 #include "vc_error.h"
@@ -879,6 +880,30 @@ START_TEST(claim_values)
 }
 END_TEST
 
+/* gw_i64_text() writes what "%lld" writes, at the bounds and in between. */
+START_TEST(i64_text_matches_printf)
+{
+    int64_t values[] = {0, 1, -1, 9, 10, -10, 99, 100, 1234567890123LL, INT64_MAX, INT64_MIN,
+                        INT64_MIN + 1, INT64_MAX - 1};
+    uint64_t x = 88172645463325252ULL;
+
+    for (size_t i = 0; i < sizeof(values) / sizeof(values[0]) + 1000; i++) {
+        int64_t v;
+        char got[GW_I64_TEXT], want[32];
+
+        if (i < sizeof(values) / sizeof(values[0])) {
+            v = values[i];
+        } else {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            v = (int64_t)x >> (x % 64);
+        }
+        snprintf(want, sizeof(want), "%lld", (long long)v);
+        ck_assert_uint_eq(gw_i64_text(got, v), strlen(want));
+        ck_assert_str_eq(got, want);
+    }
+}
+END_TEST
+
 static Suite *gateway_suite(void)
 {
     Suite *s = suite_create("gateway");
@@ -892,6 +917,7 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, body_order_id_too_long);
     tcase_add_test(tc, body_with_nul_byte);
     tcase_add_test(tc, order_value);
+    tcase_add_test(tc, i64_text_matches_printf);
     tcase_add_test(tc, status_mapping);
     tcase_add_test(tc, bodies);
     tcase_add_test(tc, voucher_body_fixed);
