@@ -1,6 +1,5 @@
 #include "gw_redis.h"
 
-#include <hiredis/adapters/libuv.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -34,6 +33,141 @@
  */
 #define GW_REDIS_REDIRECTED (-100)
 #define GW_REDIS_MAX_REDIRECTS 5
+
+/*
+ * ---- hiredis on libuv: hiredis's own glue (adapters/libuv.h), but writes wait for the loop turn ----
+ *
+ * hiredis asks to be told when its socket is writable each time a command is
+ * queued, and stops asking once the commands are written: with its stock
+ * glue that is two epoll_ctl calls and one more wake-up of the loop for each
+ * batch of commands, on every reservation (they showed in the profile of the
+ * success path, tests/bench/results/2026-11-30-gateway-cpu.md). Here the
+ * commands queued during a turn of the loop are written at the end of it, by
+ * a prepare handle (it runs before the loop waits for I/O), in one write.
+ * Only when the socket takes less than everything, or before the connection
+ * is up, does the glue wait for the socket to become writable, as the stock
+ * glue always does.
+ */
+typedef struct {
+    redisAsyncContext *ac; /* NULL once hiredis let go of it */
+    uv_poll_t poll;
+    uv_prepare_t flush;
+    int events;  /* UV_READABLE, UV_WRITABLE: what poll waits for */
+    int writing; /* inside redisAsyncHandleWrite(): a write request means the socket is full */
+    int open;    /* handles not closed yet: the struct goes with the last */
+} redis_glue_t;
+
+static void glue_poll_cb(uv_poll_t *handle, int status, int events)
+{
+    redis_glue_t *g = handle->data;
+
+    if (status != 0)
+        return;
+    if (g->ac && (events & UV_READABLE))
+        redisAsyncHandleRead(g->ac);
+    if (g->ac && (events & UV_WRITABLE)) {
+        g->writing = 1;
+        redisAsyncHandleWrite(g->ac); /* may free the context: g stays until its close */
+        g->writing = 0;
+    }
+}
+
+static void glue_update(redis_glue_t *g)
+{
+    if (g->events)
+        uv_poll_start(&g->poll, g->events, glue_poll_cb);
+    else
+        uv_poll_stop(&g->poll);
+}
+
+/* The end of a loop turn: the commands it queued go out in one write. */
+static void glue_flush_cb(uv_prepare_t *handle)
+{
+    redis_glue_t *g = handle->data;
+
+    uv_prepare_stop(&g->flush);
+    if (!g->ac || (g->events & UV_WRITABLE))
+        return; /* already waiting for the socket: the poll writes */
+    g->writing = 1;
+    redisAsyncHandleWrite(g->ac); /* may free the context: g stays until its close */
+    g->writing = 0;
+}
+
+static void glue_add_read(void *privdata)
+{
+    redis_glue_t *g = privdata;
+    g->events |= UV_READABLE;
+    glue_update(g);
+}
+
+static void glue_del_read(void *privdata)
+{
+    redis_glue_t *g = privdata;
+    g->events &= ~UV_READABLE;
+    glue_update(g);
+}
+
+static void glue_add_write(void *privdata)
+{
+    redis_glue_t *g = privdata;
+
+    /* Not connected yet (writable tells it is), or the socket took less than all: wait for it. */
+    if (g->writing || !(g->ac->c.flags & REDIS_CONNECTED)) {
+        g->events |= UV_WRITABLE;
+        glue_update(g);
+        return;
+    }
+    if (!(g->events & UV_WRITABLE))
+        uv_prepare_start(&g->flush, glue_flush_cb); /* no-op when already started */
+}
+
+static void glue_del_write(void *privdata)
+{
+    redis_glue_t *g = privdata;
+    g->events &= ~UV_WRITABLE;
+    glue_update(g);
+}
+
+static void glue_close_cb(uv_handle_t *handle)
+{
+    redis_glue_t *g = handle->data;
+    if (--g->open == 0)
+        free(g);
+}
+
+static void glue_cleanup(void *privdata)
+{
+    redis_glue_t *g = privdata;
+
+    g->ac = NULL; /* hiredis is freeing it */
+    uv_close((uv_handle_t *)&g->poll, glue_close_cb);
+    uv_close((uv_handle_t *)&g->flush, glue_close_cb);
+}
+
+/* Hooks ac's socket into loop. Returns 0, or -1 (ac untouched: the caller frees it). */
+static int glue_attach(redisAsyncContext *ac, uv_loop_t *loop)
+{
+    redis_glue_t *g;
+
+    if (ac->ev.data || !(g = calloc(1, sizeof(*g))))
+        return -1;
+    if (uv_poll_init(loop, &g->poll, ac->c.fd) != 0) {
+        free(g);
+        return -1;
+    }
+    uv_prepare_init(loop, &g->flush); /* cannot fail */
+    g->ac = ac;
+    g->poll.data = g;
+    g->flush.data = g;
+    g->open = 2;
+    ac->ev.data = g;
+    ac->ev.addRead = glue_add_read;
+    ac->ev.delRead = glue_del_read;
+    ac->ev.addWrite = glue_add_write;
+    ac->ev.delWrite = glue_del_write;
+    ac->ev.cleanup = glue_cleanup;
+    return 0;
+}
 
 /* One command handed to hiredis; freed in its hiredis callback, which always runs. */
 typedef struct cmd {
@@ -635,7 +769,7 @@ static void connect_now(gw_redis_t *r)
         return;
     }
     ac->data = r;
-    if (redisLibuvAttach(ac, r->loop) != REDIS_OK) {
+    if (glue_attach(ac, r->loop) != 0) {
         redisAsyncFree(ac);
         schedule_reconnect(r);
         return;
