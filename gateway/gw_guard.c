@@ -202,7 +202,13 @@ static void bucket_name(int family, unsigned char *a, char out[GW_GUARD_ADDR_MAX
     char text[INET6_ADDRSTRLEN];
 
     if (family == 4) {
-        inet_ntop(AF_INET, a, out, GW_GUARD_ADDR_MAX);
+        /* As inet_ntop() writes it, without its sprintf (on every guarded request). */
+        size_t n = 0;
+        for (int i = 0; i < 4; i++) {
+            if (i)
+                out[n++] = '.';
+            n += gw_i64_text(out + n, a[i]);
+        }
         return;
     }
     memset(a + 8, 0, 8);

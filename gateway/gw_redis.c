@@ -46,7 +46,7 @@
  * a prepare handle (it runs before the loop waits for I/O), in one write.
  * Only when the socket takes less than everything, or before the connection
  * is up, does the glue wait for the socket to become writable, as the stock
- * glue always does.
+ * glue always does. And the poll is changed only when what it waits for does.
  */
 typedef struct {
     redisAsyncContext *ac; /* NULL once hiredis let go of it */
@@ -72,10 +72,19 @@ static void glue_poll_cb(uv_poll_t *handle, int status, int events)
     }
 }
 
-static void glue_update(redis_glue_t *g)
+/*
+ * Polls for events, and only when they change: uv_poll_start() stops the
+ * poll first, which takes the socket out of epoll (EPOLL_CTL_DEL) and puts it
+ * back on the next turn, two system calls each time, while hiredis asks to
+ * read after every read and every write.
+ */
+static void glue_set(redis_glue_t *g, int events)
 {
-    if (g->events)
-        uv_poll_start(&g->poll, g->events, glue_poll_cb);
+    if (events == g->events)
+        return;
+    g->events = events;
+    if (events)
+        uv_poll_start(&g->poll, events, glue_poll_cb);
     else
         uv_poll_stop(&g->poll);
 }
@@ -96,15 +105,13 @@ static void glue_flush_cb(uv_prepare_t *handle)
 static void glue_add_read(void *privdata)
 {
     redis_glue_t *g = privdata;
-    g->events |= UV_READABLE;
-    glue_update(g);
+    glue_set(g, g->events | UV_READABLE);
 }
 
 static void glue_del_read(void *privdata)
 {
     redis_glue_t *g = privdata;
-    g->events &= ~UV_READABLE;
-    glue_update(g);
+    glue_set(g, g->events & ~UV_READABLE);
 }
 
 static void glue_add_write(void *privdata)
@@ -113,8 +120,7 @@ static void glue_add_write(void *privdata)
 
     /* Not connected yet (writable tells it is), or the socket took less than all: wait for it. */
     if (g->writing || !(g->ac->c.flags & REDIS_CONNECTED)) {
-        g->events |= UV_WRITABLE;
-        glue_update(g);
+        glue_set(g, g->events | UV_WRITABLE);
         return;
     }
     if (!(g->events & UV_WRITABLE))
@@ -124,8 +130,7 @@ static void glue_add_write(void *privdata)
 static void glue_del_write(void *privdata)
 {
     redis_glue_t *g = privdata;
-    g->events &= ~UV_WRITABLE;
-    glue_update(g);
+    glue_set(g, g->events & ~UV_WRITABLE);
 }
 
 static void glue_close_cb(uv_handle_t *handle)
