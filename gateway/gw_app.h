@@ -14,6 +14,7 @@
 #include "gw_config.h"
 #include "gw_http.h"
 #include "gw_kafka.h"
+#include "gw_pgrun.h"
 #include "gw_redis.h"
 #include "gw_rules.h"
 

@@ -35,6 +35,7 @@
 #include "gw_soldout.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_order_value.h"
 #include "vc_time.h"
 
 typedef struct {
@@ -109,7 +110,7 @@ static void delivered_cb(void *arg, int rc)
     gw_app_reply(h->req, 200, body, len);
 }
 
-static void publish(hold_t *h, const gw_order_value_t *o)
+static void publish(hold_t *h, const vc_order_value_t *o)
 {
     vc_event_t ev;
     int rc;
@@ -216,7 +217,7 @@ static void reply_refused(hold_t *h, int rc, const char *detail, const char *key
  * the others are answered as without one), order parsed into o.
  */
 static void confirmed_total(hold_t *h, int64_t status, const gw_redis_reply_t *reply,
-                            const gw_order_value_t *o)
+                            const vc_order_value_t *o)
 {
     char detail[160];
     int64_t amount = 0, paid = 0;
@@ -257,7 +258,7 @@ static void confirmed_total(hold_t *h, int64_t status, const gw_redis_reply_t *r
 static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     hold_t *h = arg;
-    gw_order_value_t o;
+    vc_order_value_t o;
     int64_t status;
 
     if (rc != 0) {
@@ -280,7 +281,7 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     if (reply->n < 2 || reply->item[1].type != GW_REDIS_STR ||
-        gw_order_value_parse(reply->item[1].str, reply->item[1].len, &o) != 0) {
+        vc_order_value_parse(reply->item[1].str, reply->item[1].len, &o) != 0) {
         fail(h, VC_ERR_PROTOCOL, "stored order value unreadable");
         return;
     }

@@ -1,8 +1,8 @@
 /*
- * The gateway's way to PostgreSQL: a small process-wide pool of connections,
- * and a runner that does blocking libpq work on libuv's threadpool (never on
- * a worker's loop) and reports back on the loop. The rules cache
- * (gw_rules.h) and the stores (gw_store.h) run their queries through it.
+ * The gateway's connections to PostgreSQL: a small process-wide pool, taken
+ * from and given back to on libuv's threadpool. Work reaches it through the
+ * runner of gw_pgrun.h, which the rules cache (gw_rules.h), the stores
+ * (gw_store.h) and the admin routes use.
  */
 #ifndef GW_PGPOOL_H
 #define GW_PGPOOL_H
@@ -31,23 +31,5 @@ struct pg_conn *gw_pg_pool_take(gw_pg_pool_t *pool, char *err, size_t errlen);
 
 /* Gives conn back to pool (takes ownership): kept if healthy and there is room, else closed. */
 void gw_pg_pool_put(gw_pg_pool_t *pool, struct pg_conn *conn);
-
-/*
- * Work run on the threadpool with a pooled connection (blocking libpq is fine
- * there). Returns 0, a positive domain outcome, or a negative VC_ERR_* with
- * err set.
- */
-typedef int (*gw_pg_work_fn)(void *arg, struct pg_conn *conn, char *err, size_t errlen);
-
-/* The outcome of a gw_pg_run() on the loop: rc as work returned, err its detail. */
-typedef void (*gw_pg_done_cb)(void *arg, int rc, const char *err);
-
-/*
- * Runs work(arg, conn) on loop's threadpool with a connection of pool, then
- * done(arg, rc, err) on the loop. Returns 0 and done runs exactly once, or a
- * negative VC_ERR_* and done never runs. arg is borrowed until done.
- */
-int gw_pg_run(uv_loop_t *loop, gw_pg_pool_t *pool, gw_pg_work_fn work, gw_pg_done_cb done,
-              void *arg);
 
 #endif

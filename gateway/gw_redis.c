@@ -1,6 +1,5 @@
 #include "gw_redis.h"
 
-#include <hiredis/adapters/libuv.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -9,6 +8,7 @@
 #include <string.h>
 
 #include "gw_metrics.h"
+#include "gw_num.h"
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_redis_cluster.h"
@@ -34,6 +34,146 @@
 #define GW_REDIS_REDIRECTED (-100)
 #define GW_REDIS_MAX_REDIRECTS 5
 
+/*
+ * ---- hiredis on libuv: hiredis's own glue (adapters/libuv.h), but writes wait for the loop turn ----
+ *
+ * hiredis asks to be told when its socket is writable each time a command is
+ * queued, and stops asking once the commands are written: with its stock
+ * glue that is two epoll_ctl calls and one more wake-up of the loop for each
+ * batch of commands, on every reservation (they showed in the profile of the
+ * success path, tests/bench/results/2026-11-30-gateway-cpu.md). Here the
+ * commands queued during a turn of the loop are written at the end of it, by
+ * a prepare handle (it runs before the loop waits for I/O), in one write.
+ * Only when the socket takes less than everything, or before the connection
+ * is up, does the glue wait for the socket to become writable, as the stock
+ * glue always does. And the poll is changed only when what it waits for does.
+ */
+typedef struct {
+    redisAsyncContext *ac; /* NULL once hiredis let go of it */
+    uv_poll_t poll;
+    uv_prepare_t flush;
+    int events;  /* UV_READABLE, UV_WRITABLE: what poll waits for */
+    int writing; /* inside redisAsyncHandleWrite(): a write request means the socket is full */
+    int open;    /* handles not closed yet: the struct goes with the last */
+} redis_glue_t;
+
+static void glue_poll_cb(uv_poll_t *handle, int status, int events)
+{
+    redis_glue_t *g = handle->data;
+
+    if (status != 0)
+        return;
+    if (g->ac && (events & UV_READABLE))
+        redisAsyncHandleRead(g->ac);
+    if (g->ac && (events & UV_WRITABLE)) {
+        g->writing = 1;
+        redisAsyncHandleWrite(g->ac); /* may free the context: g stays until its close */
+        g->writing = 0;
+    }
+}
+
+/*
+ * Polls for events, and only when they change: uv_poll_start() stops the
+ * poll first, which takes the socket out of epoll (EPOLL_CTL_DEL) and puts it
+ * back on the next turn, two system calls each time, while hiredis asks to
+ * read after every read and every write.
+ */
+static void glue_set(redis_glue_t *g, int events)
+{
+    if (events == g->events)
+        return;
+    g->events = events;
+    if (events)
+        uv_poll_start(&g->poll, events, glue_poll_cb);
+    else
+        uv_poll_stop(&g->poll);
+}
+
+/* The end of a loop turn: the commands it queued go out in one write. */
+static void glue_flush_cb(uv_prepare_t *handle)
+{
+    redis_glue_t *g = handle->data;
+
+    uv_prepare_stop(&g->flush);
+    if (!g->ac || (g->events & UV_WRITABLE))
+        return; /* already waiting for the socket: the poll writes */
+    g->writing = 1;
+    redisAsyncHandleWrite(g->ac); /* may free the context: g stays until its close */
+    g->writing = 0;
+}
+
+static void glue_add_read(void *privdata)
+{
+    redis_glue_t *g = privdata;
+    glue_set(g, g->events | UV_READABLE);
+}
+
+static void glue_del_read(void *privdata)
+{
+    redis_glue_t *g = privdata;
+    glue_set(g, g->events & ~UV_READABLE);
+}
+
+static void glue_add_write(void *privdata)
+{
+    redis_glue_t *g = privdata;
+
+    /* Not connected yet (writable tells it is), or the socket took less than all: wait for it. */
+    if (g->writing || !(g->ac->c.flags & REDIS_CONNECTED)) {
+        glue_set(g, g->events | UV_WRITABLE);
+        return;
+    }
+    if (!(g->events & UV_WRITABLE))
+        uv_prepare_start(&g->flush, glue_flush_cb); /* no-op when already started */
+}
+
+static void glue_del_write(void *privdata)
+{
+    redis_glue_t *g = privdata;
+    glue_set(g, g->events & ~UV_WRITABLE);
+}
+
+static void glue_close_cb(uv_handle_t *handle)
+{
+    redis_glue_t *g = handle->data;
+    if (--g->open == 0)
+        free(g);
+}
+
+static void glue_cleanup(void *privdata)
+{
+    redis_glue_t *g = privdata;
+
+    g->ac = NULL; /* hiredis is freeing it */
+    uv_close((uv_handle_t *)&g->poll, glue_close_cb);
+    uv_close((uv_handle_t *)&g->flush, glue_close_cb);
+}
+
+/* Hooks ac's socket into loop. Returns 0, or -1 (ac untouched: the caller frees it). */
+static int glue_attach(redisAsyncContext *ac, uv_loop_t *loop)
+{
+    redis_glue_t *g;
+
+    if (ac->ev.data || !(g = calloc(1, sizeof(*g))))
+        return -1;
+    if (uv_poll_init(loop, &g->poll, ac->c.fd) != 0) {
+        free(g);
+        return -1;
+    }
+    uv_prepare_init(loop, &g->flush); /* cannot fail */
+    g->ac = ac;
+    g->poll.data = g;
+    g->flush.data = g;
+    g->open = 2;
+    ac->ev.data = g;
+    ac->ev.addRead = glue_add_read;
+    ac->ev.delRead = glue_del_read;
+    ac->ev.addWrite = glue_add_write;
+    ac->ev.delWrite = glue_del_write;
+    ac->ev.cleanup = glue_cleanup;
+    return 0;
+}
+
 /* One command handed to hiredis; freed in its hiredis callback, which always runs. */
 typedef struct cmd {
     struct cmd *prev, *next; /* the pending list, oldest first */
@@ -50,6 +190,8 @@ typedef struct cmd {
     int argc;
     const char **argv;
     size_t *argvlen;
+    char *resp; /* the command in Redis's protocol, resp_len bytes (cmd_new) */
+    size_t resp_len;
 } cmd_t;
 
 /* A registered script: its SHA once SCRIPT LOAD told it. */
@@ -285,16 +427,36 @@ static void flatten(const redisReply *x, gw_redis_reply_t *out)
     }
 }
 
-/* Copies argv into a new command. */
+/* Writes "<mark><n>\r\n" at p; returns the bytes written (at most GW_I64_TEXT + 2). */
+static size_t resp_header(char *p, char mark, size_t n)
+{
+    size_t len;
+
+    p[0] = mark;
+    len = 1 + gw_i64_text(p + 1, (int64_t)n);
+    p[len++] = '\r';
+    p[len++] = '\n';
+    return len;
+}
+
+/*
+ * Copies argv into a new command, and writes it in Redis's protocol (RESP)
+ * once, here: hiredis's own formatting (redisAsyncCommandArgv) goes through
+ * sdscatfmt and a few allocations per command, which showed in the profile of
+ * the success path, four commands a reservation.
+ */
 static cmd_t *cmd_new(gw_redis_t *r, int argc, const char **argv, const size_t *argvlen)
 {
     size_t total = sizeof(cmd_t) + (size_t)argc * (sizeof(char *) + sizeof(size_t));
+    size_t resp = GW_I64_TEXT + 3; /* "*<argc>\r\n", with room for the NUL gw_i64_text() writes */
     cmd_t *c;
     char *p;
 
-    for (int i = 0; i < argc; i++)
+    for (int i = 0; i < argc; i++) {
         total += argvlen[i] + 1;
-    if (!(c = malloc(total)))
+        resp += GW_I64_TEXT + 2 + argvlen[i] + 2; /* "$<len>\r\n<arg>\r\n" */
+    }
+    if (!(c = malloc(total + resp)))
         return NULL;
     memset(c, 0, sizeof(*c));
     c->r = r;
@@ -310,6 +472,16 @@ static cmd_t *cmd_new(gw_redis_t *r, int argc, const char **argv, const size_t *
         c->argvlen[i] = argvlen[i];
         p += argvlen[i] + 1;
     }
+    c->resp = p;
+    p += resp_header(p, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++) {
+        p += resp_header(p, '$', argvlen[i]);
+        memcpy(p, argv[i], argvlen[i]);
+        p += argvlen[i];
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    c->resp_len = (size_t)(p - c->resp);
     return c;
 }
 
@@ -326,7 +498,7 @@ static int cmd_send(gw_redis_t *r, cmd_t *c)
         free(c);
         return VC_ERR_UNAVAILABLE;
     }
-    if (redisAsyncCommandArgv(r->ctx, reply_cb, c, c->argc, c->argv, c->argvlen) != REDIS_OK) {
+    if (redisAsyncFormattedCommand(r->ctx, reply_cb, c, c->resp, c->resp_len) != REDIS_OK) {
         free(c);
         return VC_ERR_UNAVAILABLE;
     }
@@ -459,7 +631,7 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
 {
     const char *argv[3 + 16];
     size_t argvlen[3 + 16];
-    char nkeys_s[16];
+    char nkeys_s[GW_I64_TEXT];
     int argc = 0;
     cmd_t *c;
 
@@ -469,7 +641,7 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
         argc = append_strings(argv, argvlen, 0, nkeys, keys, nargs, args);
         return router_command(r, cb, arg, (long)script, nkeys, argc, argv, argvlen);
     }
-    snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
+    gw_i64_text(nkeys_s, nkeys);
     if (r->slot[script].sha[0]) {
         argv[argc++] = "EVALSHA";
         argv[argc++] = r->slot[script].sha;
@@ -634,7 +806,7 @@ static void connect_now(gw_redis_t *r)
         return;
     }
     ac->data = r;
-    if (redisLibuvAttach(ac, r->loop) != REDIS_OK) {
+    if (glue_attach(ac, r->loop) != 0) {
         redisAsyncFree(ac);
         schedule_reconnect(r);
         return;

@@ -37,13 +37,16 @@
 
 #include "gw_app.h"
 #include "gw_campaign_redeem.h"
+#include "gw_claim.h"
 #include "gw_guard.h"
 #include "gw_metrics.h"
+#include "gw_num.h"
 #include "gw_soldout.h"
 #include "gw_store.h"
 #include "vc_error.h"
 #include "vc_fault.h"
 #include "vc_log.h"
+#include "vc_order_value.h"
 #include "vc_time.h"
 
 /* What SET voucher-order:{orderId} code NX GET said. */
@@ -98,9 +101,9 @@ static void fail(reserve_t *x, int rc, const char *what)
  * When the voucher's keys and its orderIds' claims expire (Unix ms): its
  * endsAt plus VOUCHER_REDIS_RETENTION (proto/redis-keys.md, "Retention").
  */
-static void retention_at(const reserve_t *x, char *buf, size_t cap)
+static void retention_at(const reserve_t *x, char buf[GW_I64_TEXT])
 {
-    snprintf(buf, cap, "%lld", (long long)(x->v.ends_at_ms + x->app->cfg->redis_retention_ms));
+    gw_i64_text(buf, x->v.ends_at_ms + x->app->cfg->redis_retention_ms);
 }
 
 /*
@@ -110,11 +113,11 @@ static void retention_at(const reserve_t *x, char *buf, size_t cap)
  */
 static void claim_script(reserve_t *x, const char *op)
 {
-    char expire_at[24];
+    char expire_at[GW_I64_TEXT];
     const char *keys[] = {x->claim_key};
     const char *args[] = {op, x->claim_value, x->code, expire_at};
 
-    retention_at(x, expire_at, sizeof(expire_at));
+    retention_at(x, expire_at);
     (void)gw_redis_eval(x->app->redis, GW_SCRIPT_CLAIM, gw_app_ignore_cb, NULL, 1, keys, 4, args);
 }
 
@@ -276,10 +279,10 @@ static void after_leases(reserve_t *x, const gw_redis_reply_t *reply, void (*nex
 /* The same orderId again: publish its event again and answer 201 replayed after the ack. */
 static void replay(reserve_t *x, const gw_redis_reply_t *reply)
 {
-    gw_order_value_t o;
+    vc_order_value_t o;
 
     if (reply->n < 2 || reply->item[1].type != GW_REDIS_STR ||
-        gw_order_value_parse(reply->item[1].str, reply->item[1].len, &o) != 0) {
+        vc_order_value_parse(reply->item[1].str, reply->item[1].len, &o) != 0) {
         fail(x, VC_ERR_PROTOCOL, "stored order value unreadable");
         return;
     }
@@ -466,7 +469,7 @@ static void claim_load_done(void *arg, int rc, const char *err)
     snprintf(remaining, sizeof(remaining), "%lld",
              (long long)(x->load_remaining > 0 ? x->load_remaining : 0));
     snprintf(total, sizeof(total), "%lld", (long long)x->load_total);
-    retention_at(x, expire_at, sizeof(expire_at));
+    retention_at(x, expire_at);
     /* The counter and its limit key together (load.lua, proto/redis-keys.md "The limit key"). */
     if ((rc = gw_redis_eval(x->app->redis, GW_SCRIPT_LOAD, set_loaded_cb, x, 2, keys, 3, args)) !=
         0)
@@ -702,7 +705,8 @@ static void claim_cb(void *arg, int rc, const gw_redis_reply_t *reply)
  */
 static int send_script(reserve_t *x)
 {
-    char customer[24], limit[24], discount[24], held[24], now[24], amount[24], snapshot[40];
+    char customer[GW_I64_TEXT], limit[GW_I64_TEXT], discount[GW_I64_TEXT], held[GW_I64_TEXT],
+        now[GW_I64_TEXT], amount[GW_I64_TEXT], snapshot[40];
     const char *keys[GW_KEY_RESERVE + 1];
     const char *args[] = {customer, limit, x->in.order_id,
                           discount, held,  now,
@@ -716,12 +720,12 @@ static int send_script(reserve_t *x)
     if (x->snapshot == 1)
         snprintf(snapshot, sizeof(snapshot), "snapshot:%lld",
                  (long long)(x->app->cfg->soldout_recheck_ms + GW_SOLDOUT_LEASE_MARGIN_MS));
-    snprintf(customer, sizeof(customer), "%lld", (long long)x->in.customer_id);
-    snprintf(limit, sizeof(limit), "%lld", (long long)x->v.per_customer_limit);
-    snprintf(discount, sizeof(discount), "%lld", (long long)x->discount);
-    snprintf(held, sizeof(held), "%lld", (long long)x->held_until_ms);
-    snprintf(now, sizeof(now), "%lld", (long long)x->now_ms);
-    snprintf(amount, sizeof(amount), "%lld", (long long)x->in.order_amount);
+    gw_i64_text(customer, x->in.customer_id);
+    gw_i64_text(limit, x->v.per_customer_limit);
+    gw_i64_text(discount, x->discount);
+    gw_i64_text(held, x->held_until_ms);
+    gw_i64_text(now, x->now_ms);
+    gw_i64_text(amount, x->in.order_amount);
     if (x->camp.id)
         return gw_campaign_reserve_eval(x->app, &x->camp, x->keys, args,
                                         x->v.ends_at_ms + x->app->cfg->redis_retention_ms,
@@ -759,7 +763,7 @@ static void claim_process_init(void)
  */
 static void claim_and_run(reserve_t *x)
 {
-    char expire_at[24];
+    char expire_at[GW_I64_TEXT];
     const char *argv[] = {"SET", x->claim_key, x->claim_value, "NX", "GET", "PXAT", expire_at};
     size_t argvlen[7];
     int rc;
@@ -767,7 +771,7 @@ static void claim_and_run(reserve_t *x)
     uv_once(&claim_once, claim_process_init);
     gw_claim_value(x->claim_value, x->code, claim_process,
                    atomic_fetch_add_explicit(&claim_seq, 1, memory_order_relaxed));
-    retention_at(x, expire_at, sizeof(expire_at));
+    retention_at(x, expire_at);
     for (int i = 0; i < 7; i++)
         argvlen[i] = strlen(argv[i]);
 
@@ -906,7 +910,7 @@ void gw_reserve_start(gw_app_t *app, gw_request_t *req, const char *code)
     x->app = app;
     x->req = req;
     x->in = in;
-    snprintf(x->code, sizeof(x->code), "%s", code);
+    memcpy(x->code, code, strnlen(code, VC_CODE_MAX)); /* x is zeroed: the code stays terminated */
     gw_app_keys(code, x->keys);
     gw_app_claim_key(in.order_id, x->claim_key);
     gw_soldout_key(code, x->soldout_key, sizeof(x->soldout_key));

@@ -69,16 +69,13 @@ struct gw_rules {
     entry_t *buckets[GW_RULES_BUCKETS];
 };
 
-/* A load on the threadpool; the work fields are written there and read after. */
+/* A load run through gw_pg_run(); v and rc are written on the threadpool and read after. */
 typedef struct {
-    uv_work_t work;
     gw_rules_t *r;
     entry_t *entry;
     char code[VC_CODE_MAX + 1];
     unsigned changes; /* rules_changes[] of the code's slot when the load began */
     vc_voucher_t v;
-    int rc;
-    char err[256];
 } load_t;
 
 static const long list_max[2] = {[LIST_UNKNOWN] = GW_RULES_MAX_UNKNOWN,
@@ -213,21 +210,18 @@ static entry_t *find_or_add(gw_rules_t *r, const char *code)
 
 /* ---- loads ---- */
 
-static void load_work_cb(uv_work_t *w)
+/* On the threadpool: reads the rules of l->code (conn is NULL in tests, with a loader). */
+static int load_work(void *arg, PGconn *conn, char *err, size_t errlen)
 {
-    load_t *l = w->data;
-    PGconn *conn;
+    load_t *l = arg;
 
-    if (l->r->loader) {
-        l->rc = l->r->loader(l->code, &l->v, l->err, sizeof(l->err));
-        return;
+    if (l->r->loader)
+        return l->r->loader(l->code, &l->v, err, errlen);
+    if (!conn) {
+        snprintf(err, errlen, "no PostgreSQL pool");
+        return VC_ERR_UNAVAILABLE;
     }
-    if (!(conn = gw_pg_pool_take(l->r->pool, l->err, sizeof(l->err)))) {
-        l->rc = VC_ERR_UNAVAILABLE;
-        return;
-    }
-    l->rc = vc_pg_load_voucher(conn, l->code, &l->v, l->err, sizeof(l->err));
-    gw_pg_pool_put(l->r->pool, conn);
+    return vc_pg_load_voucher(conn, l->code, &l->v, err, errlen);
 }
 
 static void rules_destroy(gw_rules_t *r);
@@ -262,14 +256,13 @@ static void pump(gw_rules_t *r)
     }
 }
 
-static void load_done_cb(uv_work_t *w, int status)
+static void load_done_cb(void *arg, int rc, const char *err)
 {
-    load_t *l = w->data;
+    load_t *l = arg;
     gw_rules_t *r = l->r;
     entry_t *e = l->entry;
     waiter_t *wt;
     int64_t now = vc_time_mono_ms();
-    int rc = status == UV_ECANCELED ? VC_ERR_SHUTDOWN : l->rc;
 
     r->loading--;
     e->load = LOAD_NONE;
@@ -291,7 +284,7 @@ static void load_done_cb(uv_work_t *w, int status)
             lru_touch(r, e, LIST_UNKNOWN);
     } else {
         vc_log_field_t f[] = {{"code", l->code}};
-        VC_LOG_F(VC_LOG_WARN, f, "reading voucher rules failed: %s", l->err);
+        VC_LOG_F(VC_LOG_WARN, f, "reading voucher rules failed: %s", err);
         /* Stale rules stay better than none: serve them a while before asking again. */
         if (e->state == ENTRY_PRESENT)
             e->expires_ms = now + GW_RULES_RETRY_MS;
@@ -318,10 +311,9 @@ static int load_start(gw_rules_t *r, entry_t *e, waiter_t *wt)
         return VC_ERR_NOMEM;
     l->r = r;
     l->entry = e;
-    l->work.data = l;
     snprintf(l->code, sizeof(l->code), "%s", e->code);
     l->changes = change_count(e->code);
-    if (uv_queue_work(r->loop, &l->work, load_work_cb, load_done_cb) != 0) {
+    if (gw_pg_run(r->loop, r->pool, load_work, load_done_cb, l) != 0) {
         free(l);
         return VC_ERR_UNAVAILABLE;
     }

@@ -1,9 +1,9 @@
 /*
  * Voucher rules for the hot path: a per-worker cache of vc_voucher_t keyed
  * by code, filled from PostgreSQL on the libuv threadpool (never on the loop)
- * through the process-wide pool (gw_pgpool.h). Concurrent loads of one code
- * share a single query, and at most max_loads queries of a worker run at
- * once; the others wait in a bounded queue. Rules past their ttl are still
+ * through the runner of gw_pgrun.h and the process-wide pool. Concurrent
+ * loads of one code share a single query, and at most max_loads queries of a
+ * worker run at once; the others wait in a bounded queue. Rules past their ttl are still
  * served while a refresh runs in the background (stale-while-revalidate), so
  * a request never waits for PostgreSQL once a code was seen.
  *
@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "gw_pgpool.h"
+#include "gw_pgrun.h"
 #include "vc_voucher.h"
 
 /* gw_rules_get() result: the answer comes later, through the callback. */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gw_router.h"
+#include "gw_answer.h"
 #include "vc_error.h"
 #include "vc_pg.h"
 #include "vc_voucher.h"

@@ -8,10 +8,13 @@
 #include "json_same.h"
 #include "gw_app.h"
 #include "gw_http.h"
+#include "gw_num.h"
 #include "gw_router.h"
 #include "gw_rules.h"
 #include "gw_soldout.h"
 #include "vc_error.h"
+#include "vc_json.h"
+#include "vc_time.h"
 
 /* ---- routing ---- */
 
@@ -913,6 +916,83 @@ START_TEST(claim_values)
 }
 END_TEST
 
+/* The 201 body as the yajl generator wrote it before gw_body_reservation() wrote it by hand. */
+static size_t reservation_by_jgen(char *buf, size_t cap, const char *order_id, const char *code,
+                                  int64_t discount, int64_t held_until_ms, int replayed)
+{
+    char ts[40];
+    vc_jgen_t g;
+    size_t len = 0;
+
+    if (vc_time_format_ms(held_until_ms, ts, sizeof(ts)) == 0 || vc_jgen_init(&g) != 0)
+        return 0;
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "orderId", order_id);
+    vc_jgen_kv_str(&g, "code", code);
+    vc_jgen_kv_int(&g, "discountAmount", discount);
+    vc_jgen_kv_str(&g, "heldUntil", ts);
+    if (replayed)
+        vc_jgen_kv_bool(&g, "replayed", 1);
+    vc_jgen_map_close(&g);
+    return vc_jgen_finish(&g, buf, cap, &len) == 0 ? len : 0;
+}
+
+/* Byte for byte the generator's text: every byte in an orderId, bounds of numbers and times, every cap. */
+START_TEST(reservation_body_matches_the_generator)
+{
+    static const int64_t discounts[] = {0, 1, -1, 100000, INT64_MAX, INT64_MIN};
+    static const int64_t times[] = {0, 1, -1, 999, -1001, 1795975982123LL, 253402300799999LL,
+                                    253402300800000LL, -62167219200000LL, -62167219200001LL};
+    char order_id[8], got[512], want[512];
+
+    for (int ch = 1; ch < 256; ch++) {
+        snprintf(order_id, sizeof(order_id), "a%cb", ch);
+        for (size_t d = 0; d < sizeof(discounts) / sizeof(discounts[0]); d++)
+            for (size_t t = 0; t < sizeof(times) / sizeof(times[0]); t++) {
+                int replayed = (int)((ch + d + t) % 2);
+                size_t n = gw_body_reservation(got, sizeof(got), order_id, "FLASH100", discounts[d],
+                                               times[t], replayed);
+                size_t m = reservation_by_jgen(want, sizeof(want), order_id, "FLASH100",
+                                               discounts[d], times[t], replayed);
+                ck_assert_uint_eq(n, m);
+                ck_assert_str_eq(got, want);
+            }
+    }
+    /* Too small a buffer: 0 exactly where the generator's copy gave 0. */
+    for (size_t cap = 0; cap < 140; cap++) {
+        size_t n = gw_body_reservation(got, cap, "o\"1", "FLASH100", 5, 1795975982123LL, 1);
+        size_t m = reservation_by_jgen(want, cap ? cap : 1, "o\"1", "FLASH100", 5, 1795975982123LL, 1);
+        ck_assert_uint_eq(n, cap ? m : 0);
+        if (n)
+            ck_assert_str_eq(got, want);
+    }
+}
+END_TEST
+
+/* gw_i64_text() writes what "%lld" writes, at the bounds and in between. */
+START_TEST(i64_text_matches_printf)
+{
+    int64_t values[] = {0, 1, -1, 9, 10, -10, 99, 100, 1234567890123LL, INT64_MAX, INT64_MIN,
+                        INT64_MIN + 1, INT64_MAX - 1};
+    uint64_t x = 88172645463325252ULL;
+
+    for (size_t i = 0; i < sizeof(values) / sizeof(values[0]) + 1000; i++) {
+        int64_t v;
+        char got[GW_I64_TEXT], want[32];
+
+        if (i < sizeof(values) / sizeof(values[0])) {
+            v = values[i];
+        } else {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            v = (int64_t)x >> (x % 64);
+        }
+        snprintf(want, sizeof(want), "%lld", (long long)v);
+        ck_assert_uint_eq(gw_i64_text(got, v), strlen(want));
+        ck_assert_str_eq(got, want);
+    }
+}
+END_TEST
+
 static Suite *gateway_suite(void)
 {
     Suite *s = suite_create("gateway");
@@ -926,6 +1006,8 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, body_order_id_too_long);
     tcase_add_test(tc, body_with_nul_byte);
     tcase_add_test(tc, order_value);
+    tcase_add_test(tc, i64_text_matches_printf);
+    tcase_add_test(tc, reservation_body_matches_the_generator);
     tcase_add_test(tc, status_mapping);
     tcase_add_test(tc, bodies);
     tcase_add_test(tc, voucher_body_fixed);

@@ -194,6 +194,10 @@ START_TEST(client_address)
         {"2001:db8:1:2:3:4:5:6", NULL, "2001:db8:1:2::/64"},
         {"10.0.0.5", "2001:db8:1:2::99", "2001:db8:1:2::/64"},
         {"::ffff:203.0.113.9", NULL, "203.0.113.9"},
+        /* IPv4 written as inet_ntop() writes it, at the bounds of each byte. */
+        {"0.0.0.0", NULL, "0.0.0.0"},
+        {"255.255.255.255", NULL, "255.255.255.255"},
+        {"127.0.10.1", NULL, "127.0.10.1"},
     };
     gw_guard_proxies_t p;
     char err[128], out[GW_GUARD_ADDR_MAX];

@@ -1,0 +1,504 @@
+#include "gw_body.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yajl/yajl_parse.h>
+
+#include "gw_answer.h"
+#include "vc_error.h"
+#include "vc_json.h"
+
+/* Reads key as an integer within [lo, hi]; err names the field. */
+static int int_field(const vc_jdoc_t *doc, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                     char *err, size_t errlen)
+{
+    int rc = vc_jdoc_whole(doc, key, out, err, errlen);
+
+    if (rc != 0)
+        return rc;
+    if (*out < lo || *out > hi) {
+        if (hi == INT64_MAX)
+            snprintf(err, errlen, "field \"%s\" must be at least %lld", key, (long long)lo);
+        else
+            snprintf(err, errlen, "field \"%s\" must be within %lld..%lld", key, (long long)lo,
+                     (long long)hi);
+        return VC_ERR_INVALID;
+    }
+    return 0;
+}
+
+int gw_reserve_req_general(const char *body, size_t len, gw_reserve_req_t *out, char *err,
+                           size_t errlen)
+{
+    static const char *const allowed[] = {"customerId", "orderId", "orderAmount", NULL};
+    vc_jdoc_t doc;
+    const char *order_id;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) != 0)
+        goto out;
+    if ((rc = vc_jdoc_whole(&doc, "customerId", &out->customer_id, err, errlen)) != 0)
+        goto out;
+    if (out->customer_id <= 0) {
+        snprintf(err, errlen, "field \"customerId\" must be a positive integer");
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    if ((rc = vc_jdoc_str(&doc, "orderId", &order_id, err, errlen)) != 0)
+        goto out;
+    if (!vc_order_id_valid(order_id, strlen(order_id))) {
+        snprintf(err, errlen,
+                 "field \"orderId\" must be 1..%d printable ASCII characters without spaces, "
+                 "'/', '?', '#' or '%%'",
+                 VC_ORDER_ID_MAX);
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    memcpy(out->order_id, order_id, strlen(order_id) + 1);
+    if ((rc = vc_jdoc_whole(&doc, "orderAmount", &out->order_amount, err, errlen)) != 0)
+        goto out;
+    if (out->order_amount < 0) {
+        snprintf(err, errlen, "field \"orderAmount\" must not be negative");
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+out:
+    vc_jdoc_free(&doc);
+    return rc;
+}
+
+/*
+ * ---- POST /vouchers/{code}/reservations, the body as it should be ----
+ *
+ * Every reservation comes with this body, so it is read in one pass with
+ * yajl's callbacks, without the tree of vc_jdoc_parse() (a dozen small
+ * allocations), and yajl's own allocations come from a buffer on the stack.
+ * The pass accepts only what the general parser accepts too, with the same
+ * values: one object of exactly the three fields, once each, integers as
+ * plain digits, an orderId that is valid as it is. Anything else (an error,
+ * or a valid form it leaves alone: 5.0, 1e3) stops it, and the general
+ * parser reads the body again and words the answer, so every refusal is the
+ * one it always was.
+ */
+
+enum { F_CUSTOMER = 1, F_ORDER = 2, F_AMOUNT = 4, F_ALL = 7 };
+
+#define FAST_ARENA 4096 /* yajl's handle, lexer, stack and string buffer fit */
+
+typedef struct {
+    gw_reserve_req_t *out;
+    int depth;
+    int field; /* the F_* whose value comes next */
+    int seen;
+    size_t used; /* bytes of arena handed out */
+    _Alignas(max_align_t) unsigned char arena[FAST_ARENA];
+} fast_t;
+
+/* Each block of the arena starts with its size, so realloc knows what to copy. */
+#define FAST_HDR ((sizeof(size_t) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1))
+
+static int in_arena(const fast_t *f, const void *p)
+{
+    return (const unsigned char *)p >= f->arena && (const unsigned char *)p < f->arena + FAST_ARENA;
+}
+
+/* From the arena while it lasts, then from the heap (freed by fast_free). */
+static void *fast_malloc(void *ctx, size_t n)
+{
+    fast_t *f = ctx;
+    size_t need = (FAST_HDR + n + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
+    unsigned char *p;
+
+    if (n > FAST_ARENA || need > FAST_ARENA - f->used)
+        return malloc(n);
+    p = f->arena + f->used + FAST_HDR;
+    memcpy(p - sizeof(size_t), &n, sizeof(n));
+    f->used += need;
+    return p;
+}
+
+static void fast_free(void *ctx, void *p)
+{
+    if (p && !in_arena(ctx, p))
+        free(p); /* a block of the arena goes with the parse */
+}
+
+static void *fast_realloc(void *ctx, void *p, size_t n)
+{
+    size_t old;
+    void *q;
+
+    if (!p)
+        return fast_malloc(ctx, n);
+    if (!in_arena(ctx, p))
+        return realloc(p, n);
+    memcpy(&old, (unsigned char *)p - sizeof(size_t), sizeof(old));
+    if (n <= old)
+        return p;
+    if ((q = fast_malloc(ctx, n)))
+        memcpy(q, p, old);
+    return q;
+}
+
+/* A number of plain digits (with a '-'), at most 18 of them, so it fits 64 bits. */
+static int fast_int(const char *s, size_t len, int64_t *out)
+{
+    size_t i = s[0] == '-';
+    int64_t v = 0;
+
+    if (len == i || len - i > 18)
+        return 0;
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = s[0] == '-' ? -v : v;
+    return 1;
+}
+
+/* The callbacks return 0, which stops the pass, on anything the pass leaves to the general parser. */
+static int fast_stop(void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+static int fast_bool(void *ctx, int b)
+{
+    (void)b;
+    return fast_stop(ctx);
+}
+
+static int fast_number(void *ctx, const char *s, size_t len)
+{
+    fast_t *f = ctx;
+
+    if (f->depth != 1)
+        return 0;
+    if (f->field == F_CUSTOMER)
+        return fast_int(s, len, &f->out->customer_id);
+    if (f->field == F_AMOUNT)
+        return fast_int(s, len, &f->out->order_amount);
+    return 0;
+}
+
+static int fast_string(void *ctx, const unsigned char *s, size_t len)
+{
+    fast_t *f = ctx;
+
+    if (f->depth != 1 || f->field != F_ORDER || !vc_order_id_valid((const char *)s, len))
+        return 0;
+    memcpy(f->out->order_id, s, len); /* len <= VC_ORDER_ID_MAX: the id is valid */
+    f->out->order_id[len] = '\0';
+    return 1;
+}
+
+static int fast_start_map(void *ctx)
+{
+    fast_t *f = ctx;
+    return f->depth++ == 0;
+}
+
+static int fast_end_map(void *ctx)
+{
+    fast_t *f = ctx;
+    f->depth--;
+    return 1;
+}
+
+static int fast_key(void *ctx, const unsigned char *s, size_t len)
+{
+    static const struct {
+        const char *name;
+        size_t len;
+        int field;
+    } keys[] = {{"customerId", 10, F_CUSTOMER}, {"orderId", 7, F_ORDER}, {"orderAmount", 11, F_AMOUNT}};
+    fast_t *f = ctx;
+
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (len == keys[i].len && memcmp(s, keys[i].name, len) == 0) {
+            if (f->seen & keys[i].field)
+                return 0; /* given twice */
+            f->seen |= keys[i].field;
+            f->field = keys[i].field;
+            return 1;
+        }
+    return 0;
+}
+
+static const yajl_callbacks fast_callbacks = {
+    .yajl_null = fast_stop,
+    .yajl_boolean = fast_bool,
+    .yajl_number = fast_number,
+    .yajl_string = fast_string,
+    .yajl_start_map = fast_start_map,
+    .yajl_map_key = fast_key,
+    .yajl_end_map = fast_end_map,
+    .yajl_start_array = fast_stop,
+    .yajl_end_array = fast_stop,
+};
+
+int gw_reserve_req_fast(const char *body, size_t len, gw_reserve_req_t *out)
+{
+    fast_t f;
+    yajl_alloc_funcs af = {fast_malloc, fast_realloc, fast_free, &f};
+    yajl_handle h;
+    int ok;
+
+    memset(out, 0, sizeof(*out));
+    /* A raw NUL byte: the general parser refuses it before yajl sees it. */
+    if (memchr(body, '\0', len))
+        return 1;
+    f.out = out;
+    f.depth = f.field = f.seen = 0;
+    f.used = 0;
+    if (!(h = yajl_alloc(&fast_callbacks, &af, &f)))
+        return 1;
+    ok = yajl_parse(h, (const unsigned char *)body, len) == yajl_status_ok &&
+         yajl_complete_parse(h) == yajl_status_ok;
+    yajl_free(h);
+    if (ok && f.seen == F_ALL && out->customer_id > 0 && out->order_amount >= 0)
+        return 0;
+    memset(out, 0, sizeof(*out));
+    return 1;
+}
+
+int gw_reserve_req_parse(const char *body, size_t len, gw_reserve_req_t *out, char *err,
+                         size_t errlen)
+{
+    if (gw_reserve_req_fast(body, len, out) == 0)
+        return 0;
+    return gw_reserve_req_general(body, len, out, err, errlen);
+}
+
+int gw_quote_req_parse(const char *body, size_t len, gw_quote_req_t *out, char *err, size_t errlen)
+{
+    static const char *const allowed[] = {"customerId", "orderAmount", NULL};
+    vc_jdoc_t doc;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) == 0 &&
+        (rc = int_field(&doc, "customerId", 1, INT64_MAX, &out->customer_id, err, errlen)) == 0)
+        rc = int_field(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err, errlen);
+    vc_jdoc_free(&doc);
+    return rc;
+}
+
+int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, char *err,
+                         size_t errlen)
+{
+    static const char *const allowed[] = {"orderAmount", NULL};
+    vc_jdoc_t doc;
+    size_t i;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    for (i = 0; i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' ||
+                            body[i] == '\n');
+         i++)
+        ;
+    if (i == len)
+        return 0; /* no body: the confirm of old */
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) == 0 &&
+        vc_jdoc_has(&doc, "orderAmount") &&
+        (rc = int_field(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err, errlen)) == 0)
+        out->has_total = 1;
+    vc_jdoc_free(&doc);
+    if (rc != 0)
+        memset(out, 0, sizeof(*out)); /* a refused body gives no total */
+    return rc;
+}
+
+int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *err, size_t errlen)
+{
+    static const char *const allowed[] = {"code",
+                                          "discountAmount",
+                                          "discountPercent",
+                                          "maxDiscountAmount",
+                                          "minOrderAmount",
+                                          "totalLimit",
+                                          "perUserLimit",
+                                          "startsAt",
+                                          "endsAt",
+                                          NULL};
+    vc_jdoc_t doc;
+    const char *code;
+    int64_t percent = 0;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) != 0)
+        goto out;
+    if ((rc = vc_jdoc_str(&doc, "code", &code, err, errlen)) != 0)
+        goto out;
+    if (!vc_code_valid(code, strlen(code))) {
+        snprintf(err, errlen, "field \"code\" must be 1..%d characters of A-Z, 0-9, '_' or '-'",
+                 VC_CODE_MAX);
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    memcpy(out->code, code, strlen(code) + 1);
+    if (vc_jdoc_has(&doc, "discountAmount") == vc_jdoc_has(&doc, "discountPercent")) {
+        snprintf(err, errlen,
+                 "exactly one of the fields \"discountAmount\" and \"discountPercent\" is "
+                 "required");
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    if (vc_jdoc_has(&doc, "discountAmount")) {
+        if ((rc = int_field(&doc, "discountAmount", 1, INT64_MAX, &out->discount_amount, err,
+                            errlen)) != 0)
+            goto out;
+        if (vc_jdoc_has(&doc, "maxDiscountAmount")) {
+            snprintf(err, errlen, "field \"maxDiscountAmount\" goes with \"discountPercent\" only");
+            rc = VC_ERR_INVALID;
+            goto out;
+        }
+    } else {
+        if ((rc = int_field(&doc, "discountPercent", 1, 100, &percent, err, errlen)) != 0)
+            goto out;
+        out->discount_percent = (int)percent;
+        if (vc_jdoc_has(&doc, "maxDiscountAmount") &&
+            (rc = int_field(&doc, "maxDiscountAmount", 1, INT64_MAX, &out->max_discount_amount, err,
+                            errlen)) != 0)
+            goto out;
+    }
+    if ((rc = int_field(&doc, "minOrderAmount", 0, INT64_MAX, &out->min_order_amount, err,
+                        errlen)) != 0 ||
+        (rc = int_field(&doc, "totalLimit", 1, INT32_MAX, &out->total_limit, err, errlen)) != 0)
+        goto out;
+    out->per_customer_limit = 1;
+    if (vc_jdoc_has(&doc, "perUserLimit") &&
+        (rc = int_field(&doc, "perUserLimit", 1, INT32_MAX, &out->per_customer_limit, err,
+                        errlen)) != 0)
+        goto out;
+    if ((rc = vc_jdoc_time(&doc, "startsAt", 1, &out->starts_at_ms, err, errlen)) != 0 ||
+        (rc = vc_jdoc_time(&doc, "endsAt", 1, &out->ends_at_ms, err, errlen)) != 0)
+        goto out;
+    if (out->ends_at_ms <= out->starts_at_ms) {
+        snprintf(err, errlen, "field \"endsAt\" must be after \"startsAt\"");
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+out:
+    vc_jdoc_free(&doc);
+    return rc;
+}
+
+int gw_voucher_patch_parse(const char *body, size_t len, gw_voucher_patch_t *out, char *err,
+                           size_t errlen)
+{
+    static const char *const allowed[] = {"totalLimit",
+                                          "perUserLimit",
+                                          "startsAt",
+                                          "endsAt",
+                                          "discountAmount",
+                                          "discountPercent",
+                                          "maxDiscountAmount",
+                                          "minOrderAmount",
+                                          "active",
+                                          NULL};
+    vc_jdoc_t doc;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
+        return rc;
+    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) != 0)
+        goto out;
+#define PATCH_INT(key, flag, field, lo, hi)                                                        \
+    if ((out->flag = vc_jdoc_has(&doc, key)) &&                                                    \
+        (rc = int_field(&doc, key, lo, hi, &out->field, err, errlen)) != 0)                        \
+        goto out;
+    PATCH_INT("totalLimit", has_total, total_limit, 1, INT32_MAX)
+    PATCH_INT("perUserLimit", has_per_user, per_user_limit, 1, INT32_MAX)
+    PATCH_INT("discountAmount", has_amount, discount_amount, 1, INT64_MAX)
+    PATCH_INT("discountPercent", has_percent, discount_percent, 1, 100)
+    PATCH_INT("maxDiscountAmount", has_max, max_discount_amount, 1, INT64_MAX)
+    PATCH_INT("minOrderAmount", has_min, min_order_amount, 0, INT64_MAX)
+#undef PATCH_INT
+    if ((out->has_starts = vc_jdoc_has(&doc, "startsAt")) &&
+        (rc = vc_jdoc_time(&doc, "startsAt", 1, &out->starts_at_ms, err, errlen)) != 0)
+        goto out;
+    if ((out->has_ends = vc_jdoc_has(&doc, "endsAt")) &&
+        (rc = vc_jdoc_time(&doc, "endsAt", 1, &out->ends_at_ms, err, errlen)) != 0)
+        goto out;
+    if ((out->has_active = vc_jdoc_has(&doc, "active")) &&
+        (rc = vc_jdoc_bool(&doc, "active", &out->active, err, errlen)) != 0)
+        goto out;
+    if (out->has_amount && (out->has_percent || out->has_max)) {
+        snprintf(err, errlen,
+                 "field \"discountAmount\" goes with neither \"discountPercent\" nor "
+                 "\"maxDiscountAmount\"");
+        rc = VC_ERR_INVALID;
+        goto out;
+    }
+    if (!(out->has_total | out->has_per_user | out->has_starts | out->has_ends | out->has_amount |
+          out->has_percent | out->has_max | out->has_min | out->has_active)) {
+        snprintf(err, errlen, "the body must change at least one field");
+        rc = VC_ERR_INVALID;
+    }
+out:
+    vc_jdoc_free(&doc);
+    return rc;
+}
+
+int gw_voucher_patch_apply(const vc_voucher_t *cur, const gw_voucher_patch_t *p, vc_voucher_t *out,
+                           char *err, size_t errlen)
+{
+    *out = *cur;
+    if (p->has_per_user) {
+        if (p->per_user_limit < cur->per_customer_limit) {
+            snprintf(err, errlen,
+                     "perUserLimit can only be raised (%lld now): reservations acknowledged "
+                     "under the current limit would be refused downstream",
+                     (long long)cur->per_customer_limit);
+            return GW_E_LIMIT;
+        }
+        out->per_customer_limit = p->per_user_limit;
+    }
+    if (p->has_amount) {
+        out->discount_amount = p->discount_amount;
+        out->discount_percent = 0;
+        out->max_discount_amount = 0;
+    }
+    if (p->has_percent) {
+        out->discount_percent = (int)p->discount_percent;
+        out->discount_amount = 0;
+    }
+    if (p->has_max) {
+        if (out->discount_percent == 0) {
+            snprintf(err, errlen, "field \"maxDiscountAmount\" goes with a percent discount only");
+            return GW_E_RULES;
+        }
+        out->max_discount_amount = p->max_discount_amount;
+    }
+    if (p->has_min)
+        out->min_order_amount = p->min_order_amount;
+    if (p->has_total)
+        out->total_limit = p->total_limit;
+    if (p->has_starts)
+        out->starts_at_ms = p->starts_at_ms;
+    if (p->has_ends)
+        out->ends_at_ms = p->ends_at_ms;
+    if (out->ends_at_ms <= out->starts_at_ms) {
+        snprintf(err, errlen, "field \"endsAt\" must be after \"startsAt\"");
+        return GW_E_RULES;
+    }
+    if (p->has_active)
+        out->inactive = !p->active;
+    return 0;
+}

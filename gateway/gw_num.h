@@ -1,0 +1,34 @@
+/*
+ * Decimal text of integers, for the arguments of Redis commands on the hot
+ * path: snprintf's format parsing showed in the profile of the success path
+ * (tests/bench/results/2026-11-30-gateway-cpu.md). Pure.
+ */
+#ifndef GW_NUM_H
+#define GW_NUM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Longest text of an int64_t, with its sign and the NUL. */
+#define GW_I64_TEXT 21
+
+/* Writes v in decimal into out, NUL-terminated, as "%lld" would; returns its length. */
+static inline size_t gw_i64_text(char out[GW_I64_TEXT], int64_t v)
+{
+    char tmp[GW_I64_TEXT];
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0, len = 0;
+
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        out[len++] = '-';
+    while (n)
+        out[len++] = tmp[--n];
+    out[len] = '\0';
+    return len;
+}
+
+#endif
