@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "vc_event.h"
+#include "vc_http.h"
 #include "vc_json.h"
 #include "vc_order_value.h"
 #include "vc_voucher.h"
@@ -26,15 +27,14 @@
 /* 409 ALREADY_CONFIRMED: a confirm's total differs from the one the order was confirmed at. */
 #define GW_E_CONFIRMED_OTHER 110
 
-#define GW_MAX_BODY (16 * 1024) /* request bodies above this get 413 */
-
-typedef enum {
-    GW_M_GET,
-    GW_M_POST,
-    GW_M_DELETE,
-    GW_M_PATCH,
-    GW_M_OTHER,
-} gw_method_t;
+/* The request methods and body limit are the HTTP server's (vc_http.h). */
+#define GW_MAX_BODY VC_HTTP_MAX_BODY
+typedef vc_http_method_t gw_method_t;
+#define GW_M_GET VC_HTTP_GET
+#define GW_M_POST VC_HTTP_POST
+#define GW_M_DELETE VC_HTTP_DELETE
+#define GW_M_PATCH VC_HTTP_PATCH
+#define GW_M_OTHER VC_HTTP_OTHER
 
 typedef enum {
     GW_ROUTE_NOT_FOUND = 0, /* 404: no such path, or a code/orderId that cannot exist */
@@ -239,9 +239,6 @@ int gw_claim_is_code(const char *value, size_t len, const char *code);
  * GW_E_EXISTS is 409 EXISTS and GW_E_UNAUTHORIZED 401 UNAUTHORIZED.
  */
 int gw_status_for(int rc, const char **error, const char **reason);
-
-/* The reason phrase of an HTTP status ("Not Found"); never NULL. */
-const char *gw_status_text(int status);
 
 /*
  * Writes {"error":error,"detail":detail[,"reason":reason]} into buf.
