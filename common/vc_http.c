@@ -667,8 +667,8 @@ static void respond(vc_http_request_t *req, int status, const char *type, const 
     request_free(r);
 }
 
-void vc_http_respond(vc_http_request_t *req, int status, const char *extra_headers, const char *body,
-                     size_t body_len)
+void vc_http_respond(vc_http_request_t *req, int status, const char *extra_headers,
+                     const char *body, size_t body_len)
 {
     respond(req, status, json_type, extra_headers, body, body_len);
 }
@@ -944,7 +944,8 @@ static int on_body(http_parser *p, const char *at, size_t len)
         c->error_status = 413;
         return -1;
     }
-    if (buf_reserve(c->server, &c->body, &c->body_cap, c->body_len + len, VC_HTTP_MAX_BODY + 1) != 0)
+    if (buf_reserve(c->server, &c->body, &c->body_cap, c->body_len + len,
+                    VC_HTTP_MAX_BODY + 1) != 0)
         return -1;
     memcpy(c->body + c->body_len, at, len);
     c->body_len += len;
@@ -1048,7 +1049,8 @@ static void conn_feed(vc_http_conn_t *c, char *data, size_t len)
         c->ready = NULL;
         /* data may be c->pending itself (write_cb): then it is large enough already. */
         if (rest) {
-            if (buf_reserve(c->server, &c->pending, &c->pending_cap, rest, VC_HTTP_PENDING_MAX) != 0) {
+            if (buf_reserve(c->server, &c->pending, &c->pending_cap, rest,
+                            VC_HTTP_PENDING_MAX) != 0) {
                 request_free(r);
                 conn_close(c);
                 return;
@@ -1247,7 +1249,8 @@ static void conn_evict(vc_http_server_t *s, vc_http_conn_t *newcomer)
  * limit, answers 503 and closes it. Returns 0, or < 0 when the socket could
  * not be taken (the connection is closing then).
  */
-static int conn_open(vc_http_server_t *s, int (*tcp_init_cb)(vc_http_conn_t *c, void *arg), void *arg)
+static int conn_open(vc_http_server_t *s, int (*tcp_init_cb)(vc_http_conn_t *c, void *arg),
+                     void *arg)
 {
     vc_http_conn_t *c;
     struct sockaddr_storage peer;

@@ -76,7 +76,7 @@ typedef struct vc_http_request {
     size_t body_len;
     const char *authorization; /* the Authorization header's value, or NULL */
     const char *peer;          /* the socket peer's address as text, or NULL */
-    const char *forwarded_for; /* X-Forwarded-For's value (its last VC_HTTP_MAX_AUTH bytes), or NULL */
+    const char *forwarded_for; /* X-Forwarded-For (its last VC_HTTP_MAX_AUTH bytes), or NULL */
     void *guard;               /* the handler's, NULL at dispatch (gw_guard.c's state) */
     int route;                 /* the handler's, for the observer (gw_route_kind_t) */
     uint64_t start_ns;         /* uv_hrtime() when the request was complete */
@@ -191,12 +191,12 @@ size_t vc_http_format_head(char *buf, size_t cap, int status, size_t body_len, i
 /*
  * Answers req and frees it (with its arena): the handler's ownership ends
  * here. status and body (body_len bytes, JSON; copied, so it may live in
- * req's arena) make the answer (a HEAD request gets its head only); extra_headers, if not NULL, is more header
- * lines, each ending in "\r\n" (copied). A client that has gone away only
- * gets its request freed.
+ * req's arena) make the answer (a HEAD request gets its head only);
+ * extra_headers, if not NULL, is more header lines, each ending in "\r\n"
+ * (copied). A client that has gone away only gets its request freed.
  */
-void vc_http_respond(vc_http_request_t *req, int status, const char *extra_headers, const char *body,
-                     size_t body_len);
+void vc_http_respond(vc_http_request_t *req, int status, const char *extra_headers,
+                     const char *body, size_t body_len);
 
 /*
  * As vc_http_respond(), for a body that is not JSON: content_type is the

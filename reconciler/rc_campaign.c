@@ -60,16 +60,13 @@ static int read_row(PGconn *conn, const char *order_id, char status[16],
                     char code[VC_CODE_MAX + 1], char *err, size_t errlen)
 {
     const char *params[] = {order_id};
-    PGresult *res = PQexecParams(conn,
-                                 "SELECT status, code FROM campaign_redemption WHERE order_id = $1",
-                                 1, NULL, params, NULL, NULL, 0);
     int rc = 0;
+    PGresult *res = vc_pg_exec(conn,
+                               "SELECT status, code FROM campaign_redemption WHERE order_id = $1",
+                               1, params, &rc, err, errlen);
 
     status[0] = '\0';
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-    } else if (PQntuples(res) == 1) {
+    if (res && PQntuples(res) == 1) {
         snprintf(status, 16, "%s", PQgetvalue(res, 0, 0));
         snprintf(code, VC_CODE_MAX + 1, "%s", PQgetvalue(res, 0, 1));
     }
@@ -198,15 +195,13 @@ int rc_campaign_pass(rc_ctx_t *ctx, const rc_vouchers_t *vs, int repair, int64_t
     int rc = 0;
 
     /* Numbers only: the live rows are counted on the (campaign_id, status) index. */
-    res = PQexec(conn, "SELECT c.id, (SELECT count(*) FROM campaign_redemption r"
-                       " WHERE r.campaign_id = c.id AND r.status <> 'RELEASED')"
-                       " FROM campaign c WHERE c.state IN ('ACTIVE', 'INACTIVE') ORDER BY c.id");
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-        PQclear(res);
+    res = vc_pg_exec(conn,
+                     "SELECT c.id, (SELECT count(*) FROM campaign_redemption r"
+                     " WHERE r.campaign_id = c.id AND r.status <> 'RELEASED')"
+                     " FROM campaign c WHERE c.state IN ('ACTIVE', 'INACTIVE') ORDER BY c.id",
+                     0, NULL, &rc, err, errlen);
+    if (!res)
         return rc;
-    }
     for (int i = 0; rc == 0 && i < PQntuples(res); i++)
         rc = one(ctx, vs, strtoll(PQgetvalue(res, i, 0), NULL, 10),
                  strtoll(PQgetvalue(res, i, 1), NULL, 10), repair, snapshot_ms, sum, err, errlen);
