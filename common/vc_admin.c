@@ -99,7 +99,10 @@ static void server_done_cb(vc_http_server_t *server)
 static void stop_cb(uv_async_t *async)
 {
     vc_admin_t *a = async->data;
+
+    /* A client that does not read its answer must not hold the daemon's exit. */
     vc_http_shutdown(&a->server, server_done_cb);
+    vc_http_close_all(&a->server);
 }
 
 static void thread_main(void *arg)

@@ -1543,3 +1543,13 @@ void vc_http_shutdown(vc_http_server_t *s, vc_http_done_cb done_cb)
     }
     maybe_done(s);
 }
+
+void vc_http_close_all(vc_http_server_t *s)
+{
+    vc_http_conn_t *c, *next;
+
+    for (c = s->conns; c; c = next) {
+        next = c->next;
+        conn_close(c);
+    }
+}

@@ -249,4 +249,12 @@ void *vc_http_request_alloc(vc_http_request_t *req, size_t n);
  */
 void vc_http_shutdown(vc_http_server_t *s, vc_http_done_cb done_cb);
 
+/*
+ * Closes every connection now, also those whose answer is still being
+ * written (it is cut short). A request a handler holds stays its own until
+ * answered, as after any close. For a server whose answers are worth less
+ * than a prompt exit (vc_admin.c), after vc_http_shutdown().
+ */
+void vc_http_close_all(vc_http_server_t *s);
+
 #endif
