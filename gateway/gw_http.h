@@ -10,18 +10,12 @@
 #include "gw_router.h" /* the gateway's handlers route with it */
 #include "vc_http.h"
 
-#define GW_MAX_HEAD VC_HTTP_MAX_HEAD
-#define GW_MAX_AUTH VC_HTTP_MAX_AUTH
-#define GW_READ_BUF VC_HTTP_READ_BUF
-
 typedef vc_http_server_t gw_http_server_t;
 typedef vc_http_ip_table_t gw_http_ip_table_t;
 typedef vc_http_request_t gw_request_t;
 typedef vc_http_handler_cb gw_http_handler_cb;
 typedef vc_http_observe_cb gw_http_observe_cb;
-typedef vc_http_done_cb gw_http_done_cb;
 typedef vc_http_limits_t gw_http_limits_t;
-typedef vc_http_sent_cb gw_http_sent_cb;
 
 #define gw_http_ip_table_new vc_http_ip_table_new
 #define gw_http_ip_table_free vc_http_ip_table_free
@@ -31,7 +25,6 @@ typedef vc_http_sent_cb gw_http_sent_cb;
 #define gw_http_adopt vc_http_adopt
 #define gw_http_format_head vc_http_format_head
 #define gw_http_respond vc_http_respond
-#define gw_http_respond_typed vc_http_respond_typed
 #define gw_http_stream_begin vc_http_stream_begin
 #define gw_http_stream_chunk vc_http_stream_chunk
 #define gw_http_stream_end vc_http_stream_end
