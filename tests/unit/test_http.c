@@ -139,12 +139,18 @@ static const char get_req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
 static const char post_req[] = "POST /things HTTP/1.1\r\nHost: x\r\nContent-Length: 13\r\n\r\n"
                                "{\"a\":1,\"b\":2}";
 
+/* The head of handle_cb's answer on a keep-alive connection, into buf (256 bytes). */
+static size_t answer_head(char *buf)
+{
+    return vc_http_format_head(buf, 256, 200, sizeof(answer) - 1, 1,
+                               "Content-Type: application/json\r\n", NULL);
+}
+
 START_TEST(keep_alive_request_costs_no_malloc)
 {
     fixture_t f;
     char want[256], buf[256];
-    size_t len = vc_http_format_head(want, sizeof(want), 200, sizeof(answer) - 1, 1,
-                                     "Content-Type: application/json\r\n", NULL);
+    size_t len = answer_head(want);
     int fd;
 
     memcpy(want + len, answer, sizeof(answer) - 1);
@@ -178,8 +184,7 @@ START_TEST(head_gets_no_body)
 {
     fixture_t f;
     char head[256], buf[512];
-    size_t head_len = vc_http_format_head(head, sizeof(head), 200, sizeof(answer) - 1, 1,
-                                          "Content-Type: application/json\r\n", NULL);
+    size_t head_len = answer_head(head);
     int fd;
 
     fixture_init(&f, 10, 0, 0);
