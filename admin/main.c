@@ -385,7 +385,7 @@ int main(int argc, char **argv)
         return 1;
     }
     /* A batch's COPY may take longer than the daemons' 30 s on a slow disk. */
-    PQclear(PQexec(conn, "SET statement_timeout = '10min'"));
+    (void)vc_pg_command(conn, "SET statement_timeout = '10min'", NULL, 0);
     if (strcmp(argv[2], "create") == 0)
         rc = create(conn, argc - 2, argv + 2);
     else if (strcmp(argv[2], "show") == 0 || strcmp(argv[2], "deactivate") == 0 ||

@@ -12,34 +12,18 @@
 /* A line of COPY text at most: code, tab, id, tab, customer, newline. */
 #define LINE_MAX (VC_CODE_MAX + 1 + 20 + 1 + 11 + 1 + 20 + 1)
 
-/* Classifies and describes a failed result, clears it, and returns the class. */
-static int pg_fail(PGconn *conn, PGresult *res, char *err, size_t errlen)
+/* Runs sql with params (vc_pg_exec); its result goes to *out, or is cleared when out is NULL. */
+static int run(PGconn *conn, const char *sql, int n, const char *const *params, PGresult **out,
+               char *err, size_t errlen)
 {
-    int rc = vc_pg_error_class(conn, res);
+    int rc = 0;
+    PGresult *res = vc_pg_exec(conn, sql, n, params, &rc, err, errlen);
 
-    vc_pg_error_text(conn, res, err, errlen);
-    PQclear(res);
-    return rc;
-}
-
-/* Runs sql with params; 0 when the result has the status want, else pg_fail's class. */
-static int run(PGconn *conn, const char *sql, int n, const char *const *params,
-               ExecStatusType want, PGresult **out, char *err, size_t errlen)
-{
-    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-
-    if (PQresultStatus(res) != want)
-        return pg_fail(conn, res, err, errlen);
-    if (out)
+    if (res && out)
         *out = res;
     else
         PQclear(res);
-    return 0;
-}
-
-static void rollback(PGconn *conn)
-{
-    PQclear(PQexec(conn, "ROLLBACK"));
+    return rc;
 }
 
 int vc_campaign_create(PGconn *conn, const vc_campaign_spec_t *s, int64_t *id, char *err,
@@ -51,14 +35,14 @@ int vc_campaign_create(PGconn *conn, const vc_campaign_spec_t *s, int64_t *id, c
     PGresult *res = NULL;
     int rc;
 
-    if ((rc = run(conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL, err, errlen)) != 0)
+    if ((rc = run(conn, "BEGIN", 0, NULL, NULL, err, errlen)) != 0)
         return rc;
     /*
      * One creation at a time checks prefixes: without the lock two
      * creations of "AB" and "ABC" would each find no overlap and both commit.
      */
     if ((rc = run(conn, "SELECT pg_advisory_xact_lock(hashtext('campaign-prefix'))", 0, NULL,
-                  PGRES_TUPLES_OK, NULL, err, errlen)) != 0)
+                  NULL, err, errlen)) != 0)
         goto fail;
     if (s->prefix[0]) {
         const char *p[] = {s->prefix};
@@ -66,7 +50,7 @@ int vc_campaign_create(PGconn *conn, const vc_campaign_spec_t *s, int64_t *id, c
         if ((rc = run(conn,
                       "SELECT id, prefix FROM campaign WHERE prefix <> '' AND"
                       " (starts_with(prefix, $1) OR starts_with($1, prefix)) LIMIT 1",
-                      1, p, PGRES_TUPLES_OK, &res, err, errlen)) != 0)
+                      1, p, &res, err, errlen)) != 0)
             goto fail;
         if (PQntuples(res) > 0) {
             snprintf(err, errlen,
@@ -74,7 +58,7 @@ int vc_campaign_create(PGconn *conn, const vc_campaign_spec_t *s, int64_t *id, c
                      "prefix may neither equal, start, nor be started by another campaign's",
                      s->prefix, PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 0));
             PQclear(res);
-            rollback(conn);
+            vc_pg_rollback(conn);
             return VC_CAMPAIGN_E_PREFIX;
         }
         PQclear(res);
@@ -110,15 +94,15 @@ int vc_campaign_create(PGconn *conn, const vc_campaign_spec_t *s, int64_t *id, c
                   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
                   " to_timestamp($12::bigint / 1000.0), to_timestamp($13::bigint / 1000.0))"
                   " RETURNING id",
-                  13, params, PGRES_TUPLES_OK, &res, err, errlen)) != 0)
+                  13, params, &res, err, errlen)) != 0)
         goto fail;
     *id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
-    if ((rc = run(conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL, err, errlen)) != 0)
+    if ((rc = run(conn, "COMMIT", 0, NULL, NULL, err, errlen)) != 0)
         return rc;
     return 0;
 fail:
-    rollback(conn);
+    vc_pg_rollback(conn);
     return rc;
 }
 
@@ -161,12 +145,12 @@ static int load(PGconn *conn, const char *sql, int64_t id, vc_campaign_row_t *ou
 {
     char idbuf[24], stalled[16];
     const char *params[] = {idbuf, stalled};
-    PGresult *res;
+    PGresult *res = NULL;
     int rc;
 
     snprintf(idbuf, sizeof(idbuf), "%" PRId64, id);
     snprintf(stalled, sizeof(stalled), "%d", VC_CAMPAIGN_STALLED_S);
-    if ((rc = run(conn, sql, 2, params, PGRES_TUPLES_OK, &res, err, errlen)) != 0)
+    if ((rc = run(conn, sql, 2, params, &res, err, errlen)) != 0)
         return rc;
     if (PQntuples(res) == 0) {
         PQclear(res);
@@ -274,11 +258,11 @@ static int copy_batch(PGconn *conn, int64_t id, const char *text, size_t len, si
     PGresult *res;
     int rc;
 
-    if ((rc = run(conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL, err, errlen)) != 0)
+    if ((rc = run(conn, "BEGIN", 0, NULL, NULL, err, errlen)) != 0)
         return rc;
     res = PQexec(conn, "COPY campaign_code (code, campaign_id, seq, customer_id) FROM STDIN");
     if (PQresultStatus(res) != PGRES_COPY_IN) {
-        rc = pg_fail(conn, res, err, errlen);
+        rc = vc_pg_fail(conn, res, err, errlen);
         goto fail;
     }
     PQclear(res);
@@ -295,10 +279,10 @@ static int copy_batch(PGconn *conn, int64_t id, const char *text, size_t len, si
         int collision = state && strcmp(state, "23505") == 0 && constraint &&
                         strcmp(constraint, "campaign_code_pkey") == 0;
 
-        rc = pg_fail(conn, res, err, errlen);
+        rc = vc_pg_fail(conn, res, err, errlen);
         while ((res = PQgetResult(conn)) != NULL)
             PQclear(res);
-        rollback(conn);
+        vc_pg_rollback(conn);
         return collision ? 1 : rc;
     }
     PQclear(res);
@@ -314,31 +298,28 @@ static int copy_batch(PGconn *conn, int64_t id, const char *text, size_t len, si
      * Probed from the vouchers' side: a few thousand index lookups a batch.
      */
     if ((rc = run(conn, "SELECT pg_advisory_xact_lock(hashtext('" VC_CAMPAIGN_CODE_LOCK "'))",
-                  0, NULL, PGRES_TUPLES_OK, NULL, err, errlen)) != 0)
+                  0, NULL, NULL, err, errlen)) != 0)
         goto fail;
-    res = PQexecParams(conn,
-                       "SELECT 1 FROM voucher v JOIN campaign_code c"
-                       " ON c.code = replace(v.code, '-', '') WHERE c.campaign_id = $1::bigint"
-                       " LIMIT 1",
-                       1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = pg_fail(conn, res, err, errlen);
+    if ((rc = run(conn,
+                  "SELECT 1 FROM voucher v JOIN campaign_code c"
+                  " ON c.code = replace(v.code, '-', '') WHERE c.campaign_id = $1::bigint"
+                  " LIMIT 1",
+                  1, params, &res, err, errlen)) != 0)
         goto fail;
-    }
     if (PQntuples(res) > 0) {
         PQclear(res);
-        rollback(conn);
+        vc_pg_rollback(conn);
         return 1;
     }
     PQclear(res);
     if ((rc = run(conn,
                   "UPDATE campaign SET generated_count = generated_count + $2::int,"
                   " updated_at = now() WHERE id = $1::bigint",
-                  2, params, PGRES_COMMAND_OK, NULL, err, errlen)) != 0)
+                  2, params, NULL, err, errlen)) != 0)
         goto fail;
-    return run(conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL, err, errlen);
+    return run(conn, "COMMIT", 0, NULL, NULL, err, errlen);
 fail:
-    rollback(conn);
+    vc_pg_rollback(conn);
     return rc;
 }
 
@@ -365,13 +346,13 @@ static int generation_lock(PGconn *conn, int64_t id, const char *fn, char *err, 
 {
     char idbuf[24], sql[128];
     const char *params[] = {idbuf};
-    PGresult *res;
+    PGresult *res = NULL;
     int rc;
 
     snprintf(idbuf, sizeof(idbuf), "%" PRId64, id);
     snprintf(sql, sizeof(sql),
              "SELECT %s(hashtext('campaign-generation'), ($1::bigint %% 2147483647)::int)", fn);
-    if ((rc = run(conn, sql, 1, params, PGRES_TUPLES_OK, &res, err, errlen)) != 0)
+    if ((rc = run(conn, sql, 1, params, &res, err, errlen)) != 0)
         return rc;
     rc = PQgetvalue(res, 0, 0)[0] == 't' ? 0 : VC_CAMPAIGN_E_BUSY;
     PQclear(res);
@@ -462,7 +443,7 @@ int vc_campaign_codes_page(PGconn *conn, int64_t id, size_t prefix_len, int64_t 
 {
     char idbuf[24], afterbuf[24], limbuf[16];
     const char *params[] = {idbuf, afterbuf, limbuf};
-    PGresult *res;
+    PGresult *res = NULL;
     size_t n = 0;
     int rows, rc;
 
@@ -472,7 +453,7 @@ int vc_campaign_codes_page(PGconn *conn, int64_t id, size_t prefix_len, int64_t 
     if ((rc = run(conn,
                   "SELECT code, customer_id, seq FROM campaign_code WHERE campaign_id = $1::bigint"
                   " AND seq > $2::int ORDER BY seq LIMIT $3::int",
-                  3, params, PGRES_TUPLES_OK, &res, err, errlen)) != 0)
+                  3, params, &res, err, errlen)) != 0)
         return rc;
     rows = PQntuples(res);
     for (int i = 0; i < rows; i++) {

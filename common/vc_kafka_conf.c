@@ -140,9 +140,29 @@ int vc_kafka_set(struct rd_kafka_conf_s *conf, const char *key, const char *valu
     return 0;
 }
 
-int vc_kafka_set_partitioner(struct rd_kafka_conf_s *conf, char *err, size_t errlen)
+rd_kafka_conf_t *vc_kafka_conf_new(const char *brokers, const char *client_id,
+                                   const vc_kafka_own_t *own, const vc_kafka_settings_t *extra,
+                                   const char *owner, const char *const *reserved, char *err,
+                                   size_t errlen)
 {
-    return vc_kafka_set(conf, "partitioner", VC_KAFKA_PARTITIONER, err, errlen);
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+
+    if (!conf) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (vc_kafka_set(conf, "bootstrap.servers", brokers, err, errlen) != 0 ||
+        vc_kafka_set(conf, "client.id", client_id, err, errlen) != 0)
+        goto fail;
+    for (; own->key; own++)
+        if (own->value && vc_kafka_set(conf, own->key, own->value, err, errlen) != 0)
+            goto fail;
+    if (vc_kafka_settings_apply(extra, conf, owner, reserved, err, errlen) != 0)
+        goto fail;
+    return conf;
+fail:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
 }
 
 int vc_kafka_settings_apply(const vc_kafka_settings_t *s, struct rd_kafka_conf_s *conf,

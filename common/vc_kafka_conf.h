@@ -82,11 +82,29 @@ void vc_kafka_settings_free(vc_kafka_settings_t *s);
 #define VC_KAFKA_PARTITIONER "murmur2_random"
 
 /*
- * Sets VC_KAFKA_PARTITIONER on conf (an rd_kafka_conf_t of a producer of
- * voucher-events, owned by the caller). Returns 0, or VC_ERR_INVALID with
- * err set.
+ * One setting a handle makes itself, for vc_kafka_conf_new(); a table of
+ * them ends with {NULL, NULL}. A NULL value (with a key) is skipped, so that
+ * a table can hold a setting that depends on the daemon's configuration.
  */
-int vc_kafka_set_partitioner(struct rd_kafka_conf_s *conf, char *err, size_t errlen);
+typedef struct {
+    const char *key, *value;
+} vc_kafka_own_t;
+
+/* The partitioner's entry in the table of every producer of voucher-events. */
+#define VC_KAFKA_OWN_PARTITIONER {"partitioner", VC_KAFKA_PARTITIONER}
+
+/*
+ * The configuration of one Kafka handle, built the same way for every
+ * daemon: bootstrap.servers and client.id, then own (the handle's settings,
+ * borrowed), then the operator's passthrough settings extra (NULL: none) as
+ * vc_kafka_settings_apply() applies them, with owner and reserved. Returns
+ * the configuration (the caller owns it until rd_kafka_new() takes it), or
+ * NULL with err set.
+ */
+struct rd_kafka_conf_s *vc_kafka_conf_new(const char *brokers, const char *client_id,
+                                          const vc_kafka_own_t *own,
+                                          const vc_kafka_settings_t *extra, const char *owner,
+                                          const char *const *reserved, char *err, size_t errlen);
 
 /*
  * One setting a daemon makes itself: rd_kafka_conf_set() on conf. Returns 0,

@@ -7,16 +7,33 @@
 
 PGconn *vc_pg_connect(const char *dsn, const char *application_name, char *err, size_t errlen)
 {
+    static const char *const none[] = {NULL};
+
+    return vc_pg_connect_with(dsn, application_name, none, none, err, errlen);
+}
+
+PGconn *vc_pg_connect_with(const char *dsn, const char *application_name,
+                           const char *const *more_keys, const char *const *more_vals, char *err,
+                           size_t errlen)
+{
     /*
      * Keywords are read in order and a later one wins: options comes before
      * the DSN (expanded from dbname), so that a DSN setting options replaces
-     * ours; application_name and connect_timeout come after it and are ours.
+     * ours; application_name, connect_timeout and the caller's come after it
+     * and are ours.
      */
-    const char *keys[] = {"options", "dbname", "application_name", "connect_timeout", NULL};
-    const char *vals[] = {VC_PG_SESSION_OPTIONS, dsn, application_name, "5", NULL};
-    PGconn *conn = PQconnectdbParams(keys, vals, 1 /* expand dbname as a conninfo */);
+    const char *keys[16] = {"options", "dbname", "application_name", "connect_timeout"};
+    const char *vals[16] = {VC_PG_SESSION_OPTIONS, dsn, application_name, "5"};
+    PGconn *conn;
+    int n = 4;
 
-    if (!conn) {
+    for (int i = 0; more_keys[i]; i++, n++) {
+        VC_ASSERT(n < 15);
+        keys[n] = more_keys[i];
+        vals[n] = more_vals[i];
+    }
+    keys[n] = vals[n] = NULL;
+    if (!(conn = PQconnectdbParams(keys, vals, 1 /* expand dbname as a conninfo */))) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
@@ -26,6 +43,45 @@ PGconn *vc_pg_connect(const char *dsn, const char *application_name, char *err, 
         return NULL;
     }
     return conn;
+}
+
+PGresult *vc_pg_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
+                     int *rc, char *err, size_t errlen)
+{
+    PGresult *res = nparams > 0 ? PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0)
+                                : PQexec(conn, sql);
+
+    if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
+        return res;
+    *rc = vc_pg_fail(conn, res, err, errlen);
+    return NULL;
+}
+
+int vc_pg_fail(PGconn *conn, PGresult *res, char *err, size_t errlen)
+{
+    int rc = vc_pg_error_class(conn, res);
+
+    if (errlen > 0)
+        vc_pg_error_text(conn, res, err, errlen);
+    PQclear(res);
+    return rc;
+}
+
+int vc_pg_command(PGconn *conn, const char *sql, char *err, size_t errlen)
+{
+    int rc = 0;
+    PGresult *res = vc_pg_exec(conn, sql, 0, NULL, &rc, err, errlen);
+
+    PQclear(res);
+    return rc;
+}
+
+void vc_pg_rollback(PGconn *conn)
+{
+    PGTransactionStatusType t = PQtransactionStatus(conn);
+
+    if (t == PQTRANS_INTRANS || t == PQTRANS_INERROR)
+        PQclear(PQexec(conn, "ROLLBACK"));
 }
 
 int vc_pg_dsn_check(const char *dsn, char *err, size_t errlen)

@@ -31,6 +31,43 @@
 PGconn *vc_pg_connect(const char *dsn, const char *application_name, char *err, size_t errlen);
 
 /*
+ * As vc_pg_connect(), with more libpq keywords: keys and vals (each
+ * NULL-terminated, at most 8 pairs) come after the DSN's, so they win over
+ * it. Returns the connection (the caller owns it), or NULL with err set.
+ */
+PGconn *vc_pg_connect_with(const char *dsn, const char *application_name,
+                           const char *const *keys, const char *const *vals, char *err,
+                           size_t errlen);
+
+/*
+ * Takes a failed result (or NULL for a broken connection): sets err to its
+ * text (as vc_pg_error_text; err may be NULL when errlen is 0), frees it,
+ * and returns its class (as vc_pg_error_class).
+ */
+int vc_pg_fail(PGconn *conn, PGresult *res, char *err, size_t errlen);
+
+/*
+ * Runs sql, with nparams text parameters (params may be NULL when there are
+ * none), on conn. Returns its result when it succeeded (rows or none: the
+ * caller owns it, PQclear), or NULL with *rc set as vc_pg_fail() sets it.
+ */
+PGresult *vc_pg_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
+                     int *rc, char *err, size_t errlen);
+
+/*
+ * Runs a statement whose rows, if any, are not wanted (BEGIN, COMMIT, SET).
+ * Returns 0, or a failure as vc_pg_fail() returns it (err may be NULL when
+ * errlen is 0: a failure the caller only counts).
+ */
+int vc_pg_command(PGconn *conn, const char *sql, char *err, size_t errlen);
+
+/*
+ * Rolls back the transaction conn is in, if any. Its failure is not
+ * reported: the connection's status tells whether it can be used again.
+ */
+void vc_pg_rollback(PGconn *conn);
+
+/*
  * Checks that dsn is a conninfo string libpq can parse ("host=... dbname=..."
  * or a postgresql:// URI), for the settings table (vc_cfg_param_t.check).
  * Returns 0, or VC_ERR_INVALID with err saying what libpq found wrong.

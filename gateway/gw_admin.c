@@ -298,23 +298,9 @@ typedef struct {
     char note[256]; /* what went wrong in Redis after the commit (logged, not answered) */
 } update_t;
 
-/* Runs sql with $1 = code (and the other params); returns the result (owned) or NULL with err. */
-static PGresult *exec_params(PGconn *conn, const char *sql, int n, const char *const *params,
-                             ExecStatusType want, int *rc, char *err, size_t errlen)
-{
-    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-
-    if (PQresultStatus(res) == want)
-        return res;
-    *rc = vc_pg_error_class(conn, res);
-    vc_pg_error_text(conn, res, err, errlen);
-    PQclear(res);
-    return NULL;
-}
-
 static int rollback(PGconn *conn, int rc)
 {
-    PQclear(PQexec(conn, "ROLLBACK"));
+    vc_pg_rollback(conn);
     return rc;
 }
 
@@ -329,7 +315,7 @@ static int update_row(PGconn *conn, const update_t *u, char *err, size_t errlen)
 
     if ((rc = gw_store_update(conn, &u->v, u->reload, err, errlen)) != 0)
         return rc;
-    if (!(res = exec_params(conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, &rc, err, errlen)))
+    if (!(res = vc_pg_exec(conn, "COMMIT", 0, NULL, &rc, err, errlen)))
         return rc;
     PQclear(res);
     return 0;
@@ -354,13 +340,13 @@ static int update_locked(update_t *u, PGconn *conn, char *err, size_t errlen)
     int rc = 0, status, retired;
     int64_t after, retention = u->app->cfg->redis_retention_ms;
 
-    if (!(res = exec_params(conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, &rc, err, errlen)))
+    if (!(res = vc_pg_exec(conn, "BEGIN", 0, NULL, &rc, err, errlen)))
         return rc;
     PQclear(res);
-    if (!(res = exec_params(conn,
-                            "SELECT redis_loaded_at IS NOT NULL FROM voucher WHERE code = $1"
-                            " FOR UPDATE",
-                            1, params, PGRES_TUPLES_OK, &rc, err, errlen)))
+    if (!(res = vc_pg_exec(conn,
+                           "SELECT redis_loaded_at IS NOT NULL FROM voucher WHERE code = $1"
+                           " FOR UPDATE",
+                           1, params, &rc, err, errlen)))
         return rollback(conn, rc);
     if (PQntuples(res) != 1) {
         PQclear(res);
@@ -417,7 +403,7 @@ static int update_locked(update_t *u, PGconn *conn, char *err, size_t errlen)
         }
     }
     if ((rc = update_row(conn, u, err, errlen)) != 0) {
-        PQclear(PQexec(conn, "ROLLBACK"));
+        vc_pg_rollback(conn);
         if (redis && u->v.total_limit < u->cur.total_limit &&
             gw_limit_move(redis, u->code, u->v.total_limit, u->cur.total_limit, &status, &after,
                           &u->limit_before, u->note, sizeof(u->note)) != 0) {
@@ -469,8 +455,7 @@ static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
     PGresult *res;
     int rc = 0;
 
-    if (!(res = exec_params(conn, VC_PG_LIMIT_LOCK_SESSION, 1, params, PGRES_TUPLES_OK, &rc, err,
-                            errlen)))
+    if (!(res = vc_pg_exec(conn, VC_PG_LIMIT_LOCK_SESSION, 1, params, &rc, err, errlen)))
         return rc;
     PQclear(res);
     rc = update_locked(u, conn, err, errlen);
@@ -580,11 +565,11 @@ static int list_work(void *arg, PGconn *conn, char *err, size_t errlen)
 
     snprintf(limit, sizeof(limit), "%d", l->q.limit + 1);
     /* Codes sort byte by byte (COLLATE "C"): the cursor is the last code of a page. */
-    if (!(res = exec_params(conn,
-                            "SELECT " VC_PG_VOUCHER_COLUMNS " FROM voucher"
-                            " WHERE ($1::boolean IS NULL OR active = $1)"
-                            " AND code COLLATE \"C\" > $2 ORDER BY code COLLATE \"C\" LIMIT $3",
-                            3, params, PGRES_TUPLES_OK, &rc, err, errlen)))
+    if (!(res = vc_pg_exec(conn,
+                           "SELECT " VC_PG_VOUCHER_COLUMNS " FROM voucher"
+                           " WHERE ($1::boolean IS NULL OR active = $1)"
+                           " AND code COLLATE \"C\" > $2 ORDER BY code COLLATE \"C\" LIMIT $3",
+                           3, params, &rc, err, errlen)))
         return rc;
     l->n = PQntuples(res) < l->q.limit ? PQntuples(res) : l->q.limit;
     l->more = PQntuples(res) > l->q.limit;
@@ -679,21 +664,21 @@ static int lookup_work(void *arg, PGconn *conn, char *err, size_t errlen)
     PGresult *res;
     int rc = 0;
 
-    if (!(res = exec_params(conn, "SELECT 1 FROM voucher WHERE code = $1", 1, params,
-                            PGRES_TUPLES_OK, &rc, err, errlen)))
+    if (!(res = vc_pg_exec(conn, "SELECT 1 FROM voucher WHERE code = $1", 1, params, &rc, err,
+                           errlen)))
         return rc;
     rc = PQntuples(res) == 1 ? 0 : VC_E_NOT_FOUND;
     PQclear(res);
     if (rc != 0)
         return rc;
-    if (!(res = exec_params(conn,
-                            "SELECT customer_id, status, discount_amount, order_amount,"
-                            " (extract(epoch FROM held_until) * 1000)::bigint,"
-                            " (extract(epoch FROM created_at) * 1000)::bigint,"
-                            " (extract(epoch FROM updated_at) * 1000)::bigint,"
-                            " coalesce(release_reason, '')"
-                            " FROM voucher_redemption WHERE voucher_code = $1 AND order_id = $2",
-                            2, params, PGRES_TUPLES_OK, &rc, err, errlen)))
+    if (!(res = vc_pg_exec(conn,
+                           "SELECT customer_id, status, discount_amount, order_amount,"
+                           " (extract(epoch FROM held_until) * 1000)::bigint,"
+                           " (extract(epoch FROM created_at) * 1000)::bigint,"
+                           " (extract(epoch FROM updated_at) * 1000)::bigint,"
+                           " coalesce(release_reason, '')"
+                           " FROM voucher_redemption WHERE voucher_code = $1 AND order_id = $2",
+                           2, params, &rc, err, errlen)))
         return rc;
     if ((k->has_row = PQntuples(res) == 1)) {
         k->customer_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);

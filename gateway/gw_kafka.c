@@ -154,25 +154,23 @@ static void poll_thread(void *arg)
 gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms,
                          const vc_kafka_settings_t *extra, char *err, size_t errlen)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    gw_kafka_t *k = calloc(1, sizeof(*k));
     char timeout[32], errstr[512];
+    const vc_kafka_own_t own[] = {
+        {"enable.idempotence", "true"},  {"acks", "all"},
+        {"linger.ms", "2"},              {"delivery.timeout.ms", timeout},
+        VC_KAFKA_OWN_PARTITIONER,        {"statistics.interval.ms", "1000"},
+        {NULL, NULL},
+    };
+    rd_kafka_conf_t *conf = NULL;
+    gw_kafka_t *k = calloc(1, sizeof(*k));
 
-    if (!k || !conf) {
+    if (!k) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
     snprintf(timeout, sizeof(timeout), "%lld", (long long)delivery_timeout_ms);
-    if (vc_kafka_set(conf, "bootstrap.servers", brokers, err, errlen) ||
-        vc_kafka_set(conf, "enable.idempotence", "true", err, errlen) ||
-        vc_kafka_set(conf, "acks", "all", err, errlen) ||
-        vc_kafka_set(conf, "linger.ms", "2", err, errlen) ||
-        vc_kafka_set(conf, "delivery.timeout.ms", timeout, err, errlen) ||
-        vc_kafka_set_partitioner(conf, err, errlen) ||
-        vc_kafka_set(conf, "statistics.interval.ms", "1000", err, errlen) ||
-        vc_kafka_set(conf, "client.id", "voucher-gateway", err, errlen))
-        goto fail;
-    if (vc_kafka_settings_apply(extra, conf, OWNER, reserved_keys, err, errlen) != 0)
+    if (!(conf = vc_kafka_conf_new(brokers, "voucher-gateway", own, extra, OWNER, reserved_keys,
+                                   err, errlen)))
         goto fail;
     rd_kafka_conf_set_opaque(conf, k);
     rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb);

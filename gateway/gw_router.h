@@ -19,16 +19,17 @@
 #include "gw_auth.h"
 #include "gw_body.h"
 #include "gw_claim.h"
+#include "vc_http.h"
 #include "vc_order_value.h"
 #include "vc_voucher.h"
 
-typedef enum {
-    GW_M_GET,
-    GW_M_POST,
-    GW_M_DELETE,
-    GW_M_PATCH,
-    GW_M_OTHER,
-} gw_method_t;
+/* The request methods and body limit are the HTTP server's (vc_http.h). */
+typedef vc_http_method_t gw_method_t;
+#define GW_M_GET VC_HTTP_GET
+#define GW_M_POST VC_HTTP_POST
+#define GW_M_DELETE VC_HTTP_DELETE
+#define GW_M_PATCH VC_HTTP_PATCH
+#define GW_M_OTHER VC_HTTP_OTHER
 
 typedef enum {
     GW_ROUTE_NOT_FOUND = 0, /* 404: no such path, or a code/orderId that cannot exist */

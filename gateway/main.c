@@ -23,6 +23,7 @@
 #include "vc_log.h"
 #include "vc_pg.h"
 #include "vc_shutdown.h"
+#include "vc_signal.h"
 #include "vc_time.h"
 
 #define SUMMARY                                                                                    \
@@ -37,21 +38,37 @@ typedef struct {
     int nworkers;
     gw_shared_t *shared;
     int64_t shutdown_timeout_ms;
-    uv_signal_t sigterm, sigint;
+    uv_async_t stop; /* woken by the stop signal; keeps the main loop running until then */
 } app_t;
 
-static void signal_cb(uv_signal_t *sig, int signum)
-{
-    app_t *a = sig->data;
+/*
+ * The first SIGTERM or SIGINT (vc_signal.h), in the signal handler: it wakes
+ * the main loop, where the shutdown runs. Until the loop's handle exists
+ * (start-up), the signal waits in stop_signum and run() sends it itself.
+ */
+static atomic_int stop_signum;
+static uv_async_t *_Atomic stop_async;
 
-    vc_info("%s received: finishing requests in flight (at most %lld ms)", strsignal(signum),
-            (long long)a->shutdown_timeout_ms);
-    vc_shutdown_begin();
+static void on_signal(int signum)
+{
+    uv_async_t *h;
+
+    atomic_store(&stop_signum, signum);
+    if ((h = atomic_load(&stop_async)))
+        uv_async_send(h);
+}
+
+static void stop_cb(uv_async_t *async)
+{
+    app_t *a = async->data;
+
+    vc_info("%s received: finishing requests in flight (at most %lld ms)",
+            strsignal(atomic_load(&stop_signum)), (long long)a->shutdown_timeout_ms);
     atomic_store(&a->shared->draining, 1);
     for (int i = 0; i < a->nworkers; i++)
         gw_worker_stop(&a->workers[i]);
-    uv_close((uv_handle_t *)&a->sigterm, NULL);
-    uv_close((uv_handle_t *)&a->sigint, NULL);
+    atomic_store(&stop_async, NULL);
+    uv_close((uv_handle_t *)&a->stop, NULL);
 }
 
 /*
@@ -89,7 +106,10 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     int rc, started = 0, exit_code = 1;
     int64_t flush_ms;
 
-    signal(SIGPIPE, SIG_IGN);
+    if (vc_signal_install(on_signal) != 0) {
+        fprintf(stderr, "voucher-gateway: cannot install the signal handlers\n");
+        return 1;
+    }
     /* --kafka may repeat: its pairs are taken out before the table sees argv. */
     if (vc_kafka_settings_load(kafka_extra, getenv(VC_KAFKA_CONF_ENV), &argc, argv, err,
                                sizeof(err)) != 0) {
@@ -173,11 +193,11 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     /* Rule changes made through other gateways (gw_notify.h); else the rules ttl bounds them. */
     if (!(notify = gw_notify_start(cfg.redis_url, err, sizeof(err))))
         vc_warn("%s", err);
-    uv_signal_init(loop, &a.sigterm);
-    uv_signal_init(loop, &a.sigint);
-    a.sigterm.data = a.sigint.data = &a;
-    uv_signal_start(&a.sigterm, signal_cb, SIGTERM);
-    uv_signal_start(&a.sigint, signal_cb, SIGINT);
+    uv_async_init(loop, &a.stop, stop_cb);
+    a.stop.data = &a;
+    atomic_store(&stop_async, &a.stop);
+    if (atomic_load(&stop_signum))
+        uv_async_send(&a.stop); /* a stop signal came while the workers started */
     vc_info("listening on %s with %d workers, admin on %s (redis %s, kafka %s, topic %s)",
             cfg.http_addr, a.nworkers, cfg.admin_addr[0] ? cfg.admin_addr : "(off)", vc_redis_url_redact(cfg.redis_url, err, sizeof(err)), cfg.kafka_brokers,
             cfg.kafka_topic);

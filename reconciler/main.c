@@ -24,6 +24,7 @@
 #include "vc_pg.h"
 #include "vc_retention.h"
 #include "vc_shutdown.h"
+#include "vc_signal.h"
 
 typedef struct {
     const char *pg_dsn;
@@ -107,11 +108,11 @@ static const vc_cfg_param_t params[] = {
 static atomic_int stopping;
 static _Atomic int last_pass_ok;
 
+/* The first SIGTERM or SIGINT (vc_signal.h): the pass under way ends, then the loop. */
 static void on_signal(int sig)
 {
     (void)sig;
     atomic_store(&stopping, 1);
-    vc_shutdown_begin();
 }
 
 static int ready_cb(void *arg, char *detail, size_t cap)
@@ -226,7 +227,11 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                         s.restore_delay_ms, s.once ? 0 : s.full_every_ms, kafka_extra,
                         s.redis_retention_ms};
     ctx.cfg = &cfg;
-    signal(SIGPIPE, SIG_IGN);
+    /* --once is a command: a stop signal ends it at once, as any command's. */
+    if (vc_signal_install(s.once ? NULL : on_signal) != 0) {
+        fprintf(stderr, "voucher-reconciler: cannot install the signal handlers\n");
+        return 2;
+    }
 
     if (s.once) {
         rc = run_once(&ctx, &s);
@@ -234,8 +239,6 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         return rc;
     }
 
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
     if (vc_shutdown_watch(s.shutdown_timeout_ms) != 0) {
         fprintf(stderr, "voucher-reconciler: cannot start the shutdown watchdog\n");
         return 2;

@@ -87,26 +87,28 @@ static rd_kafka_t *new_client(rd_kafka_type_t type, const char *brokers,
                               const vc_kafka_settings_t *extra, const char *group,
                               const char *client_id, void *opaque, char *err, size_t errlen)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const vc_kafka_own_t reader[] = {
+        {"group.id", group},
+        {"enable.auto.commit", "false"},
+        {"enable.partition.eof", "true"},
+        {NULL, NULL},
+    };
+    static const vc_kafka_own_t producer[] = {
+        {"enable.idempotence", "true"},
+        {"acks", "all"},
+        VC_KAFKA_OWN_PARTITIONER,
+        {"linger.ms", "5"},
+        {NULL, NULL},
+    };
+    rd_kafka_conf_t *conf =
+        type == RD_KAFKA_CONSUMER
+            ? vc_kafka_conf_new(brokers, client_id, reader, extra, READER, reader_keys, err, errlen)
+            : vc_kafka_conf_new(brokers, client_id, producer, extra, PRODUCER, producer_keys, err,
+                                errlen);
     rd_kafka_t *rk;
 
-    if (vc_kafka_set(conf, "bootstrap.servers", brokers, err, errlen) ||
-        vc_kafka_set(conf, "client.id", client_id, err, errlen) ||
-        (group && vc_kafka_set(conf, "group.id", group, err, errlen)) ||
-        (type == RD_KAFKA_CONSUMER &&
-         (vc_kafka_set(conf, "enable.auto.commit", "false", err, errlen) ||
-          vc_kafka_set(conf, "enable.partition.eof", "true", err, errlen))) ||
-        (type == RD_KAFKA_PRODUCER &&
-         (vc_kafka_set(conf, "enable.idempotence", "true", err, errlen) ||
-          vc_kafka_set(conf, "acks", "all", err, errlen) ||
-          vc_kafka_set_partitioner(conf, err, errlen) ||
-          vc_kafka_set(conf, "linger.ms", "5", err, errlen))) ||
-        (type == RD_KAFKA_CONSUMER
-             ? vc_kafka_settings_apply(extra, conf, READER, reader_keys, err, errlen)
-             : vc_kafka_settings_apply(extra, conf, PRODUCER, producer_keys, err, errlen))) {
-        rd_kafka_conf_destroy(conf);
+    if (!conf)
         return NULL;
-    }
     rd_kafka_conf_set_log_cb(conf, log_cb);
     rd_kafka_conf_set_opaque(conf, opaque);
     if (type == RD_KAFKA_PRODUCER)

@@ -36,32 +36,20 @@
  */
 static PGconn *lock_session(const char *dsn, int64_t timeout_ms, char *err, size_t errlen)
 {
-    const char *keys[] = {"dbname",           "application_name", "connect_timeout",
-                          "keepalives",       "keepalives_idle",  "keepalives_interval",
-                          "keepalives_count", "tcp_user_timeout", NULL};
-    const char *vals[] = {dsn,
-                          "voucher-reconciler",
-                          "5",
-                          "1",
-                          RC_STR(RC_KEEPALIVE_IDLE_S),
-                          RC_STR(RC_KEEPALIVE_INTERVAL_S),
-                          RC_STR(RC_KEEPALIVE_COUNT),
-                          "25000",
-                          NULL};
+    static const char *const keys[] = {"keepalives",       "keepalives_idle", "keepalives_interval",
+                                       "keepalives_count", "tcp_user_timeout", NULL};
+    static const char *const vals[] = {"1",
+                                       RC_STR(RC_KEEPALIVE_IDLE_S),
+                                       RC_STR(RC_KEEPALIVE_INTERVAL_S),
+                                       RC_STR(RC_KEEPALIVE_COUNT),
+                                       "25000",
+                                       NULL};
     char set[320];
-    PGconn *conn = PQconnectdbParams(keys, vals, 1 /* expand dbname as a conninfo */);
-    PGresult *res;
+    PGconn *conn;
 
     _Static_assert(RC_SILENCE_MS == 25000, "tcp_user_timeout above is RC_SILENCE_MS");
-    if (!conn) {
-        snprintf(err, errlen, "out of memory");
+    if (!(conn = vc_pg_connect_with(dsn, "voucher-reconciler", keys, vals, err, errlen)))
         return NULL;
-    }
-    if (PQstatus(conn) != CONNECTION_OK) {
-        vc_pg_error_text(conn, NULL, err, errlen);
-        PQfinish(conn);
-        return NULL;
-    }
     /* The longest read of a pass: six Redis or Kafka timeouts, 30 s at least. */
     snprintf(set, sizeof(set),
              "SET tcp_keepalives_idle = %d; SET tcp_keepalives_interval = %d;"
@@ -69,14 +57,10 @@ static PGconn *lock_session(const char *dsn, int64_t timeout_ms, char *err, size
              " SET statement_timeout = %lld",
              RC_KEEPALIVE_IDLE_S, RC_KEEPALIVE_INTERVAL_S, RC_KEEPALIVE_COUNT, RC_SILENCE_MS,
              (long long)(timeout_ms * 6 > 30000 ? timeout_ms * 6 : 30000));
-    res = PQexec(conn, set);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        vc_pg_error_text(conn, res, err, errlen);
-        PQclear(res);
+    if (vc_pg_command(conn, set, err, errlen) != 0) {
         PQfinish(conn);
         return NULL;
     }
-    PQclear(res);
     return conn;
 }
 
@@ -119,9 +103,10 @@ int rc_pg_ok(const rc_pg_t *pg)
 
 int rc_pg_try_lock(rc_pg_t *pg)
 {
-    PGresult *res = PQexec(pg->conn, "SELECT pg_try_advisory_lock(x'" RC_LOCK_KEY "'::bigint)");
-    int taken = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-                strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    int rc = 0;
+    PGresult *res = vc_pg_exec(pg->conn, "SELECT pg_try_advisory_lock(x'" RC_LOCK_KEY "'::bigint)",
+                               0, NULL, &rc, NULL, 0);
+    int taken = res && PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 
     PQclear(res);
     return taken;
@@ -129,39 +114,30 @@ int rc_pg_try_lock(rc_pg_t *pg)
 
 int rc_pg_holds_lock(rc_pg_t *pg, char *err, size_t errlen)
 {
-    PGresult *res = PQexec(pg->conn, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-                                     " AND pid = pg_backend_pid() AND granted AND classid = 0"
-                                     " AND objid = x'" RC_LOCK_KEY "'::bigint::oid"
-                                     " AND objsubid = 1");
-    int held = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-               strcmp(PQgetvalue(res, 0, 0), "1") == 0;
+    int rc = 0;
+    PGresult *res = vc_pg_exec(pg->conn,
+                               "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                               " AND pid = pg_backend_pid() AND granted AND classid = 0"
+                               " AND objid = x'" RC_LOCK_KEY "'::bigint::oid AND objsubid = 1",
+                               0, NULL, &rc, err, errlen);
+    int held = res && PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "1") == 0;
 
-    if (!held && PQresultStatus(res) == PGRES_TUPLES_OK)
+    if (res && !held)
         snprintf(err, errlen, "the session no longer holds it");
-    else if (!held)
-        vc_pg_error_text(pg->conn, res, err, errlen);
     PQclear(res);
     return held;
 }
 
 void rc_pg_end_snapshot(rc_pg_t *pg)
 {
-    if (pg && PQtransactionStatus(pg->conn) != PQTRANS_IDLE &&
-        PQtransactionStatus(pg->conn) != PQTRANS_UNKNOWN)
-        PQclear(PQexec(pg->conn, "ROLLBACK"));
+    if (pg)
+        vc_pg_rollback(pg->conn);
 }
 
 /* Runs a query that returns rows; on failure sets rc and err and returns NULL. */
 static PGresult *query(rc_pg_t *pg, const char *sql, int *rc, char *err, size_t errlen)
 {
-    PGresult *res = PQexec(pg->conn, sql);
-
-    if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
-        return res;
-    *rc = vc_pg_error_class(pg->conn, res);
-    vc_pg_error_text(pg->conn, res, err, errlen);
-    PQclear(res);
-    return NULL;
+    return vc_pg_exec(pg->conn, sql, 0, NULL, rc, err, errlen);
 }
 
 /* Runs sql with the array literal codes as $1; on failure sets rc and err and returns NULL. */
@@ -169,14 +145,8 @@ static PGresult *query_codes(rc_pg_t *pg, const char *sql, const char *codes, in
                              size_t errlen)
 {
     const char *params[1] = {codes};
-    PGresult *res = PQexecParams(pg->conn, sql, 1, NULL, params, NULL, NULL, 0);
 
-    if (PQresultStatus(res) == PGRES_TUPLES_OK)
-        return res;
-    *rc = vc_pg_error_class(pg->conn, res);
-    vc_pg_error_text(pg->conn, res, err, errlen);
-    PQclear(res);
-    return NULL;
+    return vc_pg_exec(pg->conn, sql, 1, params, rc, err, errlen);
 }
 
 /*
@@ -300,7 +270,7 @@ out:
     PQclear(res);
     free(codes);
     /* Read only: ending it either way changes nothing. */
-    PQclear(PQexec(pg->conn, "COMMIT"));
+    (void)vc_pg_command(pg->conn, "COMMIT", NULL, 0);
     return rc;
 }
 

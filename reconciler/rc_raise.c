@@ -25,7 +25,11 @@ rc_limit_action_t rc_limit_plan(int has_limit, int64_t limit, int64_t total_limi
 /* Ends the lock's transaction; keeps rc. */
 static int end_tx(PGconn *pg, int rc)
 {
-    PQclear(PQexec(pg, rc == 0 ? "COMMIT" : "ROLLBACK"));
+    /* Only a lock and reads: a COMMIT that fails loses nothing. */
+    if (rc == 0)
+        (void)vc_pg_command(pg, "COMMIT", NULL, 0);
+    else
+        vc_pg_rollback(pg);
     return rc;
 }
 
@@ -38,20 +42,20 @@ static int read_locked(PGconn *pg, const char *code, int64_t *total, int64_t *un
                        size_t errlen)
 {
     const char *params[] = {code};
-    PGresult *res = PQexecParams(pg, VC_PG_LIMIT_LOCK, 1, NULL, params, NULL, NULL, 0);
     int rc = 0;
+    PGresult *res = vc_pg_exec(pg, VC_PG_LIMIT_LOCK, 1, params, &rc, err, errlen);
 
-    if (PQresultStatus(res) != PGRES_TUPLES_OK)
-        goto fail;
+    if (!res)
+        return rc;
     PQclear(res);
-    res = PQexecParams(pg,
-                       "SELECT total_limit, used_count,"
-                       " (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = $1"
-                       "  AND r.status IN ('RESERVED', 'CONFIRMED'))"
-                       " FROM voucher WHERE code = $1",
-                       1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK)
-        goto fail;
+    res = vc_pg_exec(pg,
+                     "SELECT total_limit, used_count,"
+                     " (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = $1"
+                     "  AND r.status IN ('RESERVED', 'CONFIRMED'))"
+                     " FROM voucher WHERE code = $1",
+                     1, params, &rc, err, errlen);
+    if (!res)
+        return rc;
     if (PQntuples(res) != 1) {
         PQclear(res);
         return VC_E_NOT_FOUND;
@@ -61,11 +65,6 @@ static int read_locked(PGconn *pg, const char *code, int64_t *total, int64_t *un
                                       strtoll(PQgetvalue(res, 0, 2), NULL, 10));
     PQclear(res);
     return 0;
-fail:
-    rc = vc_pg_error_class(pg, res);
-    vc_pg_error_text(pg, res, err, errlen);
-    PQclear(res);
-    return rc;
 }
 
 int rc_limit_sync(PGconn *pg, rc_redis_t *redis, const char *code, int64_t snapshot_total,
@@ -82,7 +81,6 @@ int rc_limit_sync(PGconn *pg, rc_redis_t *redis, const char *code, int64_t snaps
     int present, rc;
     rc_limit_action_t action;
     rc_keys_t k;
-    PGresult *res;
 
     *changed = 0;
     if ((rc = rc_redis_limit(redis, code, &present, &limit, err, errlen)) != 0)
@@ -90,12 +88,7 @@ int rc_limit_sync(PGconn *pg, rc_redis_t *redis, const char *code, int64_t snaps
     /* The usual case: no lock, no second read. */
     if (rc_limit_plan(present, limit, snapshot_total, &delta) == RC_LIMIT_NONE)
         return 0;
-    res = PQexec(pg, "BEGIN");
-    rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : vc_pg_error_class(pg, res);
-    if (rc != 0)
-        vc_pg_error_text(pg, res, err, errlen);
-    PQclear(res);
-    if (rc != 0)
+    if ((rc = vc_pg_command(pg, "BEGIN", err, errlen)) != 0)
         return rc;
     if ((rc = read_locked(pg, code, &total, &uncounted, err, errlen)) != 0)
         return end_tx(pg, rc == VC_E_NOT_FOUND ? 0 : rc);

@@ -13,6 +13,7 @@
 #include "vc_log.h"
 #include "vc_pg.h"
 #include "vc_shutdown.h"
+#include "vc_signal.h"
 
 #include <signal.h>
 #include <stddef.h>
@@ -51,11 +52,11 @@ static int ready_cb(void *arg, char *detail, size_t cap)
     return 1;
 }
 
+/* The first SIGTERM or SIGINT (vc_signal.h): the loops finish what they hold, then stop. */
 static void on_signal(int sig)
 {
     (void)sig;
     atomic_store(&stop_requested, 1);
-    vc_shutdown_begin();
 }
 
 #define CFG(field) offsetof(wr_config_t, field)
@@ -120,7 +121,6 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
 {
     wr_config_t cfg;
     vc_admin_t *admin = NULL;
-    struct sigaction sa;
     char err[512];
     int first_arg = argc, rc;
 
@@ -150,13 +150,10 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     }
     cfg.kafka_extra = kafka_extra;
 
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sa.sa_handler = SIG_IGN;
-    sigaction(SIGPIPE, &sa, NULL);
+    if (vc_signal_install(on_signal) != 0) {
+        fprintf(stderr, "voucher-writer: cannot install the signal handlers\n");
+        return 1;
+    }
 
     if (first_arg < argc) {
         if (strcmp(argv[first_arg], "dlt") != 0) {

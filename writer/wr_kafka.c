@@ -298,37 +298,41 @@ int wr_kafka_in_group(const wr_kafka_t *k)
 
 static int open_consumer(wr_kafka_t *k, char *err, size_t errlen)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_topic_partition_list_t *topics = NULL;
-    rd_kafka_resp_err_t e;
     char session_timeout[24], heartbeat[24];
-    int rc;
-
-    snprintf(session_timeout, sizeof(session_timeout), "%lld",
-             (long long)k->conf.session_timeout_ms);
-    snprintf(heartbeat, sizeof(heartbeat), "%lld", (long long)k->conf.session_timeout_ms / 3);
-    if ((rc = vc_kafka_set(conf, "bootstrap.servers", k->conf.brokers, err, errlen)) ||
-        (rc = vc_kafka_set(conf, "group.id", k->conf.group, err, errlen)) ||
-        (rc = vc_kafka_set(conf, "client.id", "voucher-writer", err, errlen)) ||
+    const vc_kafka_own_t own[] = {
+        {"group.id", k->conf.group},
         /* Offsets are stored by hand, after the COMMIT that applied them. */
-        (rc = vc_kafka_set(conf, "enable.auto.offset.store", "false", err, errlen)) ||
-        (rc = vc_kafka_set(conf, "enable.auto.commit", "true", err, errlen)) ||
-        (rc = vc_kafka_set(conf, "auto.commit.interval.ms", "1000", err, errlen)) ||
-        (rc = vc_kafka_set(conf, "auto.offset.reset", "earliest", err, errlen)) ||
-        (rc = vc_kafka_set(conf, "enable.partition.eof", "false", err, errlen)) ||
-        (rc = vc_kafka_set(conf, "session.timeout.ms", session_timeout, err, errlen)) ||
-        (rc = vc_kafka_set(conf, "heartbeat.interval.ms", heartbeat, err, errlen)) ||
-        (rc = vc_kafka_set(conf, "log.connection.close", "false", err, errlen)) ||
+        {"enable.auto.offset.store", "false"},
+        {"enable.auto.commit", "true"},
+        {"auto.commit.interval.ms", "1000"},
+        {"auto.offset.reset", "earliest"},
+        {"enable.partition.eof", "false"},
+        {"session.timeout.ms", session_timeout},
+        {"heartbeat.interval.ms", heartbeat},
+        {"log.connection.close", "false"},
         /*
          * Caught up with a busy topic, the default (answer a fetch as soon as
          * one byte is there) made a fetch per handful of events: a fifth of a
          * core of the broker's during a sale. Batches wait for 20 ms anyway.
          */
-        (rc = vc_kafka_set(conf, "fetch.min.bytes", "65536", err, errlen)) ||
-        (rc = vc_kafka_set(conf, "fetch.wait.max.ms", "50", err, errlen)) ||
-        (rc = vc_kafka_set(conf, "statistics.interval.ms", WR_STATS_MS, err, errlen)) ||
-        (rc = vc_kafka_settings_apply(k->conf.extra, conf, CONSUMER, consumer_keys, err, errlen)))
+        {"fetch.min.bytes", "65536"},
+        {"fetch.wait.max.ms", "50"},
+        {"statistics.interval.ms", WR_STATS_MS},
+        {NULL, NULL},
+    };
+    rd_kafka_conf_t *conf;
+    rd_kafka_topic_partition_list_t *topics = NULL;
+    rd_kafka_resp_err_t e;
+    int rc = 0;
+
+    snprintf(session_timeout, sizeof(session_timeout), "%lld",
+             (long long)k->conf.session_timeout_ms);
+    snprintf(heartbeat, sizeof(heartbeat), "%lld", (long long)k->conf.session_timeout_ms / 3);
+    if (!(conf = vc_kafka_conf_new(k->conf.brokers, "voucher-writer", own, k->conf.extra, CONSUMER,
+                                   consumer_keys, err, errlen))) {
+        rc = VC_ERR_INVALID;
         goto fail;
+    }
     rd_kafka_conf_set_opaque(conf, k);
     rd_kafka_conf_set_stats_cb(conf, stats_cb);
     rd_kafka_conf_set_log_cb(conf, log_cb);
@@ -357,21 +361,20 @@ fail:
 
 static int open_producer(wr_kafka_t *k, char *err, size_t errlen)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    int rc;
+    static const vc_kafka_own_t own[] = {
+        VC_KAFKA_OWN_PARTITIONER,
+        {"enable.idempotence", "true"},
+        {"linger.ms", "5"},
+        {"message.timeout.ms", "8000"},
+        {"log.connection.close", "false"},
+        {NULL, NULL},
+    };
+    rd_kafka_conf_t *conf = vc_kafka_conf_new(k->conf.brokers, "voucher-writer-dlt", own,
+                                              k->conf.extra, DLT_PRODUCER, producer_keys, err,
+                                              errlen);
 
-    if ((rc = vc_kafka_set(conf, "bootstrap.servers", k->conf.brokers, err, errlen)) ||
-        (rc = vc_kafka_set(conf, "client.id", "voucher-writer-dlt", err, errlen)) ||
-        (rc = vc_kafka_set_partitioner(conf, err, errlen)) ||
-        (rc = vc_kafka_set(conf, "enable.idempotence", "true", err, errlen)) ||
-        (rc = vc_kafka_set(conf, "linger.ms", "5", err, errlen)) ||
-        (rc = vc_kafka_set(conf, "message.timeout.ms", "8000", err, errlen)) ||
-        (rc = vc_kafka_set(conf, "log.connection.close", "false", err, errlen)) ||
-        (rc = vc_kafka_settings_apply(k->conf.extra, conf, DLT_PRODUCER, producer_keys, err,
-                                      errlen))) {
-        rd_kafka_conf_destroy(conf);
-        return rc;
-    }
+    if (!conf)
+        return VC_ERR_INVALID;
     rd_kafka_conf_set_opaque(conf, k);
     rd_kafka_conf_set_log_cb(conf, log_cb);
     rd_kafka_conf_set_error_cb(conf, error_cb);
@@ -730,27 +733,32 @@ static rd_kafka_t *tool_handle(rd_kafka_type_t type, const char *brokers,
                                const vc_kafka_settings_t *extra, void *opaque, char *err,
                                size_t errlen)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    static const vc_kafka_own_t scanner[] = {
+        {"log.connection.close", "false"},
+        /* assign() wants a group id; nothing joins or commits with it. */
+        {"group.id", "voucher-writer-dlt-tool"},
+        {"enable.auto.commit", "false"},
+        {"enable.partition.eof", "true"},
+        {NULL, NULL},
+    };
+    static const vc_kafka_own_t replayer[] = {
+        {"log.connection.close", "false"},
+        {"enable.idempotence", "true"},
+        /* A replayed event must land where the gateway puts its voucher's events. */
+        VC_KAFKA_OWN_PARTITIONER,
+        {"message.timeout.ms", "15000"},
+        {NULL, NULL},
+    };
+    rd_kafka_conf_t *conf =
+        type == RD_KAFKA_CONSUMER
+            ? vc_kafka_conf_new(brokers, "voucher-writer-dlt-tool", scanner, extra, SCANNER,
+                                scanner_keys, err, errlen)
+            : vc_kafka_conf_new(brokers, "voucher-writer-dlt-tool", replayer, extra, REPLAYER,
+                                producer_keys, err, errlen);
     rd_kafka_t *rk;
 
-    if (vc_kafka_set(conf, "bootstrap.servers", brokers, err, errlen) ||
-        vc_kafka_set(conf, "log.connection.close", "false", err, errlen) ||
-        (type == RD_KAFKA_CONSUMER &&
-         /* assign() wants a group id; nothing joins or commits with it. */
-         (vc_kafka_set(conf, "group.id", "voucher-writer-dlt-tool", err, errlen) ||
-          vc_kafka_set(conf, "enable.auto.commit", "false", err, errlen) ||
-          vc_kafka_set(conf, "enable.partition.eof", "true", err, errlen))) ||
-        (type == RD_KAFKA_PRODUCER &&
-         (vc_kafka_set(conf, "enable.idempotence", "true", err, errlen) ||
-          /* A replayed event must land where the gateway puts its voucher's events. */
-          vc_kafka_set_partitioner(conf, err, errlen) ||
-          vc_kafka_set(conf, "message.timeout.ms", "15000", err, errlen))) ||
-        (type == RD_KAFKA_CONSUMER
-             ? vc_kafka_settings_apply(extra, conf, SCANNER, scanner_keys, err, errlen)
-             : vc_kafka_settings_apply(extra, conf, REPLAYER, producer_keys, err, errlen))) {
-        rd_kafka_conf_destroy(conf);
+    if (!conf)
         return NULL;
-    }
     rd_kafka_conf_set_opaque(conf, opaque);
     rd_kafka_conf_set_log_cb(conf, log_cb);
     if (type == RD_KAFKA_PRODUCER)

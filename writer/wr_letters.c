@@ -68,13 +68,9 @@ static void letter_of(PGresult *res, int row, wr_letter_t *out)
 static PGresult *run(wr_letters_t *l, const char *sql, int n, const char *const *values,
                      char *err, size_t errlen)
 {
-    PGresult *res = PQexecParams(l->conn, sql, n, NULL, values, NULL, NULL, 0);
+    int rc;
 
-    if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
-        return res;
-    vc_pg_error_text(l->conn, res, err, errlen);
-    PQclear(res);
-    return NULL;
+    return vc_pg_exec(l->conn, sql, n, values, &rc, err, errlen);
 }
 
 /* Runs a query for letters; copies up to cap into out. Returns the count or an error. */
@@ -178,7 +174,7 @@ static int with_audit(wr_letters_t *l, const char *sql, int n, const char *const
     PQclear(res);
     return 0;
 out:
-    PQclear(PQexec(l->conn, "ROLLBACK"));
+    vc_pg_rollback(l->conn);
     return rc;
 }
 

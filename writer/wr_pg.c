@@ -156,15 +156,14 @@ const char *wr_pg_dlt_class(const char *error_text)
 
 static int check_schema(PGconn *conn, char *err, size_t errlen)
 {
-    PGresult *res = PQexec(conn, "SELECT to_regprocedure('wr_apply_batch(smallint[], text[],"
-                                 " bigint[], text[], bigint[], bigint[], bigint[], bigint[],"
-                                 " text[], text[], bigint[])') IS NOT NULL");
     int rc = 0;
+    PGresult *res = vc_pg_exec(conn,
+                               "SELECT to_regprocedure('wr_apply_batch(smallint[], text[],"
+                               " bigint[], text[], bigint[], bigint[], bigint[], bigint[],"
+                               " text[], text[], bigint[])') IS NOT NULL",
+                               0, NULL, &rc, err, errlen);
 
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-    } else if (strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
+    if (res && strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
         snprintf(err, errlen,
                  "function wr_apply_batch() is missing: apply the migrations up to "
                  "deploy/sql/016_campaign_redemption.sql");
@@ -202,9 +201,7 @@ static int ensure_conn(wr_pg_t *pg, char *err, size_t errlen)
         goto fail;
     res = PQprepare(pg->conn, "wr_apply", apply_sql, WR_PG_NPARAMS, NULL);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        rc = vc_pg_error_class(pg->conn, res);
-        vc_pg_error_text(pg->conn, res, err, errlen);
-        PQclear(res);
+        rc = vc_pg_fail(pg->conn, res, err, errlen);
         goto fail;
     }
     PQclear(res);
@@ -369,19 +366,11 @@ static int apply_range(wr_pg_t *pg, wr_msg_t **msgs, size_t lo, size_t hi, char 
 /* Runs one utility statement; returns 0 or the class of its failure. */
 static int exec_cmd(wr_pg_t *pg, const char *sql, char *err, size_t errlen)
 {
-    PGresult *res = PQexec(pg->conn, sql);
-    int rc = 0;
+    int rc = vc_pg_command(pg->conn, sql, err, errlen);
 
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        rc = vc_pg_error_class(pg->conn, res);
-        vc_pg_error_text(pg->conn, res, err, errlen);
-        /* A utility statement that fails for a reason other than the server is a bug
-         * in this file, not bad data: never let it be taken for a poison event. */
-        if (rc == VC_ERR_INVALID)
-            rc = VC_ERR_PROTOCOL;
-    }
-    PQclear(res);
-    return rc;
+    /* A utility statement that fails for a reason other than the server is a bug
+     * in this file, not bad data: never let it be taken for a poison event. */
+    return rc == VC_ERR_INVALID ? VC_ERR_PROTOCOL : rc;
 }
 
 typedef struct {
@@ -458,10 +447,7 @@ static int after_first(wr_pg_t *pg, wr_msg_t **msgs, size_t n, int first_rc, con
 fail:
     /* Whatever failed, the batch as a whole is retried later; a broken
      * connection is replaced at the next attempt. */
-    if (PQstatus(pg->conn) == CONNECTION_OK && PQtransactionStatus(pg->conn) != PQTRANS_IDLE) {
-        PGresult *res = PQexec(pg->conn, "ROLLBACK");
-        PQclear(res);
-    }
+    vc_pg_rollback(pg->conn);
     return VC_ERR_UNAVAILABLE;
 }
 
@@ -606,7 +592,6 @@ int wr_pg_park(wr_pg_t *pg, wr_msg_t *const *msgs, size_t n, const char *topic,
         goto fail;
     return 0;
 fail:
-    if (PQstatus(pg->conn) == CONNECTION_OK && PQtransactionStatus(pg->conn) != PQTRANS_IDLE)
-        PQclear(PQexec(pg->conn, "ROLLBACK"));
+    vc_pg_rollback(pg->conn);
     return VC_ERR_UNAVAILABLE;
 }

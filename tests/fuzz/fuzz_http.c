@@ -1,8 +1,8 @@
 /*
  * libFuzzer harness of the gateway's request path. The input is what one
  * client sends: it goes over loopback TCP to a gw_http server
- * (gateway/gw_http.c: the http-parser glue, its limits, pipelining, the
- * buffers given back between requests), whose handler routes each request
+ * (common/vc_http.c: the http-parser glue, its limits, pipelining, the
+ * buffers given back to its cache between requests), whose handler routes each request
  * (gw_router.c), checks its token and parses its body as the route's
  * handler does. Every other answer waits a loop turn, so that more of the
  * stream, or its end, arrives while a request is in flight. The first byte

@@ -30,7 +30,7 @@ seed=${VOUCHER_CONTRACT_SEED:-18}
 contract=$VOUCHER_SOURCE_DIR/tests/contract
 diag "schemathesis seed $seed (VOUCHER_CONTRACT_SEED)"
 started=$(date +%s)
-# unsupported_method is left out: the HTTP parser (gw_http.c) answers 400 to a
+# unsupported_method is left out: the HTTP parser (common/vc_http.c) answers 400 to a
 # method it cannot parse (QUERY) before any route is known; every method it
 # parses gets 405 with Allow on a known path (tests/unit/test_gateway.c).
 # /readyz and /metrics are served on the admin address (their own servers in

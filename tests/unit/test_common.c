@@ -1,5 +1,7 @@
 /* Unit tests for common/: the event codec, RFC 3339 times, configuration, voucher rules. */
 #include <check.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,6 +10,8 @@
 #include "json_same.h"
 #include "vc_config.h"
 #include "vc_pg.h"
+#include "vc_shutdown.h"
+#include "vc_signal.h"
 #include "vc_error.h"
 #include "vc_event.h"
 #include "vc_json.h"
@@ -871,6 +875,34 @@ START_TEST(json_whole_numbers)
 }
 END_TEST
 
+static atomic_int stops, stop_signum;
+
+static void count_stop(int signum)
+{
+    atomic_fetch_add(&stops, 1);
+    atomic_store(&stop_signum, signum);
+}
+
+/*
+ * vc_signal: SIGPIPE no longer ends the process, the first stop signal
+ * reaches the callback after starting the shutdown's countdown, and later
+ * ones change nothing. (raise() runs the handler before it returns.)
+ */
+START_TEST(signals_one_way)
+{
+    ck_assert_int_eq(vc_signal_install(count_stop), 0);
+    ck_assert_int_eq(raise(SIGPIPE), 0);
+    ck_assert_int_eq(atomic_load(&stops), 0);
+    ck_assert_int_eq(vc_shutdown_deadline_ms(), 0);
+    ck_assert_int_eq(raise(SIGTERM), 0);
+    ck_assert_int_eq(atomic_load(&stops), 1);
+    ck_assert_int_eq(atomic_load(&stop_signum), SIGTERM);
+    ck_assert_int_eq(raise(SIGINT), 0);
+    ck_assert_int_eq(raise(SIGTERM), 0);
+    ck_assert_int_eq(atomic_load(&stops), 1);
+}
+END_TEST
+
 static Suite *common_suite(void)
 {
     Suite *s = suite_create("common");
@@ -906,6 +938,7 @@ static Suite *common_suite(void)
     tcase_add_test(tc, voucher_rules);
     tcase_add_test(tc, voucher_price_ignores_the_clock);
     tcase_add_test(tc, metrics_render_prometheus_text);
+    tcase_add_test(tc, signals_one_way);
     suite_add_tcase(s, tc);
     return s;
 }

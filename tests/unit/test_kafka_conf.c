@@ -159,12 +159,14 @@ END_TEST
 
 START_TEST(the_partitioner_is_set_in_one_place_and_never_overridden)
 {
+    static const vc_kafka_own_t own[] = {VC_KAFKA_OWN_PARTITIONER, {NULL, NULL}};
     vc_kafka_settings_t s = VC_KAFKA_SETTINGS_INIT;
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
     char err[512], value[64];
     size_t len = sizeof(value);
+    rd_kafka_conf_t *conf =
+        vc_kafka_conf_new("127.0.0.1:1", "test", own, NULL, "the test", NULL, err, sizeof(err));
 
-    ck_assert_int_eq(vc_kafka_set_partitioner(conf, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(conf);
     ck_assert_int_eq(rd_kafka_conf_get(conf, "partitioner", value, &len), RD_KAFKA_CONF_OK);
     ck_assert_str_eq(value, VC_KAFKA_PARTITIONER);
     ck_assert_str_eq(VC_KAFKA_PARTITIONER, "murmur2_random"); /* the Java client's, and the gateway's */
@@ -239,6 +241,51 @@ START_TEST(valid_pairs_reach_the_conf)
 }
 END_TEST
 
+START_TEST(conf_new_builds_one_handle_the_same_way_for_every_daemon)
+{
+    static const char *const reserved[] = {"acks", NULL};
+    const vc_kafka_own_t own[] = {
+        {"acks", "all"}, {"group.id", NULL}, VC_KAFKA_OWN_PARTITIONER, {NULL, NULL}};
+    const vc_kafka_own_t bad[] = {{"acks", "sometimes"}, {NULL, NULL}};
+    vc_kafka_settings_t s = VC_KAFKA_SETTINGS_INIT;
+    char err[512] = "", value[64];
+    size_t len;
+    rd_kafka_conf_t *conf;
+
+    ck_assert_int_eq(vc_kafka_settings_add(&s, "linger.ms=7", "option --kafka", err, sizeof(err)),
+                     0);
+    conf = vc_kafka_conf_new("10.0.0.1:9092", "voucher-test", own, &s, "the test", reserved, err,
+                             sizeof(err));
+    ck_assert_msg(conf != NULL, "%s", err);
+    static const char *const want[][2] = {{"bootstrap.servers", "10.0.0.1:9092"},
+                                          {"client.id", "voucher-test"},
+                                          {"acks", "-1"}, /* librdkafka's name for all */
+                                          {"partitioner", VC_KAFKA_PARTITIONER},
+                                          {"linger.ms", "7"}};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        len = sizeof(value);
+        ck_assert_int_eq(rd_kafka_conf_get(conf, want[i][0], value, &len), RD_KAFKA_CONF_OK);
+        ck_assert_str_eq(value, want[i][1]);
+    }
+    /* A NULL value is skipped: no group.id was set. */
+    len = sizeof(value);
+    ck_assert(rd_kafka_conf_get(conf, "group.id", value, &len) != RD_KAFKA_CONF_OK ||
+              value[0] == '\0');
+    rd_kafka_conf_destroy(conf);
+
+    /* A bad own setting, and a passthrough setting of a reserved key, give no conf. */
+    ck_assert_ptr_null(vc_kafka_conf_new("h:1", "c", bad, NULL, "the test", NULL, err,
+                                         sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, "kafka setting acks=sometimes"));
+    vc_kafka_settings_free(&s);
+    ck_assert_int_eq(vc_kafka_settings_add(&s, "acks=1", "option --kafka", err, sizeof(err)), 0);
+    ck_assert_ptr_null(vc_kafka_conf_new("h:1", "c", own, &s, "the test", reserved, err,
+                                         sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, "the test sets it itself"));
+    vc_kafka_settings_free(&s);
+}
+END_TEST
+
 static Suite *kafka_conf_suite(void)
 {
     Suite *s = suite_create("kafka_conf");
@@ -253,6 +300,7 @@ static Suite *kafka_conf_suite(void)
     tcase_add_test(tc, the_partitioner_is_set_in_one_place_and_never_overridden);
     tcase_add_test(tc, librdkafka_errors_are_passed_on);
     tcase_add_test(tc, valid_pairs_reach_the_conf);
+    tcase_add_test(tc, conf_new_builds_one_handle_the_same_way_for_every_daemon);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,4 +1,4 @@
-#include "gw_http.h"
+#include "vc_http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,16 +15,17 @@
 #include "vc_error.h"
 #include "vc_fault.h"
 #include "vc_hash.h"
+#include "vc_json.h"
 #include "vc_log.h"
 
 /*
  * Bytes kept unparsed while a request is in flight: the rest of the read
  * that held the request, then reads (each at most what is left of this)
- * until reading pauses. Never more than GW_READ_BUF.
+ * until reading pauses. Never more than VC_HTTP_READ_BUF.
  */
-#define GW_PENDING_MAX GW_READ_BUF
-/* The smallest allocation of a growing buffer. */
-#define GW_BUF_MIN 256
+#define VC_HTTP_PENDING_MAX VC_HTTP_READ_BUF
+/* The smallest block of the server's cache (its class 0). */
+#define VC_HTTP_BUF_MIN 256
 /*
  * SO_SNDBUF and SO_RCVBUF of each connection (Linux doubles them for its
  * bookkeeping). Fixed, not tuned by the kernel: one answer or one request at
@@ -32,10 +33,11 @@
  * read fills before the write timeout can see it (tuned, it grows to
  * megabytes of unread answers, all written as far as libuv can tell).
  */
-#define GW_SOCKET_BUF (16 * 1024)
+#define VC_HTTP_SOCKET_BUF (16 * 1024)
 
-struct gw_arena_chunk {
-    gw_arena_chunk_t *next;
+struct vc_http_arena_chunk {
+    vc_http_arena_chunk_t *next;
+    size_t block; /* the size of the cache block it is */
     size_t cap, used;
     max_align_t data[];
 };
@@ -45,14 +47,14 @@ struct gw_arena_chunk {
  *
  * - From on_message_complete() until conn_feed() dispatches it, the
  *   connection owns it (c->ready); conn_close() frees it there.
- * - From the handler's call until gw_http_respond(), the handler owns it,
+ * - From the handler's call until vc_http_respond(), the handler owns it,
  *   whatever happens to the connection. Meanwhile the request and the
  *   connection point at each other (r->conn, c->inflight), and each pointer
  *   is borrowed: the side that goes away first clears the other's pointer to
  *   it. conn_close() sets r->conn to NULL (the handler still owns r, and its
  *   answer then has nowhere to go); respond() sets c->inflight to NULL
  *   before it frees r.
- * - gw_http_respond() ends the request: it copies the answer into the write,
+ * - vc_http_respond() ends the request: it copies the answer into the write,
  *   then frees the request. Nothing of the request outlives that call: the
  *   connection waiting for the answer to be written is c->answering, not a
  *   pointer to the freed request.
@@ -63,27 +65,29 @@ struct gw_arena_chunk {
  * shutdown comes first.
  */
 typedef struct {
-    gw_request_t pub;
-    gw_conn_t *conn; /* borrowed; NULL once the connection closed */
+    vc_http_request_t pub;
+    vc_http_conn_t *conn; /* borrowed; NULL once the connection closed */
+    size_t block;         /* the size of the cache block it is, strings included */
     int keep_alive;
     unsigned chunks; /* a streamed answer's chunks written so far */
 } request_t;
 
-struct gw_conn {
+struct vc_http_conn {
     uv_tcp_t tcp;
     uv_timer_t timer;
     http_parser parser;
-    gw_http_server_t *server;
-    gw_conn_t *prev, *next;
+    vc_http_server_t *server;
+    vc_http_conn_t *prev, *next;
     int open_handles;
     int closing, reading, read_eof, close_after, in_message;
     int ip_counted; /* counted in the server's per-address table */
+    uint64_t activity_ms; /* uv_now() when it last sent something, for eviction */
     int reset;      /* close with a reset, dropping what the kernel still holds to send */
     unsigned char ip[16]; /* the client's address (IPv4 mapped into IPv6) */
     size_t head_bytes;
     /*
      * The buffers of the request being parsed and of what was read past it;
-     * each grows as needed (up to GW_MAX_HEAD, GW_MAX_BODY, GW_PENDING_MAX)
+     * each grows as needed (up to VC_HTTP_MAX_HEAD, VC_HTTP_MAX_BODY, VC_HTTP_PENDING_MAX)
      * and is freed once it is not needed (conn_trim()), so an idle
      * connection holds none.
      */
@@ -101,14 +105,14 @@ struct gw_conn {
      * Recognising "Expect: 100-continue" and keeping "Authorization" across
      * split header callbacks.
      */
-    char field[16], value[GW_MAX_AUTH];
+    char field[16], value[VC_HTTP_MAX_AUTH];
     size_t field_len, value_len;
     int in_value, header_kind, expect_continue;
-    char auth[GW_MAX_AUTH + 1];
+    char auth[VC_HTTP_MAX_AUTH + 1];
     size_t auth_len; /* 0: no Authorization header */
     /* The client's address for the guessing limits (gw_guard.h). */
     char peer[INET6_ADDRSTRLEN]; /* "" when unknown */
-    char xff[GW_MAX_AUTH + 1];   /* X-Forwarded-For, all of them joined, its tail kept */
+    char xff[VC_HTTP_MAX_AUTH + 1];   /* X-Forwarded-For, all of them joined, its tail kept */
     size_t xff_len;
     int xff_seen;
 };
@@ -116,37 +120,109 @@ struct gw_conn {
 /* A write in flight; the bytes follow the struct. */
 typedef struct {
     uv_write_t req;
-    gw_conn_t *conn;
+    vc_http_conn_t *conn;
     int resume; /* the answer to inflight: resume parsing once written */
-    gw_http_sent_cb sent; /* a streamed chunk's: told once the write ended */
+    vc_http_sent_cb sent; /* a streamed chunk's: told once the write ended */
     void *sent_arg;
+    size_t block; /* the size of the cache block it is */
     size_t len;
     char data[];
 } write_t;
 
-static void conn_close(gw_conn_t *c);
-static void conn_feed(gw_conn_t *c, char *data, size_t len);
-static void conn_read_start(gw_conn_t *c);
+static void conn_close(vc_http_conn_t *c);
+static void conn_feed(vc_http_conn_t *c, char *data, size_t len);
+static void conn_read_start(vc_http_conn_t *c);
 static void timer_close_cb(uv_timer_t *t);
 
+/* ---- the server's cache of blocks ---- */
+
 /*
- * Makes *buf (of *cap bytes) hold at least need bytes, growing it by
- * doubling from GW_BUF_MIN up to max. Returns 0, or -1 when memory runs out
- * (*buf is then unchanged).
+ * The class of a block of cap bytes: cap is VC_HTTP_BUF_MIN << class. A
+ * block of another size (larger than the largest class) has none (-1).
  */
-static int buf_reserve(char **buf, size_t *cap, size_t need, size_t max)
+static int cache_class(size_t cap)
 {
-    size_t n = *cap ? *cap : GW_BUF_MIN;
+    for (int k = 0; k < VC_HTTP_CACHE_CLASSES; k++)
+        if (cap == (size_t)VC_HTTP_BUF_MIN << k)
+            return k;
+    return -1;
+}
+
+/*
+ * Returns a block of at least need bytes, its size in *cap: a cached one of
+ * the smallest class that fits, else a new one (exactly need bytes when no
+ * class fits). Blocks are malloc()ed, so aligned for any type. NULL when
+ * memory runs out.
+ */
+static void *cache_get(vc_http_server_t *s, size_t need, size_t *cap)
+{
+    size_t n = VC_HTTP_BUF_MIN;
+    int k = 0;
+    void *p;
+
+    while (n < need && k < VC_HTTP_CACHE_CLASSES - 1) {
+        n *= 2;
+        k++;
+    }
+    if (n < need) {
+        *cap = need;
+        return malloc(need);
+    }
+    if ((p = s->cache[k])) {
+        memcpy(&s->cache[k], p, sizeof(void *));
+        s->cache_len[k]--;
+    } else if (!(p = malloc(n))) {
+        return NULL;
+    }
+    *cap = n;
+    return p;
+}
+
+/* Gives back a block of cap bytes from cache_get() (NULL is fine). */
+static void cache_put(vc_http_server_t *s, void *p, size_t cap)
+{
+    int k = cache_class(cap);
+
+    if (!p)
+        return;
+    if (k < 0 || s->cache_len[k] >= VC_HTTP_CACHE_KEEP) {
+        free(p);
+        return;
+    }
+    memcpy(p, &s->cache[k], sizeof(void *));
+    s->cache[k] = p;
+    s->cache_len[k]++;
+}
+
+static void cache_free(vc_http_server_t *s)
+{
+    for (int k = 0; k < VC_HTTP_CACHE_CLASSES; k++) {
+        while (s->cache[k]) {
+            void *p = s->cache[k];
+            memcpy(&s->cache[k], p, sizeof(void *));
+            free(p);
+        }
+        s->cache_len[k] = 0;
+    }
+}
+
+/*
+ * Makes *buf (of *cap bytes, a block of s's cache or NULL) hold at least
+ * need bytes, at most max. Returns 0, or -1 when memory runs out (*buf is
+ * then unchanged).
+ */
+static int buf_reserve(vc_http_server_t *s, char **buf, size_t *cap, size_t need, size_t max)
+{
+    size_t n;
     char *p;
 
     if (need <= *cap)
         return 0;
-    while (n < need)
-        n *= 2;
-    if (n > max)
-        n = max;
-    if (n < need || !(p = realloc(*buf, n)))
+    if (need > max || !(p = cache_get(s, need, &n)))
         return -1;
+    if (*buf)
+        memcpy(p, *buf, *cap);
+    cache_put(s, *buf, *cap);
     *buf = p;
     *cap = n;
     return 0;
@@ -158,16 +234,18 @@ static int buf_reserve(char **buf, size_t *cap, size_t need, size_t max)
  * read-ahead buffer once it is empty. A connection with nothing to do then
  * holds only its struct.
  */
-static void conn_trim(gw_conn_t *c)
+static void conn_trim(vc_http_conn_t *c)
 {
+    vc_http_server_t *s = c->server;
+
     if (!c->in_message) {
-        free(c->url);
-        free(c->body);
+        cache_put(s, c->url, c->url_cap);
+        cache_put(s, c->body, c->body_cap);
         c->url = c->body = NULL;
         c->url_cap = c->body_cap = 0;
     }
     if (c->pending_len == 0) {
-        free(c->pending);
+        cache_put(s, c->pending, c->pending_cap);
         c->pending = NULL;
         c->pending_cap = 0;
     }
@@ -179,34 +257,36 @@ static void conn_trim(gw_conn_t *c)
  * handler has it no timer runs (the handler's own deadlines bound it); while
  * its answer is written, the write timeout does.
  */
-static int conn_busy(const gw_conn_t *c)
+static int conn_busy(const vc_http_conn_t *c)
 {
     return c->inflight || c->answering;
 }
 
-static void maybe_done(gw_http_server_t *s)
+static void maybe_done(vc_http_server_t *s)
 {
-    gw_http_done_cb cb = s->done_cb;
+    vc_http_done_cb cb = s->done_cb;
     if (s->shutting_down && !s->listening && !s->conns && s->requests == 0 && cb) {
         s->done_cb = NULL;
+        cache_free(s);
         cb(s);
     }
 }
 
 /* ---- arena ---- */
 
-void *gw_request_alloc(gw_request_t *req, size_t n)
+void *vc_http_request_alloc(vc_http_request_t *req, size_t n)
 {
     const size_t align = alignof(max_align_t);
-    gw_arena_chunk_t *ch = req->arena;
+    vc_http_arena_chunk_t *ch = req->arena;
     void *p;
 
     n = (n + align - 1) / align * align;
     if (!ch || ch->cap - ch->used < n) {
-        size_t cap = n > 2048 ? n : 2048;
-        if (!(ch = malloc(sizeof(*ch) + cap)))
+        size_t block;
+        if (!(ch = cache_get(req->server, sizeof(*ch) + (n > 2048 ? n : 2048), &block)))
             return NULL;
-        ch->cap = cap;
+        ch->block = block;
+        ch->cap = block - sizeof(*ch);
         ch->used = 0;
         ch->next = req->arena;
         req->arena = ch;
@@ -219,14 +299,14 @@ void *gw_request_alloc(gw_request_t *req, size_t n)
 
 static void request_free(request_t *r)
 {
-    gw_http_server_t *s = r->pub.server;
-    gw_arena_chunk_t *ch = r->pub.arena, *next;
+    vc_http_server_t *s = r->pub.server;
+    vc_http_arena_chunk_t *ch = r->pub.arena, *next;
 
     for (; ch; ch = next) {
         next = ch->next;
-        free(ch);
+        cache_put(s, ch, ch->block);
     }
-    free(r);
+    cache_put(s, r, r->block);
     s->requests--;
     maybe_done(s);
 }
@@ -244,7 +324,7 @@ typedef struct {
     long count; /* 0: empty */
 } ip_slot_t;
 
-struct gw_http_ip_table {
+struct vc_http_ip_table {
     uv_mutex_t lock;
     long max_per_ip;
     size_t mask;
@@ -252,9 +332,9 @@ struct gw_http_ip_table {
     ip_slot_t *slots;
 };
 
-gw_http_ip_table_t *gw_http_ip_table_new(long max_per_ip, long max_connections)
+vc_http_ip_table_t *vc_http_ip_table_new(long max_per_ip, long max_connections)
 {
-    gw_http_ip_table_t *t = calloc(1, sizeof(*t));
+    vc_http_ip_table_t *t = calloc(1, sizeof(*t));
     size_t n = 64;
 
     if (!t)
@@ -269,13 +349,13 @@ gw_http_ip_table_t *gw_http_ip_table_new(long max_per_ip, long max_connections)
     t->mask = n - 1;
     t->max_per_ip = max_per_ip;
     /* Any 16 bytes no client can guess: the process's keyed hash of a fixed string. */
-    uint64_t a = vc_hash_str("gw_http_ip_table/0"), b = vc_hash_str("gw_http_ip_table/1");
+    uint64_t a = vc_hash_str("vc_http_ip_table/0"), b = vc_hash_str("vc_http_ip_table/1");
     memcpy(t->seed, &a, 8);
     memcpy(t->seed + 8, &b, 8);
     return t;
 }
 
-void gw_http_ip_table_free(gw_http_ip_table_t *t)
+void vc_http_ip_table_free(vc_http_ip_table_t *t)
 {
     if (!t)
         return;
@@ -301,13 +381,13 @@ static int ip_key(const struct sockaddr_storage *peer, unsigned char key[16])
     return -1;
 }
 
-static size_t ip_home(const gw_http_ip_table_t *t, const unsigned char key[16])
+static size_t ip_home(const vc_http_ip_table_t *t, const unsigned char key[16])
 {
     return (size_t)vc_siphash24(t->seed, key, 16) & t->mask;
 }
 
 /* The slot holding key, or the empty slot where it would go. Called locked. */
-static size_t ip_find(const gw_http_ip_table_t *t, const unsigned char key[16])
+static size_t ip_find(const vc_http_ip_table_t *t, const unsigned char key[16])
 {
     size_t i = ip_home(t, key);
 
@@ -317,7 +397,7 @@ static size_t ip_find(const gw_http_ip_table_t *t, const unsigned char key[16])
 }
 
 /* Counts one more connection from key. Returns 0, or 1 when key is at the cap (not counted). */
-static int ip_acquire(gw_http_ip_table_t *t, const unsigned char key[16])
+static int ip_acquire(vc_http_ip_table_t *t, const unsigned char key[16])
 {
     int refused = 0;
     size_t i;
@@ -335,7 +415,7 @@ static int ip_acquire(gw_http_ip_table_t *t, const unsigned char key[16])
 }
 
 /* Counts one connection from key less (it was acquired). */
-static void ip_release(gw_http_ip_table_t *t, const unsigned char key[16])
+static void ip_release(vc_http_ip_table_t *t, const unsigned char key[16])
 {
     size_t i, j, home;
 
@@ -365,12 +445,12 @@ static void ip_release(gw_http_ip_table_t *t, const unsigned char key[16])
 static void write_cb(uv_write_t *wr, int status)
 {
     write_t *w = (write_t *)wr;
-    gw_conn_t *c = w->conn;
+    vc_http_conn_t *c = w->conn;
     int resume = w->resume;
-    gw_http_sent_cb sent = w->sent;
+    vc_http_sent_cb sent = w->sent;
     void *sent_arg = w->sent_arg;
 
-    free(w);
+    cache_put(c->server, w, w->block);
     /* Reached with c->closing when uv_close() cancelled the write: c lives until close_cb. */
     if (c->closing || status < 0) {
         if (!c->closing) {
@@ -414,10 +494,11 @@ static void write_cb(uv_write_t *wr, int status)
  * request, or closes, once it is written. Returns 0, or closes the
  * connection and returns < 0.
  */
-static int conn_write_sent(gw_conn_t *c, const char *head, size_t head_len, const char *body,
-                           size_t body_len, int resume, gw_http_sent_cb sent, void *sent_arg)
+static int conn_write_sent(vc_http_conn_t *c, const char *head, size_t head_len, const char *body,
+                           size_t body_len, int resume, vc_http_sent_cb sent, void *sent_arg)
 {
-    write_t *w = malloc(sizeof(*w) + head_len + body_len);
+    size_t block;
+    write_t *w = cache_get(c->server, sizeof(*w) + head_len + body_len, &block);
     uv_buf_t buf;
     int rc;
 
@@ -425,6 +506,7 @@ static int conn_write_sent(gw_conn_t *c, const char *head, size_t head_len, cons
         conn_close(c);
         return VC_ERR_NOMEM;
     }
+    w->block = block;
     w->conn = c;
     w->resume = resume;
     w->sent = sent;
@@ -435,7 +517,7 @@ static int conn_write_sent(gw_conn_t *c, const char *head, size_t head_len, cons
         memcpy(w->data + head_len, body, body_len);
     buf = uv_buf_init(w->data, (unsigned)w->len);
     if ((rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, write_cb)) != 0) {
-        free(w);
+        cache_put(c->server, w, w->block);
         conn_close(c);
         return VC_ERR_IO;
     }
@@ -452,13 +534,55 @@ static int conn_write_sent(gw_conn_t *c, const char *head, size_t head_len, cons
     return 0;
 }
 
-static int conn_write(gw_conn_t *c, const char *head, size_t head_len, const char *body,
+static int conn_write(vc_http_conn_t *c, const char *head, size_t head_len, const char *body,
                       size_t body_len, int resume)
 {
     return conn_write_sent(c, head, head_len, body, body_len, resume, NULL, NULL);
 }
 
 static const char json_type[] = "Content-Type: application/json\r\n";
+
+const char *vc_http_status_text(int status)
+{
+    switch (status) {
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 413:
+        return "Content Too Large";
+    case 422:
+        return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Unknown";
+    }
+}
 
 /* Appends len bytes of s at *n; 0, or -1 when buf (cap bytes) is full. */
 static int put(char *buf, size_t cap, size_t *n, const char *s, size_t len)
@@ -490,14 +614,14 @@ static int put_uint(char *buf, size_t cap, size_t *n, size_t v)
  * Built by hand, not by snprintf: every answer has a head, and parsing a
  * format string once per request showed in the profile.
  */
-size_t gw_http_format_head(char *buf, size_t cap, int status, size_t body_len, int keep_alive,
+size_t vc_http_format_head(char *buf, size_t cap, int status, size_t body_len, int keep_alive,
                            const char *type, const char *extra)
 {
     size_t n = 0;
 
     if (status < 100 || status > 999 || put(buf, cap, &n, "HTTP/1.1 ", 9) ||
         put_uint(buf, cap, &n, (size_t)status) || put(buf, cap, &n, " ", 1) ||
-        put_str(buf, cap, &n, gw_status_text(status)) || put(buf, cap, &n, "\r\n", 2) ||
+        put_str(buf, cap, &n, vc_http_status_text(status)) || put(buf, cap, &n, "\r\n", 2) ||
         put_str(buf, cap, &n, type) || put(buf, cap, &n, "Content-Length: ", 16) ||
         put_uint(buf, cap, &n, body_len) || put(buf, cap, &n, "\r\n", 2) ||
         (!keep_alive && put_str(buf, cap, &n, "Connection: close\r\n")) ||
@@ -506,11 +630,11 @@ size_t gw_http_format_head(char *buf, size_t cap, int status, size_t body_len, i
     return n;
 }
 
-static void respond(gw_request_t *req, int status, const char *type, const char *extra_headers,
+static void respond(vc_http_request_t *req, int status, const char *type, const char *extra_headers,
                     const char *body, size_t body_len)
 {
     request_t *r = (request_t *)req;
-    gw_conn_t *c = r->conn;
+    vc_http_conn_t *c = r->conn;
     char head[1024];
     size_t head_len;
     int keep_alive;
@@ -531,25 +655,25 @@ static void respond(gw_request_t *req, int status, const char *type, const char 
     keep_alive = r->keep_alive && !c->close_after && !c->server->shutting_down;
     if (!keep_alive)
         c->close_after = 1;
-    head_len = gw_http_format_head(head, sizeof(head), status, body_len, keep_alive, type,
+    head_len = vc_http_format_head(head, sizeof(head), status, body_len, keep_alive, type,
                                    extra_headers);
     if (head_len == 0) {
-        head_len = gw_http_format_head(head, sizeof(head), 500, 0, 0, json_type, NULL);
+        head_len = vc_http_format_head(head, sizeof(head), 500, 0, 0, json_type, NULL);
         body_len = 0;
         c->close_after = 1;
     }
-    /* Written (copied) before r goes: body may live in r's arena. */
-    conn_write(c, head, head_len, body, body_len, 1);
+    /* Written (copied) before r goes: body may live in r's arena. A HEAD answer is its head. */
+    conn_write(c, head, head_len, body, req->method == VC_HTTP_HEAD ? 0 : body_len, 1);
     request_free(r);
 }
 
-void gw_http_respond(gw_request_t *req, int status, const char *extra_headers, const char *body,
-                     size_t body_len)
+void vc_http_respond(vc_http_request_t *req, int status, const char *extra_headers,
+                     const char *body, size_t body_len)
 {
     respond(req, status, json_type, extra_headers, body, body_len);
 }
 
-void gw_http_respond_typed(gw_request_t *req, int status, const char *content_type,
+void vc_http_respond_typed(vc_http_request_t *req, int status, const char *content_type,
                            const char *body, size_t body_len)
 {
     respond(req, status, content_type, NULL, body, body_len);
@@ -558,12 +682,12 @@ void gw_http_respond_typed(gw_request_t *req, int status, const char *content_ty
 /*
  * A chunked answer (gw_http.h): the request stays in flight, so the
  * connection waits (reads buffered, no idle timer) and conn_close() lets go
- * of it as of any request, until gw_http_stream_end() frees it.
+ * of it as of any request, until vc_http_stream_end() frees it.
  */
-void gw_http_stream_begin(gw_request_t *req, int status, const char *content_type)
+void vc_http_stream_begin(vc_http_request_t *req, int status, const char *content_type)
 {
     request_t *r = (request_t *)req;
-    gw_conn_t *c = r->conn;
+    vc_http_conn_t *c = r->conn;
     char head[512];
     size_t n = 0;
 
@@ -575,7 +699,7 @@ void gw_http_stream_begin(gw_request_t *req, int status, const char *content_typ
         c->close_after = 1;
     if (put(head, sizeof(head), &n, "HTTP/1.1 ", 9) ||
         put_uint(head, sizeof(head), &n, (size_t)status) || put(head, sizeof(head), &n, " ", 1) ||
-        put_str(head, sizeof(head), &n, gw_status_text(status)) ||
+        put_str(head, sizeof(head), &n, vc_http_status_text(status)) ||
         put(head, sizeof(head), &n, "\r\n", 2) || put_str(head, sizeof(head), &n, content_type) ||
         put_str(head, sizeof(head), &n, "Transfer-Encoding: chunked\r\n") ||
         (c->close_after && put_str(head, sizeof(head), &n, "Connection: close\r\n")) ||
@@ -586,7 +710,7 @@ void gw_http_stream_begin(gw_request_t *req, int status, const char *content_typ
     conn_write(c, head, n, NULL, 0, 0);
 }
 
-int gw_http_stream_chunk(gw_request_t *req, const char *data, size_t len, gw_http_sent_cb cb,
+int vc_http_stream_chunk(vc_http_request_t *req, const char *data, size_t len, vc_http_sent_cb cb,
                          void *arg)
 {
     request_t *r = (request_t *)req;
@@ -614,10 +738,10 @@ int gw_http_stream_chunk(gw_request_t *req, const char *data, size_t len, gw_htt
     return conn_write_sent(r->conn, head, n, data, len, 0, cb, arg);
 }
 
-void gw_http_stream_end(gw_request_t *req, int complete)
+void vc_http_stream_end(vc_http_request_t *req, int complete)
 {
     request_t *r = (request_t *)req;
-    gw_conn_t *c = r->conn;
+    vc_http_conn_t *c = r->conn;
 
     if (c) {
         c->inflight = NULL;
@@ -635,17 +759,27 @@ void gw_http_stream_end(gw_request_t *req, int complete)
  * Answers a request the parser rejected (or, with 503, a connection over a
  * limit, not counted by the observer: no request was read), and closes after.
  */
-static void conn_fail(gw_conn_t *c, int status, const char *detail)
+static void conn_fail(vc_http_conn_t *c, int status, const char *detail)
 {
     char head[256], body[512];
     const char *error = status == 413   ? "PAYLOAD_TOO_LARGE"
                         : status == 431 ? "HEADERS_TOO_LARGE"
                         : status == 503 ? "UNAVAILABLE"
                                         : "BAD_REQUEST";
-    size_t body_len = gw_body_error(body, sizeof(body), error, detail, NULL);
-    size_t head_len = gw_http_format_head(head, sizeof(head), status, body_len, 0, json_type,
-                                          status == 503 ? "Retry-After: 1\r\n" : NULL);
+    size_t body_len = 0, head_len;
+    vc_jgen_t g;
 
+    /* The shape of every error answer (proto/openapi.yaml, Error). */
+    if (vc_jgen_init(&g) == 0) {
+        vc_jgen_map_open(&g);
+        vc_jgen_kv_str(&g, "error", error);
+        vc_jgen_kv_str(&g, "detail", detail);
+        vc_jgen_map_close(&g);
+        if (vc_jgen_finish(&g, body, sizeof(body), &body_len) != 0)
+            body_len = 0;
+    }
+    head_len = vc_http_format_head(head, sizeof(head), status, body_len, 0, json_type,
+                                   status == 503 ? "Retry-After: 1\r\n" : NULL);
     if (c->server->observe && status != 503)
         c->server->observe(c->server->ctx, NULL, status);
     c->close_after = 1;
@@ -657,10 +791,10 @@ static void conn_fail(gw_conn_t *c, int status, const char *detail)
 
 /* ---- parsing ---- */
 
-static int head_grow(gw_conn_t *c, size_t len)
+static int head_grow(vc_http_conn_t *c, size_t len)
 {
     c->head_bytes += len;
-    if (c->head_bytes > GW_MAX_HEAD) {
+    if (c->head_bytes > VC_HTTP_MAX_HEAD) {
         c->error_status = 431;
         return -1;
     }
@@ -669,23 +803,27 @@ static int head_grow(gw_conn_t *c, size_t len)
 
 static int on_message_begin(http_parser *p)
 {
-    gw_conn_t *c = p->data;
+    vc_http_conn_t *c = p->data;
     c->url_len = c->body_len = c->head_bytes = 0;
     c->field_len = c->value_len = c->auth_len = 0;
     c->in_value = c->expect_continue = 0;
     c->xff_len = 0;
     c->xff_seen = 0;
     c->in_message = 1;
+    c->activity_ms = uv_now(c->server->loop);
+    /* From its first byte, a request must arrive whole within the read timeout. */
+    if (c->server->limits.read_timeout_ms > 0)
+        uv_timer_start(&c->timer, timer_close_cb, (uint64_t)c->server->limits.read_timeout_ms, 0);
     return 0;
 }
 
 static int on_url(http_parser *p, const char *at, size_t len)
 {
-    gw_conn_t *c = p->data;
+    vc_http_conn_t *c = p->data;
     if (head_grow(c, len) != 0)
         return -1;
-    /* head_grow() bounds url_len + len by GW_MAX_HEAD; one byte more for the NUL. */
-    if (buf_reserve(&c->url, &c->url_cap, c->url_len + len, GW_MAX_HEAD + 1) != 0)
+    /* head_grow() bounds url_len + len by VC_HTTP_MAX_HEAD; one byte more for the NUL. */
+    if (buf_reserve(c->server, &c->url, &c->url_cap, c->url_len + len, VC_HTTP_MAX_HEAD + 1) != 0)
         return -1;
     memcpy(c->url + c->url_len, at, len);
     c->url_len += len;
@@ -698,7 +836,7 @@ enum { HEADER_OTHER, HEADER_EXPECT, HEADER_AUTHORIZATION, HEADER_FORWARDED };
  * Appends to X-Forwarded-For keeping its last bytes: the right-most hops are
  * the ones a trusted proxy wrote (gw_guard_client()).
  */
-static void xff_append(gw_conn_t *c, const char *at, size_t n)
+static void xff_append(vc_http_conn_t *c, const char *at, size_t n)
 {
     const size_t cap = sizeof(c->xff) - 1;
 
@@ -716,7 +854,7 @@ static void xff_append(gw_conn_t *c, const char *at, size_t n)
     c->xff_len += n;
 }
 
-static void header_done(gw_conn_t *c)
+static void header_done(vc_http_conn_t *c)
 {
     if (c->header_kind == HEADER_EXPECT && c->value_len == 12 &&
         strncasecmp(c->value, "100-continue", 12) == 0)
@@ -745,7 +883,7 @@ static void append_small(char *buf, size_t cap, size_t *len, const char *at, siz
 
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
-    gw_conn_t *c = p->data;
+    vc_http_conn_t *c = p->data;
     if (head_grow(c, len) != 0)
         return -1;
     if (c->in_value)
@@ -756,7 +894,7 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
 
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
-    gw_conn_t *c = p->data;
+    vc_http_conn_t *c = p->data;
     if (head_grow(c, len) != 0)
         return -1;
     if (!c->in_value) {
@@ -784,12 +922,12 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 
 static int on_headers_complete(http_parser *p)
 {
-    gw_conn_t *c = p->data;
+    vc_http_conn_t *c = p->data;
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
     if (c->in_value)
         header_done(c);
-    if (p->content_length != ULLONG_MAX && p->content_length > GW_MAX_BODY) {
+    if (p->content_length != ULLONG_MAX && p->content_length > VC_HTTP_MAX_BODY) {
         c->error_status = 413;
         return -1;
     }
@@ -801,47 +939,53 @@ static int on_headers_complete(http_parser *p)
 
 static int on_body(http_parser *p, const char *at, size_t len)
 {
-    gw_conn_t *c = p->data;
-    if (c->body_len + len > GW_MAX_BODY) {
+    vc_http_conn_t *c = p->data;
+    if (c->body_len + len > VC_HTTP_MAX_BODY) {
         c->error_status = 413;
         return -1;
     }
-    if (buf_reserve(&c->body, &c->body_cap, c->body_len + len, GW_MAX_BODY + 1) != 0)
+    if (buf_reserve(c->server, &c->body, &c->body_cap, c->body_len + len,
+                    VC_HTTP_MAX_BODY + 1) != 0)
         return -1;
     memcpy(c->body + c->body_len, at, len);
     c->body_len += len;
     return 0;
 }
 
-static gw_method_t method_of(unsigned m)
+static vc_http_method_t method_of(unsigned m)
 {
     switch (m) {
     case HTTP_GET:
-        return GW_M_GET;
+        return VC_HTTP_GET;
     case HTTP_POST:
-        return GW_M_POST;
+        return VC_HTTP_POST;
     case HTTP_DELETE:
-        return GW_M_DELETE;
+        return VC_HTTP_DELETE;
     case HTTP_PATCH:
-        return GW_M_PATCH;
+        return VC_HTTP_PATCH;
+    case HTTP_HEAD:
+        return VC_HTTP_HEAD;
     default:
-        return GW_M_OTHER;
+        return VC_HTTP_OTHER;
     }
 }
 
 static int on_message_complete(http_parser *p)
 {
-    gw_conn_t *c = p->data;
-    gw_http_server_t *s = c->server;
+    vc_http_conn_t *c = p->data;
+    vc_http_server_t *s = c->server;
     size_t peer_len = strlen(c->peer);
-    request_t *r = malloc(sizeof(*r) + c->url_len + 1 + c->body_len + 1 + c->auth_len + 1 +
-                          peer_len + 1 + c->xff_len + 1);
+    size_t block;
+    request_t *r = cache_get(s, sizeof(*r) + c->url_len + 1 + c->body_len + 1 + c->auth_len + 1 +
+                                    peer_len + 1 + c->xff_len + 1,
+                             &block);
     char *path, *body, *auth, *peer, *xff;
 
     c->in_message = 0;
     if (!r)
         return -1;
     memset(r, 0, sizeof(*r));
+    r->block = block;
     path = (char *)(r + 1);
     body = path + c->url_len + 1;
     if (c->url_len)
@@ -892,7 +1036,7 @@ static const http_parser_settings settings = {
 };
 
 /* Parses data; a complete request is dispatched and what follows it kept in pending. */
-static void conn_feed(gw_conn_t *c, char *data, size_t len)
+static void conn_feed(vc_http_conn_t *c, char *data, size_t len)
 {
     size_t n = http_parser_execute(&c->parser, &settings, data, len);
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
@@ -905,14 +1049,15 @@ static void conn_feed(gw_conn_t *c, char *data, size_t len)
         c->ready = NULL;
         /* data may be c->pending itself (write_cb): then it is large enough already. */
         if (rest) {
-            if (buf_reserve(&c->pending, &c->pending_cap, rest, GW_PENDING_MAX) != 0) {
+            if (buf_reserve(c->server, &c->pending, &c->pending_cap, rest,
+                            VC_HTTP_PENDING_MAX) != 0) {
                 request_free(r);
                 conn_close(c);
                 return;
             }
             memmove(c->pending, data + n, rest);
             c->pending_len = rest;
-            if (c->pending_len >= GW_PENDING_MAX && c->reading) {
+            if (c->pending_len >= VC_HTTP_PENDING_MAX && c->reading) {
                 uv_read_stop((uv_stream_t *)&c->tcp);
                 c->reading = 0;
             }
@@ -941,22 +1086,23 @@ static void conn_feed(gw_conn_t *c, char *data, size_t len)
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    gw_conn_t *c = h->data;
+    vc_http_conn_t *c = h->data;
     size_t len = sizeof(c->server->readbuf);
 
     (void)suggested;
     /* While a request is in flight, read no more than read-ahead may keep. */
     if (conn_busy(c) && !c->close_after)
-        len = GW_PENDING_MAX - c->pending_len;
+        len = VC_HTTP_PENDING_MAX - c->pending_len;
     *buf = uv_buf_init(c->server->readbuf, (unsigned)len);
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
-    gw_conn_t *c = st->data;
+    vc_http_conn_t *c = st->data;
 
     if (nread == 0)
         return;
+    c->activity_ms = uv_now(c->server->loop);
     if (nread < 0) {
         if (nread == UV_EOF && (conn_busy(c) || c->pending_len)) {
             /* Answer what was asked, then close. */
@@ -971,14 +1117,14 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     if (conn_busy(c) || c->close_after) {
         if (c->close_after)
             return; /* an error answer is on its way: ignore the rest */
-        if (buf_reserve(&c->pending, &c->pending_cap, c->pending_len + (size_t)nread,
-                        GW_PENDING_MAX) != 0) {
+        if (buf_reserve(c->server, &c->pending, &c->pending_cap, c->pending_len + (size_t)nread,
+                        VC_HTTP_PENDING_MAX) != 0) {
             conn_close(c);
             return;
         }
         memcpy(c->pending + c->pending_len, buf->base, (size_t)nread);
         c->pending_len += (size_t)nread;
-        if (c->pending_len >= GW_PENDING_MAX) {
+        if (c->pending_len >= VC_HTTP_PENDING_MAX) {
             uv_read_stop(st);
             c->reading = 0;
         }
@@ -987,7 +1133,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     conn_feed(c, buf->base, (size_t)nread);
 }
 
-static void conn_read_start(gw_conn_t *c)
+static void conn_read_start(vc_http_conn_t *c)
 {
     if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) == 0)
         c->reading = 1;
@@ -997,21 +1143,21 @@ static void conn_read_start(gw_conn_t *c)
 
 static void close_cb(uv_handle_t *h)
 {
-    gw_conn_t *c = h->data;
-    gw_http_server_t *s = c->server;
+    vc_http_conn_t *c = h->data;
+    vc_http_server_t *s = c->server;
 
     if (--c->open_handles > 0)
         return;
-    free(c->url);
-    free(c->body);
-    free(c->pending);
+    cache_put(s, c->url, c->url_cap);
+    cache_put(s, c->body, c->body_cap);
+    cache_put(s, c->pending, c->pending_cap);
     free(c);
     maybe_done(s);
 }
 
-static void conn_close(gw_conn_t *c)
+static void conn_close(vc_http_conn_t *c)
 {
-    gw_http_server_t *s = c->server;
+    vc_http_server_t *s = c->server;
 
     if (c->closing)
         return;
@@ -1048,7 +1194,7 @@ static void conn_close(gw_conn_t *c)
  */
 static void timer_close_cb(uv_timer_t *t)
 {
-    gw_conn_t *c = t->data;
+    vc_http_conn_t *c = t->data;
 
     if (c->inflight)
         return;
@@ -1066,7 +1212,7 @@ static void timer_close_cb(uv_timer_t *t)
 }
 
 /* Keeps the peer's address as text, for the guessing limits' IP bucket. */
-static void peer_name(gw_conn_t *c, const struct sockaddr_storage *sa)
+static void peer_name(vc_http_conn_t *c, const struct sockaddr_storage *sa)
 {
     c->peer[0] = '\0';
     if (sa->ss_family == AF_INET)
@@ -1076,14 +1222,37 @@ static void peer_name(gw_conn_t *c, const struct sockaddr_storage *sa)
 }
 
 /*
+ * Makes room for newcomer (limits.evict): closes the connection idle
+ * longest, else the one quiet longest (a request it never finishes, an
+ * answer it never reads). A scan: a server that evicts has few connections.
+ */
+static void conn_evict(vc_http_server_t *s, vc_http_conn_t *newcomer)
+{
+    vc_http_conn_t *c, *idle = NULL, *quiet = NULL;
+
+    for (c = s->conns; c; c = c->next) {
+        if (c->closing || c == newcomer)
+            continue;
+        if (!conn_busy(c) && !c->in_message && !c->pending_len &&
+            (!idle || c->activity_ms < idle->activity_ms))
+            idle = c;
+        if (!quiet || c->activity_ms < quiet->activity_ms)
+            quiet = c;
+    }
+    if (idle || quiet)
+        conn_close(idle ? idle : quiet);
+}
+
+/*
  * Sets up a connection for a socket that tcp_init_cb puts into c->tcp (an
  * accept, or an adopted socket), counts it, and either serves it or, over a
  * limit, answers 503 and closes it. Returns 0, or < 0 when the socket could
  * not be taken (the connection is closing then).
  */
-static int conn_open(gw_http_server_t *s, int (*tcp_init_cb)(gw_conn_t *c, void *arg), void *arg)
+static int conn_open(vc_http_server_t *s, int (*tcp_init_cb)(vc_http_conn_t *c, void *arg),
+                     void *arg)
 {
-    gw_conn_t *c;
+    vc_http_conn_t *c;
     struct sockaddr_storage peer;
     int peer_len = sizeof(peer), rc, sockbuf;
 
@@ -1096,6 +1265,7 @@ static int conn_open(gw_http_server_t *s, int (*tcp_init_cb)(gw_conn_t *c, void 
     uv_timer_init(s->loop, &c->timer);
     c->tcp.data = c->timer.data = c;
     c->open_handles = 2;
+    c->activity_ms = uv_now(s->loop);
     c->next = s->conns;
     if (s->conns)
         s->conns->prev = c;
@@ -1114,10 +1284,14 @@ static int conn_open(gw_http_server_t *s, int (*tcp_init_cb)(gw_conn_t *c, void 
         return 0;
     }
     if (atomic_load(s->limits.connections) > s->limits.max_connections) {
-        vc_debug("connection refused: %ld connections open",
-                 (long)atomic_load(s->limits.connections));
-        conn_fail(c, 503, "too many connections");
-        return 0;
+        if (s->limits.evict) {
+            conn_evict(s, c);
+        } else {
+            vc_debug("connection refused: %ld connections open",
+                     (long)atomic_load(s->limits.connections));
+            conn_fail(c, 503, "too many connections");
+            return 0;
+        }
     }
     /* A socket that is not TCP over IP (a test's socketpair) has no address to count. */
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &peer_len) != 0)
@@ -1132,16 +1306,16 @@ static int conn_open(gw_http_server_t *s, int (*tcp_init_cb)(gw_conn_t *c, void 
         c->ip_counted = 1;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    sockbuf = GW_SOCKET_BUF;
+    sockbuf = VC_HTTP_SOCKET_BUF;
     (void)uv_send_buffer_size((uv_handle_t *)&c->tcp, &sockbuf);
-    sockbuf = GW_SOCKET_BUF;
+    sockbuf = VC_HTTP_SOCKET_BUF;
     (void)uv_recv_buffer_size((uv_handle_t *)&c->tcp, &sockbuf);
     uv_timer_start(&c->timer, timer_close_cb, (uint64_t)s->limits.idle_timeout_ms, 0);
     conn_read_start(c);
     return 0;
 }
 
-static int accept_init_cb(gw_conn_t *c, void *arg)
+static int accept_init_cb(vc_http_conn_t *c, void *arg)
 {
     return uv_accept((uv_stream_t *)arg, (uv_stream_t *)&c->tcp) == 0 ? 0 : VC_ERR_IO;
 }
@@ -1155,12 +1329,12 @@ static void accept_cb(uv_stream_t *listener, int status)
     (void)conn_open(listener->data, accept_init_cb, listener);
 }
 
-static int adopt_init_cb(gw_conn_t *c, void *arg)
+static int adopt_init_cb(vc_http_conn_t *c, void *arg)
 {
     return uv_tcp_open(&c->tcp, *(uv_os_sock_t *)arg) == 0 ? 0 : VC_ERR_IO;
 }
 
-int gw_http_adopt(gw_http_server_t *s, uv_os_sock_t sock)
+int vc_http_adopt(vc_http_server_t *s, uv_os_sock_t sock)
 {
     int rc = conn_open(s, adopt_init_cb, &sock);
 
@@ -1248,7 +1422,7 @@ static void count_port_users(int port, int *time_wait, int *others)
     }
 }
 
-int gw_http_check_free(const char *host, int port, char *err, size_t errlen)
+int vc_http_check_free(const char *host, int port, char *err, size_t errlen)
 {
     struct sockaddr_storage addr;
     int fd, rc = 0, one = 1, time_wait, others;
@@ -1297,25 +1471,25 @@ int gw_http_check_free(const char *host, int port, char *err, size_t errlen)
     return VC_ERR_IO;
 }
 
-void gw_http_init(gw_http_server_t *s, uv_loop_t *loop, const gw_http_limits_t *limits,
-                  gw_http_handler_cb handler, void *ctx)
+void vc_http_init(vc_http_server_t *s, uv_loop_t *loop, const vc_http_limits_t *limits,
+                  vc_http_handler_cb handler, void *ctx)
 {
-    memset(s, 0, offsetof(gw_http_server_t, readbuf));
+    memset(s, 0, offsetof(vc_http_server_t, readbuf));
     s->loop = loop;
     s->handler = handler;
     s->ctx = ctx;
     s->limits = *limits;
 }
 
-int gw_http_listen(gw_http_server_t *s, uv_loop_t *loop, const char *host, int port,
-                   const gw_http_limits_t *limits, gw_http_handler_cb handler, void *ctx,
+int vc_http_listen(vc_http_server_t *s, uv_loop_t *loop, const char *host, int port,
+                   const vc_http_limits_t *limits, vc_http_handler_cb handler, void *ctx,
                    char *err, size_t errlen)
 {
     struct sockaddr_storage addr;
     uv_os_fd_t fd;
     int rc, one = 1;
 
-    gw_http_init(s, loop, limits, handler, ctx);
+    vc_http_init(s, loop, limits, handler, ctx);
     if ((rc = parse_addr(host, port, &addr, err, errlen)) != 0)
         return rc;
     if ((rc = uv_tcp_init_ex(loop, &s->listener, addr.ss_family)) != 0) {
@@ -1329,7 +1503,7 @@ int gw_http_listen(gw_http_server_t *s, uv_loop_t *loop, const char *host, int p
         snprintf(err, errlen, "listener socket: %s", uv_strerror(rc));
         goto fail;
     }
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
+    if (!limits->exclusive && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
         snprintf(err, errlen, "setsockopt(SO_REUSEPORT): %s", strerror(errno));
         goto fail;
     }
@@ -1347,14 +1521,14 @@ fail:
 
 static void listener_close_cb(uv_handle_t *h)
 {
-    gw_http_server_t *s = h->data;
+    vc_http_server_t *s = h->data;
     s->listening = 0;
     maybe_done(s);
 }
 
-void gw_http_shutdown(gw_http_server_t *s, gw_http_done_cb done_cb)
+void vc_http_shutdown(vc_http_server_t *s, vc_http_done_cb done_cb)
 {
-    gw_conn_t *c, *next;
+    vc_http_conn_t *c, *next;
 
     if (s->shutting_down)
         return;
@@ -1368,4 +1542,14 @@ void gw_http_shutdown(gw_http_server_t *s, gw_http_done_cb done_cb)
             conn_close(c);
     }
     maybe_done(s);
+}
+
+void vc_http_close_all(vc_http_server_t *s)
+{
+    vc_http_conn_t *c, *next;
+
+    for (c = s->conns; c; c = next) {
+        next = c->next;
+        conn_close(c);
+    }
 }
