@@ -514,6 +514,14 @@ int gw_redis_wait(gw_redis_t *r, const char *key, int64_t replicas, int64_t time
     return gw_redis_command(r, cb, arg, 3, argv, argvlen);
 }
 
+int gw_redis_same_node(const gw_redis_t *r, const char *a, const char *b)
+{
+    if (!r->cluster)
+        return 1;
+    return r->map->owner[vc_redis_key_slot(a, strlen(a))] ==
+           r->map->owner[vc_redis_key_slot(b, strlen(b))];
+}
+
 int gw_redis_ordered(const gw_redis_t *r)
 {
     return !r->cluster;

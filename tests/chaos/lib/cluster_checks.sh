@@ -1,6 +1,14 @@
-# The rules listener across gateways on a Redis Cluster (gateway/gw_notify.c),
-# run by tests/chaos/cluster on its stack once the sale scenarios are over.
-# Two gateways with a rules ttl of a minute; Redis node 1, the first seed of
+# Two checks of tests/chaos/cluster on its stack once the sale scenarios are
+# over, with two gateways of their own (VOUCHER_REDIS_WAIT_REPLICAS from the
+# environment, 1 there):
+#
+# The orderId's claim covered by WAIT: a reservation whose claim
+# (voucher-order:{ORDERID}) lives on another master than the voucher's keys
+# must send WAIT to that master too before its 201 (INFO commandstats there
+# counts it; proto/redis-keys.md, "Redis Cluster").
+#
+# The rules listener across gateways (gateway/gw_notify.c): a rules ttl of a
+# minute; Redis node 1, the first seed of
 # VOUCHER_REDIS_URL, is killed with -9 (whatever its role); both listeners must
 # subscribe again on another node, and a PATCH {"active":false} on the first
 # gateway must reach the second within a second (it publishes on a live node;
@@ -18,6 +26,19 @@ code="R$(printf '%04X' $((RANDOM % 65536)))-RULES"
 failures=()
 say() { printf '%s chaos: %s\n' "$(date +%T)" "$*" >&2; }
 node_port() { echo $((VOUCHER_PORT_BASE + 40 + $1)); }
+
+# The port of the master serving KEY's slot now, from node 2's view (node 1 dies below).
+master_port_of() { # KEY
+  local slot
+  slot=$(redis-cli -p "$(node_port 2)" cluster keyslot "$1")
+  redis-cli -p "$(node_port 2)" cluster nodes | awk -v s="$slot" '
+    $3 ~ /master/ && $3 !~ /fail/ { for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1]
+      if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2]; exit } } }'
+}
+# How many WAIT commands the node on PORT has run.
+wait_calls() { # PORT
+  redis-cli -p "$1" info commandstats | tr -d '\r' | sed -n 's/^cmdstat_wait:calls=\([0-9]*\),.*/\1/p' | grep . || echo 0
+}
 
 # Subscribers of the channel voucher-rules over the live nodes (each node counts its own).
 subscribers() {
@@ -58,7 +79,7 @@ export VOUCHER_ADMIN_TOKEN=$token VOUCHER_RULES_TTL=60s VOUCHER_GATEWAY_THREADS=
 (VOUCHER_HTTP_ADDR=$gw2 VOUCHER_GATEWAY_ADMIN_ADDR=127.0.0.1:$((VOUCHER_PORT_BASE + 16)) \
   daemon_start chaos-rules-gw2 "$build/gateway/voucher-gateway")
 wait_http_ok "http://$gw1/healthz" 30 && wait_http_ok "http://$gw2/healthz" 30 ||
-  { echo "rules across gateways: FAIL (a gateway did not start; see $VOUCHER_STACK_DIR/logs/chaos-rules-gw*.log)"; exit 1; }
+  { echo "cluster checks: FAIL (a gateway did not start; see $VOUCHER_STACK_DIR/logs/chaos-rules-gw*.log)"; exit 1; }
 before=$(subscribers)
 wait_subscribers 2 10 || failures+=("the two gateways' listeners are not subscribed (voucher-rules has $(subscribers) subscribers)")
 [ "$(admin1 POST /vouchers "{\"code\":\"$code\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":10,\"perUserLimit\":1,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}")" = 201 ] ||
@@ -68,6 +89,29 @@ warm=0
 for ((i = 0; i < 10; i++)); do [ "$(quote2)" = 200 ] && warm=$((warm + 1)); done
 [ "$warm" = 10 ] || failures+=("the second gateway answered $warm of 10 quotes with 200 before the change")
 
+# ---- the claim's master gets a WAIT too
+voucher_port=$(master_port_of "voucher:{$code}:remaining")
+order=
+for ((i = 0; i < 64; i++)); do
+  o="$code-claim-$i"
+  claim_port=$(master_port_of "voucher-order:{$o}")
+  if [ -n "$claim_port" ] && [ "$claim_port" != "$voucher_port" ]; then order=$o; break; fi
+done
+if [ -z "$order" ] || [ -z "$voucher_port" ]; then
+  failures+=("no orderId found whose claim lives on another master than voucher:{$code}")
+else
+  waits_before=$(wait_calls "$claim_port")
+  status=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST -H 'Content-Type: application/json' \
+    --data-binary "{\"customerId\":7,\"orderId\":\"$order\",\"orderAmount\":10000}" \
+    "http://$gw1/vouchers/$code/reservations")
+  waits_after=$(wait_calls "$claim_port")
+  [ "$status" = 201 ] || failures+=("the reservation of $order answered $status, want 201")
+  [ "$((waits_after - waits_before))" -ge 1 ] ||
+    failures+=("the claim of $order (master on port $claim_port, the voucher's on $voucher_port): no WAIT there before the 201")
+  say "claim: $order answered $status; WAITs on the claim's master $waits_before -> $waits_after"
+fi
+
+# ---- a PATCH on one gateway seen by the other, Redis node 1 dead
 pid=$(cat "$VOUCHER_STACK_DIR/redis-1/redis.pid" 2>/dev/null)
 if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
   while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
@@ -75,22 +119,28 @@ if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
 else
   failures+=("kill -9 Redis node 1 FAILED: not running")
 fi
-# Node 1 may have been a master: its replica takes over after the node timeout (2 s).
+# Until the others mark node 1 failed (the node timeout, 2 s) and, if it was
+# a master, its replica took its slots: only then do quotes of any code answer
+# again, whatever the rules listener does.
 for ((i = 0; i < 300; i++)); do
-  redis-cli -p "$(node_port 2)" cluster info 2>/dev/null | grep -q '^cluster_state:ok' && break
+  redis-cli -p "$(node_port 2)" cluster nodes 2>/dev/null |
+    awk -v p=":$(node_port 1)@" 'index($2, p) && $3 ~ /(^|,)fail(,|$)/ { f = 1 } END { exit !f }' &&
+    redis-cli -p "$(node_port 2)" cluster info 2>/dev/null | grep -q '^cluster_state:ok' && break
   sleep 0.1
 done
+[ "$i" -lt 300 ] || failures+=("the cluster did not mark node 1 failed and recover within 30 s")
 wait_subscribers 2 10 ||
   failures+=("with node 1 dead the listeners did not subscribe on another node within 10 s ($(subscribers) subscribers)")
 [ "$(admin1 PATCH "/vouchers/$code" '{"active":false}')" = 200 ] || failures+=("PATCH on the first gateway did not answer 200")
-start=$(date +%s%N) last_old=$start refused=0
+start=$(date +%s%N) last_old=$start refused=0 last_status=none
 for ((i = 0; i < 200 && refused < 10; i++)); do
-  if [ "$(quote2)" = 422 ]; then refused=$((refused + 1)); else refused=0 last_old=$(date +%s%N); fi
+  q=$(quote2)
+  if [ "$q" = 422 ]; then refused=$((refused + 1)); else refused=0 last_old=$(date +%s%N) last_status=$q; fi
   sleep 0.02
 done
 took=$(((last_old - start) / 1000000))
 [ "$refused" -ge 10 ] && [ "$took" -le 1000 ] ||
-  failures+=("the second gateway served the old rules ${took} ms after the PATCH (want <= 1000 ms; rules ttl 60 s)")
+  failures+=("the second gateway answered $last_status (not 422 INACTIVE) ${took} ms after the PATCH (want <= 1000 ms; rules ttl 60 s)")
 
 if "$repo/deploy/stack" up redis-1 >/dev/null 2>&1; then
   say "rules: Redis node 1 is back"
@@ -98,9 +148,9 @@ else
   failures+=("Redis node 1 did not come back")
 fi
 if [ ${#failures[@]} -eq 0 ]; then
-  echo "rules across gateways: PASS (node 1 dead: the second gateway refused ${took} ms after the PATCH on the first)"
+  echo "cluster checks: PASS (the claim's master waited for; node 1 dead: the second gateway refused ${took} ms after the PATCH on the first)"
   exit 0
 fi
-echo "rules across gateways: FAIL"
+echo "cluster checks: FAIL"
 printf '  - %s\n' "${failures[@]}"
 exit 1
