@@ -108,7 +108,8 @@ static void *listen_main(void *arg)
         if (!ctx) {
             if (!warned++)
                 vc_warn("rule changes of other gateways: cannot subscribe to Redis channel %s "
-                        "on any of %d node(s); cached rules are trusted for their ttl until it works",
+                        "on any of %d node(s); cached rules are trusted for their ttl until "
+                        "it works",
                         GW_NOTIFY_CHANNEL, n->nodes.nseeds);
             pause_ms(n, GW_NOTIFY_RETRY_MS);
             continue;

@@ -55,7 +55,9 @@ static const vc_cfg_param_t params[] = {
      "Redis, the gate the gateway uses: redis://[user:password@]host:port/db, or "
      "redis+cluster://[user:password@]host:port,host:port,... (seed nodes) for a Redis Cluster"},
     {"kafka-brokers", "VOUCHER_KAFKA_BROKERS", VC_CFG_STRING, "127.0.0.1:15402",
-     offsetof(rc_settings_t, kafka_brokers), 0, 0, "Kafka bootstrap servers (comma-separated host:port; on a cluster name two or more brokers)"},
+     offsetof(rc_settings_t, kafka_brokers), 0, 0,
+     "Kafka bootstrap servers (comma-separated host:port; on a cluster name two or more "
+     "brokers)"},
     {"writer-group", "VOUCHER_WRITER_GROUP", VC_CFG_STRING, "voucher-writer",
      offsetof(rc_settings_t, writer_group), 0, 0,
      "the writer's consumer group (events after its committed offsets are in flight)"},
