@@ -11,6 +11,7 @@
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_lua.h"
+#include "vc_redis_cluster.h"
 
 struct gw_limit_redis {
     redisContext *ctx;
@@ -34,41 +35,62 @@ static redisReply *run(gw_limit_redis_t *r, int argc, const char **argv, const s
     return reply;
 }
 
-gw_limit_redis_t *gw_limit_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen)
+/* Connects to one node of u and logs in; returns the connection (owned) or NULL with err set. */
+static gw_limit_redis_t *connect_node(const vc_redis_url_t *u, int64_t timeout_ms, char *err,
+                                      size_t errlen)
 {
     struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)((timeout_ms % 1000) * 1000)};
     gw_limit_redis_t *r;
-    vc_redis_url_t u;
     redisReply *reply;
     char db[8];
 
-    if (vc_parse_redis_url(url, &u, err, errlen) != 0 || !(r = calloc(1, sizeof(*r))))
+    if (!(r = calloc(1, sizeof(*r)))) {
+        snprintf(err, errlen, "out of memory");
         return NULL;
-    if (!(r->ctx = redisConnectWithTimeout(u.host, u.port, tv)) || r->ctx->err) {
-        snprintf(err, errlen, "cannot connect to Redis at %s:%d", u.host, u.port);
+    }
+    if (!(r->ctx = redisConnectWithTimeout(u->host, u->port, tv)) || r->ctx->err) {
+        snprintf(err, errlen, "cannot connect to Redis at %s:%d", u->host, u->port);
         gw_limit_close(r);
         return NULL;
     }
     redisSetTimeout(r->ctx, tv);
-    if (u.password[0]) {
+    if (u->password[0]) {
         /* Redis's answer (WRONGPASS ...) never repeats the password. */
-        const char *argv[] = {"AUTH", u.user[0] ? u.user : u.password, u.password};
+        const char *argv[] = {"AUTH", u->user[0] ? u->user : u->password, u->password};
         size_t argvlen[] = {4, strlen(argv[1]), strlen(argv[2])};
-        if (!(reply = run(r, u.user[0] ? 3 : 2, argv, argvlen, err, errlen))) {
+        if (!(reply = run(r, u->user[0] ? 3 : 2, argv, argvlen, err, errlen))) {
             gw_limit_close(r);
             return NULL;
         }
         freeReplyObject(reply);
     }
-    if (u.db != 0) {
+    if (u->db != 0) {
         const char *argv[] = {"SELECT", db};
-        size_t argvlen[] = {6, (size_t)snprintf(db, sizeof(db), "%d", u.db)};
+        size_t argvlen[] = {6, (size_t)snprintf(db, sizeof(db), "%d", u->db)};
         if (!(reply = run(r, 2, argv, argvlen, err, errlen))) {
             gw_limit_close(r);
             return NULL;
         }
         freeReplyObject(reply);
     }
+    return r;
+}
+
+gw_limit_redis_t *gw_limit_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen)
+{
+    vc_redis_cluster_url_t nodes;
+    gw_limit_redis_t *r = NULL;
+
+    if (!vc_redis_url_is_cluster(url)) {
+        if (vc_parse_redis_url(url, &nodes.seed[0], err, errlen) != 0)
+            return NULL;
+        return connect_node(&nodes.seed[0], timeout_ms, err, errlen);
+    }
+    /* A cluster: the first seed that answers (a PUBLISH there reaches every node). */
+    if (vc_redis_cluster_url_parse(url, &nodes, err, errlen) != 0)
+        return NULL;
+    for (int i = 0; i < nodes.nseeds && !r; i++)
+        r = connect_node(&nodes.seed[i], timeout_ms, err, errlen);
     return r;
 }
 

@@ -13,14 +13,23 @@
 #include "gw_rules.h"
 #include "vc_config.h"
 #include "vc_log.h"
+#include "vc_redis_cluster.h"
 
 #define GW_NOTIFY_POLL_MS 200   /* how often the thread looks at the stop flag */
 #define GW_NOTIFY_RETRY_MS 1000 /* pause before connecting again */
 
+/*
+ * The nodes the listener may subscribe on: the URL's one node, or every seed
+ * of a redis+cluster:// URL. In a Redis Cluster a PUBLISH on any node reaches
+ * the subscribers of every node (the cluster bus carries it), so one
+ * subscription on any live node hears every gateway; when that node dies the
+ * listener moves on to the next seed.
+ */
 struct gw_notify {
     pthread_t thread;
     atomic_int stop;
-    vc_redis_url_t url;
+    vc_redis_cluster_url_t nodes;
+    int next; /* the seed to try first: the last one that worked */
 };
 
 /* Whether reply (freed here) is an answer, not an error or a broken connection. */
@@ -75,18 +84,33 @@ static void pause_ms(gw_notify_t *n, int ms)
         poll(NULL, 0, GW_NOTIFY_POLL_MS);
 }
 
+/* Subscribes on the first node that answers, from n->next on; NULL when none does. */
+static redisContext *subscribe_any(gw_notify_t *n)
+{
+    for (int i = 0; i < n->nodes.nseeds; i++) {
+        int k = (n->next + i) % n->nodes.nseeds;
+        redisContext *ctx = subscribe(&n->nodes.seed[k]);
+        if (ctx) {
+            n->next = k;
+            return ctx;
+        }
+    }
+    return NULL;
+}
+
 static void *listen_main(void *arg)
 {
     gw_notify_t *n = arg;
     int warned = 0;
 
     while (!atomic_load(&n->stop)) {
-        redisContext *ctx = subscribe(&n->url);
+        redisContext *ctx = subscribe_any(n);
         if (!ctx) {
             if (!warned++)
-                vc_warn("rule changes of other gateways: cannot subscribe to Redis channel %s; "
-                        "cached rules are trusted for their ttl until it works",
-                        GW_NOTIFY_CHANNEL);
+                vc_warn("rule changes of other gateways: cannot subscribe to Redis channel %s "
+                        "on any of %d node(s); cached rules are trusted for their ttl until "
+                        "it works",
+                        GW_NOTIFY_CHANNEL, n->nodes.nseeds);
             pause_ms(n, GW_NOTIFY_RETRY_MS);
             continue;
         }
@@ -111,6 +135,8 @@ static void *listen_main(void *arg)
                 break;
         }
         redisFree(ctx);
+        /* The node went away: the next seed first (a cluster node may stay down). */
+        n->next = (n->next + 1) % n->nodes.nseeds;
         if (!atomic_load(&n->stop))
             pause_ms(n, GW_NOTIFY_RETRY_MS);
     }
@@ -125,9 +151,17 @@ gw_notify_t *gw_notify_start(const char *redis_url, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    if (vc_parse_redis_url(redis_url, &n->url, err, errlen) != 0) {
-        free(n);
-        return NULL;
+    if (vc_redis_url_is_cluster(redis_url)) {
+        if (vc_redis_cluster_url_parse(redis_url, &n->nodes, err, errlen) != 0) {
+            free(n);
+            return NULL;
+        }
+    } else {
+        if (vc_parse_redis_url(redis_url, &n->nodes.seed[0], err, errlen) != 0) {
+            free(n);
+            return NULL;
+        }
+        n->nodes.nseeds = 1;
     }
     if (pthread_create(&n->thread, NULL, listen_main, n) != 0) {
         snprintf(err, errlen, "cannot start the rule-change listener");

@@ -19,7 +19,9 @@ typedef struct gw_notify gw_notify_t;
 
 /*
  * Starts the listener: a thread of its own with a blocking connection to
- * redis_url (copied), reconnecting with a pause when Redis goes away.
+ * redis_url (copied), reconnecting with a pause when Redis goes away. With a
+ * redis+cluster:// URL it subscribes on one seed node and moves to the next
+ * seed when that node goes away (a PUBLISH on any node reaches them all).
  * Returns it (gw_notify_stop() ends it), or NULL with err set.
  */
 gw_notify_t *gw_notify_start(const char *redis_url, char *err, size_t errlen);

@@ -686,6 +686,18 @@ int gw_redis_wait(gw_redis_t *r, const char *key, int64_t replicas, int64_t time
     return gw_redis_command(r, cb, arg, 3, argv, argvlen);
 }
 
+int gw_redis_same_node(const gw_redis_t *r, const char *a, const char *b)
+{
+    uint16_t na, nb;
+
+    if (!r->cluster)
+        return 1;
+    na = r->map->owner[vc_redis_key_slot(a, strlen(a))];
+    nb = r->map->owner[vc_redis_key_slot(b, strlen(b))];
+    /* A slot the map does not know is not known to share anything. */
+    return na != VC_REDIS_NO_NODE && na == nb;
+}
+
 int gw_redis_ordered(const gw_redis_t *r)
 {
     return !r->cluster;

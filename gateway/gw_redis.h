@@ -90,6 +90,13 @@ int gw_redis_wait(gw_redis_t *r, const char *key, int64_t replicas, int64_t time
                   gw_redis_cb cb, void *arg);
 
 /*
+ * Whether keys a and b are served by the same connection now (always on one
+ * node; on a Redis Cluster, when one master serves both slots in the map), so
+ * that one WAIT there covers the writes sent for both.
+ */
+int gw_redis_same_node(const gw_redis_t *r, const char *a, const char *b);
+
+/*
  * Whether commands on keys of different slots are answered in the order
  * sent: 1 on one node (one connection), 0 on a Redis Cluster.
  */

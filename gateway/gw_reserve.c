@@ -72,6 +72,7 @@ typedef struct {
     int load_waits; /* script runs left while another request's first load lands */
     int claim;
     int script_unsent; /* the script could not be sent after the claim: answer 503 in claim_cb */
+    int claim_waited;  /* WAIT sent to the claim's master too (a cluster: another master) */
     int64_t load_remaining, load_total;
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
     char claim_key[GW_CLAIM_KEY_MAX];
@@ -501,6 +502,24 @@ static void waited_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 
     if (rc == 0 && reply->n == 1 && reply->item[0].type == GW_REDIS_INT &&
         reply->item[0].integer >= want) {
+        /*
+         * On a Redis Cluster the orderId's claim (written by this request:
+         * SET NX, or claim.lua "keep") may live on another master, which the
+         * WAIT above did not cover: a failover there before its replica had
+         * the claim would let the orderId be claimed for another code and
+         * take a second use, which PostgreSQL's unique order_id refuses after
+         * its 201 (proto/redis-keys.md, "Redis Cluster"). Wait there too.
+         */
+        if (!x->claim_waited && (x->claim == CLAIM_NEW || x->claim == CLAIM_OURS) &&
+            !gw_redis_same_node(x->app->redis, x->keys[0], x->claim_key)) {
+            int wrc;
+            x->claim_waited = 1;
+            wrc = gw_redis_wait(x->app->redis, x->claim_key, want,
+                                x->app->cfg->redis_wait_timeout_ms, waited_cb, x);
+            if (wrc != 0)
+                fail(x, wrc, "redis WAIT for a replica of the orderId's claim");
+            return;
+        }
         VC_FAULT("reserve-before-publish");
         publish(x, x->now_ms, delivered_cb);
         return;

@@ -52,9 +52,13 @@ static const vc_cfg_param_t params[] = {
      offsetof(rc_settings_t, pg_dsn), 0, 0,
      "PostgreSQL connection string (libpq conninfo), as the role voucher_reconciler"},
     {"redis-url", "VOUCHER_REDIS_URL", VC_CFG_STRING, "redis://127.0.0.1:15401/0",
-     offsetof(rc_settings_t, redis_url), 0, 0, "Redis, the gate the gateway uses"},
+     offsetof(rc_settings_t, redis_url), 0, 0,
+     "Redis, the gate the gateway uses: redis://[user:password@]host:port/db, or "
+     "redis+cluster://[user:password@]host:port,host:port,... (seed nodes) for a Redis Cluster"},
     {"kafka-brokers", "VOUCHER_KAFKA_BROKERS", VC_CFG_STRING, "127.0.0.1:15402",
-     offsetof(rc_settings_t, kafka_brokers), 0, 0, "Kafka bootstrap servers"},
+     offsetof(rc_settings_t, kafka_brokers), 0, 0,
+     "Kafka bootstrap servers (comma-separated host:port; on a cluster name two or more "
+     "brokers)"},
     {"writer-group", "VOUCHER_WRITER_GROUP", VC_CFG_STRING, "voucher-writer",
      offsetof(rc_settings_t, writer_group), 0, 0,
      "the writer's consumer group (events after its committed offsets are in flight)"},

@@ -63,7 +63,8 @@ static void on_signal(int sig)
 
 static const vc_cfg_param_t params[] = {
     {"kafka-brokers", "VOUCHER_KAFKA_BROKERS", VC_CFG_STRING, "127.0.0.1:15402", CFG(brokers), 0, 0,
-     "Kafka bootstrap servers"},
+     "Kafka bootstrap servers (comma-separated host:port; on a cluster name two or more "
+     "brokers)"},
     {"pg-dsn", "VOUCHER_WRITER_PG_DSN,VOUCHER_PG_DSN", VC_CFG_STRING,
      "host=127.0.0.1 port=15400 dbname=voucher user=voucher_writer", CFG(pg_dsn), 0, 0,
      "PostgreSQL connection string"},

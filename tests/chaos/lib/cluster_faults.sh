@@ -2,7 +2,7 @@
 # VOUCHER_CHAOS_EXTRA names this file: they join the scenario list, and their
 # faults work on the nodes of a stack started with deploy/stack up --cluster.
 
-all_scenarios+=(kill-kafka-broker kill-redis-master)
+all_scenarios+=(kill-kafka-broker kill-redis-master restart-redis-master)
 
 # The scenarios of this file first, then tests/chaos/run's own.
 eval "describe_single() $(declare -f describe | tail -n +2)"
@@ -10,14 +10,20 @@ describe() {
   case $1 in
     kill-kafka-broker) echo "kill -9 one of three Kafka brokers mid-sale, start it again later" ;;
     kill-redis-master) echo "kill -9 the Redis master of the voucher's slot mid-sale (its replica is promoted), start it again (it rejoins as a replica)" ;;
+    restart-redis-master) echo "deploy/stack restart redis-N of the voucher's master mid-sale (SHUTDOWN, started again from its AOF)" ;;
     *) describe_single "$1" ;;
   esac
 }
 
 # The Redis Cluster node (1..6) that is master of the voucher's slot now.
 master_node_of() { # CODE
-  local slot line port
-  slot=$(redis-cli -p $((VOUCHER_PORT_BASE + 41)) cluster keyslot "voucher:{$1}:remaining" 2>/dev/null)
+  local slot= line port n
+  # The slot from any live node: node 1 may be the one killed.
+  for ((n = 1; n <= 6; n++)); do
+    slot=$(redis-cli -p $((VOUCHER_PORT_BASE + 40 + n)) cluster keyslot "voucher:{$1}:remaining" 2>/dev/null)
+    [ -n "$slot" ] && break
+  done
+  [ -n "$slot" ] || return 0
   for ((n = 1; n <= 6; n++)); do
     port=$((VOUCHER_PORT_BASE + 40 + n))
     line=$(redis-cli -p "$port" cluster nodes 2>/dev/null | awk -v s="$slot" '
@@ -74,4 +80,20 @@ fault_kill_redis_master() {
   fi
   deploy_stack up "redis-$node" && fault_log "Redis node $node is back (a replica)" ||
     fault_log "start redis-$node FAILED"
+}
+
+# deploy/stack restart of the voucher's master mid-sale: SHUTDOWN (Redis
+# first lets its replica catch up), then started again from its AOF before
+# the cluster's node timeout, so it comes back as the master it was.
+fault_restart_redis_master() {
+  local node
+  at "$(rand 800 2500)"
+  node=$(master_node_of "$code")
+  [ -n "$node" ] || { fault_log "restart the Redis master of $code FAILED: not found"; return 1; }
+  fault_log "restart Redis node $node, master of voucher:{$code}"
+  if deploy_stack restart "redis-$node"; then
+    fault_log "Redis node $node is back; master of the slot now: node $(master_node_of "$code")"
+  else
+    fault_log "restart redis-$node FAILED"
+  fi
 }

@@ -53,15 +53,40 @@ sampler_stop() { touch "$dir/sampler.stop"; wait "$sampler_pid" 2>/dev/null; }
 
 # The flash sale: vc-load in open loop, each attempt from a customer drawn
 # with the scenario's seed, the same orderId retried after a timeout, a broken
-# connection or a 503. Touches $dir/load.done when it is over.
+# connection or a 503. With two gateways (base_urls), one vc-load per gateway
+# fires its share of the attempts at the same total rate, orderIds apart
+# (CODE-g1-..., CODE-g2-...), customers from the same pool (so the per-customer
+# limit is tested across gateways); their histories are joined into
+# attempts.tsv at the end. Touches $dir/load.done when it is over.
 load_run() {
-  "$bin_load" --code "$code" --order-prefix "$code-" \
-    --attempts "$p_attempts" --customers "$p_customers" --random-customers --seed "$seed" \
-    --rate "$p_rate" --connections "$p_connections" --timeout "$p_timeout" \
-    --retries "$p_retries" --connect-timeout 30s --amount 500000 \
-    --out "$dir/attempts.tsv" --json >"$dir/load.json" 2>"$dir/load.err"
-  echo $? >"$dir/load.rc"
+  local n=${#base_urls[@]} i rc=0 pids=() share
+  if [ "$n" = 1 ]; then
+    load_one "$base_url" "$code-" "$p_attempts" "$p_rate" "$p_connections" "$seed" "$dir/attempts.tsv" "$dir/load"
+    rc=$?
+  else
+    for ((i = 1; i <= n; i++)); do
+      share=$((p_attempts / n + (i <= p_attempts % n ? 1 : 0)))
+      load_one "${base_urls[i - 1]}" "$code-g$i-" "$share" $((p_rate / n)) $((p_connections / n)) \
+        $((seed + i)) "$dir/attempts-$i.tsv" "$dir/load-$i" &
+      pids+=($!)
+    done
+    for i in "${pids[@]}"; do wait "$i" || rc=$?; done
+    cat "$dir"/attempts-[0-9].tsv >"$dir/attempts.tsv"
+    cat "$dir"/load-[0-9].err >"$dir/load.err"
+    jq -s '{byStatus: (map(.byStatus // {}) | reduce .[] as $b ({}; reduce ($b | to_entries[]) as $e (.; .[$e.key] += $e.value)))}' \
+      "$dir"/load-[0-9].json >"$dir/load.json" 2>/dev/null
+  fi
+  echo "$rc" >"$dir/load.rc"
   touch "$dir/load.done"
+}
+
+# One vc-load: URL ORDER_PREFIX ATTEMPTS RATE CONNECTIONS SEED OUT_TSV OUT_BASE.
+load_one() {
+  "$bin_load" --addr "${1#http://}" --code "$code" --order-prefix "$2" \
+    --attempts "$3" --customers "$p_customers" --random-customers --seed "$6" \
+    --rate "$4" --connections "$5" --timeout "$p_timeout" \
+    --retries "$p_retries" --connect-timeout 30s --amount 500000 \
+    --out "$7" --json >"$8.json" 2>"$8.err"
 }
 
 # ---------------------------------------------------------------- the order service
@@ -119,18 +144,28 @@ ops_pick() { # FILE of complete vc-load lines
 
 # Runs beside the sale: reads the 201s vc-load has written so far (whole
 # lines only) and sends their confirms and cancels, until $dir/load.done
-# exists and the last lines are handled.
+# exists and the last lines are handled. With two gateways, the operations on
+# a 201 from one gateway go to the other one.
 client_loop() {
-  local off=0 last=0 n op order
-  local -a confirms releases boths confirmed
+  local last=0 n op order i nfiles=${#base_urls[@]} f
+  local -a confirms releases boths confirmed files offs
   : >"$dir/ops.tsv"
+  if [ "$nfiles" = 1 ]; then
+    files=("$dir/attempts.tsv")
+  else
+    for ((i = 1; i <= nfiles; i++)); do files+=("$dir/attempts-$i.tsv"); done
+  fi
+  for ((i = 0; i < nfiles; i++)); do offs[i]=0; done
   while :; do
     [ -f "$dir/load.done" ] && last=1
-    n=0
-    [ -f "$dir/attempts.tsv" ] && n=$(tail -c +$((off + 1)) "$dir/attempts.tsv" | wc -l)
-    if [ "$n" -gt 0 ]; then
-      tail -c +$((off + 1)) "$dir/attempts.tsv" | head -n "$n" >"$dir/chunk.tsv"
-      off=$((off + $(stat -c %s "$dir/chunk.tsv")))
+    for ((i = 0; i < nfiles; i++)); do
+      f=${files[i]}
+      local base_url=${base_urls[(i + 1) % nfiles]}
+      n=0
+      [ -f "$f" ] && n=$(tail -c +$((offs[i] + 1)) "$f" | wc -l)
+      [ "$n" -gt 0 ] || continue
+      tail -c +$((offs[i] + 1)) "$f" | head -n "$n" >"$dir/chunk.tsv"
+      offs[i]=$((offs[i] + $(stat -c %s "$dir/chunk.tsv")))
       confirms=() releases=() boths=()
       while read -r op order; do
         case $op in
@@ -149,7 +184,7 @@ client_loop() {
       done
       [ ${#releases[@]} -gt 0 ] && ops_send release "${releases[@]}" >/dev/null
       confirmed=()
-    fi
+    done
     [ "$last" = 1 ] && break
     sleep 0.3
   done
