@@ -32,9 +32,6 @@
  */
 int gw_status_for(int rc, const char **error, const char **reason);
 
-/* The reason phrase of an HTTP status ("Not Found"); never NULL. */
-const char *gw_status_text(int status);
-
 /*
  * Writes {"error":error,"detail":detail[,"reason":reason]} into buf.
  * Returns the length, or 0 if it does not fit. reason may be NULL.
