@@ -35,8 +35,10 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 -- The last order gone: users and amounts go too (every count is 0, and no
 -- order needs its amount). reserve.lua reads users or amounts without orders
 -- as an orders hash lost, and refuses new orders until it is rebuilt. amounts
--- sits beside orders (the same hash tag).
-if redis.call('EXISTS', KEYS[3]) == 0 then
+-- sits beside orders (the same hash tag). A campaign's users is kept: there
+-- it is never emptied, and missing beside taken means lost
+-- (campaign_reserve.lua).
+if redis.call('EXISTS', KEYS[3]) == 0 and string.sub(KEYS[3], 1, 8) == 'voucher:' then
   redis.call('DEL', KEYS[2], (string.gsub(KEYS[3], ':orders$', ':amounts')))
 end
 return {1, order}
