@@ -265,7 +265,12 @@ static int conn_busy(const vc_http_conn_t *c)
 static void maybe_done(vc_http_server_t *s)
 {
     vc_http_done_cb cb = s->done_cb;
-    if (s->shutting_down && !s->listening && !s->conns && s->requests == 0 && cb) {
+    /*
+     * Not before every closed connection's close_cb: it gives its buffers back
+     * to the cache and reads s, which done_cb may free.
+     */
+    if (s->shutting_down && !s->listening && !s->conns && s->closing == 0 && s->requests == 0 &&
+        cb) {
         s->done_cb = NULL;
         cache_free(s);
         cb(s);
@@ -1152,6 +1157,7 @@ static void close_cb(uv_handle_t *h)
     cache_put(s, c->body, c->body_cap);
     cache_put(s, c->pending, c->pending_cap);
     free(c);
+    s->closing--;
     maybe_done(s);
 }
 
@@ -1162,6 +1168,7 @@ static void conn_close(vc_http_conn_t *c)
     if (c->closing)
         return;
     c->closing = 1;
+    s->closing++;
     if (c->inflight) {
         /* The handler still owns it: its answer will find no connection. */
         c->inflight->conn = NULL;

@@ -123,6 +123,7 @@ struct vc_http_server {
     void *ctx;
     vc_http_limits_t limits;
     vc_http_conn_t *conns; /* open connections (doubly linked) */
+    long closing;          /* connections closed whose handles are not closed yet */
     long requests;    /* dispatched and not yet answered */
     uint64_t next_id;
     int listening, shutting_down;
