@@ -81,7 +81,6 @@ typedef struct {
     char soldout_key[GW_KEY_MAX];  /* voucher:{CODE}:soldout, the sold-out leases */
     int snapshot;                  /* 1 asking reserve.lua for the sold-out snapshot, 2 asked */
     gw_soldout_ticket_t ticket;    /* while snapshot is 1 */
-    void (*after_leases)(void *x); /* what a 201 does once other gateways' leases ran out */
 } reserve_t;
 
 static void with_rules(reserve_t *x);
@@ -323,24 +322,41 @@ static void refuse_new(reserve_t *x)
 
 /* ---- other gateways' sold-out leases (proto/redis-keys.md, "Sold out without a round trip") ---- */
 
-/* A timer of its own (not in the request's arena): libuv frees handles only in close_cb. */
+/*
+ * Runs then(x) after ms, on a timer of its own (not in the request's arena:
+ * libuv frees handles only in close_cb). Returns 0, or -1 when memory runs out.
+ */
 typedef struct {
     uv_timer_t timer;
     reserve_t *x;
-} lease_wait_t;
+    void (*then)(void *x);
+} reserve_wait_t;
 
-static void lease_wait_closed_cb(uv_handle_t *h)
+static void reserve_wait_closed_cb(uv_handle_t *h)
 {
     free(h->data);
 }
 
-static void lease_wait_cb(uv_timer_t *t)
+static void reserve_wait_cb(uv_timer_t *t)
 {
-    lease_wait_t *w = t->data;
-    reserve_t *x = w->x;
+    reserve_wait_t *w = t->data;
 
-    uv_close((uv_handle_t *)&w->timer, lease_wait_closed_cb);
-    x->after_leases(x);
+    uv_close((uv_handle_t *)&w->timer, reserve_wait_closed_cb);
+    w->then(w->x);
+}
+
+static int reserve_wait(reserve_t *x, uint64_t ms, void (*then)(void *x))
+{
+    reserve_wait_t *w = malloc(sizeof(*w));
+
+    if (!w)
+        return -1;
+    w->x = x;
+    w->then = then;
+    w->timer.data = w;
+    uv_timer_init(x->app->loop, &w->timer);
+    uv_timer_start(&w->timer, reserve_wait_cb, ms, 0);
+    return 0;
 }
 
 /*
@@ -352,7 +368,6 @@ static void lease_wait_cb(uv_timer_t *t)
 static void after_leases(reserve_t *x, const gw_redis_reply_t *reply, void (*next)(void *))
 {
     int64_t wait = reply->n >= 4 && reply->item[3].type == GW_REDIS_INT ? reply->item[3].integer : 0;
-    lease_wait_t *w;
 
     if (wait <= 0) {
         next(x);
@@ -365,16 +380,9 @@ static void after_leases(reserve_t *x, const gw_redis_reply_t *reply, void (*nex
      */
     if (wait > GW_SOLDOUT_LEASE_MAX_MS)
         wait = GW_SOLDOUT_LEASE_MAX_MS;
-    if (!(w = malloc(sizeof(*w)))) {
+    if (reserve_wait(x, (uint64_t)wait, next) != 0)
         /* The use stays taken; a retry replays it once the leases ran out. */
         fail(x, VC_ERR_NOMEM, "waiting for the sold-out leases (hold kept)");
-        return;
-    }
-    x->after_leases = next;
-    w->x = x;
-    w->timer.data = w;
-    uv_timer_init(x->app->loop, &w->timer);
-    uv_timer_start(&w->timer, lease_wait_cb, (uint64_t)wait, 0);
 }
 
 /* ---- the first load of a voucher into Redis ---- */
@@ -382,23 +390,8 @@ static void after_leases(reserve_t *x, const gw_redis_reply_t *reply, void (*nex
 #define GW_LOAD_WAITS 10 /* script runs while another request's first load lands */
 #define GW_LOAD_WAIT_MS 50
 
-/* A timer of its own (not in the request's arena): libuv frees handles only in close_cb. */
-typedef struct {
-    uv_timer_t timer;
-    reserve_t *x;
-} load_wait_t;
-
-static void load_wait_closed_cb(uv_handle_t *h)
+static void load_again(void *x)
 {
-    free(h->data);
-}
-
-static void load_wait_cb(uv_timer_t *t)
-{
-    load_wait_t *w = t->data;
-    reserve_t *x = w->x;
-
-    uv_close((uv_handle_t *)&w->timer, load_wait_closed_cb);
     run_script(x);
 }
 
@@ -408,21 +401,14 @@ static void load_wait_cb(uv_timer_t *t)
  */
 static void wait_for_load(reserve_t *x)
 {
-    load_wait_t *w;
-
-    if (x->load_waits-- <= 0 || !(w = malloc(sizeof(*w)))) {
+    if (x->load_waits-- <= 0 || reserve_wait(x, GW_LOAD_WAIT_MS, load_again) != 0) {
         /*
          * Loaded before and gone from Redis: total_limit - used_count would
          * miss the events in flight and oversell. The reconciler restores it.
          */
         unclaim(x);
         gw_app_reply_error(x->req, VC_ERR_UNAVAILABLE, "voucher is being restored");
-        return;
     }
-    w->x = x;
-    w->timer.data = w;
-    uv_timer_init(x->app->loop, &w->timer);
-    uv_timer_start(&w->timer, load_wait_cb, GW_LOAD_WAIT_MS, 0);
 }
 
 static int claim_load_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
