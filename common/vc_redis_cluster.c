@@ -1,5 +1,6 @@
 #include "vc_redis_cluster.h"
 #include "vc_error.h"
+#include "vc_redis_block.h"
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -211,36 +212,7 @@ struct vc_redis_cluster {
 static redisContext *node_connect(const vc_redis_cluster_t *c, const char *host, int port,
                                   char *err, size_t errlen)
 {
-    const vc_redis_url_t *u = &c->url.seed[0];
-    redisContext *ctx = redisConnectWithTimeout(host, port, c->timeout);
-    redisReply *reply;
-
-    if (!ctx || ctx->err) {
-        snprintf(err, errlen, "cannot connect to Redis at %s:%d: %s", host, port,
-                 ctx ? ctx->errstr : "out of memory");
-        goto fail;
-    }
-    redisSetTimeout(ctx, c->timeout);
-    if (u->password[0]) {
-        if (u->user[0])
-            reply = redisCommand(ctx, "AUTH %s %s", u->user, u->password);
-        else
-            reply = redisCommand(ctx, "AUTH %s", u->password);
-        if (!reply || reply->type == REDIS_REPLY_ERROR) {
-            /* Redis's answer (WRONGPASS ...) never repeats the password. */
-            snprintf(err, errlen, "Redis AUTH at %s:%d failed: %s", host, port,
-                     reply ? reply->str : ctx->errstr);
-            if (reply)
-                freeReplyObject(reply);
-            goto fail;
-        }
-        freeReplyObject(reply);
-    }
-    return ctx;
-fail:
-    if (ctx)
-        redisFree(ctx);
-    return NULL;
+    return vc_redis_node_connect(&c->url.seed[0], host, port, c->timeout, err, errlen);
 }
 
 /* The connection to node i of the map, made when missing; NULL with err set. */
@@ -363,6 +335,13 @@ void vc_redis_cluster_free(vc_redis_cluster_t *c)
     for (int i = 0; i < c->map.nnodes; i++)
         node_drop(c, i);
     free(c);
+}
+
+int vc_redis_cluster_node(const vc_redis_cluster_t *c, unsigned slot)
+{
+    int node = c->map.owner[slot % VC_REDIS_SLOTS];
+
+    return node == VC_REDIS_NO_NODE ? -1 : node;
 }
 
 redisContext *vc_redis_cluster_conn(vc_redis_cluster_t *c, unsigned slot, char *err, size_t errlen)

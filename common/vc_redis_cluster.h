@@ -135,6 +135,12 @@ struct redisReply *vc_redis_cluster_command(vc_redis_cluster_t *c, unsigned slot
 struct redisContext *vc_redis_cluster_conn(vc_redis_cluster_t *c, unsigned slot, char *err,
                                            size_t errlen);
 
+/*
+ * The index of the master serving slot in the map as c knows it now (no I/O),
+ * or -1 when none does: commands on slots of one master may share a pipeline.
+ */
+int vc_redis_cluster_node(const vc_redis_cluster_t *c, unsigned slot);
+
 /* Reads the map again from any master known (after a failover, say). Returns 0 or a VC_ERR_*. */
 int vc_redis_cluster_refresh(vc_redis_cluster_t *c, char *err, size_t errlen);
 

@@ -4,27 +4,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "gw_app.h"
 #include "gw_notify.h"
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_lua.h"
+#include "vc_redis_block.h"
 #include "vc_redis_cluster.h"
 
+/*
+ * One client for the change: on a cluster each step goes to the master of
+ * the keys it touches (the voucher's slot, or a claim's), as the
+ * reservation's do.
+ */
 struct gw_limit_redis {
-    redisContext *ctx;
+    vc_redis_block_t *c;
 };
 
-/* Runs argv; returns the reply (owned) or NULL with err set. */
-static redisReply *run(gw_limit_redis_t *r, int argc, const char **argv, const size_t *argvlen,
-                       char *err, size_t errlen)
+/* Runs argv on slot; returns the reply (owned) or NULL with err set. */
+static redisReply *run(gw_limit_redis_t *r, unsigned slot, int argc, const char **argv,
+                       const size_t *argvlen, char *err, size_t errlen)
 {
-    redisReply *reply = redisCommandArgv(r->ctx, argc, argv, argvlen);
+    char why[256];
+    redisReply *reply = vc_redis_block_command(r->c, slot, argc, argv, argvlen, why, sizeof(why));
 
     if (!reply) {
-        snprintf(err, errlen, "redis %s: %s", argv[0], r->ctx->errstr);
+        snprintf(err, errlen, "redis %s: %s", argv[0], why);
         return NULL;
     }
     if (reply->type == REDIS_REPLY_ERROR) {
@@ -35,62 +41,18 @@ static redisReply *run(gw_limit_redis_t *r, int argc, const char **argv, const s
     return reply;
 }
 
-/* Connects to one node of u and logs in; returns the connection (owned) or NULL with err set. */
-static gw_limit_redis_t *connect_node(const vc_redis_url_t *u, int64_t timeout_ms, char *err,
-                                      size_t errlen)
+gw_limit_redis_t *gw_limit_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen)
 {
-    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)((timeout_ms % 1000) * 1000)};
-    gw_limit_redis_t *r;
-    redisReply *reply;
-    char db[8];
+    gw_limit_redis_t *r = calloc(1, sizeof(*r));
 
-    if (!(r = calloc(1, sizeof(*r)))) {
+    if (!r) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    if (!(r->ctx = redisConnectWithTimeout(u->host, u->port, tv)) || r->ctx->err) {
-        snprintf(err, errlen, "cannot connect to Redis at %s:%d", u->host, u->port);
-        gw_limit_close(r);
+    if (!(r->c = vc_redis_block_connect(url, timeout_ms, err, errlen))) {
+        free(r);
         return NULL;
     }
-    redisSetTimeout(r->ctx, tv);
-    if (u->password[0]) {
-        /* Redis's answer (WRONGPASS ...) never repeats the password. */
-        const char *argv[] = {"AUTH", u->user[0] ? u->user : u->password, u->password};
-        size_t argvlen[] = {4, strlen(argv[1]), strlen(argv[2])};
-        if (!(reply = run(r, u->user[0] ? 3 : 2, argv, argvlen, err, errlen))) {
-            gw_limit_close(r);
-            return NULL;
-        }
-        freeReplyObject(reply);
-    }
-    if (u->db != 0) {
-        const char *argv[] = {"SELECT", db};
-        size_t argvlen[] = {6, (size_t)snprintf(db, sizeof(db), "%d", u->db)};
-        if (!(reply = run(r, 2, argv, argvlen, err, errlen))) {
-            gw_limit_close(r);
-            return NULL;
-        }
-        freeReplyObject(reply);
-    }
-    return r;
-}
-
-gw_limit_redis_t *gw_limit_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen)
-{
-    vc_redis_cluster_url_t nodes;
-    gw_limit_redis_t *r = NULL;
-
-    if (!vc_redis_url_is_cluster(url)) {
-        if (vc_parse_redis_url(url, &nodes.seed[0], err, errlen) != 0)
-            return NULL;
-        return connect_node(&nodes.seed[0], timeout_ms, err, errlen);
-    }
-    /* A cluster: the first seed that answers (a PUBLISH there reaches every node). */
-    if (vc_redis_cluster_url_parse(url, &nodes, err, errlen) != 0)
-        return NULL;
-    for (int i = 0; i < nodes.nseeds && !r; i++)
-        r = connect_node(&nodes.seed[i], timeout_ms, err, errlen);
     return r;
 }
 
@@ -98,8 +60,7 @@ void gw_limit_close(gw_limit_redis_t *r)
 {
     if (!r)
         return;
-    if (r->ctx)
-        redisFree(r->ctx);
+    vc_redis_block_free(r->c);
     free(r);
 }
 
@@ -127,7 +88,7 @@ int gw_limit_move(gw_limit_redis_t *r, const char *code, int64_t base, int64_t w
     snprintf(w, sizeof(w), "%lld", (long long)want);
     for (int i = 0; i < 7; i++)
         argvlen[i] = strlen(argv[i]);
-    if (!(reply = run(r, 7, argv, argvlen, err, errlen)))
+    if (!(reply = run(r, vc_redis_tag_slot(code), 7, argv, argvlen, err, errlen)))
         return VC_ERR_UNAVAILABLE;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1) {
         snprintf(err, errlen, "limit.lua: unexpected reply");
@@ -141,12 +102,89 @@ int gw_limit_move(gw_limit_redis_t *r, const char *code, int64_t base, int64_t w
     return 0;
 }
 
+/*
+ * PEXPIREAT at GT on the claim of each orderId of page (an HSCAN page of
+ * orders: orderId, value, ...). A claim lives in its orderId's slot: on a
+ * cluster the page goes as one pipeline per master serving some of them,
+ * each drained before the next is sent (a connection is borrowed only until
+ * the next call on the client); on one node, as one pipeline. Returns 0, or
+ * VC_ERR_UNAVAILABLE with err set when a claim could not be reached (a MOVED
+ * means the map is stale: a later PATCH or the reconciler's pass completes it).
+ */
+static int extend_claims(gw_limit_redis_t *r, const redisReply *page, const char *at, char *err,
+                         size_t errlen)
+{
+    size_t n = page->elements / 2;
+    unsigned *slot = calloc(n ? n : 1, sizeof(*slot));
+    int *node = calloc(n ? n : 1, sizeof(*node));
+    char (*claim)[GW_CLAIM_KEY_MAX] = calloc(n ? n : 1, sizeof(*claim));
+    int rc = 0;
+
+    if (!slot || !node || !claim) {
+        snprintf(err, errlen, "out of memory");
+        rc = VC_ERR_NOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *id = page->element[2 * i];
+
+        node[i] = -2; /* not a claim to move */
+        if (id->type != REDIS_REPLY_STRING)
+            continue;
+        gw_app_claim_key(id->str, claim[i]);
+        slot[i] = vc_redis_key_slot(claim[i], strlen(claim[i]));
+        node[i] = vc_redis_block_node(r->c, slot[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int target = node[i];
+        redisContext *ctx;
+        size_t sent = 0;
+
+        if (target == -2)
+            continue;
+        if (!(ctx = vc_redis_block_conn(r->c, slot[i], err, errlen))) {
+            rc = VC_ERR_UNAVAILABLE;
+            goto done;
+        }
+        for (size_t j = i; j < n; j++) {
+            const char *argv[] = {"PEXPIREAT", claim[j], at, "GT"};
+            size_t argvlen[] = {9, strlen(claim[j]), strlen(at), 2};
+
+            if (node[j] != target)
+                continue;
+            redisAppendCommandArgv(ctx, 4, argv, argvlen);
+            node[j] = -2;
+            sent++;
+        }
+        for (; sent > 0; sent--) {
+            redisReply *out = NULL;
+
+            if (redisGetReply(ctx, (void **)&out) != REDIS_OK) {
+                snprintf(err, errlen, "PEXPIREAT of a claim: %s", ctx->errstr);
+                rc = VC_ERR_UNAVAILABLE;
+                goto done;
+            }
+            if (out->type == REDIS_REPLY_ERROR && rc == 0) {
+                snprintf(err, errlen, "PEXPIREAT of a claim: %s", out->str);
+                rc = VC_ERR_UNAVAILABLE;
+            }
+            freeReplyObject(out);
+        }
+    }
+done:
+    free(slot);
+    free(node);
+    free(claim);
+    return rc;
+}
+
 int gw_limit_extend(gw_limit_redis_t *r, const char *code, int64_t expire_at_ms, char *err,
                     size_t errlen)
 {
     static const int slot_keys[] = {GW_KEY_REMAINING, GW_KEY_USERS,   GW_KEY_ORDERS,
                                     GW_KEY_HOLDS,     GW_KEY_AMOUNTS, GW_KEY_LIMIT};
     char keys[GW_KEY_COUNT][GW_KEY_MAX], at[24], cursor[24] = "0";
+    unsigned slot = vc_redis_tag_slot(code);
     redisReply *reply;
     int rc = 0;
 
@@ -155,18 +193,16 @@ int gw_limit_extend(gw_limit_redis_t *r, const char *code, int64_t expire_at_ms,
     for (size_t i = 0; i < sizeof(slot_keys) / sizeof(slot_keys[0]); i++) {
         const char *argv[] = {"PEXPIREAT", keys[slot_keys[i]], at, "GT"};
         size_t argvlen[] = {9, strlen(argv[1]), strlen(at), 2};
-        if (!(reply = run(r, 4, argv, argvlen, err, errlen)))
+        if (!(reply = run(r, slot, 4, argv, argvlen, err, errlen)))
             return VC_ERR_UNAVAILABLE;
         freeReplyObject(reply);
     }
-    /* The claims live in the orderIds' slots: one HSCAN page of orders at a time. */
+    /* One HSCAN page of orders at a time. */
     do {
         const char *argv[] = {"HSCAN", keys[GW_KEY_ORDERS], cursor, "COUNT", "500"};
         size_t argvlen[] = {5, strlen(argv[1]), strlen(cursor), 5, 3};
-        redisReply *page;
-        size_t sent = 0;
 
-        if (!(reply = run(r, 5, argv, argvlen, err, errlen)))
+        if (!(reply = run(r, slot, 5, argv, argvlen, err, errlen)))
             return VC_ERR_UNAVAILABLE;
         if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
             reply->element[0]->type != REDIS_REPLY_STRING ||
@@ -176,28 +212,9 @@ int gw_limit_extend(gw_limit_redis_t *r, const char *code, int64_t expire_at_ms,
             return VC_ERR_PROTOCOL;
         }
         snprintf(cursor, sizeof(cursor), "%s", reply->element[0]->str);
-        page = reply->element[1];
-        for (size_t i = 0; i + 1 < page->elements; i += 2) {
-            char claim[GW_CLAIM_KEY_MAX];
-            const char *cargv[] = {"PEXPIREAT", claim, at, "GT"};
-            size_t cargvlen[4] = {9, 0, strlen(at), 2};
-            if (page->element[i]->type != REDIS_REPLY_STRING)
-                continue;
-            gw_app_claim_key(page->element[i]->str, claim);
-            cargvlen[1] = strlen(claim);
-            redisAppendCommandArgv(r->ctx, 4, cargv, cargvlen);
-            sent++;
-        }
+        rc = extend_claims(r, reply->element[1], at, err, errlen);
         freeReplyObject(reply);
-        for (; sent > 0; sent--) {
-            void *out = NULL;
-            if (redisGetReply(r->ctx, &out) != REDIS_OK) {
-                snprintf(err, errlen, "PEXPIREAT of a claim: %s", r->ctx->errstr);
-                return VC_ERR_UNAVAILABLE;
-            }
-            freeReplyObject(out);
-        }
-    } while (strcmp(cursor, "0") != 0);
+    } while (rc == 0 && strcmp(cursor, "0") != 0);
     return rc;
 }
 
@@ -205,7 +222,7 @@ int gw_limit_publish(gw_limit_redis_t *r, const char *code, char *err, size_t er
 {
     const char *argv[] = {"PUBLISH", GW_NOTIFY_CHANNEL, code};
     size_t argvlen[] = {7, strlen(GW_NOTIFY_CHANNEL), strlen(code)};
-    redisReply *reply = run(r, 3, argv, argvlen, err, errlen);
+    redisReply *reply = run(r, vc_redis_tag_slot(code), 3, argv, argvlen, err, errlen);
 
     if (!reply)
         return VC_ERR_UNAVAILABLE;
@@ -227,12 +244,12 @@ int gw_limit_counters(gw_limit_redis_t *r, const char *code, int *has_remaining,
     get_len[1] = strlen(get[1]);
     zcard_len[0] = 5;
     zcard_len[1] = strlen(zcard[1]);
-    if (!(reply = run(r, 2, get, get_len, err, errlen)))
+    if (!(reply = run(r, vc_redis_tag_slot(code), 2, get, get_len, err, errlen)))
         return VC_ERR_UNAVAILABLE;
     *has_remaining = reply->type == REDIS_REPLY_STRING;
     *remaining = *has_remaining ? strtoll(reply->str, NULL, 10) : 0;
     freeReplyObject(reply);
-    if (!(reply = run(r, 2, zcard, zcard_len, err, errlen)))
+    if (!(reply = run(r, vc_redis_tag_slot(code), 2, zcard, zcard_len, err, errlen)))
         return VC_ERR_UNAVAILABLE;
     *holds = reply_int(reply);
     freeReplyObject(reply);

@@ -15,10 +15,9 @@ typedef struct gw_limit_redis gw_limit_redis_t;
 
 /*
  * Connects to url (VOUCHER_REDIS_URL, with its credentials), each command
- * bounded by timeout_ms; with a redis+cluster:// URL, to the first seed that
- * answers (enough for gw_limit_publish; the voucher's keys may live on
- * another master). Returns a connection (owned: gw_limit_close()), or NULL
- * with err set.
+ * bounded by timeout_ms: one node, or a Redis Cluster whose masters each step
+ * reaches by the slot of the keys it touches (vc_redis_block.h). Returns a
+ * connection (owned: gw_limit_close()), or NULL with err set.
  */
 gw_limit_redis_t *gw_limit_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen);
 void gw_limit_close(gw_limit_redis_t *r);

@@ -13,6 +13,7 @@
 #include "gw_rules.h"
 #include "vc_config.h"
 #include "vc_log.h"
+#include "vc_redis_block.h"
 #include "vc_redis_cluster.h"
 
 #define GW_NOTIFY_POLL_MS 200   /* how often the thread looks at the stop flag */
@@ -45,23 +46,11 @@ static int answered(redisReply *reply)
 static redisContext *subscribe(const vc_redis_url_t *u)
 {
     struct timeval tv = {2, 0};
-    redisContext *ctx = redisConnectWithTimeout(u->host, u->port, tv);
+    char err[256];
+    redisContext *ctx = vc_redis_node_connect(u, u->host, u->port, tv, err, sizeof(err));
 
-    if (!ctx || ctx->err) {
-        if (ctx)
-            redisFree(ctx);
-        return NULL;
-    }
-    redisSetTimeout(ctx, tv);
-    /* Redis's answer to AUTH (WRONGPASS ...) never repeats the password. */
-    if (u->password[0] &&
-        !answered(u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user, u->password)
-                             : redisCommand(ctx, "AUTH %s", u->password))) {
-        redisFree(ctx);
-        return NULL;
-    }
-    /* Channels are the same on every database: no SELECT. */
-    if (!answered(redisCommand(ctx, "SUBSCRIBE %s", GW_NOTIFY_CHANNEL))) {
+    /* Channels are the same on every database (a SELECT changes nothing). */
+    if (ctx && !answered(redisCommand(ctx, "SUBSCRIBE %s", GW_NOTIFY_CHANNEL))) {
         redisFree(ctx);
         return NULL;
     }

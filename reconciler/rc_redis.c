@@ -2,6 +2,7 @@
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_fault.h"
+#include "vc_redis_block.h"
 #include "vc_redis_cluster.h"
 
 #include <hiredis/hiredis.h>
@@ -12,12 +13,11 @@
 /*
  * One node (redis://), or a Redis Cluster (redis+cluster://host:port,...):
  * every command of the reconciler names one voucher, whose keys share a slot,
- * so each goes to the master of that slot.
+ * so each goes to the node serving that slot (vc_redis_block.h).
  */
 struct rc_redis {
-    redisContext *ctx;           /* the one node; NULL in cluster mode */
-    vc_redis_cluster_t *cluster; /* NULL on one node */
-    char why[256];               /* why command_on() got no reply */
+    vc_redis_block_t *c;
+    char why[256]; /* why command_on() got no reply */
 };
 
 void rc_keys_of(const char *code, rc_keys_t *k)
@@ -28,110 +28,33 @@ void rc_keys_of(const char *code, rc_keys_t *k)
         snprintf(k->name[i], sizeof(k->name[i]), "voucher:{%s}:%s", code, suffix[i]);
 }
 
-static rc_redis_t *connect_cluster(const char *url, int64_t timeout_ms, char *err, size_t errlen)
-{
-    vc_redis_cluster_url_t *u = malloc(sizeof(*u));
-    rc_redis_t *r = calloc(1, sizeof(*r));
-    char why[384];
-
-    if (!u || !r) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    if (vc_redis_cluster_url_parse(url, u, why, sizeof(why)) != 0) {
-        snprintf(err, errlen, "VOUCHER_REDIS_URL %s", why);
-        goto fail;
-    }
-    if (!(r->cluster = vc_redis_cluster_connect(u, timeout_ms, err, errlen)))
-        goto fail;
-    free(u);
-    return r;
-fail:
-    free(u);
-    free(r);
-    return NULL;
-}
-
 rc_redis_t *rc_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen)
 {
-    vc_redis_url_t u;
-    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)((timeout_ms % 1000) * 1000)};
-    rc_redis_t *r;
-    redisReply *reply;
-    char why[384];
+    rc_redis_t *r = calloc(1, sizeof(*r));
 
-    if (vc_redis_url_is_cluster(url))
-        return connect_cluster(url, timeout_ms, err, errlen);
-    if (vc_parse_redis_url(url, &u, why, sizeof(why)) != 0) {
-        snprintf(err, errlen, "VOUCHER_REDIS_URL %s", why);
-        return NULL;
-    }
-    if (!(r = calloc(1, sizeof(*r)))) {
+    if (!r) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    r->ctx = redisConnectWithTimeout(u.host, u.port, tv);
-    if (!r->ctx || r->ctx->err) {
-        snprintf(err, errlen, "cannot connect to Redis at %s:%d: %s", u.host, u.port,
-                 r->ctx ? r->ctx->errstr : "out of memory");
-        goto fail;
-    }
-    redisSetTimeout(r->ctx, tv);
-    /* Every connection, a reconnection too, authenticates first: the URL's user or password. */
-    if (u.password[0]) {
-        const char *argv[] = {"AUTH", u.user, u.password};
-        size_t argvlen[] = {4, strlen(u.user), strlen(u.password)};
-        int with_user = u.user[0] != '\0';
-
-        if (!with_user) {
-            argv[1] = u.password;
-            argvlen[1] = argvlen[2];
-        }
-        reply = redisCommandArgv(r->ctx, with_user ? 3 : 2, argv, argvlen);
-        /* Redis's answer (WRONGPASS ...) never repeats the password. */
-        if (!reply || reply->type == REDIS_REPLY_ERROR) {
-            snprintf(err, errlen, "Redis AUTH%s%s at %s:%d failed: %s",
-                     with_user ? " as user " : "", u.user, u.host, u.port,
-                     reply ? reply->str : r->ctx->errstr);
-            if (reply)
-                freeReplyObject(reply);
-            goto fail;
-        }
-        freeReplyObject(reply);
-    }
-    if (u.db != 0) {
-        reply = redisCommand(r->ctx, "SELECT %d", u.db);
-        if (!reply || reply->type == REDIS_REPLY_ERROR) {
-            snprintf(err, errlen, "Redis SELECT %d failed", u.db);
-            if (reply)
-                freeReplyObject(reply);
-            goto fail;
-        }
-        freeReplyObject(reply);
+    if (!(r->c = vc_redis_block_connect(url, timeout_ms, err, errlen))) {
+        free(r);
+        return NULL;
     }
     return r;
-fail:
-    rc_redis_free(r);
-    return NULL;
 }
 
 void rc_redis_free(rc_redis_t *r)
 {
     if (!r)
         return;
-    if (r->ctx)
-        redisFree(r->ctx);
-    vc_redis_cluster_free(r->cluster);
+    vc_redis_block_free(r->c);
     free(r);
 }
 
 /* The slot of voucher code's keys: their hash tag is {code}. */
 static unsigned code_slot(const char *code)
 {
-    char tag[VC_CODE_MAX + 8];
-    int n = snprintf(tag, sizeof(tag), "{%s}", code);
-
-    return vc_redis_key_slot(tag, (size_t)n < sizeof(tag) ? (size_t)n : sizeof(tag) - 1);
+    return vc_redis_tag_slot(code);
 }
 
 /*
@@ -140,25 +63,13 @@ static unsigned code_slot(const char *code)
  */
 static redisContext *conn_for(rc_redis_t *r, const char *code, char *err, size_t errlen)
 {
-    if (!r->cluster)
-        return r->ctx;
-    return vc_redis_cluster_conn(r->cluster, code_slot(code), err, errlen);
+    return vc_redis_block_conn(r->c, code_slot(code), err, errlen);
 }
 
-/*
- * One command on keys of one slot (the one node, or the cluster following
- * MOVED and ASK). NULL with r->why set when no reply came.
- */
+/* One command on keys of one slot. NULL with r->why set when no reply came. */
 static redisReply *command_on(rc_redis_t *r, unsigned slot, int argc, const char **argv)
 {
-    redisReply *reply;
-
-    if (r->cluster)
-        return vc_redis_cluster_command(r->cluster, slot, argc, argv, NULL, r->why,
-                                        sizeof(r->why));
-    if (!(reply = redisCommandArgv(r->ctx, argc, argv, NULL)))
-        snprintf(r->why, sizeof(r->why), "%s", r->ctx->errstr);
-    return reply;
+    return vc_redis_block_command(r->c, slot, argc, argv, NULL, r->why, sizeof(r->why));
 }
 
 /*
@@ -182,7 +93,7 @@ static int check_reply(rc_redis_t *r, redisReply *reply, const char *what, char 
                        size_t errlen)
 {
     if (!reply) {
-        snprintf(err, errlen, "Redis %s: %s", what, r->ctx ? r->ctx->errstr : r->why);
+        snprintf(err, errlen, "Redis %s: %s", what, r->why);
         return VC_ERR_UNAVAILABLE; /* hiredis 0.14 reports a timeout as an I/O error */
     }
     if (reply->type == REDIS_REPLY_ERROR) {
@@ -239,7 +150,6 @@ int rc_redis_limit(rc_redis_t *r, const char *code, int *present, int64_t *limit
     redisReply *reply;
     int rc;
 
-    /* Routed by the code's slot, as every voucher key is (a cluster has no r->ctx). */
     snprintf(key, sizeof(key), "voucher:{%s}:limit", code);
     reply = command_on(r, code_slot(code), 2, argv);
     if ((rc = check_reply(r, reply, "GET limit", err, errlen)) != 0)
