@@ -7,6 +7,10 @@
 # must send WAIT to that master too before its 201 (INFO commandstats there
 # counts it; proto/redis-keys.md, "Redis Cluster").
 #
+# A PATCH's own Redis steps (gateway/gw_limit.c): on a voucher whose keys a
+# master other than the first seed serves, a lower, a raise and a later
+# endsAt each reach that master (and the claims' masters) at once.
+#
 # The rules listener across gateways (gateway/gw_notify.c): a rules ttl of a
 # minute; Redis node 1, the first seed of
 # VOUCHER_REDIS_URL, is killed with -9 (whatever its role); both listeners must
@@ -128,6 +132,48 @@ for ((i = 0; i < 64 && measured == 0; i++)); do
 done
 [ "$measured" = 1 ] || failures+=("no reservation with its claim on another master was answered 201 on its first try")
 
+# ---- a PATCH's own Redis steps on the voucher's master
+# A PATCH moves the voucher's counter (a lower before PostgreSQL, a raise
+# after) and, for a later endsAt, the expiry of its keys and of its orders'
+# claims. On a cluster each step must reach the master of the keys it touches,
+# not the first seed (node 1): a voucher served by another master is chosen.
+seed_port=$(node_port 1)
+for ((i = 0; i < 64; i++)); do
+  code2="P$(printf '%04X' $(((RANDOM + i) % 65536)))-LIMIT"
+  patch_port=$(master_port_of "voucher:{$code2}:remaining")
+  [ -n "$patch_port" ] && [ "$patch_port" != "$seed_port" ] && break
+done
+order2="$code2-o1"
+claim2_port=$(master_port_of "voucher-order:{$order2}")
+pttl() { redis-cli -p "$1" pttl "$2" 2>/dev/null; }
+[ "$(admin1 POST /vouchers "{\"code\":\"$code2\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":10,\"perUserLimit\":1,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}")" = 201 ] ||
+  failures+=("could not create $code2 on the first gateway")
+status=
+for ((i = 0; i < 5 && status != 201; i++)); do
+  status=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST -H 'Content-Type: application/json' \
+    --data-binary "{\"customerId\":7,\"orderId\":\"$order2\",\"orderAmount\":10000}" \
+    "http://$gw1/vouchers/$code2/reservations")
+done
+[ "$status" = 201 ] || failures+=("the reservation $order2 of $code2 answered $status, want 201")
+got=$(admin1 PATCH "/vouchers/$code2" '{"totalLimit":6}')
+left=$(redis-cli -p "$patch_port" get "voucher:{$code2}:remaining")
+say "patch: $code2 on master $patch_port (first seed $seed_port): lower 10 -> 6 answered $got, remaining $left"
+[ "$got" = 200 ] && [ "$left" = 5 ] ||
+  failures+=("lowering $code2 (master $patch_port, not the first seed) from 10 to 6 answered $got with remaining $left (want 200 and 5)")
+got=$(admin1 PATCH "/vouchers/$code2" '{"totalLimit":9}')
+left=$(redis-cli -p "$patch_port" get "voucher:{$code2}:remaining")
+say "patch: raise 6 -> 9 answered $got, remaining $left"
+[ "$got" = 200 ] && [ "$left" = 8 ] ||
+  failures+=("raising $code2 from 6 to 9 answered $got with remaining $left (want 200 and 8)")
+keys_before=$(pttl "$patch_port" "voucher:{$code2}:orders") claim_before=$(pttl "$claim2_port" "voucher-order:{$order2}")
+got=$(admin1 PATCH "/vouchers/$code2" '{"endsAt":"2099-12-01T00:00:00Z"}')
+keys_after=$(pttl "$patch_port" "voucher:{$code2}:orders") claim_after=$(pttl "$claim2_port" "voucher-order:{$order2}")
+say "patch: endsAt later answered $got; orders ttl ${keys_before} -> ${keys_after} ms, claim (master $claim2_port) ${claim_before} -> ${claim_after} ms"
+# Eleven months later: far more than the seconds this check takes.
+grew() { [ "${1:-0}" -gt 0 ] && [ "${2:-0}" -gt $(( ${1:-0} + 86400000 )) ]; }
+[ "$got" = 200 ] && grew "$keys_before" "$keys_after" && grew "$claim_before" "$claim_after" ||
+  failures+=("a later endsAt of $code2 answered $got; the orders' ttl went $keys_before -> $keys_after ms, the claim's $claim_before -> $claim_after ms (want both a day or more later)")
+
 # ---- a PATCH on one gateway seen by the other, Redis node 1 dead
 pid=$(cat "$VOUCHER_STACK_DIR/redis-1/redis.pid" 2>/dev/null)
 if [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; then
@@ -173,7 +219,7 @@ else
   failures+=("Redis node 1 did not come back")
 fi
 if [ ${#failures[@]} -eq 0 ]; then
-  echo "cluster checks: PASS (the claim's master waited for; node 1 dead: the second gateway refused ${took} ms after the PATCH on the first)"
+  echo "cluster checks: PASS (the claim's master waited for; a PATCH's steps on the voucher's master; node 1 dead: the second gateway refused ${took} ms after the PATCH on the first)"
   exit 0
 fi
 echo "cluster checks: FAIL"
