@@ -13,6 +13,7 @@
 
 #include "ck_run.h"
 #include "vc_error.h"
+#include "vc_redis_block.h"
 #include "vc_redis_cluster.h"
 
 /* Reads a recorded reply through hiredis's own parser. The caller frees it. */
@@ -67,6 +68,23 @@ START_TEST(key_slot_follows_the_hash_tag)
     /* As CLUSTER KEYSLOT answered on the running cluster. */
     ck_assert_uint_eq(vc_redis_key_slot("voucher:{ABC}:remaining", 23), 14740);
     ck_assert_uint_eq(vc_redis_key_slot("voucher-order:{X1}", 18), 8548);
+}
+END_TEST
+
+START_TEST(tag_slot_is_the_slot_of_every_tagged_key)
+{
+    char long_tag[600];
+
+    /* The blocking client routes a voucher's or a claim's commands by their tag alone. */
+    ck_assert_uint_eq(vc_redis_tag_slot("ABC"), 14740);
+    ck_assert_uint_eq(vc_redis_tag_slot("X1"), 8548);
+    ck_assert_uint_eq(vc_redis_tag_slot("SUMMER"),
+                      vc_redis_key_slot("voucher:{SUMMER}:holds", 22));
+    /* A tag longer than the stack buffer is hashed whole all the same. */
+    memset(long_tag, 'Q', sizeof(long_tag) - 1);
+    long_tag[sizeof(long_tag) - 1] = '\0';
+    ck_assert_uint_eq(vc_redis_tag_slot(long_tag),
+                      vc_redis_crc16(long_tag, sizeof(long_tag) - 1) % 16384);
 }
 END_TEST
 
@@ -206,6 +224,7 @@ int main(void)
 
     tcase_add_test(tc, crc16_spec_vector);
     tcase_add_test(tc, key_slot_follows_the_hash_tag);
+    tcase_add_test(tc, tag_slot_is_the_slot_of_every_tagged_key);
     tcase_add_test(tc, slot_map_from_recorded_cluster_slots);
     tcase_add_test(tc, slot_map_refuses_other_shapes);
     tcase_add_test(tc, moved_and_ask_from_recorded_errors);
