@@ -73,6 +73,7 @@ typedef struct {
     int claim;
     int script_unsent; /* the script could not be sent after the claim: answer 503 in claim_cb */
     int claim_waited;  /* WAIT sent to the claim's master too (a cluster: another master) */
+    void (*after_wait)(void *x); /* what the replicas' WAIT leads to: a publish, new or again */
     int64_t load_remaining, load_total;
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
     char claim_key[GW_CLAIM_KEY_MAX];
@@ -275,6 +276,19 @@ static void replay_publish(void *arg)
 }
 
 static void after_leases(reserve_t *x, const gw_redis_reply_t *reply, void (*next)(void *));
+static void wait_then(reserve_t *x, void (*then)(void *x));
+
+/*
+ * A retry's use must be on the replicas too before its event goes again: the
+ * first request may have answered 503 because its WAIT timed out, and a
+ * failover now would forget the use this 201 acknowledges. The replay's
+ * script wrote (its resent marker) on the voucher's master after that use,
+ * so a WAIT on that master covers both.
+ */
+static void replay_waited(void *arg)
+{
+    wait_then(arg, replay_publish);
+}
 
 /* The same orderId again: publish its event again and answer 201 replayed after the ack. */
 static void replay(reserve_t *x, const gw_redis_reply_t *reply)
@@ -293,7 +307,7 @@ static void replay(reserve_t *x, const gw_redis_reply_t *reply)
     }
     x->discount = o.discount;
     x->held_until_ms = o.held_until_ms;
-    after_leases(x, reply, replay_publish);
+    after_leases(x, reply, replay_waited);
 }
 
 /* The same orderId with another orderAmount than the one that took the use. */
@@ -506,8 +520,7 @@ static void waited_cb(void *arg, int rc, const gw_redis_reply_t *reply)
                 fail(x, wrc, "redis WAIT for a replica of the orderId's claim");
             return;
         }
-        VC_FAULT("reserve-before-publish");
-        publish(x, x->now_ms, delivered_cb);
+        x->after_wait(x);
         return;
     }
     /*
@@ -529,18 +542,30 @@ static void wait_replicas(reserve_t *x)
         fail(x, rc, "redis WAIT for a replica");
 }
 
-/* A use is taken for this request: publish (after the replicas have it, if asked). */
-static void taken(void *arg)
+/* Runs then(x) once VOUCHER_REDIS_WAIT_REPLICAS replicas have this request's writes. */
+static void wait_then(reserve_t *x, void (*then)(void *x))
 {
-    reserve_t *x = arg;
-
     if (x->app->cfg->redis_wait_replicas > 0) {
+        x->after_wait = then;
         wait_replicas(x);
         return;
     }
+    then(x);
+}
+
+static void publish_taken(void *arg)
+{
+    reserve_t *x = arg;
+
     /* Dying here strands a hold that Kafka never heard of: the reconciler releases it. */
     VC_FAULT("reserve-before-publish");
     publish(x, x->now_ms, delivered_cb);
+}
+
+/* A use is taken for this request: publish (after the replicas have it, if asked). */
+static void taken(void *arg)
+{
+    wait_then(arg, publish_taken);
 }
 
 /*

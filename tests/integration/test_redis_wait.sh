@@ -2,10 +2,10 @@
 # VOUCHER_REDIS_WAIT_REPLICAS: a use taken must reach that many Redis replicas
 # (WAIT) before its event is published, so that a failover cannot forget an
 # acknowledged reservation. Too few in time: 503 with the outcome unknown, the
-# hold kept and no event; the retry of the same orderId settles it (201
-# replayed, one row). With a replica attached, the same setting answers 201.
+# hold kept and no event; a retry waits for the replicas as well (503 again
+# while none has it), and once it can, settles it (201 replayed, one row). With a replica attached, the same setting answers 201.
 source "$(dirname "$0")/lib.sh"
-plan 8
+plan 10
 
 reserve() { # CUSTOMER ORDER
   http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"
@@ -28,6 +28,12 @@ reserve 1 "$code-o1"
 is "$status" 503 "no replica took the use in time: 503"
 ok "$(grep -q 'outcome unknown' <<<"$body"; echo $?)" "saying the outcome is unknown ($body)"
 is "$(rcli HEXISTS "voucher:{$code}:orders" "$code-o1")" 1 "the hold is kept in Redis, for the retry"
+
+# A retry while still no replica has it: the replay waits for the replicas too
+# (a failover now would forget the use a 201 would acknowledge).
+reserve 1 "$code-o1"
+is "$status" 503 "the retry while no replica has the use: 503 again, not a 201 replayed"
+ok "$(grep -q 'outcome unknown' <<<"$body"; echo $?)" "again saying the outcome is unknown ($body)"
 
 # The retry, once replicas are no longer asked for, is answered from that hold.
 daemon_stop "$test_name-gateway"
