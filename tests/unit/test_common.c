@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ck_run.h"
@@ -15,6 +17,7 @@
 #include "vc_error.h"
 #include "vc_event.h"
 #include "vc_json.h"
+#include "vc_jout.h"
 #include "vc_log.h"
 #include "vc_metrics.h"
 #include "vc_time.h"
@@ -132,6 +135,150 @@ START_TEST(event_roundtrip_confirmed_amounts)
     ck_assert_int_eq(out.has_amounts, 0);
     ck_assert_int_eq(out.order_amount, 0);
     ck_assert_int_eq(out.discount_amount, 0);
+}
+END_TEST
+
+/* A time as vc_time_format_ms() wrote it with printf (ms >= 0). */
+static void format_with_printf(int64_t ms, char *buf, size_t cap)
+{
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+
+    gmtime_r(&secs, &tm);
+    snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+/*
+ * The encoder as it was, with yajl's generator: vc_event_encode() now writes
+ * the text straight (vc_jout.h) and must write this, byte for byte.
+ */
+static int encode_with_generator(const vc_event_t *ev, char *buf, size_t cap, size_t *len)
+{
+    static const char *const at_keys[] = {NULL, "reservedAt", "confirmedAt", "releasedAt"};
+    char ts[80];
+    vc_jgen_t g;
+
+    if (vc_jgen_init(&g) != 0)
+        return VC_ERR_NOMEM;
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "type", vc_event_type_name(ev->type));
+    vc_jgen_kv_int(&g, "version", VC_EVENT_VERSION);
+    vc_jgen_kv_str(&g, "code", ev->code);
+    vc_jgen_kv_int(&g, "customerId", ev->customer_id);
+    vc_jgen_kv_str(&g, "orderId", ev->order_id);
+    if (ev->type == VC_EV_RESERVED || (ev->type == VC_EV_CONFIRMED && ev->has_amounts)) {
+        vc_jgen_kv_int(&g, "discountAmount", ev->discount_amount);
+        vc_jgen_kv_int(&g, "orderAmount", ev->order_amount);
+    }
+    format_with_printf(ev->at_ms, ts, sizeof(ts));
+    vc_jgen_kv_str(&g, at_keys[ev->type], ts);
+    if (ev->type == VC_EV_RESERVED && ev->held_until_ms > 0) {
+        format_with_printf(ev->held_until_ms, ts, sizeof(ts));
+        vc_jgen_kv_str(&g, "heldUntil", ts);
+    }
+    if (ev->type == VC_EV_RELEASED)
+        vc_jgen_kv_str(&g, "reason", ev->reason);
+    if (ev->campaign_id > 0)
+        vc_jgen_kv_int(&g, "campaignId", ev->campaign_id);
+    vc_jgen_map_close(&g);
+    return vc_jgen_finish(&g, buf, cap, len);
+}
+
+/* Every shape of event, with orderIds that need escaping, written as the generator wrote it. */
+START_TEST(event_encode_is_the_generators_text)
+{
+    static const char *const ids[] = {"order-42", "a\"quoted\"id", "back\\slash", "x",
+                                      "~!@$^&*()_+{}|:<>`-=[];',.", "ends\\"};
+    static const int64_t times[] = {0, 1, 999, 1795975082123, 253402300799999, 951782400000};
+    unsigned seed = 7;
+    int n = 0;
+
+    for (int type = VC_EV_RESERVED; type <= VC_EV_RELEASED; type++)
+        for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+            for (size_t t = 0; t < sizeof(times) / sizeof(times[0]); t++)
+                for (int variant = 0; variant < 4; variant++) {
+                    vc_event_t ev = sample_reserved();
+                    char got[VC_EVENT_MAX_JSON], want[VC_EVENT_MAX_JSON], err[256];
+                    size_t got_len = 0, want_len = 0;
+
+                    ev.type = (vc_event_type_t)type;
+                    snprintf(ev.order_id, sizeof(ev.order_id), "%s", ids[i]);
+                    ev.at_ms = times[t];
+                    ev.held_until_ms = variant & 1 ? 0 : times[(t + 1) % 6];
+                    ev.has_amounts = variant & 2;
+                    ev.campaign_id = variant == 3 ? 123456789012 : 0;
+                    ev.customer_id = (int64_t)(rand_r(&seed) % 1000000) + 1;
+                    ev.discount_amount = variant == 2 ? INT64_MAX : rand_r(&seed);
+                    ev.order_amount = rand_r(&seed);
+                    strcpy(ev.reason, variant & 1 ? "CANCELLED" : "EXPIRED");
+                    ck_assert_int_eq(encode_with_generator(&ev, want, sizeof(want), &want_len), 0);
+                    ck_assert_int_eq(vc_event_encode(&ev, got, sizeof(got), &got_len, err,
+                                                     sizeof(err)),
+                                     0);
+                    ck_assert_str_eq(got, want);
+                    ck_assert_uint_eq(got_len, want_len);
+                    /* A buffer one byte short of the text and its NUL: too large, as before. */
+                    ck_assert_int_eq(vc_event_encode(&ev, got, want_len, &got_len, err,
+                                                     sizeof(err)),
+                                     VC_ERR_TOO_LARGE);
+                    ck_assert_int_eq(vc_event_encode(&ev, got, want_len + 1, &got_len, err,
+                                                     sizeof(err)),
+                                     0);
+                    n++;
+                }
+    ck_assert_int_eq(n, 3 * 6 * 6 * 4);
+}
+END_TEST
+
+/* vc_time_format_ms() without printf: the format's text for the years 1970 to 9999. */
+START_TEST(time_format_is_the_formats_text)
+{
+    unsigned seed = 11;
+    char got[40], want[80];
+
+    for (int i = 0; i < 20000; i++) {
+        int64_t ms = i < 3 ? (int64_t[]){0, 253402300799999, 946684799999}[i]
+                           : (int64_t)(((uint64_t)rand_r(&seed) << 31 | (uint64_t)rand_r(&seed)) %
+                                       253402300800000ULL);
+        format_with_printf(ms, want, sizeof(want));
+        ck_assert_uint_eq(vc_time_format_ms(ms, got, sizeof(got)), strlen(want));
+        ck_assert_str_eq(got, want);
+    }
+    /* 25 bytes are enough, 24 are not; year 10000 takes five digits as printf writes them. */
+    ck_assert_uint_eq(vc_time_format_ms(0, got, 25), 24);
+    ck_assert_uint_eq(vc_time_format_ms(0, got, 24), 0);
+    ck_assert_uint_eq(vc_time_format_ms(253402300800000, got, sizeof(got)), 25);
+    ck_assert_str_eq(got, "10000-01-01T00:00:00.000Z");
+}
+END_TEST
+
+START_TEST(jout_escapes_as_yajl)
+{
+    char got[128], want[128];
+    size_t want_len;
+    vc_jout_t o;
+    vc_jgen_t g;
+    static const char s[] = "a\"b\\c/d\r\n\f\b\t\x01\x1f\x7f\xc3\xa9 end";
+
+    vc_jout_init(&o, got, sizeof(got));
+    vc_jout_str(&o, s);
+    ck_assert_uint_gt(vc_jout_end(&o), 0);
+    ck_assert_int_eq(vc_jgen_init(&g), 0);
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "k", s);
+    vc_jgen_map_close(&g);
+    ck_assert_int_eq(vc_jgen_finish(&g, want, sizeof(want), &want_len), 0);
+    want[want_len - 1] = '\0'; /* {"k":TEXT} -> TEXT */
+    ck_assert_str_eq(got, want + 5);
+    /* Full: nothing more is written and the end says so. */
+    vc_jout_init(&o, got, 4);
+    vc_jout_lit(&o, "abc");
+    ck_assert_uint_eq(vc_jout_end(&o), 3);
+    vc_jout_init(&o, got, 4);
+    vc_jout_lit(&o, "abcd");
+    vc_jout_lit(&o, "");
+    ck_assert_uint_eq(vc_jout_end(&o), 0);
 }
 END_TEST
 
@@ -914,6 +1061,9 @@ static Suite *common_suite(void)
     tcase_add_test(tc, event_roundtrip_confirmed_amounts);
     tcase_add_test(tc, event_roundtrip_campaign);
     tcase_add_test(tc, event_encode_rejects_invalid);
+    tcase_add_test(tc, event_encode_is_the_generators_text);
+    tcase_add_test(tc, time_format_is_the_formats_text);
+    tcase_add_test(tc, jout_escapes_as_yajl);
     tcase_add_loop_test(tc, event_decode_rejects_malformed, 0,
                         sizeof(bad_events) / sizeof(bad_events[0]));
     tcase_add_test(tc, event_decode_rejects_embedded_nul);

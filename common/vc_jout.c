@@ -1,0 +1,120 @@
+#include "vc_jout.h"
+
+#include <string.h>
+
+#include "vc_time.h"
+
+void vc_jout_init(vc_jout_t *o, char *buf, size_t cap)
+{
+    o->buf = o->p = buf;
+    o->end = cap ? buf + cap - 1 : buf;
+    o->full = cap == 0;
+}
+
+void vc_jout_raw(vc_jout_t *o, const char *s, size_t n)
+{
+    if (o->full || n > (size_t)(o->end - o->p)) {
+        o->full = 1;
+        return;
+    }
+    memcpy(o->p, s, n);
+    o->p += n;
+}
+
+void vc_jout_lit(vc_jout_t *o, const char *s)
+{
+    vc_jout_raw(o, s, strlen(s));
+}
+
+void vc_jout_str(vc_jout_t *o, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF"; /* yajl's case */
+    const char *run = s;
+
+    vc_jout_raw(o, "\"", 1);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        char esc[6] = {'\\', 0, '0', '0', 0, 0};
+        size_t n = 2;
+
+        switch (ch) {
+        case '"':
+        case '\\':
+            esc[1] = (char)ch;
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        default:
+            if (ch >= 0x20)
+                continue; /* part of the run copied as it is */
+            esc[1] = 'u';
+            esc[4] = hex[ch >> 4];
+            esc[5] = hex[ch & 15];
+            n = 6;
+            break;
+        }
+        vc_jout_raw(o, run, (size_t)(s - run));
+        vc_jout_raw(o, esc, n);
+        run = s + 1;
+    }
+    vc_jout_raw(o, run, (size_t)(s - run));
+    vc_jout_raw(o, "\"", 1);
+}
+
+size_t vc_i64_text(char out[21], int64_t v)
+{
+    char tmp[21];
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0, len = 0;
+
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        out[len++] = '-';
+    while (n)
+        out[len++] = tmp[--n];
+    out[len] = '\0';
+    return len;
+}
+
+void vc_jout_int(vc_jout_t *o, int64_t v)
+{
+    char text[21];
+    vc_jout_raw(o, text, vc_i64_text(text, v));
+}
+
+int vc_jout_time(vc_jout_t *o, int64_t ms)
+{
+    char ts[40];
+    size_t n = vc_time_format_ms(ms, ts, sizeof(ts));
+
+    if (n == 0)
+        return 0;
+    vc_jout_raw(o, "\"", 1);
+    vc_jout_raw(o, ts, n);
+    vc_jout_raw(o, "\"", 1);
+    return 1;
+}
+
+size_t vc_jout_end(vc_jout_t *o)
+{
+    if (o->full)
+        return 0;
+    *o->p = '\0';
+    return (size_t)(o->p - o->buf);
+}
