@@ -63,7 +63,8 @@ int rc_campaign_needs_full(int lost, int64_t taken, int64_t live, int64_t releas
 /* One campaign, read in full: its orders as both sides see them, and each order's code. */
 typedef struct {
     int64_t id;
-    int lost;  /* taken or users missing beside another key */
+    int lost;   /* taken or users missing beside another key */
+    int loaded; /* campaign.redis_loaded_at is set (campaign_guard.lua's loaded) */
     int flags; /* campaign_read.lua's: 1 taken, 2 users, 4 orders exist */
     rc_orders_t orders;
     char (*codes)[VC_CODE_MAX + 1]; /* by slot of orders, once no order is added */
@@ -362,10 +363,11 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     static const char *const suffix[] = {"orders", "holds", "releasing", "resent", "taken",
                                          "remaining", "users"};
     char k[7][64], now[24], read[48], since[24], order[128];
-    const char *begin_keys[] = {k[0], k[1], k[2], k[3], k[0], k[4]};
-    const char *finish_keys[] = {k[5], k[6], k[0], k[2], k[0], k[4]};
-    const char *code = code_of(c, o);
-    const char *begin_args[6], *finish_args[] = {o->order_id, code};
+    /* The guard's keys (users, orders, taken) and arguments (loaded, code) come last. */
+    const char *begin_keys[] = {k[0], k[1], k[2], k[3], k[6], k[0], k[4]};
+    const char *finish_keys[] = {k[5], k[6], k[0], k[2], k[6], k[0], k[4]};
+    const char *code = code_of(c, o), *loaded = c->loaded ? "1" : "0";
+    const char *begin_args[7], *finish_args[] = {o->order_id, loaded, code};
     int nargs = 0, delivered = 0, rc;
     vc_order_value_t cur = {0};
     vc_event_t ev;
@@ -383,9 +385,10 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
         begin_args[nargs++] = read;
     if (strcmp(why, "undelivered") == 0)
         begin_args[nargs++] = since;
+    begin_args[nargs++] = loaded;
     begin_args[nargs++] = code;
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-        (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_begin, 6, begin_keys, nargs,
+        (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_begin, 7, begin_keys, nargs,
                             begin_args, &status, order, sizeof(order), err, errlen)) != 0)
         return rc;
     if (status != 1 && status != 2)
@@ -412,7 +415,7 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
                 (long long)c->id, o->order_id);
         return 0;
     }
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_finish, 6, finish_keys, 2,
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_finish, 7, finish_keys, 3,
                             finish_args, &status, NULL, 0, err, errlen)) != 0)
         return rc;
     if (status != 1)
@@ -604,6 +607,7 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
         goto out;
     m->last_full_ms = mono;
     c.lost = lost;
+    c.loaded = loaded;
     if ((rc = read_rows(ctx, vs, &c, err, errlen)) != 0 ||
         (rc = read_redis(ctx, &c, norders, err, errlen)) != 0 || (rc = settle_codes(&c)) != 0 ||
         (rc = remember(m, &c, vc_time_now_ms())) != 0)
