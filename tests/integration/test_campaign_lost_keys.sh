@@ -6,9 +6,9 @@
 # too (the outcome is unknown: a 404 would tell the order service there is no
 # such order while PostgreSQL holds it), and spends no guessing-limit try,
 # while an unknown order on an intact campaign keeps its 404, which does; one
-# reconciler pass rebuilds them from
-# PostgreSQL's live rows and what Redis still holds, and the codes answer as
-# before: a taken code 409, a customer at the limit 409, a free code 201. All
+# reconciler pass rebuilds them from PostgreSQL's live rows and what Redis
+# still holds, and the codes answer as before: a taken code 409, a customer at
+# the limit 409, a free code 201, a confirm or cancel 200. All
 # the campaign's keys lost at once are told from a campaign never used by
 # campaign.redis_loaded_at, set by its first take.
 source "$(dirname "$0")/lib.sh"
