@@ -144,7 +144,7 @@ static void created_cb(void *arg, int rc, const char *err)
             char why[96];
             snprintf(why, sizeof(why), "this code is a one-time code of campaign %lld",
                      (long long)a->campaign_id);
-            gw_app_reply_error(a->req, rc, why);
+            gw_app_reply_error(a->req, GW_E_CAMPAIGN_CODE, why);
             return;
         }
         gw_app_reply_error(a->req, rc,

@@ -58,6 +58,10 @@ int gw_status_for(int rc, const char **error, const char **reason)
     case GW_E_EXISTS:
         *error = "EXISTS";
         return 409;
+    case GW_E_CAMPAIGN_CODE:
+        *error = "EXISTS";
+        *reason = "CAMPAIGN_CODE";
+        return 409;
     case GW_E_UNAUTHORIZED:
         *error = "UNAUTHORIZED";
         return 401;

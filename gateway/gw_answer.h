@@ -20,15 +20,19 @@
 #define GW_E_UNAUTHORIZED 101 /* 401 UNAUTHORIZED: missing or wrong bearer token */
 #define GW_E_LIMIT 102        /* 409 LIMIT_CONFLICT: a limit cannot go that low now */
 #define GW_E_RULES 103        /* 409 RULES_CONFLICT: a change does not fit the voucher as it is */
+/* 409 EXISTS, reason CAMPAIGN_CODE: the code is a campaign's one-time code (POST /vouchers). */
+#define GW_E_CAMPAIGN_CODE 104
 /* 409 ALREADY_CONFIRMED: a confirm's total differs from the one the order was confirmed at. */
 #define GW_E_CONFIRMED_OTHER 110
 
 /*
  * The HTTP status and error name for a result code of vc_error.h: the name
  * is what goes in {"error": ...}, and *reason is set for NOT_ELIGIBLE answers
- * ("EXPIRED", ...) and NULL otherwise. Negative codes are 503 UNAVAILABLE,
- * except VC_ERR_INVALID (400 BAD_REQUEST) and VC_ERR_TOO_LARGE (413).
- * GW_E_EXISTS is 409 EXISTS and GW_E_UNAUTHORIZED 401 UNAUTHORIZED.
+ * ("EXPIRED", ...) and GW_E_CAMPAIGN_CODE (EXISTS, "CAMPAIGN_CODE"), NULL
+ * otherwise. Negative codes are 503 UNAVAILABLE, except VC_ERR_INVALID (400
+ * BAD_REQUEST) and VC_ERR_TOO_LARGE (413). GW_E_EXISTS is 409 EXISTS and
+ * GW_E_UNAUTHORIZED 401 UNAUTHORIZED. Every name and reason is in
+ * proto/openapi.yaml's enums (tests/lint/check_contracts.py checks it).
  */
 int gw_status_for(int rc, const char **error, const char **reason);
 

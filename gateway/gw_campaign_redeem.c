@@ -87,6 +87,7 @@ static void find_done(void *arg, int rc, const char *err)
     (void)err; /* the caller logs with its own ids */
     if (rc == 0) {
         gw_campaign_keys(f->ref->id, keys);
+        memcpy(f->ref->users, keys[GW_KEY_USERS], sizeof(f->ref->users));
         memcpy(f->ref->orders, keys[GW_KEY_ORDERS], sizeof(f->ref->orders));
         snprintf(f->ref->taken, sizeof(f->ref->taken), "campaign:{c%lld}:taken",
                  (long long)f->ref->id);
@@ -164,17 +165,19 @@ int gw_campaign_eval(gw_app_t *app, const gw_campaign_ref_t *ref, size_t script,
                      void *arg, int nkeys, const char *const *keys, int nargs,
                      const char *const *args)
 {
-    const char *k[GW_CAMPAIGN_MAX_KEYS + 2], *a[GW_CAMPAIGN_MAX_ARGS + 1];
+    const char *k[GW_CAMPAIGN_MAX_KEYS + 3], *a[GW_CAMPAIGN_MAX_ARGS + 2];
     size_t s = campaign_script(script);
 
     if (s == GW_SCRIPT_COUNT || nkeys > GW_CAMPAIGN_MAX_KEYS || nargs > GW_CAMPAIGN_MAX_ARGS)
         return VC_ERR_INVALID;
     memcpy(k, keys, (size_t)nkeys * sizeof(*k));
     memcpy(a, args, (size_t)nargs * sizeof(*a));
-    k[nkeys] = ref->orders;
-    k[nkeys + 1] = ref->taken;
-    a[nargs] = ref->code;
-    return gw_redis_eval(app->redis, s, cb, arg, nkeys + 2, k, nargs + 1, a);
+    k[nkeys] = ref->users;
+    k[nkeys + 1] = ref->orders;
+    k[nkeys + 2] = ref->taken;
+    a[nargs] = ref->loaded ? "1" : "0";
+    a[nargs + 1] = ref->code;
+    return gw_redis_eval(app->redis, s, cb, arg, nkeys + 3, k, nargs + 2, a);
 }
 
 /* A reservation's script answer, passed on; the first take of a campaign marks it loaded. */

@@ -20,6 +20,7 @@ typedef struct {
     int active;             /* the campaign is ACTIVE */
     int loaded;             /* campaign.redis_loaded_at is set: Redis had its keys */
     char code[VC_CODE_MAX + 1]; /* stored form */
+    char users[GW_KEY_MAX];     /* campaign:{cID}:users */
     char orders[GW_KEY_MAX];    /* campaign:{cID}:orders */
     char taken[GW_KEY_MAX];     /* campaign:{cID}:taken */
 } gw_campaign_ref_t;
@@ -56,8 +57,11 @@ void gw_campaign_keys(int64_t id, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
 /*
  * Runs the campaign's form of a voucher script (GW_SCRIPT_FORGET,
  * _RELEASE_BEGIN, _RELEASE_FINISH, _CONFIRM) with the keys and arguments the
- * voucher's takes: the orders and taken hashes and the code are appended
- * (common/lua/campaign_guard.lua). Returns as gw_redis_eval().
+ * voucher's takes: the users, orders and taken hashes, whether Redis had the
+ * campaign's keys (ref->loaded) and the code are appended
+ * (common/lua/campaign_guard.lua). Besides the voucher script's statuses the
+ * answer may be -7: the campaign's keys are lost and the order cannot be
+ * told (503 until the reconciler rebuilds them). Returns as gw_redis_eval().
  */
 int gw_campaign_eval(gw_app_t *app, const gw_campaign_ref_t *ref, size_t script, gw_redis_cb cb,
                      void *arg, int nkeys, const char *const *keys, int nargs,

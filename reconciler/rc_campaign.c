@@ -63,7 +63,8 @@ int rc_campaign_needs_full(int lost, int64_t taken, int64_t live, int64_t releas
 /* One campaign, read in full: its orders as both sides see them, and each order's code. */
 typedef struct {
     int64_t id;
-    int lost;  /* taken or users missing beside another key */
+    int lost;   /* taken or users missing beside another key */
+    int loaded; /* campaign.redis_loaded_at is set (campaign_guard.lua's loaded) */
     int flags; /* campaign_read.lua's: 1 taken, 2 users, 4 orders exist */
     rc_orders_t orders;
     char (*codes)[VC_CODE_MAX + 1]; /* by slot of orders, once no order is added */
@@ -76,6 +77,14 @@ typedef struct {
     char (*releasing)[VC_ORDER_ID_MAX + 1]; /* releases begun more than a grace ago */
     size_t nreleasing, releasing_cap;
     rc_orders_t in_taken; /* the orders Redis's taken hash maps a code to */
+    /* Dead letters of the campaign's codes, parked or discarded, per (orderId, code). */
+    struct letter {
+        char order_id[VC_ORDER_ID_MAX + 1];
+        char code[VC_CODE_MAX + 1];
+        int parked, discarded;
+    } *letters;
+    size_t nletters, letters_cap;
+    int64_t parked; /* dead letters parked, waiting for an operator */
 } campaign_t;
 
 static void campaign_free(campaign_t *c)
@@ -85,6 +94,7 @@ static void campaign_free(campaign_t *c)
     free(c->codes);
     free(c->pairs);
     free(c->releasing);
+    free(c->letters);
 }
 
 static int learn_code(campaign_t *c, const char *order_id, const char *code)
@@ -112,10 +122,32 @@ static vc_rd_status_t pg_status(const char *s)
                                          : VC_RD_NONE;
 }
 
+/* A dead letter of the campaign's (the 'l' rows of read_rows()), for apply_letters(). */
+static int learn_letter(campaign_t *c, const PGresult *res, int i)
+{
+    struct letter *l;
+
+    if (rc_grow((void **)&c->letters, &c->letters_cap, c->nletters, sizeof(*c->letters), 8) != 0)
+        return VC_ERR_NOMEM;
+    l = &c->letters[c->nletters++];
+    snprintf(l->order_id, sizeof(l->order_id), "%s", PQgetvalue(res, i, 1));
+    snprintf(l->code, sizeof(l->code), "%s", PQgetvalue(res, i, 2));
+    l->parked = PQgetvalue(res, i, 7)[0] == 't';
+    l->discarded = PQgetvalue(res, i, 8)[0] == 't';
+    c->parked += strtoll(PQgetvalue(res, i, 9), NULL, 10);
+    return 0;
+}
+
 /*
  * PostgreSQL's rows of the campaign (bounded by its redemptions, never by its
- * codes), then its events in flight replayed on them as the writer will
- * apply them. Read before Redis, as the voucher pass reads rows before orders.
+ * codes) and the dead letters of its codes parked or discarded (bounded by the
+ * open letters: ix_dead_letter_open, then campaign_code by its key), in one
+ * statement so in one snapshot, as the voucher pass reads rows and letters
+ * (rc_pg.c): the writer applies a replayed event and marks its letter
+ * replayed in one transaction, so an order is seen either parked or with its
+ * row, never neither. Then the campaign's events in flight replayed on the
+ * rows as the writer will apply them. Read before Redis, as the voucher pass
+ * reads rows before orders.
  */
 static int read_rows(rc_ctx_t *ctx, const rc_vouchers_t *vs, campaign_t *c, char *err,
                      size_t errlen)
@@ -128,9 +160,18 @@ static int read_rows(rc_ctx_t *ctx, const rc_vouchers_t *vs, campaign_t *c, char
 
     snprintf(id, sizeof(id), "%lld", (long long)c->id);
     res = PQexecParams(conn,
-                       "SELECT order_id, code, status, customer_id, discount_amount,"
-                       " coalesce((extract(epoch FROM held_until) * 1000)::bigint, 0)"
-                       " FROM campaign_redemption WHERE campaign_id = $1",
+                       "SELECT 'r', order_id, code, status, customer_id, discount_amount,"
+                       " coalesce((extract(epoch FROM held_until) * 1000)::bigint, 0),"
+                       " false, false, 0::bigint"
+                       " FROM campaign_redemption WHERE campaign_id = $1::bigint"
+                       " UNION ALL"
+                       " SELECT 'l', d.order_id, d.voucher_code, '', 0, 0, 0,"
+                       " bool_or(d.state = 'parked'), bool_or(d.state = 'discarded'),"
+                       " count(*) FILTER (WHERE d.state = 'parked')"
+                       " FROM dead_letter d JOIN campaign_code cc ON cc.code = d.voucher_code"
+                       " WHERE cc.campaign_id = $1::bigint AND d.order_id IS NOT NULL"
+                       " AND d.state IN ('parked', 'discarded')"
+                       " GROUP BY d.order_id, d.voucher_code",
                        1, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         rc = vc_pg_error_class(conn, res);
@@ -139,16 +180,20 @@ static int read_rows(rc_ctx_t *ctx, const rc_vouchers_t *vs, campaign_t *c, char
         return rc;
     }
     for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
-        rc_order_t *o = rc_orders_get(&c->orders, PQgetvalue(res, i, 0));
-        if (!o) {
+        rc_order_t *o;
+        if (PQgetvalue(res, i, 0)[0] == 'l') {
+            rc = learn_letter(c, res, i);
+            continue;
+        }
+        if (!(o = rc_orders_get(&c->orders, PQgetvalue(res, i, 1)))) {
             rc = VC_ERR_NOMEM;
             break;
         }
-        o->pg = o->pg_after = pg_status(PQgetvalue(res, i, 2));
-        o->customer_id = strtoll(PQgetvalue(res, i, 3), NULL, 10);
-        o->discount = strtoll(PQgetvalue(res, i, 4), NULL, 10);
-        o->held_until_ms = strtoll(PQgetvalue(res, i, 5), NULL, 10);
-        rc = learn_code(c, o->order_id, PQgetvalue(res, i, 1));
+        o->pg = o->pg_after = pg_status(PQgetvalue(res, i, 3));
+        o->customer_id = strtoll(PQgetvalue(res, i, 4), NULL, 10);
+        o->discount = strtoll(PQgetvalue(res, i, 5), NULL, 10);
+        o->held_until_ms = strtoll(PQgetvalue(res, i, 6), NULL, 10);
+        rc = learn_code(c, o->order_id, PQgetvalue(res, i, 2));
     }
     PQclear(res);
     for (size_t i = 0; rc == 0 && i < vs->ncampaign_events; i++) {
@@ -253,6 +298,26 @@ static int settle_codes(campaign_t *c)
             memcpy(c->codes[o - c->orders.slots], c->pairs[i].code, VC_CODE_MAX + 1);
     }
     return 0;
+}
+
+/*
+ * Once every order has its code: an order whose code has a dead letter of
+ * it parked is never expired nor released as undelivered (its event was
+ * acknowledged, and its 201 or 200 may have been given; an operator decides:
+ * voucher-writer dlt replay or discard), and one whose letter an operator
+ * discarded is released with reason DISCARDED when nothing downstream counts
+ * it (rc_model_release(), as for a voucher). A letter of the same orderId on
+ * another code is not this order's.
+ */
+static void apply_letters(campaign_t *c)
+{
+    for (size_t i = 0; i < c->nletters; i++) {
+        rc_order_t *o = rc_orders_find(&c->orders, c->letters[i].order_id);
+        if (!o || strcmp(code_of(c, o), c->letters[i].code) != 0)
+            continue;
+        o->parked |= c->letters[i].parked;
+        o->discarded |= c->letters[i].discarded;
+    }
 }
 
 /*
@@ -362,10 +427,11 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     static const char *const suffix[] = {"orders", "holds", "releasing", "resent", "taken",
                                          "remaining", "users"};
     char k[7][64], now[24], read[48], since[24], order[128];
-    const char *begin_keys[] = {k[0], k[1], k[2], k[3], k[0], k[4]};
-    const char *finish_keys[] = {k[5], k[6], k[0], k[2], k[0], k[4]};
-    const char *code = code_of(c, o);
-    const char *begin_args[6], *finish_args[] = {o->order_id, code};
+    /* The guard's keys (users, orders, taken) and arguments (loaded, code) come last. */
+    const char *begin_keys[] = {k[0], k[1], k[2], k[3], k[6], k[0], k[4]};
+    const char *finish_keys[] = {k[5], k[6], k[0], k[2], k[6], k[0], k[4]};
+    const char *code = code_of(c, o), *loaded = c->loaded ? "1" : "0";
+    const char *begin_args[7], *finish_args[] = {o->order_id, loaded, code};
     int nargs = 0, delivered = 0, rc;
     vc_order_value_t cur = {0};
     vc_event_t ev;
@@ -383,9 +449,10 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
         begin_args[nargs++] = read;
     if (strcmp(why, "undelivered") == 0)
         begin_args[nargs++] = since;
+    begin_args[nargs++] = loaded;
     begin_args[nargs++] = code;
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-        (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_begin, 6, begin_keys, nargs,
+        (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_begin, 7, begin_keys, nargs,
                             begin_args, &status, order, sizeof(order), err, errlen)) != 0)
         return rc;
     if (status != 1 && status != 2)
@@ -397,8 +464,8 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     if (vc_order_value_parse(order, strlen(order), &cur) != 0)
         cur = (vc_order_value_t){.customer_id = o->customer_id};
     ev.customer_id = cur.customer_id;
-    /* Begun before by a cancel: published as the cancel it is. */
-    if (status == 2 && cur.state == 'X')
+    /* Begun before by a cancel: published as the cancel it is (a discard's is a cancel too). */
+    if (status == 2 && cur.state == 'X' && !o->discarded)
         reason = "CANCELLED";
     ev.at_ms = vc_time_now_ms();
     snprintf(ev.code, sizeof(ev.code), "%s", code);
@@ -412,7 +479,7 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
                 (long long)c->id, o->order_id);
         return 0;
     }
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_finish, 6, finish_keys, 2,
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_finish, 7, finish_keys, 3,
                             finish_args, &status, NULL, 0, err, errlen)) != 0)
         return rc;
     if (status != 1)
@@ -422,6 +489,8 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
         sum->expired++;
     else if (strcmp(why, "undelivered") == 0)
         sum->stranded++;
+    else if (strcmp(reason, "DISCARDED") == 0)
+        sum->discarded++;
     vc_info("campaign %lld: order %s of code %s released (%s, %s): the code is free again",
             (long long)c->id, o->order_id, code, why, reason);
     return 0;
@@ -515,7 +584,8 @@ static int repair_full(rc_ctx_t *ctx, memory_t *m, campaign_t *c, int64_t ends_a
         rc_order_t *o = rc_orders_find(&c->orders, c->releasing[i]);
         if (!o || (o->redis_state != 'X' && o->redis_state != 'E') || !code_of(c, o)[0])
             continue;
-        rc = release(ctx, c, o, "resume", o->redis_state == 'X' ? "CANCELLED" : "EXPIRED",
+        rc = release(ctx, c, o, "resume",
+                     o->discarded ? "DISCARDED" : o->redis_state == 'X' ? "CANCELLED" : "EXPIRED",
                      snapshot_ms, sum, err, errlen);
     }
     for (size_t i = 0; i < c->orders.cap && rc == 0; i++) {
@@ -542,8 +612,12 @@ static int repair_full(rc_ctx_t *ctx, memory_t *m, campaign_t *c, int64_t ends_a
         case RC_RELEASE_TO_CONFIRMED:
             rc = reconfirm(ctx, c, o, sum, err, errlen);
             break;
+        case RC_RELEASE_DISCARD:
+            /* An operator discarded its dead letter: the use comes back, as for a voucher. */
+            rc = release(ctx, c, o, "cancel", "DISCARDED", snapshot_ms, sum, err, errlen);
+            break;
         default:
-            break; /* dead letters of campaigns are not read: an operator's (not built) */
+            break;
         }
     }
     return rc;
@@ -604,10 +678,18 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
         goto out;
     m->last_full_ms = mono;
     c.lost = lost;
+    c.loaded = loaded;
     if ((rc = read_rows(ctx, vs, &c, err, errlen)) != 0 ||
         (rc = read_redis(ctx, &c, norders, err, errlen)) != 0 || (rc = settle_codes(&c)) != 0 ||
         (rc = remember(m, &c, vc_time_now_ms())) != 0)
         goto out;
+    apply_letters(&c);
+    if (c.parked > 0) {
+        sum->parked += c.parked;
+        vc_info("campaign %lld: %lld dead letters parked, waiting for an operator "
+                "(voucher-writer dlt replay or discard): their codes stay taken",
+                (long long)id, (long long)c.parked);
+    }
     VC_PAUSE("reconciler-campaign-before-repair");
     rc = repair_full(ctx, m, &c, ends_at_ms, snapshot_ms, sum, err, errlen);
 out:

@@ -15,8 +15,9 @@
 -- Nothing is changed.
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local t, u = redis.call('EXISTS', KEYS[1]), redis.call('EXISTS', KEYS[5])
+-- Without redis_loaded_at: the reconciler adds it (rc_campaign.c).
 local lost = 0
-if t + u + redis.call('EXISTS', KEYS[4]) > 0 and (t == 0 or u == 0) then lost = 1 end
+if campaign_keys_lost(KEYS[1], KEYS[5], KEYS[4], '0') then lost = 1 end
 local out = {redis.call('ZCARD', KEYS[2]) .. ' ' .. redis.call('ZCARD', KEYS[3]) .. ' ' ..
   redis.call('HLEN', KEYS[4]) .. ' ' .. lost .. ' ' ..
   (t + 2 * u + 4 * redis.call('EXISTS', KEYS[4]))}

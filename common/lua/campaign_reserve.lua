@@ -54,11 +54,7 @@ if order then
 end
 if ARGV[8] ~= 'take' then return {-6, false} end
 local expire_at, loaded = string.match(ARGV[10], '^(%d+):([01])$')
-local has_taken, has_users = redis.call('EXISTS', KEYS[1]), redis.call('EXISTS', KEYS[2])
-if (has_taken == 0 or has_users == 0) and
-    (loaded == '1' or has_taken + has_users + redis.call('EXISTS', KEYS[3]) > 0) then
-  return {-7, false}
-end
+if campaign_keys_lost(KEYS[1], KEYS[2], KEYS[3], loaded) then return {-7, false} end
 if redis.call('HEXISTS', KEYS[1], ARGV[9]) == 1 then return {-2, false} end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
 if used >= tonumber(ARGV[2]) then return {-2, false} end

@@ -22,7 +22,8 @@ voucher_body() { echo "{\"code\":\"$1\",\"discountAmount\":100,\"minOrderAmount\
 # ---- POST /vouchers and a campaign's code ----
 admin POST /vouchers "$(voucher_body "$c1")"
 is "$(answer)" "409 EXISTS" "POST /vouchers with a campaign's code: 409 EXISTS"
-is "$(jq -r .detail <<<"$body")" "this code is a one-time code of campaign $cid" "the reason names the campaign"
+is "$(jq -r '(.reason // "-") + ": " + .detail' <<<"$body")" "CAMPAIGN_CODE: this code is a one-time code of campaign $cid" \
+  "the reason is CAMPAIGN_CODE (proto/openapi.yaml) and the detail names the campaign"
 dashed=$(sed -E 's/(.{4})/\1-/g; s/-$//' <<<"$c2")
 admin POST /vouchers "$(voucher_body "$dashed")"
 is "$(answer)" "409 EXISTS" "the same in display form ($dashed): 409 EXISTS"

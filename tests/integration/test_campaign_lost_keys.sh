@@ -2,21 +2,31 @@
 # A campaign's hashes lost in Redis (proto/campaigns.md, "The reconciler's
 # repairs"): while taken or users is missing beside the campaign's other keys
 # the gateway takes nothing (503), so no code is used twice and no customer
-# passes the campaign's limit on a guess; one reconciler pass rebuilds them from
-# PostgreSQL's live rows and what Redis still holds, and the codes answer as
-# before: a taken code 409, a customer at the limit 409, a free code 201. All
+# passes the campaign's limit on a guess; a confirm or a cancel answers 503
+# too (the outcome is unknown: a 404 would tell the order service there is no
+# such order while PostgreSQL holds it), and spends no guessing-limit try,
+# while an unknown order on an intact campaign keeps its 404, which does; one
+# reconciler pass rebuilds them from PostgreSQL's live rows and what Redis
+# still holds, and the codes answer as before: a taken code 409, a customer at
+# the limit 409, a free code 201, a confirm or cancel 200. All
 # the campaign's keys lost at once are told from a campaign never used by
 # campaign.redis_loaded_at, set by its first take.
 source "$(dirname "$0")/lib.sh"
-plan 21
+plan 29
 
 source "$(dirname "$0")/campaign_lib.sh"
-start_campaign_stack
+# The guessing limits on for the client address only (confirm and cancel spend
+# from it), wide enough that this test never meets them: only spending is watched.
+start_campaign_stack --guard-ip-tries 1000 --guard-ip-window 1h
 new_campaign QL '"name":"lost","count":10,"discountAmount":500'
 c1=$(code 1) c2=$(code 2) c3=$(code 3) c4=$(code 4) c5=$(code 5) c6=$(code 6)
 o=l$base
 k="campaign:{c$cid}"
 answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
+confirm() { http POST "/vouchers/$1/reservations/$2/confirm"; }
+cancel() { http DELETE "/vouchers/$1/reservations/$2"; }
+spent() { metric "$(gateway_admin)" voucher_gateway_guard_failed_tries_total; }
+state() { rcli HGET "$k:orders" "$1" | cut -d: -f4; }
 # One pass; a lost taken hash is rebuilt once it has been lost for the restore delay
 # (--once waits it out and passes again).
 pass() { "$bin_reconciler" --once --grace 60s --restore-delay 1s >>"$scratch/passes.txt" 2>&1; }
@@ -35,7 +45,20 @@ rcli DEL "$k:taken" >/dev/null
 reserve "$c1" $((base + 3)) "$o-c"
 is "$status" 503 "taken lost: a stranger on code 1 gets 503, not a second use of it"
 is "$(rcli EXISTS "$k:taken") $(rcli HEXISTS "$k:orders" "$o-c")" "0 0" "and nothing was written"
+spent0=$(spent)
+confirm "$c2" "$o-b"
+a1=$(answer)
+cancel "$c2" "$o-b"
+a2=$(answer)
+confirm "$c1" "$o-zz"
+is "$a1 / $a2 / $(answer)" "503 UNAVAILABLE / 503 UNAVAILABLE / 503 UNAVAILABLE" \
+  "taken lost: confirm and cancel of customer 2's hold, and of an order Redis cannot tell, answer 503, not 404"
+is "$(state "$o-b") $(sql "SELECT status FROM campaign_redemption WHERE order_id = '$o-b'") $(spent)" \
+  "H RESERVED ${spent0:-0}" "the hold is untouched on both sides, and no guessing-limit try was spent"
 pass
+confirm "$c1" "$o-zz"
+is "$(answer) $(spent)" "404 NOT_FOUND $((${spent0:-0} + 1))" \
+  "after the rebuild, an unknown order on the intact campaign: 404, one try spent"
 is "$(rcli HGET "$k:taken" "$c1") $(rcli HGET "$k:taken" "$c2")" "$o-a $o-b" \
   "one pass rebuilt taken from PostgreSQL: code 1 -> order a, code 2 -> order b"
 reserve "$c1" $((base + 3)) "$o-c"
@@ -47,6 +70,8 @@ is "$status" 201 "the stranger takes a free code: 201"
 rcli DEL "$k:users" >/dev/null
 reserve "$c4" $((base + 1)) "$o-e"
 is "$status" 503 "users lost: customer 1 on a free code gets 503, not a pass past the limit"
+cancel "$c1" "$o-zz"
+is "$(answer)" "503 UNAVAILABLE" "users lost: a cancel of an order taken does not map answers 503, not 404"
 pass
 is "$(rcli HGET "$k:users" $((base + 1))) $(rcli HGET "$k:users" $((base + 2))) $(rcli HGET "$k:users" $((base + 3)))" \
   "1 1 1" "one pass rebuilt users: each customer holds one use"
@@ -60,6 +85,11 @@ wait_sql "SELECT count(*) FROM campaign_redemption WHERE campaign_id = $cid AND 
 rcli DEL "$k:orders" "$k:taken" >/dev/null
 reserve "$c5" $((base + 5)) "$o-g"
 is "$status" 503 "orders and taken lost: 503"
+confirm "$c2" "$o-b"
+a1=$(answer)
+cancel "$c1" "$o-a"
+is "$a1 / $(answer)" "503 UNAVAILABLE / 503 UNAVAILABLE" \
+  "orders and taken lost: confirm of the hold and cancel of the confirmed order answer 503, not 404"
 pass
 is "$(rcli HGET "$k:orders" "$o-a" | cut -d: -f4) $(rcli HGET "$k:orders" "$o-b" | cut -d: -f4) $(rcli HGET "$k:taken" "$c4")" \
   "C H $o-f" "the pass wrote the orders back as PostgreSQL has them (a confirmed, b held) and code 4 taken"
@@ -77,6 +107,13 @@ wait_sql "SELECT count(*) FROM campaign_redemption WHERE campaign_id = $cid AND 
 rcli DEL "$k:taken" "$k:users" "$k:orders" "$k:holds" "$k:amounts" "$k:resent" >/dev/null
 reserve "$c1" $((base + 6)) "$o-h"
 is "$status" 503 "all keys lost: a stranger on code 1 gets 503, not a second use of it"
+confirm "$c5" "$o-g"
+a1=$(answer)
+cancel "$c5" "$o-g"
+is "$a1 / $(answer)" "503 UNAVAILABLE / 503 UNAVAILABLE" \
+  "all keys lost (the campaign was loaded): confirm and cancel of a hold answer 503, not 404"
+is "$(sql "SELECT status FROM campaign_redemption WHERE order_id = '$o-g'")" RESERVED \
+  "and PostgreSQL still holds it, untouched"
 pass
 is "$(rcli HGET "$k:taken" "$c1") $(rcli HGET "$k:users" $((base + 5))) $(rcli HGET "$k:orders" "$o-g" | cut -d: -f4)" \
   "$o-a 1 H" "one pass rebuilt the campaign from PostgreSQL"
@@ -84,4 +121,8 @@ reserve "$c1" $((base + 6)) "$o-h"
 is "$(answer)" "409 ALREADY_USED" "code 1 after the rebuild: 409 ALREADY_USED"
 reserve "$c6" $((base + 6)) "$o-h"
 is "$status" 201 "a free code: 201"
+cancel "$c5" "$o-g"
+a1=$(answer)
+confirm "$c6" "$o-h"
+is "$a1 / $(answer)" "200 RELEASED / 200 CONFIRMED" "after the rebuild the cancel and the confirm go through: 200"
 finish

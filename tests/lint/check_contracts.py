@@ -2,10 +2,15 @@
 """Checks the contracts under proto/: the OpenAPI document is valid OpenAPI
 3.1, the event schema is valid JSON Schema, and events as the codec writes them
 (given as arguments or read from stdin, one JSON object per line) satisfy it,
-while events the codec must refuse do not. TAP output; exit 1 on any failure.
+while events the codec must refuse do not. Every error name and reason the
+daemons' HTTP answers can carry (read from their sources) is one of the
+spec's: a reason added to the gateway and not to proto/openapi.yaml fails.
+TAP output; exit 1 on any failure.
 """
+import glob
 import json
 import os
+import re
 import sys
 
 import jsonschema
@@ -55,6 +60,81 @@ refused = [
 ]
 for ev in refused:
     check(not validator.is_valid(ev), f"the schema refuses what the codec refuses: {json.dumps(ev)[:60]}")
+
+
+
+def spec_names(node, names):
+    """Collects the enum and const values of every property named error or reason."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("error", "reason") and isinstance(value, dict):
+                names.update(v for v in value.get("enum", []) if isinstance(v, str))
+                if isinstance(value.get("const"), str):
+                    names.add(value["const"])
+            spec_names(value, names)
+    elif isinstance(node, list):
+        for value in node:
+            spec_names(value, names)
+    return names
+
+
+def call_args(text, name):
+    """The argument lists of every call of name(...) in text, split at top-level commas."""
+    for m in re.finditer(r"\b" + name + r"\(", text):
+        depth, i, args, cur = 1, m.end(), [], ""
+        while i < len(text) and depth:
+            c = text[i]
+            if c == '"':  # a string literal, escapes included
+                j = i + 1
+                while j < len(text) and text[j] != '"':
+                    j += 2 if text[j] == "\\" else 1
+                cur += text[i:j + 1]
+                i = j + 1
+                continue
+            depth += c == "("
+            depth -= c == ")"
+            if depth == 1 and c == ",":
+                args.append(cur.strip())
+                cur = ""
+            elif depth:
+                cur += c
+            i += 1
+        args.append(cur.strip())
+        yield args
+
+
+def emitted_names():
+    """Error names and reasons the HTTP answers can carry, from the sources that write them."""
+    name = re.compile(r'^"([A-Z][A-Z_]+)"$')
+    found = {}
+    files = sorted(glob.glob(os.path.join(root, "gateway", "*.c"))) + [
+        os.path.join(root, "common", "vc_http.c"), os.path.join(root, "common", "vc_admin.c")]
+    for path in files:
+        text = open(path).read()
+        where = os.path.relpath(path, root)
+        hits = re.findall(r'\*(?:error|reason)\s*=\s*"([A-Z][A-Z_]+)"', text)
+        hits += re.findall(r'kv_str\(&g,\s*"error",\s*"([A-Z][A-Z_]+)"\)', text)
+        hits += re.findall(r'\\"error\\":\\"([A-Z][A-Z_]+)\\"', text)
+        for m in re.finditer(r"const char \*error\s*=([^;]*);", text):
+            hits += re.findall(r'"([A-Z][A-Z_]+)"', m.group(1))
+        for args in call_args(text, "reply_plain"):
+            hits += [name.match(a).group(1) for a in args[2:3] if name.match(a)]
+        for args in call_args(text, "gw_body_error"):
+            hits += [name.match(a).group(1) for a in args[2:3] + args[4:5] if name.match(a)]
+        for h in hits:
+            found.setdefault(h, where)
+    return found
+
+
+documented = spec_names(spec_dict, set())
+emitted = emitted_names()
+known = {"EXISTS", "CAMPAIGN_CODE", "TOO_MANY_ATTEMPTS", "HEADERS_TOO_LARGE", "NOT_READY",
+         "UNPROCESSABLE", "METHOD_NOT_ALLOWED", "ORDER_TOO_SMALL", "LIMIT_CONFLICT"}
+check(known <= set(emitted),
+      f"the sources' error names and reasons are found ({len(emitted)}; missed: "
+      f"{sorted(known - set(emitted)) or 'none'})")
+for n, where in sorted(emitted.items()):
+    check(n in documented, f"{n} ({where}) is an error or reason of proto/openapi.yaml")
 
 print(f"1..{len(results)}")
 for i, (ok, what) in enumerate(results, 1):

@@ -274,6 +274,7 @@ START_TEST(status_mapping)
         {VC_ERR_UNKNOWN_OUTCOME, 503, "UNAVAILABLE", NULL},
         {VC_ERR_NOMEM, 503, "UNAVAILABLE", NULL},
         {GW_E_EXISTS, 409, "EXISTS", NULL},
+        {GW_E_CAMPAIGN_CODE, 409, "EXISTS", "CAMPAIGN_CODE"},
         {GW_E_UNAUTHORIZED, 401, "UNAUTHORIZED", NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
