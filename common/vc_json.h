@@ -64,6 +64,48 @@ void vc_jgen_free(vc_jgen_t *g);
  */
 int vc_json_pick_str(const char *json, size_t len, const char *const *path, char *out, size_t cap);
 
+/*
+ * ---- A flat object read in one pass ----
+ *
+ * For a body every request carries (the gateway's reservation): the fields go
+ * straight into the caller's slots with yajl's callbacks, without the tree of
+ * vc_jdoc_parse() (a dozen small allocations), and yajl's own allocations
+ * come from a buffer on the stack. Only the plainest form is read; anything
+ * else, valid or not, is the caller's to hand to vc_jdoc_parse(), whose
+ * answers word every refusal.
+ */
+typedef enum {
+    VC_JFLAT_INT, /* an integer of plain digits: a '-' and at most 18 digits */
+    VC_JFLAT_STR, /* a string without NUL characters that fits str */
+} vc_jflat_type_t;
+
+/* One field of a flat object: its key, and where its value goes. */
+typedef struct {
+    const char *key;
+    vc_jflat_type_t type;
+    int64_t *num; /* VC_JFLAT_INT: the value */
+    char *str;    /* VC_JFLAT_STR: the value, NUL-terminated */
+    size_t cap;   /* VC_JFLAT_STR: str's size; a value of cap bytes or more is not read */
+    /* VC_JFLAT_STR, optional: a value (len bytes) for which it returns 0 is not read. */
+    int (*str_ok)(const char *s, size_t len);
+} vc_jflat_field_t;
+
+#define VC_JFLAT_MAX_FIELDS 16
+#define VC_JFLAT_OTHER 1 /* vc_json_read_flat(): not a document of that shape */
+
+/*
+ * Reads json (len bytes, need not be NUL-terminated) when it is one object of
+ * exactly the nfields fields (at most VC_JFLAT_MAX_FIELDS, keys unique), each
+ * once, in any order, each value of its field's type: 5.0, 1e3, a number of
+ * 19 digits or more, null, a boolean, a nested object or array, an unknown
+ * or repeated key, a NUL byte and malformed or truncated JSON are not read.
+ * Returns 0 with every slot written, or VC_JFLAT_OTHER, after which the slots
+ * hold whatever was read before the pass stopped (the caller resets them).
+ * Never allocates for documents of up to a few kilobytes.
+ */
+int vc_json_read_flat(const char *json, size_t len, const vc_jflat_field_t *fields,
+                      size_t nfields);
+
 /* A parsed JSON object. */
 typedef struct {
     void *root; /* yajl_val */
