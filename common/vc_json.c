@@ -625,6 +625,7 @@ int vc_json_pick_str(const char *json, size_t len, const char *const *path, char
 typedef struct {
     const vc_jflat_field_t *fields;
     size_t nfields;
+    unsigned char *out;           /* the caller's struct */
     const vc_jflat_field_t *next; /* the field whose value comes next */
     uint32_t seen;                /* bit i: fields[i] was given */
     int depth;
@@ -718,21 +719,29 @@ static const vc_jflat_field_t *flat_take(flat_t *f, vc_jflat_type_t type)
 
 static int flat_number(void *ctx, const char *s, size_t len)
 {
-    const vc_jflat_field_t *field = flat_take(ctx, VC_JFLAT_INT);
+    flat_t *f = ctx;
+    const vc_jflat_field_t *field = flat_take(f, VC_JFLAT_INT);
+    int64_t v;
 
-    return field && flat_int(s, len, field->num);
+    if (!field || !flat_int(s, len, &v))
+        return 0;
+    memcpy(f->out + field->offset, &v, sizeof(v));
+    return 1;
 }
 
 static int flat_string(void *ctx, const unsigned char *s, size_t len)
 {
-    const vc_jflat_field_t *field = flat_take(ctx, VC_JFLAT_STR);
+    flat_t *f = ctx;
+    const vc_jflat_field_t *field = flat_take(f, VC_JFLAT_STR);
+    char *slot;
 
     /* A NUL (from \u0000) would cut the value: vc_jdoc_parse() refuses it. */
     if (!field || len >= field->cap || memchr(s, '\0', len) ||
         (field->str_ok && !field->str_ok((const char *)s, len)))
         return 0;
-    memcpy(field->str, s, len);
-    field->str[len] = '\0';
+    slot = (char *)f->out + field->offset;
+    memcpy(slot, s, len);
+    slot[len] = '\0';
     return 1;
 }
 
@@ -754,7 +763,7 @@ static int flat_key(void *ctx, const unsigned char *s, size_t len)
     flat_t *f = ctx;
 
     for (size_t i = 0; i < f->nfields; i++)
-        if (strlen(f->fields[i].key) == len && memcmp(s, f->fields[i].key, len) == 0) {
+        if (f->fields[i].key_len == len && memcmp(s, f->fields[i].key, len) == 0) {
             if (f->seen & (UINT32_C(1) << i))
                 return 0; /* given twice */
             f->seen |= UINT32_C(1) << i;
@@ -777,7 +786,7 @@ static const yajl_callbacks flat_callbacks = {
 };
 
 int vc_json_read_flat(const char *json, size_t len, const vc_jflat_field_t *fields,
-                      size_t nfields)
+                      size_t nfields, void *out)
 {
     flat_t f;
     yajl_alloc_funcs af = {flat_malloc, flat_realloc, flat_free, &f};
@@ -790,6 +799,7 @@ int vc_json_read_flat(const char *json, size_t len, const vc_jflat_field_t *fiel
         return VC_JFLAT_OTHER;
     f.fields = fields;
     f.nfields = nfields;
+    f.out = out;
     f.next = NULL;
     f.seen = 0;
     f.depth = 0;

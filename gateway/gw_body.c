@@ -84,18 +84,14 @@ out:
  */
 int gw_reserve_req_fast(const char *body, size_t len, gw_reserve_req_t *out)
 {
-    const vc_jflat_field_t fields[] = {
-        {.key = "customerId", .type = VC_JFLAT_INT, .num = &out->customer_id},
-        {.key = "orderId",
-         .type = VC_JFLAT_STR,
-         .str = out->order_id,
-         .cap = sizeof(out->order_id),
-         .str_ok = vc_order_id_valid},
-        {.key = "orderAmount", .type = VC_JFLAT_INT, .num = &out->order_amount},
+    static const vc_jflat_field_t fields[] = {
+        VC_JFLAT_FIELD_INT("customerId", gw_reserve_req_t, customer_id),
+        VC_JFLAT_FIELD_STR("orderId", gw_reserve_req_t, order_id, vc_order_id_valid),
+        VC_JFLAT_FIELD_INT("orderAmount", gw_reserve_req_t, order_amount),
     };
 
     memset(out, 0, sizeof(*out));
-    if (vc_json_read_flat(body, len, fields, sizeof(fields) / sizeof(fields[0])) == 0 &&
+    if (vc_json_read_flat(body, len, fields, sizeof(fields) / sizeof(fields[0]), out) == 0 &&
         out->customer_id > 0 && out->order_amount >= 0)
         return 0;
     memset(out, 0, sizeof(*out));

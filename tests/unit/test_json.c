@@ -29,15 +29,14 @@ static int letters(const char *s, size_t len)
 
 static int read_slots(const char *json, size_t len, slots_t *out)
 {
-    const vc_jflat_field_t fields[] = {
-        {.key = "id", .type = VC_JFLAT_INT, .num = &out->id},
-        {.key = "name", .type = VC_JFLAT_STR, .str = out->name, .cap = sizeof(out->name),
-         .str_ok = letters},
-        {.key = "amount", .type = VC_JFLAT_INT, .num = &out->amount},
+    static const vc_jflat_field_t fields[] = {
+        VC_JFLAT_FIELD_INT("id", slots_t, id),
+        VC_JFLAT_FIELD_STR("name", slots_t, name, letters),
+        VC_JFLAT_FIELD_INT("amount", slots_t, amount),
     };
 
     memset(out, 0, sizeof(*out));
-    return vc_json_read_flat(json, len, fields, sizeof(fields) / sizeof(fields[0]));
+    return vc_json_read_flat(json, len, fields, sizeof(fields) / sizeof(fields[0]), out);
 }
 
 static const struct {
@@ -133,14 +132,12 @@ END_TEST
 START_TEST(a_nul_escape_is_never_read)
 {
     static const char json[] = "{\"name\":\"a\\u0000b\"}";
-    char name[8] = "";
-    const vc_jflat_field_t fields[] = {
-        {.key = "name", .type = VC_JFLAT_STR, .str = name, .cap = sizeof(name)},
-    };
+    slots_t got;
+    static const vc_jflat_field_t fields[] = {VC_JFLAT_FIELD_STR("name", slots_t, name, NULL)};
 
-    ck_assert_int_eq(vc_json_read_flat(json, sizeof(json) - 1, fields, 1), VC_JFLAT_OTHER);
-    ck_assert_int_eq(vc_json_read_flat("{\"name\":\"ab\"}", 13, fields, 1), 0);
-    ck_assert_str_eq(name, "ab");
+    ck_assert_int_eq(vc_json_read_flat(json, sizeof(json) - 1, fields, 1, &got), VC_JFLAT_OTHER);
+    ck_assert_int_eq(vc_json_read_flat("{\"name\":\"ab\"}", 13, fields, 1, &got), 0);
+    ck_assert_str_eq(got.name, "ab");
 }
 END_TEST
 
