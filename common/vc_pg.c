@@ -45,8 +45,9 @@ PGconn *vc_pg_connect_with(const char *dsn, const char *application_name,
     return conn;
 }
 
-PGresult *vc_pg_exec_kind(PGconn *conn, const char *sql, int nparams, const char *const *params,
-                          int *rc, vc_pg_kind_t *kind, char *err, size_t errlen)
+/* vc_pg_exec(), and *kind the failure's kind (VC_PG_PERMANENT when it succeeded). */
+static PGresult *exec_kind(PGconn *conn, const char *sql, int nparams, const char *const *params,
+                           int *rc, vc_pg_kind_t *kind, char *err, size_t errlen)
 {
     PGresult *res = nparams > 0 ? PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0)
                                 : PQexec(conn, sql);
@@ -64,7 +65,20 @@ PGresult *vc_pg_exec(PGconn *conn, const char *sql, int nparams, const char *con
 {
     vc_pg_kind_t kind;
 
-    return vc_pg_exec_kind(conn, sql, nparams, params, rc, &kind, err, errlen);
+    return exec_kind(conn, sql, nparams, params, rc, &kind, err, errlen);
+}
+
+int vc_pg_command_kind(PGconn *conn, const char *sql, int nparams, const char *const *params,
+                       vc_pg_kind_t kind, int answer, char *err, size_t errlen)
+{
+    vc_pg_kind_t failed;
+    int rc = 0;
+    PGresult *res = exec_kind(conn, sql, nparams, params, &rc, &failed, err, errlen);
+
+    if (!res)
+        return failed == kind ? answer : rc;
+    PQclear(res);
+    return 0;
 }
 
 int vc_pg_fail(PGconn *conn, PGresult *res, char *err, size_t errlen)

@@ -72,12 +72,13 @@ PGresult *vc_pg_exec(PGconn *conn, const char *sql, int nparams, const char *con
                      int *rc, char *err, size_t errlen);
 
 /*
- * As vc_pg_exec(), and on failure also sets *kind to the error's kind
- * (vc_pg_kind()), for a caller that answers some in its own words. *kind is
- * VC_PG_PERMANENT when the statement succeeded.
+ * Runs sql with nparams text parameters, its rows (if any) not wanted, for a
+ * caller that words one refusal itself: an error of kind (vc_pg_kind())
+ * returns answer, with err set as for any failure (a 409's detail). Returns
+ * 0, answer, or a failure as vc_pg_fail() returns it.
  */
-PGresult *vc_pg_exec_kind(PGconn *conn, const char *sql, int nparams, const char *const *params,
-                          int *rc, vc_pg_kind_t *kind, char *err, size_t errlen);
+int vc_pg_command_kind(PGconn *conn, const char *sql, int nparams, const char *const *params,
+                       vc_pg_kind_t kind, int answer, char *err, size_t errlen);
 
 /*
  * Runs a statement whose rows, if any, are not wanted (BEGIN, COMMIT, SET).

@@ -66,51 +66,37 @@ int gw_store_create(PGconn *conn, const vc_voucher_t *v, char *err, size_t errle
 {
     char buf[8][24];
     const char *params[9];
-    vc_pg_kind_t kind;
-    PGresult *res;
-    int rc = 0;
 
     rule_params(v, buf, params);
-    res = vc_pg_exec_kind(conn,
-                          "INSERT INTO voucher (code, discount_amount, discount_percent,"
-                          " max_discount_amount, min_order_amount, total_limit, per_user_limit,"
-                          " starts_at, ends_at, redis_loaded_at)"
-                          " VALUES ($1, $2, nullif($3::int, 0), nullif($4::bigint, 0), $5, $6, $7,"
-                          " to_timestamp($8::bigint / 1000.0), to_timestamp($9::bigint / 1000.0),"
-                          " now())",
-                          9, params, &rc, &kind, err, errlen);
     /* The primary key refused the code: a voucher has it (409, in the caller's words). */
-    if (!res)
-        return kind == VC_PG_UNIQUE ? GW_E_EXISTS : rc;
-    PQclear(res);
-    return 0;
+    return vc_pg_command_kind(conn,
+                              "INSERT INTO voucher (code, discount_amount, discount_percent,"
+                              " max_discount_amount, min_order_amount, total_limit, per_user_limit,"
+                              " starts_at, ends_at, redis_loaded_at)"
+                              " VALUES ($1, $2, nullif($3::int, 0), nullif($4::bigint, 0),"
+                              " $5, $6, $7, to_timestamp($8::bigint / 1000.0),"
+                              " to_timestamp($9::bigint / 1000.0), now())",
+                              9, params, VC_PG_UNIQUE, GW_E_EXISTS, err, errlen);
 }
 
 int gw_store_update(PGconn *conn, const vc_voucher_t *v, int reload, char *err, size_t errlen)
 {
     char buf[8][24];
     const char *params[11];
-    vc_pg_kind_t kind;
-    PGresult *res;
-    int rc = 0;
 
     rule_params(v, buf, params);
     params[9] = v->inactive ? "f" : "t";
     params[10] = reload ? "t" : "f";
-    res = vc_pg_exec_kind(conn,
-                          "UPDATE voucher SET discount_amount = $2,"
-                          " discount_percent = nullif($3::int, 0),"
-                          " max_discount_amount = nullif($4::bigint, 0), min_order_amount = $5,"
-                          " total_limit = $6, per_user_limit = $7,"
-                          " starts_at = to_timestamp($8::bigint / 1000.0),"
-                          " ends_at = to_timestamp($9::bigint / 1000.0), active = $10,"
-                          " redis_loaded_at = CASE WHEN $11::boolean THEN NULL"
-                          "  ELSE redis_loaded_at END"
-                          " WHERE code = $1",
-                          11, params, &rc, &kind, err, errlen);
     /* A CHECK refused the total (below used_count): 409 LIMIT_CONFLICT, err its detail. */
-    if (!res)
-        return kind == VC_PG_CHECK ? GW_E_LIMIT : rc;
-    PQclear(res);
-    return 0;
+    return vc_pg_command_kind(conn,
+                              "UPDATE voucher SET discount_amount = $2,"
+                              " discount_percent = nullif($3::int, 0),"
+                              " max_discount_amount = nullif($4::bigint, 0), min_order_amount = $5,"
+                              " total_limit = $6, per_user_limit = $7,"
+                              " starts_at = to_timestamp($8::bigint / 1000.0),"
+                              " ends_at = to_timestamp($9::bigint / 1000.0), active = $10,"
+                              " redis_loaded_at = CASE WHEN $11::boolean THEN NULL"
+                              "  ELSE redis_loaded_at END"
+                              " WHERE code = $1",
+                              11, params, VC_PG_CHECK, GW_E_LIMIT, err, errlen);
 }

@@ -173,7 +173,8 @@ static Suite *json_suite(void)
     Suite *s = suite_create("json");
     TCase *tc = tcase_create("flat");
 
-    tcase_add_loop_test(tc, each_document_is_read_or_left, 0, (int)(sizeof(cases) / sizeof(cases[0])));
+    tcase_add_loop_test(tc, each_document_is_read_or_left, 0,
+                        (int)(sizeof(cases) / sizeof(cases[0])));
     tcase_add_test(tc, a_raw_nul_is_left_to_the_general_parser);
     tcase_add_test(tc, a_nul_escape_is_never_read);
     tcase_add_test(tc, no_prefix_of_a_body_is_read);
