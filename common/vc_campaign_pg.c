@@ -273,11 +273,9 @@ static int copy_batch(PGconn *conn, int64_t id, const char *text, size_t len, si
     }
     res = PQgetResult(conn);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-        const char *constraint = PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME);
         /* Only a code drawn twice is drawn again; any other key is a real error. */
-        int collision = state && strcmp(state, "23505") == 0 && constraint &&
-                        strcmp(constraint, "campaign_code_pkey") == 0;
+        int collision = vc_pg_kind(conn, res) == VC_PG_UNIQUE &&
+                        strcmp(vc_pg_constraint(res), "campaign_code_pkey") == 0;
 
         rc = vc_pg_fail(conn, res, err, errlen);
         while ((res = PQgetResult(conn)) != NULL)

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -612,6 +613,203 @@ int vc_json_pick_str(const char *json, size_t len, const char *const *path, char
     if (k.found)
         return 0;
     return st == yajl_status_ok ? VC_E_NOT_FOUND : VC_ERR_INVALID;
+}
+
+/*
+ * ---- vc_json_read_flat(): the callbacks stop the pass (return 0) on
+ * anything it leaves to vc_jdoc_parse() ----
+ */
+
+#define FLAT_ARENA 4096 /* yajl's handle, lexer, stack and string buffer fit */
+
+typedef struct {
+    const vc_jflat_field_t *fields;
+    size_t nfields;
+    unsigned char *out;           /* the caller's struct */
+    const vc_jflat_field_t *next; /* the field whose value comes next */
+    uint32_t seen;                /* bit i: fields[i] was given */
+    int depth;
+    size_t used; /* bytes of arena handed out */
+    _Alignas(max_align_t) unsigned char arena[FLAT_ARENA];
+} flat_t;
+
+/* Each block of the arena starts with its size, so realloc knows what to copy. */
+#define FLAT_HDR ((sizeof(size_t) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1))
+
+static int in_arena(const flat_t *f, const void *p)
+{
+    return (const unsigned char *)p >= f->arena && (const unsigned char *)p < f->arena + FLAT_ARENA;
+}
+
+/* From the arena while it lasts, then from the heap (freed by flat_free). */
+static void *flat_malloc(void *ctx, size_t n)
+{
+    flat_t *f = ctx;
+    size_t need = (FLAT_HDR + n + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
+    unsigned char *p;
+
+    if (n > FLAT_ARENA || need > FLAT_ARENA - f->used)
+        return malloc(n);
+    p = f->arena + f->used + FLAT_HDR;
+    memcpy(p - sizeof(size_t), &n, sizeof(n));
+    f->used += need;
+    return p;
+}
+
+static void flat_free(void *ctx, void *p)
+{
+    if (p && !in_arena(ctx, p))
+        free(p); /* a block of the arena goes with the parse */
+}
+
+static void *flat_realloc(void *ctx, void *p, size_t n)
+{
+    size_t old;
+    void *q;
+
+    if (!p)
+        return flat_malloc(ctx, n);
+    if (!in_arena(ctx, p))
+        return realloc(p, n);
+    memcpy(&old, (unsigned char *)p - sizeof(size_t), sizeof(old));
+    if (n <= old)
+        return p;
+    if ((q = flat_malloc(ctx, n)))
+        memcpy(q, p, old);
+    return q;
+}
+
+/* A number of plain digits (with a '-'), at most 18 of them, so it fits 64 bits. */
+static int flat_int(const char *s, size_t len, int64_t *out)
+{
+    size_t i = s[0] == '-';
+    int64_t v = 0;
+
+    if (len == i || len - i > 18)
+        return 0;
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = s[0] == '-' ? -v : v;
+    return 1;
+}
+
+static int flat_stop(void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+static int flat_bool(void *ctx, int b)
+{
+    (void)b;
+    return flat_stop(ctx);
+}
+
+/* The field whose value this is, once: a value belongs to the key before it. */
+static const vc_jflat_field_t *flat_take(flat_t *f, vc_jflat_type_t type)
+{
+    const vc_jflat_field_t *field = f->next;
+
+    f->next = NULL;
+    return f->depth == 1 && field && field->type == type ? field : NULL;
+}
+
+static int flat_number(void *ctx, const char *s, size_t len)
+{
+    flat_t *f = ctx;
+    const vc_jflat_field_t *field = flat_take(f, VC_JFLAT_INT);
+    int64_t v;
+
+    if (!field || !flat_int(s, len, &v))
+        return 0;
+    memcpy(f->out + field->offset, &v, sizeof(v));
+    return 1;
+}
+
+static int flat_string(void *ctx, const unsigned char *s, size_t len)
+{
+    flat_t *f = ctx;
+    const vc_jflat_field_t *field = flat_take(f, VC_JFLAT_STR);
+    char *slot;
+
+    /* A NUL (from \u0000) would cut the value: vc_jdoc_parse() refuses it. */
+    if (!field || len >= field->cap || memchr(s, '\0', len) ||
+        (field->str_ok && !field->str_ok((const char *)s, len)))
+        return 0;
+    slot = (char *)f->out + field->offset;
+    memcpy(slot, s, len);
+    slot[len] = '\0';
+    return 1;
+}
+
+static int flat_start_map(void *ctx)
+{
+    flat_t *f = ctx;
+    return f->depth++ == 0;
+}
+
+static int flat_end_map(void *ctx)
+{
+    flat_t *f = ctx;
+    f->depth--;
+    return 1;
+}
+
+static int flat_key(void *ctx, const unsigned char *s, size_t len)
+{
+    flat_t *f = ctx;
+
+    for (size_t i = 0; i < f->nfields; i++)
+        if (f->fields[i].key_len == len && memcmp(s, f->fields[i].key, len) == 0) {
+            if (f->seen & (UINT32_C(1) << i))
+                return 0; /* given twice */
+            f->seen |= UINT32_C(1) << i;
+            f->next = &f->fields[i];
+            return 1;
+        }
+    return 0;
+}
+
+static const yajl_callbacks flat_callbacks = {
+    .yajl_null = flat_stop,
+    .yajl_boolean = flat_bool,
+    .yajl_number = flat_number,
+    .yajl_string = flat_string,
+    .yajl_start_map = flat_start_map,
+    .yajl_map_key = flat_key,
+    .yajl_end_map = flat_end_map,
+    .yajl_start_array = flat_stop,
+    .yajl_end_array = flat_stop,
+};
+
+int vc_json_read_flat(const char *json, size_t len, const vc_jflat_field_t *fields,
+                      size_t nfields, void *out)
+{
+    flat_t f;
+    yajl_alloc_funcs af = {flat_malloc, flat_realloc, flat_free, &f};
+    yajl_handle h;
+    int ok;
+
+    VC_ASSERT(nfields > 0 && nfields <= VC_JFLAT_MAX_FIELDS);
+    /* A raw NUL byte: vc_jdoc_parse() refuses it before yajl sees it. */
+    if (memchr(json, '\0', len))
+        return VC_JFLAT_OTHER;
+    f.fields = fields;
+    f.nfields = nfields;
+    f.out = out;
+    f.next = NULL;
+    f.seen = 0;
+    f.depth = 0;
+    f.used = 0;
+    if (!(h = yajl_alloc(&flat_callbacks, &af, &f)))
+        return VC_JFLAT_OTHER;
+    ok = yajl_parse(h, (const unsigned char *)json, len) == yajl_status_ok &&
+         yajl_complete_parse(h) == yajl_status_ok;
+    yajl_free(h);
+    return ok && f.seen == (UINT32_C(1) << nfields) - 1 ? 0 : VC_JFLAT_OTHER;
 }
 
 void vc_jdoc_free(vc_jdoc_t *doc)

@@ -64,6 +64,62 @@ void vc_jgen_free(vc_jgen_t *g);
  */
 int vc_json_pick_str(const char *json, size_t len, const char *const *path, char *out, size_t cap);
 
+/*
+ * ---- A flat object read in one pass ----
+ *
+ * For a body every request carries (the gateway's reservation): the fields go
+ * straight into the caller's slots with yajl's callbacks, without the tree of
+ * vc_jdoc_parse() (a dozen small allocations), and yajl's own allocations
+ * come from a buffer on the stack. Only the plainest form is read; anything
+ * else, valid or not, is the caller's to hand to vc_jdoc_parse(), whose
+ * answers word every refusal.
+ */
+typedef enum {
+    VC_JFLAT_INT, /* an int64_t: plain digits, a '-' and at most 18 of them */
+    VC_JFLAT_STR, /* a char[cap]: a string without NUL characters shorter than cap */
+} vc_jflat_type_t;
+
+/*
+ * One field of a flat object: its key, and where in the caller's struct its
+ * value goes. Meant for a static const table built with the two macros
+ * below, so that a read measures and fills nothing per call.
+ */
+typedef struct {
+    const char *key;
+    size_t key_len; /* strlen(key) */
+    vc_jflat_type_t type;
+    size_t offset; /* of the value's slot in the caller's struct */
+    size_t cap;    /* VC_JFLAT_STR: the slot's size */
+    /* VC_JFLAT_STR, optional: a value (len bytes) for which it returns 0 is not read. */
+    int (*str_ok)(const char *s, size_t len);
+} vc_jflat_field_t;
+
+/* Field key (a string literal) into the int64_t member of struct_type. */
+#define VC_JFLAT_FIELD_INT(key, struct_type, member)                                               \
+    {(key), sizeof(key) - 1, VC_JFLAT_INT, offsetof(struct_type, member), 0, NULL}
+/* Field key into the char array member of struct_type, checked by ok (or NULL). */
+#define VC_JFLAT_FIELD_STR(key, struct_type, member, ok)                                           \
+    {(key), sizeof(key) - 1, VC_JFLAT_STR, offsetof(struct_type, member),                          \
+     sizeof(((struct_type *)0)->member), (ok)}
+
+#define VC_JFLAT_MAX_FIELDS 16
+#define VC_JFLAT_OTHER 1 /* vc_json_read_flat(): not a document of that shape */
+
+/*
+ * Reads json (len bytes, need not be NUL-terminated) when it is one object of
+ * exactly the nfields fields (at most VC_JFLAT_MAX_FIELDS, keys unique), each
+ * once, in any order, each value of its field's type: 5.0, 1e3, a number of
+ * 19 digits or more, null, a boolean, a nested object or array, an unknown
+ * or repeated key, a NUL byte and malformed or truncated JSON are not read.
+ * The values go into out, the caller's struct that the fields' offsets are
+ * of. Returns 0 with every slot written, or VC_JFLAT_OTHER, after which the
+ * slots hold whatever was read before the pass stopped (the caller resets
+ * them).
+ * Never allocates for documents of up to a few kilobytes.
+ */
+int vc_json_read_flat(const char *json, size_t len, const vc_jflat_field_t *fields,
+                      size_t nfields, void *out);
+
 /* A parsed JSON object. */
 typedef struct {
     void *root; /* yajl_val */

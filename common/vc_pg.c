@@ -45,16 +45,40 @@ PGconn *vc_pg_connect_with(const char *dsn, const char *application_name,
     return conn;
 }
 
-PGresult *vc_pg_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
-                     int *rc, char *err, size_t errlen)
+/* vc_pg_exec(), and *kind the failure's kind (VC_PG_PERMANENT when it succeeded). */
+static PGresult *exec_kind(PGconn *conn, const char *sql, int nparams, const char *const *params,
+                           int *rc, vc_pg_kind_t *kind, char *err, size_t errlen)
 {
     PGresult *res = nparams > 0 ? PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0)
                                 : PQexec(conn, sql);
 
+    *kind = VC_PG_PERMANENT;
     if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
         return res;
+    *kind = vc_pg_kind(conn, res);
     *rc = vc_pg_fail(conn, res, err, errlen);
     return NULL;
+}
+
+PGresult *vc_pg_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
+                     int *rc, char *err, size_t errlen)
+{
+    vc_pg_kind_t kind;
+
+    return exec_kind(conn, sql, nparams, params, rc, &kind, err, errlen);
+}
+
+int vc_pg_command_kind(PGconn *conn, const char *sql, int nparams, const char *const *params,
+                       vc_pg_kind_t kind, int answer, char *err, size_t errlen)
+{
+    vc_pg_kind_t failed;
+    int rc = 0;
+    PGresult *res = exec_kind(conn, sql, nparams, params, &rc, &failed, err, errlen);
+
+    if (!res)
+        return failed == kind ? answer : rc;
+    PQclear(res);
+    return 0;
 }
 
 int vc_pg_fail(PGconn *conn, PGresult *res, char *err, size_t errlen)
@@ -102,22 +126,58 @@ int vc_pg_dsn_check(const char *dsn, char *err, size_t errlen)
     return 0;
 }
 
-int vc_pg_error_class(const PGconn *conn, const PGresult *res)
+vc_pg_kind_t vc_pg_state_kind(const char *state)
+{
+    /*
+     * Class 08 connection exception, 40 transaction rollback (serialization
+     * failure, deadlock), 53 insufficient resources, 57 operator intervention
+     * (admin shutdown, cannot connect now), 58 system error, XX000 internal
+     * error: all may pass. Classes 22 and 23 are the data's.
+     */
+    static const struct {
+        const char *prefix; /* a class (two characters) or a whole SQLSTATE */
+        vc_pg_kind_t kind;
+    } kinds[] = {
+        {"08", VC_PG_TRANSIENT},    {"40", VC_PG_TRANSIENT},    {"53", VC_PG_TRANSIENT},
+        {"57", VC_PG_TRANSIENT},    {"58", VC_PG_TRANSIENT},    {"XX000", VC_PG_TRANSIENT},
+        {"22", VC_PG_DATA},         {"23505", VC_PG_UNIQUE},    {"23514", VC_PG_CHECK},
+        {"23503", VC_PG_FOREIGN_KEY}, {"23", VC_PG_INTEGRITY},
+    };
+
+    if (!state)
+        return VC_PG_PERMANENT;
+    /* The first prefix that matches wins: a whole SQLSTATE before its class. */
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        if (strncmp(state, kinds[i].prefix, strlen(kinds[i].prefix)) == 0)
+            return kinds[i].kind;
+    return VC_PG_PERMANENT;
+}
+
+vc_pg_kind_t vc_pg_kind(const PGconn *conn, const PGresult *res)
 {
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 
     if (!conn || PQstatus(conn) != CONNECTION_OK || !state)
-        return VC_ERR_UNAVAILABLE;
-    /*
-     * Class 08 connection exception, 40 transaction rollback (serialization
-     * failure, deadlock), 53 insufficient resources, 57 operator intervention
-     * (admin shutdown, cannot connect now), 58 system error: all may pass.
-     */
-    if (strncmp(state, "08", 2) == 0 || strncmp(state, "40", 2) == 0 ||
-        strncmp(state, "53", 2) == 0 || strncmp(state, "57", 2) == 0 ||
-        strncmp(state, "58", 2) == 0 || strcmp(state, "XX000") == 0)
-        return VC_ERR_UNAVAILABLE;
-    return VC_ERR_INVALID;
+        return VC_PG_TRANSIENT;
+    return vc_pg_state_kind(state);
+}
+
+int vc_pg_kind_is_data(vc_pg_kind_t kind)
+{
+    return kind == VC_PG_DATA || kind == VC_PG_UNIQUE || kind == VC_PG_CHECK ||
+           kind == VC_PG_FOREIGN_KEY || kind == VC_PG_INTEGRITY;
+}
+
+const char *vc_pg_constraint(const PGresult *res)
+{
+    const char *name = res ? PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME) : NULL;
+
+    return name ? name : "";
+}
+
+int vc_pg_error_class(const PGconn *conn, const PGresult *res)
+{
+    return vc_pg_kind(conn, res) == VC_PG_TRANSIENT ? VC_ERR_UNAVAILABLE : VC_ERR_INVALID;
 }
 
 void vc_pg_error_text(const PGconn *conn, const PGresult *res, char *buf, size_t cap)
@@ -138,6 +198,17 @@ void vc_pg_error_text(const PGconn *conn, const PGresult *res, char *buf, size_t
     for (n = 0; buf[n]; n++)
         if (buf[n] == '\n' || buf[n] == '\r')
             buf[n] = buf[n + 1] ? ' ' : '\0';
+}
+
+void vc_pg_error_primary(const PGconn *conn, const PGresult *res, char *buf, size_t cap)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+
+    if (state && primary)
+        snprintf(buf, cap, "%s: %s", state, primary);
+    else
+        vc_pg_error_text(conn, res, buf, cap);
 }
 
 void vc_pg_voucher_row(const PGresult *res, int row, vc_voucher_t *out)
@@ -163,13 +234,9 @@ int vc_pg_load_voucher(PGconn *conn, const char *code, vc_voucher_t *out, char *
     PGresult *res;
     int rc = 0;
 
-    res = PQexecParams(conn, "SELECT " VC_PG_VOUCHER_COLUMNS " FROM voucher WHERE code = $1", 1,
-                       NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-        goto out;
-    }
+    if (!(res = vc_pg_exec(conn, "SELECT " VC_PG_VOUCHER_COLUMNS " FROM voucher WHERE code = $1",
+                           1, params, &rc, err, errlen)))
+        return rc;
     if (PQntuples(res) == 0) {
         rc = VC_E_NOT_FOUND;
         goto out;

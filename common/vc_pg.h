@@ -24,6 +24,23 @@
     "-c statement_timeout=" VC_PG_STATEMENT_TIMEOUT " -c lock_timeout=" VC_PG_LOCK_TIMEOUT
 
 /*
+ * What a failed statement's error says, for the callers that answer some
+ * errors in their own words (a code taken: 409 EXISTS; a CHECK refusing a
+ * limit: 409 LIMIT_CONFLICT; a data error: a poison event). The one place a
+ * SQLSTATE is read: vc_pg_error_class() is VC_PG_TRANSIENT or not.
+ */
+typedef enum {
+    VC_PG_PERMANENT = 0, /* none of the below: syntax, privilege, missing object */
+    VC_PG_TRANSIENT,     /* trying again may pass: no SQLSTATE (connection lost), class 08,
+                            40 (serialization failure, deadlock), 53, 57, 58, XX000 */
+    VC_PG_DATA,          /* class 22, data exception */
+    VC_PG_UNIQUE,        /* 23505, unique_violation */
+    VC_PG_CHECK,         /* 23514, check_violation */
+    VC_PG_FOREIGN_KEY,   /* 23503, foreign_key_violation */
+    VC_PG_INTEGRITY,     /* any other of class 23 (not null, exclusion, restrict) */
+} vc_pg_kind_t;
+
+/*
  * Connects to dsn (a libpq conninfo string) with VC_PG_SESSION_OPTIONS.
  * Returns the connection, or NULL with err set. The caller owns the
  * connection (PQfinish).
@@ -55,6 +72,15 @@ PGresult *vc_pg_exec(PGconn *conn, const char *sql, int nparams, const char *con
                      int *rc, char *err, size_t errlen);
 
 /*
+ * Runs sql with nparams text parameters, its rows (if any) not wanted, for a
+ * caller that words one refusal itself: an error of kind (vc_pg_kind())
+ * returns answer, with err set as for any failure (a 409's detail). Returns
+ * 0, answer, or a failure as vc_pg_fail() returns it.
+ */
+int vc_pg_command_kind(PGconn *conn, const char *sql, int nparams, const char *const *params,
+                       vc_pg_kind_t kind, int answer, char *err, size_t errlen);
+
+/*
  * Runs a statement whose rows, if any, are not wanted (BEGIN, COMMIT, SET).
  * Returns 0, or a failure as vc_pg_fail() returns it (err may be NULL when
  * errlen is 0: a failure the caller only counts).
@@ -75,15 +101,49 @@ void vc_pg_rollback(PGconn *conn);
 int vc_pg_dsn_check(const char *dsn, char *err, size_t errlen);
 
 /*
+ * The kind of a SQLSTATE: state's first five characters (a SQLSTATE, or a
+ * text that begins with one, as vc_pg_error_text() writes them). Pure. NULL,
+ * or a text that does not begin with a SQLSTATE of the kinds above, is
+ * VC_PG_PERMANENT: without a result to say otherwise, nothing says it passes.
+ */
+vc_pg_kind_t vc_pg_state_kind(const char *state);
+
+/*
+ * The kind of a failed result (or, with res NULL, of a broken connection):
+ * VC_PG_TRANSIENT when conn is lost or res has no SQLSTATE, else as
+ * vc_pg_state_kind() reads its SQLSTATE.
+ */
+vc_pg_kind_t vc_pg_kind(const PGconn *conn, const PGresult *res);
+
+/*
+ * Whether an error of this kind was caused by the data a statement wrote
+ * (classes 22 and 23): the same data fails the same way, whatever the server.
+ */
+int vc_pg_kind_is_data(vc_pg_kind_t kind);
+
+/*
+ * The name of the constraint a failed result of class 23 names, or "" (never
+ * NULL). Borrowed from res.
+ */
+const char *vc_pg_constraint(const PGresult *res);
+
+/*
  * Classifies a failed result (or, with res NULL, a broken connection):
- * VC_ERR_UNAVAILABLE when trying again may succeed (connection lost,
- * serialization failure, deadlock, server starting or shutting down), or
- * VC_ERR_INVALID when it never will (constraint violation, bad data).
+ * VC_ERR_UNAVAILABLE when trying again may succeed (vc_pg_kind() is
+ * VC_PG_TRANSIENT), or VC_ERR_INVALID when it never will (constraint
+ * violation, bad data).
  */
 int vc_pg_error_class(const PGconn *conn, const PGresult *res);
 
 /* A one-line description of the error of res (or of conn when res is NULL). */
 void vc_pg_error_text(const PGconn *conn, const PGresult *res, char *buf, size_t cap);
+
+/*
+ * "SQLSTATE: primary message" for a failed result, without libpq's "ERROR:"
+ * prefix and PL/pgSQL's context (a dead letter's error text); as
+ * vc_pg_error_text() when res has no SQLSTATE or message.
+ */
+void vc_pg_error_primary(const PGconn *conn, const PGresult *res, char *buf, size_t cap);
 
 /*
  * The voucher's limit lock ($1 its code): a transaction-level advisory lock

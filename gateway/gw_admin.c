@@ -51,13 +51,10 @@ static void reply_voucher(admin_t *a, int status, int has_remaining)
 
 /* ---- POST /vouchers ---- */
 
-static int create_fail(PGconn *conn, PGresult *res, char *err, size_t errlen)
+/* Ends the transaction conn is in, if any, and passes rc on. */
+static int rollback(PGconn *conn, int rc)
 {
-    int rc = vc_pg_error_class(conn, res);
-
-    vc_pg_error_text(conn, res, err, errlen);
-    PQclear(res);
-    PQclear(PQexec(conn, "ROLLBACK"));
+    vc_pg_rollback(conn);
     return rc;
 }
 
@@ -75,37 +72,27 @@ static int create_work(void *arg, struct pg_conn *conn, char *err, size_t errlen
     char stored[VC_CODE_MAX + 1];
     const char *params[] = {stored};
     PGresult *res;
-    int rc;
+    int rc = 0;
 
     if (vc_campaign_normalize(a->v.code, strlen(a->v.code), stored) < 0)
         return gw_store_create(conn, &a->v, err, errlen); /* '_': never a campaign's code */
-    res = PQexec(conn, "BEGIN");
-    if (PQresultStatus(res) != PGRES_COMMAND_OK)
-        return create_fail(conn, res, err, errlen);
-    PQclear(res);
-    res = PQexec(conn, "SELECT pg_advisory_xact_lock(hashtext('" VC_CAMPAIGN_CODE_LOCK "'))");
-    if (PQresultStatus(res) != PGRES_TUPLES_OK)
-        return create_fail(conn, res, err, errlen);
-    PQclear(res);
-    res = PQexecParams(conn, "SELECT campaign_id FROM campaign_code WHERE code = $1", 1, NULL,
-                       params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK)
-        return create_fail(conn, res, err, errlen);
+    if ((rc = vc_pg_command(conn, "BEGIN", err, errlen)) != 0 ||
+        (rc = vc_pg_command(conn,
+                            "SELECT pg_advisory_xact_lock(hashtext('" VC_CAMPAIGN_CODE_LOCK "'))",
+                            err, errlen)) != 0)
+        return rollback(conn, rc);
+    if (!(res = vc_pg_exec(conn, "SELECT campaign_id FROM campaign_code WHERE code = $1", 1,
+                           params, &rc, err, errlen)))
+        return rollback(conn, rc);
     if (PQntuples(res) == 1) {
         a->campaign_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
         PQclear(res);
-        PQclear(PQexec(conn, "ROLLBACK"));
-        return GW_E_EXISTS;
+        return rollback(conn, GW_E_EXISTS);
     }
     PQclear(res);
-    if ((rc = gw_store_create(conn, &a->v, err, errlen)) != 0) {
-        PQclear(PQexec(conn, "ROLLBACK"));
-        return rc;
-    }
-    res = PQexec(conn, "COMMIT");
-    if (PQresultStatus(res) != PGRES_COMMAND_OK)
-        return create_fail(conn, res, err, errlen);
-    PQclear(res);
+    if ((rc = gw_store_create(conn, &a->v, err, errlen)) != 0 ||
+        (rc = vc_pg_command(conn, "COMMIT", err, errlen)) != 0)
+        return rollback(conn, rc);
     return 0;
 }
 
@@ -297,12 +284,6 @@ typedef struct {
     int64_t remaining, holds, limit_before;
     char note[256]; /* what went wrong in Redis after the commit (logged, not answered) */
 } update_t;
-
-static int rollback(PGconn *conn, int rc)
-{
-    vc_pg_rollback(conn);
-    return rc;
-}
 
 /*
  * Writes u->v's rules over the locked row and commits. Returns 0, GW_E_LIMIT

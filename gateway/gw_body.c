@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yajl/yajl_parse.h>
 
 #include "gw_answer.h"
 #include "vc_error.h"
@@ -75,195 +74,25 @@ out:
 /*
  * ---- POST /vouchers/{code}/reservations, the body as it should be ----
  *
- * Every reservation comes with this body, so it is read in one pass with
- * yajl's callbacks, without the tree of vc_jdoc_parse() (a dozen small
- * allocations), and yajl's own allocations come from a buffer on the stack.
- * The pass accepts only what the general parser accepts too, with the same
- * values: one object of exactly the three fields, once each, integers as
- * plain digits, an orderId that is valid as it is. Anything else (an error,
- * or a valid form it leaves alone: 5.0, 1e3) stops it, and the general
- * parser reads the body again and words the answer, so every refusal is the
- * one it always was.
+ * Every reservation comes with this body, so it is read in one pass
+ * (vc_json_read_flat(): no tree, no allocation). The pass accepts only what
+ * the general parser accepts too, with the same values: one object of
+ * exactly the three fields, once each, integers as plain digits, an orderId
+ * that is valid as it is. Anything else (an error, or a valid form it leaves
+ * alone: 5.0, 1e3) stops it, and the general parser reads the body again and
+ * words the answer, so every refusal is the one it always was.
  */
-
-enum { F_CUSTOMER = 1, F_ORDER = 2, F_AMOUNT = 4, F_ALL = 7 };
-
-#define FAST_ARENA 4096 /* yajl's handle, lexer, stack and string buffer fit */
-
-typedef struct {
-    gw_reserve_req_t *out;
-    int depth;
-    int field; /* the F_* whose value comes next */
-    int seen;
-    size_t used; /* bytes of arena handed out */
-    _Alignas(max_align_t) unsigned char arena[FAST_ARENA];
-} fast_t;
-
-/* Each block of the arena starts with its size, so realloc knows what to copy. */
-#define FAST_HDR ((sizeof(size_t) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1))
-
-static int in_arena(const fast_t *f, const void *p)
-{
-    return (const unsigned char *)p >= f->arena && (const unsigned char *)p < f->arena + FAST_ARENA;
-}
-
-/* From the arena while it lasts, then from the heap (freed by fast_free). */
-static void *fast_malloc(void *ctx, size_t n)
-{
-    fast_t *f = ctx;
-    size_t need = (FAST_HDR + n + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
-    unsigned char *p;
-
-    if (n > FAST_ARENA || need > FAST_ARENA - f->used)
-        return malloc(n);
-    p = f->arena + f->used + FAST_HDR;
-    memcpy(p - sizeof(size_t), &n, sizeof(n));
-    f->used += need;
-    return p;
-}
-
-static void fast_free(void *ctx, void *p)
-{
-    if (p && !in_arena(ctx, p))
-        free(p); /* a block of the arena goes with the parse */
-}
-
-static void *fast_realloc(void *ctx, void *p, size_t n)
-{
-    size_t old;
-    void *q;
-
-    if (!p)
-        return fast_malloc(ctx, n);
-    if (!in_arena(ctx, p))
-        return realloc(p, n);
-    memcpy(&old, (unsigned char *)p - sizeof(size_t), sizeof(old));
-    if (n <= old)
-        return p;
-    if ((q = fast_malloc(ctx, n)))
-        memcpy(q, p, old);
-    return q;
-}
-
-/* A number of plain digits (with a '-'), at most 18 of them, so it fits 64 bits. */
-static int fast_int(const char *s, size_t len, int64_t *out)
-{
-    size_t i = s[0] == '-';
-    int64_t v = 0;
-
-    if (len == i || len - i > 18)
-        return 0;
-    for (; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return 0;
-        v = v * 10 + (s[i] - '0');
-    }
-    *out = s[0] == '-' ? -v : v;
-    return 1;
-}
-
-/* The callbacks return 0, which stops the pass, on anything the pass leaves to the general parser. */
-static int fast_stop(void *ctx)
-{
-    (void)ctx;
-    return 0;
-}
-
-static int fast_bool(void *ctx, int b)
-{
-    (void)b;
-    return fast_stop(ctx);
-}
-
-static int fast_number(void *ctx, const char *s, size_t len)
-{
-    fast_t *f = ctx;
-
-    if (f->depth != 1)
-        return 0;
-    if (f->field == F_CUSTOMER)
-        return fast_int(s, len, &f->out->customer_id);
-    if (f->field == F_AMOUNT)
-        return fast_int(s, len, &f->out->order_amount);
-    return 0;
-}
-
-static int fast_string(void *ctx, const unsigned char *s, size_t len)
-{
-    fast_t *f = ctx;
-
-    if (f->depth != 1 || f->field != F_ORDER || !vc_order_id_valid((const char *)s, len))
-        return 0;
-    memcpy(f->out->order_id, s, len); /* len <= VC_ORDER_ID_MAX: the id is valid */
-    f->out->order_id[len] = '\0';
-    return 1;
-}
-
-static int fast_start_map(void *ctx)
-{
-    fast_t *f = ctx;
-    return f->depth++ == 0;
-}
-
-static int fast_end_map(void *ctx)
-{
-    fast_t *f = ctx;
-    f->depth--;
-    return 1;
-}
-
-static int fast_key(void *ctx, const unsigned char *s, size_t len)
-{
-    static const struct {
-        const char *name;
-        size_t len;
-        int field;
-    } keys[] = {{"customerId", 10, F_CUSTOMER}, {"orderId", 7, F_ORDER}, {"orderAmount", 11, F_AMOUNT}};
-    fast_t *f = ctx;
-
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-        if (len == keys[i].len && memcmp(s, keys[i].name, len) == 0) {
-            if (f->seen & keys[i].field)
-                return 0; /* given twice */
-            f->seen |= keys[i].field;
-            f->field = keys[i].field;
-            return 1;
-        }
-    return 0;
-}
-
-static const yajl_callbacks fast_callbacks = {
-    .yajl_null = fast_stop,
-    .yajl_boolean = fast_bool,
-    .yajl_number = fast_number,
-    .yajl_string = fast_string,
-    .yajl_start_map = fast_start_map,
-    .yajl_map_key = fast_key,
-    .yajl_end_map = fast_end_map,
-    .yajl_start_array = fast_stop,
-    .yajl_end_array = fast_stop,
-};
-
 int gw_reserve_req_fast(const char *body, size_t len, gw_reserve_req_t *out)
 {
-    fast_t f;
-    yajl_alloc_funcs af = {fast_malloc, fast_realloc, fast_free, &f};
-    yajl_handle h;
-    int ok;
+    static const vc_jflat_field_t fields[] = {
+        VC_JFLAT_FIELD_INT("customerId", gw_reserve_req_t, customer_id),
+        VC_JFLAT_FIELD_STR("orderId", gw_reserve_req_t, order_id, vc_order_id_valid),
+        VC_JFLAT_FIELD_INT("orderAmount", gw_reserve_req_t, order_amount),
+    };
 
     memset(out, 0, sizeof(*out));
-    /* A raw NUL byte: the general parser refuses it before yajl sees it. */
-    if (memchr(body, '\0', len))
-        return 1;
-    f.out = out;
-    f.depth = f.field = f.seen = 0;
-    f.used = 0;
-    if (!(h = yajl_alloc(&fast_callbacks, &af, &f)))
-        return 1;
-    ok = yajl_parse(h, (const unsigned char *)body, len) == yajl_status_ok &&
-         yajl_complete_parse(h) == yajl_status_ok;
-    yajl_free(h);
-    if (ok && f.seen == F_ALL && out->customer_id > 0 && out->order_amount >= 0)
+    if (vc_json_read_flat(body, len, fields, sizeof(fields) / sizeof(fields[0]), out) == 0 &&
+        out->customer_id > 0 && out->order_amount >= 0)
         return 0;
     memset(out, 0, sizeof(*out));
     return 1;

@@ -37,21 +37,19 @@ static int find_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
     PGresult *res;
     int rc = 0;
 
-    res = PQexecParams(conn,
-                       "SELECT cc.campaign_id, coalesce(cc.customer_id, 0), c.state = 'ACTIVE',"
-                       " c.discount_amount, coalesce(c.discount_percent, 0),"
-                       " coalesce(c.max_discount_amount, 0), c.min_order_amount,"
-                       " c.per_customer_limit, c.total_count, c.used_count,"
-                       " (extract(epoch FROM c.starts_at) * 1000)::bigint,"
-                       " (extract(epoch FROM c.ends_at) * 1000)::bigint,"
-                       " c.redis_loaded_at IS NOT NULL"
-                       " FROM campaign_code cc JOIN campaign c ON c.id = cc.campaign_id"
-                       " WHERE cc.code = $1",
-                       1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-    } else if (PQntuples(res) != 1) {
+    if (!(res = vc_pg_exec(conn,
+                           "SELECT cc.campaign_id, coalesce(cc.customer_id, 0), c.state = 'ACTIVE',"
+                           " c.discount_amount, coalesce(c.discount_percent, 0),"
+                           " coalesce(c.max_discount_amount, 0), c.min_order_amount,"
+                           " c.per_customer_limit, c.total_count, c.used_count,"
+                           " (extract(epoch FROM c.starts_at) * 1000)::bigint,"
+                           " (extract(epoch FROM c.ends_at) * 1000)::bigint,"
+                           " c.redis_loaded_at IS NOT NULL"
+                           " FROM campaign_code cc JOIN campaign c ON c.id = cc.campaign_id"
+                           " WHERE cc.code = $1",
+                           1, params, &rc, err, errlen)))
+        return rc;
+    if (PQntuples(res) != 1) {
         rc = VC_E_NOT_FOUND;
     } else {
         vc_voucher_t *v = f->v;
@@ -193,19 +191,13 @@ static int mark_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
 {
     char id[24];
     const char *params[] = {id};
-    PGresult *res;
     int rc = 0;
 
     snprintf(id, sizeof(id), "%lld", (long long)*(int64_t *)arg);
-    res = PQexecParams(conn,
+    PQclear(vc_pg_exec(conn,
                        "UPDATE campaign SET redis_loaded_at = now()"
                        " WHERE id = $1::bigint AND redis_loaded_at IS NULL",
-                       1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        rc = vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-    }
-    PQclear(res);
+                       1, params, &rc, err, errlen));
     return rc;
 }
 

@@ -16,18 +16,14 @@ int gw_store_claim_load(PGconn *conn, const char *code, int64_t *remaining, int6
     PGresult *res;
     int rc = 0;
 
-    res = PQexecParams(conn,
-                       "UPDATE voucher SET redis_loaded_at = now()"
-                       " WHERE code = $1 AND redis_loaded_at IS NULL"
-                       " RETURNING total_limit, used_count,"
-                       " (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = $1"
-                       "  AND r.status IN ('RESERVED', 'CONFIRMED'))",
-                       1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-        goto out;
-    }
+    if (!(res = vc_pg_exec(conn,
+                           "UPDATE voucher SET redis_loaded_at = now()"
+                           " WHERE code = $1 AND redis_loaded_at IS NULL"
+                           " RETURNING total_limit, used_count,"
+                           " (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = $1"
+                           "  AND r.status IN ('RESERVED', 'CONFIRMED'))",
+                           1, params, &rc, err, errlen)))
+        return rc;
     if (PQntuples(res) == 1) {
         /* Nothing was loaded yet, so no reservation is in flight: the rows are every order. */
         int64_t rows = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
@@ -39,13 +35,9 @@ int gw_store_claim_load(PGconn *conn, const char *code, int64_t *remaining, int6
     }
     PQclear(res);
     /* No row: loaded before, or no such voucher. */
-    res =
-        PQexecParams(conn, "SELECT 1 FROM voucher WHERE code = $1", 1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-        goto out;
-    }
+    if (!(res = vc_pg_exec(conn, "SELECT 1 FROM voucher WHERE code = $1", 1, params, &rc, err,
+                           errlen)))
+        return rc;
     rc = PQntuples(res) == 1 ? VC_E_REPLAYED : VC_E_NOT_FOUND;
 out:
     PQclear(res);
@@ -74,59 +66,37 @@ int gw_store_create(PGconn *conn, const vc_voucher_t *v, char *err, size_t errle
 {
     char buf[8][24];
     const char *params[9];
-    const char *state;
-    PGresult *res;
-    int rc = 0;
 
     rule_params(v, buf, params);
-    res = PQexecParams(conn,
-                       "INSERT INTO voucher (code, discount_amount, discount_percent,"
-                       " max_discount_amount, min_order_amount, total_limit, per_user_limit,"
-                       " starts_at, ends_at, redis_loaded_at)"
-                       " VALUES ($1, $2, nullif($3::int, 0), nullif($4::bigint, 0), $5, $6, $7,"
-                       " to_timestamp($8::bigint / 1000.0), to_timestamp($9::bigint / 1000.0),"
-                       " now())",
-                       9, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-        if (state && strcmp(state, "23505") == 0) {
-            rc = GW_E_EXISTS;
-        } else {
-            rc = vc_pg_error_class(conn, res);
-            vc_pg_error_text(conn, res, err, errlen);
-        }
-    }
-    PQclear(res);
-    return rc;
+    /* The primary key refused the code: a voucher has it (409, in the caller's words). */
+    return vc_pg_command_kind(conn,
+                              "INSERT INTO voucher (code, discount_amount, discount_percent,"
+                              " max_discount_amount, min_order_amount, total_limit, per_user_limit,"
+                              " starts_at, ends_at, redis_loaded_at)"
+                              " VALUES ($1, $2, nullif($3::int, 0), nullif($4::bigint, 0),"
+                              " $5, $6, $7, to_timestamp($8::bigint / 1000.0),"
+                              " to_timestamp($9::bigint / 1000.0), now())",
+                              9, params, VC_PG_UNIQUE, GW_E_EXISTS, err, errlen);
 }
 
 int gw_store_update(PGconn *conn, const vc_voucher_t *v, int reload, char *err, size_t errlen)
 {
     char buf[8][24];
     const char *params[11];
-    const char *state;
-    PGresult *res;
-    int rc = 0;
 
     rule_params(v, buf, params);
     params[9] = v->inactive ? "f" : "t";
     params[10] = reload ? "t" : "f";
-    res = PQexecParams(conn,
-                       "UPDATE voucher SET discount_amount = $2,"
-                       " discount_percent = nullif($3::int, 0),"
-                       " max_discount_amount = nullif($4::bigint, 0), min_order_amount = $5,"
-                       " total_limit = $6, per_user_limit = $7,"
-                       " starts_at = to_timestamp($8::bigint / 1000.0),"
-                       " ends_at = to_timestamp($9::bigint / 1000.0), active = $10,"
-                       " redis_loaded_at = CASE WHEN $11::boolean THEN NULL"
-                       "  ELSE redis_loaded_at END"
-                       " WHERE code = $1",
-                       11, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-        rc = state && strcmp(state, "23514") == 0 ? GW_E_LIMIT : vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-    }
-    PQclear(res);
-    return rc;
+    /* A CHECK refused the total (below used_count): 409 LIMIT_CONFLICT, err its detail. */
+    return vc_pg_command_kind(conn,
+                              "UPDATE voucher SET discount_amount = $2,"
+                              " discount_percent = nullif($3::int, 0),"
+                              " max_discount_amount = nullif($4::bigint, 0), min_order_amount = $5,"
+                              " total_limit = $6, per_user_limit = $7,"
+                              " starts_at = to_timestamp($8::bigint / 1000.0),"
+                              " ends_at = to_timestamp($9::bigint / 1000.0), active = $10,"
+                              " redis_loaded_at = CASE WHEN $11::boolean THEN NULL"
+                              "  ELSE redis_loaded_at END"
+                              " WHERE code = $1",
+                              11, params, VC_PG_CHECK, GW_E_LIMIT, err, errlen);
 }

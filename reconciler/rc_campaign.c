@@ -159,26 +159,21 @@ static int read_rows(rc_ctx_t *ctx, const rc_vouchers_t *vs, campaign_t *c, char
     int rc = 0;
 
     snprintf(id, sizeof(id), "%lld", (long long)c->id);
-    res = PQexecParams(conn,
-                       "SELECT 'r', order_id, code, status, customer_id, discount_amount,"
-                       " coalesce((extract(epoch FROM held_until) * 1000)::bigint, 0),"
-                       " false, false, 0::bigint"
-                       " FROM campaign_redemption WHERE campaign_id = $1::bigint"
-                       " UNION ALL"
-                       " SELECT 'l', d.order_id, d.voucher_code, '', 0, 0, 0,"
-                       " bool_or(d.state = 'parked'), bool_or(d.state = 'discarded'),"
-                       " count(*) FILTER (WHERE d.state = 'parked')"
-                       " FROM dead_letter d JOIN campaign_code cc ON cc.code = d.voucher_code"
-                       " WHERE cc.campaign_id = $1::bigint AND d.order_id IS NOT NULL"
-                       " AND d.state IN ('parked', 'discarded')"
-                       " GROUP BY d.order_id, d.voucher_code",
-                       1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-        PQclear(res);
+    if (!(res = vc_pg_exec(conn,
+                           "SELECT 'r', order_id, code, status, customer_id, discount_amount,"
+                           " coalesce((extract(epoch FROM held_until) * 1000)::bigint, 0),"
+                           " false, false, 0::bigint"
+                           " FROM campaign_redemption WHERE campaign_id = $1::bigint"
+                           " UNION ALL"
+                           " SELECT 'l', d.order_id, d.voucher_code, '', 0, 0, 0,"
+                           " bool_or(d.state = 'parked'), bool_or(d.state = 'discarded'),"
+                           " count(*) FILTER (WHERE d.state = 'parked')"
+                           " FROM dead_letter d JOIN campaign_code cc ON cc.code = d.voucher_code"
+                           " WHERE cc.campaign_id = $1::bigint AND d.order_id IS NOT NULL"
+                           " AND d.state IN ('parked', 'discarded')"
+                           " GROUP BY d.order_id, d.voucher_code",
+                           1, params, &rc, err, errlen)))
         return rc;
-    }
     for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
         rc_order_t *o;
         if (PQgetvalue(res, i, 0)[0] == 'l') {
@@ -706,17 +701,14 @@ int rc_campaign_pass(rc_ctx_t *ctx, const rc_vouchers_t *vs, int repair, int64_t
     int rc = 0;
 
     /* Numbers only: the live rows are counted on the (campaign_id, status) index. */
-    res = PQexec(conn, "SELECT c.id, (SELECT count(*) FROM campaign_redemption r"
-                       " WHERE r.campaign_id = c.id AND r.status <> 'RELEASED'),"
-                       " (extract(epoch FROM c.ends_at) * 1000)::bigint,"
-                       " c.redis_loaded_at IS NOT NULL"
-                       " FROM campaign c WHERE c.state IN ('ACTIVE', 'INACTIVE') ORDER BY c.id");
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = vc_pg_error_class(conn, res);
-        vc_pg_error_text(conn, res, err, errlen);
-        PQclear(res);
+    if (!(res = vc_pg_exec(conn,
+                           "SELECT c.id, (SELECT count(*) FROM campaign_redemption r"
+                           " WHERE r.campaign_id = c.id AND r.status <> 'RELEASED'),"
+                           " (extract(epoch FROM c.ends_at) * 1000)::bigint,"
+                           " c.redis_loaded_at IS NOT NULL"
+                           " FROM campaign c WHERE c.state IN ('ACTIVE', 'INACTIVE') ORDER BY c.id",
+                           0, NULL, &rc, err, errlen)))
         return rc;
-    }
     for (int i = 0; rc == 0 && i < PQntuples(res); i++)
         rc = one(ctx, vs, strtoll(PQgetvalue(res, i, 0), NULL, 10),
                  strtoll(PQgetvalue(res, i, 1), NULL, 10),

@@ -108,21 +108,6 @@ static void text_quoted(wr_text_t *t, const char *s)
 }
 
 /*
- * "SQLSTATE: primary message" for a failed statement: what a dead letter and
- * its log line need, without libpq's "ERROR:" prefix and PL/pgSQL context.
- */
-static void error_text(const PGconn *conn, const PGresult *res, char *buf, size_t cap)
-{
-    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-
-    if (state && primary)
-        snprintf(buf, cap, "%s: %s", state, primary);
-    else
-        vc_pg_error_text(conn, res, buf, cap);
-}
-
-/*
  * What a failed apply statement means. Only an error the events' data caused
  * (class 22, data exception; class 23, integrity constraint violation, which
  * wr_apply_events() also raises for an unknown voucher and the limits) marks
@@ -136,22 +121,21 @@ static void error_text(const PGconn *conn, const PGresult *res, char *buf, size_
  */
 static int apply_error_class(const PGconn *conn, const PGresult *res)
 {
-    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    int rc = vc_pg_error_class(conn, res);
-
-    if (rc == VC_ERR_INVALID && !(state && (strncmp(state, "22", 2) == 0 ||
-                                            strncmp(state, "23", 2) == 0)))
-        return VC_ERR_UNAVAILABLE;
-    return rc;
+    return vc_pg_kind_is_data(vc_pg_kind(conn, res)) ? VC_ERR_INVALID : VC_ERR_UNAVAILABLE;
 }
 
 const char *wr_pg_dlt_class(const char *error_text)
 {
-    if (strncmp(error_text, "23503", 5) == 0)
+    switch (vc_pg_state_kind(error_text)) {
+    case VC_PG_FOREIGN_KEY:
         return WR_DLT_UNKNOWN_VOUCHER;
-    if (strncmp(error_text, "23", 2) == 0)
+    case VC_PG_UNIQUE:
+    case VC_PG_CHECK:
+    case VC_PG_INTEGRITY:
         return WR_DLT_CONSTRAINT;
-    return WR_DLT_REJECTED;
+    default:
+        return WR_DLT_REJECTED;
+    }
 }
 
 static int check_schema(PGconn *conn, char *err, size_t errlen)
@@ -336,7 +320,8 @@ static int take_result(wr_pg_t *pg, PGresult *res, wr_msg_t **msgs, size_t lo, s
 
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         rc = apply_error_class(pg->conn, res);
-        error_text(pg->conn, res, err, errlen);
+        /* What a dead letter and its log line need. */
+        vc_pg_error_primary(pg->conn, res, err, errlen);
     } else if (PQntuples(res) != 1 || read_outcomes(PQgetvalue(res, 0, 0), msgs, lo, hi) != 0) {
         snprintf(err, errlen, "unexpected result from wr_apply_events(): %.80s",
                  PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "(no row)");
@@ -580,12 +565,8 @@ int wr_pg_park(wr_pg_t *pg, wr_msg_t *const *msgs, size_t n, const char *topic,
         values[9] = m->dlt_class ? m->dlt_class : WR_DLT_REJECTED;
         values[10] = m->error;
         values[11] = m->replayed_from;
-        res = PQexecParams(pg->conn, park_sql, 12, NULL, values, NULL, NULL, 0);
-        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-            vc_pg_error_text(pg->conn, res, err, errlen);
-            PQclear(res);
+        if (!(res = vc_pg_exec(pg->conn, park_sql, 12, values, &rc, err, errlen)))
             goto fail;
-        }
         PQclear(res);
     }
     if ((rc = exec_cmd(pg, "COMMIT", err, errlen)) != 0)
