@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "vc_num.h"
 #include "vc_time.h"
 
 void vc_jout_init(vc_jout_t *o, char *buf, size_t cap)
@@ -74,27 +75,9 @@ void vc_jout_str(vc_jout_t *o, const char *s)
     vc_jout_raw(o, "\"", 1);
 }
 
-size_t vc_i64_text(char out[21], int64_t v)
-{
-    char tmp[21];
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    size_t n = 0, len = 0;
-
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        out[len++] = '-';
-    while (n)
-        out[len++] = tmp[--n];
-    out[len] = '\0';
-    return len;
-}
-
 void vc_jout_int(vc_jout_t *o, int64_t v)
 {
-    char text[21];
+    char text[VC_I64_TEXT];
     vc_jout_raw(o, text, vc_i64_text(text, v));
 }
 

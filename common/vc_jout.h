@@ -44,7 +44,4 @@ int vc_jout_time(vc_jout_t *o, int64_t ms);
  */
 size_t vc_jout_end(vc_jout_t *o);
 
-/* Writes v in decimal into out (21 bytes: sign, 19 digits, NUL), as "%lld" would; its length. */
-size_t vc_i64_text(char out[21], int64_t v);
-
 #endif

@@ -4,8 +4,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "gw_num.h"
 #include "vc_error.h"
+#include "vc_jout.h"
 #include "vc_time.h"
 
 int gw_status_for(int rc, const char **error, const char **reason)
@@ -121,159 +121,29 @@ size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detai
 
 /*
  * The 201 of a reservation is the answer of every success, so it is written
- * straight into buf, without a yajl generator (an allocation) and without
- * printf (both showed in the profile of the success path). The text is the
- * generator's to the byte: strings escaped as yajl_gen_string() escapes them
- * (no solidus), integers and the time as vc_jgen and vc_time_format_ms()
- * write them; tests/unit/test_gateway.c compares the two.
+ * straight into buf (vc_jout.h), without a yajl generator (an allocation)
+ * and without printf (both showed in the profile of the success path); the
+ * text is the generator's to the byte (tests/unit/test_gateway.c compares).
  */
-typedef struct {
-    char *p, *end; /* end: the last byte, kept for the NUL */
-    int full;
-} out_t;
-
-static void put(out_t *o, const char *s, size_t n)
-{
-    if (o->full || n > (size_t)(o->end - o->p)) {
-        o->full = 1;
-        return;
-    }
-    memcpy(o->p, s, n);
-    o->p += n;
-}
-
-static void put_lit(out_t *o, const char *s)
-{
-    put(o, s, strlen(s));
-}
-
-/* A JSON string, escaped as yajl_gen_string() does with its default options. */
-static void put_str(out_t *o, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF"; /* yajl's case */
-
-    put(o, "\"", 1);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        char esc[6] = {'\\', 0, '0', '0', 0, 0};
-        size_t n = 2;
-
-        switch (ch) {
-        case '"':
-        case '\\':
-            esc[1] = (char)ch;
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\f':
-            esc[1] = 'f';
-            break;
-        case '\b':
-            esc[1] = 'b';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        default:
-            if (ch >= 0x20) {
-                put(o, s, 1);
-                continue;
-            }
-            esc[1] = 'u';
-            esc[4] = hex[ch >> 4];
-            esc[5] = hex[ch & 15];
-            n = 6;
-            break;
-        }
-        put(o, esc, n);
-    }
-    put(o, "\"", 1);
-}
-
-static void put_int(out_t *o, int64_t v)
-{
-    char text[GW_I64_TEXT];
-    put(o, text, gw_i64_text(text, v));
-}
-
-/* n as exactly width digits (n >= 0, and below 10^width). */
-static void put_digits(out_t *o, int n, int width)
-{
-    char d[4];
-    for (int i = width - 1; i >= 0; i--, n /= 10)
-        d[i] = (char)('0' + n % 10);
-    put(o, d, (size_t)width);
-}
-
-/* ms as vc_time_format_ms() writes it, "2026-11-29T18:13:02.123Z"; 0 when it cannot. */
-static int put_time(out_t *o, int64_t ms)
-{
-    time_t secs = (time_t)(ms / 1000);
-    int frac = (int)(ms % 1000);
-    struct tm tm;
-    char ts[40];
-    size_t n;
-
-    if (frac < 0) {
-        frac += 1000;
-        secs -= 1;
-    }
-    if (!gmtime_r(&secs, &tm))
-        return 0;
-    if (tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999) {
-        /* Four digits no longer hold the year: as printf widens it. */
-        if ((n = vc_time_format_ms(ms, ts, sizeof(ts))) == 0)
-            return 0;
-        put(o, "\"", 1);
-        put(o, ts, n);
-        put(o, "\"", 1);
-        return 1;
-    }
-    put(o, "\"", 1);
-    put_digits(o, tm.tm_year + 1900, 4);
-    put(o, "-", 1);
-    put_digits(o, tm.tm_mon + 1, 2);
-    put(o, "-", 1);
-    put_digits(o, tm.tm_mday, 2);
-    put(o, "T", 1);
-    put_digits(o, tm.tm_hour, 2);
-    put(o, ":", 1);
-    put_digits(o, tm.tm_min, 2);
-    put(o, ":", 1);
-    put_digits(o, tm.tm_sec, 2);
-    put(o, ".", 1);
-    put_digits(o, frac, 3);
-    put(o, "Z\"", 2);
-    return 1;
-}
-
 size_t gw_body_reservation(char *buf, size_t cap, const char *order_id, const char *code,
                            int64_t discount, int64_t held_until_ms, int replayed)
 {
-    out_t o = {buf, buf + cap - 1, 0};
+    vc_jout_t o;
 
-    if (cap == 0)
-        return 0;
-    put_lit(&o, "{\"orderId\":");
-    put_str(&o, order_id);
-    put_lit(&o, ",\"code\":");
-    put_str(&o, code);
-    put_lit(&o, ",\"discountAmount\":");
-    put_int(&o, discount);
-    put_lit(&o, ",\"heldUntil\":");
-    if (!put_time(&o, held_until_ms))
+    vc_jout_init(&o, buf, cap);
+    vc_jout_lit(&o, "{\"orderId\":");
+    vc_jout_str(&o, order_id);
+    vc_jout_lit(&o, ",\"code\":");
+    vc_jout_str(&o, code);
+    vc_jout_lit(&o, ",\"discountAmount\":");
+    vc_jout_int(&o, discount);
+    vc_jout_lit(&o, ",\"heldUntil\":");
+    if (!vc_jout_time(&o, held_until_ms))
         return 0;
     if (replayed)
-        put_lit(&o, ",\"replayed\":true");
-    put(&o, "}", 1);
-    if (o.full)
-        return 0;
-    *o.p = '\0';
-    return (size_t)(o.p - buf);
+        vc_jout_lit(&o, ",\"replayed\":true");
+    vc_jout_raw(&o, "}", 1);
+    return vc_jout_end(&o);
 }
 
 /* A confirm's or a cancel's answer, with the figures of a confirm given a total (fig, or NULL). */

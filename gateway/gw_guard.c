@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gw_num.h"
+#include "vc_num.h"
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_metrics.h"
@@ -207,7 +207,7 @@ static void bucket_name(int family, unsigned char *a, char out[GW_GUARD_ADDR_MAX
         for (int i = 0; i < 4; i++) {
             if (i)
                 out[n++] = '.';
-            n += gw_i64_text(out + n, a[i]);
+            n += vc_i64_text(out + n, a[i]);
         }
         return;
     }
@@ -346,12 +346,12 @@ static void bucket_key(char out[GW_GUARD_KEY_MAX], const char *prefix, const cha
 
 static int run_bucket(guard_t *g, int b, const char *op, gw_redis_cb cb, void *arg)
 {
-    char tries[GW_I64_TEXT], window[GW_I64_TEXT];
+    char tries[VC_I64_TEXT], window[VC_I64_TEXT];
     const char *keys[] = {g->key[b]};
     const char *args[] = {op, tries, window};
 
-    gw_i64_text(tries, g->rate[b].tries);
-    gw_i64_text(window, g->rate[b].window_ms);
+    vc_i64_text(tries, g->rate[b].tries);
+    vc_i64_text(window, g->rate[b].window_ms);
     return gw_redis_eval(g->app->redis, GW_SCRIPT_GUARD, cb, arg, 1, keys, 3, args);
 }
 
@@ -442,7 +442,7 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
                    gw_guard_cb cb, void *arg)
 {
     gw_guard_limits_t limits = defaults;
-    char client[GW_GUARD_ADDR_MAX], customer[GW_I64_TEXT];
+    char client[GW_GUARD_ADDR_MAX], customer[VC_I64_TEXT];
     guard_t *g;
     int rc;
 
@@ -467,7 +467,7 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     g->mark = -1;
     g->rate[B_CUSTOMER] = limits.customer;
     g->rate[B_IP] = limits.ip;
-    gw_i64_text(customer, customer_id);
+    vc_i64_text(customer, customer_id);
     bucket_key(g->key[B_CUSTOMER], "guard:{cu:", limits.scope, customer);
     bucket_key(g->key[B_IP], "guard:{ip:", limits.scope, client);
     req->guard = g;

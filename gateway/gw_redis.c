@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "gw_metrics.h"
-#include "gw_num.h"
+#include "vc_num.h"
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_redis_cluster.h"
@@ -427,13 +427,13 @@ static void flatten(const redisReply *x, gw_redis_reply_t *out)
     }
 }
 
-/* Writes "<mark><n>\r\n" at p; returns the bytes written (at most GW_I64_TEXT + 2). */
+/* Writes "<mark><n>\r\n" at p; returns the bytes written (at most VC_I64_TEXT + 2). */
 static size_t resp_header(char *p, char mark, size_t n)
 {
     size_t len;
 
     p[0] = mark;
-    len = 1 + gw_i64_text(p + 1, (int64_t)n);
+    len = 1 + vc_i64_text(p + 1, (int64_t)n);
     p[len++] = '\r';
     p[len++] = '\n';
     return len;
@@ -448,13 +448,13 @@ static size_t resp_header(char *p, char mark, size_t n)
 static cmd_t *cmd_new(gw_redis_t *r, int argc, const char **argv, const size_t *argvlen)
 {
     size_t total = sizeof(cmd_t) + (size_t)argc * (sizeof(char *) + sizeof(size_t));
-    size_t resp = GW_I64_TEXT + 3; /* "*<argc>\r\n", with room for the NUL gw_i64_text() writes */
+    size_t resp = VC_I64_TEXT + 3; /* "*<argc>\r\n", with room for the NUL vc_i64_text() writes */
     cmd_t *c;
     char *p;
 
     for (int i = 0; i < argc; i++) {
         total += argvlen[i] + 1;
-        resp += GW_I64_TEXT + 2 + argvlen[i] + 2; /* "$<len>\r\n<arg>\r\n" */
+        resp += VC_I64_TEXT + 2 + argvlen[i] + 2; /* "$<len>\r\n<arg>\r\n" */
     }
     if (!(c = malloc(total + resp)))
         return NULL;
@@ -631,7 +631,7 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
 {
     const char *argv[3 + 16];
     size_t argvlen[3 + 16];
-    char nkeys_s[GW_I64_TEXT];
+    char nkeys_s[VC_I64_TEXT];
     int argc = 0;
     cmd_t *c;
 
@@ -641,7 +641,7 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
         argc = append_strings(argv, argvlen, 0, nkeys, keys, nargs, args);
         return router_command(r, cb, arg, (long)script, nkeys, argc, argv, argvlen);
     }
-    gw_i64_text(nkeys_s, nkeys);
+    vc_i64_text(nkeys_s, nkeys);
     if (r->slot[script].sha[0]) {
         argv[argc++] = "EVALSHA";
         argv[argc++] = r->slot[script].sha;

@@ -40,7 +40,7 @@
 #include "gw_claim.h"
 #include "gw_guard.h"
 #include "gw_metrics.h"
-#include "gw_num.h"
+#include "vc_num.h"
 #include "gw_soldout.h"
 #include "gw_store.h"
 #include "vc_error.h"
@@ -102,9 +102,9 @@ static void fail(reserve_t *x, int rc, const char *what)
  * When the voucher's keys and its orderIds' claims expire (Unix ms): its
  * endsAt plus VOUCHER_REDIS_RETENTION (proto/redis-keys.md, "Retention").
  */
-static void retention_at(const reserve_t *x, char buf[GW_I64_TEXT])
+static void retention_at(const reserve_t *x, char buf[VC_I64_TEXT])
 {
-    gw_i64_text(buf, x->v.ends_at_ms + x->app->cfg->redis_retention_ms);
+    vc_i64_text(buf, x->v.ends_at_ms + x->app->cfg->redis_retention_ms);
 }
 
 /*
@@ -114,7 +114,7 @@ static void retention_at(const reserve_t *x, char buf[GW_I64_TEXT])
  */
 static void claim_script(reserve_t *x, const char *op)
 {
-    char expire_at[GW_I64_TEXT];
+    char expire_at[VC_I64_TEXT];
     const char *keys[] = {x->claim_key};
     const char *args[] = {op, x->claim_value, x->code, expire_at};
 
@@ -735,8 +735,8 @@ static void claim_cb(void *arg, int rc, const gw_redis_reply_t *reply)
  */
 static int send_script(reserve_t *x)
 {
-    char customer[GW_I64_TEXT], limit[GW_I64_TEXT], discount[GW_I64_TEXT], held[GW_I64_TEXT],
-        now[GW_I64_TEXT], amount[GW_I64_TEXT], snapshot[40];
+    char customer[VC_I64_TEXT], limit[VC_I64_TEXT], discount[VC_I64_TEXT], held[VC_I64_TEXT],
+        now[VC_I64_TEXT], amount[VC_I64_TEXT], snapshot[40];
     const char *keys[GW_KEY_RESERVE + 1];
     const char *args[] = {customer, limit, x->in.order_id,
                           discount, held,  now,
@@ -750,12 +750,12 @@ static int send_script(reserve_t *x)
     if (x->snapshot == 1)
         snprintf(snapshot, sizeof(snapshot), "snapshot:%lld",
                  (long long)(x->app->cfg->soldout_recheck_ms + GW_SOLDOUT_LEASE_MARGIN_MS));
-    gw_i64_text(customer, x->in.customer_id);
-    gw_i64_text(limit, x->v.per_customer_limit);
-    gw_i64_text(discount, x->discount);
-    gw_i64_text(held, x->held_until_ms);
-    gw_i64_text(now, x->now_ms);
-    gw_i64_text(amount, x->in.order_amount);
+    vc_i64_text(customer, x->in.customer_id);
+    vc_i64_text(limit, x->v.per_customer_limit);
+    vc_i64_text(discount, x->discount);
+    vc_i64_text(held, x->held_until_ms);
+    vc_i64_text(now, x->now_ms);
+    vc_i64_text(amount, x->in.order_amount);
     if (x->camp.id)
         return gw_campaign_reserve_eval(x->app, &x->camp, x->keys, args,
                                         x->v.ends_at_ms + x->app->cfg->redis_retention_ms,
@@ -793,7 +793,7 @@ static void claim_process_init(void)
  */
 static void claim_and_run(reserve_t *x)
 {
-    char expire_at[GW_I64_TEXT];
+    char expire_at[VC_I64_TEXT];
     const char *argv[] = {"SET", x->claim_key, x->claim_value, "NX", "GET", "PXAT", expire_at};
     size_t argvlen[7];
     int rc;

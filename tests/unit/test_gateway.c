@@ -8,7 +8,7 @@
 #include "json_same.h"
 #include "gw_app.h"
 #include "gw_http.h"
-#include "gw_num.h"
+#include "vc_num.h"
 #include "gw_router.h"
 #include "gw_rules.h"
 #include "gw_soldout.h"
@@ -970,7 +970,7 @@ START_TEST(reservation_body_matches_the_generator)
 }
 END_TEST
 
-/* gw_i64_text() writes what "%lld" writes, at the bounds and in between. */
+/* vc_i64_text() writes what "%lld" writes, at the bounds and in between. */
 START_TEST(i64_text_matches_printf)
 {
     int64_t values[] = {0, 1, -1, 9, 10, -10, 99, 100, 1234567890123LL, INT64_MAX, INT64_MIN,
@@ -979,7 +979,7 @@ START_TEST(i64_text_matches_printf)
 
     for (size_t i = 0; i < sizeof(values) / sizeof(values[0]) + 1000; i++) {
         int64_t v;
-        char got[GW_I64_TEXT], want[32];
+        char got[VC_I64_TEXT], want[32];
 
         if (i < sizeof(values) / sizeof(values[0])) {
             v = values[i];
@@ -988,7 +988,7 @@ START_TEST(i64_text_matches_printf)
             v = (int64_t)x >> (x % 64);
         }
         snprintf(want, sizeof(want), "%lld", (long long)v);
-        ck_assert_uint_eq(gw_i64_text(got, v), strlen(want));
+        ck_assert_uint_eq(vc_i64_text(got, v), strlen(want));
         ck_assert_str_eq(got, want);
     }
 }

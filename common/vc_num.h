@@ -1,21 +1,22 @@
 /*
  * Decimal text of integers, for the arguments of Redis commands on the hot
- * path: snprintf's format parsing showed in the profile of the success path
+ * path and in the JSON written straight (vc_jout.h): snprintf's format parsing
+ * showed in the profile of the success path
  * (tests/bench/results/2026-11-30-gateway-cpu.md). Pure.
  */
-#ifndef GW_NUM_H
-#define GW_NUM_H
+#ifndef VC_NUM_H
+#define VC_NUM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 /* Longest text of an int64_t, with its sign and the NUL. */
-#define GW_I64_TEXT 21
+#define VC_I64_TEXT 21
 
 /* Writes v in decimal into out, NUL-terminated, as "%lld" would; returns its length. */
-static inline size_t gw_i64_text(char out[GW_I64_TEXT], int64_t v)
+static inline size_t vc_i64_text(char out[VC_I64_TEXT], int64_t v)
 {
-    char tmp[GW_I64_TEXT];
+    char tmp[VC_I64_TEXT];
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
     size_t n = 0, len = 0;
 
