@@ -27,6 +27,7 @@ struct gw_kafka_report {
     gw_kafka_delivery_cb cb;
     void *arg;
     int rc;
+    uint64_t produced_ns; /* uv_hrtime() when produced: the stage histograms */
 };
 
 /* Runs on the polling thread: classify, then hand the report to its worker. */
@@ -37,6 +38,7 @@ static void delivery_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
     (void)rk;
     (void)opaque;
 
+    gw_metrics_kafka_ack((int64_t)((uv_hrtime() - rep->produced_ns) / 1000));
     if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
         rep->rc = 0;
     else if (rd_kafka_message_status(msg) == RD_KAFKA_MSG_STATUS_NOT_PERSISTED)
@@ -208,6 +210,7 @@ static void inbox_cb(uv_async_t *a)
     for (; rep; rep = next) {
         next = rep->next;
         inbox->in_flight--;
+        gw_metrics_kafka_report((int64_t)((uv_hrtime() - rep->produced_ns) / 1000));
         rep->cb(rep->arg, rep->rc);
         free(rep);
     }
@@ -258,6 +261,7 @@ int gw_kafka_produce(gw_kafka_t *k, gw_kafka_inbox_t *inbox, const char *topic, 
     rep->inbox = inbox;
     rep->cb = cb;
     rep->arg = arg;
+    rep->produced_ns = uv_hrtime();
     e = rd_kafka_producev(k->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY((void *)key, keylen),
                           RD_KAFKA_V_VALUE((void *)payload, len),
                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(rep),

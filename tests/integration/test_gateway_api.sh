@@ -317,6 +317,15 @@ for m in voucher_gateway_request_duration_seconds_bucket voucher_gateway_redis_e
   grep -q "^$m" <<<"$body"
   ok $? "/metrics has $m"
 done
+# The stage histograms (issue 17): every 201 waited for its delivery report on
+# the worker loop, and took at least one Redis command before it.
+metric() { awk -v m="$1" '$1 == m { print $2 }' <<<"$body"; }
+created=$(metric 'voucher_gateway_requests_total{route="reserve",status="201"}')
+for m in voucher_gateway_kafka_ack_seconds_count voucher_gateway_kafka_report_seconds_count \
+  voucher_gateway_redis_roundtrip_seconds_count; do
+  [ -n "$(metric "$m")" ] && [ "$(metric "$m")" -ge "${created:-1}" ]
+  ok $? "/metrics: $m ($(metric "$m")) counts at least the $created reservations answered 201"
+done
 
 # ---- PostgreSQL after the writer ----
 # pct: a1 cancelled, a2 held, a4 cancelled, again-n held, a5 held.
