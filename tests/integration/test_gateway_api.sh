@@ -5,7 +5,7 @@
 # of 2, sold-out answers that offer a cancelled use again at once, the admin
 # token, the first load into Redis claimed once, and what PostgreSQL ends with.
 source "$(dirname "$0")/lib.sh"
-plan 123
+plan 126
 
 token=admin-$RANDOM$RANDOM
 # A long sold-out recheck: a use must come back because the cancel cleared the
