@@ -152,7 +152,7 @@ int gw_kafka_check_settings(const vc_kafka_settings_t *extra, char *err, size_t 
  * stop: it is no delay for a report. The hop from here to the worker loop
  * (uv_async_send) was measured as a stage of its own in issue 17
  * (voucher_gateway_kafka_report_seconds against _kafka_ack_seconds,
- * tests/bench/results/2026-12-01-latency.md): under 0.5 ms at p99 in the
+ * tests/bench/results/2026-12-01-latency.md): mostly under 0.6 ms at p99 in the
  * open-loop runs, against a Redis round trip and an acknowledgement of
  * several ms. Serving the queue from a worker loop instead
  * (rd_kafka_queue_cb_event_enable and a uv_async) would save that hop for the
