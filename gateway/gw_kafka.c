@@ -27,6 +27,7 @@ struct gw_kafka_report {
     gw_kafka_delivery_cb cb;
     void *arg;
     int rc;
+    uint64_t produced_ns; /* uv_hrtime() when produced: the stage histograms */
 };
 
 /* Runs on the polling thread: classify, then hand the report to its worker. */
@@ -37,6 +38,7 @@ static void delivery_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
     (void)rk;
     (void)opaque;
 
+    gw_metrics_kafka_ack((int64_t)((uv_hrtime() - rep->produced_ns) / 1000));
     if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
         rep->rc = 0;
     else if (rd_kafka_message_status(msg) == RD_KAFKA_MSG_STATUS_NOT_PERSISTED)
@@ -144,6 +146,20 @@ int gw_kafka_check_settings(const vc_kafka_settings_t *extra, char *err, size_t 
     return vc_kafka_settings_check(extra, OWNER, reserved_keys, err, errlen);
 }
 
+/*
+ * rd_kafka_poll() sleeps on the reply queue and returns as soon as a delivery
+ * report is queued, so the 100 ms is only how often the thread looks at
+ * stop: it is no delay for a report. The hop from here to the worker loop
+ * (uv_async_send) was measured as a stage of its own in issue 17
+ * (voucher_gateway_kafka_report_seconds against _kafka_ack_seconds,
+ * tests/bench/results/2026-12-01-latency.md): mostly under 0.6 ms at p99 in the
+ * open-loop runs, against a Redis round trip and an acknowledgement of
+ * several ms. Serving the queue from a worker loop instead
+ * (rd_kafka_queue_cb_event_enable and a uv_async) would save that hop for the
+ * reports of that one worker only (one producer serves every worker), and
+ * would need the last worker to stop to keep polling: not worth it for what
+ * it saves.
+ */
 static void poll_thread(void *arg)
 {
     gw_kafka_t *k = arg;
@@ -155,6 +171,17 @@ gw_kafka_t *gw_kafka_new(const char *brokers, int64_t delivery_timeout_ms,
                          const vc_kafka_settings_t *extra, char *err, size_t errlen)
 {
     char timeout[32], errstr[512];
+    /*
+     * linger.ms=2: the broker acknowledges in well under a millisecond, and
+     * the linger is most of the wait for the acknowledgement (median 1.7 ms
+     * against 0.2 at linger.ms=0, issue 17's stage histograms); without it
+     * the gateway and the broker spend 1.3-2x the CPU per reservation
+     * (tests/bench/results/2026-11-30-producer.md, 2026-12-01-latency.md).
+     * The p99 of a reservation is not the linger's: it follows the Redis
+     * round trip (AOF fsync on every write, cores shared), so the linger stays.
+     * A fractional linger.ms=0.5 waited about as long (librdkafka wakes by
+     * the millisecond).
+     */
     const vc_kafka_own_t own[] = {
         {"enable.idempotence", "true"},  {"acks", "all"},
         {"linger.ms", "2"},              {"delivery.timeout.ms", timeout},
@@ -208,6 +235,7 @@ static void inbox_cb(uv_async_t *a)
     for (; rep; rep = next) {
         next = rep->next;
         inbox->in_flight--;
+        gw_metrics_kafka_report((int64_t)((uv_hrtime() - rep->produced_ns) / 1000));
         rep->cb(rep->arg, rep->rc);
         free(rep);
     }
@@ -258,6 +286,7 @@ int gw_kafka_produce(gw_kafka_t *k, gw_kafka_inbox_t *inbox, const char *topic, 
     rep->inbox = inbox;
     rep->cb = cb;
     rep->arg = arg;
+    rep->produced_ns = uv_hrtime();
     e = rd_kafka_producev(k->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY((void *)key, keylen),
                           RD_KAFKA_V_VALUE((void *)payload, len),
                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(rep),

@@ -17,6 +17,7 @@ static const int statuses[] = {200, 201, 400, 401, 404, 405, 409, 413, 422, 429,
 
 static _Atomic(vc_metric_t *) requests[GW_ROUTE_COUNT][NSTATUS];
 static _Atomic(vc_metric_t *) durations[GW_ROUTE_COUNT];
+static vc_metric_t *redis_roundtrip, *kafka_ack, *kafka_report;
 static vc_metric_t *redis_error, *redis_timeout, *kafka_failed, *kafka_unknown, *soldout,
     *connections;
 
@@ -75,6 +76,16 @@ void gw_metrics_init(void)
         vc_counter("voucher_gateway_kafka_errors_total", kafka_help, "kind=\"unknown\"");
     soldout = vc_counter("voucher_gateway_soldout_total",
                          "OUT_OF_STOCK answers given from the sold-out mark, without Redis.", NULL);
+    redis_roundtrip = vc_histogram("voucher_gateway_redis_roundtrip_seconds",
+                                   "Redis commands, from being queued to their reply.", NULL);
+    kafka_ack = vc_histogram("voucher_gateway_kafka_ack_seconds",
+                             "Events, from being produced to their delivery report (acks=all) "
+                             "on librdkafka's thread.",
+                             NULL);
+    kafka_report = vc_histogram("voucher_gateway_kafka_report_seconds",
+                                "Events, from being produced to their delivery report's "
+                                "callback on the worker loop that produced them.",
+                                NULL);
     connections = vc_gauge("voucher_gateway_connections", "Open client connections.", NULL);
     (void)request_series(GW_ROUTE_RESERVE, status_slot(201));
     (void)duration_series(GW_ROUTE_RESERVE);
@@ -99,6 +110,24 @@ void gw_metrics_kafka_error(int unknown)
 {
     if (kafka_failed)
         vc_metric_add(unknown ? kafka_unknown : kafka_failed, 1);
+}
+
+void gw_metrics_redis_roundtrip(int64_t duration_us)
+{
+    if (redis_roundtrip)
+        vc_metric_observe_us(redis_roundtrip, duration_us);
+}
+
+void gw_metrics_kafka_ack(int64_t duration_us)
+{
+    if (kafka_ack)
+        vc_metric_observe_us(kafka_ack, duration_us);
+}
+
+void gw_metrics_kafka_report(int64_t duration_us)
+{
+    if (kafka_report)
+        vc_metric_observe_us(kafka_report, duration_us);
 }
 
 void gw_metrics_soldout(void)

@@ -4,6 +4,11 @@
  *
  *   voucher_gateway_requests_total{route,status}          answers given
  *   voucher_gateway_request_duration_seconds{route}       time to answer
+ *   voucher_gateway_redis_roundtrip_seconds                a Redis command, queued to reply
+ *   voucher_gateway_kafka_ack_seconds                      an event, produced to its delivery
+ *                                                          report on librdkafka's thread
+ *   voucher_gateway_kafka_report_seconds                   an event, produced to its callback
+ *                                                          on the worker loop that produced it
  *   voucher_gateway_redis_errors_total{kind=error|timeout} failed Redis commands
  *   voucher_gateway_kafka_errors_total{kind=failed|unknown} failed deliveries
  *   voucher_gateway_soldout_total                          OUT_OF_STOCK answered from memory
@@ -28,6 +33,19 @@ void gw_metrics_redis_error(int rc);
 
 /* Counts a failed delivery: unknown set when the event may have been persisted. */
 void gw_metrics_kafka_error(int unknown);
+
+/*
+ * The stages of a reservation, for finding where its time goes (issue 17's
+ * latency goal, tests/bench/README.md): a Redis command's round trip as its
+ * caller sees it (from being queued, so the wait for the loop turn's write is
+ * in it), the wait for Kafka's acknowledgement (acks=all) as librdkafka
+ * reports it, and the same report as the worker loop receives it: the
+ * difference between the last two is the hand-off from librdkafka's thread.
+ * Durations in µs; callable from any thread.
+ */
+void gw_metrics_redis_roundtrip(int64_t duration_us);
+void gw_metrics_kafka_ack(int64_t duration_us);
+void gw_metrics_kafka_report(int64_t duration_us);
 
 /* Counts an OUT_OF_STOCK answered from the sold-out mark. */
 void gw_metrics_soldout(void);

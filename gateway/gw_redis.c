@@ -179,6 +179,7 @@ typedef struct cmd {
     struct cmd *prev, *next; /* the pending list, oldest first */
     gw_redis_t *r;
     int64_t sent_ms;
+    uint64_t sent_ns; /* uv_hrtime(): the round trip's histogram */
     int64_t deadline_ms;
     gw_redis_cb cb;
     void *arg;
@@ -503,6 +504,7 @@ static int cmd_send(gw_redis_t *r, cmd_t *c)
         return VC_ERR_UNAVAILABLE;
     }
     c->sent_ms = vc_time_mono_ms();
+    c->sent_ns = uv_hrtime();
     list_add(r, c);
     arm_deadline(r);
     return 0;
@@ -545,6 +547,8 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
     int rc;
 
     list_remove(r, c);
+    if (x)
+        gw_metrics_redis_roundtrip((int64_t)((uv_hrtime() - c->sent_ns) / 1000));
     if (c->done)
         goto out;
     c->done = 1;

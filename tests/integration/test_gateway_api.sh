@@ -5,7 +5,7 @@
 # of 2, sold-out answers that offer a cancelled use again at once, the admin
 # token, the first load into Redis claimed once, and what PostgreSQL ends with.
 source "$(dirname "$0")/lib.sh"
-plan 123
+plan 126
 
 token=admin-$RANDOM$RANDOM
 # A long sold-out recheck: a use must come back because the cancel cleared the
@@ -316,6 +316,15 @@ for m in voucher_gateway_request_duration_seconds_bucket voucher_gateway_redis_e
   voucher_gateway_kafka_errors_total voucher_gateway_soldout_total voucher_gateway_connections; do
   grep -q "^$m" <<<"$body"
   ok $? "/metrics has $m"
+done
+# The stage histograms (issue 17): every 201 waited for its delivery report on
+# the worker loop, and took at least one Redis command before it.
+metric() { awk -v m="$1" '$1 == m { print $2 }' <<<"$body"; }
+created=$(metric 'voucher_gateway_requests_total{route="reserve",status="201"}')
+for m in voucher_gateway_kafka_ack_seconds_count voucher_gateway_kafka_report_seconds_count \
+  voucher_gateway_redis_roundtrip_seconds_count; do
+  [ -n "$(metric "$m")" ] && [ "$(metric "$m")" -ge "${created:-1}" ]
+  ok $? "/metrics: $m ($(metric "$m")) counts at least the $created reservations answered 201"
 done
 
 # ---- PostgreSQL after the writer ----
