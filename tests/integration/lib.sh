@@ -15,6 +15,10 @@ bin_gateway=$VOUCHER_BUILD_DIR/gateway/voucher-gateway
 bin_writer=$VOUCHER_BUILD_DIR/writer/voucher-writer
 bin_reconciler=$VOUCHER_BUILD_DIR/reconciler/voucher-reconciler
 bin_load=$VOUCHER_BUILD_DIR/tests/tools/vc-load
+# The text of a Redis script as the daemons send it: NAME is vc_lua_NAME's
+# (common/vc_lua.h), its includes expanded and its prelude put first by the
+# build (common/lua/meson.build). common/lua/NAME.lua alone may not run.
+lua_script() { cat "$VOUCHER_BUILD_DIR/common/lua/$1.lua"; }
 base_url="http://$VOUCHER_HTTP_ADDR"
 # The guessing limits (gw_guard.h) are off unless a test sets them: every test
 # of a run shares one Redis and one client address, so their 404s would add up

@@ -27,7 +27,6 @@ rebuild() { # runs the reconciler once: a pass sees the loss, waits the delay, r
   "$bin_reconciler" --once --grace 60s --restore-delay 1s >"$scratch/once-$code.txt" 2>&1
 }
 key() { echo "voucher:{$code}:$1"; }
-lua=$VOUCHER_SOURCE_DIR/common/lua
 
 start_gateway
 start_writer
@@ -79,7 +78,7 @@ new_voucher "$code" 2 2
 reserve 7 "$code-o1"
 is "$(answer)" "201 " "o1 reserved"
 now=$(($(date +%s%3N)))
-rcli EVAL "$(cat "$lua/reserve.lua")" 6 "$(key remaining)" "$(key users)" "$(key orders)" \
+rcli EVAL "$(lua_script reserve)" 6 "$(key remaining)" "$(key users)" "$(key orders)" \
   "$(key holds)" "$(key resent)" "$(key amounts)" 7 2 "$code-o2" 100000 $((now + 600000)) "$now" \
   500000 take >/dev/null
 is "$(wait_rows "$code-o1 RESERVED")" "$code-o1 RESERVED" "PostgreSQL has o1 only (o2's event never published)"
@@ -95,10 +94,10 @@ new_voucher "$code" 2 2
 reserve 8 "$code-o0"
 http DELETE "/vouchers/$code/reservations/$code-o0" >/dev/null
 rcli DEL "$(key orders)" "$(key users)" "$(key amounts)" >/dev/null # as if never used
-rcli EVAL "$(cat "$lua/reserve.lua")" 6 "$(key remaining)" "$(key users)" "$(key orders)" \
+rcli EVAL "$(lua_script reserve)" 6 "$(key remaining)" "$(key users)" "$(key orders)" \
   "$(key holds)" "$(key resent)" "$(key amounts)" 8 2 "$code-o1" 100000 $((now + 600000)) "$now" \
   500000 take >/dev/null
-rcli EVAL "$(cat "$lua/forget.lua")" 5 "$(key remaining)" "$(key users)" "$(key orders)" \
+rcli EVAL "$(lua_script forget)" 5 "$(key remaining)" "$(key users)" "$(key orders)" \
   "$(key holds)" "$(key resent)" "$code-o1" >/dev/null
 is "$(rcli EXISTS "$(key orders)" "$(key users)" "$(key amounts)")" 0 \
   "the hold forgotten (its event not stored): no orders, users or amounts left"
