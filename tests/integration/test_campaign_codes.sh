@@ -9,12 +9,8 @@ source "$(dirname "$0")/lib.sh"
 plan 12
 
 source "$(dirname "$0")/campaign_lib.sh"
-start_campaign_stack
-new_campaign QC '"name":"codes","count":5,"discountAmount":500'
-c1=$(code 1) c2=$(code 2) c3=$(code 3)
-k="campaign:{c$cid}"
-o=c$base
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
+campaign_test QC '"name":"codes","count":5,"discountAmount":500'
+campaign_codes c1 c2 c3
 admin() { http "$@" -H "Authorization: Bearer $token"; }
 window='"startsAt":"2020-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"'
 voucher_body() { echo "{\"code\":\"$1\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,\"perUserLimit\":5,$window}"; }

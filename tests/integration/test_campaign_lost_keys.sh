@@ -11,12 +11,8 @@ source "$(dirname "$0")/lib.sh"
 plan 21
 
 source "$(dirname "$0")/campaign_lib.sh"
-start_campaign_stack
-new_campaign QL '"name":"lost","count":10,"discountAmount":500'
-c1=$(code 1) c2=$(code 2) c3=$(code 3) c4=$(code 4) c5=$(code 5) c6=$(code 6)
-o=l$base
-k="campaign:{c$cid}"
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
+campaign_test QL '"name":"lost","count":10,"discountAmount":500'
+campaign_codes c1 c2 c3 c4 c5 c6
 # One pass; a lost taken hash is rebuilt once it has been lost for the restore delay
 # (--once waits it out and passes again).
 pass() { "$bin_reconciler" --once --grace 60s --restore-delay 1s >>"$scratch/passes.txt" 2>&1; }
