@@ -11,7 +11,7 @@
 # restore delay, released orders included, with the counter and the counts
 # set to it (rebuild.lua, proto/redis-keys.md "A lost orders hash").
 source "$(dirname "$0")/lib.sh"
-plan 21
+plan 24
 
 reserve() { # CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"
@@ -103,3 +103,21 @@ is "$(rcli EXISTS "$(key orders)" "$(key users)" "$(key amounts)")" 0 \
   "the hold forgotten (its event not stored): no orders, users or amounts left"
 reserve 8 "$code-o2"
 is "$(answer)" "201 " "a new order is taken, not refused as a lost orders hash"
+
+# 5. A cancel begun (X, listed in releasing) whose finish never came (its
+#    gateway died between the two steps), then the orders hash lost: the
+#    rebuild writes the order back as being released, never as held, so the
+#    cancelled order cannot be confirmed (rebuild.lua, lacking_order()).
+code=$(unique_code ORDLOSS)
+new_voucher "$code" 2 2
+reserve 9 "$code-o1"
+is "$(answer) $(wait_rows "$code-o1 RESERVED")" "201  $code-o1 RESERVED" "o1 reserved, PostgreSQL has it held"
+rcli EVAL "$(lua_script release_begin)" 3 "$(key orders)" "$(key holds)" "$(key releasing)" \
+  "$code-o1" cancel "$(date +%s%3N)" >/dev/null
+rcli DEL "$(key orders)" >/dev/null
+rebuild
+state=$(rcli HGET "$(key orders)" "$code-o1" | cut -d: -f4)
+ok "$([ "$state" = X ] || [ "$state" = R ]; echo $?)" \
+  "the rebuild wrote o1 back as being released ($state: X, or R once the pass finished it), not held"
+http POST "/vouchers/$code/reservations/$code-o1/confirm"
+is "$status" 409 "a confirm of the cancelled o1 is refused"
