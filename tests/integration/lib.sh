@@ -90,16 +90,20 @@ http() {
   headers=$(tr -d '\r' <"$scratch/headers" 2>/dev/null)
 }
 
-# Polls a SQL query until it prints WANT or SECONDS pass; prints the last value.
-wait_sql() { # QUERY WANT SECONDS
-  local got i
-  for ((i = 0; i < $3 * 10; i++)); do
-    got=$(sql "$1")
-    [ "$got" = "$2" ] && break
+# Polls COMMAND (every 0.1 s) until it prints WANT or SECONDS pass; prints the last output.
+wait_for() { # WANT SECONDS COMMAND...
+  local want=$1 secs=$2 got i
+  shift 2
+  for ((i = 0; i < secs * 10; i++)); do
+    got=$("$@")
+    [ "$got" = "$want" ] && break
     sleep 0.1
   done
   echo "$got"
 }
+
+# Polls a SQL query until it prints WANT or SECONDS pass; prints the last value.
+wait_sql() { wait_for "$2" "$3" sql "$1"; } # QUERY WANT SECONDS
 
 # The gateway's admin address (/readyz, /metrics): VOUCHER_GATEWAY_ADMIN_ADDR, base port + 14.
 gateway_admin() { echo "${VOUCHER_GATEWAY_ADMIN_ADDR:-127.0.0.1:$((VOUCHER_PORT_BASE + 14))}"; }
