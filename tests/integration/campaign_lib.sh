@@ -47,9 +47,6 @@ campaign_codes() {
   done
 }
 
-# answer: the status and the body's error (or reservation status) of the last call.
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
-
 reserve() { # CODE CUSTOMER ORDER
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":10000}"
 }

@@ -90,6 +90,13 @@ http() {
   headers=$(tr -d '\r' <"$scratch/headers" 2>/dev/null)
 }
 
+# The last call's status and its body's error code or status field, e.g. "409 OUT_OF_STOCK",
+# "200 RELEASED", "201 " (a reservation has neither). A test that wants another view
+# defines its own.
+answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
+
+now_ms() { date +%s%3N; } # Unix time in ms, as the scripts' nowMs
+
 # Polls COMMAND (every 0.1 s) until it prints WANT or SECONDS pass; prints the last output.
 wait_for() { # WANT SECONDS COMMAND...
   local want=$1 secs=$2 got i

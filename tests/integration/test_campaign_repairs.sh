@@ -18,7 +18,6 @@ source "$(dirname "$0")/campaign_lib.sh"
 campaign_test QP '"name":"repairs","count":10,"discountAmount":500'
 campaign_codes u k1 x r f1 f2
 state() { rcli HGET "$k:orders" "$1" | cut -d: -f4; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # hold ORDER CUSTOMER CODE HELD_UNTIL: a hold as campaign_reserve.lua writes it.
 hold() {
   rcli HSET "$k:orders" "$1" "$2:500:$4:H" >/dev/null

@@ -16,7 +16,6 @@ plan 24
 reserve() { # CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"
 }
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
 rows() {
   sql "SELECT coalesce(string_agg(order_id || ' ' || status, ',' ORDER BY order_id), '')
        FROM voucher_redemption WHERE voucher_code = '$code'"

@@ -8,7 +8,6 @@
 source "$(dirname "$0")/lib.sh"
 plan 31
 
-now_ms() { date +%s%3N; }
 reserve() { # CODE CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
 }
