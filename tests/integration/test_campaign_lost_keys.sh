@@ -8,7 +8,7 @@
 # the campaign's keys lost at once are told from a campaign never used by
 # campaign.redis_loaded_at, set by its first take.
 source "$(dirname "$0")/lib.sh"
-plan 21
+plan 24
 
 source "$(dirname "$0")/campaign_lib.sh"
 campaign_test QL '"name":"lost","count":10,"discountAmount":500'
@@ -80,4 +80,23 @@ reserve "$c1" $((base + 6)) "$o-h"
 is "$(answer)" "409 ALREADY_USED" "code 1 after the rebuild: 409 ALREADY_USED"
 reserve "$c6" $((base + 6)) "$o-h"
 is "$status" 201 "a free code: 201"
+
+# ---- a cancel begun and never finished (its gateway died between the two steps), then
+# orders and taken lost: the order comes back as being released, never held, so it cannot
+# be confirmed (campaign_rebuild.lua, lacking_order()) ----
+c7=$(code 7)
+reserve "$c7" $((base + 7)) "$o-i"
+is "$status $(wait_sql "SELECT status FROM campaign_redemption WHERE order_id = '$o-i'" RESERVED 30)" "201 RESERVED" \
+  "customer 7 holds code 7, PostgreSQL has it held"
+# The campaign's release_begin as the gateway sends it: campaign_guard.lua takes the
+# campaign's orders and taken off KEYS and the code off ARGV.
+rcli EVAL "$(lua_script campaign_release_begin)" 5 "$k:orders" "$k:holds" "$k:releasing" "$k:orders" "$k:taken" \
+  "$o-i" cancel "$(now_ms)" "$c7" >/dev/null
+rcli DEL "$k:orders" "$k:taken" >/dev/null
+pass
+state=$(rcli HGET "$k:orders" "$o-i" | cut -d: -f4)
+ok "$([ "$state" = X ] || [ "$state" = R ]; echo $?)" \
+  "the pass wrote the order back as being released ($state: X, or R once it finished it), not held"
+http POST "/vouchers/$c7/reservations/$o-i/confirm"
+is "$status" 409 "a confirm of the cancelled order is refused"
 finish
