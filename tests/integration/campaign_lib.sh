@@ -17,18 +17,24 @@ new_campaign() {
 # code N: the campaign's N-th code (stored form).
 code() { sql "SELECT code FROM campaign_code WHERE campaign_id = $cid AND seq = $1"; }
 
-# campaign_test PREFIX2 JSON-FIELDS [GATEWAY ARGS...]: how a redemption test starts: the
-# gateway (GATEWAY ARGS) with the admin token $token, the writer, a campaign made through
-# the API (new_campaign; no campaign, no test: it bails out), $k the prefix of its Redis
-# keys and $o an orderId prefix apart from other runs (PREFIX2 in lower case, then $base).
-campaign_test() {
-  local pfx2=$1 fields=$2
-  shift 2
+# start_campaign_stack [GATEWAY ARGS...]: the gateway with the admin token $token, and the
+# writer.
+start_campaign_stack() {
   token=admin-$RANDOM$RANDOM
   export VOUCHER_ADMIN_TOKEN=$token
   start_gateway "$@"
   unset VOUCHER_ADMIN_TOKEN
   start_writer
+}
+
+# campaign_test PREFIX2 JSON-FIELDS [GATEWAY ARGS...]: how a redemption test starts: the
+# daemons (start_campaign_stack), a campaign made through the API (new_campaign; no
+# campaign, no test: it bails out), $k the prefix of its Redis keys and $o an orderId
+# prefix apart from other runs (PREFIX2 in lower case, then $base).
+campaign_test() {
+  local pfx2=$1 fields=$2
+  shift 2
+  start_campaign_stack "$@"
   new_campaign "$pfx2" "$fields"
   if [ "$status" != 201 ]; then
     echo "Bail out! the campaign was not made: $status $body"
