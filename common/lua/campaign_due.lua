@@ -13,6 +13,7 @@
 -- another of the campaign's keys (campaign_reserve.lua refuses then: -7);
 -- keys is 1 when taken exists, plus 2 for users, plus 4 for orders.
 -- Nothing is changed.
+-- @include campaign_lost.lua
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local t, u = redis.call('EXISTS', KEYS[1]), redis.call('EXISTS', KEYS[5])
 -- Without redis_loaded_at: the reconciler adds it (rc_campaign.c).

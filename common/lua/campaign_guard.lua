@@ -1,6 +1,6 @@
 -- Put before a voucher script (release_begin, confirm; with
 -- campaign_give_back_*.lua around them, forget and release_finish) to make it
--- act on a campaign's code, after campaign_lost.lua. The caller appends to
+-- act on a campaign's code. The caller appends to
 -- KEYS the campaign's users, orders and taken hashes and to ARGV whether
 -- PostgreSQL says Redis had the campaign's keys ("1" or "0", as
 -- campaign_reserve.lua's loaded) and the code; they are taken off here, so the
@@ -13,6 +13,7 @@
 -- which order holds the code, and the order itself may be gone: -7, the
 -- outcome is unknown until the reconciler rebuilds them (the gateway's 503,
 -- never a 404 that tells the order service there is no such order).
+-- @include campaign_lost.lua
 local campaign_taken = table.remove(KEYS)
 local campaign_orders = table.remove(KEYS)
 local campaign_users = table.remove(KEYS)

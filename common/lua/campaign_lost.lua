@@ -1,6 +1,6 @@
 -- Whether a campaign's keys were lost, the one rule for every script that
--- reads it (the build puts this file before campaign_reserve.lua,
--- campaign_due.lua and campaign_guard.lua): taken or users missing while
+-- reads it (included by campaign_reserve.lua, campaign_due.lua and
+-- campaign_guard.lua): taken or users missing while
 -- another of taken, users, orders exists, or while PostgreSQL says Redis had
 -- the campaign's keys (loaded "1": campaign.redis_loaded_at, deploy/sql/017).
 -- Neither taken (its "!" field) nor users (a 0 per customer) is ever emptied

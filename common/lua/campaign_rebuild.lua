@@ -1,5 +1,5 @@
 -- Rebuilds what Redis lost of a campaign (remaining_rule.lua comes before
--- this: taken_state, count_taken, raise_users): the orders PostgreSQL and the
+-- this: taken_state, count_taken, raise_users, lacking_order, expire_together): the orders PostgreSQL and the
 -- events in flight count that Redis lacks, the taken hash (code -> orderId for
 -- every order holding a use) and the users hash (each customer raised to the
 -- orders they hold, never lowered). The campaign's restore and retake in one
@@ -13,7 +13,7 @@
 -- or two such orders on one code, refuse the whole rebuild.
 --
 -- An order Redis holds is never dropped nor changed; one it lacks is written
--- from the snapshot, as X when releasing still lists it (as merge() does).
+-- from the snapshot, as X when releasing still lists it (lacking_order()).
 --
 -- KEYS[1] taken  KEYS[2] users  KEYS[3] orders  KEYS[4] holds  KEYS[5] releasing
 -- ARGV[1] expireAt: the campaign's endsAt plus the retention, "0" sets none
@@ -29,10 +29,7 @@ for i = 2, #ARGV - 3, 4 do
   code_of[id] = code
   local state = string.match(value, '^[^:]*:[^:]*:[^:]*:(.)$')
   if state and not redis.call('HGET', KEYS[3], id) then
-    if taken_state(state) and redis.call('ZSCORE', KEYS[5], id) then
-      value = string.sub(value, 1, -2) .. 'X'
-      state = 'X'
-    end
+    value, state = lacking_order(KEYS[5], id, value, state)
     write[#write + 1] = {id, value, held, state}
   end
 end
@@ -77,10 +74,7 @@ redis.call('HSET', KEYS[1], '!', '0')
 local live, per = count_taken(KEYS[3])
 raise_users(KEYS[2], per, KEYS[3])
 if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('HSET', KEYS[2], '!', '0') end
-local at = tonumber(ARGV[1])
-if at and at > 0 then
-  for i = 1, 4 do redis.call('PEXPIREAT', KEYS[i], at) end
-end
+expire_together(KEYS, tonumber(ARGV[1]))
 local customers = 0
 for _ in pairs(per) do customers = customers + 1 end
 return {#write, live .. ':' .. customers}

@@ -31,27 +31,17 @@
 -- and users a field per customer that ever held a use (0 once given back),
 -- so neither is ever emptied by a give-back: a key missing beside another of
 -- the campaign's is a loss, not an empty campaign.
+-- @include reserve_order.lua
+-- @include campaign_lost.lua
+
 -- A known order must be of this code: an orderId of the campaign reserved with
--- another of its codes is -4 (the gateway's ORDER_CONFLICT).
-local order = redis.call('HGET', KEYS[3], ARGV[3])
-if order then
-  local customer = string.match(order, '^([^:]*):')
-  if customer ~= ARGV[1] then return {-4, order} end
-  local state = string.sub(order, -1)
-  -- Taken codes keep their orderId until the use is back (R) or forgotten.
-  if state ~= 'R' and redis.call('HGET', KEYS[1], ARGV[9]) ~= ARGV[3] then
-    return {-4, order}
-  end
-  local amount = redis.call('HGET', KEYS[6], ARGV[3])
-  if amount and amount ~= ARGV[7] then return {-5, order, amount} end
-  if state == 'H' or state == 'C' then
-    local now = tonumber(ARGV[6])
-    redis.call('ZADD', KEYS[5], now, ARGV[3])
-    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 600000)
-    redis.call('PEXPIRE', KEYS[5], 600000)
-  end
-  return {0, order}
+-- another of its codes is -4 (the gateway's ORDER_CONFLICT). Taken codes keep
+-- their orderId until the use is back (R) or forgotten.
+local function holds_code(state)
+  return state == 'R' or redis.call('HGET', KEYS[1], ARGV[9]) == ARGV[3]
 end
+local order = redis.call('HGET', KEYS[3], ARGV[3])
+if order then return retry_answer(order, holds_code) end
 if ARGV[8] ~= 'take' then return {-6, false} end
 local expire_at, loaded = string.match(ARGV[10], '^(%d+):([01])$')
 if campaign_keys_lost(KEYS[1], KEYS[2], KEYS[3], loaded) then return {-7, false} end
@@ -59,11 +49,7 @@ if redis.call('HEXISTS', KEYS[1], ARGV[9]) == 1 then return {-2, false} end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
 if used >= tonumber(ARGV[2]) then return {-2, false} end
 redis.call('HSET', KEYS[1], ARGV[9], ARGV[3], '!', '0')
-redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-order = ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':H'
-redis.call('HSET', KEYS[3], ARGV[3], order)
-redis.call('HSET', KEYS[6], ARGV[3], ARGV[7])
-redis.call('ZADD', KEYS[4], ARGV[5], ARGV[3])
+order = write_hold()
 -- Retention: the campaign's keys expire together, at its endsAt plus the retention.
 for _, i in ipairs({1, 2, 3, 4, 6}) do redis.call('PEXPIREAT', KEYS[i], expire_at) end
 return {1, order}

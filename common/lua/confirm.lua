@@ -33,6 +33,7 @@
 --  -4 the rules refuse the final total, nothing changed (the hold stays).
 -- order is the stored value as it is now; amount the reservation's total, paid
 -- the total the order is confirmed at (each false when unknown).
+-- @include resent_mark.lua
 local order = redis.call('HGET', KEYS[1], ARGV[1])
 if not order then return {-1, false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
@@ -44,13 +45,7 @@ if KEYS[5] then
 end
 if state == 'C' then
   if total and paid and paid ~= total then return {-3, order, amount, paid} end
-  if KEYS[3] then
-    -- Markers older than ten minutes go, as in reserve.lua.
-    local now = tonumber(ARGV[2])
-    redis.call('ZADD', KEYS[3], now, ARGV[1])
-    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 600000)
-    redis.call('PEXPIRE', KEYS[3], 600000)
-  end
+  if KEYS[3] then mark_resent(KEYS[3], ARGV[1], tonumber(ARGV[2])) end
   return {0, order, amount, paid}
 end
 if state ~= 'H' or tonumber(held) < tonumber(ARGV[2]) then return {-2, order} end

@@ -18,19 +18,14 @@
 -- Returns {status, order}: 1 forgotten, 0 not held (confirmed or being
 -- released: kept), -1 no such order, -2 held and published again by a retry
 -- (kept); order is the stored value as it was.
+-- @include give_back.lua
 local order = redis.call('HGET', KEYS[3], ARGV[1])
 if not order then return {-1, false} end
 local customer, state = string.match(order, '^([^:]*):[^:]*:[^:]*:(.)$')
 if state ~= 'H' then return {0, order} end
 if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return {-2, order} end
 redis.call('HDEL', KEYS[3], ARGV[1])
--- A missing counter is restored from PostgreSQL later: do not create it here.
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('INCR', KEYS[1]) end
--- Never below 0: a count the users hash lost reads as 0, and a -1 would let
--- the customer past their limit later (the reconciler rebuilds the hash).
-if tonumber(redis.call('HGET', KEYS[2], customer) or '0') > 0 then
-  redis.call('HINCRBY', KEYS[2], customer, -1)
-end
+give_back(KEYS[1], KEYS[2], customer)
 redis.call('ZREM', KEYS[4], ARGV[1])
 -- The last order gone: users and amounts go too (every count is 0, and no
 -- order needs its amount). reserve.lua reads users or amounts without orders

@@ -84,15 +84,25 @@ local function set_users(users_key, per, orders_key)
   raise_users(users_key, {}, orders_key)
 end
 
+-- An order Redis lacks, written again from the reconciler's snapshot (value
+-- "customerId:discount:heldUntilMs:state"): as X when releasing_key still
+-- lists it (its release had begun: the reconciler publishes it again and
+-- finishes it; H would make a cancelled order confirmable). Returns the value
+-- and the state to write. merge() and campaign_rebuild.lua.
+local function lacking_order(releasing_key, id, value, state)
+  if taken_state(state) and redis.call('ZSCORE', releasing_key, id) then
+    return string.sub(value, 1, -2) .. 'X', 'X'
+  end
+  return value, state
+end
+
 -- Merges the reconciler's orders, ARGV[first..] in fours: orderId, the value
 -- the snapshot implies ("customerId:discount:heldUntilMs:state", state H, C or
 -- R), heldUntilMs, and "1" when an order Redis holds R may be taken again
 -- (an earlier pass saw it R too, so the snapshot is younger than its release
 -- and still counts it) or "0". An order Redis holds is never dropped nor
--- changed, except such an R; an order Redis lacks is written, as X when
--- releasing_key still lists it (its release had begun: the reconciler
--- publishes it again and finishes it; H would make a cancelled order
--- confirmable). Returns how many were written.
+-- changed, except such an R; an order Redis lacks is written as
+-- lacking_order() says. Returns how many were written.
 local function merge(orders_key, holds_key, releasing_key, first)
   local written = 0
   for i = first, #ARGV - 3, 4 do
@@ -101,10 +111,7 @@ local function merge(orders_key, holds_key, releasing_key, first)
     local have = redis.call('HGET', orders_key, id)
     if state and (not have or
         (proven == '1' and string.sub(have, -1) == 'R' and taken_state(state))) then
-      if not have and taken_state(state) and redis.call('ZSCORE', releasing_key, id) then
-        state = 'X'
-        value = string.sub(value, 1, -2) .. 'X'
-      end
+      if not have then value, state = lacking_order(releasing_key, id, value, state) end
       redis.call('HSET', orders_key, id, value)
       if state == 'H' then redis.call('ZADD', holds_key, held, id) end
       written = written + 1

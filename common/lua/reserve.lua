@@ -40,6 +40,7 @@
 -- other gateways' sold-out leases still run (the 201 waits that long); -1 with
 -- "snapshot:LEASE" is {-1, orderIds}, every orderId of the orders hash
 -- joined by newlines, and the lease is taken in the same step.
+-- @include reserve_order.lua
 local function redis_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -56,26 +57,7 @@ local function lease_wait()
   return wait
 end
 local order = redis.call('HGET', KEYS[3], ARGV[3])
-if order then
-  local customer = string.match(order, '^([^:]*):')
-  if customer ~= ARGV[1] then return {-4, order} end
-  -- Orders taken before amounts were kept, or restored by the reconciler,
-  -- have none: such a retry cannot be compared and is answered as the same.
-  local amount = redis.call('HGET', KEYS[6], ARGV[3])
-  if amount and amount ~= ARGV[7] then return {-5, order, amount} end
-  local state = string.sub(order, -1)
-  if state == 'H' or state == 'C' then
-    -- The retry publishes VoucherReserved again. Markers older than ten
-    -- minutes go: no delivery report comes later than VOUCHER_KAFKA_TIMEOUT
-    -- (five minutes at most).
-    local now = tonumber(ARGV[6])
-    redis.call('ZADD', KEYS[5], now, ARGV[3])
-    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 600000)
-    redis.call('PEXPIRE', KEYS[5], 600000)
-    return {0, order, false, lease_wait()}
-  end
-  return {0, order}
-end
+if order then return retry_answer(order, nil, lease_wait) end
 local snapshot_lease = tonumber(string.match(ARGV[8], '^snapshot:(%d+)$'))
 if ARGV[8] ~= 'take' and not snapshot_lease then return {-6, false} end
 local remaining = redis.call('GET', KEYS[1])
@@ -115,11 +97,7 @@ if tonumber(remaining) <= 0 then
   return {-1, table.concat(redis.call('HKEYS', KEYS[3]), '\n')}
 end
 redis.call('DECR', KEYS[1])
-redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-order = ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':H'
-redis.call('HSET', KEYS[3], ARGV[3], order)
-redis.call('HSET', KEYS[6], ARGV[3], ARGV[7])
-redis.call('ZADD', KEYS[4], ARGV[5], ARGV[3])
+order = write_hold()
 -- Retention (proto/redis-keys.md): the voucher's keys expire together, at the
 -- instant the gateway gave the counter when it loaded it (endsAt plus the
 -- retention). A counter without one (rebuilt before retention existed) gives none.

@@ -15,6 +15,10 @@ bin_gateway=$VOUCHER_BUILD_DIR/gateway/voucher-gateway
 bin_writer=$VOUCHER_BUILD_DIR/writer/voucher-writer
 bin_reconciler=$VOUCHER_BUILD_DIR/reconciler/voucher-reconciler
 bin_load=$VOUCHER_BUILD_DIR/tests/tools/vc-load
+# The text of a Redis script as the daemons send it: NAME is vc_lua_NAME's
+# (common/vc_lua.h), its includes expanded and its prelude put first by the
+# build (common/lua/meson.build). common/lua/NAME.lua alone may not run.
+lua_script() { cat "$VOUCHER_BUILD_DIR/common/lua/$1.lua"; }
 base_url="http://$VOUCHER_HTTP_ADDR"
 # The guessing limits (gw_guard.h) are off unless a test sets them: every test
 # of a run shares one Redis and one client address, so their 404s would add up
@@ -86,16 +90,27 @@ http() {
   headers=$(tr -d '\r' <"$scratch/headers" 2>/dev/null)
 }
 
-# Polls a SQL query until it prints WANT or SECONDS pass; prints the last value.
-wait_sql() { # QUERY WANT SECONDS
-  local got i
-  for ((i = 0; i < $3 * 10; i++)); do
-    got=$(sql "$1")
-    [ "$got" = "$2" ] && break
+# The last call's status and its body's error code or status field, e.g. "409 OUT_OF_STOCK",
+# "200 RELEASED", "201 " (a reservation has neither). A test that wants another view
+# defines its own.
+answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
+
+now_ms() { date +%s%3N; } # Unix time in ms, as the scripts' nowMs
+
+# Polls COMMAND (every 0.1 s) until it prints WANT or SECONDS pass; prints the last output.
+wait_for() { # WANT SECONDS COMMAND...
+  local want=$1 secs=$2 got i
+  shift 2
+  for ((i = 0; i < secs * 10; i++)); do
+    got=$("$@")
+    [ "$got" = "$want" ] && break
     sleep 0.1
   done
   echo "$got"
 }
+
+# Polls a SQL query until it prints WANT or SECONDS pass; prints the last value.
+wait_sql() { wait_for "$2" "$3" sql "$1"; } # QUERY WANT SECONDS
 
 # The gateway's admin address (/readyz, /metrics): VOUCHER_GATEWAY_ADMIN_ADDR, base port + 14.
 gateway_admin() { echo "${VOUCHER_GATEWAY_ADMIN_ADDR:-127.0.0.1:$((VOUCHER_PORT_BASE + 14))}"; }

@@ -2,19 +2,15 @@
 # Where vouchers and campaign codes meet (proto/campaigns.md): POST /vouchers
 # refuses a code that is a campaign's one-time code (409 EXISTS, the reason
 # names the campaign; typed with separators too), and an orderId belongs to one
-# voucher or one campaign code: used on the other kind it gets 409
-# ORDER_CONFLICT and nothing is half-applied (no Redis order, no code taken, no
+# voucher or one campaign code: used on the other kind, or on another code of
+# the same campaign, it gets 409 ORDER_CONFLICT and nothing is half-applied (no Redis order, no code taken, no
 # customer's use, no row, no event applied).
 source "$(dirname "$0")/lib.sh"
-plan 12
+plan 15
 
 source "$(dirname "$0")/campaign_lib.sh"
-start_campaign_stack
-new_campaign QC '"name":"codes","count":5,"discountAmount":500'
-c1=$(code 1) c2=$(code 2) c3=$(code 3)
-k="campaign:{c$cid}"
-o=c$base
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
+campaign_test QC '"name":"codes","count":5,"discountAmount":500'
+campaign_codes c1 c2 c3
 admin() { http "$@" -H "Authorization: Bearer $token"; }
 window='"startsAt":"2020-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"'
 voucher_body() { echo "{\"code\":\"$1\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,\"perUserLimit\":5,$window}"; }
@@ -42,6 +38,20 @@ is "$(rcli HEXISTS "$k:orders" "$o-v") $(rcli HEXISTS "$k:taken" "$c3") ${used:-
   "nothing half-applied in Redis: no campaign order, the code not taken, no use counted"
 reserve "$c3" $((base + 2)) "$o-k"
 is "$status" 201 "the code is still free for someone else: 201"
+
+# ---- an orderId of a campaign code, then on another code of the campaign ----
+reserve "$c1" $((base + 2)) "$o-k"
+is "$(answer)" "409 ORDER_CONFLICT" "the same customer and orderId on another code of the campaign: 409 ORDER_CONFLICT, not a replay"
+# Without the orderId's claim (lost, or expired before the campaign's keys), which
+# refused it above, campaign_reserve.lua alone must refuse it. The claim is put back after.
+claim=$(rcli GET "voucher-order:{$o-k}")
+rcli DEL "voucher-order:{$o-k}" >/dev/null
+reserve "$c1" $((base + 2)) "$o-k"
+got=$(answer)
+rcli SET "voucher-order:{$o-k}" "$claim" >/dev/null
+is "$got" "409 ORDER_CONFLICT" "the same with the orderId's claim lost: campaign_reserve.lua answers ORDER_CONFLICT"
+is "$(rcli HEXISTS "$k:taken" "$c1") $(rcli HGET "$k:users" $((base + 2)))" "0 1" \
+  "nothing taken: code 1 free, the customer still holds one use"
 
 # ---- an orderId of a campaign code, then on a voucher ----
 http POST "/vouchers/$v/reservations" "{\"customerId\":$((base + 2)),\"orderId\":\"$o-k\",\"orderAmount\":10000}"

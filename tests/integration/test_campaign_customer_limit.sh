@@ -9,11 +9,8 @@ source "$(dirname "$0")/lib.sh"
 plan 7
 
 source "$(dirname "$0")/campaign_lib.sh"
-start_campaign_stack
-new_campaign QU '"name":"limit","count":6,"discountAmount":500'
-c1=$(code 1) c2=$(code 2) c3=$(code 3) c4=$(code 4) c5=$(code 5)
-k="campaign:{c$cid}"
-o=u$base
+campaign_test QU '"name":"limit","count":6,"discountAmount":500'
+campaign_codes c1 c2 c3 c4 c5
 x=$((base + 1)) y=$((base + 2))
 live() { sql "SELECT count(*) FROM campaign_redemption WHERE campaign_id = $cid AND customer_id = $1 AND status <> 'RELEASED'"; }
 

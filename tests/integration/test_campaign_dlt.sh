@@ -14,15 +14,10 @@ source "$(dirname "$0")/lib.sh"
 plan 20
 
 source "$(dirname "$0")/campaign_lib.sh"
-start_campaign_stack
-new_campaign QD '"name":"dlt","count":6,"discountAmount":500'
-c1=$(code 1) c2=$(code 2) c3=$(code 3) c4=$(code 4)
-k="campaign:{c$cid}"
-o=d$base
+campaign_test QD '"name":"dlt","count":6,"discountAmount":500'
+campaign_codes c1 c2 c3 c4
 x=$((base + 1)) y=$((base + 2)) z=$((base + 3))
 grace_ms=2000
-now_ms() { date +%s%3N; }
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
 confirm() { http POST "/vouchers/$1/reservations/$2/confirm"; }
 cancel() { http DELETE "/vouchers/$1/reservations/$2"; }
 state() { rcli HGET "$k:orders" "$1" | cut -d: -f4; }

@@ -8,10 +8,8 @@ source "$(dirname "$0")/lib.sh"
 plan 9
 
 source "$(dirname "$0")/campaign_lib.sh"
-start_campaign_stack --hold-ttl 2s
-new_campaign QE '"name":"expiry","count":5,"discountAmount":500'
-a=$(code 1) b=$(code 2) c=$(code 3)
-o=x$base
+campaign_test QE '"name":"expiry","count":5,"discountAmount":500' --hold-ttl 2s
+campaign_codes a b c
 
 reserve "$a" $((base + 1)) "$o-a"
 s_a=$status

@@ -12,17 +12,13 @@
 # the campaign's keys lost at once are told from a campaign never used by
 # campaign.redis_loaded_at, set by its first take.
 source "$(dirname "$0")/lib.sh"
-plan 29
+plan 32
 
 source "$(dirname "$0")/campaign_lib.sh"
 # The guessing limits on for the client address only (confirm and cancel spend
 # from it), wide enough that this test never meets them: only spending is watched.
-start_campaign_stack --guard-ip-tries 1000 --guard-ip-window 1h
-new_campaign QL '"name":"lost","count":10,"discountAmount":500'
-c1=$(code 1) c2=$(code 2) c3=$(code 3) c4=$(code 4) c5=$(code 5) c6=$(code 6)
-o=l$base
-k="campaign:{c$cid}"
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
+campaign_test QL '"name":"lost","count":10,"discountAmount":500' --guard-ip-tries 1000 --guard-ip-window 1h
+campaign_codes c1 c2 c3 c4 c5 c6
 confirm() { http POST "/vouchers/$1/reservations/$2/confirm"; }
 cancel() { http DELETE "/vouchers/$1/reservations/$2"; }
 spent() { metric "$(gateway_admin)" voucher_gateway_guard_failed_tries_total; }
@@ -125,4 +121,23 @@ cancel "$c5" "$o-g"
 a1=$(answer)
 confirm "$c6" "$o-h"
 is "$a1 / $(answer)" "200 RELEASED / 200 CONFIRMED" "after the rebuild the cancel and the confirm go through: 200"
+
+# ---- a cancel begun and never finished (its gateway died between the two steps), then
+# orders and taken lost: the order comes back as being released, never held, so it cannot
+# be confirmed (campaign_rebuild.lua, lacking_order()) ----
+c7=$(code 7)
+reserve "$c7" $((base + 7)) "$o-i"
+is "$status $(wait_sql "SELECT status FROM campaign_redemption WHERE order_id = '$o-i'" RESERVED 30)" "201 RESERVED" \
+  "customer 7 holds code 7, PostgreSQL has it held"
+# The campaign's release_begin as the gateway sends it: campaign_guard.lua takes the
+# campaign's users, orders and taken off KEYS and "loaded" and the code off ARGV.
+rcli EVAL "$(lua_script campaign_release_begin)" 6 "$k:orders" "$k:holds" "$k:releasing" "$k:users" "$k:orders" "$k:taken" \
+  "$o-i" cancel "$(now_ms)" 1 "$c7" >/dev/null
+rcli DEL "$k:orders" "$k:taken" >/dev/null
+pass
+st=$(state "$o-i")
+ok "$([ "$st" = X ] || [ "$st" = R ]; echo $?)" \
+  "the pass wrote the order back as being released ($st: X, or R once it finished it), not held"
+http POST "/vouchers/$c7/reservations/$o-i/confirm"
+is "$status" 409 "a confirm of the cancelled order is refused"
 finish

@@ -8,14 +8,11 @@ source "$(dirname "$0")/lib.sh"
 plan 36
 
 source "$(dirname "$0")/campaign_lib.sh"
-start_campaign_stack
-new_campaign QR "\"name\":\"redeem\",\"count\":20,\"customerIds\":[$((base + 900))],\"discountAmount\":2000"
+campaign_test QR "\"name\":\"redeem\",\"count\":20,\"customerIds\":[$((base + 900))],\"discountAmount\":2000"
 is "$status" 201 "a campaign of 20 codes, the first bound to customer $((base + 900))"
-bound=$(code 1) c2=$(code 2) c3=$(code 3) c4=$(code 4) c5=$(code 5)
+campaign_codes bound c2 c3 c4 c5
 # As a customer types it: lower case, in groups.
 typed() { tr A-Z a-z <<<"$1" | sed -E 's/(.{4})/\1-/g; s/-$//'; }
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
-o=o$base
 
 # ---- one code, 200 customers at once: exactly one 201 ----
 "$bin_load" --code "$c2" --attempts 200 --connections 200 --customers 200 --customer-base "$((base + 1000))" \

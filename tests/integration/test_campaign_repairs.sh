@@ -15,14 +15,9 @@ source "$(dirname "$0")/lib.sh"
 plan 17
 
 source "$(dirname "$0")/campaign_lib.sh"
-start_campaign_stack
-new_campaign QP '"name":"repairs","count":10,"discountAmount":500'
-u=$(code 1) k1=$(code 2) x=$(code 3) r=$(code 4) f1=$(code 5) f2=$(code 6)
-o=p$base
-k="campaign:{c$cid}"
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
+campaign_test QP '"name":"repairs","count":10,"discountAmount":500'
+campaign_codes u k1 x r f1 f2
 state() { rcli HGET "$k:orders" "$1" | cut -d: -f4; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # hold ORDER CUSTOMER CODE HELD_UNTIL: a hold as campaign_reserve.lua writes it.
 hold() {
   rcli HSET "$k:orders" "$1" "$2:500:$4:H" >/dev/null

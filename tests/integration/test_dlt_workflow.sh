@@ -9,7 +9,6 @@
 source "$(dirname "$0")/lib.sh"
 plan 44
 
-now_ms() { date +%s%3N; }
 reserve() { # CODE CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
 }
@@ -22,15 +21,6 @@ key_count() { # CODE: messages keyed CODE in voucher-events
   kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%k\n' 2>/dev/null | grep -acx "$1"
 }
 passes() { metric "$(reconciler_admin 0)" 'voucher_reconciler_passes_total{result="ok"}'; }
-wait_state() { # CODE ORDER STATE SECONDS: until Redis has the order in STATE; prints the last state
-  local i s
-  for ((i = 0; i < $4 * 10; i++)); do
-    s=$(state "$1" "$2")
-    [ "$s" = "$3" ] && break
-    sleep 0.1
-  done
-  echo "$s"
-}
 once_line() { # CODE: the voucher's line of a --once --report-only table
   "$bin_reconciler" --once --report-only 2>/dev/null | awk -v c="$1" '$1 == c'
 }
@@ -123,7 +113,7 @@ ok $? "the replay logged one JSON line naming the action and the operator"
 "$bin_writer" dlt discard --order "$vb-o2" --operator tester >"$scratch/discard.txt" 2>"$scratch/discard.err"
 ok $? "dlt discard --order exits 0"
 is "$(letter "$vb-o2")" discarded "the letter is discarded"
-is "$(wait_state "$vb" "$vb-o2" R 30)" R "the reconciler released the order in Redis (R)"
+is "$(wait_for R 30 state "$vb" "$vb-o2")" R "the reconciler released the order in Redis (R)"
 is "$(remaining "$vb")" 4 "its use is back in Redis (5 - 1)"
 confirm "$vb" "$vb-o2"
 is "$status" 409 "confirm of the discarded order answers 409"

@@ -18,7 +18,6 @@ unset VOUCHER_ADMIN_TOKEN
 # api METHOD PATH [JSON] [CURL ARGS...]: lib.sh's http, which also sets $headers.
 api() { http "$@"; }
 admin() { api "$@" -H "Authorization: Bearer $token"; }
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
 
 # twice WANT DESCRIPTION METHOD PATH [JSON] [CURL ARGS...]: the call and its retry both answer WANT.
 twice() {

@@ -29,16 +29,6 @@ reserve() { # CODE ORDER CUSTOMER
   http POST "/vouchers/$1/reservations" "{\"customerId\":$3,\"orderId\":\"$2\",\"orderAmount\":10000}"
 }
 remaining() { rcli GET "voucher:{$1}:remaining"; }
-# wait_redis CODE WANT SECONDS: polls the counter until it is WANT; prints the last value.
-wait_remaining() {
-  local got i
-  for ((i = 0; i < $3 * 20; i++)); do
-    got=$(remaining "$1")
-    [ "$got" = "$2" ] && break
-    sleep 0.05
-  done
-  echo "$got"
-}
 # The orderIds a vc-load run was answered 201 for, sorted.
 acked() { awk -F'\t' '!/^#/ && $4 == 201 {print $2}' "$1" | sort; }
 # The orderIds PostgreSQL holds a use for, sorted.
@@ -61,10 +51,10 @@ is "$(rcli GET "voucher:{${p}_A}:limit")" 50 "POST /vouchers sets the limit key 
 "$bin_load" --code "${p}_A" --attempts 3000 --connections 20 --rate 400 --order-prefix "${p}_A-o" \
   --out "$scratch/a.tsv" >/dev/null &
 load=$!
-is "$(wait_remaining "${p}_A" 0 30)" 0 "the sale sold the first 50"
+is "$(wait_for 0 30 remaining "${p}_A")" 0 "the sale sold the first 50"
 admin PATCH "/vouchers/${p}_A" '{"totalLimit":120}'
 is "$status $(jq -r .totalLimit <<<"$body")" "200 120" "raised to 120 while the sale runs: 200"
-is "$(wait_remaining "${p}_A" 0 30)" 0 "the 70 uses added were sold at once, in the same sale"
+is "$(wait_for 0 30 remaining "${p}_A")" 0 "the 70 uses added were sold at once, in the same sale"
 admin PATCH "/vouchers/${p}_A" '{"totalLimit":100}'
 is "$(answer) $(jq -c '[.totalLimit, .taken, .remaining]' <<<"$body")" "409 LIMIT_CONFLICT [120,120,0]" \
   "lowering below the uses taken: 409 with the numbers"

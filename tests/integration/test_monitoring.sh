@@ -42,17 +42,6 @@ alert_state() { # ALERTNAME [JQ-CONDITION]
     jq -r --arg n "$1" "[.data.alerts[] | select(.labels.alertname == \$n) | select(${2:-true}) | .state] | .[0] // \"none\"" 2>/dev/null
 }
 
-# Polls a command until it prints WANT, for at most SECONDS; prints the last output.
-wait_for() { # WANT SECONDS COMMAND...
-  local want=$1 secs=$2 got i
-  shift 2
-  for ((i = 0; i < secs * 10; i++)); do
-    got=$("$@")
-    [ "$got" = "$want" ] && break
-    sleep 0.1
-  done
-  echo "$got"
-}
 
 # The test's rules: every "for:" 5 s, every range 10 s.
 rules=$scratch/rules.yml

@@ -11,12 +11,11 @@
 # restore delay, released orders included, with the counter and the counts
 # set to it (rebuild.lua, proto/redis-keys.md "A lost orders hash").
 source "$(dirname "$0")/lib.sh"
-plan 21
+plan 24
 
 reserve() { # CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"
 }
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
 rows() {
   sql "SELECT coalesce(string_agg(order_id || ' ' || status, ',' ORDER BY order_id), '')
        FROM voucher_redemption WHERE voucher_code = '$code'"
@@ -27,7 +26,6 @@ rebuild() { # runs the reconciler once: a pass sees the loss, waits the delay, r
   "$bin_reconciler" --once --grace 60s --restore-delay 1s >"$scratch/once-$code.txt" 2>&1
 }
 key() { echo "voucher:{$code}:$1"; }
-lua=$VOUCHER_SOURCE_DIR/common/lua
 
 start_gateway
 start_writer
@@ -79,7 +77,7 @@ new_voucher "$code" 2 2
 reserve 7 "$code-o1"
 is "$(answer)" "201 " "o1 reserved"
 now=$(($(date +%s%3N)))
-rcli EVAL "$(cat "$lua/reserve.lua")" 6 "$(key remaining)" "$(key users)" "$(key orders)" \
+rcli EVAL "$(lua_script reserve)" 6 "$(key remaining)" "$(key users)" "$(key orders)" \
   "$(key holds)" "$(key resent)" "$(key amounts)" 7 2 "$code-o2" 100000 $((now + 600000)) "$now" \
   500000 take >/dev/null
 is "$(wait_rows "$code-o1 RESERVED")" "$code-o1 RESERVED" "PostgreSQL has o1 only (o2's event never published)"
@@ -95,12 +93,30 @@ new_voucher "$code" 2 2
 reserve 8 "$code-o0"
 http DELETE "/vouchers/$code/reservations/$code-o0" >/dev/null
 rcli DEL "$(key orders)" "$(key users)" "$(key amounts)" >/dev/null # as if never used
-rcli EVAL "$(cat "$lua/reserve.lua")" 6 "$(key remaining)" "$(key users)" "$(key orders)" \
+rcli EVAL "$(lua_script reserve)" 6 "$(key remaining)" "$(key users)" "$(key orders)" \
   "$(key holds)" "$(key resent)" "$(key amounts)" 8 2 "$code-o1" 100000 $((now + 600000)) "$now" \
   500000 take >/dev/null
-rcli EVAL "$(cat "$lua/forget.lua")" 5 "$(key remaining)" "$(key users)" "$(key orders)" \
+rcli EVAL "$(lua_script forget)" 5 "$(key remaining)" "$(key users)" "$(key orders)" \
   "$(key holds)" "$(key resent)" "$code-o1" >/dev/null
 is "$(rcli EXISTS "$(key orders)" "$(key users)" "$(key amounts)")" 0 \
   "the hold forgotten (its event not stored): no orders, users or amounts left"
 reserve 8 "$code-o2"
 is "$(answer)" "201 " "a new order is taken, not refused as a lost orders hash"
+
+# 5. A cancel begun (X, listed in releasing) whose finish never came (its
+#    gateway died between the two steps), then the orders hash lost: the
+#    rebuild writes the order back as being released, never as held, so the
+#    cancelled order cannot be confirmed (rebuild.lua, lacking_order()).
+code=$(unique_code ORDLOSS)
+new_voucher "$code" 2 2
+reserve 9 "$code-o1"
+is "$(answer) $(wait_rows "$code-o1 RESERVED")" "201  $code-o1 RESERVED" "o1 reserved, PostgreSQL has it held"
+rcli EVAL "$(lua_script release_begin)" 3 "$(key orders)" "$(key holds)" "$(key releasing)" \
+  "$code-o1" cancel "$(date +%s%3N)" >/dev/null
+rcli DEL "$(key orders)" >/dev/null
+rebuild
+state=$(rcli HGET "$(key orders)" "$code-o1" | cut -d: -f4)
+ok "$([ "$state" = X ] || [ "$state" = R ]; echo $?)" \
+  "the rebuild wrote o1 back as being released ($state: X, or R once the pass finished it), not held"
+http POST "/vouchers/$code/reservations/$code-o1/confirm"
+is "$status" 409 "a confirm of the cancelled o1 is refused"

@@ -166,7 +166,7 @@ daemon_stop "$test_name-reconciler"
 # A retake decided just before a flush must not bring back a counter of -1
 # that looks loaded (the voucher would then never be restored).
 gone=$(unique_code GONE)
-out=$(rcli EVAL "$(cat "$VOUCHER_SOURCE_DIR/common/lua/remaining_rule.lua" "$VOUCHER_SOURCE_DIR/common/lua/retake.lua")" 5 "voucher:{$gone}:remaining" \
+out=$(rcli EVAL "$(lua_script retake)" 5 "voucher:{$gone}:remaining" \
   "voucher:{$gone}:users" "voucher:{$gone}:orders" "voucher:{$gone}:holds" "voucher:{$gone}:releasing" 10 0 0 "$gone-o1" "7:100:0:C" 0 0 | head -1)
 is "$out $(rcli EXISTS "voucher:{$gone}:remaining" "voucher:{$gone}:orders" "voucher:{$gone}:users")" "-1 0" \
   "retake on a voucher whose keys are gone: -1, and it creates none of them"

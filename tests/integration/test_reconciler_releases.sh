@@ -8,14 +8,12 @@
 source "$(dirname "$0")/lib.sh"
 plan 31
 
-now_ms() { date +%s%3N; }
 reserve() { # CODE CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
 }
 confirm() { http POST "/vouchers/$1/reservations/$2/confirm"; }
 state() { rcli HGET "voucher:{$1}:orders" "$2" | awk -F: '{print $4}'; }
 keys5() { echo "voucher:{$1}:remaining voucher:{$1}:users voucher:{$1}:orders voucher:{$1}:holds voucher:{$1}:resent"; }
-lua() { cat "$VOUCHER_SOURCE_DIR/common/lua/$1.lua"; }
 # The voucher loaded into Redis as the gateway loads it: CODE LIMIT
 load() {
   rcli SET "voucher:{$1}:remaining" "$2" NX >/dev/null
@@ -26,15 +24,15 @@ load() {
 # CODE CUSTOMER ORDER HELD_UNTIL_MS -> the script's status
 redis_reserve() {
   # shellcheck disable=SC2046
-  rcli EVAL "$(lua reserve)" 6 $(keys5 "$1") "voucher:{$1}:amounts" "$2" 1 "$3" 100000 "$4" "$(now_ms)" \
+  rcli EVAL "$(lua_script reserve)" 6 $(keys5 "$1") "voucher:{$1}:amounts" "$2" 1 "$3" 100000 "$4" "$(now_ms)" \
     500000 take | head -1
 }
 redis_confirm() { # CODE ORDER: confirm.lua run in Redis, nothing published
-  rcli EVAL "$(lua confirm)" 3 "voucher:{$1}:orders" "voucher:{$1}:holds" "voucher:{$1}:resent" "$2" "$(now_ms)" | head -1
+  rcli EVAL "$(lua_script confirm)" 3 "voucher:{$1}:orders" "voucher:{$1}:holds" "voucher:{$1}:resent" "$2" "$(now_ms)" | head -1
 }
 redis_forget() { # CODE ORDER: forget.lua, as after a "not persisted" report
   # shellcheck disable=SC2046
-  rcli EVAL "$(lua forget)" 5 $(keys5 "$1") "$2" | head -1
+  rcli EVAL "$(lua_script forget)" 5 $(keys5 "$1") "$2" | head -1
 }
 # Until the writer has applied every event of CODE (the reconciler's in_flight column is 0).
 settle() {

@@ -30,7 +30,6 @@ start_writer
 unset VOUCHER_API_TOKEN VOUCHER_ADMIN_TOKEN VOUCHER_GATEWAY_THREADS
 export VOUCHER_REDIS_URL=$stack_redis_url
 
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
 reserve_body() { echo "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"; }
 # The value Redis keeps for an order: "customerId:discount:heldUntilMs:STATE".
 order_state() { rcli HGET "voucher:{$1}:orders" "$2" | awk -F: '{print $NF}'; }

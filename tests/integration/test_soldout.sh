@@ -36,6 +36,21 @@ reserve() {
 answer() { echo "$status $(jq -r '.error // empty' <<<"$body" 2>/dev/null)"; }
 soldout_a() { metric_sum "$(gateway_admin)" voucher_gateway_soldout_total; }
 soldout_b() { metric_sum "127.0.0.1:$((VOUCHER_PORT_BASE + 17))" voucher_gateway_soldout_total; }
+# resold_on_b CODE ORDER_PREFIX FIRST CUSTOMER_OFFSET WHAT: after a use came back on gateway
+# A, new orders on gateway B (ORDER_PREFIX$i, customer CUSTOMER_OFFSET + i, i from FIRST),
+# 50 ms apart, until one gets 201; checks that one did within the recheck and the lease.
+resold_on_b() {
+  local code=$1 prefix=$2 i=$3 offset=$4 start took
+  start=$(date +%s%N)
+  for ((; i < 200; i++)); do
+    reserve -b "$code" "$prefix$i" "$((offset + i))"
+    [ "$status" = 201 ] && break
+    sleep 0.05
+  done
+  took=$((($(date +%s%N) - start) / 1000000))
+  ok "$([ "$status" = 201 ] && [ "$took" -le 3000 ]; echo $?)" \
+    "$5 within the recheck and the lease (${took} ms, bound 1.25 s + slack)"
+}
 p=$(unique_code SO)
 
 # ---- 1. answered from memory while Redis answers nothing ----
@@ -83,24 +98,8 @@ reserve "${p}_S" "${p}-s1" 1
 reserve -b "${p}_S" "${p}-s2" 2
 is "$(answer)" "409 OUT_OF_STOCK" "gateway B: sold out"
 http DELETE "/vouchers/${p}_S/reservations/${p}-s1" "" "${auth[@]}"
-start=$(date +%s%N)
-for ((i = 3; i < 200; i++)); do
-  reserve -b "${p}_S" "${p}-s$i" "$i"
-  [ "$status" = 201 ] && break
-  sleep 0.05
-done
-took=$((($(date +%s%N) - start) / 1000000))
-ok "$([ "$status" = 201 ] && [ "$took" -le 3000 ]; echo $?)" \
-  "after a release on gateway A, gateway B sells the use again within the recheck and the lease (${took} ms, bound 1.25 s + slack)"
+resold_on_b "${p}_S" "${p}-s" 3 0 "after a release on gateway A, gateway B sells the use again"
 # A limit raised on gateway A: gateway B sells the new use within the same bound.
 reserve -b "${p}_S" "${p}-t1" 1001
 http PATCH "/vouchers/${p}_S" '{"totalLimit":2}' "${auth[@]}"
-start=$(date +%s%N)
-for ((i = 2; i < 200; i++)); do
-  reserve -b "${p}_S" "${p}-t$i" "$((1000 + i))"
-  [ "$status" = 201 ] && break
-  sleep 0.05
-done
-took=$((($(date +%s%N) - start) / 1000000))
-ok "$([ "$status" = 201 ] && [ "$took" -le 3000 ]; echo $?)" \
-  "after a limit raise on gateway A, gateway B sells the new use within the bound (${took} ms)"
+resold_on_b "${p}_S" "${p}-t" 2 1000 "after a limit raise on gateway A, gateway B sells the new use"

@@ -12,7 +12,6 @@ plan 14
 reserve() { # CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"
 }
-answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
 dead_letters() {
   kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events.dlt -o beginning -e -q -f '%k\n' 2>/dev/null |
     grep -acx "$1"

@@ -80,17 +80,6 @@ dlt_entries() {
 # The dead-letter topic's high watermark (it has one partition).
 dlt_high() { kcat -b "$VOUCHER_KAFKA_BROKERS" -Q -t "$dlt:0:-1" 2>/dev/null | awk '/offset/ { print $NF }'; }
 
-# Polls until COMMAND prints WANT or SECONDS pass; prints the last output.
-wait_for() { # WANT SECONDS COMMAND...
-  local want=$1 secs=$2 got i
-  shift 2
-  for ((i = 0; i < secs * 10; i++)); do
-    got=$("$@" 2>/dev/null)
-    [ "$got" = "$want" ] && break
-    sleep 0.1
-  done
-  echo "$got"
-}
 readyz() { curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$admin/readyz"; }
 count_dlt() { dlt_entries "$1" | wc -l; }
 
@@ -137,7 +126,7 @@ start_writer "${writer_args[@]}"
 wait "$producer"
 ok $? "kcat published the whole stream"
 want=$(expected_summary 10000)
-got=$(wait_for "$want" 90 summary "$re")
+got=$(wait_for "$want" 90 summary "$re" 2>/dev/null)
 is "$got" "$want" "after the restart: 10000 rows for 10000 orders (RESERVED CONFIRMED RELEASED as sent)"
 read -r rows distinct _ <<<"$got"
 is "$((rows - distinct))" 0 "no duplicate rows: count(*) = count(DISTINCT order_id)"
@@ -165,7 +154,7 @@ new_voucher "$code" 3 >/dev/null
   ev_released "$code" 2 "$code-o2"
 } | produce
 re="$code|$ghost"
-is "$(wait_for 3 30 count_dlt "$re")" 3 "three poison events in $dlt"
+is "$(wait_for 3 30 count_dlt "$re" 2>/dev/null)" 3 "three poison events in $dlt"
 is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code = ANY (string_to_array('$re', '|'))" \
   "$code-o1=CONFIRMED $code-o2=RELEASED $code-o3=RESERVED" 20)" \
   "$code-o1=CONFIRMED $code-o2=RELEASED $code-o3=RESERVED" "the good events around them applied"
@@ -278,7 +267,7 @@ new_voucher "$code" 10 1 >/dev/null
   ev_reserved "$code" 5 "$code-o2" # a second use for customer 5
   ev_reserved "$code" 6 "$code-o3"
 } | produce
-is "$(wait_for 1 30 count_dlt "$code")" 1 "the customer's second use is dead-lettered"
+is "$(wait_for 1 30 count_dlt "$code" 2>/dev/null)" 1 "the customer's second use is dead-lettered"
 is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ' ORDER BY order_id) FROM voucher_redemption WHERE voucher_code = '$code'" \
   "$code-o1=RESERVED $code-o3=RESERVED" 20)" "$code-o1=RESERVED $code-o3=RESERVED" \
   "the other customer's use and the first one applied; used_count $(sql "SELECT used_count FROM voucher WHERE code = '$code'")"
@@ -313,7 +302,7 @@ big_len=$(($(cut -f2- "$scratch/oversize.tsv" | wc -c) - 1))
 ok $? "kcat published a $big_len-byte malformed event (the broker takes up to 1048588) and a good one after it"
 is "$(wait_sql "SELECT string_agg(order_id || '=' || status, ' ') FROM voucher_redemption WHERE voucher_code = '$code'" \
   "$code-o1=RESERVED" 30)" "$code-o1=RESERVED" "the good event behind the oversized one applied"
-is "$(wait_for 1 20 count_dlt "$code")" 1 "the oversized event is in $dlt"
+is "$(wait_for 1 20 count_dlt "$code" 2>/dev/null)" 1 "the oversized event is in $dlt"
 big_off=$(dlt_entries "$code" | cut -f1)
 kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t "$dlt" -p 0 -o "$big_off" -c 1 -e -q -f '%S %h\n' 2>/dev/null >"$scratch/big-dl.txt"
 is "$(grep -o '^[0-9]*' "$scratch/big-dl.txt") $(grep -o 'dlt-truncated=[0-9]*' "$scratch/big-dl.txt")" \
@@ -344,7 +333,7 @@ is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = ANY
   "the gateway's 8 reservations applied"
 # A second use of customer 1 on each voucher, published by kcat: dead-lettered.
 for c in "${pcodes[@]}"; do ev_reserved "$c" 1 "$c-o2"; done | produce
-is "$(wait_for 8 30 count_dlt "$re")" 8 "the 8 second uses are dead-lettered"
+is "$(wait_for 8 30 count_dlt "$re" 2>/dev/null)" 8 "the 8 second uses are dead-lettered"
 read -r first last < <(dlt_entries "$re" | cut -f1 | sort -n | awk 'NR == 1 { f = $1 } { l = $1 } END { print f, l }')
 "$bin_writer" dlt replay --from "$first" --to "$last" >"$scratch/replay-part.txt" 2>&1
 ok $? "dlt replay of the 8 exits 0"
@@ -394,7 +383,7 @@ is "$(VOUCHER_PG_DSN="$VOUCHER_PG_DSN user=postgres" wait_sql "SELECT count(*) F
 touch "$scratch/rr-go"
 wait "$holder"
 ok $? "the session committed its use"
-is "$(wait_for 1 30 count_dlt "$code")" 1 "the writer's use for customer 7 is dead-lettered"
+is "$(wait_for 1 30 count_dlt "$code" 2>/dev/null)" 1 "the writer's use for customer 7 is dead-lettered"
 is "$(sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' AND customer_id = 7 AND status <> 'RELEASED'")" 1 \
   "customer 7 holds one use, within per_user_limit 1"
 daemon_stop "$test_name-writer"
@@ -417,7 +406,7 @@ applied=$(wait_sql "SELECT count(*) >= 300 FROM voucher_redemption WHERE voucher
 "$stack" down postgres >"$scratch/pg-down.log" 2>&1
 ok "$([ "$applied" = t ]; echo $?)" "PostgreSQL stopped mid-stream"
 down_at=$(date +%s)
-is "$(wait_for 503 8 readyz)" 503 "/readyz: 503 while PostgreSQL is down"
+is "$(wait_for 503 8 readyz 2>/dev/null)" 503 "/readyz: 503 while PostgreSQL is down"
 wait "$producer"
 ok $? "kcat published the whole stream meanwhile"
 while [ $(($(date +%s) - down_at)) -lt 10 ]; do sleep 0.2; done
@@ -425,9 +414,9 @@ daemon_running "$test_name-writer"
 ok $? "the writer is still running after 10 s without PostgreSQL"
 pg_back
 ok $? "PostgreSQL started again"
-is "$(wait_for 200 20 readyz)" 200 "/readyz: 200 once PostgreSQL is back"
+is "$(wait_for 200 20 readyz 2>/dev/null)" 200 "/readyz: 200 once PostgreSQL is back"
 want=$(expected_summary 3000)
-got=$(wait_for "$want" 60 summary "$re")
+got=$(wait_for "$want" 60 summary "$re" 2>/dev/null)
 is "$got" "$want" "every event applied: 3000 rows, none twice (RESERVED CONFIRMED RELEASED as sent)"
 is "$(used_mismatches "$re")" 0 "used_count = rows not RELEASED, for both vouchers"
 is "$(dlt_high)" "$dlt_before" "nothing dead-lettered: $dlt's high watermark unchanged ($dlt_before)"
@@ -447,12 +436,12 @@ sql "REVOKE INSERT ON voucher_redemption FROM $writer_role"
 trap 'sql "GRANT INSERT ON voucher_redemption TO $writer_role" >/dev/null 2>&1; finish' EXIT
 for i in 1 2 3; do ev_reserved "$code" "$i" "$code-o$i"; done | produce
 got=$(wait_for 1 15 bash -c "curl -s --max-time 1 http://$admin/metrics |
-  awk -v b=${retries_before:-0} '/^voucher_writer_retries_total/ { print (\$2 >= b + 2) }'")
+  awk -v b=${retries_before:-0} '/^voucher_writer_retries_total/ { print (\$2 >= b + 2) }'" 2>/dev/null)
 is "$got" 1 "without INSERT on voucher_redemption the batch fails and is retried"
 is "$(sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'") $(dlt_high)" "0 $dlt_before" \
   "meanwhile: no row, and nothing dead-lettered (42501 is not the events' fault)"
 is "$(readyz)" 503 "/readyz: 503 while the batch waits"
-is "$(wait_for 3 10 metric "$admin" voucher_writer_consumer_lag_events)" 3 \
+is "$(wait_for 3 10 metric "$admin" voucher_writer_consumer_lag_events 2>/dev/null)" 3 \
   "the lag gauge counts the 3 events fetched but not applied"
 grep -q "42501" "$VOUCHER_STACK_DIR/logs/$test_name-writer.log"
 ok $? "the writer's log names the database's error (42501)"

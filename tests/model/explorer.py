@@ -54,6 +54,8 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
                                  rule, run_state_machine_as_test)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "common"))
+import embed  # noqa: E402  (common/embed.py: a script's "-- @include" lines)
 TOPIC = os.environ.get("VOUCHER_KAFKA_TOPIC", "voucher-events")
 GROUP = os.environ.get("VOUCHER_WRITER_GROUP", "voucher-writer")
 PARTITIONS = 12
@@ -207,9 +209,11 @@ class CurrentScripts:
     def __init__(self, r, lua_dir):
         self.r = r
         self.src = {}
+        # The build's folder holds each script as the gateway sends it; a source
+        # folder (another version's common/lua) has its includes expanded here.
         for f in os.listdir(lua_dir):
             if f.endswith(".lua"):
-                self.src[f[:-4]] = open(os.path.join(lua_dir, f)).read()
+                self.src[f[:-4]] = embed.expand(os.path.join(lua_dir, f))[0]
 
     def ev(self, script, keys, args):
         return self.r.eval(self.src[script], len(keys), *keys, *args)
@@ -1327,7 +1331,9 @@ def main():
     ap.add_argument("--shim", default=os.path.join(HERE, "..", "..", "build", "tests", "model",
                                                    "libexplorer_clock.so"),
                     help="the explorer's clock, preloaded into the reconciler (clock_shim.c)")
-    ap.add_argument("--lua", default=os.path.join(HERE, "..", "..", "common", "lua"))
+    ap.add_argument("--lua", default=None,
+                    help="the Redis scripts: BUILD/common/lua by default (as the daemons send "
+                         "them), or another version's common/lua")
     ap.add_argument("--adapter", choices=sorted(ADAPTERS), default="current")
     ap.add_argument("--examples", type=int, default=12)
     ap.add_argument("--steps", type=int, default=25)
@@ -1354,7 +1360,8 @@ def main():
                     help="after a failure go on with the next seed (long mode)")
     a = ap.parse_args()
     FAULT_KEYS[:] = [k for k in a.fault_keys.split(",") if k]
-    WORLD = World(a.build, a.lua, a.adapter, os.path.abspath(a.shim))
+    WORLD = World(a.build, a.lua or os.path.join(a.build, "common", "lua"), a.adapter,
+                  os.path.abspath(a.shim))
     started = time.time()
     failures = 0
     if a.replay_one:
