@@ -32,10 +32,12 @@
 #include "gw_app.h"
 #include "gw_campaign_redeem.h"
 #include "gw_guard.h"
+#include "gw_pgrun.h"
 #include "gw_soldout.h"
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_order_value.h"
+#include "vc_pg.h"
 #include "vc_time.h"
 
 typedef struct {
@@ -55,12 +57,18 @@ typedef struct {
     char total_arg[24], price_arg[24];
     gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys and scripts */
     int camp_looked;        /* the campaign lookup ran (once per request) */
+    int counter_missing;    /* the script found no order and no counter (-8) */
+    int was_loaded;         /* PostgreSQL: the voucher's keys were in Redis, not retired */
 } hold_t;
 
 /* The answer of a campaign script that found the campaign's keys lost (-7). */
 #define LOST_KEYS                                                                                  \
     "the campaign's taken codes or customers' counts in Redis were lost; the reconciler "          \
     "rebuilds them"
+/* A voucher script's -7: the orders hash is lost (orders_lost.lua). */
+#define LOST_ORDERS "the voucher's orders in Redis were lost; the reconciler rebuilds them"
+/* A voucher script's -8 while PostgreSQL says Redis had the voucher's keys. */
+#define LOST_VOUCHER "the voucher's keys in Redis were lost; the reconciler restores them"
 
 static void finish_release(hold_t *h);
 static void campaign_cb(void *arg, int rc);
@@ -73,6 +81,18 @@ static int eval(hold_t *h, size_t script, gw_redis_cb cb, int nkeys, const char 
     if (h->camp.id)
         return gw_campaign_eval(h->app, &h->camp, script, cb, h, nkeys, keys, nargs, args);
     return gw_redis_eval(h->app->redis, script, cb, h, nkeys, keys, nargs, args);
+}
+
+/*
+ * How many of a script's keys to pass: for a voucher also those that tell a
+ * lost orders hash or counter from an unknown order (users, remaining: the
+ * last two of its list, orders_lost.lua); a campaign's guard judges its own
+ * loss (campaign_lost.lua) and takes its keys off the end, so the voucher
+ * script sees only its first ones.
+ */
+static int lost_keys(const hold_t *h, int nkeys)
+{
+    return h->camp.id ? nkeys : 7;
 }
 
 static const char *verb(const hold_t *h)
@@ -279,23 +299,25 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     status = reply->item[0].integer;
-    if (status == -1 && !h->camp_looked) {
-        /* No such order of a voucher: the code may be a campaign's. */
+    if ((status == -1 || status == -8) && !h->camp_looked) {
+        /* No such order of a voucher (nor its counter): the code may be a campaign's. */
+        h->counter_missing = status == -8;
         h->camp_looked = 1;
         gw_campaign_find(h->app, h->code, 0, &h->camp, &h->v, campaign_cb, h);
         return;
     }
-    if (status == -1) {
+    if (status == -1 || status == -8) {
         gw_app_reply_error(h->req, VC_E_NOT_FOUND, "no such reservation");
         return;
     }
     if (status == -7) {
         /*
-         * The campaign's keys are lost (campaign_guard.lua): the order may
-         * exist in PostgreSQL, so a 404 could make the order service drop a
-         * paid order. Unknown for now: retry after the reconciler's rebuild.
+         * The campaign's keys (campaign_guard.lua) or the voucher's orders
+         * (orders_lost.lua) are lost: the order may exist in PostgreSQL, so a
+         * 404 could make the order service drop a paid order. Unknown for
+         * now: retry after the reconciler's rebuild.
          */
-        fail(h, VC_ERR_UNAVAILABLE, LOST_KEYS);
+        fail(h, VC_ERR_UNAVAILABLE, h->camp.id ? LOST_KEYS : LOST_ORDERS);
         return;
     }
     if (reply->n < 2 || reply->item[1].type != GW_REDIS_STR ||
@@ -337,8 +359,9 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 static void run_confirm(hold_t *h)
 {
     char now[24];
-    const char *keys[] = {h->keys[GW_KEY_ORDERS], h->keys[GW_KEY_HOLDS], h->keys[GW_KEY_RESENT],
-                          h->keys[GW_KEY_AMOUNTS], h->keys[GW_KEY_PAID]};
+    const char *keys[] = {h->keys[GW_KEY_ORDERS],  h->keys[GW_KEY_HOLDS], h->keys[GW_KEY_RESENT],
+                          h->keys[GW_KEY_AMOUNTS], h->keys[GW_KEY_PAID],  h->keys[GW_KEY_USERS],
+                          h->keys[GW_KEY_REMAINING]};
     const char *args[] = {h->order_id, now, h->total_arg, h->price_arg};
     int rc;
 
@@ -348,7 +371,8 @@ static void run_confirm(hold_t *h)
      * again), and records the total every confirm is made at (paid), so that a
      * later confirm with a total is compared with it.
      */
-    rc = eval(h, GW_SCRIPT_CONFIRM, script_cb, 5, keys, h->in.has_total ? 4 : 2, args);
+    rc = eval(h, GW_SCRIPT_CONFIRM, script_cb, lost_keys(h, 5), keys, h->in.has_total ? 4 : 2,
+              args);
     if (rc != 0)
         fail(h, rc, "redis");
 }
@@ -394,6 +418,54 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
     with_rules(h);
 }
 
+/* No such order: the answer of a real code's unknown order (which codes exist is not told). */
+static void not_found(hold_t *h)
+{
+    gw_app_reply_error(h->req, VC_E_NOT_FOUND,
+                       h->type == VC_EV_RELEASED || !h->in.has_total ? "no such reservation" : NULL);
+}
+
+/*
+ * On the threadpool: whether Redis had the voucher's keys (its first load set
+ * redis_loaded_at) and they have not expired a retention after its end.
+ */
+static int loaded_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
+{
+    hold_t *h = arg;
+    char retention[24];
+    const char *params[] = {h->code, retention};
+    PGresult *res;
+    int rc = 0;
+
+    snprintf(retention, sizeof(retention), "%lld", (long long)h->app->cfg->redis_retention_ms);
+    if (!(res = vc_pg_exec(conn,
+                           "SELECT redis_loaded_at IS NOT NULL"
+                           " AND now() < ends_at + $2::bigint * interval '1 millisecond'"
+                           " FROM voucher WHERE code = $1",
+                           2, params, &rc, err, errlen)))
+        return rc;
+    h->was_loaded = PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    return 0;
+}
+
+static void loaded_done(void *arg, int rc, const char *err)
+{
+    hold_t *h = arg;
+
+    (void)err; /* fail() logs the outcome with the ids */
+    if (rc != 0) {
+        fail(h, rc, "reading whether the voucher was loaded");
+        return;
+    }
+    if (h->was_loaded) {
+        /* Its keys are gone while it sells: the reconciler restores them; the order may exist. */
+        fail(h, VC_ERR_UNAVAILABLE, LOST_VOUCHER);
+        return;
+    }
+    not_found(h);
+}
+
 /* The campaign lookup's answer: run the step again on the campaign's keys, or say not found. */
 static void campaign_cb(void *arg, int rc)
 {
@@ -403,10 +475,14 @@ static void campaign_cb(void *arg, int rc)
         fail(h, rc, "reading the campaign code");
         return;
     }
+    if (rc > 0 && h->counter_missing) {
+        /* Not a campaign's code either: was the voucher in Redis? PostgreSQL says. */
+        if ((rc = gw_pg_run(h->app->loop, h->app->pg, loaded_work, loaded_done, h)) != 0)
+            fail(h, rc, "reading whether the voucher was loaded");
+        return;
+    }
     if (rc > 0) {
-        gw_app_reply_error(h->req, VC_E_NOT_FOUND,
-                           h->type == VC_EV_RELEASED || !h->in.has_total ? "no such reservation"
-                                                                         : NULL);
+        not_found(h);
         return;
     }
     gw_campaign_take(&h->camp, h->code, h->keys);
@@ -421,7 +497,7 @@ static void proceed(void *arg)
 {
     hold_t *h = arg;
     char now[24];
-    const char *keys[3], *args[3];
+    const char *keys[7], *args[3];
     int rc;
 
     if (h->type == VC_EV_CONFIRMED) {
@@ -444,9 +520,13 @@ static void proceed(void *arg)
     keys[1] = h->keys[GW_KEY_HOLDS];
     args[0] = h->order_id;
     keys[2] = h->keys[GW_KEY_RELEASING];
+    keys[3] = h->keys[GW_KEY_RESENT];
+    keys[4] = h->keys[GW_KEY_USERS];
+    keys[5] = h->keys[GW_KEY_AMOUNTS];
+    keys[6] = h->keys[GW_KEY_REMAINING];
     args[1] = "cancel";
     args[2] = now;
-    rc = eval(h, GW_SCRIPT_RELEASE_BEGIN, script_cb, 3, keys, 3, args);
+    rc = eval(h, GW_SCRIPT_RELEASE_BEGIN, script_cb, lost_keys(h, 3), keys, 3, args);
     if (rc != 0)
         fail(h, rc, "redis");
 }

@@ -17,6 +17,10 @@
 --                                written with the change to C. KEYS[4] and
 --                                KEYS[5] may be left out (then nothing is
 --                                compared nor written there)
+-- KEYS[6] voucher:{CODE}:users, KEYS[7] voucher:{CODE}:remaining (the
+--                                gateway's, for a voucher: what tells a lost
+--                                orders hash or counter from an unknown order;
+--                                left out, no such order is always -1)
 -- ARGV[1] orderId   ARGV[2] nowMs
 -- ARGV[3] the final orderAmount (absent: a confirm without a total)
 -- ARGV[4] the discount the voucher's rules give for ARGV[3], or "" when they
@@ -27,15 +31,17 @@
 --   1 confirmed now; 0 already confirmed (without a total; or with the total
 --   it was confirmed at, or with any when that is unknown: an order the
 --   reconciler restored or repaired to C has no paid entry), nothing changed;
---  -1 no such order; -2 released, or held past heldUntilMs (the hold is no
+--  -1 no such order (-7 while the orders hash is lost, -8 while the counter
+--   is missing: orders_lost.lua); -2 released, or held past heldUntilMs (the hold is no
 --   longer promised and may be released at any moment);
 --  -3 already confirmed at another total (paid: that total), nothing changed;
 --  -4 the rules refuse the final total, nothing changed (the hold stays).
 -- order is the stored value as it is now; amount the reservation's total, paid
 -- the total the order is confirmed at (each false when unknown).
 -- @include resent_mark.lua
+-- @include orders_lost.lua
 local order = redis.call('HGET', KEYS[1], ARGV[1])
-if not order then return {-1, false} end
+if not order then return {no_order(KEYS[1], KEYS[6], KEYS[4], KEYS[7]), false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
 local total = ARGV[3]
 local amount, paid = false, false

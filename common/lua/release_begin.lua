@@ -5,6 +5,10 @@
 -- KEYS[1] voucher:{CODE}:orders  KEYS[2] voucher:{CODE}:holds
 -- KEYS[3] voucher:{CODE}:releasing
 -- KEYS[4] voucher:{CODE}:resent (the reconciler's "undelivered" only)
+-- KEYS[5] voucher:{CODE}:users  KEYS[6] voucher:{CODE}:amounts
+-- KEYS[7] voucher:{CODE}:remaining (the gateway's cancel of a voucher's
+--         order: what tells a lost orders hash or counter from an unknown
+--         order; left out, no such order is always -1)
 -- ARGV[1] orderId
 -- ARGV[2] why: "cancel" (the order service: held or confirmed -> X),
 --         "expire" (held and past heldUntil -> E), "undelivered" (held or
@@ -21,11 +25,13 @@
 --         Kafka, so its answer (201 or 200) would be released behind it: -3.
 --
 -- Returns {status, order}: 1 begun now, 2 already begun (publish and finish
--- again), 0 already released, -1 no such order, -2 not in a state this
+-- again), 0 already released, -1 no such order (-7 while the orders hash is
+-- lost, -8 while the counter is missing: orders_lost.lua), -2 not in a state this
 -- reason may release (confirmed, or not expired yet), -3 changed since the
 -- reconciler read it (it looks again next pass); order as it is now.
+-- @include orders_lost.lua
 local order = redis.call('HGET', KEYS[1], ARGV[1])
-if not order then return {-1, false} end
+if not order then return {no_order(KEYS[1], KEYS[5], KEYS[6], KEYS[7]), false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
 if state == 'R' then return {0, order} end
 if state == 'X' or state == 'E' then return {2, order} end

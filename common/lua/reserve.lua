@@ -41,6 +41,7 @@
 -- "snapshot:LEASE" is {-1, orderIds}, every orderId of the orders hash
 -- joined by newlines, and the lease is taken in the same step.
 -- @include reserve_order.lua
+-- @include orders_lost.lua
 local function redis_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -77,10 +78,7 @@ end
 -- VoucherReserved changes nothing there), and a retry of a held one would take
 -- its use twice. Refuse until the reconciler rebuilds orders from PostgreSQL
 -- (rebuild.lua, proto/redis-keys.md "A lost orders hash").
-if not has_orders and (redis.call('EXISTS', KEYS[2]) == 1 or
-                       redis.call('EXISTS', KEYS[6]) == 1) then
-  return {-7, false}
-end
+if not has_orders and orders_lost(KEYS[3], KEYS[2], KEYS[6]) then return {-7, false} end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
 if used >= tonumber(ARGV[2]) then return {-2, false} end
 if tonumber(remaining) <= 0 then

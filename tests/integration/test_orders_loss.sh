@@ -11,7 +11,7 @@
 # restore delay, released orders included, with the counter and the counts
 # set to it (rebuild.lua, proto/redis-keys.md "A lost orders hash").
 source "$(dirname "$0")/lib.sh"
-plan 24
+plan 32
 
 reserve() { # CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"
@@ -64,6 +64,12 @@ is "$(wait_rows "$code-o1 RESERVED")" "$code-o1 RESERVED" "PostgreSQL has o1 hel
 rcli DEL "$(key orders)" >/dev/null
 reserve 5 "$code-o1"
 is "$(answer)" "503 UNAVAILABLE" "the retry of o1 with its order lost is refused, no second use taken"
+# Its confirm and its cancel cannot tell either: 503 (retry), never the 404 that
+# tells the order service there is no such order (it could drop a paid order).
+http POST "/vouchers/$code/reservations/$code-o1/confirm"
+is "$(answer)" "503 UNAVAILABLE" "a confirm of o1 while the orders hash is lost: 503, not 404"
+http DELETE "/vouchers/$code/reservations/$code-o1"
+is "$(answer)" "503 UNAVAILABLE" "a cancel of o1 while the orders hash is lost: 503, not 404"
 rebuild
 reserve 5 "$code-o1"
 is "$(answer)" "201 " "after the rebuild the retry is answered from Redis (o1 held)"
@@ -120,3 +126,26 @@ ok "$([ "$state" = X ] || [ "$state" = R ]; echo $?)" \
   "the rebuild wrote o1 back as being released ($state: X, or R once the pass finished it), not held"
 http POST "/vouchers/$code/reservations/$code-o1/confirm"
 is "$status" 409 "a confirm of the cancelled o1 is refused"
+
+# 6. Every key of the voucher lost (its counter too) while it sells: a confirm
+#    or a cancel of its order answers 503 until the reconciler restores them
+#    (PostgreSQL says Redis had the voucher); a voucher never loaded into Redis
+#    answers 404 for an unknown order, as before.
+code=$(unique_code ORDLOSS)
+new_voucher "$code" 2 2
+reserve 11 "$code-o1"
+is "$(answer) $(wait_rows "$code-o1 RESERVED")" "201  $code-o1 RESERVED" "o1 reserved, PostgreSQL has it held"
+rcli DEL $(for k in remaining users orders holds amounts limit releasing resent paid; do key $k; done) >/dev/null
+http POST "/vouchers/$code/reservations/$code-o1/confirm"
+is "$(answer)" "503 UNAVAILABLE" "a confirm of o1 with every key lost: 503, not 404"
+http DELETE "/vouchers/$code/reservations/$code-o1"
+is "$(answer)" "503 UNAVAILABLE" "a cancel of o1 with every key lost: 503, not 404"
+fresh=$(unique_code ORDNEW)
+new_voucher "$fresh" 2 2
+http POST "/vouchers/$fresh/reservations/$fresh-o1/confirm"
+is "$(answer)" "404 NOT_FOUND" "a voucher never loaded into Redis: an unknown order's confirm is 404"
+http DELETE "/vouchers/$fresh/reservations/$fresh-o1"
+is "$(answer)" "404 NOT_FOUND" "and its cancel is 404"
+rebuild
+http POST "/vouchers/$code/reservations/$code-o1/confirm"
+is "$(answer)" "200 CONFIRMED" "once the reconciler restored the keys, o1 is confirmed: 200"
