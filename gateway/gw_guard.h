@@ -6,7 +6,9 @@
  *
  * The flow of a guarded request (quote, reservation, confirm, cancel):
  * 1. gw_guard_enter(), before the code is looked up: both buckets are checked
- *    for a try, one read-only script each, pipelined in one round trip. An
+ *    for a try, one read-only script each, pipelined in one round trip (a
+ *    bucket remembered to hold a try is answered from memory: the check
+ *    cache below). An
  *    empty bucket answers 429 TOO_MANY_ATTEMPTS with Retry-After at once
  *    (nothing is looked up, so an empty bucket learns nothing).
  * 2. The route answers as it always did.
@@ -150,7 +152,11 @@ int64_t gw_guard_retry_after_s(int64_t retry_ms);
  * The cache says only "a try was there": a customer never seen before still
  * costs one round trip (its bucket is absent in Redis, and nothing here can
  * know that no other gateway spent it). The IP bucket of a proxy or an order
- * service that sends every customer's requests is the one it spares.
+ * service that sends every customer's requests is the one it spares. Knowing
+ * "nobody spent it" needs every spend published and, at start and after a
+ * gap, an index of the buckets not full: without the index a gateway that
+ * starts would trust buckets in debt, and a guesser would get a burst per
+ * start (proto/redis-keys.md, "Not done: no round trip for a new customer").
  *
  * Keys are a keyed hash of the bucket's key and its rate (a campaign whose
  * limits change gets other entries); slots are direct-mapped and
