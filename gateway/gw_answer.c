@@ -109,11 +109,6 @@ static size_t error_body(char *buf, size_t cap, const char *error, const char *d
     return finish(&g, buf, cap);
 }
 
-size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detail,
-                     const char *reason)
-{
-    return error_body(buf, cap, error, detail, reason, NULL, NULL);
-}
 
 /*
  * The 201 of a reservation is the answer of every success, so it is written
@@ -265,6 +260,34 @@ size_t gw_body_reservation(char *buf, size_t cap, const char *order_id, const ch
         return 0;
     if (replayed)
         put_lit(&o, ",\"replayed\":true");
+    put(&o, "}", 1);
+    if (o.full)
+        return 0;
+    *o.p = '\0';
+    return (size_t)(o.p - buf);
+}
+
+/*
+ * Every refusal has this body (a sold-out answer, a 404, a 429), so it is
+ * written straight as gw_body_reservation() is: a yajl generator per answer
+ * (its allocation, its buffer) was a tenth of the sold-out path's user time.
+ * The text is the generator's to the byte (tests/unit/test_gateway.c).
+ */
+size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detail,
+                     const char *reason)
+{
+    out_t o = {buf, buf + cap - 1, 0};
+
+    if (cap == 0)
+        return 0;
+    put_lit(&o, "{\"error\":");
+    put_str(&o, error);
+    put_lit(&o, ",\"detail\":");
+    put_str(&o, detail ? detail : "");
+    if (reason) {
+        put_lit(&o, ",\"reason\":");
+        put_str(&o, reason);
+    }
     put(&o, "}", 1);
     if (o.full)
         return 0;
