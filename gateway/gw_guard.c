@@ -494,7 +494,7 @@ static void checked_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
     } else if (reply->item[0].integer == 1) {
         g->state[b] = T_CHECKED;
         uv_mutex_lock(&cache_lock);
-        gw_guard_cache_put(&cache, g->ckey[b], g->epoch, vc_time_mono_ms());
+        gw_guard_cache_put(&cache, g->ckey[b], g->epoch, (int64_t)uv_now(g->app->loop));
         uv_mutex_unlock(&cache_lock);
     } else {
         g->state[b] = T_EMPTY;
@@ -550,7 +550,12 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     bucket_key(g->key[B_IP], "guard:{ip:", limits.scope, client);
     req->guard = g;
     /* What this gateway remembers needs no round trip (gw_guard.h, the check cache). */
-    now_ms = vc_time_mono_ms();
+    /*
+     * The loop's time, not a clock read: every loop of the process reads the
+     * same monotonic clock, at most one loop turn late, and the ttl is no
+     * part of the argument (gw_guard.h), only of how much is remembered.
+     */
+    now_ms = (int64_t)uv_now(app->loop);
     uv_mutex_lock(&cache_lock);
     g->epoch = gw_guard_cache_epoch(&cache);
     for (int b = 0; b < B_COUNT; b++) {
