@@ -549,11 +549,11 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     bucket_key(g->key[B_CUSTOMER], "guard:{cu:", limits.scope, customer);
     bucket_key(g->key[B_IP], "guard:{ip:", limits.scope, client);
     req->guard = g;
-    /* What this gateway remembers needs no round trip (gw_guard.h, the check cache). */
     /*
-     * The loop's time, not a clock read: every loop of the process reads the
-     * same monotonic clock, at most one loop turn late, and the ttl is no
-     * part of the argument (gw_guard.h), only of how much is remembered.
+     * What this gateway remembers needs no round trip (gw_guard.h, the check
+     * cache). The loop's time, not a clock read: every loop of the process
+     * reads the same monotonic clock, at most one loop turn late, and the ttl
+     * is no part of the argument, only of how much is remembered.
      */
     now_ms = (int64_t)uv_now(app->loop);
     uv_mutex_lock(&cache_lock);
