@@ -391,8 +391,8 @@ typedef struct {
     int mark;  /* -1 not marked, 0 not a failure, 1 a failure */
     int error; /* the rc of a failed bucket script, or 0 (a reply of the wrong shape) */
     int settled;
-    uint64_t epoch;          /* the check cache's epoch when the checks were sent */
-    uint64_t ckey[B_COUNT];  /* each bucket's key in the check cache */
+    uint64_t epoch;         /* the check cache's epoch when the checks were sent */
+    uint64_t ckey[B_COUNT]; /* each bucket's key in the check cache */
     gw_guard_rate_t rate[B_COUNT];
     char key[B_COUNT][GW_GUARD_KEY_MAX];
 } guard_t;

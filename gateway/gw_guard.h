@@ -169,7 +169,7 @@ int64_t gw_guard_retry_after_s(int64_t retry_ms);
 typedef struct {
     uint64_t epoch; /* failures settled (and their spends answered) so far */
     struct {
-        uint64_t key;    /* 0: empty */
+        uint64_t key;     /* 0: empty */
         int64_t until_ms; /* remembered until then (monotonic clock) */
     } slot[GW_GUARD_CACHE_SLOTS];
 } gw_guard_cache_t;
