@@ -100,6 +100,7 @@ struct vc_http_conn {
     request_t *ready;    /* complete, not yet handed to the handler: owned */
     request_t *inflight; /* owned by the handler until it answers: borrowed */
     int answering;       /* an answer (or an error answer) is being written */
+    unsigned writes;     /* uv_write() requests whose callback has not run yet */
     int error_status;    /* set by a parser callback that rejects the request */
     /*
      * Recognising "Expect: 100-continue" and keeping "Authorization" across
@@ -485,6 +486,7 @@ static void write_cb(uv_write_t *wr, int status)
     void *sent_arg = w->sent_arg;
 
     cache_put(c->server, w, w->block);
+    c->writes--;
     /* Reached with c->closing when uv_close() cancelled the write: c lives until close_cb. */
     if (c->closing || status < 0) {
         if (!c->closing) {
@@ -524,9 +526,12 @@ static int conn_write_sent(vc_http_conn_t *c, const char *head, size_t head_len,
      * nothing was read ahead: the next request is then taken by the next
      * read, never from inside this call (answered() would feed it from here,
      * and a pipelining client would nest one answer's stack in the last).
-     * What the kernel does not take goes the old way.
+     * And only with no write of ours pending (a streamed answer's chunks, a
+     * 100 Continue): their callbacks must run before this answer's, which may
+     * close the connection and would report them cancelled. What the kernel
+     * does not take goes the old way.
      */
-    if (resume && !sent && c->pending_len == 0) {
+    if (resume && !sent && c->pending_len == 0 && c->writes == 0) {
         uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)head_len),
                             uv_buf_init((char *)body, (unsigned)body_len)};
         int n = uv_try_write((uv_stream_t *)&c->tcp, bufs, body_len ? 2 : 1);
@@ -574,6 +579,7 @@ static int conn_write_sent(vc_http_conn_t *c, const char *head, size_t head_len,
         conn_close(c);
         return VC_ERR_IO;
     }
+    c->writes++;
     if (resume) {
         /*
          * The client must take the answer within the write timeout: one
