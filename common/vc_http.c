@@ -100,6 +100,7 @@ struct vc_http_conn {
     request_t *ready;    /* complete, not yet handed to the handler: owned */
     request_t *inflight; /* owned by the handler until it answers: borrowed */
     int answering;       /* an answer (or an error answer) is being written */
+    unsigned writes;     /* uv_write() requests whose callback has not run yet */
     int error_status;    /* set by a parser callback that rejects the request */
     /*
      * Recognising "Expect: 100-continue" and keeping "Authorization" across
@@ -447,30 +448,13 @@ static void ip_release(vc_http_ip_table_t *t, const unsigned char key[16])
 
 /* ---- writing ---- */
 
-static void write_cb(uv_write_t *wr, int status)
+/*
+ * The answer to the request in flight is out (written to the kernel): take
+ * the next request, or close. Also reached at once from conn_write_sent()
+ * when the answer went out in one system call and nothing was read ahead.
+ */
+static void answered(vc_http_conn_t *c)
 {
-    write_t *w = (write_t *)wr;
-    vc_http_conn_t *c = w->conn;
-    int resume = w->resume;
-    vc_http_sent_cb sent = w->sent;
-    void *sent_arg = w->sent_arg;
-
-    cache_put(c->server, w, w->block);
-    /* Reached with c->closing when uv_close() cancelled the write: c lives until close_cb. */
-    if (c->closing || status < 0) {
-        if (!c->closing) {
-            vc_debug("http write failed: %s", uv_strerror(status));
-            conn_close(c);
-        }
-        if (sent)
-            sent(sent_arg, VC_ERR_IO);
-        return;
-    }
-    if (sent)
-        sent(sent_arg, 0);
-    if (!resume)
-        return;
-    /* The answer is out: take the next request, if the connection stays. */
     c->answering = 0;
     if (c->close_after || c->server->shutting_down) {
         conn_close(c);
@@ -493,6 +477,32 @@ static void write_cb(uv_write_t *wr, int status)
         conn_read_start(c);
 }
 
+static void write_cb(uv_write_t *wr, int status)
+{
+    write_t *w = (write_t *)wr;
+    vc_http_conn_t *c = w->conn;
+    int resume = w->resume;
+    vc_http_sent_cb sent = w->sent;
+    void *sent_arg = w->sent_arg;
+
+    cache_put(c->server, w, w->block);
+    c->writes--;
+    /* Reached with c->closing when uv_close() cancelled the write: c lives until close_cb. */
+    if (c->closing || status < 0) {
+        if (!c->closing) {
+            vc_debug("http write failed: %s", uv_strerror(status));
+            conn_close(c);
+        }
+        if (sent)
+            sent(sent_arg, VC_ERR_IO);
+        return;
+    }
+    if (sent)
+        sent(sent_arg, 0);
+    if (resume)
+        answered(c);
+}
+
 /*
  * Queues head and body (both copied). resume: this is the answer to the
  * request in flight (or an error answer), and write_cb takes the next
@@ -503,10 +513,52 @@ static int conn_write_sent(vc_http_conn_t *c, const char *head, size_t head_len,
                            size_t body_len, int resume, vc_http_sent_cb sent, void *sent_arg)
 {
     size_t block;
-    write_t *w = cache_get(c->server, sizeof(*w) + head_len + body_len, &block);
+    write_t *w;
     uv_buf_t buf;
     int rc;
 
+    /*
+     * An answer is first tried straight (uv_try_write: one writev, no write
+     * request, no copy). Through uv_write() every answer also cost an
+     * epoll_ctl() (libuv re-arms the socket's watcher once its write queue
+     * drains) and the write callback's loop iteration: 3% of the sold-out
+     * path's samples (tests/bench/results/2026-12-01-soldout.md). Only when
+     * nothing was read ahead: the next request is then taken by the next
+     * read, never from inside this call (answered() would feed it from here,
+     * and a pipelining client would nest one answer's stack in the last).
+     * And only with no write of ours pending (a streamed answer's chunks, a
+     * 100 Continue): their callbacks must run before this answer's, which may
+     * close the connection and would report them cancelled. What the kernel
+     * does not take goes the old way.
+     */
+    if (resume && !sent && c->pending_len == 0 && c->writes == 0) {
+        uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)head_len),
+                            uv_buf_init((char *)body, (unsigned)body_len)};
+        int n = uv_try_write((uv_stream_t *)&c->tcp, bufs, body_len ? 2 : 1);
+
+        if (n == (int)(head_len + body_len)) {
+            answered(c);
+            return 0;
+        }
+        if (n < 0 && n != UV_EAGAIN && n != UV_ENOSYS) {
+            vc_debug("http write failed: %s", uv_strerror(n));
+            conn_close(c);
+            return VC_ERR_IO;
+        }
+        if (n > 0) {
+            /* Part went out: the rest is queued below as if it were the whole. */
+            size_t done = (size_t)n;
+            if (done >= head_len) {
+                body += done - head_len;
+                body_len -= done - head_len;
+                head_len = 0;
+            } else {
+                head += done;
+                head_len -= done;
+            }
+        }
+    }
+    w = cache_get(c->server, sizeof(*w) + head_len + body_len, &block);
     if (!w) {
         conn_close(c);
         return VC_ERR_NOMEM;
@@ -517,7 +569,8 @@ static int conn_write_sent(vc_http_conn_t *c, const char *head, size_t head_len,
     w->sent = sent;
     w->sent_arg = sent_arg;
     w->len = head_len + body_len;
-    memcpy(w->data, head, head_len);
+    if (head_len)
+        memcpy(w->data, head, head_len);
     if (body_len)
         memcpy(w->data + head_len, body, body_len);
     buf = uv_buf_init(w->data, (unsigned)w->len);
@@ -526,6 +579,7 @@ static int conn_write_sent(vc_http_conn_t *c, const char *head, size_t head_len,
         conn_close(c);
         return VC_ERR_IO;
     }
+    c->writes++;
     if (resume) {
         /*
          * The client must take the answer within the write timeout: one

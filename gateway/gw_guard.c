@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vc_hash.h"
 #include "vc_num.h"
 #include "vc_error.h"
 #include "vc_log.h"
@@ -88,6 +89,57 @@ int64_t gw_guard_retry_after_s(int64_t retry_ms)
 {
     int64_t s = (retry_ms + 999) / 1000;
     return s < 1 ? 1 : s;
+}
+
+/* ---- pure: the check cache ---- */
+
+#define CACHE_MASK (GW_GUARD_CACHE_SLOTS - 1)
+
+void gw_guard_cache_init(gw_guard_cache_t *c)
+{
+    memset(c, 0, sizeof(*c));
+}
+
+int gw_guard_cache_has(const gw_guard_cache_t *c, uint64_t key, int64_t now_ms)
+{
+    return c->slot[key & CACHE_MASK].key == key && now_ms < c->slot[key & CACHE_MASK].until_ms;
+}
+
+uint64_t gw_guard_cache_epoch(const gw_guard_cache_t *c)
+{
+    return c->epoch;
+}
+
+void gw_guard_cache_put(gw_guard_cache_t *c, uint64_t key, uint64_t sent_epoch, int64_t now_ms)
+{
+    if (c->epoch != sent_epoch)
+        return; /* a failure's spend may have landed after Redis ran this check */
+    c->slot[key & CACHE_MASK].key = key;
+    c->slot[key & CACHE_MASK].until_ms = now_ms + GW_GUARD_CACHE_TTL_MS;
+}
+
+void gw_guard_cache_fail(gw_guard_cache_t *c, uint64_t key)
+{
+    c->epoch++;
+    c->slot[key & CACHE_MASK].key = 0;
+}
+
+uint64_t gw_guard_cache_key(const char *bucket_key, const gw_guard_rate_t *rate)
+{
+    char text[GW_GUARD_KEY_MAX + 2 * VC_I64_TEXT + 2];
+    size_t n = strlen(bucket_key);
+    uint64_t h;
+
+    if (n > GW_GUARD_KEY_MAX)
+        n = GW_GUARD_KEY_MAX;
+    memcpy(text, bucket_key, n);
+    text[n++] = ' ';
+    n += vc_i64_text(text + n, rate->tries);
+    text[n++] = ' ';
+    n += vc_i64_text(text + n, rate->window_ms);
+    text[n] = '\0';
+    h = vc_hash_str(text);
+    return h ? h : 1;
 }
 
 /* ---- pure: addresses ---- */
@@ -266,7 +318,11 @@ static gw_guard_limits_t defaults = {.scope = "v"};
 static gw_guard_proxies_t proxies;
 static int guard_confirm_cancel; /* confirm and cancel are guarded (no VOUCHER_API_TOKEN) */
 static gw_guard_resolver_fn resolver;
-static vc_metric_t *refused_customer, *refused_ip, *spent, *errors;
+static vc_metric_t *refused_customer, *refused_ip, *spent, *errors, *from_memory, *from_redis;
+/* The check cache of this gateway, shared by its workers (gw_guard.h). */
+static gw_guard_cache_t cache;
+static uv_mutex_t cache_lock;
+static int cache_ready;
 
 void gw_guard_set_resolver(gw_guard_resolver_fn fn)
 {
@@ -296,6 +352,22 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
     errors = vc_counter("voucher_gateway_guard_errors_total",
                         "Guarded requests let through because a bucket could not be run in Redis.",
                         NULL);
+    from_memory = vc_counter("voucher_gateway_guard_checks_total",
+                             "Bucket checks, by where the answer came from: remembered (a try was "
+                             "there and no failure since, gw_guard.h) or asked of Redis.",
+                             "source=\"memory\"");
+    from_redis = vc_counter("voucher_gateway_guard_checks_total",
+                            "Bucket checks, by where the answer came from: remembered (a try was "
+                            "there and no failure since, gw_guard.h) or asked of Redis.",
+                            "source=\"redis\"");
+    if (!cache_ready) {
+        if (uv_mutex_init(&cache_lock) != 0) {
+            snprintf(err, errlen, "cannot create the guard's lock");
+            return VC_ERR_NOMEM;
+        }
+        gw_guard_cache_init(&cache);
+        cache_ready = 1;
+    }
     return gw_guard_proxies_parse(cfg->trusted_proxies, &proxies, err, errlen);
 }
 
@@ -319,6 +391,8 @@ typedef struct {
     int mark;  /* -1 not marked, 0 not a failure, 1 a failure */
     int error; /* the rc of a failed bucket script, or 0 (a reply of the wrong shape) */
     int settled;
+    uint64_t epoch;         /* the check cache's epoch when the checks were sent */
+    uint64_t ckey[B_COUNT]; /* each bucket's key in the check cache */
     gw_guard_rate_t rate[B_COUNT];
     char key[B_COUNT][GW_GUARD_KEY_MAX];
 } guard_t;
@@ -419,6 +493,9 @@ static void checked_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
         g->state[b] = T_ERROR;
     } else if (reply->item[0].integer == 1) {
         g->state[b] = T_CHECKED;
+        uv_mutex_lock(&cache_lock);
+        gw_guard_cache_put(&cache, g->ckey[b], g->epoch, (int64_t)uv_now(g->app->loop));
+        uv_mutex_unlock(&cache_lock);
     } else {
         g->state[b] = T_EMPTY;
         if (reply->item[1].integer > g->retry_ms)
@@ -444,7 +521,8 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     gw_guard_limits_t limits = defaults;
     char client[GW_GUARD_ADDR_MAX], customer[VC_I64_TEXT];
     guard_t *g;
-    int rc;
+    int rc, ask = 0;
+    int64_t now_ms;
 
     if (customer_id == 0 && !guard_confirm_cancel)
         return GW_GUARD_GO;
@@ -471,12 +549,35 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     bucket_key(g->key[B_CUSTOMER], "guard:{cu:", limits.scope, customer);
     bucket_key(g->key[B_IP], "guard:{ip:", limits.scope, client);
     req->guard = g;
+    /*
+     * What this gateway remembers needs no round trip (gw_guard.h, the check
+     * cache). The loop's time, not a clock read: every loop of the process
+     * reads the same monotonic clock, at most one loop turn late, and the ttl
+     * is no part of the argument, only of how much is remembered.
+     */
+    now_ms = (int64_t)uv_now(app->loop);
+    uv_mutex_lock(&cache_lock);
+    g->epoch = gw_guard_cache_epoch(&cache);
+    for (int b = 0; b < B_COUNT; b++) {
+        if (g->rate[b].tries <= 0)
+            continue;
+        g->ckey[b] = gw_guard_cache_key(g->key[b], &g->rate[b]);
+        if (gw_guard_cache_has(&cache, g->ckey[b], now_ms))
+            g->state[b] = T_CHECKED;
+        else
+            ask++;
+    }
+    uv_mutex_unlock(&cache_lock);
+    vc_metric_add(from_memory, (g->rate[B_CUSTOMER].tries > 0) + (g->rate[B_IP].tries > 0) - ask);
+    if (ask == 0)
+        return GW_GUARD_GO; /* guarded all the same: settle() spends on a failure */
+    vc_metric_add(from_redis, ask);
     /* Both sent before either answers: one round trip, pipelined on the worker's connection. */
     g->waiting = 1; /* held until both are sent, so a synchronous answer cannot decide early */
     for (int b = 0; b < B_COUNT; b++) {
         static const gw_redis_cb cb_of[B_COUNT] = {customer_cb, ip_cb};
 
-        if (g->rate[b].tries <= 0)
+        if (g->rate[b].tries <= 0 || g->state[b] == T_CHECKED)
             continue;
         g->waiting++;
         g->state[b] = T_WAIT;
@@ -489,6 +590,20 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     if (--g->waiting == 0)
         decide(g);
     return GW_GUARD_PENDING;
+}
+
+/*
+ * A failure's spend was answered (or failed): forgets the bucket again, for
+ * a check another worker sent on its own connection after this failure was
+ * settled, which Redis may have run before the spend (gw_guard.h).
+ */
+static void spent_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    (void)rc;
+    (void)reply;
+    uv_mutex_lock(&cache_lock);
+    gw_guard_cache_fail(&cache, (uint64_t)(uintptr_t)arg);
+    uv_mutex_unlock(&cache_lock);
 }
 
 void gw_guard_mark(gw_request_t *req, int failed)
@@ -513,6 +628,12 @@ void gw_guard_settle(gw_request_t *req, int status)
     if (g->state[B_CUSTOMER] == T_CHECKED || g->state[B_IP] == T_CHECKED)
         vc_metric_add(spent, 1);
     for (int b = 0; b < B_COUNT; b++)
-        if (g->state[b] == T_CHECKED)
-            (void)run_bucket(g, b, "spend", gw_app_ignore_cb, NULL);
+        if (g->state[b] == T_CHECKED) {
+            uv_mutex_lock(&cache_lock);
+            gw_guard_cache_fail(&cache, g->ckey[b]);
+            uv_mutex_unlock(&cache_lock);
+            /* The cache key rides in the pointer: only its slot bits are read back. */
+            if (run_bucket(g, b, "spend", spent_cb, (void *)(uintptr_t)g->ckey[b]) != 0)
+                spent_cb((void *)(uintptr_t)g->ckey[b], VC_ERR_UNAVAILABLE, NULL);
+        }
 }

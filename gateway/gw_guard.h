@@ -6,7 +6,9 @@
  *
  * The flow of a guarded request (quote, reservation, confirm, cancel):
  * 1. gw_guard_enter(), before the code is looked up: both buckets are checked
- *    for a try, one read-only script each, pipelined in one round trip. An
+ *    for a try, one read-only script each, pipelined in one round trip (a
+ *    bucket remembered to hold a try is answered from memory: the check
+ *    cache below). An
  *    empty bucket answers 429 TOO_MANY_ATTEMPTS with Retry-After at once
  *    (nothing is looked up, so an empty bucket learns nothing).
  * 2. The route answers as it always did.
@@ -120,6 +122,84 @@ int64_t gw_guard_bucket_ttl_ms(const gw_guard_bucket_t *b, const gw_guard_rate_t
 /* Retry-After in whole seconds for retry_ms (rounded up, at least 1). */
 int64_t gw_guard_retry_after_s(int64_t retry_ms);
 
+/* ---- pure: what this gateway knows without asking (the check cache) ---- */
+
+/*
+ * A check of a bucket that found a try there is remembered for
+ * GW_GUARD_CACHE_TTL_MS, so the next checks of that bucket on this gateway
+ * need no round trip; the first failed try this gateway settles on it forgets
+ * it. Why the guarantees above still hold (proto/redis-keys.md, "Guessing
+ * limits", "Checks from memory"):
+ *
+ * - Every failed try is still spent in Redis, into debt when need be, and a
+ *   Redis check still lets a try through only at a level of one try or more.
+ *   The cache changes which tries pass, never what a failure costs.
+ * - An entry is made only from a check Redis answered "a try is there" whose
+ *   whole flight (sent to answered) overlapped no failure settled on this
+ *   gateway, so it never remembers a level from before one of this gateway's
+ *   own spends; and it is forgotten when this gateway settles a failure on the
+ *   bucket (and again when that spend is answered, for a check of another
+ *   worker's connection that Redis ran before the spend).
+ * - So tries that pass on one entry are the first failure that forgets it and
+ *   the tries in flight beside it on this gateway: the burst that "tries in
+ *   flight" above already allows, now possibly while other gateways have
+ *   emptied the bucket. All of them are spent; a new entry needs Redis to see
+ *   a try again, so the debt is paid first. In the long run a guesser gets
+ *   capacity + rate x time + one burst per gateway (its tries in flight on
+ *   it), as before up to which gateways the tries in flight sit on; the debt
+ *   floor (GW_GUARD_MAX_DEBT) forgives only past that many tries owed.
+ *
+ * The cache says only "a try was there": a customer never seen before still
+ * costs one round trip (its bucket is absent in Redis, and nothing here can
+ * know that no other gateway spent it). The IP bucket of a proxy or an order
+ * service that sends every customer's requests is the one it spares. Knowing
+ * "nobody spent it" needs every spend published and, at start and after a
+ * gap, an index of the buckets not full: without the index a gateway that
+ * starts would trust buckets in debt, and a guesser would get a burst per
+ * start (proto/redis-keys.md, "Not done: no round trip for a new customer").
+ *
+ * Keys are a keyed hash of the bucket's key and its rate (a campaign whose
+ * limits change gets other entries); slots are direct-mapped and
+ * overwritten. Losing an entry (overwritten, expired) only costs a round
+ * trip; a false hit would need a SipHash collision under a secret key.
+ */
+#define GW_GUARD_CACHE_SLOTS 4096 /* a power of two */
+#define GW_GUARD_CACHE_TTL_MS 1000
+
+typedef struct {
+    uint64_t epoch; /* failures settled (and their spends answered) so far */
+    struct {
+        uint64_t key;     /* 0: empty */
+        int64_t until_ms; /* remembered until then (monotonic clock) */
+    } slot[GW_GUARD_CACHE_SLOTS];
+} gw_guard_cache_t;
+
+/* Empties c (all zero is empty too). */
+void gw_guard_cache_init(gw_guard_cache_t *c);
+
+/* Whether bucket key (a gw_guard_cache_key()) had a try, as remembered at now_ms. */
+int gw_guard_cache_has(const gw_guard_cache_t *c, uint64_t key, int64_t now_ms);
+
+/* The epoch to give gw_guard_cache_put() when a check is sent. */
+uint64_t gw_guard_cache_epoch(const gw_guard_cache_t *c);
+
+/*
+ * Remembers that Redis found a try in bucket key, for a check sent at epoch
+ * sent_epoch: kept until now_ms + GW_GUARD_CACHE_TTL_MS, unless a failure was
+ * settled (or its spend answered) since the check was sent: then nothing.
+ */
+void gw_guard_cache_put(gw_guard_cache_t *c, uint64_t key, uint64_t sent_epoch, int64_t now_ms);
+
+/*
+ * A failed try on bucket key was settled, or its spend answered: forgets the
+ * bucket and starts a new epoch. Only key's low bits are read (its slot,
+ * emptied whichever bucket holds it), so a callback may carry it in a pointer.
+ */
+void gw_guard_cache_fail(gw_guard_cache_t *c, uint64_t key);
+
+/* The cache key of a bucket: a keyed hash of its Redis key and its rate; never 0. */
+uint64_t gw_guard_cache_key(const char *bucket_key, const gw_guard_rate_t *rate);
+
 /* ---- pure: the client's address ---- */
 
 /* A CIDR list, VOUCHER_TRUSTED_PROXIES parsed. */
@@ -173,7 +253,9 @@ typedef void (*gw_guard_cb)(void *arg);
 /*
  * Checks the buckets of customer_id (0: none, as on confirm and cancel) and
  * of the client for a try, for code. Returns GW_GUARD_GO when no bucket
- * applies (all turned off), or GW_GUARD_PENDING: then either cb(arg) runs
+ * applies (all turned off) or every bucket that applies is known from memory
+ * to hold a try (the check cache above; the request is guarded all the same:
+ * a failure spends), or GW_GUARD_PENDING: then either cb(arg) runs
  * once (a try is there in each bucket, or Redis refused to run a bucket's
  * script: it does not apply), or the guard answered req (429; 503 when Redis
  * is unreachable or late) and cb never runs. app is borrowed.

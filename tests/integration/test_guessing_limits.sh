@@ -21,9 +21,10 @@
 # X-Forwarded-For through a gateway that trusts 127.0.0.1, so that the
 # stack's own 127.0.0.1 bucket is not emptied for the other tests.
 source "$(dirname "$0")/lib.sh"
-plan 36
+plan 40
 
 gw2_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 20))
+gw3_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 21)) gw3_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 22))
 # /metrics is on the gateway's admin address where the tree has one (lib.sh's
 # gateway_admin), else on the API's; the second gateway then needs its admin
 # address off.
@@ -32,7 +33,7 @@ if declare -F gateway_admin >/dev/null; then
 else
   metrics_addr=$VOUCHER_HTTP_ADDR gw2_extra=()
 fi
-trap 'daemon_stop "$test_name-gateway2"; finish' EXIT
+trap 'daemon_stop "$test_name-gateway2"; daemon_stop "$test_name-gateway3"; finish' EXIT
 
 unset VOUCHER_API_TOKEN
 # One worker: a failed try is spent just after its answer goes out (gw_guard.h);
@@ -50,11 +51,11 @@ real=${p}_REAL
 new_voucher "$real" 100000 100000
 rnd() { od -An -N2 -tu2 /dev/urandom | tr -d ' '; }
 ip() { echo "198.$((18 + $(rnd) % 2)).$(($(rnd) % 256)).$(($(rnd) % 254 + 1))"; }
-ip1=$(ip) ip2=$(ip) ip3=$(ip) ip4=$(ip) ip5=$(ip)
+ip1=$(ip) ip2=$(ip) ip3=$(ip) ip4=$(ip) ip5=$(ip) ip7=$(ip)
 base_customer=$(($(rnd) * 1000 + 1000000))
 c1=$((base_customer + 1)) c2=$((base_customer + 2)) c3=$((base_customer + 3))
 c4=$((base_customer + 4)) c5=$((base_customer + 5)) c6=$((base_customer + 6))
-c7=$((base_customer + 7)) c8=$((base_customer + 8))
+c7=$((base_customer + 7)) c8=$((base_customer + 8)) c9=$((base_customer + 9))
 n=0
 
 # try URL_BASE IP CUSTOMER CODE: a reservation; sets $status, $body, $headers.
@@ -136,6 +137,32 @@ try "http://$gw2_addr" "$ip4" "$c1" "$real"
 is "$status" 429 "the second gateway refuses the customer the first one emptied"
 try "http://$gw2_addr" "$ip1" "$c7" "$real"
 is "$status" 201 "a forged X-Forwarded-For naming an empty IP bucket, from an untrusted peer: ignored"
+
+# --- A gateway answers a check from memory after a try was found there
+# (gw_guard.h, the check cache) and forgets it at its own first failure: a
+# guesser who primed it, then emptied the bucket on another gateway, gets at
+# most the tries in flight (here one) past the empty bucket, and that one is
+# spent (the bucket owes it).
+daemon_start "$test_name-gateway3" "$bin_gateway" --http-addr "$gw3_addr" --admin-addr "$gw3_admin" \
+  --trusted-proxies 127.0.0.1/32 --guard-customer-tries 5 --guard-customer-window 1h \
+  --guard-ip-tries 8 --guard-ip-window 1h
+wait_http_ok "http://$gw3_addr/healthz" 30 || { echo "Bail out! the third gateway did not start"; exit 1; }
+try "http://$gw3_addr" "$ip7" "$c9" "$real"
+is "$status" 201 "a success on the third gateway (it now remembers a try in both buckets)"
+statuses 5 guess "$ip7" "$c9" >/dev/null
+guess "$ip7" "$c9"
+memory_before=$(curl -s "http://$gw3_admin/metrics" | awk '/^voucher_gateway_guard_checks_total\{source="memory"\}/ { print $2 }')
+stale=
+for i in 1 2 3 4; do try "http://$gw3_addr" "$ip7" "$c9" "${p}_NO3$i"; stale+="$status "; done
+memory_after=$(curl -s "http://$gw3_admin/metrics" | awk '/^voucher_gateway_guard_checks_total\{source="memory"\}/ { print $2 }')
+passed=$(grep -o 404 <<<"$stale" | wc -l)
+level=$(rcli HGET "guard:{cu:v:$c9}" level)
+ok "$([ "$status" = 429 ] && [ "$passed" -le 1 ] && { [ "$passed" = 0 ] || [ "${level:-0}" -lt 0 ]; }; echo $?)" \
+  "emptied on the first gateway, the third lets at most one try past it, spent: $stale(level $level)"
+ok "$([ "${memory_after:-0}" -gt "${memory_before:-0}" ] || [ "$passed" = 0 ]; echo $?)" \
+  "that try passed from memory (checks from memory $memory_before -> $memory_after)"
+try "http://$gw3_addr" "$ip7" "$c9" "$real"
+is "$status" 429 "and a real code of that customer is refused there too"
 
 # --- Confirm and DELETE: one answer for an unknown code and a real code's unknown orderId.
 http POST "/vouchers/${p}_NONE/reservations/$p-never/confirm" '{"orderAmount":1000}' -H "X-Forwarded-For: $ip5"

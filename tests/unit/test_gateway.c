@@ -970,6 +970,52 @@ START_TEST(reservation_body_matches_the_generator)
 }
 END_TEST
 
+/* An error body as the yajl generator wrote it before gw_body_error() wrote it by hand. */
+static size_t error_by_jgen(char *buf, size_t cap, const char *error, const char *detail,
+                            const char *reason)
+{
+    vc_jgen_t g;
+    size_t len = 0;
+
+    if (vc_jgen_init(&g) != 0)
+        return 0;
+    vc_jgen_map_open(&g);
+    vc_jgen_kv_str(&g, "error", error);
+    vc_jgen_kv_str(&g, "detail", detail ? detail : "");
+    if (reason)
+        vc_jgen_kv_str(&g, "reason", reason);
+    vc_jgen_map_close(&g);
+    return vc_jgen_finish(&g, buf, cap, &len) == 0 ? len : 0;
+}
+
+/* Byte for byte the generator's text: every byte in the detail, with and without a reason, every cap. */
+START_TEST(error_body_matches_the_generator)
+{
+    char detail[8], got[256], want[256];
+
+    for (int ch = 1; ch < 256; ch++) {
+        snprintf(detail, sizeof(detail), "d%c\"", ch);
+        for (int r = 0; r < 3; r++) {
+            const char *reason = r == 0 ? NULL : r == 1 ? "EXPIRED" : detail;
+            size_t n = gw_body_error(got, sizeof(got), "OUT_OF_STOCK", detail, reason);
+            size_t m = error_by_jgen(want, sizeof(want), "OUT_OF_STOCK", detail, reason);
+            ck_assert_uint_eq(n, m);
+            ck_assert_str_eq(got, want);
+        }
+    }
+    ck_assert_uint_eq(gw_body_error(got, sizeof(got), "NOT_FOUND", NULL, NULL),
+                      error_by_jgen(want, sizeof(want), "NOT_FOUND", NULL, NULL));
+    ck_assert_str_eq(got, want);
+    for (size_t cap = 0; cap < 80; cap++) {
+        size_t n = gw_body_error(got, cap, "TOO_MANY_ATTEMPTS", "a\tb", "X");
+        size_t m = error_by_jgen(want, cap ? cap : 1, "TOO_MANY_ATTEMPTS", "a\tb", "X");
+        ck_assert_uint_eq(n, cap ? m : 0);
+        if (n)
+            ck_assert_str_eq(got, want);
+    }
+}
+END_TEST
+
 /* vc_i64_text() writes what "%lld" writes, at the bounds and in between. */
 START_TEST(i64_text_matches_printf)
 {
@@ -1009,6 +1055,7 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, order_value);
     tcase_add_test(tc, i64_text_matches_printf);
     tcase_add_test(tc, reservation_body_matches_the_generator);
+    tcase_add_test(tc, error_body_matches_the_generator);
     tcase_add_test(tc, status_mapping);
     tcase_add_test(tc, bodies);
     tcase_add_test(tc, voucher_body_fixed);

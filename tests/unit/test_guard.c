@@ -133,6 +133,59 @@ START_TEST(bucket_retry_rounds_up)
 }
 END_TEST
 
+/*
+ * The check cache: remembered for its ttl, never across a failure of this
+ * gateway (settled, or its spend answered), never from a check whose flight
+ * overlapped one.
+ */
+START_TEST(cache_remembers_a_try_until_a_failure)
+{
+    static gw_guard_cache_t c; /* static: 64 KiB is much for a test's stack */
+    const gw_guard_rate_t ip100 = {100, 3600000};
+    uint64_t ip = gw_guard_cache_key("guard:{ip:v:10.0.0.1}", &ip100);
+    uint64_t cu = gw_guard_cache_key("guard:{cu:v:42}", &hourly5);
+    uint64_t e;
+
+    gw_guard_cache_init(&c);
+    ck_assert_uint_ne(ip, 0);
+    ck_assert_uint_ne(ip, cu);
+    /* Another rate is another entry (a campaign whose limits changed). */
+    ck_assert_uint_ne(ip, gw_guard_cache_key("guard:{ip:v:10.0.0.1}", &hourly5));
+    ck_assert_uint_eq(ip, gw_guard_cache_key("guard:{ip:v:10.0.0.1}", &ip100));
+
+    /* Nothing is known before Redis said so. */
+    ck_assert_int_eq(gw_guard_cache_has(&c, ip, 1000), 0);
+    e = gw_guard_cache_epoch(&c);
+    gw_guard_cache_put(&c, ip, e, 1000);
+    ck_assert_int_eq(gw_guard_cache_has(&c, ip, 1000), 1);
+    ck_assert_int_eq(gw_guard_cache_has(&c, ip, 1000 + GW_GUARD_CACHE_TTL_MS - 1), 1);
+    ck_assert_int_eq(gw_guard_cache_has(&c, ip, 1000 + GW_GUARD_CACHE_TTL_MS), 0);
+    ck_assert_int_eq(gw_guard_cache_has(&c, cu, 1000), 0);
+
+    /* A failure on the bucket forgets it at once. */
+    gw_guard_cache_put(&c, ip, gw_guard_cache_epoch(&c), 2000);
+    ck_assert_int_eq(gw_guard_cache_has(&c, ip, 2001), 1);
+    gw_guard_cache_fail(&c, ip);
+    ck_assert_int_eq(gw_guard_cache_has(&c, ip, 2001), 0);
+
+    /*
+     * A check sent before a failure (on any bucket) and answered after it is
+     * not remembered: Redis may have run it before the spend.
+     */
+    e = gw_guard_cache_epoch(&c);
+    gw_guard_cache_fail(&c, cu);
+    gw_guard_cache_put(&c, ip, e, 3000);
+    ck_assert_int_eq(gw_guard_cache_has(&c, ip, 3000), 0);
+    /* Sent after it: remembered. */
+    gw_guard_cache_put(&c, ip, gw_guard_cache_epoch(&c), 3000);
+    ck_assert_int_eq(gw_guard_cache_has(&c, ip, 3000), 1);
+
+    /* Forgetting needs only the key's low bits (the spend's callback carries it in a pointer). */
+    gw_guard_cache_fail(&c, ip & (GW_GUARD_CACHE_SLOTS - 1));
+    ck_assert_int_eq(gw_guard_cache_has(&c, ip, 3000), 0);
+}
+END_TEST
+
 START_TEST(proxies_parse_and_contain)
 {
     gw_guard_proxies_t p;
@@ -223,6 +276,7 @@ int main(void)
     tcase_add_test(tc, bucket_refills_continuously_and_caps);
     tcase_add_test(tc, bucket_retry_rounds_up);
     tcase_add_test(tc, bucket_check_and_spend_with_debt);
+    tcase_add_test(tc, cache_remembers_a_try_until_a_failure);
     tcase_add_test(tc, proxies_parse_and_contain);
     tcase_add_test(tc, client_address);
     suite_add_tcase(s, tc);
