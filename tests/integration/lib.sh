@@ -96,6 +96,19 @@ http() {
 answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/null)"; }
 
 now_ms() { date +%s%3N; } # Unix time in ms, as the scripts' nowMs
+# Successful passes of the reconciler started with start_reconciler (its /metrics).
+reconciler_passes() { metric "$(reconciler_admin 0)" 'voucher_reconciler_passes_total{result="ok"}'; }
+# wait_graces GRACE_MS: until three graces and six of its passes went by (at
+# most 30 s), for "nothing was released" checks that must outlast the grace.
+wait_graces() {
+  local since p0 i
+  since=$(now_ms) p0=$(reconciler_passes)
+  for ((i = 0; i < 300; i++)); do
+    [ $(($(now_ms) - since)) -gt $((3 * $1)) ] && [ "$(reconciler_passes)" -ge $((${p0:-0} + 6)) ] && break
+    sleep 0.1
+  done
+  diag "waited $(($(now_ms) - since)) ms and $(($(reconciler_passes) - ${p0:-0})) reconciler passes (grace $1 ms)"
+}
 
 # Polls COMMAND (every 0.1 s) until it prints WANT or SECONDS pass; prints the last output.
 wait_for() { # WANT SECONDS COMMAND...

@@ -22,7 +22,6 @@ confirm() { http POST "/vouchers/$1/reservations/$2/confirm"; }
 cancel() { http DELETE "/vouchers/$1/reservations/$2"; }
 state() { rcli HGET "$k:orders" "$1" | cut -d: -f4; }
 row() { sql "SELECT status || ' ' || coalesce(release_reason, '-') FROM campaign_redemption WHERE order_id = '$1'"; }
-passes() { metric "$(reconciler_admin 0)" 'voucher_reconciler_passes_total{result="ok"}'; }
 wait_state() { # ORDER STATE SECONDS: until Redis has the order in STATE; prints the last state
   local i s
   for ((i = 0; i < $3 * 10; i++)); do
@@ -51,13 +50,7 @@ is "$(sql "SELECT count(*) FROM campaign_redemption WHERE order_id IN ('$o-b', '
 
 # ---- Parked for longer than the grace: the codes stay taken ----
 start_reconciler "" --grace "${grace_ms}ms" --interval 300ms
-parked_at=$(now_ms)
-p0=$(passes)
-for ((i = 0; i < 300; i++)); do
-  [ $(($(now_ms) - parked_at)) -gt $((3 * grace_ms)) ] && [ "$(passes)" -ge $((${p0:-0} + 6)) ] && break
-  sleep 0.1
-done
-diag "waited $(($(now_ms) - parked_at)) ms and $(($(passes) - ${p0:-0})) reconciler passes (grace ${grace_ms} ms)"
+wait_graces "$grace_ms"
 is "$(state "$o-b") $(state "$o-d") $(rcli HGET "$k:taken" "$c2") $(rcli HGET "$k:taken" "$c4")" "H H $o-b $o-d" \
   "after three graces and six passes both holds are still H and hold their codes (never released as undelivered)"
 is "$(sql "SELECT count(*) FROM campaign_redemption WHERE order_id IN ('$o-b', '$o-d')")" 0 \

@@ -20,7 +20,6 @@ letter() { sql "SELECT state FROM dead_letter WHERE order_id = '$1'"; }
 key_count() { # CODE: messages keyed CODE in voucher-events
   kcat -C -b "$VOUCHER_KAFKA_BROKERS" -t voucher-events -o beginning -e -q -f '%k\n' 2>/dev/null | grep -acx "$1"
 }
-passes() { metric "$(reconciler_admin 0)" 'voucher_reconciler_passes_total{result="ok"}'; }
 once_line() { # CODE: the voucher's line of a --once --report-only table
   "$bin_reconciler" --once --report-only 2>/dev/null | awk -v c="$1" '$1 == c'
 }
@@ -57,13 +56,7 @@ sql "UPDATE voucher SET total_limit = 5 WHERE code IN ('$va', '$vb')"
 start_reconciler "" --grace "${grace_ms}ms" --interval 300ms
 
 # --- (2) Parked for longer than the grace: still held, still counted, no release.
-parked_at=$(now_ms)
-p0=$(passes)
-for ((i = 0; i < 300; i++)); do
-  [ $(($(now_ms) - parked_at)) -gt $((3 * grace_ms)) ] && [ "$(passes)" -ge $((${p0:-0} + 6)) ] && break
-  sleep 0.1
-done
-diag "waited $(($(now_ms) - parked_at)) ms and $(($(passes) - ${p0:-0})) reconciler passes (grace ${grace_ms} ms)"
+wait_graces "$grace_ms"
 is "$(state "$va" "$va-o2") $(state "$vb" "$vb-o2")" "H H" \
   "after three graces and six passes both holds are still H in Redis (never released as undelivered)"
 is "$(remaining "$va") $(remaining "$vb")" "3 3" "their uses stay counted in Redis (5 - 2 each)"
