@@ -121,9 +121,19 @@ def guarded(f):
 # breaks a promise of one of these classes ends quietly (it is counted and reported) and the
 # seed goes on; any other failure fails the suite. Issue 22's seven races are fixed on main.
 KNOWN = {
-    # Empty since the lost orders hash is refused and rebuilt (rebuild.lua,
+    # None of the voucher's since the lost orders hash is refused and rebuilt (rebuild.lua,
     # test_orders_loss): "other-answer-after-cancel", "other-undersold" and "other-users"
-    # were known failures before it (tests/model/README.md).
+    # were known failures before it (tests/model/README.md). The campaign's, found by the
+    # campaign mode's first runs (README, "What the campaign mode found"; each has its
+    # regressions/campaign-*.json, xfail):
+    "campaign-keys-not-rebuilt": "taken lost beside a hold whose event was never stored: no "
+                                 "code known for it, the rebuild refuses for good (503)",
+    "campaign-taken-orphan": "orders lost beside a hold whose event was never stored: taken "
+                             "keeps its code for good",
+    "campaign-users-high": "a rebuild raises users and never lowers it: a customer counted "
+                           "for a hold that no longer exists",
+    "campaign-answer-after-cancel": "orders lost after a cancel: campaign_reserve.lua takes "
+                                    "the cancelled orderId as new and answers 201",
 }
 
 
@@ -1294,6 +1304,11 @@ class Explorer(RuleBasedStateMachine):
             return "Redis has no users: the campaign refuses new orders"
         want = {code: x for x, code, _ in live}
         have = {c: x for c, x in taken.items() if c != "!"}
+        for c, x in sorted(have.items()):
+            if want.get(c) is None and orders.get(x, "R")[-1] not in "HCXE":
+                return "taken keeps %s for %s, which holds nothing (no live row, %s in Redis):" \
+                    " the code is never offered again" % (self.kname(c), self.short(x),
+                                                         (orders.get(x) or "no order")[-1:] if x in orders else "no order")
         if want != have:
             return "taken %s, PostgreSQL's live codes %s" % (
                 {self.kname(c): self.short(x) for c, x in have.items()},
@@ -1301,8 +1316,9 @@ class Explorer(RuleBasedStateMachine):
         per = collections.Counter(str(cu) for _, _, cu in live)
         for cu in set(per) | {c for c in users if c != "!"}:
             if int(users.get(cu, 0)) != per.get(cu, 0):
-                return "customer %s: users says %s, PostgreSQL %d live rows" % (
-                    cu, users.get(cu), per[cu])
+                return "customer %s: users says %s, PostgreSQL %d live rows (%s)" % (
+                    cu, users.get(cu), per[cu], "counted too high: refused below the limit"
+                    if int(users.get(cu, 0)) > per.get(cu, 0) else "counted too low")
         return None
 
     def classify(self, msg):
@@ -1565,6 +1581,8 @@ CAMPAIGN_CLASSES = [("a code used by two orders", "campaign-code-twice"),
                     ("after its cancel was answered", "campaign-answer-after-cancel"),
                     ("has no row", "campaign-201-no-row"),
                     ("Redis has no", "campaign-keys-not-rebuilt"),
+                    ("which holds nothing", "campaign-taken-orphan"),
+                    ("counted too high", "campaign-users-high"),
                     ("users says", "campaign-users"),
                     ("at quiescence", "campaign-disagreement")]
 
