@@ -1742,6 +1742,9 @@ def main():
                     help="the time one failure's shrinking may take")
     ap.add_argument("--no-mute", action="store_true",
                     help="long mode: stop at every failure, also of a kind found already")
+    ap.add_argument("--mute-known", action="store_true",
+                    help="long mode: the known failures (KNOWN) end their examples quietly from"
+                         " the start, so that the run looks for others")
     ap.add_argument("--no-target", action="store_true", help="no Hypothesis target() phase")
     ap.add_argument("--no-seeds", action="store_true", help="only the replays")
     ap.add_argument("--replay-one", default=None, help="one saved case, told as a story")
@@ -1772,6 +1775,8 @@ def main():
         rng = random.Random(first)
         seeds = iter(lambda: rng.randrange(1 << 32), None)
         WORLD.mute_found = not a.no_mute
+        if a.mute_known:
+            WORLD.found_classes.update({c: None for c in KNOWN})
     else:
         seeds = iter([int(s) for s in a.seeds.split(",") if s])
     found = []
