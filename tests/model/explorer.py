@@ -132,6 +132,9 @@ KNOWN = {
                              "keeps its code for good",
     "campaign-users-high": "a rebuild raises users and never lowers it: a customer counted "
                            "for a hold that no longer exists",
+    "campaign-hold-stuck": "orders lost after a hold with a retry: a new hold of the orderId on "
+                           "another code, kept by forget.lua for the old hold's resent mark, "
+                           "never released (the row's code is not the one taken)",
     "campaign-answer-after-cancel": "orders lost after a cancel: campaign_reserve.lua takes "
                                     "the cancelled orderId as new and answers 201",
 }
@@ -1309,6 +1312,15 @@ class Explorer(RuleBasedStateMachine):
                 return "taken keeps %s for %s, which holds nothing (no live row, %s in Redis):" \
                     " the code is never offered again" % (self.kname(c), self.short(x),
                                                          (orders.get(x) or "no order")[-1:] if x in orders else "no order")
+        rows = {x: (st_, code) for x, st_, code in self.w.sql(
+            "SELECT order_id, status, code FROM campaign_redemption WHERE campaign_id = %s",
+            (self.cid,))}
+        for c, x in sorted(have.items()):
+            if want.get(c) is None and x in rows:
+                return "Redis holds %s for %s (%s), PostgreSQL has %s %s with %s: no pass" \
+                    " releases it (the guard finds the row's code not taken by it)" % (
+                        self.kname(c), self.short(x), orders.get(x, "-")[-1:],
+                        self.short(x), rows[x][0], self.kname(rows[x][1]))
         if want != have:
             return "taken %s, PostgreSQL's live codes %s" % (
                 {self.kname(c): self.short(x) for c, x in have.items()},
@@ -1582,6 +1594,7 @@ CAMPAIGN_CLASSES = [("a code used by two orders", "campaign-code-twice"),
                     ("has no row", "campaign-201-no-row"),
                     ("Redis has no", "campaign-keys-not-rebuilt"),
                     ("which holds nothing", "campaign-taken-orphan"),
+                    ("no pass releases it", "campaign-hold-stuck"),
                     ("counted too high", "campaign-users-high"),
                     ("users says", "campaign-users"),
                     ("at quiescence", "campaign-disagreement")]
