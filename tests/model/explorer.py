@@ -708,6 +708,10 @@ class Explorer(RuleBasedStateMachine):
         return "%s-o%d" % (self.code, o)
 
     def customer(self, o):
+        """o0 and o2 are customer 1's, o1 customer 2's; in a campaign's example o0 and o1 are
+        customer 1's, so that perCustomerLimit binds with two orders already."""
+        if self.camp:
+            return 1 if o < 2 else 2
         return o % CUSTOMERS + 1
 
     def reserved_event(self, o, order_value, at, code=None):
