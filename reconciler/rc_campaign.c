@@ -559,12 +559,14 @@ static int repair_full(rc_ctx_t *ctx, memory_t *m, campaign_t *c, int64_t ends_a
          * the reservation's event, on its way to Kafka (its order may be lost
          * too). As the voucher's restore (rc_plan_repairs()), wait until the
          * loss is restore_delay old, longer than a gateway takes to deliver
-         * an event; new orders are refused meanwhile (-7). --once waits and
-         * passes again.
+         * an event; new orders are refused meanwhile (-7). Counted to this
+         * pass's snapshot, not its clock: the snapshot must hold every event
+         * acknowledged up to the delay after the loss was seen (the voucher's
+         * stale-snapshot fix). --once waits and passes again.
          */
         if (!m->missing_since_ms)
             m->missing_since_ms = now;
-        if (now - m->missing_since_ms < ctx->cfg->restore_delay_ms) {
+        if (snapshot_ms - m->missing_since_ms < ctx->cfg->restore_delay_ms) {
             sum->awaiting_restore++;
             return 0;
         }

@@ -1,8 +1,10 @@
 -- Rebuilds what Redis lost of a campaign (remaining_rule.lua comes before
--- this: taken_state, count_taken, raise_users, lacking_order, expire_together): the orders PostgreSQL and the
+-- this: taken_state, count_taken, raise_users, set_users, lacking_order,
+-- expire_together): the orders PostgreSQL and the
 -- events in flight count that Redis lacks, the taken hash (code -> orderId for
--- every order holding a use) and the users hash (each customer raised to the
--- orders they hold, never lowered). The campaign's restore and retake in one
+-- every order holding a use) and the users hash: each customer set to the
+-- orders they hold when taken was lost (lowered too: see below), else raised
+-- to them and never lowered. The campaign's restore and retake in one
 -- script (proto/campaigns.md, "The reconciler's repairs").
 --
 -- One atomic step: campaign_reserve.lua refuses every new order (-7) while
@@ -23,6 +25,13 @@
 -- Returns {n, "codes:customers"}: n orders written, the codes taken and the
 -- customers counted after; {-2, orderId}: an order holds a use and its code
 -- is unknown; {-3, code}: two orders hold one code. Nothing is written then.
+-- taken lost: the reconciler waited the restore delay from the loss to its
+-- snapshot (rc_campaign.c), and campaign_reserve.lua refused every new order
+-- since, so every order holding a use is in orders or written below: a count
+-- above them is a use lost with a hold whose event was never stored, and it
+-- is lowered (the explorer's campaign-users-high: else that customer stays
+-- counted for good). Otherwise a count is only raised.
+local taken_lost = redis.call('EXISTS', KEYS[1]) == 0
 local code_of, write = {}, {}
 for i = 2, #ARGV - 3, 4 do
   local id, code, value, held = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -72,7 +81,7 @@ end
 for code, id in pairs(holder) do redis.call('HSET', KEYS[1], code, id) end
 redis.call('HSET', KEYS[1], '!', '0')
 local live, per = count_taken(KEYS[3])
-raise_users(KEYS[2], per, KEYS[3])
+if taken_lost then set_users(KEYS[2], per, KEYS[3]) else raise_users(KEYS[2], per, KEYS[3]) end
 if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('HSET', KEYS[2], '!', '0') end
 expire_together(KEYS, tonumber(ARGV[1]))
 local customers = 0
