@@ -450,6 +450,19 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
         (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_begin, 7, begin_keys, nargs,
                             begin_args, &status, order, sizeof(order), err, errlen)) != 0)
         return rc;
+    if (status == -1 || status == -7) {
+        /*
+         * The guard refused: the order does not hold the code the pass knows
+         * for it (-1), or the campaign's keys are lost (-7). Said every pass,
+         * so that an operator sees a hold no repair can reach (the explorer's
+         * campaign-hold-stuck: a hold taken on another code than its row's).
+         */
+        vc_warn("campaign %lld: order %s cannot be released (%s) as the holder of code %s: %s",
+                (long long)c->id, o->order_id, why, code,
+                status == -1 ? "Redis has another order on that code, or none"
+                             : "the campaign's keys are lost; a rebuild comes first");
+        return 0;
+    }
     if (status != 1 && status != 2)
         return 0; /* moved on since the read (confirmed, released, another hold): next pass */
     memset(&ev, 0, sizeof(ev));
