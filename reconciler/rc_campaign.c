@@ -564,11 +564,12 @@ static int repair_full(rc_ctx_t *ctx, memory_t *m, campaign_t *c, int64_t ends_a
     int64_t expiring = 0, now = vc_time_now_ms();
     int rc = 0;
 
-    if (!needs_rebuild(c) || (c->flags & 1)) {
+    if (!needs_rebuild(c) || ((c->flags & 1) && !c->lost)) {
         m->missing_since_ms = 0;
     } else {
         /*
-         * taken lost: a code taken just before the loss may be known only by
+         * taken or orders lost (c->lost, campaign_lost.lua): a code taken
+         * just before the loss may be known only by
          * the reservation's event, on its way to Kafka (its order may be lost
          * too). As the voucher's restore (rc_plan_repairs()), wait until the
          * loss is restore_delay old, longer than a gateway takes to deliver

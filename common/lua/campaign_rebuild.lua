@@ -83,6 +83,11 @@ redis.call('HSET', KEYS[1], '!', '0')
 local live, per = count_taken(KEYS[3])
 if taken_lost then set_users(KEYS[2], per, KEYS[3]) else raise_users(KEYS[2], per, KEYS[3]) end
 if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('HSET', KEYS[2], '!', '0') end
+-- Still no orders (the snapshot knows none): amounts, which told their loss
+-- (campaign_lost.lua), goes too, or new orders would stay refused.
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('DEL', (string.gsub(KEYS[3], ':orders$', ':amounts')))
+end
 expire_together(KEYS, tonumber(ARGV[1]))
 local customers = 0
 for _ in pairs(per) do customers = customers + 1 end

@@ -24,7 +24,12 @@ if not order then return {-1, false} end
 local customer, state = string.match(order, '^([^:]*):[^:]*:[^:]*:(.)$')
 if state ~= 'H' then return {0, order} end
 if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return {-2, order} end
+local amounts = string.gsub(KEYS[3], ':orders$', ':amounts')
 redis.call('HDEL', KEYS[3], ARGV[1])
+-- Its amount goes with it: a campaign reads an amount without its order as
+-- the orders hash lost (campaign_lost.lua); a voucher drops the whole hash
+-- with the last order below.
+redis.call('HDEL', amounts, ARGV[1])
 give_back(KEYS[1], KEYS[2], customer)
 redis.call('ZREM', KEYS[4], ARGV[1])
 -- The last order gone: users and amounts go too (every count is 0, and no
@@ -34,6 +39,6 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 -- it is never emptied, and missing beside taken means lost
 -- (campaign_reserve.lua).
 if redis.call('EXISTS', KEYS[3]) == 0 and string.sub(KEYS[3], 1, 8) == 'voucher:' then
-  redis.call('DEL', KEYS[2], (string.gsub(KEYS[3], ':orders$', ':amounts')))
+  redis.call('DEL', KEYS[2], amounts)
 end
 return {1, order}

@@ -12,7 +12,7 @@
 # the campaign's keys lost at once are told from a campaign never used by
 # campaign.redis_loaded_at, set by its first take.
 source "$(dirname "$0")/lib.sh"
-plan 32
+plan 38
 
 source "$(dirname "$0")/campaign_lib.sh"
 # The guessing limits on for the client address only (confirm and cancel spend
@@ -140,4 +140,30 @@ ok "$([ "$st" = X ] || [ "$st" = R ]; echo $?)" \
   "the pass wrote the order back as being released ($st: X, or R once it finished it), not held"
 http POST "/vouchers/$c7/reservations/$o-i/confirm"
 is "$status" 409 "a confirm of the cancelled order is refused"
+
+# ---- a cancelled order, then orders lost with taken and users kept: amounts
+# (an entry per order a reservation wrote) tells the loss, so the retry of the
+# cancelled orderId is refused (503) instead of taking its code anew for a 201
+# that PostgreSQL keeps RELEASED; after the rebuild it is the order it was ----
+c8=$(code 8) c9=$(code 9)
+reserve "$c8" $((base + 8)) "$o-j"
+is "$status" 201 "customer 8 holds code 8"
+cancel "$c8" "$o-j"
+is "$(answer) $(wait_sql "SELECT status FROM campaign_redemption WHERE order_id = '$o-j'" RELEASED 30)" \
+  "200 RELEASED RELEASED" "cancelled: 200, PostgreSQL has it released"
+rcli DEL "$k:orders" >/dev/null
+reserve "$c8" $((base + 8)) "$o-j"
+is "$(answer)" "503 UNAVAILABLE" "orders lost: the retry of the cancelled order is refused, not a new 201"
+confirm "$c8" "$o-j"
+is "$(answer)" "503 UNAVAILABLE" "and its confirm answers 503, not 404"
+pass
+reserve "$c8" $((base + 8)) "$o-j"
+is "$(answer)" "409 HOLD_EXPIRED" "after the rebuild the retry is answered as the cancelled order it is"
+# A forgotten hold (its event never stored) takes its amount with it, so that
+# forgetting the last order is never read as orders lost.
+reserve "$c9" $((base + 9)) "$o-k"
+rcli EVAL "$(lua_script campaign_forget)" 8 "$k:remaining" "$k:users" "$k:orders" "$k:holds" "$k:resent" \
+  "$k:users" "$k:orders" "$k:taken" "$o-k" 1 "$c9" >/dev/null
+is "$status $(rcli HEXISTS "$k:orders" "$o-k") $(rcli HEXISTS "$k:amounts" "$o-k")" "201 0 0" \
+  "a forgotten hold leaves neither its order nor its amount"
 finish
