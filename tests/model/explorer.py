@@ -128,7 +128,8 @@ KNOWN = {
     # were known failures before it (tests/model/README.md). The campaign's, found by the
     # campaign mode's first runs (README, "What the campaign mode found"; each has its
     # regressions/campaign-*.json, xfail; campaign-users-high is fixed: a rebuild after taken
-    # was lost sets users, campaign_rebuild.lua):
+    # was lost sets users, campaign_rebuild.lua; campaign-answer-after-cancel too: amounts
+    # without orders is a loss, campaign_lost.lua):
     "campaign-keys-not-rebuilt": "taken lost beside a hold whose event was never stored: no "
                                  "code known for it, the rebuild refuses for good (503)",
     "campaign-taken-orphan": "orders lost beside a hold whose event was never stored: taken "
@@ -136,8 +137,6 @@ KNOWN = {
     "campaign-hold-stuck": "orders lost after a hold with a retry: a new hold of the orderId on "
                            "another code, kept by forget.lua for the old hold's resent mark, "
                            "never released (the row's code is not the one taken)",
-    "campaign-answer-after-cancel": "orders lost after a cancel: campaign_reserve.lua takes "
-                                    "the cancelled orderId as new and answers 201",
 }
 
 
