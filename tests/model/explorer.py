@@ -479,6 +479,16 @@ class Call:
         return "%s %s" % (self.kind, self.order)
 
 
+def event_columns(evs):
+    """The eight arrays every writer apply function takes, one entry per event (wr_pg.c)."""
+    return ([TYPES[e["type"]] for e in evs], [e["code"] for e in evs],
+            [e["customerId"] for e in evs], [e["orderId"] for e in evs],
+            [e.get("discountAmount", 0) for e in evs], [e.get("orderAmount", 0) for e in evs],
+            [parse_ms(e.get("reservedAt") or e.get("confirmedAt") or e["releasedAt"])
+             for e in evs],
+            [parse_ms(e["heldUntil"]) if "heldUntil" in e else 0 for e in evs])
+
+
 class Explorer(RuleBasedStateMachine):
     """One example: one voucher, a few orders, the real scripts, writer SQL and reconciler."""
 
@@ -1013,45 +1023,27 @@ class Explorer(RuleBasedStateMachine):
     def call_apply(self, evs):
         if self.camp:
             return self.call_apply_campaign(evs)
-        cols = ([TYPES[e["type"]] for e in evs], [e["code"] for e in evs],
-                [e["customerId"] for e in evs], [e["orderId"] for e in evs],
-                [e.get("discountAmount", 0) for e in evs], [e.get("orderAmount", 0) for e in evs],
-                [parse_ms(e.get("reservedAt") or e.get("confirmedAt") or e["releasedAt"])
-                 for e in evs],
-                [parse_ms(e["heldUntil"]) if "heldUntil" in e else 0 for e in evs])
-        pg = self.w.pg
-        pg.autocommit = False
-        try:
-            with pg.cursor() as cur:
-                cur.execute("SELECT wr_apply_events(%s::smallint[], %s::text[], %s::bigint[],"
-                            " %s::text[], %s::bigint[], %s::bigint[], %s::bigint[],"
-                            " %s::bigint[])", cols)
-            pg.commit()
-        except Exception:
-            pg.rollback()
-            raise
-        finally:
-            pg.autocommit = True
+        self.apply_in_tx("SELECT wr_apply_events(%s::smallint[], %s::text[], %s::bigint[],"
+                         " %s::text[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])",
+                         event_columns(evs))
 
     def call_apply_campaign(self, evs):
         """A campaign's events as the writer sends them (writer/wr_pg.c): wr_apply_batch() with
         the 11th array, campaignId, which hands them to wr_apply_campaign_events() (016), under
         017's per-customer trigger; in one transaction."""
-        cols = ([TYPES[e["type"]] for e in evs], [e["code"] for e in evs],
-                [e["customerId"] for e in evs], [e["orderId"] for e in evs],
-                [e.get("discountAmount", 0) for e in evs], [e.get("orderAmount", 0) for e in evs],
-                [parse_ms(e.get("reservedAt") or e.get("confirmedAt") or e["releasedAt"])
-                 for e in evs],
-                [parse_ms(e["heldUntil"]) if "heldUntil" in e else 0 for e in evs],
-                [e.get("reason", "") for e in evs], ["" for e in evs],
-                [e.get("campaignId", 0) for e in evs])
+        cols = event_columns(evs) + ([e.get("reason", "") for e in evs], ["" for e in evs],
+                                     [e.get("campaignId", 0) for e in evs])
+        self.apply_in_tx("SELECT wr_apply_batch(%s::smallint[], %s::text[], %s::bigint[],"
+                         " %s::text[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],"
+                         " %s::text[], %s::text[], %s::bigint[])", cols)
+
+    def apply_in_tx(self, sql, cols):
+        """One call of a writer apply function in its own transaction, as the writer makes it."""
         pg = self.w.pg
         pg.autocommit = False
         try:
             with pg.cursor() as cur:
-                cur.execute("SELECT wr_apply_batch(%s::smallint[], %s::text[], %s::bigint[],"
-                            " %s::text[], %s::bigint[], %s::bigint[], %s::bigint[],"
-                            " %s::bigint[], %s::text[], %s::text[], %s::bigint[])", cols)
+                cur.execute(sql, cols)
             pg.commit()
         except Exception:
             pg.rollback()
