@@ -13,21 +13,12 @@
 #include "vc_redis_block.h"
 #include "vc_redis_cluster.h"
 
-/*
- * One client for the change: on a cluster each step goes to the master of
- * the keys it touches (the voucher's slot, or a claim's), as the
- * reservation's do.
- */
-struct gw_limit_redis {
-    vc_redis_block_t *c;
-};
-
 /* Runs argv on slot; returns the reply (owned) or NULL with err set. */
 static redisReply *run(gw_limit_redis_t *r, unsigned slot, int argc, const char **argv,
                        const size_t *argvlen, char *err, size_t errlen)
 {
     char why[256];
-    redisReply *reply = vc_redis_block_command(r->c, slot, argc, argv, argvlen, why, sizeof(why));
+    redisReply *reply = vc_redis_block_command(r, slot, argc, argv, argvlen, why, sizeof(why));
 
     if (!reply) {
         snprintf(err, errlen, "redis %s: %s", argv[0], why);
@@ -43,25 +34,12 @@ static redisReply *run(gw_limit_redis_t *r, unsigned slot, int argc, const char 
 
 gw_limit_redis_t *gw_limit_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen)
 {
-    gw_limit_redis_t *r = calloc(1, sizeof(*r));
-
-    if (!r) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    if (!(r->c = vc_redis_block_connect(url, timeout_ms, err, errlen))) {
-        free(r);
-        return NULL;
-    }
-    return r;
+    return vc_redis_block_connect(url, timeout_ms, err, errlen);
 }
 
 void gw_limit_close(gw_limit_redis_t *r)
 {
-    if (!r)
-        return;
-    vc_redis_block_free(r->c);
-    free(r);
+    vc_redis_block_free(r);
 }
 
 static int64_t reply_int(const redisReply *r)
@@ -133,7 +111,7 @@ static int extend_claims(gw_limit_redis_t *r, const redisReply *page, const char
             continue;
         gw_app_claim_key(id->str, claim[i]);
         slot[i] = vc_redis_key_slot(claim[i], strlen(claim[i]));
-        node[i] = vc_redis_block_node(r->c, slot[i]);
+        node[i] = vc_redis_block_node(r, slot[i]);
     }
     for (size_t i = 0; i < n; i++) {
         int target = node[i];
@@ -142,7 +120,7 @@ static int extend_claims(gw_limit_redis_t *r, const redisReply *page, const char
 
         if (target == -2)
             continue;
-        if (!(ctx = vc_redis_block_conn(r->c, slot[i], err, errlen))) {
+        if (!(ctx = vc_redis_block_conn(r, slot[i], err, errlen))) {
             rc = VC_ERR_UNAVAILABLE;
             goto done;
         }

@@ -11,7 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct gw_limit_redis gw_limit_redis_t;
+/*
+ * The blocking client itself (vc_redis_block.h): on a cluster each step goes
+ * to the master of the keys it touches, the voucher's slot or a claim's.
+ */
+typedef struct vc_redis_block gw_limit_redis_t;
 
 /*
  * Connects to url (VOUCHER_REDIS_URL, with its credentials), each command

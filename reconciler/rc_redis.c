@@ -51,19 +51,13 @@ void rc_redis_free(rc_redis_t *r)
     free(r);
 }
 
-/* The slot of voucher code's keys: their hash tag is {code}. */
-static unsigned code_slot(const char *code)
-{
-    return vc_redis_tag_slot(code);
-}
-
 /*
  * The connection for a pipeline on code's keys: the one node, or the master
  * of their slot. NULL with err set.
  */
 static redisContext *conn_for(rc_redis_t *r, const char *code, char *err, size_t errlen)
 {
-    return vc_redis_block_conn(r->c, code_slot(code), err, errlen);
+    return vc_redis_block_conn(r->c, vc_redis_tag_slot(code), err, errlen);
 }
 
 /* One command on keys of one slot. NULL with r->why set when no reply came. */
@@ -134,7 +128,7 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
     int rc;
 
     rc_keys_of(code, &k);
-    reply = command_on(r, code_slot(code), 2, argv);
+    reply = command_on(r, vc_redis_tag_slot(code), 2, argv);
     if ((rc = check_reply(r, reply, "GET remaining", err, errlen)) != 0)
         return rc;
     rc = parse_remaining(reply, code, loaded, remaining, err, errlen);
@@ -151,7 +145,7 @@ int rc_redis_limit(rc_redis_t *r, const char *code, int *present, int64_t *limit
     int rc;
 
     snprintf(key, sizeof(key), "voucher:{%s}:limit", code);
-    reply = command_on(r, code_slot(code), 2, argv);
+    reply = command_on(r, vc_redis_tag_slot(code), 2, argv);
     if ((rc = check_reply(r, reply, "GET limit", err, errlen)) != 0)
         return rc;
     rc = parse_remaining(reply, code, present, limit, err, errlen);
@@ -283,7 +277,7 @@ int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_scor
     rc_keys_of(code, &k);
     snprintf(max, sizeof(max), "%lld", (long long)max_score);
     snprintf(count, sizeof(count), "%d", limit);
-    reply = command_on(r, code_slot(code), 7, argv);
+    reply = command_on(r, vc_redis_tag_slot(code), 7, argv);
     if ((rc = check_reply(r, reply, "ZRANGEBYSCORE", err, errlen)) != 0)
         return rc;
     if (reply->type == REDIS_REPLY_ARRAY) {
