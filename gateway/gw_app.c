@@ -58,11 +58,6 @@ void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX])
         join3(keys[i], GW_KEY_MAX, "voucher:{", code, suffix[i]);
 }
 
-void gw_app_claim_key(const char *order_id, char key[GW_CLAIM_KEY_MAX])
-{
-    join3(key, GW_CLAIM_KEY_MAX, "voucher-order:{", order_id, "}");
-}
-
 void gw_app_ignore_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     (void)arg;

@@ -68,19 +68,12 @@ enum {
 #define GW_KEY_RESERVE 6 /* reserve.lua takes the first six */
 #define GW_KEY_FORGET 5  /* forget.lua the first five */
 #define GW_KEY_MAX (VC_CODE_MAX + 32)
-#define GW_CLAIM_KEY_MAX (VC_ORDER_ID_MAX + 32)
 
 /*
  * Fills keys with voucher:{code}:remaining, :users, :orders, :holds, :resent,
  * :amounts, :paid, :releasing, :limit.
  */
 void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
-
-/*
- * Fills key with voucher-order:{orderId}, the process-independent claim that
- * ties an orderId to one voucher code (proto/redis-keys.md).
- */
-void gw_app_claim_key(const char *order_id, char key[GW_CLAIM_KEY_MAX]);
 
 /* A gw_redis_cb that ignores the reply, for commands nobody waits for. */
 void gw_app_ignore_cb(void *arg, int rc, const gw_redis_reply_t *reply);

@@ -7,6 +7,7 @@
 
 #include "gw_app.h"
 #include "gw_notify.h"
+#include "vc_claim.h"
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_lua.h"
@@ -95,7 +96,7 @@ static int extend_claims(gw_limit_redis_t *r, const redisReply *page, const char
     size_t n = page->elements / 2;
     unsigned *slot = calloc(n ? n : 1, sizeof(*slot));
     int *node = calloc(n ? n : 1, sizeof(*node));
-    char (*claim)[GW_CLAIM_KEY_MAX] = calloc(n ? n : 1, sizeof(*claim));
+    char (*claim)[VC_CLAIM_KEY_MAX] = calloc(n ? n : 1, sizeof(*claim));
     int rc = 0;
 
     if (!slot || !node || !claim) {
@@ -109,7 +110,7 @@ static int extend_claims(gw_limit_redis_t *r, const redisReply *page, const char
         node[i] = -2; /* not a claim to move */
         if (id->type != REDIS_REPLY_STRING)
             continue;
-        gw_app_claim_key(id->str, claim[i]);
+        vc_claim_key(id->str, claim[i]);
         slot[i] = vc_redis_key_slot(claim[i], strlen(claim[i]));
         node[i] = vc_redis_block_node(r, slot[i]);
     }

@@ -37,7 +37,7 @@
 
 #include "gw_app.h"
 #include "gw_campaign_redeem.h"
-#include "gw_claim.h"
+#include "vc_claim.h"
 #include "gw_guard.h"
 #include "gw_metrics.h"
 #include "vc_num.h"
@@ -76,8 +76,8 @@ typedef struct {
     void (*after_wait)(void *x); /* what the replicas' WAIT leads to: a publish, new or again */
     int64_t load_remaining, load_total;
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
-    char claim_key[GW_CLAIM_KEY_MAX];
-    char claim_value[GW_CLAIM_VALUE_MAX]; /* CODE:TOKEN, this request's own */
+    char claim_key[VC_CLAIM_KEY_MAX];
+    char claim_value[VC_CLAIM_VALUE_MAX]; /* CODE:TOKEN, this request's own */
     gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys and scripts */
     char soldout_key[GW_KEY_MAX];  /* voucher:{CODE}:soldout, the sold-out leases */
     int snapshot;                  /* 1 asking reserve.lua for the sold-out snapshot, 2 asked */
@@ -711,7 +711,7 @@ static void claim_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     else if (reply->item[0].type == GW_REDIS_NIL)
         x->claim = CLAIM_NEW;
     else if (reply->item[0].type == GW_REDIS_STR &&
-             gw_claim_is_code(reply->item[0].str, reply->item[0].len, x->code))
+             vc_claim_is_code(reply->item[0].str, reply->item[0].len, x->code))
         x->claim = CLAIM_OURS;
     else if (reply->item[0].type == GW_REDIS_STR)
         x->claim = CLAIM_OTHER;
@@ -799,7 +799,7 @@ static void claim_and_run(reserve_t *x)
     int rc;
 
     uv_once(&claim_once, claim_process_init);
-    gw_claim_value(x->claim_value, x->code, claim_process,
+    vc_claim_value(x->claim_value, x->code, claim_process,
                    atomic_fetch_add_explicit(&claim_seq, 1, memory_order_relaxed));
     retention_at(x, expire_at);
     for (int i = 0; i < 7; i++)
@@ -942,7 +942,7 @@ void gw_reserve_start(gw_app_t *app, gw_request_t *req, const char *code)
     x->in = in;
     memcpy(x->code, code, strnlen(code, VC_CODE_MAX)); /* x is zeroed: the code stays terminated */
     gw_app_keys(code, x->keys);
-    gw_app_claim_key(in.order_id, x->claim_key);
+    vc_claim_key(in.order_id, x->claim_key);
     gw_soldout_key(code, x->soldout_key, sizeof(x->soldout_key));
     /* Before any lookup: an empty bucket gets 429 and learns nothing of the code. */
     if (gw_guard_enter(app, req, in.customer_id, code, lookup, x) == GW_GUARD_GO)

@@ -5,7 +5,7 @@
  *
  * What a request body must contain is gw_body.h, the answers (status, error
  * name, JSON bodies) gw_answer.h, bearer tokens gw_auth.h and an orderId's
- * claim gw_claim.h. This header includes them for the files that took them
+ * claim vc_claim.h (common: the reconciler reads claims too). This header includes them for the files that took them
  * from here before the split (gw_http.c, gw_admin.c, gw_campaign*.c); new
  * code includes the one it uses.
  */
@@ -18,7 +18,7 @@
 #include "gw_answer.h"
 #include "gw_auth.h"
 #include "gw_body.h"
-#include "gw_claim.h"
+#include "vc_claim.h"
 #include "vc_http.h"
 #include "vc_order_value.h"
 #include "vc_voucher.h"

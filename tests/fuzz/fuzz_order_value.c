@@ -9,12 +9,13 @@
 #include <string.h>
 
 #include "gw_router.h"
+#include "vc_claim.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
     gw_order_value_t v;
-    char code[VC_CODE_MAX + 1], claim[GW_CLAIM_VALUE_MAX];
+    char code[VC_CODE_MAX + 1], claim[VC_CLAIM_VALUE_MAX];
     size_t n = 0;
 
     if (gw_order_value_parse((const char *)data, size, &v) == 0 &&
@@ -26,10 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (; n < size && n < VC_CODE_MAX; n++)
         code[n] = alphabet[data[n] % (sizeof(alphabet) - 1)];
     code[n] = '\0';
-    (void)gw_claim_is_code((const char *)data, size, code);
+    (void)vc_claim_is_code((const char *)data, size, code);
     if (n > 0) {
-        gw_claim_value(claim, code, size, n);
-        if (!gw_claim_is_code(claim, strlen(claim), code)) {
+        vc_claim_value(claim, code, size, n);
+        if (!vc_claim_is_code(claim, strlen(claim), code)) {
             fprintf(stderr, "fuzz_order_value: the claim %s does not name %s\n", claim, code);
             abort();
         }

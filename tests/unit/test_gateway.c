@@ -12,6 +12,7 @@
 #include "gw_router.h"
 #include "gw_rules.h"
 #include "gw_soldout.h"
+#include "vc_claim.h"
 #include "vc_error.h"
 #include "vc_json.h"
 #include "vc_time.h"
@@ -870,7 +871,7 @@ END_TEST
 
 START_TEST(redis_keys)
 {
-    char keys[GW_KEY_COUNT][GW_KEY_MAX], claim[GW_CLAIM_KEY_MAX];
+    char keys[GW_KEY_COUNT][GW_KEY_MAX], claim[VC_CLAIM_KEY_MAX];
     char code[VC_CODE_MAX + 1], order[VC_ORDER_ID_MAX + 1];
 
     gw_app_keys("FLASH100", keys);
@@ -881,7 +882,7 @@ START_TEST(redis_keys)
     ck_assert_str_eq(keys[GW_KEY_PAID], "voucher:{FLASH100}:paid");
     ck_assert_str_eq(keys[GW_KEY_RELEASING], "voucher:{FLASH100}:releasing");
     ck_assert_str_eq(keys[GW_KEY_LIMIT], "voucher:{FLASH100}:limit");
-    gw_app_claim_key("order-7", claim);
+    vc_claim_key("order-7", claim);
     ck_assert_str_eq(claim, "voucher-order:{order-7}");
     /* The longest code and orderId fit whole. */
     memset(code, 'C', VC_CODE_MAX);
@@ -890,7 +891,7 @@ START_TEST(redis_keys)
     order[VC_ORDER_ID_MAX] = '\0';
     gw_app_keys(code, keys);
     ck_assert_uint_eq(strlen(keys[GW_KEY_RELEASING]), strlen("voucher:{}:releasing") + VC_CODE_MAX);
-    gw_app_claim_key(order, claim);
+    vc_claim_key(order, claim);
     ck_assert_uint_eq(strlen(claim), strlen("voucher-order:{}") + VC_ORDER_ID_MAX);
 }
 END_TEST
@@ -898,22 +899,46 @@ END_TEST
 /* A claim's value names the code and the request; which code it names, and only that. */
 START_TEST(claim_values)
 {
-    char value[GW_CLAIM_VALUE_MAX], code[VC_CODE_MAX + 1];
+    char value[VC_CLAIM_VALUE_MAX], code[VC_CODE_MAX + 1];
 
-    gw_claim_value(value, "FLASH100", 0x0123456789abcdefULL, 7);
+    vc_claim_value(value, "FLASH100", 0x0123456789abcdefULL, 7);
     ck_assert_str_eq(value, "FLASH100:0123456789abcdef0000000000000007");
-    ck_assert(gw_claim_is_code(value, strlen(value), "FLASH100"));
-    ck_assert(!gw_claim_is_code(value, strlen(value), "FLASH10"));
-    ck_assert(!gw_claim_is_code(value, strlen(value), "FLASH1000"));
-    ck_assert(gw_claim_is_code("FLASH100", 8, "FLASH100")); /* written before tokens */
-    ck_assert(!gw_claim_is_code("FLASH100", 7, "FLASH100"));
-    ck_assert(!gw_claim_is_code("FLASH100X:1", 11, "FLASH100"));
+    ck_assert(vc_claim_is_code(value, strlen(value), "FLASH100"));
+    ck_assert(!vc_claim_is_code(value, strlen(value), "FLASH10"));
+    ck_assert(!vc_claim_is_code(value, strlen(value), "FLASH1000"));
+    ck_assert(vc_claim_is_code("FLASH100", 8, "FLASH100")); /* written before tokens */
+    ck_assert(!vc_claim_is_code("FLASH100", 7, "FLASH100"));
+    ck_assert(!vc_claim_is_code("FLASH100X:1", 11, "FLASH100"));
     /* The longest code and token fit whole. */
     memset(code, 'C', VC_CODE_MAX);
     code[VC_CODE_MAX] = '\0';
-    gw_claim_value(value, code, UINT64_MAX, UINT64_MAX);
+    vc_claim_value(value, code, UINT64_MAX, UINT64_MAX);
     ck_assert_uint_eq(strlen(value), VC_CODE_MAX + 33);
-    ck_assert(gw_claim_is_code(value, strlen(value), code));
+    ck_assert(vc_claim_is_code(value, strlen(value), code));
+}
+END_TEST
+
+/* The reconciler reads back the code a claim names (a campaign hold's, when taken was lost). */
+START_TEST(claim_code_read_back)
+{
+    char value[VC_CLAIM_VALUE_MAX], code[VC_CODE_MAX + 1], back[VC_CODE_MAX + 1];
+
+    vc_claim_value(value, "K7Q2ZX", 3, 9);
+    ck_assert_int_eq(vc_claim_code(value, strlen(value), back), 0);
+    ck_assert_str_eq(back, "K7Q2ZX");
+    ck_assert_int_eq(vc_claim_code("FLASH100", 8, back), 0); /* written before tokens */
+    ck_assert_str_eq(back, "FLASH100");
+    memset(code, 'C', VC_CODE_MAX);
+    code[VC_CODE_MAX] = '\0';
+    vc_claim_value(value, code, UINT64_MAX, UINT64_MAX);
+    ck_assert_int_eq(vc_claim_code(value, strlen(value), back), 0);
+    ck_assert_str_eq(back, code);
+    /* Names no code: empty, a code too long, characters no code has. */
+    ck_assert_int_eq(vc_claim_code(":123", 4, back), -1);
+    ck_assert_int_eq(vc_claim_code("", 0, back), -1);
+    memset(value, 'C', VC_CODE_MAX + 1);
+    ck_assert_int_eq(vc_claim_code(value, VC_CODE_MAX + 1, back), -1);
+    ck_assert_int_eq(vc_claim_code("ab c:1", 6, back), -1);
 }
 END_TEST
 
@@ -1073,6 +1098,7 @@ static Suite *gateway_suite(void)
     tcase_add_loop_test(tc, list_query, 0, sizeof(list_queries) / sizeof(list_queries[0]));
     tcase_add_test(tc, inactive_refuses_first);
     tcase_add_test(tc, claim_values);
+    tcase_add_test(tc, claim_code_read_back);
     suite_add_tcase(s, tc);
     return s;
 }
