@@ -296,6 +296,53 @@ static int settle_codes(campaign_t *c)
 }
 
 /*
+ * An order holding a use in Redis whose code neither PostgreSQL, an event in
+ * flight nor taken names: taken was lost beside a hold whose event Kafka never
+ * stored (the explorer's campaign-keys-not-rebuilt). Without its code the
+ * rebuild refuses on every pass (the campaign answers 503 for good) and the
+ * hold can never be released. Its orderId's claim names it: the gateway
+ * claims the orderId for the code before campaign_reserve.lua takes it, and
+ * keeps the claim while the use is held. The claim's code is taken only when
+ * it is one of this campaign's codes. A use taken under another code's claim
+ * is forgotten by the gateway at once, with no event; should that forget
+ * fail too, the claim's code names the hold, the code it took has no event
+ * nor row (so nothing downstream counts it twice), and PostgreSQL's one live
+ * row per code (uq_campaign_redemption_live_code) stays the last line.
+ */
+static int claimed_codes(rc_ctx_t *ctx, campaign_t *c, char *err, size_t errlen)
+{
+    PGconn *conn = rc_pg_conn(ctx->pg);
+    char id[24], code[VC_CODE_MAX + 1];
+    const char *params[] = {code, id};
+    rc_order_t *o;
+    int rc = 0;
+
+    snprintf(id, sizeof(id), "%lld", (long long)c->id);
+    for (size_t i = 0; i < c->orders.cap && rc == 0; i++) {
+        PGresult *res;
+        if (!(o = rc_orders_at(&c->orders, i)) || !taken_state(o->redis_state) ||
+            code_of(c, o)[0])
+            continue;
+        if ((rc = rc_redis_claim_code(ctx->redis, o->order_id, code, err, errlen)) != 0 ||
+            !code[0])
+            continue;
+        if (!(res = vc_pg_exec(conn,
+                               "SELECT 1 FROM campaign_code WHERE code = $1"
+                               " AND campaign_id = $2::bigint",
+                               2, params, &rc, err, errlen)))
+            break;
+        if (PQntuples(res) == 1) {
+            memcpy(c->codes[o - c->orders.slots], code, sizeof(code));
+            vc_info("campaign %lld: order %s holds a use no row, event or taken entry names: "
+                    "its claim names code %s",
+                    (long long)c->id, o->order_id, code);
+        }
+        PQclear(res);
+    }
+    return rc;
+}
+
+/*
  * Once every order has its code: an order whose code has a dead letter of
  * it parked is never expired nor released as undelivered (its event was
  * acknowledged, and its 201 or 200 may have been given; an operator decides:
@@ -372,11 +419,18 @@ static int rebuild(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, rc_summary_
     args[0] = expire;
     for (size_t i = 0, j = 0; i < c->orders.cap; i++) {
         rc_order_t *o = rc_orders_at(&c->orders, i);
-        /* What the snapshot knows of, with its code (the voucher's restore merges the same). */
-        if (!o || !code_of(c, o)[0] || !rc_plan_merges(o, 1))
+        if (!o || !code_of(c, o)[0])
             continue;
-        rc_plan_order_value(o, values[j], sizeof(values[j]));
-        snprintf(held[j], sizeof(held[j]), "%lld", (long long)o->held_until_ms);
+        if (rc_plan_merges(o, 1)) {
+            /* What the snapshot knows of, with its code (the voucher's restore merges the same). */
+            rc_plan_order_value(o, values[j], sizeof(values[j]));
+            snprintf(held[j], sizeof(held[j]), "%lld", (long long)o->held_until_ms);
+        } else if (taken_state(o->redis_state)) {
+            /* Only Redis holds it: its code alone (claimed_codes()), a value that writes nothing. */
+            snprintf(held[j], sizeof(held[j]), "0");
+        } else {
+            continue;
+        }
         args[n++] = o->order_id;
         args[n++] = code_of(c, o);
         args[n++] = values[j];
@@ -391,7 +445,7 @@ static int rebuild(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, rc_summary_
         sum->restored++;
         vc_info("campaign %lld: rebuilt the keys Redis lost from PostgreSQL, the events in "
                 "flight and the orders Redis still holds: %lld orders written again, "
-                "codes taken:customers %s",
+                "codes taken:customers:freed %s",
                 (long long)c->id, (long long)status, answer);
     } else {
         vc_warn("campaign %lld: not rebuilt (%s %s): new orders stay refused until a pass "
@@ -698,6 +752,7 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
     c.loaded = loaded;
     if ((rc = read_rows(ctx, vs, &c, err, errlen)) != 0 ||
         (rc = read_redis(ctx, &c, norders, err, errlen)) != 0 || (rc = settle_codes(&c)) != 0 ||
+        (rc = claimed_codes(ctx, &c, err, errlen)) != 0 ||
         (rc = remember(m, &c, vc_time_now_ms())) != 0)
         goto out;
     apply_letters(&c);

@@ -1,4 +1,5 @@
 #include "rc_redis.h"
+#include "vc_claim.h"
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_fault.h"
@@ -285,6 +286,25 @@ int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_scor
             if (reply->element[i]->type == REDIS_REPLY_STRING)
                 cb(arg, reply->element[i]->str);
     }
+    freeReplyObject(reply);
+    return 0;
+}
+
+int rc_redis_claim_code(rc_redis_t *r, const char *order_id, char code[VC_CODE_MAX + 1],
+                        char *err, size_t errlen)
+{
+    char key[VC_CLAIM_KEY_MAX];
+    const char *argv[2] = {"GET", key};
+    redisReply *reply;
+    int rc;
+
+    code[0] = '\0';
+    vc_claim_key(order_id, key);
+    reply = command_on(r, vc_redis_tag_slot(order_id), 2, argv);
+    if ((rc = check_reply(r, reply, "GET claim", err, errlen)) != 0)
+        return rc;
+    if (reply->type == REDIS_REPLY_STRING && vc_claim_code(reply->str, reply->len, code) != 0)
+        code[0] = '\0';
     freeReplyObject(reply);
     return 0;
 }

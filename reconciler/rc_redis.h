@@ -81,6 +81,14 @@ int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_scor
                  void (*cb)(void *arg, const char *order_id), void *arg, char *err, size_t errlen);
 
 /*
+ * The code order_id's claim names (voucher-order:{ORDERID}, vc_claim.h), into
+ * code: "" when there is no claim or it names no code. Returns 0 or a
+ * negative error with err set.
+ */
+int rc_redis_claim_code(rc_redis_t *r, const char *order_id, char code[VC_CODE_MAX + 1],
+                        char *err, size_t errlen);
+
+/*
  * Runs a script with the given keys and arguments (borrowed). Scripts answer
  * an integer or {status, order}: *status gets the integer, order (ordercap
  * bytes, may be NULL) the order value or "". Returns 0 or a negative error.

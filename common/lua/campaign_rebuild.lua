@@ -20,10 +20,14 @@
 -- KEYS[1] taken  KEYS[2] users  KEYS[3] orders  KEYS[4] holds  KEYS[5] releasing
 -- ARGV[1] expireAt: the campaign's endsAt plus the retention, "0" sets none
 -- then fours: orderId, code, the value the snapshot implies
--- ("customerId:discount:heldUntilMs:state", state H, C or R), heldUntilMs
+-- ("customerId:discount:heldUntilMs:state", state H, C or R), heldUntilMs;
+-- the value "" for an order only Redis holds whose code taken no longer
+-- names (its orderId's claim does: rc_campaign.c, claimed_codes()): the code
+-- alone, nothing written
 --
--- Returns {n, "codes:customers"}: n orders written, the codes taken and the
--- customers counted after; {-2, orderId}: an order holds a use and its code
+-- Returns {n, "codes:customers:freed"}: n orders written, the codes taken
+-- and the customers counted after, the codes freed (orders lost: taken by no
+-- order the snapshot or Redis holds); {-2, orderId}: an order holds a use and its code
 -- is unknown; {-3, code}: two orders hold one code. Nothing is written then.
 -- taken lost: the reconciler waited the restore delay from the loss to its
 -- snapshot (rc_campaign.c), and campaign_reserve.lua refused every new order
@@ -32,6 +36,15 @@
 -- is lowered (the explorer's campaign-users-high: else that customer stays
 -- counted for good). Otherwise a count is only raised.
 local taken_lost = redis.call('EXISTS', KEYS[1]) == 0
+-- orders lost (campaign_lost.lua's sign: amounts without orders): the same
+-- wait and the same refusal, so every order holding a use is written below
+-- from the snapshot, and a code taken for an order that is not among them was
+-- taken by a hold whose event was never stored (its 503 told the client the
+-- outcome was unknown): it is freed, and the counts are set, not raised (the
+-- explorer's campaign-taken-orphan: else the code stays taken for good).
+local amounts_key = (string.gsub(KEYS[3], ':orders$', ':amounts'))
+local orders_lost = redis.call('EXISTS', KEYS[3]) == 0 and
+                    redis.call('EXISTS', amounts_key) == 1
 local code_of, write = {}, {}
 for i = 2, #ARGV - 3, 4 do
   local id, code, value, held = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -78,17 +91,28 @@ for _, w in ipairs(write) do
   redis.call('HSET', KEYS[3], w[1], w[2])
   if w[4] == 'H' then redis.call('ZADD', KEYS[4], w[3], w[1]) end
 end
+local freed = 0
+if orders_lost then
+  for i = 1, #taken, 2 do
+    if taken[i] ~= '!' and holder[taken[i]] ~= taken[i + 1] then
+      redis.call('HDEL', KEYS[1], taken[i])
+      freed = freed + 1
+    end
+  end
+end
 for code, id in pairs(holder) do redis.call('HSET', KEYS[1], code, id) end
 redis.call('HSET', KEYS[1], '!', '0')
 local live, per = count_taken(KEYS[3])
-if taken_lost then set_users(KEYS[2], per, KEYS[3]) else raise_users(KEYS[2], per, KEYS[3]) end
+if taken_lost or orders_lost then
+  set_users(KEYS[2], per, KEYS[3])
+else
+  raise_users(KEYS[2], per, KEYS[3])
+end
 if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('HSET', KEYS[2], '!', '0') end
 -- Still no orders (the snapshot knows none): amounts, which told their loss
 -- (campaign_lost.lua), goes too, or new orders would stay refused.
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  redis.call('DEL', (string.gsub(KEYS[3], ':orders$', ':amounts')))
-end
+if redis.call('EXISTS', KEYS[3]) == 0 then redis.call('DEL', amounts_key) end
 expire_together(KEYS, tonumber(ARGV[1]))
 local customers = 0
 for _ in pairs(per) do customers = customers + 1 end
-return {#write, live .. ':' .. customers}
+return {#write, live .. ':' .. customers .. ':' .. freed}

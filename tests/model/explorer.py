@@ -123,19 +123,16 @@ def guarded(f):
 # breaks a promise of one of these classes ends quietly (it is counted and reported) and the
 # seed goes on; any other failure fails the suite. Issue 22's seven races are fixed on main.
 KNOWN = {
-    # None of the voucher's since the lost orders hash is refused and rebuilt (rebuild.lua,
+    # None. The voucher's since the lost orders hash is refused and rebuilt (rebuild.lua,
     # test_orders_loss): "other-answer-after-cancel", "other-undersold" and "other-users"
-    # were known failures before it (tests/model/README.md). The campaign's, found by the
+    # were known failures before it (tests/model/README.md). The campaign's five, found by the
     # campaign mode's first runs (README, "What the campaign mode found"; each has its
-    # regressions/campaign-*.json, xfail; campaign-users-high is fixed: a rebuild after taken
-    # was lost sets users, campaign_rebuild.lua; campaign-answer-after-cancel and
-    # campaign-hold-stuck too: amounts without orders is a loss, campaign_lost.lua):
-    "campaign-keys-not-rebuilt": "taken lost beside a hold whose event was never stored: no "
-                                 "code known for it, the rebuild refuses for good (503)",
-    "campaign-taken-orphan": "orders lost beside a hold whose event was never stored: taken "
-                             "keeps its code for good",
+    # regressions/campaign-*.json), are fixed too: campaign-users-high (a rebuild after taken
+    # was lost sets users), campaign-answer-after-cancel and campaign-hold-stuck (amounts
+    # without orders is a loss, campaign_lost.lua), campaign-keys-not-rebuilt (the hold's code
+    # read from its orderId's claim, rc_campaign.c) and campaign-taken-orphan (a rebuild after
+    # orders was lost frees the codes no order holds, campaign_rebuild.lua).
 }
-
 
 def known(msg, cls=None):
     """Why a failure is a known failure of the current code, or None; by its class (classify()):
