@@ -503,8 +503,11 @@ static int cmd_send(gw_redis_t *r, cmd_t *c)
         free(c);
         return VC_ERR_UNAVAILABLE;
     }
-    c->sent_ms = vc_time_mono_ms();
+    /* One clock read a command (CLOCK_MONOTONIC, as vc_time_mono_ms()): a reservation sends several. */
     c->sent_ns = uv_hrtime();
+    c->sent_ms = (int64_t)(c->sent_ns / 1000000);
+    if (!c->deadline_ms)
+        c->deadline_ms = c->sent_ms + r->timeout_ms;
     list_add(r, c);
     arm_deadline(r);
     return 0;
@@ -530,7 +533,7 @@ static int retry_with_eval(gw_redis_t *r, cmd_t *old)
         goto out;
     c->cb = old->cb;
     c->arg = old->arg;
-    c->deadline_ms = vc_time_mono_ms() + r->timeout_ms; /* the old one waits no longer */
+    /* Its deadline is counted afresh in cmd_send(): the old one waits no longer. */
     rc = cmd_send(r, c);
 out:
     free(argv);
@@ -610,7 +613,6 @@ int gw_redis_command(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc, const c
         return VC_ERR_NOMEM;
     c->cb = cb;
     c->arg = arg;
-    c->deadline_ms = vc_time_mono_ms() + r->timeout_ms;
     return cmd_send(r, c);
 }
 
@@ -662,7 +664,6 @@ int gw_redis_eval(gw_redis_t *r, size_t script, gw_redis_cb cb, void *arg, int n
     c->cb = cb;
     c->arg = arg;
     c->script = (long)script;
-    c->deadline_ms = vc_time_mono_ms() + r->timeout_ms;
     return cmd_send(r, c);
 }
 
