@@ -82,6 +82,8 @@ struct vc_http_conn {
     int closing, reading, read_eof, close_after, in_message;
     int ip_counted; /* counted in the server's per-address table */
     uint64_t activity_ms; /* uv_now() when it last sent something, for eviction */
+    uint64_t due_ms;      /* loop time the connection is closed at (conn_deadline()) */
+    uint64_t armed_ms;    /* loop time the timer fires at, never after due_ms */
     int reset;      /* close with a reset, dropping what the kernel still holds to send */
     unsigned char ip[16]; /* the client's address (IPv4 mapped into IPv6) */
     size_t head_bytes;
@@ -134,6 +136,23 @@ static void conn_close(vc_http_conn_t *c);
 static void conn_feed(vc_http_conn_t *c, char *data, size_t len);
 static void conn_read_start(vc_http_conn_t *c);
 static void timer_close_cb(uv_timer_t *t);
+
+/*
+ * Sets when the connection is closed unless something moves it again: ms
+ * from now (the idle, read or write timeout). The timer is only ever moved
+ * earlier: a deadline moved later is found when the timer fires, which arms
+ * it again for the rest (timer_close_cb()). So a keep-alive request costs no
+ * timer operation, where it cost three (the read timeout started, stopped at
+ * dispatch, the idle timeout started), each a heap update.
+ */
+static void conn_deadline(vc_http_conn_t *c, int64_t ms)
+{
+    c->due_ms = uv_now(c->server->loop) + (uint64_t)ms;
+    if (uv_is_active((uv_handle_t *)&c->timer) && c->armed_ms <= c->due_ms)
+        return;
+    c->armed_ms = c->due_ms;
+    uv_timer_start(&c->timer, timer_close_cb, (uint64_t)ms, 0);
+}
 
 /* ---- the server's cache of blocks ---- */
 
@@ -461,7 +480,7 @@ static void answered(vc_http_conn_t *c)
         return;
     }
     http_parser_pause(&c->parser, 0);
-    uv_timer_start(&c->timer, timer_close_cb, (uint64_t)c->server->limits.idle_timeout_ms, 0);
+    conn_deadline(c, c->server->limits.idle_timeout_ms);
     if (c->pending_len) {
         size_t len = c->pending_len;
         c->pending_len = 0;
@@ -587,8 +606,7 @@ static int conn_write_sent(vc_http_conn_t *c, const char *head, size_t head_len,
          * connection and its buffers forever once the socket's buffers fill.
          */
         c->answering = 1;
-        uv_timer_start(&c->timer, timer_close_cb, (uint64_t)c->server->limits.write_timeout_ms,
-                       0);
+        conn_deadline(c, c->server->limits.write_timeout_ms);
     }
     return 0;
 }
@@ -872,7 +890,7 @@ static int on_message_begin(http_parser *p)
     c->activity_ms = uv_now(c->server->loop);
     /* From its first byte, a request must arrive whole within the read timeout. */
     if (c->server->limits.read_timeout_ms > 0)
-        uv_timer_start(&c->timer, timer_close_cb, (uint64_t)c->server->limits.read_timeout_ms, 0);
+        conn_deadline(c, c->server->limits.read_timeout_ms);
     return 0;
 }
 
@@ -1123,7 +1141,7 @@ static void conn_feed(vc_http_conn_t *c, char *data, size_t len)
         }
         c->inflight = r;
         conn_trim(c);
-        uv_timer_stop(&c->timer);
+        /* The handler has it: no deadline (timer_close_cb() ignores the timer meanwhile). */
         /* Tests hold a worker here to make its shutdown overrun (fault builds only). */
         VC_PAUSE("gateway-dispatch");
         c->server->handler(c->server->ctx, &r->pub);
@@ -1256,9 +1274,16 @@ static void conn_close(vc_http_conn_t *c)
 static void timer_close_cb(uv_timer_t *t)
 {
     vc_http_conn_t *c = t->data;
+    uint64_t now = uv_now(c->server->loop);
 
     if (c->inflight)
+        return; /* answered() sets the next deadline */
+    if (c->due_ms > now) {
+        /* Moved later since the timer was armed (conn_deadline()): armed again for the rest. */
+        c->armed_ms = c->due_ms;
+        uv_timer_start(t, timer_close_cb, c->due_ms - now, 0);
         return;
+    }
     if (c->answering) {
         vc_debug("closing a connection that did not take its answer within %lld ms",
                  (long long)c->server->limits.write_timeout_ms);
@@ -1371,7 +1396,7 @@ static int conn_open(vc_http_server_t *s, int (*tcp_init_cb)(vc_http_conn_t *c, 
     (void)uv_send_buffer_size((uv_handle_t *)&c->tcp, &sockbuf);
     sockbuf = VC_HTTP_SOCKET_BUF;
     (void)uv_recv_buffer_size((uv_handle_t *)&c->tcp, &sockbuf);
-    uv_timer_start(&c->timer, timer_close_cb, (uint64_t)s->limits.idle_timeout_ms, 0);
+    conn_deadline(c, s->limits.idle_timeout_ms);
     conn_read_start(c);
     return 0;
 }

@@ -64,12 +64,13 @@ typedef struct {
     vc_http_limits_t limits;
 } fixture_t;
 
-static void fixture_init(fixture_t *f, long max_connections, int evict, int64_t read_timeout_ms)
+static void fixture_init(fixture_t *f, long max_connections, int evict, int64_t read_timeout_ms,
+                         int64_t idle_timeout_ms)
 {
     memset(f, 0, sizeof(*f));
     ck_assert_int_eq(uv_loop_init(&f->loop), 0);
     atomic_init(&f->connections, 0);
-    f->limits = (vc_http_limits_t){.idle_timeout_ms = 10000,
+    f->limits = (vc_http_limits_t){.idle_timeout_ms = idle_timeout_ms,
                                    .read_timeout_ms = read_timeout_ms,
                                    .write_timeout_ms = 10000,
                                    .connections = &f->connections,
@@ -155,7 +156,7 @@ START_TEST(keep_alive_request_costs_no_malloc)
 
     memcpy(want + len, answer, sizeof(answer) - 1);
     len += sizeof(answer) - 1;
-    fixture_init(&f, 10, 0, 0);
+    fixture_init(&f, 10, 0, 0, 10000);
     fd = connect_client(&f);
     /* The first requests fill the server's cache. */
     for (int i = 0; i < 4; i++) {
@@ -187,7 +188,7 @@ START_TEST(head_gets_no_body)
     size_t head_len = answer_head(head);
     int fd;
 
-    fixture_init(&f, 10, 0, 0);
+    fixture_init(&f, 10, 0, 0, 10000);
     fd = connect_client(&f);
     /* Pipelined: the GET's answer must follow the HEAD's head at once. */
     send_all(fd, "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -217,7 +218,7 @@ START_TEST(over_the_limit)
     char buf[256] = "";
     int fd[2], refused, served;
 
-    fixture_init(&f, 1, cases[_i].evict, 0);
+    fixture_init(&f, 1, cases[_i].evict, 0, 10000);
     fd[0] = connect_client(&f);
     uv_run(&f.loop, UV_RUN_NOWAIT);
     fd[1] = connect_client(&f);
@@ -242,13 +243,50 @@ START_TEST(read_timeout_closes_a_request_that_never_ends)
     int fd;
     uint64_t start;
 
-    fixture_init(&f, 10, 0, 100);
+    fixture_init(&f, 10, 0, 100, 10000);
     fd = connect_client(&f);
     send_all(fd, "GET /healthz HTTP/1.1\r\nHo");
     start = uv_hrtime();
     ck_assert_int_eq(read_answer(&f, fd, buf, 0), 0);
     /* Closed by the read timeout (100 ms), long before the idle timeout (10 s). */
     ck_assert_uint_lt(uv_hrtime() - start, 2000000000ULL);
+    close(fd);
+    fixture_end(&f);
+}
+END_TEST
+
+/*
+ * The idle timeout counts from the last answer: requests a third of it apart
+ * keep the connection open well past it (each moves the deadline later; the
+ * timer, armed for the first, fires and is armed again for the rest), and the
+ * connection is closed once they stop, about the timeout after the last.
+ */
+START_TEST(idle_timeout_counts_from_the_last_answer)
+{
+    fixture_t f;
+    char buf[256];
+    size_t len = answer_head(buf) + sizeof(answer) - 1;
+    uint64_t start, last = 0;
+    int fd;
+
+    fixture_init(&f, 10, 0, 0, 300);
+    fd = connect_client(&f);
+    start = uv_hrtime();
+    for (int i = 0; i < 10; i++) {
+        uint64_t until = uv_hrtime() + 100000000ULL;
+        send_all(fd, get_req);
+        ck_assert_int_eq(read_answer(&f, fd, buf, len), (ssize_t)len);
+        last = uv_hrtime();
+        while (uv_hrtime() < until) {
+            uv_run(&f.loop, UV_RUN_NOWAIT);
+            usleep(1000);
+        }
+    }
+    /* Open 1 s after the first request, three timeouts: answered all along. */
+    ck_assert_uint_gt(last - start, 900000000ULL);
+    ck_assert_int_eq(read_answer(&f, fd, buf, 0), 0);
+    /* Closed by the idle timeout after the last answer, not at once. */
+    ck_assert_uint_ge(uv_hrtime() - last, 250000000ULL);
     close(fd);
     fixture_end(&f);
 }
@@ -264,6 +302,7 @@ int main(void)
     tcase_add_test(tc, head_gets_no_body);
     tcase_add_loop_test(tc, over_the_limit, 0, 2);
     tcase_add_test(tc, read_timeout_closes_a_request_that_never_ends);
+    tcase_add_test(tc, idle_timeout_counts_from_the_last_answer);
     suite_add_tcase(s, tc);
     return ck_run_suite(s);
 }
