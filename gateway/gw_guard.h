@@ -200,6 +200,96 @@ void gw_guard_cache_fail(gw_guard_cache_t *c, uint64_t key);
 /* The cache key of a bucket: a keyed hash of its Redis key and its rate; never 0. */
 uint64_t gw_guard_cache_key(const char *bucket_key, const gw_guard_rate_t *rate);
 
+/* ---- pure: the buckets other gateways spent (the spent set) ---- */
+
+/*
+ * The opposite knowledge of the check cache: "no gateway spent this bucket",
+ * which answers a customer never seen before without a round trip. Every
+ * spend's answer (guard_bucket.lua: when the bucket is full again, Redis's
+ * clock) is put in guard:index and then published on voucher-guard, in that
+ * order and in one script on guard:index's node (common/lua/guard_index.lua).
+ * Each gateway keeps the buckets spent and not yet full: what it hears, what
+ * it spends itself, and, after each subscription, the index read once
+ * subscribed. A check of a bucket not in the set is answered from memory
+ * ("full: a try is there") only while the set is trusted: subscribed, the
+ * index loaded since, and no entry dropped for room whose time has not
+ * passed. Otherwise, and for a bucket in the set, Redis is asked as before.
+ *
+ * Why the guarantees still hold (proto/redis-keys.md, "Guessing limits"):
+ * - Every failed try is still spent in Redis, into debt when need be; a
+ *   memory answer changes which tries pass, never what a failure costs.
+ * - The index is read after subscribing and each spend is indexed before it
+ *   is published, so a spend is either in what a gateway loaded or a message
+ *   it hears: a gateway that starts, or comes back after a gap, never trusts
+ *   a bucket in debt. A bucket stays in the set until its full-again time
+ *   (plus GW_GUARD_SPENT_MARGIN_MS for the clock conversion below), so a
+ *   bucket answered from memory is one nobody spent, or one full again.
+ * - What passes wrongly is what was in flight while a spend's message
+ *   travelled (the spender's own set takes the bucket at once): failures on
+ *   other gateways during those milliseconds, all spent, into debt: the
+ *   "tries in flight" burst above, and the debt is paid before Redis sees a
+ *   try again. Long run: capacity + rate x time + one burst per gateway per
+ *   message delay; the debt floor is unchanged.
+ * - A gateway that dies between the spend and guard_index.lua leaves that
+ *   spend known only to the bucket. Every other gateway may then answer the
+ *   bucket from memory, but its own first failure on it is spent, indexed
+ *   and published, and from then on it is in every set: at most the tries
+ *   in flight on each gateway until its first failure's spend is answered
+ *   (one burst per gateway, once per lost publication, all spent).
+ * - A gap (a lost connection, a node change, the channel refused by an ACL)
+ *   stops the trust until subscribed and loaded again; the set keeps what it
+ *   had (an entry is only ever a reason to ask Redis).
+ *
+ * Times are Redis's (TIME, ms since the epoch) everywhere in the set: the
+ * gateway reads "Redis now" as its monotonic clock plus an offset learnt from
+ * TIME when it loads the index (taken at the end of that round trip, so it
+ * is never ahead of Redis's clock), and keeps an entry GW_GUARD_SPENT_MARGIN_MS
+ * past its time, for the drift of the two clocks between loads.
+ *
+ * Keys are vc_hash_str() of the bucket's Redis key (a message names no rate:
+ * any spend of the key counts). Open addressing, probed at most
+ * GW_GUARD_SPENT_PROBE slots; an entry whose time passed is free again. An
+ * entry that finds no room is dropped and the set is not complete until its
+ * time (plus the margin) passes.
+ */
+#define GW_GUARD_SPENT_SLOTS 65536 /* a power of two */
+#define GW_GUARD_SPENT_PROBE 32
+#define GW_GUARD_SPENT_MARGIN_MS 1000
+
+typedef struct {
+    int synced;              /* subscribed and the index loaded since */
+    int64_t dropped_until;   /* incomplete until then (Redis's clock), or 0 */
+    struct {
+        uint64_t key;    /* 0: never used */
+        int64_t full_at; /* Redis's clock, ms */
+    } slot[GW_GUARD_SPENT_SLOTS];
+} gw_guard_spent_t;
+
+/* Empties s, not synced (all zero is that too). */
+void gw_guard_spent_init(gw_guard_spent_t *s);
+
+/*
+ * Bucket key (never 0) was spent and is full again at full_at; now is Redis's
+ * clock. Keeps the later time of an entry already there. An entry already
+ * full (full_at + margin <= now) is not kept.
+ */
+void gw_guard_spent_add(gw_guard_spent_t *s, uint64_t key, int64_t full_at, int64_t now);
+
+/* Whether bucket key is in s (spent and not full again) at now. */
+int gw_guard_spent_has(const gw_guard_spent_t *s, uint64_t key, int64_t now);
+
+/* Subscribed and loaded (1), or a gap began (0). */
+void gw_guard_spent_sync(gw_guard_spent_t *s, int synced);
+
+/*
+ * Whether a bucket absent from s may be taken as full at now: synced and no
+ * dropped entry still pending.
+ */
+int gw_guard_spent_trusted(const gw_guard_spent_t *s, int64_t now);
+
+/* The key of a bucket in the spent set: a keyed hash of its Redis key; never 0. */
+uint64_t gw_guard_spent_key(const char *bucket_key, size_t len);
+
 /* ---- pure: the client's address ---- */
 
 /* A CIDR list, VOUCHER_TRUSTED_PROXIES parsed. */
@@ -276,5 +366,32 @@ void gw_guard_mark(gw_request_t *req, int failed);
  * anything else spends nothing.
  */
 void gw_guard_settle(gw_request_t *req, int status);
+
+/* ---- the spent set's feed (gw_notify.c, the listener thread) ---- */
+
+#define GW_GUARD_CHANNEL "voucher-guard"
+#define GW_GUARD_INDEX_KEY "guard:index"
+
+/* Whether this gateway keeps the spent set: guessing limits on (defaults or a resolver). */
+int gw_guard_spent_wanted(void);
+
+/* The subscription to GW_GUARD_CHANNEL is gone (or not made yet): every check asks Redis. */
+void gw_guard_sync_lost(void);
+
+/* Redis's clock is the monotonic clock plus offset_ms (learnt from TIME, never ahead). */
+void gw_guard_sync_clock(int64_t offset_ms);
+
+/* Bucket key (len bytes) is full again at full_at (Redis's clock): a loaded index entry. */
+void gw_guard_sync_add(const char *bucket_key, size_t len, int64_t full_at);
+
+/*
+ * The index was loaded after subscribing: the set is trusted from now on,
+ * except that, when the index held more than was loaded, not before
+ * dropped_until (Redis's clock; 0 when nothing was left out).
+ */
+void gw_guard_sync_loaded(int64_t dropped_until);
+
+/* A message of GW_GUARD_CHANNEL ("FULL_AT BUCKETKEY", len bytes); one that does not parse is ignored. */
+void gw_guard_heard(const char *msg, size_t len);
 
 #endif
