@@ -409,7 +409,7 @@ static int cache_ready;
  */
 static gw_guard_spent_t spent_set;
 static _Atomic int64_t redis_offset_ms; /* Redis's clock minus the monotonic one */
-static vc_metric_t *index_errors;
+static vc_metric_t *index_errors, *in_sync, *heard;
 
 /* Redis's clock as this gateway reads it (gw_guard.h, the spent set). */
 static int64_t redis_now(void)
@@ -457,6 +457,12 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
                               "Spends that could not be indexed and published (guard_index.lua): "
                               "other gateways learn them only from their own failures.",
                               NULL);
+    in_sync = vc_gauge("voucher_gateway_guard_spent_synced",
+                       "1 while the spent set is trusted: subscribed to voucher-guard and "
+                       "guard:index loaded since (gw_guard.h); 0: every check asks Redis.",
+                       NULL);
+    heard = vc_counter("voucher_gateway_guard_spends_heard_total",
+                       "Spends of other gateways (and this one's) heard on voucher-guard.", NULL);
     if (!cache_ready) {
         if (uv_mutex_init(&cache_lock) != 0) {
             snprintf(err, errlen, "cannot create the guard's lock");
@@ -828,6 +834,7 @@ void gw_guard_sync_lost(void)
     uv_mutex_lock(&cache_lock);
     gw_guard_spent_sync(&spent_set, 0);
     uv_mutex_unlock(&cache_lock);
+    vc_metric_set(in_sync, 0);
 }
 
 void gw_guard_sync_clock(int64_t offset_ms)
@@ -852,6 +859,7 @@ void gw_guard_sync_loaded(int64_t dropped_until)
         spent_set.dropped_until = dropped_until;
     gw_guard_spent_sync(&spent_set, 1);
     uv_mutex_unlock(&cache_lock);
+    vc_metric_set(in_sync, 1);
 }
 
 void gw_guard_heard(const char *msg, size_t len)
@@ -864,4 +872,5 @@ void gw_guard_heard(const char *msg, size_t len)
     if (i == 0 || i >= len || msg[i] != ' ' || i + 1 == len)
         return;
     gw_guard_sync_add(msg + i + 1, len - i - 1, full_at);
+    vc_metric_add(heard, 1);
 }

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Guessing limits without a round trip for a new customer (issue 17,
+# gateway/gw_guard.h "the spent set", proto/redis-keys.md "Guessing limits"),
+# through real HTTP with several gateways on the stack:
+# - a customer who spent every try on gateway A with 404s gets 429 on gateway
+#   B once B heard the spends (voucher-guard), not a pass from memory;
+# - a gateway C started after those spends answers that customer 429 from the
+#   start (it loaded guard:index after subscribing);
+# - a customer and an address never spent are answered from memory on B: the
+#   checks from memory grow and the checks asked of Redis do not;
+# - a gateway D whose Redis user may not subscribe to voucher-guard (the ACL
+#   of before) asks Redis for every check, and the limits hold there.
+# Client addresses are made up per run (198.18.0.0/15), sent in
+# X-Forwarded-For through gateways that trust 127.0.0.1.
+source "$(dirname "$0")/lib.sh"
+plan 14
+
+b_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 40)) b_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 41))
+c_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 42)) c_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 43))
+d_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 44)) d_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 45))
+hostport=${VOUCHER_REDIS_URL#redis://}
+hostport=${hostport%%/*}
+redis_user=gs_$RANDOM$RANDOM
+redis_pw=pw-$(head -c12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+trap 'for g in b c d; do daemon_stop "$test_name-gateway-$g"; done
+      rcli ACL DELUSER "$redis_user" >/dev/null 2>&1; finish' EXIT
+
+unset VOUCHER_API_TOKEN
+export VOUCHER_GATEWAY_THREADS=1
+limits=(--trusted-proxies 127.0.0.1/32 --guard-customer-tries 5 --guard-customer-window 1h
+  --guard-ip-tries 1000 --guard-ip-window 1h)
+start_gateway "${limits[@]}"
+a_admin=$(gateway_admin)
+# start_other NAME ADDR ADMIN [VAR=VALUE...]: another gateway, healthy.
+start_other() {
+  local name=$1 addr=$2 admin=$3
+  shift 3
+  (
+    [ $# -gt 0 ] && export "$@"
+    daemon_start "$test_name-gateway-$name" "$bin_gateway" --http-addr "$addr" --admin-addr "$admin" \
+      "${limits[@]}"
+  )
+  wait_http_ok "http://$addr/healthz" 30 || { echo "Bail out! gateway $name did not start"; exit 1; }
+}
+synced() { metric "$1" voucher_gateway_guard_spent_synced; }
+checks() { metric "$1" "voucher_gateway_guard_checks_total{source=\"$2\"}"; }
+start_other b "$b_addr" "$b_admin"
+
+p=$(unique_code GSPENT)
+real=${p}_REAL
+new_voucher "$real" 100000 100000
+rnd() { od -An -N2 -tu2 /dev/urandom | tr -d ' '; }
+ip() { echo "198.$((18 + $(rnd) % 2)).$(($(rnd) % 256)).$(($(rnd) % 254 + 1))"; }
+base_customer=$(($(rnd) * 1000 + 2000000))
+n=0
+# try ADDR IP CUSTOMER CODE: a reservation; sets $status, $body.
+try() {
+  n=$((n + 1))
+  local saved=$base_url
+  base_url=http://$1
+  http POST "/vouchers/$4/reservations" \
+    '{"customerId":'"$3"',"orderId":"'"$p-$n"'","orderAmount":1000}' -H "X-Forwarded-For: $2"
+  base_url=$saved
+}
+
+is "$(wait_for 1 30 synced "$a_admin") $(wait_for 1 30 synced "$b_admin")" "1 1" \
+  "gateways A and B subscribed to voucher-guard and loaded guard:index"
+
+# --- (c) a new customer on a new address: both checks from memory on B.
+mem0=$(checks "$b_admin" memory) red0=$(checks "$b_admin" redis)
+try "$b_addr" "$(ip)" $((base_customer + 1)) "$real"
+is "$status" 201 "a new customer's reservation on B: 201"
+is "$(($(checks "$b_admin" memory) - mem0)) $(($(checks "$b_admin" redis) - red0))" "2 0" \
+  "both its checks answered from memory on B, none asked of Redis (memory +2, redis +0)"
+
+# --- (a) a customer empties its bucket on A; B hears it and asks Redis: 429.
+x=$((base_customer + 2)) ipx=$(ip)
+heard0=$(metric "$b_admin" voucher_gateway_guard_spends_heard_total)
+out=
+for i in 1 2 3 4 5; do try "$VOUCHER_HTTP_ADDR" "$ipx" "$x" "${p}_NO$n"; out+="$status "; done
+is "$out" "404 404 404 404 404 " "five failed tries of customer X on A: 404 each"
+# Each failure spends two buckets (customer and address): ten spends published.
+metric_wait "$b_admin" voucher_gateway_guard_spends_heard_total $((heard0 + 10)) 10
+ok $? "B heard A's ten spends on voucher-guard"
+ok "$([ -n "$(rcli ZSCORE guard:index "guard:{cu:v:$x}")" ]; echo $?)" \
+  "guard:index holds X's bucket until it is full again"
+red0=$(checks "$b_admin" redis)
+try "$b_addr" "$ipx" "$x" "$real"
+is "$status $(jq -r .error <<<"$body")" "429 TOO_MANY_ATTEMPTS" \
+  "B refuses X with a real code: 429, not a pass from memory"
+is "$(($(checks "$b_admin" redis) - red0))" 2 "B asked Redis for both of X's buckets (both spent on A)"
+
+# --- (b) a gateway started after those spends knows them from guard:index.
+start_other c "$c_addr" "$c_admin"
+is "$(wait_for 1 30 synced "$c_admin")" 1 "gateway C, started after the spends, is subscribed and loaded"
+try "$c_addr" "$ipx" "$x" "$real"
+is "$status" 429 "C refuses X from the start (the index), not a pass from memory"
+
+# --- (d) a Redis user without the channel (the ACL before voucher-guard):
+# the set is never trusted, every check asks Redis, and the limits hold.
+rcli ACL SETUSER "$redis_user" on ">$redis_pw" '~voucher:*' '~voucher-order:*' '~guard:*' '~campaign:*' \
+  resetchannels '&voucher-rules' '+@all' '-@dangerous' >/dev/null
+start_other d "$d_addr" "$d_admin" VOUCHER_REDIS_URL="redis://$redis_user:$redis_pw@$hostport/0"
+# D's listener tried the channel and was refused (its warning), before any check below.
+d_log=$VOUCHER_STACK_DIR/logs/$test_name-gateway-d.log
+is "$(wait_for 1 10 grep -c "cannot subscribe to Redis channel voucher-guard" "$d_log")" 1 \
+  "D's listener is refused voucher-guard and says so"
+mem0=$(checks "$d_admin" memory) red0=$(checks "$d_admin" redis)
+y=$((base_customer + 3)) ipy=$(ip)
+out=
+for i in 1 2 3 4 5 6; do try "$d_addr" "$ipy" "$y" "${p}_NOD$n"; out+="$status "; done
+is "$out" "404 404 404 404 404 429 " "on D a new customer's five failures are 404 and the sixth 429"
+is "$(($(checks "$d_admin" redis) - red0)) $(checks "$d_admin" memory) $(synced "$d_admin")" \
+  "12 $mem0 0" "D asked Redis for every check (two buckets, six tries), none from memory, never synced"
+try "$d_addr" "$ipx" "$x" "$real"
+is "$status" 429 "D refuses X too"
