@@ -100,10 +100,12 @@ is "$status" 429 "C refuses X from the start (the index), not a pass from memory
 # the set is never trusted, every check asks Redis, and the limits hold.
 rcli ACL SETUSER "$redis_user" on ">$redis_pw" '~voucher:*' '~voucher-order:*' '~guard:*' '~campaign:*' \
   resetchannels '&voucher-rules' '+@all' '-@dangerous' >/dev/null
+d_log=$VOUCHER_STACK_DIR/logs/$test_name-gateway-d.log
+d_lines=$(cat "$d_log" 2>/dev/null | wc -l)
 start_other d "$d_addr" "$d_admin" VOUCHER_REDIS_URL="redis://$redis_user:$redis_pw@$hostport/0"
 # D's listener tried the channel and was refused (its warning), before any check below.
-d_log=$VOUCHER_STACK_DIR/logs/$test_name-gateway-d.log
-is "$(wait_for 1 10 grep -c "cannot subscribe to Redis channel voucher-guard" "$d_log")" 1 \
+refused() { tail -n +"$((d_lines + 1))" "$d_log" | grep -c "cannot subscribe to Redis channel voucher-guard"; }
+is "$(wait_for 1 10 refused)" 1 \
   "D's listener is refused voucher-guard and says so"
 mem0=$(checks "$d_admin" memory) red0=$(checks "$d_admin" redis)
 y=$((base_customer + 3)) ipy=$(ip)
