@@ -7,14 +7,15 @@
  * The flow of a guarded request (quote, reservation, confirm, cancel):
  * 1. gw_guard_enter(), before the code is looked up: both buckets are checked
  *    for a try, one read-only script each, pipelined in one round trip (a
- *    bucket remembered to hold a try is answered from memory: the check
- *    cache below). An
+ *    bucket remembered to hold a try, or one that no gateway spent, is
+ *    answered from memory: the check cache and the spent set below). An
  *    empty bucket answers 429 TOO_MANY_ATTEMPTS with Retry-After at once
  *    (nothing is looked up, so an empty bucket learns nothing).
  * 2. The route answers as it always did.
  * 3. gw_guard_settle(), from the observer of every answer: an answer that is
  *    a failed try (404 on a guarded route, or marked with gw_guard_mark())
- *    spends one try of each bucket; any other answer (a success, a sold-out
+ *    spends one try of each bucket, and each spend is then indexed and
+ *    published (guard_index.lua); any other answer (a success, a sold-out
  *    answer, a 503) spends nothing and writes nothing.
  * Tries in flight: requests sent together all pass the check before any of
  * them spends, so a spend may take a bucket below zero (debt, down to
@@ -149,14 +150,9 @@ int64_t gw_guard_retry_after_s(int64_t retry_ms);
  *   it), as before up to which gateways the tries in flight sit on; the debt
  *   floor (GW_GUARD_MAX_DEBT) forgives only past that many tries owed.
  *
- * The cache says only "a try was there": a customer never seen before still
- * costs one round trip (its bucket is absent in Redis, and nothing here can
- * know that no other gateway spent it). The IP bucket of a proxy or an order
- * service that sends every customer's requests is the one it spares. Knowing
- * "nobody spent it" needs every spend published and, at start and after a
- * gap, an index of the buckets not full: without the index a gateway that
- * starts would trust buckets in debt, and a guesser would get a burst per
- * start (proto/redis-keys.md, "Not done: no round trip for a new customer").
+ * The cache says only "a try was there". The opposite knowledge, "nobody
+ * spent this bucket", which spares the round trip of a customer never seen
+ * before, is the spent set below.
  *
  * Keys are a keyed hash of the bucket's key and its rate (a campaign whose
  * limits change gets other entries); slots are direct-mapped and
@@ -344,8 +340,8 @@ typedef void (*gw_guard_cb)(void *arg);
  * Checks the buckets of customer_id (0: none, as on confirm and cancel) and
  * of the client for a try, for code. Returns GW_GUARD_GO when no bucket
  * applies (all turned off) or every bucket that applies is known from memory
- * to hold a try (the check cache above; the request is guarded all the same:
- * a failure spends), or GW_GUARD_PENDING: then either cb(arg) runs
+ * to hold a try (the check cache or the spent set above; the request is
+ * guarded all the same: a failure spends), or GW_GUARD_PENDING: then either cb(arg) runs
  * once (a try is there in each bucket, or Redis refused to run a bucket's
  * script: it does not apply), or the guard answered req (429; 503 when Redis
  * is unreachable or late) and cb never runs. app is borrowed.
@@ -391,7 +387,10 @@ void gw_guard_sync_add(const char *bucket_key, size_t len, int64_t full_at);
  */
 void gw_guard_sync_loaded(int64_t dropped_until);
 
-/* A message of GW_GUARD_CHANNEL ("FULL_AT BUCKETKEY", len bytes); one that does not parse is ignored. */
+/*
+ * A message of GW_GUARD_CHANNEL ("FULL_AT BUCKETKEY", len bytes): the bucket
+ * goes in the spent set; one that does not parse is dropped.
+ */
 void gw_guard_heard(const char *msg, size_t len);
 
 #endif
