@@ -9,20 +9,23 @@
 # - a customer and an address never spent are answered from memory on B: the
 #   checks from memory grow and the checks asked of Redis do not;
 # - a gateway D whose Redis user may not subscribe to voucher-guard (the ACL
-#   of before) asks Redis for every check, and the limits hold there.
+#   of before) asks Redis for every check, and the limits hold there;
+# - a gateway E on the ACL of deploy/README.md (with &voucher-guard) syncs and
+#   publishes its spends.
 # Client addresses are made up per run (198.18.0.0/15), sent in
 # X-Forwarded-For through gateways that trust 127.0.0.1.
 source "$(dirname "$0")/lib.sh"
-plan 14
+plan 17
 
 b_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 40)) b_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 41))
 c_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 42)) c_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 43))
 d_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 44)) d_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 45))
+e_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 46)) e_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 47))
 hostport=${VOUCHER_REDIS_URL#redis://}
 hostport=${hostport%%/*}
 redis_user=gs_$RANDOM$RANDOM
 redis_pw=pw-$(head -c12 /dev/urandom | od -An -tx1 | tr -d ' \n')
-trap 'for g in b c d; do daemon_stop "$test_name-gateway-$g"; done
+trap 'for g in b c d e; do daemon_stop "$test_name-gateway-$g"; done
       rcli ACL DELUSER "$redis_user" >/dev/null 2>&1; finish' EXIT
 
 unset VOUCHER_API_TOKEN
@@ -116,3 +119,15 @@ is "$(($(checks "$d_admin" redis) - red0)) $(checks "$d_admin" memory) $(synced 
   "12 $mem0 0" "D asked Redis for every check (two buckets, six tries), none from memory, never synced"
 try "$d_addr" "$ipx" "$x" "$real"
 is "$status" 429 "D refuses X too"
+
+# --- The ACL of deploy/README.md (with &voucher-guard) is enough: a gateway on
+# it subscribes, loads the index, and its spends are indexed and published.
+rcli ACL SETUSER "$redis_user" resetchannels '&voucher-rules' '&voucher-guard' >/dev/null
+start_other e "$e_addr" "$e_admin" VOUCHER_REDIS_URL="redis://$redis_user:$redis_pw@$hostport/0"
+is "$(wait_for 1 30 synced "$e_admin")" 1 "gateway E on the deploy ACL is subscribed and loaded"
+z=$((base_customer + 4))
+heard0=$(metric "$b_admin" voucher_gateway_guard_spends_heard_total)
+try "$e_addr" "$(ip)" "$z" "${p}_NOE"
+metric_wait "$b_admin" voucher_gateway_guard_spends_heard_total $((heard0 + 2)) 10
+ok $? "E's failure is indexed and published (B heard its two spends)"
+is "$(metric "$e_admin" voucher_gateway_guard_index_errors_total)" 0 "E had no index errors"
