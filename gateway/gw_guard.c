@@ -831,6 +831,8 @@ int gw_guard_spent_wanted(void)
 
 void gw_guard_sync_lost(void)
 {
+    if (!cache_ready)
+        return; /* never configured: nothing to trust */
     uv_mutex_lock(&cache_lock);
     gw_guard_spent_sync(&spent_set, 0);
     uv_mutex_unlock(&cache_lock);
@@ -847,6 +849,8 @@ void gw_guard_sync_add(const char *bucket_key, size_t len, int64_t full_at)
     uint64_t skey = gw_guard_spent_key(bucket_key, len);
     int64_t now = redis_now();
 
+    if (!cache_ready)
+        return;
     uv_mutex_lock(&cache_lock);
     gw_guard_spent_add(&spent_set, skey, full_at, now);
     uv_mutex_unlock(&cache_lock);
@@ -854,6 +858,8 @@ void gw_guard_sync_add(const char *bucket_key, size_t len, int64_t full_at)
 
 void gw_guard_sync_loaded(int64_t dropped_until)
 {
+    if (!cache_ready)
+        return; /* never configured: nothing to trust */
     uv_mutex_lock(&cache_lock);
     if (dropped_until > spent_set.dropped_until)
         spent_set.dropped_until = dropped_until;

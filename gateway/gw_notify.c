@@ -23,6 +23,8 @@
 #define GW_NOTIFY_RETRY_MS 1000 /* pause before connecting again */
 #define GW_NOTIFY_CLOCK_MS 10000 /* how often Redis's clock is read again (the spent set) */
 #define GW_NOTIFY_INDEX_MAX GW_GUARD_SPENT_SLOTS /* index entries loaded at most */
+#define GW_NOTIFY_PING_MS 1000 /* a PING on the subscription this often (the spent set) */
+#define GW_NOTIFY_PONG_MS 3000 /* unanswered this long: the subscription is taken as lost */
 
 /*
  * The nodes the listener may subscribe on: the URL's one node, or every seed
@@ -47,6 +49,8 @@ struct gw_notify {
     int guard_loaded;     /* and the index was loaded since it began */
     int guard_warned;
     int64_t last_load_ms; /* monotonic: the last load or clock reading tried */
+    int64_t ping_ms;      /* monotonic: when the last PING was sent */
+    int ping_pending;     /* its pong has not come */
 };
 
 /* Whether reply (freed here) is an answer, not an error or a broken connection. */
@@ -194,6 +198,41 @@ static int load_index(gw_notify_t *n)
 }
 
 /*
+ * Whether the subscription still answers, for the spent set: a connection
+ * that hangs without closing (a partition, a paused Redis) would otherwise
+ * leave the set trusted while deaf. A PING every GW_NOTIFY_PING_MS (allowed
+ * while subscribed); its pong not back within GW_NOTIFY_PONG_MS is a gap.
+ * Returns 0, or -1 to drop the connection. Only with the limits on: the rules'
+ * listener alone keeps its behaviour.
+ */
+static int still_heard(gw_notify_t *n, redisContext *ctx)
+{
+    int64_t now = vc_time_mono_ms();
+    int done = 0;
+
+    if (!n->url)
+        return 0;
+    if (n->ping_pending) {
+        if (now - n->ping_ms < GW_NOTIFY_PONG_MS)
+            return 0;
+        vc_warn("guessing limits: the subscription to %s did not answer a PING in %d ms; "
+                "subscribing again (every check asks Redis meanwhile)",
+                GW_GUARD_CHANNEL, GW_NOTIFY_PONG_MS);
+        return -1;
+    }
+    if (now - n->ping_ms < GW_NOTIFY_PING_MS)
+        return 0;
+    if (redisAppendCommand(ctx, "PING") != REDIS_OK)
+        return -1;
+    while (!done)
+        if (redisBufferWrite(ctx, &done) != REDIS_OK)
+            return -1;
+    n->ping_ms = now;
+    n->ping_pending = 1;
+    return 0;
+}
+
+/*
  * The spent set's upkeep, on each turn of the listener: loads the index once
  * subscribed (again every GW_NOTIFY_RETRY_MS until it works), then reads
  * Redis's clock again every GW_NOTIFY_CLOCK_MS.
@@ -220,8 +259,13 @@ static void guard_upkeep(gw_notify_t *n)
  * set; ["message", channel, code] of the rules' channel voids code's rules;
  * anything else is ignored.
  */
-static void handle(const redisReply *r)
+static void handle(gw_notify_t *n, const redisReply *r)
 {
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+        r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "pong") == 0) {
+        n->ping_pending = 0;
+        return;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") != 0 ||
         r->element[2]->type != REDIS_REPLY_STRING)
@@ -277,6 +321,8 @@ static void *listen_main(void *arg)
             continue;
         }
         warned = 0;
+        n->ping_ms = vc_time_mono_ms();
+        n->ping_pending = 0;
         /* Messages sent while this gateway did not listen are lost: read every rule anew. */
         gw_rules_changed_all();
         while (!atomic_load(&n->stop)) {
@@ -284,6 +330,8 @@ static void *listen_main(void *arg)
             void *reply = NULL;
             int ready;
 
+            if (still_heard(n, ctx) != 0)
+                break;
             guard_upkeep(n);
             ready = poll(&pfd, 1, GW_NOTIFY_POLL_MS);
 
@@ -292,13 +340,14 @@ static void *listen_main(void *arg)
             if (ready < 0 || (ready > 0 && redisBufferRead(ctx) != REDIS_OK))
                 break;
             while (redisGetReplyFromReader(ctx, &reply) == REDIS_OK && reply) {
-                handle(reply);
+                handle(n, reply);
                 freeReplyObject(reply);
                 reply = NULL;
             }
             if (ctx->err)
                 break;
         }
+        gw_guard_sync_lost(); /* at once, not after the pause below */
         redisFree(ctx);
         /* The node went away: the next seed first (a cluster node may stay down). */
         n->next = (n->next + 1) % n->nodes.nseeds;

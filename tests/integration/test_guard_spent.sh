@@ -9,13 +9,14 @@
 # - a customer and an address never spent are answered from memory on B: the
 #   checks from memory grow and the checks asked of Redis do not;
 # - a gateway D whose Redis user may not subscribe to voucher-guard (the ACL
-#   of before) asks Redis for every check, and the limits hold there;
+#   of before) asks Redis for every check, and the limits hold there; a
+#   subscription that stops answering (Redis paused) is a gap too;
 # - a gateway E on the ACL of deploy/README.md (with &voucher-guard) syncs and
 #   publishes its spends.
 # Client addresses are made up per run (198.18.0.0/15), sent in
 # X-Forwarded-For through gateways that trust 127.0.0.1.
 source "$(dirname "$0")/lib.sh"
-plan 17
+plan 19
 
 b_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 40)) b_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 41))
 c_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 42)) c_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 43))
@@ -98,6 +99,12 @@ start_other c "$c_addr" "$c_admin"
 is "$(wait_for 1 30 synced "$c_admin")" 1 "gateway C, started after the spends, is subscribed and loaded"
 try "$c_addr" "$ipx" "$x" "$real"
 is "$status" 429 "C refuses X from the start (the index), not a pass from memory"
+
+# --- A subscription that stops answering (Redis paused: no close, no data)
+# is a gap: B stops trusting the set until it subscribed and loaded again.
+rcli CLIENT PAUSE 4000 ALL >/dev/null
+is "$(wait_for 0 8 synced "$b_admin")" 0 "Redis paused: B's unanswered PING makes it stop trusting the set"
+is "$(wait_for 1 20 synced "$b_admin")" 1 "Redis back: B subscribed and loaded again"
 
 # --- (d) a Redis user without the channel (the ACL before voucher-guard):
 # the set is never trusted, every check asks Redis, and the limits hold.
