@@ -627,6 +627,7 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     guard_t *g;
     int rc, ask = 0, trusted;
     int64_t now_ms, rnow;
+    uint64_t skey[B_COUNT] = {0, 0};
 
     if (customer_id == 0 && !guard_confirm_cancel)
         return GW_GUARD_GO;
@@ -661,21 +662,23 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
      */
     now_ms = (int64_t)uv_now(app->loop);
     rnow = redis_now();
+    for (int b = 0; b < B_COUNT; b++)
+        if (g->rate[b].tries > 0) {
+            g->ckey[b] = gw_guard_cache_key(g->key[b], &g->rate[b]);
+            skey[b] = gw_guard_spent_key(g->key[b], strlen(g->key[b]));
+        }
     uv_mutex_lock(&cache_lock);
     g->epoch = gw_guard_cache_epoch(&cache);
     trusted = gw_guard_spent_trusted(&spent_set, rnow);
     for (int b = 0; b < B_COUNT; b++) {
         if (g->rate[b].tries <= 0)
             continue;
-        g->ckey[b] = gw_guard_cache_key(g->key[b], &g->rate[b]);
         /*
          * Remembered to hold a try, or (the spent set) spent by nobody since
          * this gateway's subscription and index load: full.
          */
         if (gw_guard_cache_has(&cache, g->ckey[b], now_ms) ||
-            (trusted && !gw_guard_spent_has(&spent_set,
-                                            gw_guard_spent_key(g->key[b], strlen(g->key[b])),
-                                            rnow)))
+            (trusted && !gw_guard_spent_has(&spent_set, skey[b], rnow)))
             g->state[b] = T_CHECKED;
         else
             ask++;
@@ -803,10 +806,11 @@ void gw_guard_settle(gw_request_t *req, int status)
              * before the spent set.
              */
             int64_t one_try = (g->rate[b].window_ms + g->rate[b].tries - 1) / g->rate[b].tries + 1;
+            int64_t rnow = redis_now();
 
             uv_mutex_lock(&cache_lock);
             gw_guard_cache_fail(&cache, g->ckey[b]);
-            gw_guard_spent_add(&spent_set, skey, redis_now() + one_try, redis_now());
+            gw_guard_spent_add(&spent_set, skey, rnow + one_try, rnow);
             uv_mutex_unlock(&cache_lock);
             if (!sp) {
                 /* Spent all the same, only not indexed: the crash case of gw_guard.h. */
