@@ -18,10 +18,10 @@
 source "$(dirname "$0")/lib.sh"
 plan 19
 
-b_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 40)) b_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 41))
-c_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 42)) c_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 43))
-d_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 44)) d_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 45))
-e_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 46)) e_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 47))
+b_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 60)) b_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 61))
+c_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 62)) c_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 63))
+d_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 64)) d_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 65))
+e_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 66)) e_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 67))
 hostport=${VOUCHER_REDIS_URL#redis://}
 hostport=${hostport%%/*}
 redis_user=gs_$RANDOM$RANDOM
