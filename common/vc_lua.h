@@ -27,5 +27,6 @@ extern const char vc_lua_load[];
 extern const char vc_lua_limit[];
 extern const char vc_lua_limit_sync[];
 extern const char vc_lua_guard_bucket[]; /* gateway/gw_guard.h */
+extern const char vc_lua_guard_index[];  /* gateway/gw_guard.h, the spent set */
 
 #endif

@@ -28,6 +28,7 @@ const char *const gw_app_scripts[GW_SCRIPT_COUNT] = {
     [GW_SCRIPT_LOAD] = vc_lua_load,
     [GW_SCRIPT_LIMIT] = vc_lua_limit,
     [GW_SCRIPT_GUARD] = vc_lua_guard_bucket,
+    [GW_SCRIPT_GUARD_INDEX] = vc_lua_guard_index,
 };
 
 /*

@@ -35,6 +35,7 @@ enum {
     GW_SCRIPT_LOAD,
     GW_SCRIPT_LIMIT,
     GW_SCRIPT_GUARD, /* guard_bucket.lua (gw_guard.h) */
+    GW_SCRIPT_GUARD_INDEX, /* guard_index.lua (gw_guard.h, the spent set) */
     GW_SCRIPT_COUNT,
 };
 

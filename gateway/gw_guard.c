@@ -142,6 +142,86 @@ uint64_t gw_guard_cache_key(const char *bucket_key, const gw_guard_rate_t *rate)
     return h ? h : 1;
 }
 
+/* ---- pure: the spent set ---- */
+
+#define SPENT_MASK (GW_GUARD_SPENT_SLOTS - 1)
+
+void gw_guard_spent_init(gw_guard_spent_t *s)
+{
+    memset(s, 0, sizeof(*s));
+}
+
+void gw_guard_spent_add(gw_guard_spent_t *s, uint64_t key, int64_t full_at, int64_t now)
+{
+    int free_slot = -1;
+
+    if (full_at + GW_GUARD_SPENT_MARGIN_MS <= now)
+        return; /* full again already */
+    /*
+     * A slot is never emptied, only reused once its time passed, so a key is
+     * always found before the first never-used slot of its probe.
+     */
+    for (int i = 0; i < GW_GUARD_SPENT_PROBE; i++) {
+        int k = (int)((key + (uint64_t)i) & SPENT_MASK);
+        if (s->slot[k].key == key) {
+            if (full_at > s->slot[k].full_at)
+                s->slot[k].full_at = full_at;
+            return;
+        }
+        if (free_slot < 0 && s->slot[k].key != 0 &&
+            s->slot[k].full_at + GW_GUARD_SPENT_MARGIN_MS <= now)
+            free_slot = k;
+        if (s->slot[k].key == 0) {
+            if (free_slot < 0)
+                free_slot = k;
+            break;
+        }
+    }
+    if (free_slot < 0) {
+        /* No room: the set no longer knows every spent bucket until this one is full. */
+        if (full_at > s->dropped_until)
+            s->dropped_until = full_at;
+        return;
+    }
+    s->slot[free_slot].key = key;
+    s->slot[free_slot].full_at = full_at;
+}
+
+int gw_guard_spent_has(const gw_guard_spent_t *s, uint64_t key, int64_t now)
+{
+    for (int i = 0; i < GW_GUARD_SPENT_PROBE; i++) {
+        int k = (int)((key + (uint64_t)i) & SPENT_MASK);
+        if (s->slot[k].key == key)
+            return now < s->slot[k].full_at + GW_GUARD_SPENT_MARGIN_MS;
+        if (s->slot[k].key == 0)
+            return 0;
+    }
+    return 0;
+}
+
+void gw_guard_spent_sync(gw_guard_spent_t *s, int synced)
+{
+    s->synced = synced;
+}
+
+int gw_guard_spent_trusted(const gw_guard_spent_t *s, int64_t now)
+{
+    return s->synced && now >= s->dropped_until + GW_GUARD_SPENT_MARGIN_MS;
+}
+
+uint64_t gw_guard_spent_key(const char *bucket_key, size_t len)
+{
+    char text[GW_GUARD_KEY_MAX];
+    uint64_t h;
+
+    if (len >= sizeof(text))
+        len = sizeof(text) - 1;
+    memcpy(text, bucket_key, len);
+    text[len] = '\0';
+    h = vc_hash_str(text);
+    return h ? h : 1;
+}
+
 /* ---- pure: addresses ---- */
 
 /* Parses text (len bytes, spaces around ignored) as IPv4 or IPv6; returns 4, 6, or 0. */
@@ -323,6 +403,19 @@ static vc_metric_t *refused_customer, *refused_ip, *spent, *errors, *from_memory
 static gw_guard_cache_t cache;
 static uv_mutex_t cache_lock;
 static int cache_ready;
+/*
+ * The spent set (gw_guard.h), under cache_lock too: filled by the listener
+ * thread and by this gateway's own spends, read by every check.
+ */
+static gw_guard_spent_t spent_set;
+static _Atomic int64_t redis_offset_ms; /* Redis's clock minus the monotonic one */
+static vc_metric_t *index_errors, *in_sync, *heard;
+
+/* Redis's clock as this gateway reads it (gw_guard.h, the spent set). */
+static int64_t redis_now(void)
+{
+    return vc_time_mono_ms() + atomic_load(&redis_offset_ms);
+}
 
 void gw_guard_set_resolver(gw_guard_resolver_fn fn)
 {
@@ -360,12 +453,23 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
                             "Bucket checks, by where the answer came from: remembered (a try was "
                             "there and no failure since, gw_guard.h) or asked of Redis.",
                             "source=\"redis\"");
+    index_errors = vc_counter("voucher_gateway_guard_index_errors_total",
+                              "Spends that could not be indexed and published (guard_index.lua): "
+                              "other gateways learn them only from their own failures.",
+                              NULL);
+    in_sync = vc_gauge("voucher_gateway_guard_spent_synced",
+                       "1 while the spent set is trusted: subscribed to voucher-guard and "
+                       "guard:index loaded since (gw_guard.h); 0: every check asks Redis.",
+                       NULL);
+    heard = vc_counter("voucher_gateway_guard_spends_heard_total",
+                       "Spends of other gateways (and this one's) heard on voucher-guard.", NULL);
     if (!cache_ready) {
         if (uv_mutex_init(&cache_lock) != 0) {
             snprintf(err, errlen, "cannot create the guard's lock");
             return VC_ERR_NOMEM;
         }
         gw_guard_cache_init(&cache);
+        gw_guard_spent_init(&spent_set);
         cache_ready = 1;
     }
     return gw_guard_proxies_parse(cfg->trusted_proxies, &proxies, err, errlen);
@@ -521,8 +625,9 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     gw_guard_limits_t limits = defaults;
     char client[GW_GUARD_ADDR_MAX], customer[VC_I64_TEXT];
     guard_t *g;
-    int rc, ask = 0;
-    int64_t now_ms;
+    int rc, ask = 0, trusted;
+    int64_t now_ms, rnow;
+    uint64_t skey[B_COUNT] = {0, 0};
 
     if (customer_id == 0 && !guard_confirm_cancel)
         return GW_GUARD_GO;
@@ -556,13 +661,24 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
      * is no part of the argument, only of how much is remembered.
      */
     now_ms = (int64_t)uv_now(app->loop);
+    rnow = redis_now();
+    for (int b = 0; b < B_COUNT; b++)
+        if (g->rate[b].tries > 0) {
+            g->ckey[b] = gw_guard_cache_key(g->key[b], &g->rate[b]);
+            skey[b] = gw_guard_spent_key(g->key[b], strlen(g->key[b]));
+        }
     uv_mutex_lock(&cache_lock);
     g->epoch = gw_guard_cache_epoch(&cache);
+    trusted = gw_guard_spent_trusted(&spent_set, rnow);
     for (int b = 0; b < B_COUNT; b++) {
         if (g->rate[b].tries <= 0)
             continue;
-        g->ckey[b] = gw_guard_cache_key(g->key[b], &g->rate[b]);
-        if (gw_guard_cache_has(&cache, g->ckey[b], now_ms))
+        /*
+         * Remembered to hold a try, or (the spent set) spent by nobody since
+         * this gateway's subscription and index load: full.
+         */
+        if (gw_guard_cache_has(&cache, g->ckey[b], now_ms) ||
+            (trusted && !gw_guard_spent_has(&spent_set, skey[b], rnow)))
             g->state[b] = T_CHECKED;
         else
             ask++;
@@ -592,18 +708,70 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     return GW_GUARD_PENDING;
 }
 
+/* A spend in flight: what its answer needs (malloc'd, freed by spent_cb). */
+typedef struct {
+    gw_redis_t *redis;
+    uint64_t ckey, skey;
+    char key[GW_GUARD_KEY_MAX];
+} spend_t;
+
+/* A spend whose answer is not used (no memory for what the index needs). */
+static void unindexed_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    (void)arg;
+    (void)rc;
+    (void)reply;
+}
+
+/* guard_index.lua answered: a failure is counted and said at most every 10 s. */
+static void indexed_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    static _Atomic int64_t last_log_ms;
+    int64_t now = vc_time_mono_ms(), last = atomic_load(&last_log_ms);
+
+    (void)arg;
+    (void)reply;
+    if (rc == 0)
+        return;
+    vc_metric_add(index_errors, 1);
+    if (now - last >= 10000 && atomic_compare_exchange_strong(&last_log_ms, &last, now))
+        vc_warn("guessing limits: a spend could not be indexed and published (%s); an ACL user "
+                "needs ~guard:* and &" GW_GUARD_CHANNEL " (deploy/README.md)",
+                vc_strerror(rc));
+}
+
 /*
  * A failure's spend was answered (or failed): forgets the bucket again, for
  * a check another worker sent on its own connection after this failure was
- * settled, which Redis may have run before the spend (gw_guard.h).
+ * settled, which Redis may have run before the spend (gw_guard.h); then puts
+ * the bucket in this gateway's spent set with the time the script gave, and
+ * indexes and publishes it for the others (guard_index.lua: ZADD, then
+ * PUBLISH, on guard:index's node).
  */
 static void spent_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
-    (void)rc;
-    (void)reply;
+    spend_t *sp = arg;
+    int64_t full_at = 0;
+
+    if (rc == 0 && reply && reply->n >= 2 && reply->item[1].type == GW_REDIS_INT)
+        full_at = reply->item[1].integer;
     uv_mutex_lock(&cache_lock);
-    gw_guard_cache_fail(&cache, (uint64_t)(uintptr_t)arg);
+    gw_guard_cache_fail(&cache, sp->ckey);
+    if (full_at > 0)
+        gw_guard_spent_add(&spent_set, sp->skey, full_at, redis_now());
     uv_mutex_unlock(&cache_lock);
+    if (full_at > 0) {
+        char at[VC_I64_TEXT];
+        const char *keys[] = {GW_GUARD_INDEX_KEY};
+        const char *args[] = {sp->key, at};
+        int irc;
+
+        vc_i64_text(at, full_at);
+        if ((irc = gw_redis_eval(sp->redis, GW_SCRIPT_GUARD_INDEX, indexed_cb, NULL, 1, keys, 2,
+                                 args)) != 0)
+            indexed_cb(NULL, irc, NULL);
+    }
+    free(sp);
 }
 
 void gw_guard_mark(gw_request_t *req, int failed)
@@ -629,11 +797,90 @@ void gw_guard_settle(gw_request_t *req, int status)
         vc_metric_add(spent, 1);
     for (int b = 0; b < B_COUNT; b++)
         if (g->state[b] == T_CHECKED) {
+            spend_t *sp = malloc(sizeof(*sp));
+            uint64_t skey = gw_guard_spent_key(g->key[b], strlen(g->key[b]));
+            /*
+             * In this gateway's spent set at once, until the earliest the
+             * bucket can be full again (one try's refill; the spend's answer
+             * gives the real time): its next checks ask Redis, as they did
+             * before the spent set.
+             */
+            int64_t one_try = (g->rate[b].window_ms + g->rate[b].tries - 1) / g->rate[b].tries + 1;
+            int64_t rnow = redis_now();
+
             uv_mutex_lock(&cache_lock);
             gw_guard_cache_fail(&cache, g->ckey[b]);
+            gw_guard_spent_add(&spent_set, skey, rnow + one_try, rnow);
             uv_mutex_unlock(&cache_lock);
-            /* The cache key rides in the pointer: only its slot bits are read back. */
-            if (run_bucket(g, b, "spend", spent_cb, (void *)(uintptr_t)g->ckey[b]) != 0)
-                spent_cb((void *)(uintptr_t)g->ckey[b], VC_ERR_UNAVAILABLE, NULL);
+            if (!sp) {
+                /* Spent all the same, only not indexed: the crash case of gw_guard.h. */
+                run_bucket(g, b, "spend", unindexed_cb, NULL);
+                continue;
+            }
+            sp->redis = g->app->redis;
+            sp->ckey = g->ckey[b];
+            sp->skey = skey;
+            memcpy(sp->key, g->key[b], sizeof(sp->key));
+            if (run_bucket(g, b, "spend", spent_cb, sp) != 0)
+                spent_cb(sp, VC_ERR_UNAVAILABLE, NULL);
         }
+}
+
+/* ---- the spent set's feed ---- */
+
+int gw_guard_spent_wanted(void)
+{
+    return defaults.customer.tries > 0 || defaults.ip.tries > 0 || resolver != NULL;
+}
+
+void gw_guard_sync_lost(void)
+{
+    if (!cache_ready)
+        return; /* never configured: nothing to trust */
+    uv_mutex_lock(&cache_lock);
+    gw_guard_spent_sync(&spent_set, 0);
+    uv_mutex_unlock(&cache_lock);
+    vc_metric_set(in_sync, 0);
+}
+
+void gw_guard_sync_clock(int64_t offset_ms)
+{
+    atomic_store(&redis_offset_ms, offset_ms);
+}
+
+void gw_guard_sync_add(const char *bucket_key, size_t len, int64_t full_at)
+{
+    uint64_t skey = gw_guard_spent_key(bucket_key, len);
+    int64_t now = redis_now();
+
+    if (!cache_ready)
+        return;
+    uv_mutex_lock(&cache_lock);
+    gw_guard_spent_add(&spent_set, skey, full_at, now);
+    uv_mutex_unlock(&cache_lock);
+}
+
+void gw_guard_sync_loaded(int64_t dropped_until)
+{
+    if (!cache_ready)
+        return; /* never configured: nothing to trust */
+    uv_mutex_lock(&cache_lock);
+    if (dropped_until > spent_set.dropped_until)
+        spent_set.dropped_until = dropped_until;
+    gw_guard_spent_sync(&spent_set, 1);
+    uv_mutex_unlock(&cache_lock);
+    vc_metric_set(in_sync, 1);
+}
+
+void gw_guard_heard(const char *msg, size_t len)
+{
+    int64_t full_at = 0;
+    size_t i = 0;
+
+    while (i < len && msg[i] >= '0' && msg[i] <= '9' && i < 18)
+        full_at = full_at * 10 + (msg[i++] - '0');
+    if (i == 0 || i >= len || msg[i] != ' ' || i + 1 == len)
+        return;
+    gw_guard_sync_add(msg + i + 1, len - i - 1, full_at);
+    vc_metric_add(heard, 1);
 }

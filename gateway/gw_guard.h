@@ -7,14 +7,15 @@
  * The flow of a guarded request (quote, reservation, confirm, cancel):
  * 1. gw_guard_enter(), before the code is looked up: both buckets are checked
  *    for a try, one read-only script each, pipelined in one round trip (a
- *    bucket remembered to hold a try is answered from memory: the check
- *    cache below). An
+ *    bucket remembered to hold a try, or one that no gateway spent, is
+ *    answered from memory: the check cache and the spent set below). An
  *    empty bucket answers 429 TOO_MANY_ATTEMPTS with Retry-After at once
  *    (nothing is looked up, so an empty bucket learns nothing).
  * 2. The route answers as it always did.
  * 3. gw_guard_settle(), from the observer of every answer: an answer that is
  *    a failed try (404 on a guarded route, or marked with gw_guard_mark())
- *    spends one try of each bucket; any other answer (a success, a sold-out
+ *    spends one try of each bucket, and each spend is then indexed and
+ *    published (guard_index.lua); any other answer (a success, a sold-out
  *    answer, a 503) spends nothing and writes nothing.
  * Tries in flight: requests sent together all pass the check before any of
  * them spends, so a spend may take a bucket below zero (debt, down to
@@ -149,14 +150,9 @@ int64_t gw_guard_retry_after_s(int64_t retry_ms);
  *   it), as before up to which gateways the tries in flight sit on; the debt
  *   floor (GW_GUARD_MAX_DEBT) forgives only past that many tries owed.
  *
- * The cache says only "a try was there": a customer never seen before still
- * costs one round trip (its bucket is absent in Redis, and nothing here can
- * know that no other gateway spent it). The IP bucket of a proxy or an order
- * service that sends every customer's requests is the one it spares. Knowing
- * "nobody spent it" needs every spend published and, at start and after a
- * gap, an index of the buckets not full: without the index a gateway that
- * starts would trust buckets in debt, and a guesser would get a burst per
- * start (proto/redis-keys.md, "Not done: no round trip for a new customer").
+ * The cache says only "a try was there". The opposite knowledge, "nobody
+ * spent this bucket", which spares the round trip of a customer never seen
+ * before, is the spent set below.
  *
  * Keys are a keyed hash of the bucket's key and its rate (a campaign whose
  * limits change gets other entries); slots are direct-mapped and
@@ -199,6 +195,96 @@ void gw_guard_cache_fail(gw_guard_cache_t *c, uint64_t key);
 
 /* The cache key of a bucket: a keyed hash of its Redis key and its rate; never 0. */
 uint64_t gw_guard_cache_key(const char *bucket_key, const gw_guard_rate_t *rate);
+
+/* ---- pure: the buckets other gateways spent (the spent set) ---- */
+
+/*
+ * The opposite knowledge of the check cache: "no gateway spent this bucket",
+ * which answers a customer never seen before without a round trip. Every
+ * spend's answer (guard_bucket.lua: when the bucket is full again, Redis's
+ * clock) is put in guard:index and then published on voucher-guard, in that
+ * order and in one script on guard:index's node (common/lua/guard_index.lua).
+ * Each gateway keeps the buckets spent and not yet full: what it hears, what
+ * it spends itself, and, after each subscription, the index read once
+ * subscribed. A check of a bucket not in the set is answered from memory
+ * ("full: a try is there") only while the set is trusted: subscribed, the
+ * index loaded since, and no entry dropped for room whose time has not
+ * passed. Otherwise, and for a bucket in the set, Redis is asked as before.
+ *
+ * Why the guarantees still hold (proto/redis-keys.md, "Guessing limits"):
+ * - Every failed try is still spent in Redis, into debt when need be; a
+ *   memory answer changes which tries pass, never what a failure costs.
+ * - The index is read after subscribing and each spend is indexed before it
+ *   is published, so a spend is either in what a gateway loaded or a message
+ *   it hears: a gateway that starts, or comes back after a gap, never trusts
+ *   a bucket in debt. A bucket stays in the set until its full-again time
+ *   (plus GW_GUARD_SPENT_MARGIN_MS for the clock conversion below), so a
+ *   bucket answered from memory is one nobody spent, or one full again.
+ * - What passes wrongly is what was in flight while a spend's message
+ *   travelled (the spender's own set takes the bucket at once): failures on
+ *   other gateways during those milliseconds, all spent, into debt: the
+ *   "tries in flight" burst above, and the debt is paid before Redis sees a
+ *   try again. Long run: capacity + rate x time + one burst per gateway per
+ *   message delay; the debt floor is unchanged.
+ * - A gateway that dies between the spend and guard_index.lua leaves that
+ *   spend known only to the bucket. Every other gateway may then answer the
+ *   bucket from memory, but its own first failure on it is spent, indexed
+ *   and published, and from then on it is in every set: at most the tries
+ *   in flight on each gateway until its first failure's spend is answered
+ *   (one burst per gateway, once per lost publication, all spent).
+ * - A gap (a lost connection, a node change, the channel refused by an ACL)
+ *   stops the trust until subscribed and loaded again; the set keeps what it
+ *   had (an entry is only ever a reason to ask Redis).
+ *
+ * Times are Redis's (TIME, ms since the epoch) everywhere in the set: the
+ * gateway reads "Redis now" as its monotonic clock plus an offset learnt from
+ * TIME when it loads the index (taken at the end of that round trip, so it
+ * is never ahead of Redis's clock), and keeps an entry GW_GUARD_SPENT_MARGIN_MS
+ * past its time, for the drift of the two clocks between loads.
+ *
+ * Keys are vc_hash_str() of the bucket's Redis key (a message names no rate:
+ * any spend of the key counts). Open addressing, probed at most
+ * GW_GUARD_SPENT_PROBE slots; an entry whose time passed is free again. An
+ * entry that finds no room is dropped and the set is not complete until its
+ * time (plus the margin) passes.
+ */
+#define GW_GUARD_SPENT_SLOTS 65536 /* a power of two */
+#define GW_GUARD_SPENT_PROBE 32
+#define GW_GUARD_SPENT_MARGIN_MS 1000
+
+typedef struct {
+    int synced;              /* subscribed and the index loaded since */
+    int64_t dropped_until;   /* incomplete until then (Redis's clock), or 0 */
+    struct {
+        uint64_t key;    /* 0: never used */
+        int64_t full_at; /* Redis's clock, ms */
+    } slot[GW_GUARD_SPENT_SLOTS];
+} gw_guard_spent_t;
+
+/* Empties s, not synced (all zero is that too). */
+void gw_guard_spent_init(gw_guard_spent_t *s);
+
+/*
+ * Bucket key (never 0) was spent and is full again at full_at; now is Redis's
+ * clock. Keeps the later time of an entry already there. An entry already
+ * full (full_at + margin <= now) is not kept.
+ */
+void gw_guard_spent_add(gw_guard_spent_t *s, uint64_t key, int64_t full_at, int64_t now);
+
+/* Whether bucket key is in s (spent and not full again) at now. */
+int gw_guard_spent_has(const gw_guard_spent_t *s, uint64_t key, int64_t now);
+
+/* Subscribed and loaded (1), or a gap began (0). */
+void gw_guard_spent_sync(gw_guard_spent_t *s, int synced);
+
+/*
+ * Whether a bucket absent from s may be taken as full at now: synced and no
+ * dropped entry still pending.
+ */
+int gw_guard_spent_trusted(const gw_guard_spent_t *s, int64_t now);
+
+/* The key of a bucket in the spent set: a keyed hash of its Redis key; never 0. */
+uint64_t gw_guard_spent_key(const char *bucket_key, size_t len);
 
 /* ---- pure: the client's address ---- */
 
@@ -254,8 +340,8 @@ typedef void (*gw_guard_cb)(void *arg);
  * Checks the buckets of customer_id (0: none, as on confirm and cancel) and
  * of the client for a try, for code. Returns GW_GUARD_GO when no bucket
  * applies (all turned off) or every bucket that applies is known from memory
- * to hold a try (the check cache above; the request is guarded all the same:
- * a failure spends), or GW_GUARD_PENDING: then either cb(arg) runs
+ * to hold a try (the check cache or the spent set above; the request is
+ * guarded all the same: a failure spends), or GW_GUARD_PENDING: then either cb(arg) runs
  * once (a try is there in each bucket, or Redis refused to run a bucket's
  * script: it does not apply), or the guard answered req (429; 503 when Redis
  * is unreachable or late) and cb never runs. app is borrowed.
@@ -276,5 +362,35 @@ void gw_guard_mark(gw_request_t *req, int failed);
  * anything else spends nothing.
  */
 void gw_guard_settle(gw_request_t *req, int status);
+
+/* ---- the spent set's feed (gw_notify.c, the listener thread) ---- */
+
+#define GW_GUARD_CHANNEL "voucher-guard"
+#define GW_GUARD_INDEX_KEY "guard:index"
+
+/* Whether this gateway keeps the spent set: guessing limits on (defaults or a resolver). */
+int gw_guard_spent_wanted(void);
+
+/* The subscription to GW_GUARD_CHANNEL is gone (or not made yet): every check asks Redis. */
+void gw_guard_sync_lost(void);
+
+/* Redis's clock is the monotonic clock plus offset_ms (learnt from TIME, never ahead). */
+void gw_guard_sync_clock(int64_t offset_ms);
+
+/* Bucket key (len bytes) is full again at full_at (Redis's clock): a loaded index entry. */
+void gw_guard_sync_add(const char *bucket_key, size_t len, int64_t full_at);
+
+/*
+ * The index was loaded after subscribing: the set is trusted from now on,
+ * except that, when the index held more than was loaded, not before
+ * dropped_until (Redis's clock; 0 when nothing was left out).
+ */
+void gw_guard_sync_loaded(int64_t dropped_until);
+
+/*
+ * A message of GW_GUARD_CHANNEL ("FULL_AT BUCKETKEY", len bytes): the bucket
+ * goes in the spent set; one that does not parse is dropped.
+ */
+void gw_guard_heard(const char *msg, size_t len);
 
 #endif

@@ -16,8 +16,10 @@
 -- checks). The clock is Redis's own (TIME), so gateways with skewed clocks
 -- share one bucket consistently.
 --
--- Returns {1, 0} (a try is there, or spent), or {0, retry_ms}: empty, and
--- the milliseconds until the next whole try.
+-- Returns, for check, {1, 0} (a try is there) or {0, retry_ms}: empty, and
+-- the milliseconds until the next whole try; for spend, {1, full_at}: when the
+-- bucket is full again, in Redis's clock (ms since the epoch, TIME), which the
+-- gateway then puts in guard:index and publishes (guard_index.lua).
 local MAX_DEBT = 1000000 -- GW_GUARD_MAX_DEBT, in tries
 local op = ARGV[1]
 local tries = tonumber(ARGV[2])
@@ -49,5 +51,6 @@ end
 level = math.max(-MAX_DEBT * window, level - window)
 redis.call('HSET', KEYS[1], 'level', string.format('%d', level), 'at', string.format('%d', now))
 -- Full again after this long: the key is then the same as absent.
-redis.call('PEXPIRE', KEYS[1], math.ceil((full - level) / tries) + 1)
-return {1, 0}
+local to_full = math.ceil((full - level) / tries) + 1
+redis.call('PEXPIRE', KEYS[1], to_full)
+return {1, now + to_full}

@@ -186,6 +186,75 @@ START_TEST(cache_remembers_a_try_until_a_failure)
 }
 END_TEST
 
+/*
+ * The spent set: a bucket is in it until its full-again time (plus the
+ * margin), a later spend moves that later, never earlier; the set is trusted
+ * only once synced, and after an entry found no room not before that entry's
+ * time passed.
+ */
+START_TEST(spent_set_add_expire_overflow_sync)
+{
+    static gw_guard_spent_t s; /* static: 1 MiB */
+    const int64_t now = 1764500000000; /* Redis's clock, ms */
+    const int64_t m = GW_GUARD_SPENT_MARGIN_MS;
+    uint64_t a = gw_guard_spent_key("guard:{cu:v:42}", strlen("guard:{cu:v:42}"));
+    uint64_t b = gw_guard_spent_key("guard:{cu:v:43}", strlen("guard:{cu:v:43}"));
+
+    gw_guard_spent_init(&s);
+    ck_assert_uint_ne(a, b);
+    ck_assert_uint_eq(a, gw_guard_spent_key("guard:{cu:v:42}xyz", strlen("guard:{cu:v:42}")));
+    /* Not synced: nothing absent is trusted, even with an empty set. */
+    ck_assert_int_eq(gw_guard_spent_trusted(&s, now), 0);
+    gw_guard_spent_sync(&s, 1);
+    ck_assert_int_eq(gw_guard_spent_trusted(&s, now), 1);
+    gw_guard_spent_sync(&s, 0);
+    ck_assert_int_eq(gw_guard_spent_trusted(&s, now), 0);
+    gw_guard_spent_sync(&s, 1);
+
+    /* Add and expiry: in the set until full_at + margin. */
+    ck_assert_int_eq(gw_guard_spent_has(&s, a, now), 0);
+    gw_guard_spent_add(&s, a, now + 5000, now);
+    ck_assert_int_eq(gw_guard_spent_has(&s, a, now), 1);
+    ck_assert_int_eq(gw_guard_spent_has(&s, b, now), 0);
+    ck_assert_int_eq(gw_guard_spent_has(&s, a, now + 5000 + m - 1), 1);
+    ck_assert_int_eq(gw_guard_spent_has(&s, a, now + 5000 + m), 0);
+    /* A later spend moves it later; an earlier time (a message late) does not shorten it. */
+    gw_guard_spent_add(&s, a, now + 9000, now + 1000);
+    gw_guard_spent_add(&s, a, now + 2000, now + 1000);
+    ck_assert_int_eq(gw_guard_spent_has(&s, a, now + 9000 + m - 1), 1);
+    ck_assert_int_eq(gw_guard_spent_has(&s, a, now + 9000 + m), 0);
+    /* An entry already full is not kept. */
+    gw_guard_spent_add(&s, b, now - m, now);
+    ck_assert_int_eq(gw_guard_spent_has(&s, b, now - m - 1), 0);
+
+    /*
+     * Overflow: keys that all probe from one slot fill its run; the next one
+     * is dropped and the set is not trusted until that one's time passed;
+     * the entries kept are still found, and a slot whose time passed is
+     * reused.
+     */
+    gw_guard_spent_init(&s);
+    gw_guard_spent_sync(&s, 1);
+    for (uint64_t k = 0; k < GW_GUARD_SPENT_PROBE; k++)
+        gw_guard_spent_add(&s, 7 + k * GW_GUARD_SPENT_SLOTS, now + 1000 + (int64_t)k, now);
+    ck_assert_int_eq(gw_guard_spent_trusted(&s, now), 1);
+    uint64_t extra = 7 + (uint64_t)GW_GUARD_SPENT_PROBE * GW_GUARD_SPENT_SLOTS;
+    gw_guard_spent_add(&s, extra, now + 60000, now);
+    ck_assert_int_eq(gw_guard_spent_has(&s, extra, now), 0);
+    ck_assert_int_eq(gw_guard_spent_trusted(&s, now), 0);
+    ck_assert_int_eq(gw_guard_spent_trusted(&s, now + 60000 + m - 1), 0);
+    ck_assert_int_eq(gw_guard_spent_trusted(&s, now + 60000 + m), 1);
+    for (uint64_t k = 0; k < GW_GUARD_SPENT_PROBE; k++)
+        ck_assert_int_eq(gw_guard_spent_has(&s, 7 + k * GW_GUARD_SPENT_SLOTS, now), 1);
+    /* Once the first entries are full, their slots take new ones. */
+    gw_guard_spent_add(&s, extra, now + 90000, now + 1000 + m);
+    ck_assert_int_eq(gw_guard_spent_has(&s, extra, now + 1000 + m), 1);
+    /* An unsynced set stays untrusted whatever its entries. */
+    gw_guard_spent_sync(&s, 0);
+    ck_assert_int_eq(gw_guard_spent_trusted(&s, now + 100000), 0);
+}
+END_TEST
+
 START_TEST(proxies_parse_and_contain)
 {
     gw_guard_proxies_t p;
@@ -277,6 +346,7 @@ int main(void)
     tcase_add_test(tc, bucket_retry_rounds_up);
     tcase_add_test(tc, bucket_check_and_spend_with_debt);
     tcase_add_test(tc, cache_remembers_a_try_until_a_failure);
+    tcase_add_test(tc, spent_set_add_expire_overflow_sync);
     tcase_add_test(tc, proxies_parse_and_contain);
     tcase_add_test(tc, client_address);
     suite_add_tcase(s, tc);
