@@ -181,6 +181,7 @@ typedef struct cmd {
     int64_t sent_ms;
     uint64_t sent_ns; /* uv_hrtime(): the round trip's histogram */
     int64_t deadline_ms;
+    int64_t blocks_ms; /* how long Redis may hold it by design (a WAIT's own timeout), else 0 */
     gw_redis_cb cb;
     void *arg;
     int done; /* cb has run (timed out, or handed to a retry): only the reply is awaited */
@@ -301,7 +302,7 @@ static void arm_deadline(gw_redis_t *r)
 
     if (!r->head || r->closing || uv_is_active((uv_handle_t *)&r->deadline_timer))
         return;
-    due = r->head->sent_ms + r->hung_ms;
+    due = r->head->sent_ms + r->hung_ms + r->head->blocks_ms;
     if (r->live && r->live->deadline_ms < due)
         due = r->live->deadline_ms;
     wait = due - vc_time_mono_ms();
@@ -354,7 +355,7 @@ static void deadline_cb(uv_timer_t *t)
         r->timeouts_unlogged = 0;
         r->timeout_logged_ms = now;
     }
-    if (r->head && r->head->sent_ms + r->hung_ms <= now) {
+    if (r->head && r->head->sent_ms + r->hung_ms + r->head->blocks_ms <= now) {
         int soerr = 0;
         socklen_t len = sizeof(soerr);
 
@@ -507,7 +508,7 @@ static int cmd_send(gw_redis_t *r, cmd_t *c)
     c->sent_ns = uv_hrtime();
     c->sent_ms = (int64_t)(c->sent_ns / 1000000);
     if (!c->deadline_ms)
-        c->deadline_ms = c->sent_ms + r->timeout_ms;
+        c->deadline_ms = c->sent_ms + r->timeout_ms + c->blocks_ms;
     list_add(r, c);
     arm_deadline(r);
     return 0;
@@ -617,6 +618,27 @@ int gw_redis_command(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc, const c
 }
 
 /*
+ * A command Redis holds for up to blocks_ms by design (WAIT): its deadline,
+ * and the time after which its connection is taken as hung, count that wait
+ * on top of the command timeout. Without it a WAIT timeout above the command
+ * timeout failed every WAIT that used it (503, "timed out"), and one above
+ * the hung time dropped the connection. The commands sent after it on the
+ * connection wait for its reply too, and fail no sooner than it does.
+ */
+static int command_blocking(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc,
+                            const char **argv, const size_t *argvlen, int64_t blocks_ms)
+{
+    cmd_t *c = cmd_new(r, argc, argv, argvlen);
+
+    if (!c)
+        return VC_ERR_NOMEM;
+    c->cb = cb;
+    c->arg = arg;
+    c->blocks_ms = blocks_ms;
+    return cmd_send(r, c);
+}
+
+/*
  * Puts a script's keys then its arguments after the argc strings of argv and
  * sets the lengths of all; returns the new count.
  */
@@ -688,7 +710,7 @@ int gw_redis_wait(gw_redis_t *r, const char *key, int64_t replicas, int64_t time
             return VC_ERR_UNAVAILABLE;
         r = child;
     }
-    return gw_redis_command(r, cb, arg, 3, argv, argvlen);
+    return command_blocking(r, cb, arg, 3, argv, argvlen, timeout_ms);
 }
 
 int gw_redis_same_node(const gw_redis_t *r, const char *a, const char *b)

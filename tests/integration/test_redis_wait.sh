@@ -5,7 +5,7 @@
 # hold kept and no event; a retry waits for the replicas as well (503 again
 # while none has it), and once it can, settles it (201 replayed, one row). With a replica attached, the same setting answers 201.
 source "$(dirname "$0")/lib.sh"
-plan 10
+plan 12
 
 reserve() { # CUSTOMER ORDER
   http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"
@@ -59,4 +59,25 @@ VOUCHER_REDIS_WAIT_REPLICAS=1 VOUCHER_REDIS_WAIT_TIMEOUT=2s start_gateway
 reserve 2 "$code-o2"
 is "$status" 201 "with a replica attached, WAIT 1 is met: 201"
 is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'" 2 20)" 2 \
+  "its row reaches PostgreSQL"
+
+# A replica slow to acknowledge while the WAIT timeout (2 s) is above the
+# command timeout (500 ms): the replica is stopped, the reservation's WAIT
+# blocks on the master, and the replica resumes once the command timeout has
+# passed. The WAIT's deadline counts its own wait, so the use is answered 201
+# once the replica has it, not 503 "timed out" at 500 ms (the code before).
+replica_pid=$(redis-cli -p "$replica_port" info server | tr -d '\r' | awk -F: '$1 == "process_id" { print $2 }')
+blocked() { redis-cli -p "${redis_host_port#*:}" info clients | tr -d '\r' | awk -F: '$1 == "blocked_clients" { print $2 }'; }
+kill -STOP "$replica_pid"
+started=$(now_ms)
+(reserve 3 "$code-o3"; echo "$status" >"$scratch/o3.status") &
+waiting=$!
+wait_for 1 10 blocked >/dev/null
+# Past the command timeout: what is under test is a deadline.
+while [ $(($(now_ms) - started)) -lt 900 ]; do sleep 0.05; done
+kill -CONT "$replica_pid"
+wait "$waiting"
+is "$(cat "$scratch/o3.status")" 201 \
+  "a replica that acknowledges after $(($(now_ms) - started)) ms, WAIT timeout 2 s: 201, not 503 at the 500 ms command timeout"
+is "$(wait_sql "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'" 3 20)" 3 \
   "its row reaches PostgreSQL"
