@@ -708,12 +708,24 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     return GW_GUARD_PENDING;
 }
 
-/* A spend in flight: what its answer needs (malloc'd, freed by spent_cb). */
+/*
+ * The spends of one failure (one per bucket checked) in flight: what their
+ * answers need, and one index script for all of them once the last answered
+ * (malloc'd, freed then). Both answers come on the worker's loop.
+ */
+typedef struct settle settle_t;
 typedef struct {
-    gw_redis_t *redis;
+    settle_t *settle;
     uint64_t ckey, skey;
+    int64_t full_at; /* the spend's answer: when the bucket is full again, 0 if none */
     char key[GW_GUARD_KEY_MAX];
 } spend_t;
+struct settle {
+    gw_redis_t *redis;
+    int pending; /* spends not answered yet */
+    int n;
+    spend_t spend[B_COUNT];
+};
 
 /* A spend whose answer is not used (no memory for what the index needs). */
 static void unindexed_cb(void *arg, int rc, const gw_redis_reply_t *reply)
@@ -741,37 +753,50 @@ static void indexed_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 }
 
 /*
+ * Indexes and publishes the buckets of a failure whose spends answered
+ * (guard_index.lua: ZADD, then PUBLISH, on guard:index's node), in one
+ * script for both: a failure costs its two spends and one index call.
+ */
+static void index_spends(settle_t *st)
+{
+    char at[B_COUNT][VC_I64_TEXT];
+    const char *keys[] = {GW_GUARD_INDEX_KEY};
+    const char *args[2 * B_COUNT];
+    int nargs = 0, irc;
+
+    for (int i = 0; i < st->n; i++) {
+        if (st->spend[i].full_at <= 0)
+            continue;
+        vc_i64_text(at[i], st->spend[i].full_at);
+        args[nargs++] = st->spend[i].key;
+        args[nargs++] = at[i];
+    }
+    if (nargs > 0 && (irc = gw_redis_eval(st->redis, GW_SCRIPT_GUARD_INDEX, indexed_cb, NULL, 1,
+                                          keys, nargs, args)) != 0)
+        indexed_cb(NULL, irc, NULL);
+    free(st);
+}
+
+/*
  * A failure's spend was answered (or failed): forgets the bucket again, for
  * a check another worker sent on its own connection after this failure was
  * settled, which Redis may have run before the spend (gw_guard.h); then puts
- * the bucket in this gateway's spent set with the time the script gave, and
- * indexes and publishes it for the others (guard_index.lua: ZADD, then
- * PUBLISH, on guard:index's node).
+ * the bucket in this gateway's spent set with the time the script gave. The
+ * last of the failure's spends indexes and publishes them for the others.
  */
 static void spent_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     spend_t *sp = arg;
-    int64_t full_at = 0;
 
     if (rc == 0 && reply && reply->n >= 2 && reply->item[1].type == GW_REDIS_INT)
-        full_at = reply->item[1].integer;
+        sp->full_at = reply->item[1].integer;
     uv_mutex_lock(&cache_lock);
     gw_guard_cache_fail(&cache, sp->ckey);
-    if (full_at > 0)
-        gw_guard_spent_add(&spent_set, sp->skey, full_at, redis_now());
+    if (sp->full_at > 0)
+        gw_guard_spent_add(&spent_set, sp->skey, sp->full_at, redis_now());
     uv_mutex_unlock(&cache_lock);
-    if (full_at > 0) {
-        char at[VC_I64_TEXT];
-        const char *keys[] = {GW_GUARD_INDEX_KEY};
-        const char *args[] = {sp->key, at};
-        int irc;
-
-        vc_i64_text(at, full_at);
-        if ((irc = gw_redis_eval(sp->redis, GW_SCRIPT_GUARD_INDEX, indexed_cb, NULL, 1, keys, 2,
-                                 args)) != 0)
-            indexed_cb(NULL, irc, NULL);
-    }
-    free(sp);
+    if (--sp->settle->pending == 0)
+        index_spends(sp->settle);
 }
 
 void gw_guard_mark(gw_request_t *req, int failed)
@@ -784,7 +809,8 @@ void gw_guard_mark(gw_request_t *req, int failed)
 void gw_guard_settle(gw_request_t *req, int status)
 {
     guard_t *g = req ? req->guard : NULL;
-    int failed;
+    settle_t *st;
+    int failed, checked = 0;
 
     if (!g || g->settled)
         return;
@@ -796,8 +822,17 @@ void gw_guard_settle(gw_request_t *req, int status)
     if (g->state[B_CUSTOMER] == T_CHECKED || g->state[B_IP] == T_CHECKED)
         vc_metric_add(spent, 1);
     for (int b = 0; b < B_COUNT; b++)
+        checked += g->state[b] == T_CHECKED;
+    if (checked == 0)
+        return;
+    /* All counted before the first is sent: a spend that fails at once answers at once. */
+    if ((st = calloc(1, sizeof(*st))) != NULL) {
+        st->redis = g->app->redis;
+        st->pending = checked;
+    }
+    for (int b = 0; b < B_COUNT; b++)
         if (g->state[b] == T_CHECKED) {
-            spend_t *sp = malloc(sizeof(*sp));
+            spend_t *sp = st ? &st->spend[st->n++] : NULL;
             uint64_t skey = gw_guard_spent_key(g->key[b], strlen(g->key[b]));
             /*
              * In this gateway's spent set at once, until the earliest the
@@ -817,7 +852,7 @@ void gw_guard_settle(gw_request_t *req, int status)
                 run_bucket(g, b, "spend", unindexed_cb, NULL);
                 continue;
             }
-            sp->redis = g->app->redis;
+            sp->settle = st;
             sp->ckey = g->ckey[b];
             sp->skey = skey;
             memcpy(sp->key, g->key[b], sizeof(sp->key));
