@@ -601,22 +601,6 @@ out:
 static int router_command(gw_redis_t *rt, gw_redis_cb cb, void *arg, long script, int nkeys,
                           int argc, const char **argv, const size_t *argvlen);
 
-int gw_redis_command(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc, const char **argv,
-                     const size_t *argvlen)
-{
-    cmd_t *c;
-
-    if (r->cluster)
-        return router_command(r, cb, arg, -1, 0, argc, argv, argvlen);
-    c = cmd_new(r, argc, argv, argvlen);
-
-    if (!c)
-        return VC_ERR_NOMEM;
-    c->cb = cb;
-    c->arg = arg;
-    return cmd_send(r, c);
-}
-
 /*
  * A command Redis holds for up to blocks_ms by design (WAIT): its deadline,
  * and the time after which its connection is taken as hung, count that wait
@@ -636,6 +620,14 @@ static int command_blocking(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc,
     c->arg = arg;
     c->blocks_ms = blocks_ms;
     return cmd_send(r, c);
+}
+
+int gw_redis_command(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc, const char **argv,
+                     const size_t *argvlen)
+{
+    if (r->cluster)
+        return router_command(r, cb, arg, -1, 0, argc, argv, argvlen);
+    return command_blocking(r, cb, arg, argc, argv, argvlen, 0);
 }
 
 /*
