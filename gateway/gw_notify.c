@@ -62,6 +62,42 @@ static int answered(redisReply *reply)
     return ok;
 }
 
+static void handle(gw_notify_t *n, const redisReply *r);
+
+/* Whether r is the confirmation of SUBSCRIBE channel: ["subscribe", channel, count]. */
+static int confirms(const redisReply *r, const char *channel)
+{
+    return r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+           r->element[0]->type == REDIS_REPLY_STRING &&
+           strcmp(r->element[0]->str, "subscribe") == 0 &&
+           r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, channel) == 0;
+}
+
+/*
+ * Sends SUBSCRIBE channel and returns its answer (owned): the confirmation or
+ * an error, or NULL when the connection broke. A message of a channel this
+ * connection already hears may come first (published between two
+ * SUBSCRIBEs): it is handled as the listener handles it, not taken for the
+ * answer, which would hide a refusal (an ACL without the channel) behind it.
+ */
+static redisReply *subscribe_one(gw_notify_t *n, redisContext *ctx, const char *channel)
+{
+    if (redisAppendCommand(ctx, "SUBSCRIBE %s", channel) != REDIS_OK)
+        return NULL;
+    for (;;) {
+        void *got = NULL;
+        redisReply *reply;
+
+        if (redisGetReply(ctx, &got) != REDIS_OK || !got)
+            return NULL;
+        reply = got;
+        if (reply->type == REDIS_REPLY_ERROR || confirms(reply, channel))
+            return reply;
+        handle(n, reply);
+        freeReplyObject(reply);
+    }
+}
+
 /*
  * Connects and subscribes; returns the context (owned) or NULL. The guard's
  * channel is a command of its own, after the rules': an ACL that refuses it
@@ -76,13 +112,14 @@ static redisContext *subscribe(gw_notify_t *n, const vc_redis_url_t *u)
     redisReply *reply;
 
     /* Channels are the same on every database (a SELECT changes nothing). */
-    if (ctx && !answered(redisCommand(ctx, "SUBSCRIBE %s", GW_NOTIFY_CHANNEL))) {
+    if (ctx && !answered(subscribe_one(n, ctx, GW_NOTIFY_CHANNEL))) {
         redisFree(ctx);
         return NULL;
     }
     n->guard_subscribed = 0;
     if (ctx && n->url) {
-        if (!(reply = redisCommand(ctx, "SUBSCRIBE %s", GW_GUARD_CHANNEL))) {
+        VC_PAUSE("notify-between-subscribes");
+        if (!(reply = subscribe_one(n, ctx, GW_GUARD_CHANNEL))) {
             redisFree(ctx);
             return NULL;
         }

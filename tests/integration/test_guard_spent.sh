@@ -11,22 +11,27 @@
 # - a gateway D whose Redis user may not subscribe to voucher-guard (the ACL
 #   of before) asks Redis for every check, and the limits hold there; a
 #   subscription that stops answering (Redis paused) is a gap too;
+# - a gateway F on that ACL, whose voucher-rules channel carries a message
+#   between its two SUBSCRIBEs, still sees voucher-guard refused: it does not
+#   take the message for the channel's confirmation and trust a set it never
+#   hears (a customer emptied on A afterwards gets 429 on F, not a pass);
 # - a gateway E on the ACL of deploy/README.md (with &voucher-guard) syncs and
 #   publishes its spends.
 # Client addresses are made up per run (198.18.0.0/15), sent in
 # X-Forwarded-For through gateways that trust 127.0.0.1.
 source "$(dirname "$0")/lib.sh"
-plan 19
+plan 22
 
 b_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 60)) b_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 61))
 c_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 62)) c_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 63))
 d_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 64)) d_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 65))
 e_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 66)) e_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 67))
+f_addr=127.0.0.1:$((VOUCHER_PORT_BASE + 68)) f_admin=127.0.0.1:$((VOUCHER_PORT_BASE + 69))
 hostport=${VOUCHER_REDIS_URL#redis://}
 hostport=${hostport%%/*}
 redis_user=gs_$RANDOM$RANDOM
 redis_pw=pw-$(head -c12 /dev/urandom | od -An -tx1 | tr -d ' \n')
-trap 'for g in b c d e; do daemon_stop "$test_name-gateway-$g"; done
+trap 'pause_go notify-between-subscribes; for g in b c d e f; do daemon_stop "$test_name-gateway-$g"; done
       rcli ACL DELUSER "$redis_user" >/dev/null 2>&1; finish' EXIT
 
 unset VOUCHER_API_TOKEN
@@ -126,6 +131,34 @@ is "$(($(checks "$d_admin" redis) - red0)) $(checks "$d_admin" memory) $(synced 
   "12 $mem0 0" "D asked Redis for every check (two buckets, six tries), none from memory, never synced"
 try "$d_addr" "$ipx" "$x" "$real"
 is "$status" 429 "D refuses X too"
+
+# --- A rules message between the listener's two SUBSCRIBEs (voucher-rules,
+# then voucher-guard) is read before the refusal of the second: F must still
+# see the refusal, not take the message for a confirmation and trust its set.
+f_log=$VOUCHER_STACK_DIR/logs/$test_name-gateway-f.log
+f_lines=$(cat "$f_log" 2>/dev/null | wc -l)
+start_other f "$f_addr" "$f_admin" VOUCHER_REDIS_URL="redis://$redis_user:$redis_pw@$hostport/0" \
+  VOUCHER_PAUSE=notify-between-subscribes VOUCHER_PAUSE_DIR="$pause_dir"
+pause_wait notify-between-subscribes 10
+ok $? "F's listener subscribed to voucher-rules and stopped before voucher-guard"
+rcli PUBLISH voucher-rules "${p}_RULES" >/dev/null
+pause_go notify-between-subscribes
+# Refused (the warning) or, on the code before, synced: whichever comes first.
+f_state() {
+  if tail -n +"$((f_lines + 1))" "$f_log" | grep -q "cannot subscribe to Redis channel voucher-guard"; then
+    echo refused
+  elif [ "$(synced "$f_admin")" = 1 ]; then
+    echo synced
+  fi
+}
+is "$(wait_for refused 10 f_state) $(synced "$f_admin")" "refused 0" \
+  "F sees voucher-guard refused after the rules message, and does not trust its set"
+w=$((base_customer + 5)) ipw=$(ip)
+heard0=$(metric "$b_admin" voucher_gateway_guard_spends_heard_total)
+for i in 1 2 3 4 5; do try "$VOUCHER_HTTP_ADDR" "$ipw" "$w" "${p}_NOW$n"; done
+metric_wait "$b_admin" voucher_gateway_guard_spends_heard_total $((heard0 + 10)) 10 >/dev/null
+try "$f_addr" "$ipw" "$w" "$real"
+is "$status" 429 "a customer emptied on A since is refused on F (Redis asked), not passed from memory"
 
 # --- The ACL of deploy/README.md (with &voucher-guard) is enough: a gateway on
 # it subscribes, loads the index, and its spends are indexed and published.
