@@ -463,7 +463,8 @@ int rc_plan_json(const char *json, size_t len, char **out, size_t *outlen, char 
             goto out;
         }
     }
-    qsort(x, n, sizeof(*x), cmp_extra);
+    if (n > 1) /* qsort() of no array at all (x is NULL when n is 0) is undefined */
+        qsort(x, n, sizeof(*x), cmp_extra);
     for (size_t i = 0; i < n; i++) {
         rc_voucher_t *v = &vs.v[i];
         if (i > 0 && strcmp(x[i - 1].code, x[i].code) == 0) {

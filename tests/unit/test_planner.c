@@ -418,6 +418,19 @@ START_TEST(json_snapshot_resumes_what_the_pass_read_begun)
 }
 END_TEST
 
+/* No vouchers: an empty plan (the fuzzer's first find: the sort was given no array). */
+START_TEST(json_snapshot_of_no_vouchers_plans_nothing)
+{
+    static const char json[] = "{\"nowMs\": 1001, \"vouchers\": []}";
+    char *out = NULL, err[256] = "";
+    size_t len;
+
+    ck_assert_int_eq(rc_plan_json(json, strlen(json), &out, &len, err, sizeof(err)), 0);
+    ck_assert_str_eq(out, "{\"vouchers\":[]}");
+    free(out);
+}
+END_TEST
+
 START_TEST(json_snapshot_errors_name_the_field)
 {
     static const struct {
@@ -468,6 +481,7 @@ static Suite *planner_suite(void)
     tc = tcase_create("json");
     tcase_add_test(tc, json_snapshot_plans_as_the_daemon_does);
     tcase_add_test(tc, json_snapshot_resumes_what_the_pass_read_begun);
+    tcase_add_test(tc, json_snapshot_of_no_vouchers_plans_nothing);
     tcase_add_test(tc, json_snapshot_errors_name_the_field);
     suite_add_tcase(s, tc);
     return s;
