@@ -394,10 +394,9 @@ int gw_guard_client(const gw_guard_proxies_t *p, const char *peer, const char *f
 
 /* ---- the gateway's side ---- */
 
-static gw_guard_limits_t defaults = {.scope = "v"};
+static gw_guard_limits_t defaults;
 static gw_guard_proxies_t proxies;
 static int guard_confirm_cancel; /* confirm and cancel are guarded (no VOUCHER_API_TOKEN) */
-static gw_guard_resolver_fn resolver;
 static vc_metric_t *refused_customer, *refused_ip, *spent, *errors, *from_memory, *from_redis;
 /* The check cache of this gateway, shared by its workers (gw_guard.h). */
 static gw_guard_cache_t cache;
@@ -415,11 +414,6 @@ static vc_metric_t *index_errors, *in_sync, *heard;
 static int64_t redis_now(void)
 {
     return vc_time_mono_ms() + atomic_load(&redis_offset_ms);
-}
-
-void gw_guard_set_resolver(gw_guard_resolver_fn fn)
-{
-    resolver = fn;
 }
 
 int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
@@ -502,14 +496,13 @@ typedef struct {
 } guard_t;
 
 /*
- * out = prefix scope ':' id '}', cut to GW_GUARD_KEY_MAX - 1 bytes as snprintf
+ * out = prefix id '}', cut to GW_GUARD_KEY_MAX - 1 bytes as snprintf
  * would (never: the parts are bounded). On every guarded request, twice:
  * snprintf's format parsing showed in the profile.
  */
-static void bucket_key(char out[GW_GUARD_KEY_MAX], const char *prefix, const char *scope,
-                       const char *id)
+static void bucket_key(char out[GW_GUARD_KEY_MAX], const char *prefix, const char *id)
 {
-    const char *part[] = {prefix, scope, ":", id, "}"};
+    const char *part[] = {prefix, id, "}"};
     size_t n = 0;
 
     for (size_t i = 0; i < sizeof(part) / sizeof(part[0]); i++) {
@@ -619,8 +612,8 @@ static void ip_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     checked_cb(arg, rc, reply, B_IP);
 }
 
-int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const char *code,
-                   gw_guard_cb cb, void *arg)
+int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_guard_cb cb,
+                   void *arg)
 {
     gw_guard_limits_t limits = defaults;
     char client[GW_GUARD_ADDR_MAX], customer[VC_I64_TEXT];
@@ -631,8 +624,6 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
 
     if (customer_id == 0 && !guard_confirm_cancel)
         return GW_GUARD_GO;
-    if (resolver && resolver(code, &defaults, &limits) != 1)
-        limits = defaults;
     if (customer_id == 0)
         limits.customer.tries = 0;
     if (gw_guard_client(&proxies, req->peer, req->forwarded_for, client) != 0)
@@ -651,8 +642,8 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const 
     g->rate[B_CUSTOMER] = limits.customer;
     g->rate[B_IP] = limits.ip;
     vc_i64_text(customer, customer_id);
-    bucket_key(g->key[B_CUSTOMER], "guard:{cu:", limits.scope, customer);
-    bucket_key(g->key[B_IP], "guard:{ip:", limits.scope, client);
+    bucket_key(g->key[B_CUSTOMER], "guard:{cu:v:", customer);
+    bucket_key(g->key[B_IP], "guard:{ip:v:", client);
     req->guard = g;
     /*
      * What this gateway remembers needs no round trip (gw_guard.h, the check
@@ -865,7 +856,7 @@ void gw_guard_settle(gw_request_t *req, int status)
 
 int gw_guard_spent_wanted(void)
 {
-    return defaults.customer.tries > 0 || defaults.ip.tries > 0 || resolver != NULL;
+    return defaults.customer.tries > 0 || defaults.ip.tries > 0;
 }
 
 void gw_guard_sync_lost(void)

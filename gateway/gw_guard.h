@@ -45,32 +45,17 @@ typedef struct {
     int64_t window_ms; /* time to refill from empty to full */
 } gw_guard_rate_t;
 
-#define GW_GUARD_SCOPE_MAX 24
-
 /*
- * The limits that apply to one code: the two rates and the scope their
- * buckets live in. The defaults (VOUCHER_GUARD_*) have scope "v"; a campaign
- * with limits of its own uses its own scope ("c<ID>"), so its buckets are
- * separate ones (proto/redis-keys.md).
+ * The limits that apply to a guarded request: the two rates. Every code has
+ * the same ones (VOUCHER_GUARD_*): the seeds' decision 5 limits a customer's
+ * and an address's failed tries, whatever code they guess at. The buckets'
+ * keys carry the scope "v" (proto/redis-keys.md), room for limits of
+ * another kind later without touching these buckets.
  */
 typedef struct {
     gw_guard_rate_t customer;
     gw_guard_rate_t ip;
-    char scope[GW_GUARD_SCOPE_MAX]; /* [a-z0-9]+ */
 } gw_guard_limits_t;
-
-/*
- * The per-campaign override hook: given the code of the path (as the router
- * validated it, before any lookup) and the defaults, fills *limits with the
- * limits of the code's campaign and returns 1, or returns 0 to keep the
- * defaults. It runs on a worker's loop for every guarded request, so it must
- * answer from memory (a campaign is known by its prefix, and prefixes never
- * overlap: proto/campaigns.md). Registered once at start-up, before the
- * workers run.
- */
-typedef int (*gw_guard_resolver_fn)(const char *code, const gw_guard_limits_t *defaults,
-                                    gw_guard_limits_t *limits);
-void gw_guard_set_resolver(gw_guard_resolver_fn fn);
 
 /* ---- pure: bucket arithmetic (mirrored by common/lua/guard_bucket.lua) ---- */
 
@@ -154,8 +139,8 @@ int64_t gw_guard_retry_after_s(int64_t retry_ms);
  * spent this bucket", which spares the round trip of a customer never seen
  * before, is the spent set below.
  *
- * Keys are a keyed hash of the bucket's key and its rate (a campaign whose
- * limits change gets other entries); slots are direct-mapped and
+ * Keys are a keyed hash of the bucket's key and its rate (limits changed by
+ * a restart with other settings get other entries); slots are direct-mapped and
  * overwritten. Losing an entry (overwritten, expired) only costs a round
  * trip; a false hit would need a SipHash collision under a secret key.
  */
@@ -338,7 +323,7 @@ typedef void (*gw_guard_cb)(void *arg);
 
 /*
  * Checks the buckets of customer_id (0: none, as on confirm and cancel) and
- * of the client for a try, for code. Returns GW_GUARD_GO when no bucket
+ * of the client for a try. Returns GW_GUARD_GO when no bucket
  * applies (all turned off) or every bucket that applies is known from memory
  * to hold a try (the check cache or the spent set above; the request is
  * guarded all the same: a failure spends), or GW_GUARD_PENDING: then either cb(arg) runs
@@ -346,8 +331,8 @@ typedef void (*gw_guard_cb)(void *arg);
  * script: it does not apply), or the guard answered req (429; 503 when Redis
  * is unreachable or late) and cb never runs. app is borrowed.
  */
-int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, const char *code,
-                   gw_guard_cb cb, void *arg);
+int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_guard_cb cb,
+                   void *arg);
 
 /*
  * Marks req's answer as a failed try whatever its status (a campaign's answer
@@ -368,7 +353,7 @@ void gw_guard_settle(gw_request_t *req, int status);
 #define GW_GUARD_CHANNEL "voucher-guard"
 #define GW_GUARD_INDEX_KEY "guard:index"
 
-/* Whether this gateway keeps the spent set: guessing limits on (defaults or a resolver). */
+/* Whether this gateway keeps the spent set: guessing limits on. */
 int gw_guard_spent_wanted(void);
 
 /* The subscription to GW_GUARD_CHANNEL is gone (or not made yet): every check asks Redis. */

@@ -560,7 +560,7 @@ static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const 
      * No customer here: only the IP bucket, and only while the route is open
      * (no VOUCHER_API_TOKEN), where a 404 is a guess at someone's orderId.
      */
-    if (gw_guard_enter(app, req, 0, code, proceed, h) == GW_GUARD_GO)
+    if (gw_guard_enter(app, req, 0, proceed, h) == GW_GUARD_GO)
         proceed(h);
 }
 

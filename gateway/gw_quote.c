@@ -218,6 +218,6 @@ void gw_quote_start(gw_app_t *app, gw_request_t *req, const char *code)
     snprintf(q->code, sizeof(q->code), "%s", code);
     gw_app_keys(code, q->keys);
     /* A quote spends like a reservation: an unknown code costs the same try. */
-    if (gw_guard_enter(app, req, in.customer_id, code, lookup, q) == GW_GUARD_GO)
+    if (gw_guard_enter(app, req, in.customer_id, lookup, q) == GW_GUARD_GO)
         lookup(q);
 }

@@ -945,6 +945,6 @@ void gw_reserve_start(gw_app_t *app, gw_request_t *req, const char *code)
     vc_claim_key(in.order_id, x->claim_key);
     gw_soldout_key(code, x->soldout_key, sizeof(x->soldout_key));
     /* Before any lookup: an empty bucket gets 429 and learns nothing of the code. */
-    if (gw_guard_enter(app, req, in.customer_id, code, lookup, x) == GW_GUARD_GO)
+    if (gw_guard_enter(app, req, in.customer_id, lookup, x) == GW_GUARD_GO)
         lookup(x);
 }
