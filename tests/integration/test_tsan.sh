@@ -2,7 +2,10 @@
 # The daemons under ThreadSanitizer: the gateway under a mixed load (ordinary
 # and hostile clients; reservations go through Redis, Kafka's producer
 # threads and back to the workers), the writer applying what it publishes,
-# and the reconciler passing meanwhile; then SIGTERM to each. Asserts no
+# and the reconciler passing meanwhile; then SIGTERM to each. The gateway runs
+# with the customer's guessing limit on, and guesses at unknown codes go on
+# beside the load: its workers read the spent set while the listener thread
+# and their own spends write it (gw_guard.h). Asserts no
 # ThreadSanitizer report in their logs and a clean exit (TSan exits 66 when
 # it reported anything).
 # Runs only in a build made with -Db_sanitize=thread (tests/run makes one);
@@ -18,7 +21,7 @@ if [[ "$(ldd "$bin_gateway" 2>/dev/null)" != *libtsan* ]]; then
   echo "1..0 # SKIP $bin_gateway is not built with ThreadSanitizer"
   exit 0
 fi
-plan 10
+plan 12
 
 shim=$VOUCHER_BUILD_DIR/tests/tools/libvc-c11threads.so
 seconds=${VOUCHER_TSAN_SECONDS:-15}
@@ -57,7 +60,7 @@ term() {
 # tsan.supp lists the reports that are librdkafka's own, with the reasons.
 export VOUCHER_GATEWAY_THREADS=2 \
   TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1:suppressions=$VOUCHER_SOURCE_DIR/tests/tools/tsan.supp}
-LD_PRELOAD=$shim daemon_start "$test_name-gateway" "$bin_gateway"
+VOUCHER_GUARD_CUSTOMER_TRIES=3 LD_PRELOAD=$shim daemon_start "$test_name-gateway" "$bin_gateway"
 LD_PRELOAD=$shim daemon_start "$test_name-writer" "$bin_writer" --admin-addr "$(writer_admin)"
 LD_PRELOAD=$shim daemon_start "$test_name-reconciler" "$bin_reconciler" \
   --admin-addr "$(reconciler_admin)" --interval 500ms
@@ -66,9 +69,30 @@ ok $? "the gateway under ThreadSanitizer answers /healthz"
 
 code=$(unique_code TSAN)
 new_voucher "$code" 1000000
+metric_wait "$(gateway_admin)" voucher_gateway_guard_spent_synced 1 60 >/dev/null
+# Guesses at unknown codes by 20 customers for as long as the load runs: each
+# 404 is spent, indexed and published (the listener adds it to the set). The
+# customers are new ones: buckets emptied earlier on this stack answer 429 and
+# spend nothing.
+guess_stop=$(($(date +%s) + seconds)) guess_base=$((RANDOM * 100000 + 1000000000))
+(
+  i=0
+  while [ "$(date +%s)" -lt "$guess_stop" ]; do
+    i=$((i + 1))
+    curl -s -o /dev/null --max-time 5 -X POST -H 'Content-Type: application/json' \
+      --data "{\"customerId\":$((guess_base + i % 20)),\"orderId\":\"guess-$i\",\"orderAmount\":1000}" \
+      "$base_url/vouchers/$(unique_code NOPE)/reservations" || true
+  done
+) &
+guesser=$!
 out=$(python3 "$VOUCHER_SOURCE_DIR/tests/integration/hostile_client.py" load \
   "$VOUCHER_HTTP_ADDR" "$code" "$seconds" 4)
+wait "$guesser"
 diag "$out"
+heard=$(metric "$(gateway_admin)" voucher_gateway_guard_spends_heard_total)
+ok $((${heard:-0} >= 1 ? 0 : 1)) "the listener heard spends meanwhile: ${heard:-none}"
+memory=$(metric "$(gateway_admin)" 'voucher_gateway_guard_checks_total{source="memory"}')
+ok $((${memory:-0} >= 50 ? 0 : 1)) "the workers answered checks from the spent set: ${memory:-none}"
 taken=$(rcli HLEN "voucher:{$code}:orders")
 ok $((taken >= 50 ? 0 : 1)) "reservations under load: $taken"
 got=$(wait_sql "SELECT used_count > 0 FROM voucher WHERE code = '$code'" t 60)
