@@ -3,20 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-const char *vc_err_name(int code)
-{
-    switch (code) {
-    case 0:
-        return "OK";
-#define VC_ERR_NAME(name, value, msg)                                                              \
-    case value:                                                                                    \
-        return #name;
-        VC_ERRNO_MAP(VC_ERR_NAME)
-#undef VC_ERR_NAME
-    }
-    return "UNKNOWN";
-}
-
 const char *vc_strerror(int code)
 {
     switch (code) {

@@ -37,9 +37,6 @@ enum {
 #undef VC_ERR_ENUM
 };
 
-/* Returns the symbolic name ("E_OUT_OF_STOCK") of a result code; never NULL. */
-const char *vc_err_name(int code);
-
 /* Returns a human-readable message for a result code; never NULL. */
 const char *vc_strerror(int code);
 

@@ -114,11 +114,6 @@ void vc_metric_observe_us(vc_metric_t *m, int64_t micros)
     atomic_fetch_add_explicit(&m->value, 1, memory_order_relaxed);
 }
 
-int64_t vc_metric_value(const vc_metric_t *m)
-{
-    return atomic_load_explicit(&m->value, memory_order_relaxed);
-}
-
 /* A growing output buffer; errors are sticky. */
 typedef struct {
     char *buf;

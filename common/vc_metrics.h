@@ -28,7 +28,6 @@ vc_metric_t *vc_histogram(const char *name, const char *help, const char *labels
 void vc_metric_add(vc_metric_t *m, int64_t delta); /* counter or gauge */
 void vc_metric_set(vc_metric_t *m, int64_t value); /* gauge */
 void vc_metric_observe_us(vc_metric_t *m, int64_t micros); /* histogram */
-int64_t vc_metric_value(const vc_metric_t *m);     /* counter or gauge; histogram count */
 
 /*
  * Renders every series. Returns a malloc'd NUL-terminated string the caller

@@ -118,11 +118,6 @@ void vc_redis_block_free(vc_redis_block_t *c)
     free(c);
 }
 
-int vc_redis_block_is_cluster(const vc_redis_block_t *c)
-{
-    return c->cluster != NULL;
-}
-
 unsigned vc_redis_tag_slot(const char *tag)
 {
     size_t n = strlen(tag);

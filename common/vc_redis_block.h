@@ -45,9 +45,6 @@ vc_redis_block_t *vc_redis_block_connect(const char *url, int64_t timeout_ms, ch
                                          size_t errlen);
 void vc_redis_block_free(vc_redis_block_t *c);
 
-/* Whether c talks to a Redis Cluster. */
-int vc_redis_block_is_cluster(const vc_redis_block_t *c);
-
 /* The slot of the keys tagged {tag} (a voucher's code, an orderId's claim). */
 unsigned vc_redis_tag_slot(const char *tag);
 

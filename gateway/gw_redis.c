@@ -722,11 +722,6 @@ int gw_redis_ordered(const gw_redis_t *r)
     return !r->cluster;
 }
 
-int gw_redis_connected(const gw_redis_t *r)
-{
-    return r->connected; /* a router's: every master known and connected */
-}
-
 /* SCRIPT LOAD answered: remember the SHA so later calls send EVALSHA. */
 static void script_loaded_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {

@@ -102,9 +102,6 @@ int gw_redis_same_node(const gw_redis_t *r, const char *a, const char *b);
  */
 int gw_redis_ordered(const gw_redis_t *r);
 
-/* Whether the connection is up (for health reporting). */
-int gw_redis_connected(const gw_redis_t *r);
-
 /*
  * Fails what is pending with VC_ERR_SHUTDOWN, closes the connection and the
  * timers, and frees r once the loop has closed them; closed_cb(arg) then runs.

@@ -399,17 +399,6 @@ void gw_rules_changed_all(void)
     atomic_fetch_add(&rules_changes_all, 1);
 }
 
-void gw_rules_forget(gw_rules_t *r, const char *code)
-{
-    entry_t *e = find(r, code, vc_hash_str(code));
-    if (e && e->load == LOAD_NONE) {
-        e->state = ENTRY_EMPTY;
-        e->expires_ms = 0;
-        if (e->list != LIST_UNKNOWN)
-            lru_touch(r, e, LIST_UNKNOWN);
-    }
-}
-
 long gw_rules_loading(const gw_rules_t *r)
 {
     return r->loading;

@@ -69,9 +69,6 @@ void gw_rules_changed(const char *code);
 /* As gw_rules_changed(), for every code (changes of other gateways may have been missed). */
 void gw_rules_changed_all(void);
 
-/* Forgets what the cache knows of code (rules, miss), e.g. after it was created. */
-void gw_rules_forget(gw_rules_t *r, const char *code);
-
 /* Loads still running (waiting for PostgreSQL), and loads queued behind them. */
 long gw_rules_loading(const gw_rules_t *r);
 long gw_rules_queued(const gw_rules_t *r);
