@@ -623,7 +623,16 @@ void gw_list_start(gw_app_t *app, gw_request_t *req)
 
 /* ---- GET /vouchers/{code}/reservations/{orderId} ---- */
 
+typedef struct lookup lookup_t;
+
+/* One of the Redis reads of a lookup: where its string answer goes. */
 typedef struct {
+    lookup_t *k;
+    char *out;
+    size_t cap;
+} lookup_read_t;
+
+struct lookup {
     gw_app_t *app;
     gw_request_t *req;
     char code[VC_CODE_MAX + 1], order_id[VC_ORDER_ID_MAX + 1];
@@ -636,7 +645,8 @@ typedef struct {
     int answers, failed;
     char order[128];            /* the orders hash's value, "" when Redis has none */
     char amount[24], begun[24]; /* amounts, and the releasing set's score, "" when absent */
-} lookup_t;
+    lookup_read_t read[3];      /* order, amount, begun */
+};
 
 static int lookup_work(void *arg, PGconn *conn, char *err, size_t errlen)
 {
@@ -776,34 +786,14 @@ static void lookup_answered(lookup_t *k)
         lookup_reply(k);
 }
 
-static void order_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+static void read_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
-    lookup_t *k = arg;
+    lookup_read_t *r = arg;
     if (rc != 0)
-        k->failed = rc;
+        r->k->failed = rc;
     else
-        reply_str(reply, k->order, sizeof(k->order));
-    lookup_answered(k);
-}
-
-static void amount_cb(void *arg, int rc, const gw_redis_reply_t *reply)
-{
-    lookup_t *k = arg;
-    if (rc != 0)
-        k->failed = rc;
-    else
-        reply_str(reply, k->amount, sizeof(k->amount));
-    lookup_answered(k);
-}
-
-static void begun_cb(void *arg, int rc, const gw_redis_reply_t *reply)
-{
-    lookup_t *k = arg;
-    if (rc != 0)
-        k->failed = rc;
-    else
-        reply_str(reply, k->begun, sizeof(k->begun));
-    lookup_answered(k);
+        reply_str(reply, r->out, r->cap);
+    lookup_answered(r->k);
 }
 
 static void looked_up_cb(void *arg, int rc, const char *err)
@@ -813,7 +803,8 @@ static void looked_up_cb(void *arg, int rc, const char *err)
     const char *amount[] = {"HGET", k->keys[GW_KEY_AMOUNTS], k->order_id};
     const char *begun[] = {"ZSCORE", k->keys[GW_KEY_RELEASING], k->order_id};
     const char *const *cmds[] = {order, amount, begun};
-    gw_redis_cb cbs[] = {order_cb, amount_cb, begun_cb};
+    char *outs[] = {k->order, k->amount, k->begun};
+    size_t caps[] = {sizeof(k->order), sizeof(k->amount), sizeof(k->begun)};
 
     if (rc != 0) {
         if (rc < 0) {
@@ -828,7 +819,9 @@ static void looked_up_cb(void *arg, int rc, const char *err)
         size_t lens[3];
         for (int j = 0; j < 3; j++)
             lens[j] = strlen(cmds[i][j]);
-        if ((rc = gw_redis_command(k->app->redis, cbs[i], k, 3, (const char **)cmds[i], lens)) == 0)
+        k->read[i] = (lookup_read_t){k, outs[i], caps[i]};
+        if ((rc = gw_redis_command(k->app->redis, read_cb, &k->read[i], 3, (const char **)cmds[i],
+                                   lens)) == 0)
             k->answers++;
         else
             k->failed = rc;

@@ -312,8 +312,8 @@ is "$(answer)" "401 UNAUTHORIZED" "listing without the admin token: 401"
 # ---- one order as each store knows it (support) ----
 o=$(acked "$scratch/a.tsv" | head -1)
 admin GET "/vouchers/${p}_A/reservations/$o" ""
-is "$status $(jq -c '[.redis.state, .postgres.status, .redis.customerId == .postgres.customerId, .redis.discountAmount]' <<<"$body")" \
-  "200 [\"HELD\",\"RESERVED\",true,100]" "a hold of the sale: HELD in Redis, RESERVED in PostgreSQL, one customer"
+is "$status $(jq -c '[.redis.state, .postgres.status, .redis.customerId == .postgres.customerId, .redis.discountAmount, .redis.orderAmount > 0 and .redis.orderAmount == .postgres.orderAmount]' <<<"$body")" \
+  "200 [\"HELD\",\"RESERVED\",true,100,true]" "a hold of the sale: HELD in Redis, RESERVED in PostgreSQL, one customer, one order amount"
 wait_sql "SELECT status FROM voucher_redemption WHERE order_id = '${p}-c2'" RELEASED 30 >/dev/null
 admin GET "/vouchers/${p}_C/reservations/${p}-c1" ""
 is "$(jq -c '[.redis.state, .postgres.status]' <<<"$body")" '["CONFIRMED","CONFIRMED"]' "a confirmed order"
