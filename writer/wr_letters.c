@@ -89,32 +89,34 @@ static int letters(wr_letters_t *l, const char *sql, int n, const char *const *v
     return (size_t)rows < cap ? rows : (int)cap;
 }
 
-int wr_letters_find(wr_letters_t *l, const char *topic, int32_t partition, int64_t offset,
-                    wr_letter_t *out, char *err, size_t errlen)
+/* The letter at one position of a topic: sql takes the topic, partition and offset as $1..$3. */
+static int letter_at(wr_letters_t *l, const char *sql, const char *topic, int32_t partition,
+                     int64_t offset, wr_letter_t *out, char *err, size_t errlen)
 {
     char p[16], o[24];
     const char *values[] = {topic, p, o};
 
     snprintf(p, sizeof(p), "%d", (int)partition);
     snprintf(o, sizeof(o), "%lld", (long long)offset);
-    return letters(l,
-                   "SELECT " LETTER_COLUMNS " FROM dead_letter WHERE original_topic = $1"
-                   " AND original_partition = $2::int AND original_offset = $3::bigint",
-                   3, values, out, 1, err, errlen);
+    return letters(l, sql, 3, values, out, 1, err, errlen);
+}
+
+int wr_letters_find(wr_letters_t *l, const char *topic, int32_t partition, int64_t offset,
+                    wr_letter_t *out, char *err, size_t errlen)
+{
+    return letter_at(l,
+                     "SELECT " LETTER_COLUMNS " FROM dead_letter WHERE original_topic = $1"
+                     " AND original_partition = $2::int AND original_offset = $3::bigint",
+                     topic, partition, offset, out, err, errlen);
 }
 
 int wr_letters_at(wr_letters_t *l, const char *dlt_topic, int32_t partition, int64_t offset,
                   wr_letter_t *out, char *err, size_t errlen)
 {
-    char p[16], o[24];
-    const char *values[] = {dlt_topic, p, o};
-
-    snprintf(p, sizeof(p), "%d", (int)partition);
-    snprintf(o, sizeof(o), "%lld", (long long)offset);
-    return letters(l,
-                   "SELECT " LETTER_COLUMNS " FROM dead_letter WHERE dlt_topic = $1"
-                   " AND dlt_partition = $2::int AND dlt_offset = $3::bigint",
-                   3, values, out, 1, err, errlen);
+    return letter_at(l,
+                     "SELECT " LETTER_COLUMNS " FROM dead_letter WHERE dlt_topic = $1"
+                     " AND dlt_partition = $2::int AND dlt_offset = $3::bigint",
+                     dlt_topic, partition, offset, out, err, errlen);
 }
 
 int wr_letters_of_order(wr_letters_t *l, const char *order_id, wr_letter_t *out, size_t cap,
