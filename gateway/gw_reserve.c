@@ -3,8 +3,9 @@
  * the orderId claimed for this code (voucher-order:{orderId}, SET NX GET,
  * pipelined just before the script), one use taken atomically by reserve.lua
  * in Redis, VoucherReserved published to Kafka, and 201 only once Kafka has
- * the event. A use whose event was definitely not persisted is given back
- * before answering 503.
+ * the event. Once the use is taken and its event handed to Kafka, a failed
+ * delivery keeps the hold, whatever Kafka says (503, outcome unknown): a
+ * retry of the orderId publishes again, else the reconciler settles it.
  *
  * A retry is recognised as one before any rule decides: the rules are judged
  * first (no I/O), but their verdict applies to new orders only.
@@ -174,7 +175,12 @@ static int64_t forgotten(reserve_t *x, int rc, const gw_redis_reply_t *reply)
     return status;
 }
 
-/* Forgets the hold this request took (forget.lua); answers nothing. */
+/*
+ * Forgets the hold this request took (forget.lua); answers nothing. Only for a
+ * use taken under a claim that is not this request's (script_cb()): no event
+ * was published for it. A hold whose VoucherReserved went to Kafka is never
+ * forgotten, see delivered_cb().
+ */
 static int forget(reserve_t *x, gw_redis_cb cb)
 {
     const char *keys[GW_KEY_FORGET];
@@ -188,32 +194,27 @@ static int forget(reserve_t *x, gw_redis_cb cb)
     return gw_redis_eval(x->app->redis, GW_SCRIPT_FORGET, cb, x, GW_KEY_FORGET, keys, 1, args);
 }
 
-static void given_back_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+/* The claim could not be made this request's: the use it took is forgotten, then 503. */
+static void claim_failed_forgotten_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     reserve_t *x = arg;
 
-    if (forgotten(x, rc, reply) == 1) {
-        unclaim(x);
-        gw_app_reply_error(x->req, VC_ERR_UNAVAILABLE, "event log unavailable: use given back");
-    } else {
-        /* Kept: a retry may have published the event again; the orderId stays claimed. */
-        gw_app_reply_error(x->req, VC_ERR_UNAVAILABLE, "event log unavailable (hold kept)");
-    }
+    (void)forgotten(x, rc, reply);
+    fail(x, VC_ERR_UNAVAILABLE, "claiming the orderId");
 }
 
-/* The event was definitely not persisted: forget the hold, then answer 503. */
-static void give_back(reserve_t *x)
-{
-    int rc;
-
-    if ((rc = forget(x, given_back_cb)) != 0) {
-        vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
-        VC_LOG_F(VC_LOG_WARN, f, "giving the use back failed (%s): the reconciler will",
-                 vc_strerror(rc));
-        gw_app_reply_error(x->req, VC_ERR_UNAVAILABLE, "event log unavailable");
-    }
-}
-
+/*
+ * Kafka's report on the reservation's event. Not stored (NOT_PERSISTED,
+ * VC_ERR_UNAVAILABLE) is answered as possibly stored: the hold is kept, 503
+ * with the outcome unknown. Since the script ran, the order could be
+ * confirmed and its VoucherConfirmed acknowledged, and Redis may have lost
+ * that confirm's write since (everysec, a failover, a restore): forgetting a
+ * hold Redis shows as H would then offer a use that PostgreSQL counts for a
+ * paid order. A retry of the orderId finds the hold and publishes again
+ * (201 replayed); else the reconciler's undelivered release gives the use
+ * back after its grace, or repairs the order to C when its snapshot has the
+ * confirm (proto/redis-keys.md, "The reconciler's releases").
+ */
 static void delivered_cb(void *arg, int rc)
 {
     reserve_t *x = arg;
@@ -222,12 +223,7 @@ static void delivered_cb(void *arg, int rc)
         reply_created(x, x->discount, x->held_until_ms, 0);
         return;
     }
-    if (rc == VC_ERR_UNAVAILABLE) {
-        give_back(x);
-        return;
-    }
-    /* Possibly persisted: keep the hold; a retry or the reconciler settles it. */
-    fail(x, rc, "event delivery (hold kept)");
+    fail(x, rc == VC_ERR_UNAVAILABLE ? VC_ERR_UNKNOWN_OUTCOME : rc, "event delivery (hold kept)");
 }
 
 /* A retry's event is acknowledged: the 201 replayed may go out now. */
@@ -262,10 +258,10 @@ static void publish(reserve_t *x, int64_t at_ms, gw_kafka_delivery_cb cb)
     if ((rc = gw_app_publish(x->app, &ev, cb, x)) != 0) {
         vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
         VC_LOG_F(VC_LOG_WARN, f, "publishing VoucherReserved failed: %s", vc_strerror(rc));
-        if (cb == delivered_cb)
-            give_back(x);
-        else
-            fail(x, rc, "publishing the retried reservation (hold kept)");
+        /* As a failed delivery (delivered_cb()): the hold is kept. */
+        fail(x, rc,
+             cb == delivered_cb ? "publishing the reservation (hold kept)"
+                                : "publishing the retried reservation (hold kept)");
     }
 }
 
@@ -631,7 +627,8 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     if (x->claim == CLAIM_OTHER || x->claim == CLAIM_FAILED || x->claim == CLAIM_PENDING) {
         int conflict = x->claim == CLAIM_OTHER;
         /* A use taken for an order that may not have it: give it back before answering. */
-        if (status == 1 && forget(x, conflict ? conflict_forgotten_cb : given_back_cb) == 0)
+        if (status == 1 &&
+            forget(x, conflict ? conflict_forgotten_cb : claim_failed_forgotten_cb) == 0)
             return;
         if (conflict)
             gw_app_reply_error(x->req, VC_E_ORDER_CONFLICT,

@@ -171,9 +171,10 @@ int rc_order_unsent(const rc_order_t *o);
 
 /*
  * Whether a and b are the same hold in Redis: the same state and heldUntil.
- * An orderId forgotten (its event was not stored) may be taken again: the new
- * hold has a heldUntil of its own, and what was remembered of the old one
- * (when it was first seen unsent) must not carry over to it. Pure.
+ * An orderId forgotten (a use taken under another request's claim) may be
+ * taken again: the new hold has a heldUntil of its own, and what was
+ * remembered of the old one (when it was first seen unsent) must not carry
+ * over to it. Pure.
  */
 int rc_order_same_hold(const rc_order_t *a, const rc_order_t *b);
 

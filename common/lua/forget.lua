@@ -1,14 +1,19 @@
--- Forgets a held use whose VoucherReserved Kafka definitely did not store
--- (RD_KAFKA_MSG_STATUS_NOT_PERSISTED): nothing downstream knows the order, so
--- it is deleted and its use goes straight back to the pool, and the client
--- may try the same orderId again. Every other give-back goes through
--- release_begin.lua and release_finish.lua, after its event is in Kafka
--- (proto/redis-keys.md).
+-- Forgets a held use for which no event was ever published: the gateway took
+-- it under an orderId's claim that is not the request's (another code's, or a
+-- claim that failed or did not answer; gw_reserve.c script_cb()). Nothing
+-- downstream knows such an order, so it is deleted and its use goes straight
+-- back to the pool. Every other give-back goes through release_begin.lua and
+-- release_finish.lua, after its event is in Kafka (proto/redis-keys.md).
 --
--- "Definitely not stored" speaks of one message only. A retry of the same
--- orderId that found the hold publishes the event again (reserve.lua marks it
--- in KEYS[5]); that message may be stored, so such a hold is kept and left to
--- the retry, or to the reconciler if no event ever arrives.
+-- A hold whose VoucherReserved was handed to Kafka is never forgotten, even
+-- when Kafka reports it definitely not stored: its order may have been
+-- confirmed and the confirm acknowledged, and a confirm's write that Redis
+-- lost since (everysec, a promoted replica, a restore) shows it as H here, so
+-- forgetting would offer a use PostgreSQL counts. The gateway keeps such a
+-- hold (503, outcome unknown) for a retry or the reconciler.
+--
+-- A hold a retry of the same orderId found and published again (reserve.lua
+-- marks it in KEYS[5]) is kept too: that message may be stored.
 --
 -- KEYS[1] voucher:{CODE}:remaining  KEYS[2] voucher:{CODE}:users
 -- KEYS[3] voucher:{CODE}:orders     KEYS[4] voucher:{CODE}:holds

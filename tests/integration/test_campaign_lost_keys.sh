@@ -159,7 +159,7 @@ is "$(answer)" "503 UNAVAILABLE" "and its confirm answers 503, not 404"
 pass
 reserve "$c8" $((base + 8)) "$o-j"
 is "$(answer)" "409 HOLD_EXPIRED" "after the rebuild the retry is answered as the cancelled order it is"
-# A forgotten hold (its event never stored) takes its amount with it, so that
+# A forgotten hold (taken under another claim, no event) takes its amount with it, so that
 # forgetting the last order is never read as orders lost.
 reserve "$c9" $((base + 9)) "$o-k"
 rcli EVAL "$(lua_script campaign_forget)" 8 "$k:remaining" "$k:users" "$k:orders" "$k:holds" "$k:resent" \

@@ -105,7 +105,7 @@ rcli EVAL "$(lua_script reserve)" 6 "$(key remaining)" "$(key users)" "$(key ord
 rcli EVAL "$(lua_script forget)" 5 "$(key remaining)" "$(key users)" "$(key orders)" \
   "$(key holds)" "$(key resent)" "$code-o1" >/dev/null
 is "$(rcli EXISTS "$(key orders)" "$(key users)" "$(key amounts)")" 0 \
-  "the hold forgotten (its event not stored): no orders, users or amounts left"
+  "the hold forgotten (taken under another claim, no event): no orders, users or amounts left"
 reserve 8 "$code-o2"
 is "$(answer)" "201 " "a new order is taken, not refused as a lost orders hash"
 

@@ -30,7 +30,7 @@ redis_reserve() {
 redis_confirm() { # CODE ORDER: confirm.lua run in Redis, nothing published
   rcli EVAL "$(lua_script confirm)" 3 "voucher:{$1}:orders" "voucher:{$1}:holds" "voucher:{$1}:resent" "$2" "$(now_ms)" | head -1
 }
-redis_forget() { # CODE ORDER: forget.lua, as after a "not persisted" report
+redis_forget() { # CODE ORDER: forget.lua, as after a use taken under another request's claim
   # shellcheck disable=SC2046
   rcli EVAL "$(lua_script forget)" 5 $(keys5 "$1") "$2" | head -1
 }
@@ -161,7 +161,7 @@ go reconciler-before-repair
 next_pause reconciler-after-tail
 # Pass 2 has read Kafka; it stops before reading Redis.
 is "$(redis_forget "$ucode" "$ucode-u1") $(redis_reserve "$ucode" 1 "$ucode-u1" $(($(now_ms) + 600000)))" "1 1" \
-  "u1 forgotten (its event was not stored) and taken again: a new hold, unsent so far"
+  "u1 forgotten (taken under another claim) and taken again: a new hold, unsent so far"
 reserve "$rcode" 1 "$rcode-r1"
 is "$status $(jq -r .replayed <<<"$body")" "201 true" "r1's client retries inside the pass: 201 replayed"
 confirm "$scode" "$scode-s2"
