@@ -18,8 +18,11 @@ rule, against the stack's PostgreSQL, Redis and Kafka:
   points (after the tail, after the counters, before the repairs, before each
   repair script), advanced one point per step;
 - faults: delete one key of the voucher, roll the orders hash back to an older
-  value (a rollback that keeps every use's count), the clock moving past the
-  grace.
+  value (a rollback that keeps every use's count), Redis losing its last k
+  writes (rollback: a crash under appendfsync everysec, a restore from an older
+  copy), the clock moving past the grace;
+- the restart fence: after a rollback the gateway steps answer 503 until the
+  reconciler verified Redis again (fence.lua, voucher:fence == run_id).
 
 The promises are checked after every step (invariants) and at quiescence
 (teardown). Time is the explorer's own (clock_shim.c, preloaded into the
@@ -61,11 +64,12 @@ GROUP = os.environ.get("VOUCHER_WRITER_GROUP", "voucher-writer")
 PARTITIONS = 12
 PAUSES = ["reconciler-after-tail", "reconciler-after-remaining", "reconciler-before-repair",
           "reconciler-each-repair", "reconciler-campaign-after-numbers",
-          "reconciler-campaign-before-repair"]
+          "reconciler-campaign-before-repair", "reconciler-before-fence"]
 SHORT = {"reconciler-after-tail": "after-tail", "reconciler-after-remaining": "after-remaining",
          "reconciler-before-repair": "before-repair", "reconciler-each-repair": "each-repair",
          "reconciler-campaign-after-numbers": "campaign-after-numbers",
-         "reconciler-campaign-before-repair": "campaign-before-repair"}
+         "reconciler-campaign-before-repair": "campaign-before-repair",
+         "reconciler-before-fence": "before-fence"}
 # A voucher's example has no campaign pass: a campaign's point stands for its voucher twin.
 VOUCHER_TWIN = {"campaign-after-numbers": "after-remaining",
                 "campaign-before-repair": "before-repair"}
@@ -91,6 +95,19 @@ CAMPAIGN_KEY = {"remaining": "taken"}
 CAMPAIGN = {"mode": "mix"}
 CAMPAIGN_DRAW = {"mix": [False, True], "only": [True], "never": [False]}
 SAFE32 = "23456789ABCDEFGHJKLMNPQRSTUVWXYZ"
+# The restart fence (proto/redis-keys.md, "The restart fence"): the key holds the run_id of the
+# Redis whose state the reconciler last verified; while it differs the gateway refuses (503).
+FENCE_KEY = "voucher:fence"
+# Whether the gateway steps obey the fence (--no-fence, or a saved case's "fence": false:
+# off); the reconciler, the real one, verifies and sets it either way.
+FENCE = {"gateway": True}
+# Every key of an example, for rollback(k)'s snapshots: a voucher's (gw_app_keys(), the
+# reconciler's limit and the gateway's soldout) or a campaign's (proto/campaigns.md), and the
+# claims of its orderIds (voucher-order:{ORDERID}).
+VOUCHER_SUFFIXES = ["remaining", "users", "orders", "holds", "releasing", "resent", "amounts",
+                    "paid", "limit", "soldout"]
+CAMPAIGN_SUFFIXES = ["taken", "users", "orders", "holds", "releasing", "resent", "amounts",
+                     "paid"]
 
 
 class Violation(AssertionError):
@@ -249,6 +266,19 @@ class CurrentScripts:
     def ev(self, script, keys, args):
         return self.r.eval(self.src[script], len(keys), *keys, *args)
 
+    def has_fence(self):
+        """Whether these scripts (and so, the build's reconciler) know the restart fence."""
+        return "fence" in self.src
+
+    def fence_check(self):
+        """fence.lua check: (the server's run_id, the fence's value or "")."""
+        run_id, fence = self.ev("fence", [FENCE_KEY], ["check"])
+        return run_id, fence or ""
+
+    def fence_set(self, run_id):
+        """fence.lua set RUN_ID: 1 set, 0 the server's run_id is another."""
+        return self.ev("fence", [FENCE_KEY], ["set", run_id])
+
     def reserve(self, k, customer, order_id, discount, held, now, amount):
         return self.ev("reserve", [k.remaining, k.users, k.orders, k.holds, k.resent, k.amounts],
                        [customer, PER_USER, order_id, discount, held, now, amount, "take"])
@@ -356,6 +386,7 @@ class World:
         self.pg.autocommit = True
         url = os.environ["VOUCHER_REDIS_URL"]
         self.r = redis.Redis.from_url(url, decode_responses=True)
+        self.rb = redis.Redis.from_url(url)   # DUMP and RESTORE (rollback()): bytes
         self.scripts = ADAPTERS[adapter](self.r, lua_dir)
         brokers = os.environ["VOUCHER_KAFKA_BROKERS"]
         self.producer = Producer({"bootstrap.servers": brokers, "partitioner": "murmur2_random",
@@ -379,6 +410,7 @@ class World:
         self.steps = 0
         self.examples = 0
         self.campaign_examples = 0
+        self.fenced = 0             # gateway steps answered 503 by the fence
         self.last_story = []
         self.last_steps = []
         self.isolate()
@@ -560,6 +592,13 @@ class Explorer(RuleBasedStateMachine):
         self.steps = []
         self.prev = self.prev2 = "start"
         self.token = 0
+        self.history = []      # the example's keys after each step that wrote to Redis (rollback)
+        self.rollbacks = []    # the steps at which Redis lost its last writes
+        self.fence_known = w.scripts.has_fence()
+        if self.fence_known:
+            # Each example starts on a Redis the reconciler verified: the explorer owns the stack,
+            # and an example that ended fenced (a failure) must not fence the next one.
+            w.scripts.fence_set(w.scripts.fence_check()[0])
         if not self.camp:
             w.sql("INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit,"
                   " per_user_limit, starts_at, ends_at) VALUES (%s, 100, 0, %s, %s,"
@@ -655,6 +694,10 @@ class Explorer(RuleBasedStateMachine):
                 self.rc_at:
             self.window_writes += 1   # the pass read Redis before this change, or will read it
         self.last_redis = redis_now
+        snap = self.dump()
+        if not self.history or {k: v[0] for k, v in snap.items()} != \
+                {k: v[0] for k, v in self.history[-1].items()}:
+            self.history.append(snap)   # this step wrote to Redis (the first: the start)
         st_ = self.state_line(redis_now)
         self.story.append("%3d. %-58s | %s" % (len(self.story), text, st_))
         self.steps.append([name, args])
@@ -669,6 +712,40 @@ class Explorer(RuleBasedStateMachine):
         self.w.rules[name] += 1
         self.prev2, self.prev = self.prev, kind
         CLOCK.advance(1)
+
+    def example_keys(self):
+        """Every Redis key of this example: its voucher's or campaign's, and its orders' claims."""
+        keys = [getattr(self.k, s) for s in (CAMPAIGN_SUFFIXES if self.camp else
+                                             VOUCHER_SUFFIXES)]
+        return keys + ["voucher-order:{%s}" % self.oid(o) for o in range(ORDERS)]
+
+    def dump(self):
+        """The example's keys at one moment (MULTI): key -> (DUMP, PTTL), the keys that exist."""
+        keys = self.example_keys()
+        p = self.w.rb.pipeline(transaction=True)
+        for key in keys:
+            p.dump(key)
+            p.pttl(key)
+        out = p.execute()
+        return {key: (out[2 * i], out[2 * i + 1]) for i, key in enumerate(keys)
+                if out[2 * i] is not None}
+
+    def fenced(self):
+        """Whether the reconciler has not verified this Redis (fence.lua check: the fence is not
+        the run_id): nobody may trust its state, and a gateway with the fence on refuses."""
+        if not self.fence_known:
+            return False
+        run_id, fence = self.w.scripts.fence_check()
+        return fence != run_id
+
+    def refused_by_fence(self):
+        """The gateway's fence (VOUCHER_REDIS_FENCE): while Redis is not verified, every command
+        is refused before it is sent, and the request answered 503. Checked at every step, as
+        if each connected anew: a restart (what rollback() stands for) breaks every connection."""
+        if FENCE["gateway"] and self.fenced():
+            self.w.fenced += 1
+            return True
+        return False
 
     def redis_state(self):
         """(remaining, orders, users); a campaign's: (taken or None when missing, orders, users)."""
@@ -714,8 +791,9 @@ class Explorer(RuleBasedStateMachine):
             rem = "-" if rem is None else "{%s}" % ",".join(
                 "%s=%s" % (self.kname(c), self.short(x) if x != "0" else x)
                 for c, x in sorted(rem.items()))
-        return "redis %s=%s [%s] users{%s} | pg used=%d [%s] | kafka %d/%d rc@%s" % (
-            "taken" if self.camp else "rem", "-" if rem is None else rem, o, u, used, p,
+        return "redis %s=%s [%s] users{%s}%s | pg used=%d [%s] | kafka %d/%d rc@%s" % (
+            "taken" if self.camp else "rem", "-" if rem is None else rem, o, u,
+            " FENCED" if self.fenced() else "", used, p,
             self.pos - self.start,
             len(self.log), SHORT.get(self.rc_at, self.rc_at))
 
@@ -768,6 +846,9 @@ class Explorer(RuleBasedStateMachine):
         if self.camp:
             return self.redeem(o, ttl, c)
         o %= self.n_orders
+        if self.refused_by_fence():
+            return self.record("reserve o%d (%s): fenced, 503" % (o, ttl), "reserve",
+                               {"o": o, "ttl": ttl})
         w, oid, now = self.w, self.oid(o), now_ms()
         self.token += 1
         claim_key, claim_value = "voucher-order:{%s}" % oid, "%s:%d" % (self.code, self.token)
@@ -808,6 +889,9 @@ class Explorer(RuleBasedStateMachine):
         o %= self.n_orders
         w, oid, now = self.w, self.oid(o), now_ms()
         code = self.codes[c % len(self.codes)]
+        if self.refused_by_fence():
+            return self.record("reserve o%d %s (%s): fenced, 503" % (o, self.kname(code), ttl),
+                               "reserve", {"o": o, "ttl": ttl, "c": c})
         loaded = w.sql("SELECT redis_loaded_at IS NOT NULL FROM campaign WHERE id = %s",
                        (self.cid,))[0][0]
         self.token += 1
@@ -855,6 +939,8 @@ class Explorer(RuleBasedStateMachine):
     @guarded
     def confirm(self, o):
         o %= self.n_orders
+        if self.refused_by_fence():
+            return self.record("confirm o%d: fenced, 503" % o, "confirm", {"o": o})
         code = self.order_code(o)
         if self.camp:
             res = self.w.scripts.c_confirm(self.k, self.oid(o), now_ms(), code)
@@ -875,6 +961,8 @@ class Explorer(RuleBasedStateMachine):
     @guarded
     def cancel(self, o):
         o %= self.n_orders
+        if self.refused_by_fence():
+            return self.record("cancel o%d: fenced, 503" % o, "cancel", {"o": o})
         code = self.order_code(o)
         if self.camp:
             res = self.w.scripts.c_cancel_begin(self.k, self.oid(o), now_ms(), code)
@@ -897,12 +985,22 @@ class Explorer(RuleBasedStateMachine):
     @guarded
     def cancel_finish(self, i):
         o, code = self.finishable.pop(i % len(self.finishable))
+        if self.refused_by_fence():
+            # The event is stored; the order stays X until a retry or the reconciler finishes.
+            return self.record("cancel o%d finish: fenced, 503" % o, "cancel_finish", {"i": i})
         if self.camp:
             res = self.w.scripts.c_cancel_finish(self.k, self.oid(o), code)
         else:
             res = self.w.scripts.cancel_finish(self.k, self.oid(o))
-        self.cancelled.setdefault(o, len(self.story))
-        self.record("cancel o%d finish: status %d, 200" % (o, res[0]), "cancel_finish", {"i": i})
+        if res[0] in (0, 1):
+            self.cancelled.setdefault(o, len(self.story))
+            what = "cancel o%d finish: status %d, 200" % (o, res[0])
+        else:
+            # gw_holds.c finished_cb(): -7 (keys lost) 503; not releasing (-1, -2) an error:
+            # no 200, the order stays as Redis has it.
+            what = "cancel o%d finish: status %d, %s" % (o, res[0],
+                                                          "503" if res[0] == -7 else "500")
+        self.record(what, "cancel_finish", {"i": i})
 
     # ---- shorthands: a call and Kafka's report on it with nothing in between (one interleaving
     # among the others, but a frequent one: it makes the states worth exploring more likely)
@@ -1110,6 +1208,7 @@ class Explorer(RuleBasedStateMachine):
         points exactly one repair script runs, so what changed in Redis meanwhile is that
         script's doing (nothing else runs during a hop): it is kept in self.effects."""
         before = self.redis_state()
+        fenced0 = self.fenced()
         self.refresh_log()
         live0, n0 = self.kafka_live(), len(self.log)
         was = self.rc_at
@@ -1121,6 +1220,8 @@ class Explorer(RuleBasedStateMachine):
         self.refresh_log()
         published = [e for off, _, e in self.log[n0:] if off not in self.mine]
         effects = self.effects_of(before, after, published, live0)
+        if fenced0 and not self.fenced():
+            effects.append(("fence", {}))   # fence.lua set: the gateways may write again
         for kind, info in effects:
             self.effects.append((len(self.story), kind, info))
             self.w.repairs[kind] += 1
@@ -1190,6 +1291,8 @@ class Explorer(RuleBasedStateMachine):
         for kind, info in effects:
             if kind == "release":
                 parts.append("publishes release %s %s" % (info["order"], info["reason"]))
+            elif kind == "fence":
+                parts.append("FENCE set (Redis verified)")
             elif kind == "restore":
                 parts.append("RESTORE rem=%s%s%s" % (
                     info["remaining"], " dropped " + ",".join(info["dropped"])
@@ -1219,7 +1322,7 @@ class Explorer(RuleBasedStateMachine):
 
     @rule(point=st.sampled_from(["next", "next", "after-tail", "after-remaining",
                                  "before-repair", "each-repair", "campaign-after-numbers",
-                                 "campaign-before-repair"]))
+                                 "campaign-before-repair", "before-fence"]))
     @guarded
     def rc_to(self, point):
         """The reconciler runs to its next pause point ("next"), or on to the named one: at most
@@ -1274,6 +1377,37 @@ class Explorer(RuleBasedStateMachine):
         else:
             what += " (not confirmed: nothing)"
         self.record(what, "lose_confirm", {"o": o})
+
+    @precondition(lambda self: self.created)
+    @rule(k=st.integers(1, 3))
+    @guarded
+    def rollback(self, k):
+        """Redis loses the example's last k writes (a crash under appendfsync everysec, a restore
+        from an older copy): every key of the example is put back as it was after the k-th
+        writing step from the end (RESTORE ... REPLACE; DEL of the keys that did not exist
+        then), and voucher:fence is deleted, standing in for the new run_id of the restarted
+        Redis. A restart breaks every connection, so the reconciler's are killed too (its pass
+        fails at its next command). What the gateway holds in memory (events queued and not
+        yet reported, cancels to finish) is kept: it lives in the gateway, not in Redis."""
+        lost = min(k, len(self.history) - 1)
+        r = self.w.rb
+        p = r.pipeline(transaction=True)
+        if lost:
+            snap = self.history[-1 - lost]
+            del self.history[len(self.history) - lost:]
+            for key in self.example_keys():
+                if key in snap:
+                    dump, pttl = snap[key]
+                    p.restore(key, max(pttl, 0), dump, replace=True)
+                else:
+                    p.delete(key)
+        p.delete(FENCE_KEY)
+        p.execute()
+        r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        self.w.r.connection_pool.disconnect()   # the explorer's other connection: killed too
+        self.rollbacks.append(len(self.story))
+        self.record("FAULT: Redis restarts without its last %d writes%s" % (
+            lost, "" if lost == k else " (of %d asked)" % k), "rollback", {"k": k})
 
     # ---- the promises
 
@@ -1349,6 +1483,8 @@ class Explorer(RuleBasedStateMachine):
         by what the reconciler's hops did in this example (self.effects). Returns (class, why).
         A campaign's failure is never one of the seven (they are the voucher's): its class is
         campaign-<promise> (CAMPAIGN_CLASSES)."""
+        if "Redis not verified" in msg:
+            return "fence-stuck", "the reconciler did not verify Redis again after it lost writes"
         if self.camp:
             kinds = sorted({k for _, k, _ in self.effects})
             for needle, cls in CAMPAIGN_CLASSES:
@@ -1400,6 +1536,9 @@ class Explorer(RuleBasedStateMachine):
                 return "race1", "a restore dropped orders Redis held (%s)" % drops[0][1]["dropped"]
             if revived_cancel():
                 return "race7", "a retake revived a cancelled order"
+            if self.rollbacks:
+                return "rollback-oversell", ("an oversell after Redis lost its last writes (step"
+                                             " %d)" % self.rollbacks[0])
             return "other-oversell", "an oversell with no restore drop nor revived cancel"
         under = [(s, k) for s, k, i in eff if k in ("retake", "lower") and i["made_undersell"]]
         if under:
@@ -1437,7 +1576,9 @@ class Explorer(RuleBasedStateMachine):
         if len(live) > self.total:
             self.fail("OVERSOLD: %d orders live in Kafka (%s) for a total of %d"
                       % (len(live), sorted(live), self.total))
-        if rem is not None and rem + len(redis_taken | live) > self.total:
+        # While fenced nobody trusts Redis (its state is not compared with Kafka's): the harm a
+        # rolled-back Redis does shows in the answers, which are checked always.
+        if rem is not None and not self.fenced() and rem + len(redis_taken | live) > self.total:
             self.fail("Redis offers a use that is counted: remaining %d + taken %d (%s) > total %d"
                       % (rem, len(redis_taken | live), sorted(redis_taken | live), self.total))
         if self.dlt:
@@ -1480,7 +1621,10 @@ class Explorer(RuleBasedStateMachine):
         taken, orders, _ = self.redis_state()
         used, rows = self.pg_state()
         hold = self.holders(taken, orders)
-        for src in ("kafka", "redis"):
+        fenced = self.fenced()   # Redis not verified: its state is not compared (voucher's)
+        if fenced:
+            hold = [h for h in hold if h[0] != "redis"]
+        for src in ("kafka",) if fenced else ("kafka", "redis"):
             by_code, by_customer = collections.defaultdict(set), collections.defaultdict(set)
             for s_, x, code in hold:
                 if s_ == src:
@@ -1500,7 +1644,7 @@ class Explorer(RuleBasedStateMachine):
                 if len(xs) > self.limit:
                     self.fail("customer %d beyond perCustomerLimit %d in %s: %s" % (
                         cu, self.limit, src, sorted(self.short(x) for x in xs)))
-        if taken is not None:
+        if taken is not None and not fenced:
             for s_, x, code in hold:
                 if code and taken.get(code) != x:
                     self.fail("Redis offers a code that is held: %s (%s in %s), taken says %s" % (
@@ -1564,6 +1708,11 @@ class Explorer(RuleBasedStateMachine):
         for o, held in self.acked.items():
             if self.oid(o) not in rows:
                 return "o%d was answered 201 and has no row" % o
+        if self.fence_known:
+            run_id, fence = self.w.scripts.fence_check()
+            if fence != run_id:
+                return ("Redis not verified: the fence is %s, the run_id %s (a gateway with the"
+                        " fence refuses every request)" % (fence or "missing", run_id))
         if self.camp:
             bad = self.campaign_disagreement(rem, orders, users, used)
             if bad:
@@ -1631,6 +1780,8 @@ def save_replay(path, steps, error, note, cls=None, adapter=None, xfail=None):
             "delivery_ms": DELIVERY, "steps": steps}
     if adapter and adapter != "current":
         case["adapter"] = adapter
+    if not FENCE["gateway"]:
+        case["fence"] = False
     if xfail:
         case["xfail"] = xfail
     with open(path, "w") as f:
@@ -1661,8 +1812,15 @@ def replay_steps(steps):
 
 
 def replay(path):
-    """Runs a saved sequence step by step; returns (error or None, class, why, story)."""
-    return replay_steps(json.load(open(path))["steps"])
+    """Runs a saved sequence step by step; returns (error or None, class, why, story). A case
+    with "fence": false runs with the gateway's fence off (as --no-fence)."""
+    case = json.load(open(path))
+    was = FENCE["gateway"]
+    FENCE["gateway"] = was and case.get("fence", True)
+    try:
+        return replay_steps(case["steps"])
+    finally:
+        FENCE["gateway"] = was
 
 
 def shrink(steps, cls, minutes):
@@ -1772,6 +1930,9 @@ def main():
                     help="long mode: the known failures (KNOWN) end their examples quietly from"
                          " the start, so that the run looks for others")
     ap.add_argument("--no-target", action="store_true", help="no Hypothesis target() phase")
+    ap.add_argument("--no-fence", action="store_true",
+                    help="the gateway steps ignore the restart fence (the reconciler still sets"
+                         " it): what a rollback does without it")
     ap.add_argument("--no-seeds", action="store_true", help="only the replays")
     ap.add_argument("--replay-one", default=None, help="one saved case, told as a story")
     ap.add_argument("--keep-going", action="store_true",
@@ -1779,6 +1940,7 @@ def main():
     a = ap.parse_args()
     FAULT_KEYS[:] = [k for k in a.fault_keys.split(",") if k]
     CAMPAIGN["mode"] = a.campaign
+    FENCE["gateway"] = not a.no_fence
     WORLD = World(a.build, a.lua or os.path.join(a.build, "common", "lua"), a.adapter,
                   os.path.abspath(a.shim))
     started = time.time()
@@ -1860,6 +2022,8 @@ def main():
               len(WORLD.phases), time.time() - started))
     print("   steps by rule: " + ", ".join("%s %d" % kv for kv in WORLD.rules.most_common()))
     print("   reconciler effects: " + ", ".join("%s %d" % kv for kv in WORLD.repairs.most_common()))
+    print("   gateway steps refused by the fence (503): %d%s" % (
+        WORLD.fenced, "" if FENCE["gateway"] else " (the fence is off: --no-fence)"))
     if WORLD.muted_examples:
         print("   examples ended quietly on a kind found already or known: " +
               ", ".join("%s %d" % kv for kv in WORLD.muted_examples.most_common()))
