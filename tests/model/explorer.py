@@ -1494,6 +1494,11 @@ class Explorer(RuleBasedStateMachine):
             return "campaign-other", msg.split(":")[0]
         m = re.search(r"\bo(\d)\b", msg)
         o = int(m.group(1)) if m else None
+
+        def other(kind):
+            # None of the seven: put down to a rollback (Redis lost its last writes) when the
+            # example had one, else to something else.
+            return ("rollback-" if self.rollbacks else "other-") + kind
         so = "o%d" % o if o is not None else None
         eff = self.effects
 
@@ -1508,7 +1513,7 @@ class Explorer(RuleBasedStateMachine):
         if "paid order was released" in msg:
             if "EXPIRED" in reasons(so, self.paid_at.get(o, 1 << 30)):
                 return "race2", "the reconciler expired a hold whose confirm was answered 200"
-            return "other-paid-released", "a paid order released (%s)" % sorted(reasons(so))
+            return other("paid-released"), "a paid order released (%s)" % sorted(reasons(so))
         if "was released by the reconciler" in msg:
             held = int(re.search(r":(\d+):[A-Z]\)", msg).group(1)) if \
                 re.search(r":(\d+):[A-Z]\)", msg) else None
@@ -1524,11 +1529,11 @@ class Explorer(RuleBasedStateMachine):
                                      " undelivered")
                 return "race3-variant", ("a new hold answered 201 after the pass read the tail"
                                          " was released as undelivered")
-            return "other-201-released", "a 201'd hold released (%s)" % sorted(reasons(so))
+            return other("201-released"), "a 201'd hold released (%s)" % sorted(reasons(so))
         if "after its cancel was answered" in msg:
             if revived_cancel():
                 return "race7", "a retake revived a cancelled order"
-            return "other-answer-after-cancel", "an answer after a cancel's 200"
+            return other("answer-after-cancel"), "an answer after a cancel's 200"
         drops = [(s, i) for s, k, i in eff if k == "restore" and i["dropped"]]
         if "OVERSOLD" in msg or "Redis offers a use that is counted" in msg or \
                 "refused events" in msg:
@@ -1536,10 +1541,7 @@ class Explorer(RuleBasedStateMachine):
                 return "race1", "a restore dropped orders Redis held (%s)" % drops[0][1]["dropped"]
             if revived_cancel():
                 return "race7", "a retake revived a cancelled order"
-            if self.rollbacks:
-                return "rollback-oversell", ("an oversell after Redis lost its last writes (step"
-                                             " %d)" % self.rollbacks[0])
-            return "other-oversell", "an oversell with no restore drop nor revived cancel"
+            return other("oversell"), "an oversell with no restore drop nor revived cancel"
         under = [(s, k) for s, k, i in eff if k in ("retake", "lower") and i["made_undersell"]]
         if under:
             s, k = under[0]
@@ -1551,10 +1553,10 @@ class Explorer(RuleBasedStateMachine):
         if drops:
             return "race1", "a restore dropped orders Redis held (%s)" % drops[0][1]["dropped"]
         if "users says" in msg:
-            return "other-users", "a customer's count in users disagrees with the orders"
+            return other("users"), "a customer's count in users disagrees with the orders"
         if "undersold" in msg:
-            return "other-undersold", "undersold at quiescence, no repair made it"
-        return "other", msg.split(":")[0]
+            return other("undersold"), "undersold at quiescence, no repair made it"
+        return ("rollback" if self.rollbacks else "other"), msg.split(":")[0]
 
     @invariant()
     def promises(self):
