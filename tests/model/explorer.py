@@ -595,6 +595,7 @@ class Explorer(RuleBasedStateMachine):
         self.history = []      # the example's keys after each step that wrote to Redis (rollback)
         self.rollbacks = []    # the steps at which Redis lost its last writes
         self.fence_known = w.scripts.has_fence()
+        self.fence_seen = None   # fenced(), as last read
         if self.fence_known:
             # Each example starts on a Redis the reconciler verified: the explorer owns the stack,
             # and an example that ended fenced (a failure) must not fence the next one.
@@ -694,10 +695,13 @@ class Explorer(RuleBasedStateMachine):
                 self.rc_at:
             self.window_writes += 1   # the pass read Redis before this change, or will read it
         self.last_redis = redis_now
-        snap = self.dump()
-        if not self.history or {k: v[0] for k, v in snap.items()} != \
-                {k: v[0] for k, v in self.history[-1].items()}:
-            self.history.append(snap)   # this step wrote to Redis (the first: the start)
+        if name not in ("writer_apply", "writer_redeliver", "wait_grace") and not (
+                name == "deliver" and not self.w.scripts.forget_not_persisted):
+            # Steps that can write to Redis (the others touch only Kafka, PostgreSQL, the clock).
+            snap = self.dump()
+            if not self.history or {k: v[0] for k, v in snap.items()} != \
+                    {k: v[0] for k, v in self.history[-1].items()}:
+                self.history.append(snap)   # this step wrote to Redis (the first: the start)
         st_ = self.state_line(redis_now)
         self.story.append("%3d. %-58s | %s" % (len(self.story), text, st_))
         self.steps.append([name, args])
@@ -735,8 +739,12 @@ class Explorer(RuleBasedStateMachine):
         the run_id): nobody may trust its state, and a gateway with the fence on refuses."""
         if not self.fence_known:
             return False
-        run_id, fence = self.w.scripts.fence_check()
-        return fence != run_id
+        if self.fence_seen is None:
+            # Only rollback() and the reconciler's hops change the fence (the daemon runs only
+            # between its pause points): each forgets what was seen.
+            run_id, fence = self.w.scripts.fence_check()
+            self.fence_seen = fence != run_id
+        return self.fence_seen
 
     def untrusted(self):
         """Whether nobody trusts Redis's state now: it is fenced and the gateway obeys the fence.
@@ -1220,6 +1228,7 @@ class Explorer(RuleBasedStateMachine):
         was = self.rc_at
         os.unlink(os.path.join(self.pause_dir, self.rc_at))
         self.rc_at = None
+        self.fence_seen = None
         windows = self.window_writes
         self.rc_wait()
         after = self.last_redis = self.redis_state()
@@ -1409,6 +1418,7 @@ class Explorer(RuleBasedStateMachine):
                     p.delete(key)
         p.delete(FENCE_KEY)
         p.execute()
+        self.fence_seen = None
         r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
         self.w.r.connection_pool.disconnect()   # the explorer's other connection: killed too
         self.rollbacks.append(len(self.story))
