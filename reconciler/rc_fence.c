@@ -20,7 +20,7 @@ void rc_fence_init(rc_fence_t *f, const rc_config_t *cfg)
 
 int rc_fence_clean(const rc_summary_t *sum)
 {
-    return sum->redis_drifted == 0 && sum->awaiting_restore == 0 && sum->restored == 0 &&
+    return sum->offering_excess == 0 && sum->awaiting_restore == 0 && sum->restored == 0 &&
            sum->retaken == 0 && sum->lowered == 0 && sum->reconfirmed == 0;
 }
 
@@ -98,10 +98,11 @@ int rc_fence_pass(rc_ctx_t *ctx, rc_fence_t *f, int repair, FILE *table, rc_summ
         return rc;
     if (!rc_fence_clean(sum)) {
         vc_info("Redis run_id %s: the full pass repaired drift (%lld restored, %lld taken again, "
-                "%lld lowered, %lld confirmed again, %d drifted in Redis, %d waiting to be restored): "
+                "%lld lowered, %lld confirmed again, %d offering more than their bound, %d waiting to "
+                "be restored): "
                 "checking again next pass",
                 id, (long long)sum->restored, (long long)sum->retaken, (long long)sum->lowered,
-                (long long)sum->reconfirmed, sum->redis_drifted, sum->awaiting_restore);
+                (long long)sum->reconfirmed, sum->offering_excess, sum->awaiting_restore);
         return 0;
     }
     /* Clean; a test (tests/model) may land a gateway step or a restart here. */

@@ -294,7 +294,7 @@ START_TEST(drifted_when_the_counter_offers_more_than_the_orders_allow)
     add(&m, "c", 'C', VC_RD_CONFIRMED);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
     ck_assert_int_eq(rc_model_excess_remaining(&n), 1);
-    ck_assert(rc_model_redis_drift(&n)); /* holds the restart fence down until lowered */
+    ck_assert(rc_model_redis_drift(&n));
     rc_orders_free(&m);
 }
 END_TEST
@@ -335,8 +335,7 @@ START_TEST(drifted_when_postgres_disagrees_with_itself)
     n.live_rows = 3;
     rc_orders_init(&m);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
-    /* No repair of Redis closes it: it must not hold the restart fence down for good. */
-    ck_assert(!rc_model_redis_drift(&n));
+    ck_assert(!rc_model_redis_drift(&n)); /* Redis has nothing to repair */
     rc_orders_free(&m);
 }
 END_TEST
@@ -352,11 +351,16 @@ START_TEST(fence_lifts_only_after_a_clean_pass)
     sum.expired = 3;
     sum.stranded = 1;
     sum.finished = 2;
-    sum.verdicts[RC_DRIFTED] = 1; /* PostgreSQL's own: not counted in redis_drifted */
+    /*
+     * A drift no repair closes (PostgreSQL's own, or more orders than the
+     * limit, where Redis already offers nothing) must not hold the fence
+     * down for good: it was there before the restart.
+     */
+    sum.verdicts[RC_DRIFTED] = 2;
     ck_assert(rc_fence_clean(&sum));
-    sum.redis_drifted = 1;
+    sum.offering_excess = 1;
     ck_assert(!rc_fence_clean(&sum));
-    sum.redis_drifted = 0;
+    sum.offering_excess = 0;
     sum.awaiting_restore = 1;
     ck_assert(!rc_fence_clean(&sum));
     sum.awaiting_restore = 0;
