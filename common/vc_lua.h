@@ -28,5 +28,7 @@ extern const char vc_lua_limit[];
 extern const char vc_lua_limit_sync[];
 extern const char vc_lua_guard_bucket[]; /* gateway/gw_guard.h */
 extern const char vc_lua_guard_index[];  /* gateway/gw_guard.h, the spent set */
+extern const char vc_lua_fence[]; /* the restart fence: gw_redis.c, reconciler/rc_fence.c */
+#define VC_FENCE_KEY "voucher:fence" /* fence.lua's key: the run_id the reconciler verified */
 
 #endif

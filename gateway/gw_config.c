@@ -48,6 +48,11 @@ const vc_cfg_param_t gw_config_params[] = {
         "WAIT. Too few in time: 503, outcome unknown, the hold kept (proto/redis-keys.md)"),
     MS("redis-wait-timeout", "VOUCHER_REDIS_WAIT_TIMEOUT", "100ms", redis_wait_timeout_ms, 1,
        60000, "how long that WAIT waits for the replicas"),
+    {"redis-fence", "VOUCHER_REDIS_FENCE", VC_CFG_BOOL, "false", offsetof(gw_config_t, redis_fence),
+     0, 1,
+     "refuse to write to a Redis whose run_id the reconciler has not verified since it started "
+     "(the restart fence: needed when Redis may come back without its last writes, as under "
+     "appendfsync everysec; proto/redis-keys.md); one node only, not a Redis Cluster"},
     MS("rules-ttl", "VOUCHER_RULES_TTL", "5s", rules_ttl_ms, 0, 3600000,
        "how long cached voucher rules are trusted before PostgreSQL is read again"),
     MS("rules-miss-ttl", "VOUCHER_RULES_MISS_TTL", "1s", rules_miss_ttl_ms, 0, 3600000,

@@ -23,6 +23,7 @@ typedef struct {
     int64_t redis_timeout_ms;    /* deadline of every Redis command */
     int64_t redis_wait_replicas;   /* replicas a use must reach before its event (WAIT); 0 none */
     int64_t redis_wait_timeout_ms; /* how long that WAIT waits */
+    int redis_fence;               /* refuse writes until the reconciler verified Redis's run_id */
     int64_t kafka_timeout_ms;    /* delivery.timeout.ms of the producer */
     int64_t rules_ttl_ms;        /* how long cached voucher rules are trusted */
     int64_t rules_miss_ttl_ms;   /* how long an unknown code is remembered as unknown */

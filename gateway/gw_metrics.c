@@ -18,7 +18,7 @@ static const int statuses[] = {200, 201, 400, 401, 404, 405, 409, 413, 422, 429,
 static _Atomic(vc_metric_t *) requests[GW_ROUTE_COUNT][NSTATUS];
 static _Atomic(vc_metric_t *) durations[GW_ROUTE_COUNT];
 static vc_metric_t *redis_roundtrip, *kafka_ack, *kafka_report;
-static vc_metric_t *redis_error, *redis_timeout, *kafka_failed, *kafka_unknown, *soldout,
+static vc_metric_t *redis_error, *redis_timeout, *redis_fenced, *kafka_failed, *kafka_unknown, *soldout,
     *connections;
 
 static size_t status_slot(int status)
@@ -62,7 +62,9 @@ static vc_metric_t *duration_series(gw_route_kind_t route)
 
 void gw_metrics_init(void)
 {
-    static const char *const redis_help = "Redis commands that failed, by kind.";
+    static const char *const redis_help =
+        "Redis commands that failed, by kind (fenced: refused unsent while the restart fence "
+        "is up, proto/redis-keys.md).";
     static const char *const kafka_help =
         "Event deliveries that failed: not persisted (failed) or possibly persisted (unknown).";
 
@@ -71,6 +73,8 @@ void gw_metrics_init(void)
     redis_error = vc_counter("voucher_gateway_redis_errors_total", redis_help, "kind=\"error\"");
     redis_timeout =
         vc_counter("voucher_gateway_redis_errors_total", redis_help, "kind=\"timeout\"");
+    redis_fenced =
+        vc_counter("voucher_gateway_redis_errors_total", redis_help, "kind=\"fenced\"");
     kafka_failed = vc_counter("voucher_gateway_kafka_errors_total", kafka_help, "kind=\"failed\"");
     kafka_unknown =
         vc_counter("voucher_gateway_kafka_errors_total", kafka_help, "kind=\"unknown\"");
@@ -103,7 +107,10 @@ void gw_metrics_redis_error(int rc)
 {
     if (!redis_error || rc == VC_ERR_SHUTDOWN)
         return;
-    vc_metric_add(rc == VC_ERR_TIMEOUT ? redis_timeout : redis_error, 1);
+    vc_metric_add(rc == VC_ERR_TIMEOUT  ? redis_timeout
+                  : rc == VC_ERR_FENCED ? redis_fenced
+                                        : redis_error,
+                  1);
 }
 
 void gw_metrics_kafka_error(int unknown)

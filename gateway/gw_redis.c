@@ -11,6 +11,7 @@
 #include "vc_num.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_lua.h"
 #include "vc_redis_cluster.h"
 #include "vc_time.h"
 
@@ -27,6 +28,7 @@
 #define GW_REDIS_HUNG_FACTOR 4
 #define GW_REDIS_HUNG_MIN_MS 2000
 #define GW_REDIS_TIMEOUT_LOG_MS 5000 /* at most one timeout warning this often */
+#define GW_REDIS_FENCE_RECHECK_MS 500 /* while fenced, the check again at most this often */
 /*
  * What a node's connection gives its cluster router for a MOVED or ASK
  * (reply: the error's text); never seen outside this file.
@@ -188,6 +190,7 @@ typedef struct cmd {
     /* A reply that is not an error goes here whole instead of to cb (CLUSTER SLOTS). */
     void (*raw)(void *arg, const redisReply *x);
     int listed;
+    int internal; /* the connection's own (AUTH, SELECT, SCRIPT LOAD, the fence): never fenced */
     long script; /* registered script, or -1: for the EVAL fallback */
     int argc;
     const char **argv;
@@ -211,6 +214,15 @@ struct gw_redis {
     int port, db;
     char user[128], password[256]; /* for AUTH; the password is never logged */
     int auth_refused;              /* the last AUTH failed: keep backing off */
+    /*
+     * The restart fence (gw_redis_new): with fence on, every command but the
+     * connection's own is refused unsent until fence.lua says this Redis
+     * process's run_id is the one the reconciler verified. verified is of the
+     * connection: a Redis restart breaks it, and the next one checks again.
+     */
+    int fence, verified, fence_checking;
+    int64_t fence_checked_ms;         /* monotonic: when the last check was answered */
+    char fence_refused_run_id[48];    /* the run_id last logged as not verified */
     int64_t timeout_ms;
     const char *const *scripts;
     size_t nscripts;
@@ -488,6 +500,7 @@ static cmd_t *cmd_new(gw_redis_t *r, int argc, const char **argv, const size_t *
 }
 
 static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata);
+static void fence_check_due(gw_redis_t *r);
 
 /* Hands c to hiredis. Returns 0, or frees c and returns a negative VC_ERR_*. */
 static int cmd_send(gw_redis_t *r, cmd_t *c)
@@ -499,6 +512,12 @@ static int cmd_send(gw_redis_t *r, cmd_t *c)
     if (r->npending >= GW_REDIS_MAX_PENDING) {
         free(c);
         return VC_ERR_UNAVAILABLE;
+    }
+    if (r->fence && !r->verified && !c->internal) {
+        free(c);
+        fence_check_due(r);
+        gw_metrics_redis_error(VC_ERR_FENCED);
+        return VC_ERR_FENCED;
     }
     if (redisAsyncFormattedCommand(r->ctx, reply_cb, c, c->resp, c->resp_len) != REDIS_OK) {
         free(c);
@@ -619,6 +638,20 @@ static int command_blocking(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc,
     c->cb = cb;
     c->arg = arg;
     c->blocks_ms = blocks_ms;
+    return cmd_send(r, c);
+}
+
+/* A command of the connection itself, which the restart fence lets through. */
+static int command_internal(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc,
+                            const char **argv, const size_t *argvlen)
+{
+    cmd_t *c = cmd_new(r, argc, argv, argvlen);
+
+    if (!c)
+        return VC_ERR_NOMEM;
+    c->cb = cb;
+    c->arg = arg;
+    c->internal = 1;
     return cmd_send(r, c);
 }
 
@@ -744,7 +777,7 @@ static void load_script(gw_redis_t *r, size_t i)
 
     if (r->slot[i].loading)
         return;
-    if (gw_redis_command(r, script_loaded_cb, &r->slot[i], 3, argv, argvlen) == 0)
+    if (command_internal(r, script_loaded_cb, &r->slot[i], 3, argv, argvlen) == 0)
         r->slot[i].loading = 1;
 }
 
@@ -779,6 +812,69 @@ static void select_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     (void)reply;
     if (rc != 0 && rc != VC_ERR_SHUTDOWN)
         vc_error("redis SELECT %d failed: %s", r->db, vc_strerror(rc));
+}
+
+/* fence.lua's check answered: {run_id, fence}. */
+static void fence_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    gw_redis_t *r = arg;
+    const char *id;
+    size_t len;
+
+    r->fence_checking = 0;
+    r->fence_checked_ms = vc_time_mono_ms();
+    if (rc != 0) {
+        /* A connection lost or closing says so itself; Redis's refusal (an ACL) is logged there. */
+        if (rc == VC_ERR_PROTOCOL)
+            vc_warn("redis %s:%d: the restart fence cannot be checked (the user needs +info "
+                    "and +eval): refusing commands",
+                    r->host, r->port);
+        return;
+    }
+    if (reply->n != 2 || reply->item[0].type != GW_REDIS_STR ||
+        reply->item[1].type != GW_REDIS_STR) {
+        vc_warn("redis %s:%d: unexpected reply to the restart fence's check", r->host, r->port);
+        return;
+    }
+    id = reply->item[0].str;
+    len = reply->item[0].len;
+    if (len == reply->item[1].len && memcmp(id, reply->item[1].str, len) == 0) {
+        r->verified = 1;
+        r->fence_refused_run_id[0] = '\0';
+        vc_info("redis %s:%d: run_id %.*s verified by the reconciler", r->host, r->port,
+                (int)len, id);
+        return;
+    }
+    /* Said once per Redis process, not once per check. */
+    if (len >= sizeof(r->fence_refused_run_id) ||
+        strncmp(r->fence_refused_run_id, id, sizeof(r->fence_refused_run_id)) != 0) {
+        snprintf(r->fence_refused_run_id, sizeof(r->fence_refused_run_id), "%.*s", (int)len, id);
+        vc_warn("redis %s:%d: run_id %s not verified (voucher:fence %s%.*s): refusing commands "
+                "until the reconciler has verified its state (Redis restarted, or lost its keys)",
+                r->host, r->port, r->fence_refused_run_id, reply->item[1].len ? "holds " : "absent",
+                (int)reply->item[1].len, reply->item[1].str);
+    }
+}
+
+/* Sends fence.lua's check unless one is pending. */
+static void fence_check(gw_redis_t *r)
+{
+    const char *argv[] = {"EVAL", vc_lua_fence, "1", VC_FENCE_KEY, "check"};
+    size_t argvlen[5];
+
+    if (r->fence_checking)
+        return;
+    for (int i = 0; i < 5; i++)
+        argvlen[i] = strlen(argv[i]);
+    if (command_internal(r, fence_cb, r, 5, argv, argvlen) == 0)
+        r->fence_checking = 1;
+}
+
+/* While refused: the check again, at most every GW_REDIS_FENCE_RECHECK_MS. */
+static void fence_check_due(gw_redis_t *r)
+{
+    if (!r->fence_checking && vc_time_mono_ms() - r->fence_checked_ms >= GW_REDIS_FENCE_RECHECK_MS)
+        fence_check(r);
 }
 
 static void connect_cb(const redisAsyncContext *ac, int status)
@@ -850,15 +946,20 @@ static void connect_now(gw_redis_t *r)
             argv[1] = r->password;
             argvlen[1] = argvlen[2];
         }
-        gw_redis_command(r, auth_cb, r, with_user ? 3 : 2, argv, argvlen);
+        command_internal(r, auth_cb, r, with_user ? 3 : 2, argv, argvlen);
     }
     if (r->db != 0) {
         const char *argv[] = {"SELECT", db};
         size_t argvlen[2] = {6, 0};
         snprintf(db, sizeof(db), "%d", r->db);
         argvlen[1] = strlen(db);
-        gw_redis_command(r, select_cb, r, 2, argv, argvlen);
+        command_internal(r, select_cb, r, 2, argv, argvlen);
     }
+    /* A new connection may be to a restarted Redis: checked before anything else goes. */
+    r->verified = 0;
+    r->fence_checking = 0;
+    if (r->fence)
+        fence_check(r);
     for (size_t i = 0; i < r->nscripts; i++)
         load_script(r, i);
 }
@@ -868,7 +969,7 @@ static int router_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *u
                       atomic_int *up);
 
 int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *url, int64_t timeout_ms,
-                 const char *const *scripts, size_t nscripts, atomic_int *up)
+                 const char *const *scripts, size_t nscripts, atomic_int *up, int fence)
 {
     gw_redis_t *r;
 
@@ -895,6 +996,7 @@ int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *url, i
     r->backoff_ms = GW_REDIS_BACKOFF_MIN_MS;
     r->fail_rc = VC_ERR_UNAVAILABLE;
     r->up = up;
+    r->fence = fence;
     for (size_t i = 0; i < nscripts; i++)
         r->slot[i].r = r;
     uv_timer_init(loop, &r->deadline_timer);
@@ -971,7 +1073,7 @@ static gw_redis_t *router_child(gw_redis_t *rt, const char *host, int port)
     u.port = port;
     snprintf(u.user, sizeof(u.user), "%s", rt->user);
     snprintf(u.password, sizeof(u.password), "%s", rt->password);
-    if (gw_redis_new(&c, rt->loop, &u, rt->timeout_ms, rt->scripts, rt->nscripts, NULL) != 0)
+    if (gw_redis_new(&c, rt->loop, &u, rt->timeout_ms, rt->scripts, rt->nscripts, NULL, 0) != 0)
         return NULL;
     c->router = rt;
     rt->child[rt->nchild++] = c;

@@ -60,15 +60,20 @@ typedef void (*gw_redis_cb)(void *arg, int rc, const gw_redis_reply_t *reply);
  * scripts (nscripts Lua sources) are borrowed for the adapter's life.
  * up, if not NULL, is kept at 1 while connected and 0 otherwise, for other
  * threads to read (readiness); borrowed for the adapter's life.
+ * fence turns the restart fence on (one node only; proto/redis-keys.md, "The
+ * restart fence"): each connection first runs fence.lua's check, and until it
+ * says that this Redis process is the one the reconciler verified, every
+ * command is refused unsent with VC_ERR_FENCED (the check is sent again, at
+ * most twice a second, as commands come).
  * Returns 0 and sets *out, or VC_ERR_NOMEM.
  */
 int gw_redis_new(gw_redis_t **out, uv_loop_t *loop, const vc_redis_url_t *url, int64_t timeout_ms,
-                 const char *const *scripts, size_t nscripts, atomic_int *up);
+                 const char *const *scripts, size_t nscripts, atomic_int *up, int fence);
 
 /*
  * Sends one command (argc strings of argvlen bytes; copied). Returns 0 and
  * cb runs exactly once later (also on close), or a negative VC_ERR_* (not
- * connected, too many pending) and cb never runs.
+ * connected, too many pending, VC_ERR_FENCED) and cb never runs.
  */
 int gw_redis_command(gw_redis_t *r, gw_redis_cb cb, void *arg, int argc, const char **argv,
                      const size_t *argvlen);

@@ -69,7 +69,7 @@ static void worker_main(void *arg)
               gw_rules_new(&w->loop, sh->pg, cfg->rules_ttl_ms, cfg->rules_miss_ttl_ms,
                            (int)cfg->rules_max_loads)) ||
         gw_redis_new(&w->app.redis, &w->loop, &sh->redis, cfg->redis_timeout_ms, gw_app_scripts,
-                     GW_SCRIPT_COUNT, &sh->redis_up[w->id]) != 0) {
+                     GW_SCRIPT_COUNT, &sh->redis_up[w->id], cfg->redis_fence) != 0) {
         snprintf(w->err, sizeof(w->err), "out of memory");
         rc = VC_ERR_NOMEM;
     } else {

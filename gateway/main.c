@@ -145,6 +145,12 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         fprintf(stderr, "voucher-gateway: VOUCHER_REDIS_URL %s\n", err);
         return 2;
     }
+    if (cfg.redis_fence && shared.redis.cluster) {
+        fprintf(stderr, "voucher-gateway: VOUCHER_REDIS_FENCE works with one Redis node, not a "
+                        "Redis Cluster (there, keep appendfsync always and "
+                        "VOUCHER_REDIS_WAIT_REPLICAS: deploy/README.md, \"Redis\")\n");
+        return 2;
+    }
     if (gw_http_check_free(shared.http_host, shared.http_port, err, sizeof(err)) != 0) {
         vc_error("%s", err);
         return 1;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "rc_fence.h"
 #include "rc_pass.h"
 #include "rc_plan_json.h"
 #include "vc_admin.h"
@@ -135,7 +136,7 @@ static void sleep_interval(int64_t ms)
     }
 }
 
-static int run_once(rc_ctx_t *ctx, const rc_settings_t *s)
+static int run_once(rc_ctx_t *ctx, const rc_fence_t *fence, const rc_settings_t *s)
 {
     rc_summary_t sum;
     char err[512];
@@ -164,6 +165,9 @@ static int run_once(rc_ctx_t *ctx, const rc_settings_t *s)
                (long long)sum.reconfirmed, (long long)sum.discarded);
         rc = rc_pass(ctx, 0, stdout, &sum, err, sizeof(err));
     }
+    /* Reported, not acted on: verifying needs the daemon's memory of when the process appeared. */
+    if (rc == 0)
+        rc = rc_fence_report(ctx, fence, stdout, err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "voucher-reconciler: %s\n", err);
         return 2;
@@ -193,6 +197,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     rc_config_t cfg;
     rc_ctx_t ctx = {0};
     rc_summary_t sum;
+    rc_fence_t fence;
     vc_admin_t *admin = NULL;
     vc_metric_t *passes, *failed, *leader;
     char err[512];
@@ -231,6 +236,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                         s.restore_delay_ms, s.once ? 0 : s.full_every_ms, kafka_extra,
                         s.redis_retention_ms};
     ctx.cfg = &cfg;
+    rc_fence_init(&fence, &cfg);
     /* --once is a command: a stop signal ends it at once, as any command's. */
     if (vc_signal_install(s.once ? NULL : on_signal) != 0) {
         fprintf(stderr, "voucher-reconciler: cannot install the signal handlers\n");
@@ -238,7 +244,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     }
 
     if (s.once) {
-        rc = run_once(&ctx, &s);
+        rc = run_once(&ctx, &fence, &s);
         rc_ctx_close(&ctx);
         return rc;
     }
@@ -280,7 +286,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
             sleep_interval(s.interval_ms);
             continue;
         }
-        if (rc_pass(&ctx, !s.report_only, NULL, &sum, err, sizeof(err)) != 0) {
+        if (rc_fence_pass(&ctx, &fence, !s.report_only, NULL, &sum, err, sizeof(err)) != 0) {
             vc_warn("pass failed, will try again: %s", err);
             vc_metric_add(failed, 1);
             last_pass_ok = 0;

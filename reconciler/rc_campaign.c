@@ -743,7 +743,7 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
     if (!repair)
         goto out;
     /* Quiet by the numbers: read in full only every full_every_ms (always with --once). */
-    if (!rc_campaign_needs_full(lost, taken, live, releasing, ndue, flying) &&
+    if (!ctx->force_full && !rc_campaign_needs_full(lost, taken, live, releasing, ndue, flying) &&
         ctx->cfg->full_every_ms > 0 && m->last_full_ms &&
         mono - m->last_full_ms < ctx->cfg->full_every_ms)
         goto out;

@@ -252,14 +252,8 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
         return RC_DRIFTED; /* rows the counter misses: its CHECK guards fewer uses than are sold */
     if (!n->redis_loaded)
         return RC_NOT_LOADED;
-    /*
-     * The counter and the orders were read at one moment: during a sale they
-     * still agree (each script moves both), so these hold only for drift.
-     */
-    if (n->orders_lost || n->missing_in_redis > 0 || n->users_missing > 0 ||
-        n->redis_remaining > n->bound ||
-        n->redis_taken < n->redis_counted + n->uncounted)
-        return RC_DRIFTED; /* the last: more orders hold uses than the limit has */
+    if (rc_model_redis_drift(n))
+        return RC_DRIFTED;
     if (n->redis_taken > n->redis_counted + n->uncounted)
         return RC_UNDERSOLD;
     if (n->stranded > 0 || n->released_in_pg > 0 || n->confirmed_unknown > 0 || n->discarding > 0)
@@ -283,6 +277,19 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
                                                    n->parked_held)
         return n->parked_held > 0 ? RC_PARKED : RC_BEHIND;
     return RC_UNDERSOLD;
+}
+
+int rc_model_redis_drift(const rc_numbers_t *n)
+{
+    /*
+     * The counter and the orders were read at one moment: during a sale they
+     * still agree (each script moves both), so these hold only for drift.
+     */
+    return n->redis_loaded &&
+           (n->orders_lost || n->missing_in_redis > 0 || n->users_missing > 0 ||
+            n->redis_remaining > n->bound ||
+            /* the last: more orders hold uses than the limit has */
+            n->redis_taken < n->redis_counted + n->uncounted);
 }
 
 int rc_model_quiet(const rc_numbers_t *n, int64_t due_holds, int64_t releasing)

@@ -151,6 +151,15 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
  */
 int rc_model_quiet(const rc_numbers_t *n, int64_t due_holds, int64_t releasing);
 
+/*
+ * Whether Redis, loaded, disagrees with what PostgreSQL and the events in
+ * flight count in a way only a repair of Redis closes: orders, users or
+ * amounts lost, orders counted downstream and missing in Redis, a counter
+ * offering more than the bound, fewer uses taken than orders hold. (The
+ * RC_DRIFTED of PostgreSQL disagreeing with itself is not Redis's.)
+ */
+int rc_model_redis_drift(const rc_numbers_t *n);
+
 /* "consistent", "not loaded", "behind", "undersold", "DRIFTED", "used-without-rows", "parked". */
 const char *rc_verdict_name(rc_verdict_t v);
 

@@ -116,7 +116,7 @@ static int choose_full(rc_ctx_t *ctx, rc_voucher_t *v, int *periodic_left, char 
     int rc = 0;
 
     v->full = 1;
-    if (ctx->cfg->full_every_ms <= 0 || !v->mem->last_full_ms)
+    if (ctx->force_full || ctx->cfg->full_every_ms <= 0 || !v->mem->last_full_ms)
         return 0; /* always in full, or never read in full yet */
     if (v->n.redis_loaded) {
         /* The numbers first: the two counts cost a round trip only when they agree. */
@@ -282,6 +282,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
 
         sum->vouchers++;
         sum->verdicts[v->verdict]++;
+        sum->redis_drifted += v->full && rc_model_redis_drift(&v->n);
         sum->parked += v->n.parked;
         record_metrics(v);
         if (table)

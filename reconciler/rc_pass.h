@@ -62,6 +62,7 @@ typedef struct {
     int leader;
     int64_t proven_ms;   /* monotonic: when the last proof that pg holds the lock was sent */
     rc_memory_t *memory; /* what earlier passes saw: when each unsent hold was first seen */
+    int force_full;      /* read every voucher and campaign in full (the restart fence) */
 } rc_ctx_t;
 
 /* What a pass found and did. */
@@ -81,6 +82,7 @@ typedef struct {
     int64_t parked;      /* dead letters parked, waiting for an operator */
     int awaiting_restore; /* vouchers missing from Redis, waiting out the restore delay */
     int read_in_full;     /* vouchers whose rows and orders were read (the others: numbers only) */
+    int redis_drifted;    /* vouchers read in full whose Redis drifted (rc_model_redis_drift()) */
 } rc_summary_t;
 
 /*
