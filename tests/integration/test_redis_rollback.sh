@@ -26,10 +26,11 @@ if [[ $VOUCHER_REDIS_URL == redis+cluster://* ]]; then
   echo "1..0 # SKIP the fence is for a single Redis node (a cluster refuses it)"
   exit 0
 fi
-plan 30
+plan 33
 
 limit=10
-fence_detail='not verified since Redis restarted'
+# The fence's refusal says the Redis process is not verified (vc_error.h, VC_ERR_FENCED).
+fence_detail='not verified'
 reserve() { # CODE CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
 }
@@ -53,6 +54,8 @@ retried() { # COMMAND...
   done
 }
 redis_info() { rcli INFO server | tr -d '\r' | sed -n "s/^$1://p"; }
+# "verified" when voucher:fence holds the run_id of the Redis process running.
+fence_state() { if [ "$(rcli GET voucher:fence)" = "$(redis_info run_id)" ]; then echo verified; else echo unverified; fi; }
 dead_letters() { sql "SELECT count(*) FROM dead_letter WHERE voucher_code = '$1'"; }
 writer_dead_letters() { local n; n=$(metric "$(writer_admin)" 'voucher_writer_events_total{outcome="dead_letter"}'); echo "${n:-0}"; }
 verdict() { "$bin_reconciler" --once --report-only 2>/dev/null | awk -v c="$1" '$1 == c { print $NF }'; }
@@ -63,7 +66,18 @@ aof_dir="$(rcli CONFIG GET dir | sed -n 2p)/$(rcli CONFIG GET appenddirname | se
   { echo "Bail out! no AOF manifest in '$aof_dir': the stack's Redis must run with appendonly yes"; exit 1; }
 stack() { "$VOUCHER_SOURCE_DIR/deploy/stack" "$@" >>"$scratch/stack.log" 2>&1; }
 # Whatever happens, Redis is running when the test ends: the next test needs it.
-trap '[ "$(rcli PING 2>/dev/null)" = PONG ] || stack up redis; finish' EXIT
+# A reconciler at a pause point (fence on, below) is let go until it stopped.
+releaser=
+let_go() { ( while :; do rm -f "$pause_dir"/reconciler-*; sleep 0.05; done ) & releaser=$!; }
+at_exit() {
+  [ -n "$releaser" ] || let_go
+  daemon_stop "$test_name-reconciler"
+  kill "$releaser"
+  wait "$releaser" 2>/dev/null
+  [ "$(rcli PING 2>/dev/null)" = PONG ] || stack up redis
+  finish
+}
+trap at_exit EXIT
 
 copy_aof() { rm -rf "$scratch/aof" && cp -a "$aof_dir" "$scratch/aof"; }
 # kill -9 the stack's Redis and start it again on the copy of its AOF.
@@ -90,6 +104,8 @@ wait_writable() { # SECONDS
     sleep 0.1
   done
   diag "the last answer on $code: $status $body"
+  diag "what keeps the reconciler from verifying Redis:"
+  "$bin_reconciler" --once --report-only 2>&1 | grep -vE ' (consistent|not loaded)$' | sed 's/^/# /'
   return 1
 }
 
@@ -109,15 +125,15 @@ sell_and_roll_back() { # MODE
   : >"$scratch/$mode.201"
   n=0
   for i in 1 2 3; do
-    reserve "$code" "$i" "$code-o$i"
+    retried reserve "$code" "$i" "$code-o$i"
     [ "$status" = 201 ] && { n=$((n + 1)); echo "$code-o$i" >>"$scratch/$mode.201"; }
   done
   copy_aof
   for i in 4 5 6; do
-    reserve "$code" "$i" "$code-o$i"
+    retried reserve "$code" "$i" "$code-o$i"
     [ "$status" = 201 ] && { n=$((n + 1)); echo "$code-o$i" >>"$scratch/$mode.201"; }
   done
-  confirm "$code" "$code-o4"
+  retried confirm "$code" "$code-o4"
   is "$n $status $(remaining "$code")" "6 200 4" "$mode: three 201s, the AOF copied aside, three more 201s and a confirm (200)"
   daemon_stop "$test_name-reconciler"
   old_run=$(redis_info run_id)
@@ -164,6 +180,16 @@ is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" "$limit" 20
 for ((i = 0; i < 100; i++)); do [ "$(dead_letters "$code")" -ge $((sold - limit)) ] && break; sleep 0.1; done
 is "$(dead_letters "$code")" "$((sold - limit))" "off: each 201 beyond the limit is dead-lettered: acknowledged, then refused"
 ok "$([ "$(writer_dead_letters)" -gt "$dead0" ]; echo $?)" "off: the writer counts dead letters ($dead0 -> $(writer_dead_letters))"
+# The operator's part (deploy/README.md, dead letters): the customers told 201
+# beyond the limit are refused, their letters discarded, so the reconciler can
+# give their uses back and agree with PostgreSQL again. Until then the voucher
+# stays DRIFTED and, with the fence on, no Redis restart could be verified.
+discarded=0
+for order in $(sql "SELECT order_id FROM dead_letter WHERE voucher_code = '$code' AND state = 'parked'"); do
+  "$bin_writer" dlt discard --order "$order" --operator "$test_name" >>"$scratch/discard.txt" 2>&1 &&
+    discarded=$((discarded + 1))
+done
+is "$discarded" "$((sold - limit))" "off: the operator discards the $((sold - limit)) dead letters"
 
 # ---------------------------------------------------------------- fence on
 gw_start 1
@@ -192,14 +218,35 @@ reserve "$code" 5 "$code-o5"
 ok "$(fenced; echo $?)" "on: the retry of o5 is refused too (a retry can come back later)"
 confirm "$code" "$code-o4"
 ok "$(fenced; echo $?)" "on: and so is the confirm of o4"
+fenced || diag "on: the confirm answered $status $body"
 is "$(remaining "$code") $(rcli HLEN "voucher:{$code}:orders") $(rcli HEXISTS "voucher:{$code}:orders" "$code-x51")" "7 3 0" \
   "on: nothing was taken: 7 uses offered, the three orders of the copy, no refused order"
 
-rc_start
+# The reconciler again, stopped at its first repair after the restart and just
+# before it sets the fence: the gateways stay fenced until the repairs are done
+# and a pass found nothing more to repair (red if the fence were set first).
 since=$(now_ms)
+VOUCHER_PAUSE=reconciler-each-repair,reconciler-before-fence VOUCHER_PAUSE_DIR=$pause_dir rc_start
+pause_wait reconciler-each-repair 30 || { echo "Bail out! the reconciler repaired nothing after the restart"; exit 1; }
+reserve "$code" 54 "$code-x54"
+is "$(fence_state) $(fenced; echo $?) $(remaining "$code")" "unverified 0 7" \
+  "on: at the reconciler's first repair: voucher:fence not this Redis's run_id, a reservation refused, 7 uses offered"
+# Its passes go on, repair by repair, up to the fence (or past it, were it set
+# before its time).
+for ((i = 0; i < 600; i++)); do
+  [ -e "$pause_dir/reconciler-before-fence" ] && break
+  [ "$(fence_state)" = verified ] && break
+  pause_go reconciler-each-repair
+  sleep 0.05
+done
+reserve "$code" 69 "$code-x69"
+is "$([ -e "$pause_dir/reconciler-before-fence" ]; echo $?) $(fence_state) $(fenced; echo $?) $(remaining "$code") $(state "$code" "$code-o4")" \
+  "0 unverified 0 4 C" "on: repaired (4 uses offered, o4 confirmed), the reconciler about to set the fence: still refused"
+# From here on every pause point is let go at once, until the test ends.
+let_go
 wait_writable 30
-ok $? "on: the reconciler started, a reservation is accepted again ($(($(now_ms) - since)) ms)"
-diag "$(grep -hE 'run_id|fence' "$VOUCHER_STACK_DIR/logs/$test_name-reconciler.log" | tail -4)"
+ok $? "on: once the reconciler set the fence, a reservation is accepted again ($(($(now_ms) - since)) ms after it started)"
+diag "$(grep -h 'Redis run_id' "$VOUCHER_STACK_DIR/logs/$test_name-reconciler.log" | tail -4)"
 is "$(remaining "$code")" 4 "on: Redis offers 4 uses again ($limit less the 6 sold), not 7"
 retried reserve "$code" 5 "$code-o5"
 is "$status $(replayed) $(remaining "$code")" "201 true 4" "on: the retry of o5 (its 201 lost in Redis) is a replay: 201, no second use"
