@@ -105,7 +105,7 @@ wait_writable() { # SECONDS
   done
   diag "the last answer on $code: $status $body"
   diag "what keeps the reconciler from verifying Redis:"
-  "$bin_reconciler" --once --report-only 2>&1 | grep -vE ' (consistent|not loaded)$' | sed 's/^/# /'
+  "$bin_reconciler" --once --report-only 2>/dev/null | grep -vE ' (consistent|not loaded)$' | sed 's/^/# /'
   return 1
 }
 
@@ -196,7 +196,9 @@ gw_start 1
 rc_start
 since=$(now_ms)
 wait_writable 30
-ok $? "on: a reservation on a fresh voucher is accepted: the reconciler verified Redis ($(($(now_ms) - since)) ms)"
+writable=$?
+ok $writable "on: a reservation on a fresh voucher is accepted: the reconciler verified Redis ($(($(now_ms) - since)) ms)"
+[ $writable = 0 ] || { echo "Bail out! Redis was never verified: nothing else can be tried"; exit 1; }
 dead0=$(writer_dead_letters)
 sell_and_roll_back on
 
@@ -245,7 +247,9 @@ is "$([ -e "$pause_dir/reconciler-before-fence" ]; echo $?) $(fence_state) $(fen
 # From here on every pause point is let go at once, until the test ends.
 let_go
 wait_writable 30
-ok $? "on: once the reconciler set the fence, a reservation is accepted again ($(($(now_ms) - since)) ms after it started)"
+writable=$?
+ok $writable "on: once the reconciler set the fence, a reservation is accepted again ($(($(now_ms) - since)) ms after it started)"
+[ $writable = 0 ] || { echo "Bail out! Redis was never verified after the rollback"; exit 1; }
 diag "$(grep -h 'Redis run_id' "$VOUCHER_STACK_DIR/logs/$test_name-reconciler.log" | tail -4)"
 is "$(remaining "$code")" 4 "on: Redis offers 4 uses again ($limit less the 6 sold), not 7"
 retried reserve "$code" 5 "$code-o5"
