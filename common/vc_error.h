@@ -19,7 +19,7 @@
     X(ERR_UNKNOWN_OUTCOME, -7, "outcome unknown")                                                  \
     X(ERR_SHUTDOWN, -8, "shutting down")                                                           \
     X(ERR_TOO_LARGE, -9, "too large")                                                              \
-    X(ERR_FENCED, -10, "redis restarted and the reconciler has not verified it yet")               \
+    X(ERR_FENCED, -10, "redis not verified by the reconciler since it started (restart fence)")    \
     X(E_OUT_OF_STOCK, 1, "no uses left")                                                           \
     X(E_ALREADY_USED, 2, "customer reached the per-customer limit")                                \
     X(E_NOT_FOUND, 3, "no such voucher")                                                           \

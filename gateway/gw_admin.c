@@ -342,8 +342,8 @@ static int update_locked(update_t *u, PGconn *conn, char *err, size_t errlen)
     retired = u->loaded && vc_time_now_ms() >= u->cur.ends_at_ms + retention;
     if (u->loaded && (u->v.total_limit != u->cur.total_limit ||
                       u->v.ends_at_ms > u->cur.ends_at_ms || retired) &&
-        !(redis = gw_limit_connect(u->app->cfg->redis_url, u->app->cfg->redis_timeout_ms, err,
-                                   errlen)))
+        !(redis = gw_limit_connect(u->app->cfg->redis_url, u->app->cfg->redis_timeout_ms,
+                                   u->app->cfg->redis_fence, err, errlen)))
         return rollback(conn, VC_ERR_UNAVAILABLE);
     if (retired) {
         /*
@@ -410,8 +410,9 @@ static int update_locked(update_t *u, PGconn *conn, char *err, size_t errlen)
         u->has_remaining = 0;
     /* The other gateways drop their cached rules (gw_notify.h); else their ttl bounds them. */
     if (!redis)
-        redis = gw_limit_connect(u->app->cfg->redis_url, u->app->cfg->redis_timeout_ms, u->note,
-                                 sizeof(u->note));
+        /* Only a PUBLISH, which changes no state: no fence. */
+        redis = gw_limit_connect(u->app->cfg->redis_url, u->app->cfg->redis_timeout_ms, 0,
+                                 u->note, sizeof(u->note));
     if (redis)
         (void)gw_limit_publish(redis, u->code, u->note, sizeof(u->note));
     gw_limit_close(redis);

@@ -20,10 +20,13 @@ typedef struct vc_redis_block gw_limit_redis_t;
 /*
  * Connects to url (VOUCHER_REDIS_URL, with its credentials), each command
  * bounded by timeout_ms: one node, or a Redis Cluster whose masters each step
- * reaches by the slot of the keys it touches (vc_redis_block.h). Returns a
- * connection (owned: gw_limit_close()), or NULL with err set.
+ * reaches by the slot of the keys it touches (vc_redis_block.h). With fence
+ * (VOUCHER_REDIS_FENCE), only to a Redis process the reconciler verified
+ * (proto/redis-keys.md, "The restart fence"). Returns a connection (owned:
+ * gw_limit_close()), or NULL with err set.
  */
-gw_limit_redis_t *gw_limit_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen);
+gw_limit_redis_t *gw_limit_connect(const char *url, int64_t timeout_ms, int fence, char *err,
+                                   size_t errlen);
 void gw_limit_close(gw_limit_redis_t *r);
 
 /* What limit.lua said. */

@@ -29,6 +29,7 @@
 #define GW_REDIS_HUNG_MIN_MS 2000
 #define GW_REDIS_TIMEOUT_LOG_MS 5000 /* at most one timeout warning this often */
 #define GW_REDIS_FENCE_RECHECK_MS 500 /* while fenced, the check again at most this often */
+#define GW_REDIS_FENCE_REFUSED_RECHECK_MS 5000 /* and while Redis refuses the check (an ACL) */
 /*
  * What a node's connection gives its cluster router for a MOVED or ASK
  * (reply: the error's text); never seen outside this file.
@@ -220,7 +221,7 @@ struct gw_redis {
      * process's run_id is the one the reconciler verified. verified is of the
      * connection: a Redis restart breaks it, and the next one checks again.
      */
-    int fence, verified, fence_checking;
+    int fence, verified, fence_checking, fence_check_refused;
     int64_t fence_checked_ms;         /* monotonic: when the last check was answered */
     char fence_refused_run_id[48];    /* the run_id last logged as not verified */
     int64_t timeout_ms;
@@ -824,13 +825,15 @@ static void fence_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     r->fence_checking = 0;
     r->fence_checked_ms = vc_time_mono_ms();
     if (rc != 0) {
-        /* A connection lost or closing says so itself; Redis's refusal (an ACL) is logged there. */
-        if (rc == VC_ERR_PROTOCOL)
+        /* A connection lost or closing says so itself; Redis's refusal (an ACL) also in reply_cb. */
+        if (rc == VC_ERR_PROTOCOL && !r->fence_check_refused)
             vc_warn("redis %s:%d: the restart fence cannot be checked (the user needs +info "
                     "and +eval): refusing commands",
                     r->host, r->port);
+        r->fence_check_refused = rc == VC_ERR_PROTOCOL;
         return;
     }
+    r->fence_check_refused = 0;
     if (reply->n != 2 || reply->item[0].type != GW_REDIS_STR ||
         reply->item[1].type != GW_REDIS_STR) {
         vc_warn("redis %s:%d: unexpected reply to the restart fence's check", r->host, r->port);
@@ -870,10 +873,13 @@ static void fence_check(gw_redis_t *r)
         r->fence_checking = 1;
 }
 
-/* While refused: the check again, at most every GW_REDIS_FENCE_RECHECK_MS. */
+/* While refused: the check again, at most every GW_REDIS_FENCE_RECHECK_MS (an ACL's refusal: less). */
 static void fence_check_due(gw_redis_t *r)
 {
-    if (!r->fence_checking && vc_time_mono_ms() - r->fence_checked_ms >= GW_REDIS_FENCE_RECHECK_MS)
+    int64_t every = r->fence_check_refused ? GW_REDIS_FENCE_REFUSED_RECHECK_MS
+                                           : GW_REDIS_FENCE_RECHECK_MS;
+
+    if (!r->fence_checking && vc_time_mono_ms() - r->fence_checked_ms >= every)
         fence_check(r);
 }
 

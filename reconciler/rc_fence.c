@@ -20,7 +20,7 @@ void rc_fence_init(rc_fence_t *f, const rc_config_t *cfg)
 
 int rc_fence_clean(const rc_summary_t *sum)
 {
-    return sum->redis_drifted == 0 && sum->awaiting_restore == 0 && sum->restored == 0 &&
+    return sum->offering_excess == 0 && sum->awaiting_restore == 0 && sum->restored == 0 &&
            sum->retaken == 0 && sum->lowered == 0 && sum->reconfirmed == 0;
 }
 
@@ -44,6 +44,20 @@ static int redis_failed(rc_ctx_t *ctx, int rc)
     return rc;
 }
 
+/*
+ * Redis refused the script (VC_ERR_PROTOCOL: a user without +info or +eval):
+ * the pass goes on without the fence, which then never lifts for gateways
+ * that have it on; said once per refusal, and again after a success.
+ */
+static void refused(rc_fence_t *f, const char *why)
+{
+    if (!f->refused)
+        vc_warn("cannot check the restart fence (%s): the Redis user needs +info and +eval; "
+                "gateways with VOUCHER_REDIS_FENCE on refuse to write until it can",
+                why);
+    f->refused = 1;
+}
+
 int rc_fence_pass(rc_ctx_t *ctx, rc_fence_t *f, int repair, FILE *table, rc_summary_t *sum,
                   char *err, size_t errlen)
 {
@@ -55,8 +69,13 @@ int rc_fence_pass(rc_ctx_t *ctx, rc_fence_t *f, int repair, FILE *table, rc_summ
         return rc_pass(ctx, repair, table, sum, err, errlen);
     if ((rc = rc_ctx_connect(ctx, err, errlen)) != 0)
         return rc;
-    if ((rc = rc_redis_fence(ctx->redis, NULL, id, &verified, err, errlen)) != 0)
+    if ((rc = rc_redis_fence(ctx->redis, NULL, id, &verified, err, errlen)) == VC_ERR_PROTOCOL) {
+        refused(f, err);
+        return rc_pass(ctx, repair, table, sum, err, errlen);
+    }
+    if (rc != 0)
         return redis_failed(ctx, rc);
+    f->refused = 0;
     set_gauge(verified);
     if (verified) {
         f->run_id[0] = '\0';
@@ -79,10 +98,11 @@ int rc_fence_pass(rc_ctx_t *ctx, rc_fence_t *f, int repair, FILE *table, rc_summ
         return rc;
     if (!rc_fence_clean(sum)) {
         vc_info("Redis run_id %s: the full pass repaired drift (%lld restored, %lld taken again, "
-                "%lld lowered, %lld confirmed again, %d drifted in Redis, %d waiting to be restored): "
+                "%lld lowered, %lld confirmed again, %d offering more than their bound, %d waiting to "
+                "be restored): "
                 "checking again next pass",
                 id, (long long)sum->restored, (long long)sum->retaken, (long long)sum->lowered,
-                (long long)sum->reconfirmed, sum->redis_drifted, sum->awaiting_restore);
+                (long long)sum->reconfirmed, sum->offering_excess, sum->awaiting_restore);
         return 0;
     }
     /* Clean; a test (tests/model) may land a gateway step or a restart here. */
@@ -109,8 +129,15 @@ int rc_fence_report(rc_ctx_t *ctx, const rc_fence_t *f, FILE *out, char *err, si
 
     if (!f->enabled)
         return 0;
-    if ((rc = rc_ctx_connect(ctx, err, errlen)) != 0 ||
-        (rc = rc_redis_fence(ctx->redis, NULL, id, &verified, err, errlen)) != 0)
+    if ((rc = rc_ctx_connect(ctx, err, errlen)) != 0)
+        return rc;
+    if ((rc = rc_redis_fence(ctx->redis, NULL, id, &verified, err, errlen)) == VC_ERR_PROTOCOL) {
+        fprintf(out, "the restart fence cannot be checked (%s): the Redis user needs +info and "
+                     "+eval\n",
+                err);
+        return 0;
+    }
+    if (rc != 0)
         return rc;
     fprintf(out,
             verified ? "Redis run_id %s: verified (voucher:fence holds it)\n"

@@ -15,8 +15,8 @@
  *      voucher waits it);
  *   3. then every pass reads every voucher and campaign in full and repairs;
  *      the first one that needed no repair towards an oversell (nothing
- *      restored, taken again, lowered or confirmed again, no voucher whose
- *      Redis drifted (rc_model_redis_drift()) or waiting to be restored) is followed by fence.lua's set, which
+ *      restored, taken again, lowered or confirmed again, no counter
+ *      offering more than its bound, nothing waiting to be restored) is followed by fence.lua's set, which
  *      writes the run_id only if Redis has not restarted again since.
  *
  * Only on one Redis node: on a Redis Cluster each master would need a fence
@@ -35,6 +35,7 @@ typedef struct {
     int enabled;                /* one node: 1; a Redis Cluster: 0 */
     char run_id[RC_RUN_ID_MAX]; /* the process last found not verified; "" when none */
     int64_t first_seen_ms;      /* vc_time_now_ms() when it was first found so */
+    int refused;                /* Redis refused fence.lua (an ACL without +info): said once */
 } rc_fence_t;
 
 /* Sets f up for the Redis of ctx's settings (its URL says one node or a cluster). */

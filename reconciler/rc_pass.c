@@ -282,7 +282,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
 
         sum->vouchers++;
         sum->verdicts[v->verdict]++;
-        sum->redis_drifted += v->full && rc_model_redis_drift(&v->n);
+        sum->offering_excess += v->full && rc_model_excess_remaining(&v->n) > 0;
         sum->parked += v->n.parked;
         record_metrics(v);
         if (table)

@@ -82,7 +82,7 @@ typedef struct {
     int64_t parked;      /* dead letters parked, waiting for an operator */
     int awaiting_restore; /* vouchers missing from Redis, waiting out the restore delay */
     int read_in_full;     /* vouchers whose rows and orders were read (the others: numbers only) */
-    int redis_drifted;    /* vouchers read in full whose Redis drifted (rc_model_redis_drift()) */
+    int offering_excess;  /* vouchers read in full whose counter offers more than the bound */
 } rc_summary_t;
 
 /*

@@ -12,9 +12,10 @@ hostport=${VOUCHER_REDIS_URL#redis://}
 hostport=${hostport%%/*}
 redis_user=sec_$RANDOM$RANDOM
 redis_pw=pw-$(head -c12 /dev/urandom | od -An -tx1 | tr -d ' \n')
-# The ACL deploy/README.md recommends: the voucher keys only, nothing dangerous.
+# The ACL deploy/README.md recommends: the voucher keys only, nothing dangerous but INFO
+# (the restart fence reads the run_id).
 rcli ACL SETUSER "$redis_user" on ">$redis_pw" '~voucher:*' '~voucher-order:*' '~guard:*' '~campaign:*' \
-  resetchannels '&voucher-rules' '&voucher-guard' '+@all' '-@dangerous' >/dev/null
+  resetchannels '&voucher-rules' '&voucher-guard' '+@all' '-@dangerous' '+info' >/dev/null
 trap 'rcli ACL DELUSER "$redis_user" >/dev/null 2>&1; finish' EXIT
 acl_url="redis://$redis_user:$redis_pw@$hostport/0"
 bad_url="redis://$redis_user:wrong-$redis_pw@$hostport/0"

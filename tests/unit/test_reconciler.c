@@ -9,6 +9,7 @@
 
 #include "ck_run.h"
 #include "rc_campaign.h"
+#include "rc_fence.h"
 #include "rc_kafka.h"
 #include "rc_model.h"
 #include "vc_error.h"
@@ -293,6 +294,7 @@ START_TEST(drifted_when_the_counter_offers_more_than_the_orders_allow)
     add(&m, "c", 'C', VC_RD_CONFIRMED);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
     ck_assert_int_eq(rc_model_excess_remaining(&n), 1);
+    ck_assert(rc_model_redis_drift(&n));
     rc_orders_free(&m);
 }
 END_TEST
@@ -333,7 +335,46 @@ START_TEST(drifted_when_postgres_disagrees_with_itself)
     n.live_rows = 3;
     rc_orders_init(&m);
     ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    ck_assert(!rc_model_redis_drift(&n)); /* Redis has nothing to repair */
     rc_orders_free(&m);
+}
+END_TEST
+
+/*
+ * The restart fence lifts after a full pass that needed no repair towards an
+ * oversell; expiries and releases only give uses back and do not hold it.
+ */
+START_TEST(fence_lifts_only_after_a_clean_pass)
+{
+    rc_summary_t sum = {0};
+
+    sum.expired = 3;
+    sum.stranded = 1;
+    sum.finished = 2;
+    /*
+     * A drift no repair closes (PostgreSQL's own, or more orders than the
+     * limit, where Redis already offers nothing) must not hold the fence
+     * down for good: it was there before the restart.
+     */
+    sum.verdicts[RC_DRIFTED] = 2;
+    ck_assert(rc_fence_clean(&sum));
+    sum.offering_excess = 1;
+    ck_assert(!rc_fence_clean(&sum));
+    sum.offering_excess = 0;
+    sum.awaiting_restore = 1;
+    ck_assert(!rc_fence_clean(&sum));
+    sum.awaiting_restore = 0;
+    sum.restored = 1;
+    ck_assert(!rc_fence_clean(&sum));
+    sum.restored = 0;
+    sum.retaken = 1;
+    ck_assert(!rc_fence_clean(&sum));
+    sum.retaken = 0;
+    sum.lowered = 1;
+    ck_assert(!rc_fence_clean(&sum));
+    sum.lowered = 0;
+    sum.reconfirmed = 1;
+    ck_assert(!rc_fence_clean(&sum));
 }
 END_TEST
 
@@ -702,6 +743,7 @@ int main(void)
     tcase_add_test(tc, consistent_when_the_events_in_flight_are_already_applied);
     tcase_add_test(tc, behind_while_a_release_is_under_way);
     tcase_add_test(tc, drifted_when_postgres_disagrees_with_itself);
+    tcase_add_test(tc, fence_lifts_only_after_a_clean_pass);
     tcase_add_test(tc, undersold_when_redis_holds_what_postgres_released);
     tcase_add_test(tc, not_loaded_without_a_counter);
     tcase_add_test(tc, replay_follows_the_writer);
