@@ -45,6 +45,7 @@ typedef struct {
     int64_t batch;
     int once;
     int report_only;
+    int redis_fence;
 } rc_settings_t;
 
 static const vc_cfg_param_t params[] = {
@@ -102,6 +103,11 @@ static const vc_cfg_param_t params[] = {
      "when they differ only by events in flight, 1 when drift remains, 2 on errors"},
     {"report-only", NULL, VC_CFG_BOOL, "false", offsetof(rc_settings_t, report_only), 0, 1,
      "judge and report, repair nothing"},
+    {"redis-fence", "VOUCHER_REDIS_FENCE", VC_CFG_BOOL, "false",
+     offsetof(rc_settings_t, redis_fence), 0, 1,
+     "keep the restart fence: verify each new Redis process (full passes once the restore delay "
+     "has passed since it appeared) and then write its run_id to voucher:fence, which the "
+     "gateways with the same setting wait for; one node only (proto/redis-keys.md)"},
     {"kafka", "VOUCHER_KAFKA_CONF", VC_CFG_STRING, "", offsetof(rc_settings_t, kafka_conf), 0, 0,
      "librdkafka settings for every Kafka client of the reconciler (SASL, TLS...), "
      "\"key=value,key=value\"; the flag may be repeated (one key=value each, added after the "
@@ -236,7 +242,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                         s.restore_delay_ms, s.once ? 0 : s.full_every_ms, kafka_extra,
                         s.redis_retention_ms};
     ctx.cfg = &cfg;
-    rc_fence_init(&fence, &cfg);
+    rc_fence_init(&fence, &cfg, s.redis_fence);
     /* --once is a command: a stop signal ends it at once, as any command's. */
     if (vc_signal_install(s.once ? NULL : on_signal) != 0) {
         fprintf(stderr, "voucher-reconciler: cannot install the signal handlers\n");

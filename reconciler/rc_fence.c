@@ -8,14 +8,20 @@
 
 #include <string.h>
 
-void rc_fence_init(rc_fence_t *f, const rc_config_t *cfg)
+void rc_fence_init(rc_fence_t *f, const rc_config_t *cfg, int on)
 {
     vc_redis_url_t url;
     char err[256];
 
     memset(f, 0, sizeof(*f));
+    if (!on)
+        return;
     /* A URL that does not parse fails the connection later, with its own message. */
-    f->enabled = vc_parse_redis_url(cfg->redis_url, &url, err, sizeof(err)) == 0 && !url.cluster;
+    if (vc_parse_redis_url(cfg->redis_url, &url, err, sizeof(err)) == 0 && url.cluster) {
+        vc_warn("VOUCHER_REDIS_FENCE is for one Redis node: not kept on this Redis Cluster");
+        return;
+    }
+    f->enabled = 1;
 }
 
 int rc_fence_clean(const rc_summary_t *sum)

@@ -19,8 +19,12 @@
  *      offering more than its bound, nothing waiting to be restored) is followed by fence.lua's set, which
  *      writes the run_id only if Redis has not restarted again since.
  *
- * Only on one Redis node: on a Redis Cluster each master would need a fence
- * of its own (the gateway refuses the fence there; the reconciler skips it).
+ * Off unless VOUCHER_REDIS_FENCE is on, as the gateways': the full passes of
+ * step 3 read every order of every voucher, a burst Redis's other clients
+ * would feel after each restart for nothing when no gateway waits for the
+ * fence. Only on one Redis node: on a Redis Cluster each master would need a
+ * fence of its own (the gateway refuses the fence there; the reconciler
+ * skips it).
  */
 #ifndef RC_FENCE_H
 #define RC_FENCE_H
@@ -38,8 +42,11 @@ typedef struct {
     int refused;                /* Redis refused fence.lua (an ACL without +info): said once */
 } rc_fence_t;
 
-/* Sets f up for the Redis of ctx's settings (its URL says one node or a cluster). */
-void rc_fence_init(rc_fence_t *f, const rc_config_t *cfg);
+/*
+ * Sets f up: on when on (VOUCHER_REDIS_FENCE) and cfg's Redis is one node
+ * (on a cluster it stays off, said once).
+ */
+void rc_fence_init(rc_fence_t *f, const rc_config_t *cfg, int on);
 
 /*
  * Whether a pass's repairs and verdicts leave nothing that could let Redis
