@@ -620,6 +620,10 @@ class Explorer(RuleBasedStateMachine):
         env = dict(os.environ, VOUCHER_PAUSE=",".join(PAUSES), VOUCHER_PAUSE_DIR=self.pause_dir,
                    VOUCHER_LOG_LEVEL="info", LD_PRELOAD=w.shim, EXPLORER_CLOCK_FILE=CLOCK.path,
                    EXPLORER_FAST_INTERVAL="1")
+        if self.fence_known:
+            # The reconciler keeps the fence only when told (VOUCHER_REDIS_FENCE, as the
+            # gateways); it is the real one either way, with the gateway steps' fence on or off.
+            env["VOUCHER_REDIS_FENCE"] = "true"
         self.rc_logf = open(os.path.join(w.scratch, self.code + ".log"), "w")
         self.rc = subprocess.Popen(
             [w.bin_reconciler, "--interval", "100ms", "--grace", "%dms" % GRACE,
