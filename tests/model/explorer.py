@@ -148,8 +148,8 @@ KNOWN = {
                              " put them back (rollback-fence-forgets-released-4011815625.json)",
     "rollback-answer-after-cancel": "the same for an order its owner cancelled"
                                     " (rollback-fence-forgets-cancelled.json)",
-    # Before the rollbacks, none. The voucher's since the lost orders hash is refused and rebuilt (rebuild.lua,
-    # test_orders_loss): "other-answer-after-cancel", "other-undersold" and "other-users"
+    # Before the rollbacks, none. The voucher's since the lost orders hash is refused and
+    # rebuilt (rebuild.lua, test_orders_loss): "other-answer-after-cancel", "other-undersold" and "other-users"
     # were known failures before it (tests/model/README.md). The campaign's five, found by the
     # campaign mode's first runs (README, "What the campaign mode found"; each has its
     # regressions/campaign-*.json), are fixed too: campaign-users-high (a rebuild after taken
