@@ -364,8 +364,9 @@ static void apply_letters(campaign_t *c)
 
 /*
  * Whether Redis lost part of the campaign: taken or users missing beside the
- * other keys, an order PostgreSQL (after the events in flight) counts that
- * Redis lacks, or an order holding a use whose code taken does not map.
+ * other keys, an order PostgreSQL (after the events in flight) counts or has
+ * released that Redis lacks, or an order holding a use whose code taken does
+ * not map.
  */
 static int needs_rebuild(const campaign_t *c)
 {
@@ -376,7 +377,8 @@ static int needs_rebuild(const campaign_t *c)
     for (size_t i = 0; i < c->orders.cap; i++) {
         if (!(o = rc_orders_at(&c->orders, i)))
             continue;
-        if (vc_rd_counts(o->pg_after) && !o->redis_state)
+        /* Lost from Redis: counted, or released (a retry would take the code anew). */
+        if ((vc_rd_counts(o->pg_after) || o->pg_after == VC_RD_RELEASED) && !o->redis_state)
             return 1;
         if (taken_state(o->redis_state) && !rc_orders_find(&c->in_taken, o->order_id))
             return 1;

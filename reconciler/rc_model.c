@@ -172,7 +172,7 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
     n->released_in_pg = n->missing_in_redis = n->releasing_not_live = n->pending_changes = 0;
     n->released_after = n->confirmed_unsent = n->confirmed_unknown = n->users_missing = 0;
     n->uncounted = vc_uses_without_rows(n->used_count, n->live_rows);
-    n->parked_held = n->discarding = n->orders_lost = 0;
+    n->parked_held = n->discarding = n->orders_lost = n->released_unknown = 0;
     n->redis_taken = n->total_limit - n->redis_remaining;
     for (size_t i = 0; i < orders->cap; i++) {
         if (!(o = rc_orders_at(orders, i)))
@@ -214,6 +214,14 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
                     n->confirmed_unknown++;
             }
         }
+        /*
+         * Nothing deletes an order once its release is downstream: Redis went
+         * back to before it (a restart without its last writes, an older
+         * copy), and a retry of the orderId would take a new use that the
+         * writer ignores and the next pass releases behind the customer.
+         */
+        if (o->pg_after == VC_RD_RELEASED && !o->redis_state && n->redis_loaded)
+            n->released_unknown++;
         if (pg_live(o->pg_after) && !redis_taken_state(o->redis_state)) {
             /*
              * Given back in Redis: by a release the snapshot may be too old to

@@ -117,6 +117,8 @@ typedef struct {
     int64_t stranded;         /* the same, older than the grace: to release */
     int64_t released_in_pg;   /* held in Redis, released in PostgreSQL: to release */
     int64_t missing_in_redis; /* live in PostgreSQL, lost (or given back, revivable) in Redis */
+    int64_t released_unknown; /* released in PostgreSQL (or the tail), no order in Redis: lost
+                                 with a rollback; a retry would be a new order (retake writes R) */
     int64_t released_after;   /* live in the snapshot, R in Redis, not revivable: a release the
                                  snapshot is too old to show, or drift the next pass proves */
     int64_t confirmed_unsent; /* C in Redis, unknown downstream: reserved and confirmed since */

@@ -317,7 +317,7 @@ int rc_plan_repairs(rc_voucher_t *v, const rc_plan_config_t *cfg, int64_t now_ms
     }
     v->mem->orders_lost_since_ms = 0;
     /* Both recount Redis's orders when they run; a retake lowers as a lower would. */
-    if (v->n.missing_in_redis > 0 || v->n.users_missing > 0)
+    if (v->n.missing_in_redis > 0 || v->n.users_missing > 0 || v->n.released_unknown > 0)
         rc = add(plan, RC_ACT_RETAKE, NULL, NULL, NULL);
     else if (rc_model_excess_remaining(&v->n) > 0)
         rc = add(plan, RC_ACT_LOWER, NULL, NULL, NULL);
@@ -360,6 +360,9 @@ int rc_plan_merges(const rc_order_t *o, int every_order)
 {
     if (o->pg_after == VC_RD_NONE)
         return 0;
+    /* Released and unknown to Redis: written R, so that a retry is answered as released. */
+    if (o->pg_after == VC_RD_RELEASED && !o->redis_state)
+        return 1;
     return every_order || (vc_rd_counts(o->pg_after) &&
                            (!o->redis_state || (o->redis_state == 'R' && o->revivable)));
 }

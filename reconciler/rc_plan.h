@@ -214,7 +214,8 @@ void rc_plan_after_retake(rc_voucher_t *v);
 /*
  * Whether a counter repair writes o again (merge() in remaining_rule.lua): a
  * restore (every_order) merges every order the snapshot knows; a retake those
- * the snapshot counts and Redis lacked when read, or held R and revivable.
+ * the snapshot counts and Redis lacked when read, or held R and revivable,
+ * and those it has released and Redis lacked (written R: released_unknown).
  */
 int rc_plan_merges(const rc_order_t *o, int every_order);
 

@@ -284,6 +284,7 @@ static void write_numbers(vc_jgen_t *g, const rc_numbers_t *n)
     vc_jgen_kv_int(g, "stranded", n->stranded);
     vc_jgen_kv_int(g, "releasedInPg", n->released_in_pg);
     vc_jgen_kv_int(g, "missingInRedis", n->missing_in_redis);
+    vc_jgen_kv_int(g, "releasedUnknown", n->released_unknown);
     vc_jgen_kv_int(g, "releasedAfter", n->released_after);
     vc_jgen_kv_int(g, "confirmedUnsent", n->confirmed_unsent);
     vc_jgen_kv_int(g, "confirmedUnknown", n->confirmed_unknown);

@@ -58,6 +58,8 @@ static const plan_case_t cases[] = {
      10, 1, 10, {"a:R:R:60000"}, NULL, NULL, 0, RC_BEHIND, "resume-due"},
     {"given back in Redis, counted in the snapshot, seen so by the last pass too: taken again",
      10, 1, 10, {"a:R:R:60000"}, NULL, "a", 0, RC_DRIFTED, "retake resume-due"},
+    {"released downstream, no order in Redis (rolled back): written again as released",
+     10, 1, 9, {"a:H:R:60000", "b:-:X:60000"}, NULL, NULL, 0, RC_CONSISTENT, "retake resume-due"},
     {"counter lost just now: waits out the restore delay",
      10, 1, -1, {"a:-:R:60000"}, NULL, NULL, 0, RC_NOT_LOADED, "await-restore"},
 };
