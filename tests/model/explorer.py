@@ -140,16 +140,12 @@ def guarded(f):
 # breaks a promise of one of these classes ends quietly (it is counted and reported) and the
 # seed goes on; any other failure fails the suite. Issue 22's seven races are fixed on main.
 KNOWN = {
-    # The restart fence verifies that Redis offers no use PostgreSQL and Kafka count, not that it
-    # knows the orders they have released: after a rollback to before an order, a retry of its
-    # released orderId is taken as a new order and answered 201, then released by the
-    # reconciler (PostgreSQL keeps the row RELEASED). regressions/rollback-fence-forgets-*.json.
-    "rollback-201-released": "a rolled-back Redis forgets released orders; the fence does not"
-                             " put them back (rollback-fence-forgets-released-4011815625.json)",
-    "rollback-answer-after-cancel": "the same for an order its owner cancelled"
-                                    " (rollback-fence-forgets-cancelled.json)",
-    # Before the rollbacks, none. The voucher's since the lost orders hash is refused and
-    # rebuilt (rebuild.lua, test_orders_loss): "other-answer-after-cancel", "other-undersold" and "other-users"
+    # None. rollback-201-released and rollback-answer-after-cancel (a Redis rolled back to before
+    # an order forgot its release, the fence did not put it back, and a retry of the orderId was
+    # answered 201 and released) were known failures from the first long run with rollbacks
+    # until 2b0bbe8 and c4c8aa1 (regressions/rollback-fence-forgets-*.json).
+    # The voucher's since the lost orders hash is refused and rebuilt (rebuild.lua,
+    # test_orders_loss): "other-answer-after-cancel", "other-undersold" and "other-users"
     # were known failures before it (tests/model/README.md). The campaign's five, found by the
     # campaign mode's first runs (README, "What the campaign mode found"; each has its
     # regressions/campaign-*.json), are fixed too: campaign-users-high (a rebuild after taken
