@@ -104,13 +104,14 @@ static void tail_cb(void *arg, const vc_event_t *ev)
  * would be judged consistent by a full read too, except for drift that
  * cancels out in the counts (one use Redis gave back and PostgreSQL counts,
  * one Redis holds and nothing downstream knows): so each voucher is still
- * read in full once full_every_ms has passed since its last full read. Those
- * periodic reads take at most *periodic_left more of this pass (the caller
- * allows an eighth of the vouchers), so they spread over passes instead of
- * all coming due together. Reading everything every pass costs time and
+ * read in full once full_every_ms has passed since its last full read: such a
+ * voucher gets *due_periodic, and the caller reads at most an eighth of the
+ * vouchers so, the longest unread first (rc_plan_pick_periodic()), so that
+ * they spread over passes instead of all coming due together. Reading everything every pass costs time and
  * memory in proportion to every row of every active voucher.
  */
-static int choose_full(rc_ctx_t *ctx, rc_voucher_t *v, int *periodic_left, char *err, size_t errlen)
+static int choose_full(rc_ctx_t *ctx, rc_voucher_t *v, int *due_periodic, char *err,
+                       size_t errlen)
 {
     int64_t due = 0, releasing = 0;
     int rc = 0;
@@ -128,11 +129,8 @@ static int choose_full(rc_ctx_t *ctx, rc_voucher_t *v, int *periodic_left, char 
     } else if (v->claimed || v->n.in_flight_events > 0) {
         return 0; /* loaded once and lost: restore it (never loaded: nothing to compare) */
     }
-    if (vc_time_mono_ms() - v->mem->last_full_ms >= ctx->cfg->full_every_ms && *periodic_left > 0) {
-        (*periodic_left)--;
-        return 0;
-    }
     v->full = 0;
+    *due_periodic = vc_time_mono_ms() - v->mem->last_full_ms >= ctx->cfg->full_every_ms;
     return 0;
 }
 
@@ -212,7 +210,9 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     int64_t snapshot_ms = vc_time_now_ms(), lag = 0;
     const rc_plan_config_t plan_cfg = {ctx->cfg->grace_ms, ctx->cfg->restore_delay_ms,
                                        ctx->cfg->batch};
-    int rc, periodic_left;
+    rc_voucher_t **due = NULL;
+    size_t ndue = 0;
+    int rc;
 
     memset(sum, 0, sizeof(*sum));
     repair = repair && ctx->leader;
@@ -237,15 +237,24 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
                   lag);
 
     /* Which vouchers need their rows and orders read; the quiet ones are judged by numbers. */
-    periodic_left = (int)(vs.len / 8) + 1;
+    if (!(due = calloc(vs.len ? vs.len : 1, sizeof(*due)))) {
+        snprintf(err, errlen, "out of memory choosing the full reads");
+        rc = VC_ERR_NOMEM;
+        goto out;
+    }
     for (size_t i = 0; i < vs.len; i++) {
         rc_voucher_t *v = &vs.v[i];
+        int due_periodic = 0;
         if ((rc = rc_redis_remaining(ctx->redis, v->code, &v->n.redis_loaded,
                                      &v->n.redis_remaining, err, errlen)) != 0 ||
-            (rc = choose_full(ctx, v, &periodic_left, err, errlen)) != 0)
+            (rc = choose_full(ctx, v, &due_periodic, err, errlen)) != 0)
             goto out;
-        sum->read_in_full += v->full;
+        if (due_periodic)
+            due[ndue++] = v;
     }
+    rc_plan_pick_periodic(due, ndue, vs.len / 8 + 1);
+    for (size_t i = 0; i < vs.len; i++)
+        sum->read_in_full += vs.v[i].full;
     VC_PAUSE("reconciler-after-remaining");
     if ((rc = rc_pg_read_rows(ctx->pg, &vs, err, errlen)) != 0)
         goto out;
@@ -317,6 +326,7 @@ out:
         rc_redis_free(ctx->redis);
         ctx->redis = NULL;
     }
+    free(due);
     rc_releases_free(&rs);
     rc_vouchers_free(&vs);
     return rc;

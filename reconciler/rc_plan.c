@@ -347,6 +347,23 @@ const char *rc_plan_resume_reason(const rc_voucher_t *v, const char *order_id,
     return o->discarded ? "DISCARDED" : o->redis_state == 'X' ? "CANCELLED" : "EXPIRED";
 }
 
+static int by_last_full(const void *a, const void *b)
+{
+    const rc_voucher_t *x = *(rc_voucher_t *const *)a, *y = *(rc_voucher_t *const *)b;
+
+    if (x->mem->last_full_ms != y->mem->last_full_ms)
+        return x->mem->last_full_ms < y->mem->last_full_ms ? -1 : 1;
+    return strcmp(x->code, y->code);
+}
+
+void rc_plan_pick_periodic(rc_voucher_t **due, size_t n, size_t budget)
+{
+    if (n > 1)
+        qsort(due, n, sizeof(*due), by_last_full);
+    for (size_t i = 0; i < n && i < budget; i++)
+        due[i]->full = 1;
+}
+
 void rc_plan_after_retake(rc_voucher_t *v)
 {
     for (size_t i = 0; i < v->orders.cap; i++) {

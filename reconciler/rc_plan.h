@@ -212,6 +212,16 @@ const char *rc_plan_resume_reason(const rc_voucher_t *v, const char *order_id,
 void rc_plan_after_retake(rc_voucher_t *v);
 
 /*
+ * The periodic full reads of a pass (VOUCHER_RECONCILE_FULL_EVERY): of the n
+ * vouchers in due (judged by their numbers, their last full read older than
+ * full_every), the budget read in full longest ago get full = 1; the others
+ * wait for a later pass. Oldest first: taken in the pass's order, the first
+ * ones came due again before the last had their turn, which then never came.
+ * Reorders due.
+ */
+void rc_plan_pick_periodic(rc_voucher_t **due, size_t n, size_t budget);
+
+/*
  * Whether a counter repair writes o again (merge() in remaining_rule.lua): a
  * restore (every_order) merges every order the snapshot knows; a retake those
  * the snapshot counts and Redis lacked when read, or held R and revivable,

@@ -286,6 +286,62 @@ START_TEST(expiries_are_bounded_by_batch)
 END_TEST
 
 /* A voucher judged by its numbers is never repaired, and keeps its uses counted without rows. */
+/*
+ * The periodic full reads: 40 quiet vouchers, a budget of 6 a pass (as rc_pass.c), a read
+ * due 30 s after the last, a pass every 5 s. Taken in the pass's order, the
+ * first ones came due again before the last had their turn; oldest first,
+ * every voucher is read within the time the budget needs to go round.
+ */
+START_TEST(periodic_full_reads_go_round)
+{
+    enum { N = 40, BUDGET = N / 8 + 1, EVERY = 30000, INTERVAL = 5000 };
+    rc_vouchers_t vs;
+    rc_memory_entry_t mem[N];
+    rc_voucher_t *due[N];
+    int64_t last_read[N];
+
+    memset(mem, 0, sizeof(mem));
+    ck_assert_int_eq(rc_vouchers_alloc(&vs, N), 0);
+    for (int i = 0; i < N; i++) {
+        snprintf(vs.v[i].code, sizeof(vs.v[i].code), "V%02d", i);
+        vs.v[i].mem = &mem[i];
+        mem[i].last_full_ms = 1; /* all read once, at the daemon's first pass */
+        last_read[i] = 1;
+    }
+    for (int64_t now = EVERY; now < 10 * EVERY; now += INTERVAL) {
+        size_t n = 0;
+        for (int i = 0; i < N; i++) {
+            vs.v[i].full = 0;
+            if (now - mem[i].last_full_ms >= EVERY)
+                due[n++] = &vs.v[i];
+        }
+        rc_plan_pick_periodic(due, n, BUDGET);
+        for (int i = 0; i < N; i++) {
+            if (!vs.v[i].full)
+                continue;
+            mem[i].last_full_ms = now;
+            last_read[i] = now;
+        }
+        /* Nobody waits longer than the read's period plus a round of the budget. */
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(now - last_read[i] <= EVERY + (N / BUDGET + 1) * INTERVAL,
+                          "%s last read at %lld, now %lld", vs.v[i].code,
+                          (long long)last_read[i], (long long)now);
+    }
+    /* Oldest first, and no more than the budget. */
+    mem[5].last_full_ms = 10;
+    mem[2].last_full_ms = 20;
+    mem[9].last_full_ms = 5;
+    mem[0].last_full_ms = 30;
+    for (int i = 0; i < N; i++)
+        vs.v[i].full = 0;
+    rc_voucher_t *some[] = {&vs.v[0], &vs.v[2], &vs.v[5], &vs.v[9]};
+    rc_plan_pick_periodic(some, 4, 2);
+    ck_assert(vs.v[9].full && vs.v[5].full && !vs.v[2].full && !vs.v[0].full);
+    rc_vouchers_free(&vs);
+}
+END_TEST
+
 START_TEST(numbers_only_plans_nothing)
 {
     rc_vouchers_t vs;
@@ -478,6 +534,7 @@ static Suite *planner_suite(void)
     tcase_add_test(tc, restore_waits_for_a_snapshot_past_the_delay);
     tcase_add_test(tc, expiries_are_bounded_by_batch);
     tcase_add_test(tc, numbers_only_plans_nothing);
+    tcase_add_test(tc, periodic_full_reads_go_round);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("json");
