@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "vc_error.h"
+#include "vc_lua.h"
 #include "vc_redis_cluster.h"
 
 struct vc_redis_block {
@@ -175,4 +176,36 @@ redisContext *vc_redis_block_conn(vc_redis_block_t *c, unsigned slot, char *err,
 int vc_redis_block_node(const vc_redis_block_t *c, unsigned slot)
 {
     return c->cluster ? vc_redis_cluster_node(c->cluster, slot) : 0;
+}
+
+int vc_redis_block_fence(vc_redis_block_t *c, const char *set_run_id, char run_id[VC_RUN_ID_MAX],
+                         int *verified, char *err, size_t errlen)
+{
+    const char *argv[] = {"EVAL", vc_lua_fence, "1", VC_FENCE_KEY, set_run_id ? "set" : "check",
+                          set_run_id};
+    redisReply *reply;
+    int rc = 0;
+
+    *verified = 0;
+    if (!(reply = vc_redis_block_command(c, vc_redis_key_slot(VC_FENCE_KEY, strlen(VC_FENCE_KEY)),
+                                         set_run_id ? 6 : 5, argv, NULL, err, errlen)))
+        return VC_ERR_UNAVAILABLE;
+    if (reply->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "fence.lua: %s", reply->str);
+        rc = VC_ERR_PROTOCOL;
+    } else if (set_run_id && reply->type == REDIS_REPLY_INTEGER) {
+        *verified = reply->integer == 1;
+    } else if (!set_run_id && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+               reply->element[0]->type == REDIS_REPLY_STRING &&
+               reply->element[0]->len < VC_RUN_ID_MAX &&
+               reply->element[1]->type == REDIS_REPLY_STRING) {
+        memcpy(run_id, reply->element[0]->str, reply->element[0]->len);
+        run_id[reply->element[0]->len] = '\0';
+        *verified = strcmp(run_id, reply->element[1]->str) == 0;
+    } else {
+        snprintf(err, errlen, "fence.lua: unexpected reply");
+        rc = VC_ERR_PROTOCOL;
+    }
+    freeReplyObject(reply);
+    return rc;
 }

@@ -45,6 +45,20 @@ vc_redis_block_t *vc_redis_block_connect(const char *url, int64_t timeout_ms, ch
                                          size_t errlen);
 void vc_redis_block_free(vc_redis_block_t *c);
 
+#define VC_RUN_ID_MAX 48 /* a Redis run_id (40 hex digits) and its NUL */
+
+/*
+ * The restart fence (fence.lua, proto/redis-keys.md) on the node serving
+ * voucher:fence: with set_run_id NULL, reads this Redis process's run_id
+ * into run_id and sets *verified when voucher:fence holds it; otherwise
+ * writes set_run_id there only if it is still this process's run_id, and
+ * sets *verified when it did (run_id untouched). Returns 0,
+ * VC_ERR_UNAVAILABLE (no reply), or VC_ERR_PROTOCOL (Redis refused: an ACL
+ * without +info or +eval; an unexpected reply), with err set.
+ */
+int vc_redis_block_fence(vc_redis_block_t *c, const char *set_run_id, char run_id[VC_RUN_ID_MAX],
+                         int *verified, char *err, size_t errlen);
+
 /* The slot of the keys tagged {tag} (a voucher's code, an orderId's claim). */
 unsigned vc_redis_tag_slot(const char *tag);
 

@@ -36,11 +36,9 @@ static redisReply *run(gw_limit_redis_t *r, unsigned slot, int argc, const char 
 gw_limit_redis_t *gw_limit_connect(const char *url, int64_t timeout_ms, int fence, char *err,
                                    size_t errlen)
 {
-    const char *argv[] = {"EVAL", vc_lua_fence, "1", VC_FENCE_KEY, "check"};
-    size_t argvlen[5];
     gw_limit_redis_t *r = vc_redis_block_connect(url, timeout_ms, err, errlen);
-    redisReply *reply;
-    int verified;
+    char run_id[VC_RUN_ID_MAX];
+    int verified, rc;
 
     if (!r || !fence)
         return r;
@@ -49,20 +47,10 @@ gw_limit_redis_t *gw_limit_connect(const char *url, int64_t timeout_ms, int fenc
      * this connection writes only to the process checked here, since a
      * restart breaks it and it is not made again before the PATCH's end.
      */
-    for (int i = 0; i < 5; i++)
-        argvlen[i] = strlen(argv[i]);
-    reply = run(r, vc_redis_key_slot(VC_FENCE_KEY, strlen(VC_FENCE_KEY)), 5, argv, argvlen, err,
-                errlen);
-    verified = reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
-               reply->element[0]->type == REDIS_REPLY_STRING &&
-               reply->element[1]->type == REDIS_REPLY_STRING &&
-               strcmp(reply->element[0]->str, reply->element[1]->str) == 0;
-    if (reply && !verified)
-        snprintf(err, errlen, "%s", vc_strerror(VC_ERR_FENCED));
-    if (reply)
-        freeReplyObject(reply);
-    if (verified)
+    if ((rc = vc_redis_block_fence(r, NULL, run_id, &verified, err, errlen)) == 0 && verified)
         return r;
+    if (rc == 0)
+        snprintf(err, errlen, "%s", vc_strerror(VC_ERR_FENCED));
     vc_redis_block_free(r);
     return NULL;
 }

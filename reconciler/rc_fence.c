@@ -67,7 +67,7 @@ static void refused(rc_fence_t *f, const char *why)
 int rc_fence_pass(rc_ctx_t *ctx, rc_fence_t *f, int repair, FILE *table, rc_summary_t *sum,
                   char *err, size_t errlen)
 {
-    char id[RC_RUN_ID_MAX], scratch[RC_RUN_ID_MAX];
+    char id[VC_RUN_ID_MAX], scratch[VC_RUN_ID_MAX];
     int verified = 0, due, rc;
     int64_t now;
 
@@ -105,8 +105,7 @@ int rc_fence_pass(rc_ctx_t *ctx, rc_fence_t *f, int repair, FILE *table, rc_summ
     if (!rc_fence_clean(sum)) {
         vc_info("Redis run_id %s: the full pass repaired drift (%lld restored, %lld taken again, "
                 "%lld lowered, %lld confirmed again, %d offering more than their bound, %d waiting to "
-                "be restored): "
-                "checking again next pass",
+                "be restored): checking again next pass",
                 id, (long long)sum->restored, (long long)sum->retaken, (long long)sum->lowered,
                 (long long)sum->reconfirmed, sum->offering_excess, sum->awaiting_restore);
         return 0;
@@ -130,7 +129,7 @@ int rc_fence_pass(rc_ctx_t *ctx, rc_fence_t *f, int repair, FILE *table, rc_summ
 
 int rc_fence_report(rc_ctx_t *ctx, const rc_fence_t *f, FILE *out, char *err, size_t errlen)
 {
-    char id[RC_RUN_ID_MAX];
+    char id[VC_RUN_ID_MAX];
     int verified, rc;
 
     if (!f->enabled)

@@ -37,7 +37,7 @@
 
 typedef struct {
     int enabled;                /* one node: 1; a Redis Cluster: 0 */
-    char run_id[RC_RUN_ID_MAX]; /* the process last found not verified; "" when none */
+    char run_id[VC_RUN_ID_MAX]; /* the process last found not verified; "" when none */
     int64_t first_seen_ms;      /* vc_time_now_ms() when it was first found so */
     int refused;                /* Redis refused fence.lua (an ACL without +info): said once */
 } rc_fence_t;

@@ -3,7 +3,6 @@
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_fault.h"
-#include "vc_lua.h"
 #include "vc_redis_block.h"
 #include "vc_redis_cluster.h"
 
@@ -358,32 +357,8 @@ int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *cons
     return rc;
 }
 
-int rc_redis_fence(rc_redis_t *r, const char *set_run_id, char run_id[RC_RUN_ID_MAX],
+int rc_redis_fence(rc_redis_t *r, const char *set_run_id, char run_id[VC_RUN_ID_MAX],
                    int *verified, char *err, size_t errlen)
 {
-    const char *argv[] = {"EVAL", vc_lua_fence, "1", VC_FENCE_KEY, set_run_id ? "set" : "check",
-                          set_run_id};
-    redisReply *reply;
-    int rc;
-
-    *verified = 0;
-    reply = command_on(r, vc_redis_key_slot(VC_FENCE_KEY, strlen(VC_FENCE_KEY)),
-                       set_run_id ? 6 : 5, argv);
-    if ((rc = check_reply(r, reply, "fence.lua", err, errlen)) != 0)
-        return rc;
-    if (set_run_id && reply->type == REDIS_REPLY_INTEGER) {
-        *verified = reply->integer == 1;
-    } else if (!set_run_id && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
-               reply->element[0]->type == REDIS_REPLY_STRING &&
-               reply->element[0]->len < RC_RUN_ID_MAX &&
-               reply->element[1]->type == REDIS_REPLY_STRING) {
-        memcpy(run_id, reply->element[0]->str, reply->element[0]->len);
-        run_id[reply->element[0]->len] = '\0';
-        *verified = strcmp(run_id, reply->element[1]->str) == 0;
-    } else {
-        snprintf(err, errlen, "Redis: unexpected reply to fence.lua");
-        rc = VC_ERR_PROTOCOL;
-    }
-    freeReplyObject(reply);
-    return rc;
+    return vc_redis_block_fence(r->c, set_run_id, run_id, verified, err, errlen);
 }

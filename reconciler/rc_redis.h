@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "rc_model.h"
+#include "vc_redis_block.h"
 
 typedef struct rc_redis rc_redis_t;
 
@@ -97,16 +98,8 @@ int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *cons
                   const char *const *args, int64_t *status, char *order, size_t ordercap,
                   char *err, size_t errlen);
 
-#define RC_RUN_ID_MAX 48 /* a Redis run_id (40 hex digits) and its NUL */
-
-/*
- * The restart fence (fence.lua, proto/redis-keys.md): with set_run_id NULL,
- * reads this Redis process's run_id into run_id and sets *verified when
- * voucher:fence holds it; otherwise writes set_run_id to voucher:fence only
- * if it is still this process's run_id, and sets *verified when it did.
- * Returns 0 or a negative error with err set.
- */
-int rc_redis_fence(rc_redis_t *r, const char *set_run_id, char run_id[RC_RUN_ID_MAX],
+/* vc_redis_block_fence() on the reconciler's connection. */
+int rc_redis_fence(rc_redis_t *r, const char *set_run_id, char run_id[VC_RUN_ID_MAX],
                    int *verified, char *err, size_t errlen);
 
 #endif
