@@ -30,7 +30,7 @@ if [[ $VOUCHER_REDIS_URL == redis+cluster://* ]]; then
   echo "1..0 # SKIP the fence is for a single Redis node (a cluster refuses it)"
   exit 0
 fi
-plan 34
+plan 36
 
 limit=10
 # The fence's refusal says the Redis process is not verified (vc_error.h, VC_ERR_FENCED).
@@ -128,11 +128,12 @@ wait_writable() { # SECONDS
   return 1
 }
 
+admin_token=adm-$RANDOM$RANDOM
 rc_start() { start_reconciler "" --interval 300ms --grace 3s --restore-delay 2s --redis-fence; }
 # The gateway tries Kafka for 1 s, below the reconciler's restore delay (2 s).
 gw_start() { # FENCE (0 or 1)
   daemon_stop "$test_name-gateway"
-  VOUCHER_REDIS_FENCE=$1 start_gateway --hold-ttl 10m --soldout-recheck 0 --kafka-timeout 1s
+  VOUCHER_REDIS_FENCE=$1 VOUCHER_ADMIN_TOKEN=$admin_token start_gateway --hold-ttl 10m --soldout-recheck 0 --kafka-timeout 1s
 }
 
 # The sale up to the rollback, the same in both modes. Sets $code; the orderIds
@@ -233,6 +234,11 @@ ok "$(fenced; echo $?)" "on: and so is the confirm of o4"
 fenced || diag "on: the confirm answered $status $body"
 is "$(remaining "$code") $(rcli HLEN "voucher:{$code}:orders") $(rcli HEXISTS "voucher:{$code}:orders" "$code-x51")" "7 3 0" \
   "on: nothing was taken: 7 uses offered, the three orders of the copy, no refused order"
+# PATCH moves the counter on a Redis connection of its own, which checks the fence too.
+http PATCH "/vouchers/$code" '{"totalLimit":12}' -H "Authorization: Bearer $admin_token"
+ok "$(fenced; echo $?)" "on: a PATCH of the limit is refused with the fence's detail ($status)"
+is "$(sql "SELECT total_limit FROM voucher WHERE code = '$code'") $(remaining "$code")" "$limit 7" \
+  "on: and changed nothing: the limit still $limit in PostgreSQL, 7 uses offered in Redis"
 
 # The reconciler again, stopped before its first pass's repairs and just
 # before it sets the fence: the gateways stay fenced until the repairs are done
