@@ -30,5 +30,8 @@ extern const char vc_lua_guard_bucket[]; /* gateway/gw_guard.h */
 extern const char vc_lua_guard_index[];  /* gateway/gw_guard.h, the spent set */
 extern const char vc_lua_fence[]; /* the restart fence: gw_redis.c, reconciler/rc_fence.c */
 #define VC_FENCE_KEY "voucher:fence" /* fence.lua's key: the run_id the reconciler verified */
+/* The reconciler's read of a large orders hash in pieces: reconciler/rc_redis.c. */
+extern const char vc_lua_scan_begin[];
+extern const char vc_lua_scan_finish[];
 
 #endif

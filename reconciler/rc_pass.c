@@ -269,7 +269,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         }
         /* The counter is read again with the orders, at one moment: the verdict compares those. */
         if ((rc = rc_plan_replay(v)) != 0 ||
-            (rc = rc_redis_orders(ctx->redis, v->code, &v->orders, &v->n.redis_loaded,
+            (rc = rc_redis_orders(ctx->redis, v->code, ctx->cfg->orders_scan_above, &v->orders, &v->n.redis_loaded,
                                   &v->n.redis_remaining, &v->n.redis_users,
                                   &v->n.redis_amounts, &bad, err, errlen)) != 0)
             goto out;

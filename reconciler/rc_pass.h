@@ -50,6 +50,8 @@ typedef struct {
     const vc_kafka_settings_t *kafka_extra; /* librdkafka settings passed through; NULL: none */
     /* a voucher's rebuilt keys expire this long after its endsAt (vc_retention.h); 0: never */
     int64_t redis_retention_ms;
+    /* an orders hash of more orders than this is read in pieces (rc_redis_orders()); -1: never */
+    int64_t orders_scan_above;
 } rc_config_t;
 
 typedef struct rc_pg rc_pg_t; /* rc_pg.h */

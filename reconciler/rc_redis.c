@@ -3,6 +3,9 @@
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_fault.h"
+#include "vc_log.h"
+#include "vc_lua.h"
+#include "vc_random.h"
 #include "vc_redis_block.h"
 #include "vc_redis_cluster.h"
 
@@ -189,9 +192,10 @@ int rc_redis_activity(rc_redis_t *r, const char *code, int64_t now_ms, int64_t *
     return rc;
 }
 
-int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded,
-                    int64_t *remaining, int64_t *users, int64_t *amounts, int *bad, char *err,
-                    size_t errlen)
+/* The orders, the counter and the sizes in one MULTI/EXEC (rc_redis_orders()). */
+static int orders_at_once(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded,
+                          int64_t *remaining, int64_t *users, int64_t *amounts, int *bad,
+                          char *err, size_t errlen)
 {
     redisReply *reply = NULL, *orders;
     redisContext *ctx = conn_for(r, code, err, errlen);
@@ -264,6 +268,239 @@ out:
     if (reply)
         freeReplyObject(reply);
     return rc;
+}
+
+/* Orders per HSCAN call of a read in pieces: about 0.5 ms of Redis each. */
+#define SCAN_COUNT "1000"
+/* How long a read in pieces may take before its keys expire and it is not kept. */
+#define SCAN_LIFETIME_MS "60000"
+
+/*
+ * One order of a read in pieces into t, its Redis fields replaced (value
+ * NULL: Redis has no such order now). An unreadable value is kept as state
+ * '?', counted bad when t is merged; an orderId the model cannot hold is not
+ * kept at all, which the size check then reports (the read goes at once).
+ */
+static int piece_put(rc_orders_t *t, const char *id, size_t idlen, const char *value,
+                     size_t vlen)
+{
+    char key[VC_ORDER_ID_MAX + 1];
+    vc_order_value_t v;
+    rc_order_t *o;
+
+    if (idlen == 0 || idlen > VC_ORDER_ID_MAX)
+        return 0;
+    memcpy(key, id, idlen);
+    key[idlen] = '\0';
+    if (!(o = rc_orders_get(t, key)))
+        return VC_ERR_NOMEM;
+    memset(&v, 0, sizeof(v));
+    if (value && vc_order_value_parse(value, vlen, &v) != 0)
+        v.state = '?';
+    o->customer_id = v.customer_id;
+    o->discount = v.discount;
+    o->held_until_ms = v.held_until_ms;
+    o->redis_state = v.state;
+    return 0;
+}
+
+/* A reply's element as an integer, or -1. */
+static long long reply_int(const redisReply *reply)
+{
+    return reply && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+}
+
+/*
+ * A large orders hash read in pieces (proto/redis-keys.md, "Reading a large
+ * orders hash"): scan_begin.lua, HSCAN to the end, scan_finish.lua. Only
+ * orders no script wrote during the read are taken from the pieces (each
+ * write is noted: orders_write.lua); those written are read again by the
+ * finish, with the counter and the sizes, at one moment. So t ends as the hash
+ * was at the finish, as one MULTI/EXEC would have read it then, without any
+ * command of the read costing Redis more than one piece. *kept is 0 when the
+ * read cannot be trusted to be that (its token expired, or the hash lost
+ * orders without a write: expired, deleted): the caller reads at once.
+ */
+static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k,
+                            const char *token, rc_orders_t *t, int *loaded, int64_t *remaining,
+                            int64_t *users, int64_t *amounts, int *kept, char *err,
+                            size_t errlen)
+{
+    char cursor[32] = "0", scan_key[VC_CODE_MAX + 32], touched_key[VC_CODE_MAX + 32],
+         amounts_key[VC_CODE_MAX + 32];
+    unsigned slot = vc_redis_tag_slot(code);
+    redisReply *reply, *done, *written;
+    size_t held = 0;
+    int rc;
+
+    *kept = 0;
+    snprintf(scan_key, sizeof(scan_key), "voucher:{%s}:scan", code);
+    snprintf(touched_key, sizeof(touched_key), "voucher:{%s}:touched", code);
+    snprintf(amounts_key, sizeof(amounts_key), "voucher:{%s}:amounts", code);
+    do {
+        const char *argv[] = {"HSCAN", k->name[RC_KEY_ORDERS], cursor, "COUNT", SCAN_COUNT};
+        redisReply *items;
+
+        reply = command_on(r, slot, 5, argv);
+        if ((rc = check_reply(r, reply, "HSCAN", err, errlen)) != 0)
+            return rc;
+        if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+            reply->element[0]->type != REDIS_REPLY_STRING ||
+            reply->element[0]->len >= sizeof(cursor) ||
+            reply->element[1]->type != REDIS_REPLY_ARRAY) {
+            freeReplyObject(reply);
+            snprintf(err, errlen, "Redis: unexpected reply to HSCAN of %s", code);
+            return VC_ERR_PROTOCOL;
+        }
+        memcpy(cursor, reply->element[0]->str, reply->element[0]->len + 1);
+        items = reply->element[1];
+        for (size_t i = 0; rc == 0 && i + 1 < items->elements; i += 2) {
+            redisReply *f = items->element[i], *v = items->element[i + 1];
+            if (f->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
+                rc = piece_put(t, f->str, f->len, v->str, v->len);
+        }
+        freeReplyObject(reply);
+        if (rc != 0) {
+            snprintf(err, errlen, "out of memory reading the orders of %s", code);
+            return rc;
+        }
+    } while (strcmp(cursor, "0") != 0);
+
+    /* The explorer (tests/model) lands gateway steps here: writes the finish must see. */
+    VC_PAUSE("reconciler-orders-scanned");
+    {
+        const char *argv[] = {"EVAL",     vc_lua_scan_finish,          "6",
+                              k->name[RC_KEY_REMAINING], k->name[RC_KEY_ORDERS],
+                              k->name[RC_KEY_USERS],     amounts_key,  scan_key,
+                              touched_key,               token};
+        reply = command_on(r, slot, 10, argv);
+    }
+    if ((rc = check_reply(r, reply, "EVAL scan_finish", err, errlen)) != 0)
+        return rc;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER) {
+        rc = VC_ERR_PROTOCOL;
+    } else if (reply->element[0]->integer == 0) {
+        freeReplyObject(reply);
+        return 0; /* the token is gone: not kept */
+    } else if (reply->elements != 6 || reply_int(reply->element[2]) < 0 ||
+               reply_int(reply->element[3]) < 0 || reply_int(reply->element[4]) < 0 ||
+               reply->element[5]->type != REDIS_REPLY_ARRAY) {
+        rc = VC_ERR_PROTOCOL;
+    }
+    if (rc != 0) {
+        freeReplyObject(reply);
+        snprintf(err, errlen, "Redis: unexpected reply to scan_finish.lua of %s", code);
+        return rc;
+    }
+    if ((rc = parse_remaining(reply->element[1], code, loaded, remaining, err, errlen)) != 0) {
+        freeReplyObject(reply);
+        return rc;
+    }
+    *users = reply->element[3]->integer;
+    *amounts = reply->element[4]->integer;
+    written = reply->element[5];
+    for (size_t i = 0; rc == 0 && i + 1 < written->elements; i += 2) {
+        redisReply *f = written->element[i], *v = written->element[i + 1];
+        if (f->type == REDIS_REPLY_STRING)
+            rc = piece_put(t, f->str, f->len, v->type == REDIS_REPLY_STRING ? v->str : NULL,
+                           v->type == REDIS_REPLY_STRING ? v->len : 0);
+    }
+    done = reply;
+    if (rc != 0) {
+        freeReplyObject(done);
+        snprintf(err, errlen, "out of memory reading the orders of %s", code);
+        return rc;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        rc_order_t *o = rc_orders_at(t, i);
+        held += o && o->redis_state;
+    }
+    *kept = (long long)held == done->element[2]->integer;
+    freeReplyObject(done);
+    return 0;
+}
+
+/* A fresh token for one read in pieces: random, so that readers never share one. */
+static void scan_token(char token[33])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char raw[16] = {0};
+    static unsigned long long n;
+
+    if (vc_random_fill(NULL, raw, sizeof(raw)) != 0)
+        memcpy(raw, &n, sizeof(n)); /* getrandom failed: still unique within this process */
+    n++;
+    for (int i = 0; i < 16; i++) {
+        token[2 * i] = hex[raw[i] >> 4];
+        token[2 * i + 1] = hex[raw[i] & 15];
+    }
+    token[32] = '\0';
+}
+
+int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orders_t *m,
+                    int *loaded, int64_t *remaining, int64_t *users, int64_t *amounts, int *bad,
+                    char *err, size_t errlen)
+{
+    rc_keys_t k;
+    rc_orders_t t;
+    char token[33], above[24], scan_key[VC_CODE_MAX + 32], touched_key[VC_CODE_MAX + 32];
+    const char *argv[] = {"EVAL",      vc_lua_scan_begin, "3",          NULL,           scan_key,
+                          touched_key, token,             above,        SCAN_LIFETIME_MS};
+    redisReply *reply;
+    int begun, kept = 0, rc;
+
+    if (scan_above < 0)
+        return orders_at_once(r, code, m, loaded, remaining, users, amounts, bad, err, errlen);
+    rc_keys_of(code, &k);
+    argv[3] = k.name[RC_KEY_ORDERS];
+    snprintf(scan_key, sizeof(scan_key), "voucher:{%s}:scan", code);
+    snprintf(touched_key, sizeof(touched_key), "voucher:{%s}:touched", code);
+    snprintf(above, sizeof(above), "%lld", (long long)scan_above);
+    scan_token(token);
+    reply = command_on(r, vc_redis_tag_slot(code), 9, argv);
+    if ((rc = check_reply(r, reply, "EVAL scan_begin", err, errlen)) != 0)
+        return rc;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply_int(reply->element[0]) < 0 || reply_int(reply->element[1]) < 0) {
+        freeReplyObject(reply);
+        snprintf(err, errlen, "Redis: unexpected reply to scan_begin.lua of %s", code);
+        return VC_ERR_PROTOCOL;
+    }
+    begun = reply->element[0]->integer == 1;
+    freeReplyObject(reply);
+    if (!begun)
+        return orders_at_once(r, code, m, loaded, remaining, users, amounts, bad, err, errlen);
+
+    rc_orders_init(&t);
+    *bad = 0;
+    rc = orders_in_pieces(r, code, &k, token, &t, loaded, remaining, users, amounts, &kept, err,
+                          errlen);
+    for (size_t i = 0; rc == 0 && kept && i < t.cap; i++) {
+        rc_order_t *o = rc_orders_at(&t, i), *into;
+        vc_order_value_t v;
+
+        if (!o || !o->redis_state)
+            continue;
+        if (o->redis_state == '?') {
+            (*bad)++;
+            continue;
+        }
+        if (!(into = rc_orders_get(m, o->order_id))) {
+            snprintf(err, errlen, "out of memory");
+            rc = VC_ERR_NOMEM;
+            break;
+        }
+        v = (vc_order_value_t){o->customer_id, o->discount, o->held_until_ms, o->redis_state};
+        rc_order_merge_redis(into, &v);
+    }
+    rc_orders_free(&t);
+    if (rc != 0 || kept)
+        return rc;
+    vc_warn("%s: the orders changed under their read in pieces in a way it cannot follow (the "
+            "read outlived its %s ms, or the hash lost orders without a write): read at once",
+            code, SCAN_LIFETIME_MS);
+    return orders_at_once(r, code, m, loaded, remaining, users, amounts, bad, err, errlen);
 }
 
 int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_score, int limit,

@@ -51,11 +51,14 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
  * sets them, *users the HLEN, *amounts 1 when the amounts hash exists (with
  * users, what tells an orders hash lost from one never written: reserve.lua
  * refuses new orders then). Unreadable values are skipped and counted in
- * *bad. Returns 0 or a negative error with err set.
+ * *bad. An orders hash of more than scan_above orders (-1: never) is read in
+ * pieces instead, with the same result: the state at one moment, that of the
+ * read's last step (scan_begin.lua, HSCAN, scan_finish.lua), so that no one
+ * command holds Redis up for long. Returns 0 or a negative error with err set.
  */
-int rc_redis_orders(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded,
-                    int64_t *remaining, int64_t *users, int64_t *amounts, int *bad, char *err,
-                    size_t errlen);
+int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orders_t *m,
+                    int *loaded, int64_t *remaining, int64_t *users, int64_t *amounts, int *bad,
+                    char *err, size_t errlen);
 
 /*
  * Lists up to limit members of a sorted set (RC_KEY_HOLDS or

@@ -40,6 +40,7 @@
 -- the total the order is confirmed at (each false when unknown).
 -- @include resent_mark.lua
 -- @include orders_lost.lua
+-- @include orders_write.lua
 local order = redis.call('HGET', KEYS[1], ARGV[1])
 if not order then return {no_order(KEYS[1], KEYS[6], KEYS[4], KEYS[7]), false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
@@ -69,6 +70,6 @@ if paid and KEYS[5] then
   if expire_at > 0 then redis.call('PEXPIREAT', KEYS[5], expire_at) end
 end
 order = customer .. ':' .. discount .. ':' .. held .. ':C'
-redis.call('HSET', KEYS[1], ARGV[1], order)
+write_order(KEYS[1], ARGV[1], order)
 redis.call('ZREM', KEYS[2], ARGV[1])
 return {1, order, amount, paid}

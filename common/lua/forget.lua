@@ -24,13 +24,14 @@
 -- released: kept), -1 no such order, -2 held and published again by a retry
 -- (kept); order is the stored value as it was.
 -- @include give_back.lua
+-- @include orders_write.lua
 local order = redis.call('HGET', KEYS[3], ARGV[1])
 if not order then return {-1, false} end
 local customer, state = string.match(order, '^([^:]*):[^:]*:[^:]*:(.)$')
 if state ~= 'H' then return {0, order} end
 if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return {-2, order} end
 local amounts = string.gsub(KEYS[3], ':orders$', ':amounts')
-redis.call('HDEL', KEYS[3], ARGV[1])
+drop_order(KEYS[3], ARGV[1])
 -- Its amount goes with it: a campaign reads an amount without its order as
 -- the orders hash lost (campaign_lost.lua); a voucher drops the whole hash
 -- with the last order below.

@@ -30,6 +30,7 @@
 -- reason may release (confirmed, or not expired yet), -3 changed since the
 -- reconciler read it (it looks again next pass); order as it is now.
 -- @include orders_lost.lua
+-- @include orders_write.lua
 local order = redis.call('HGET', KEYS[1], ARGV[1])
 if not order then return {no_order(KEYS[1], KEYS[5], KEYS[6], KEYS[7]), false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
@@ -50,7 +51,7 @@ else
   return {-2, order}
 end
 order = customer .. ':' .. discount .. ':' .. held .. ':' .. next
-redis.call('HSET', KEYS[1], ARGV[1], order)
+write_order(KEYS[1], ARGV[1], order)
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
 return {1, order}

@@ -8,13 +8,14 @@
 -- Returns {status, order}: 1 given back now, 0 already released, -1 no such
 -- order, -2 the release was never begun; order as it is now.
 -- @include give_back.lua
+-- @include orders_write.lua
 local order = redis.call('HGET', KEYS[3], ARGV[1])
 if not order then return {-1, false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
 if state == 'R' then return {0, order} end
 if state ~= 'X' and state ~= 'E' then return {-2, order} end
 order = customer .. ':' .. discount .. ':' .. held .. ':R'
-redis.call('HSET', KEYS[3], ARGV[1], order)
+write_order(KEYS[3], ARGV[1], order)
 give_back(KEYS[1], KEYS[2], customer)
 redis.call('ZREM', KEYS[4], ARGV[1])
 return {1, order}

@@ -11,6 +11,8 @@
 -- that Redis lacks (merged in first). vc_remaining_bound() in
 -- common/vc_voucher.c is the same rule in C.
 
+-- @include orders_write.lua
+
 local function remaining_bound(total, uncounted, live)
   local bound = total - uncounted - live
   if bound < 0 then return 0 end
@@ -112,7 +114,7 @@ local function merge(orders_key, holds_key, releasing_key, first)
     if state and (not have or
         (proven == '1' and string.sub(have, -1) == 'R' and taken_state(state))) then
       if not have then value, state = lacking_order(releasing_key, id, value, state) end
-      redis.call('HSET', orders_key, id, value)
+      write_order(orders_key, id, value)
       if state == 'H' then redis.call('ZADD', holds_key, held, id) end
       written = written + 1
     end

@@ -15,12 +15,13 @@
 -- Returns {status, order}: 1 repaired now, 0 already confirmed, -1 no such
 -- order, -2 another hold or another state now (the next pass looks again);
 -- order as it is now.
+-- @include orders_write.lua
 local order = redis.call('HGET', KEYS[1], ARGV[1])
 if not order then return {-1, false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
 if state == 'C' then return {0, order} end
 if state ~= 'H' or held ~= ARGV[2] then return {-2, order} end
 order = customer .. ':' .. discount .. ':' .. held .. ':C'
-redis.call('HSET', KEYS[1], ARGV[1], order)
+write_order(KEYS[1], ARGV[1], order)
 redis.call('ZREM', KEYS[2], ARGV[1])
 return {1, order}

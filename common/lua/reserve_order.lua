@@ -5,6 +5,7 @@
 -- ARGV[1] customerId  ARGV[3] orderId  ARGV[4] discount  ARGV[5] heldUntilMs
 -- ARGV[6] nowMs       ARGV[7] orderAmount
 -- @include resent_mark.lua
+-- @include orders_write.lua
 
 -- The answer to a retry: order is the stored value of ARGV[3]. holds_use(state),
 -- when given, says whether the order is still the one of this request's use
@@ -36,7 +37,7 @@ end
 local function write_hold()
   redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
   local order = ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':H'
-  redis.call('HSET', KEYS[3], ARGV[3], order)
+  write_order(KEYS[3], ARGV[3], order)
   redis.call('HSET', KEYS[6], ARGV[3], ARGV[7])
   redis.call('ZADD', KEYS[4], ARGV[5], ARGV[3])
   return order

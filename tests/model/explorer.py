@@ -64,12 +64,14 @@ GROUP = os.environ.get("VOUCHER_WRITER_GROUP", "voucher-writer")
 PARTITIONS = 12
 PAUSES = ["reconciler-after-tail", "reconciler-after-remaining", "reconciler-before-repair",
           "reconciler-each-repair", "reconciler-campaign-after-numbers",
-          "reconciler-campaign-before-repair", "reconciler-before-fence"]
+          "reconciler-campaign-before-repair", "reconciler-before-fence",
+          "reconciler-orders-scanned"]
 SHORT = {"reconciler-after-tail": "after-tail", "reconciler-after-remaining": "after-remaining",
          "reconciler-before-repair": "before-repair", "reconciler-each-repair": "each-repair",
          "reconciler-campaign-after-numbers": "campaign-after-numbers",
          "reconciler-campaign-before-repair": "campaign-before-repair",
-         "reconciler-before-fence": "before-fence"}
+         "reconciler-before-fence": "before-fence",
+         "reconciler-orders-scanned": "orders-scanned"}
 # A voucher's example has no campaign pass: a campaign's point stands for its voucher twin.
 VOUCHER_TWIN = {"campaign-after-numbers": "after-remaining",
                 "campaign-before-repair": "before-repair"}
@@ -101,6 +103,11 @@ FENCE_KEY = "voucher:fence"
 # Whether the gateway steps obey the fence (--no-fence, or a saved case's "fence": false:
 # off); the reconciler, the real one, verifies and sets it either way.
 FENCE = {"gateway": True}
+# Whether the reconciler reads every orders hash in pieces (rc_redis.c, "--orders-scan-above 0"),
+# with its pause point between the pieces and their finish (orders-scanned). Off for a saved
+# case without "scan": true: those were found with the read at once, and their "next" hops
+# stay where they were.
+SCAN = {"on": True}
 # Every key of an example, for rollback(k)'s snapshots: a voucher's (gw_app_keys(), the
 # reconciler's limit and the gateway's soldout) or a campaign's (proto/campaigns.md), and the
 # claims of its orderIds (voucher-order:{ORDERID}).
@@ -382,6 +389,12 @@ class World:
         self.bin_reconciler = os.path.join(build, "reconciler", "voucher-reconciler")
         if not os.access(self.bin_reconciler, os.X_OK):
             sys.exit("explorer: no reconciler at %s (build first)" % self.bin_reconciler)
+        # Every orders hash read in pieces (rc_redis.c), so that the gateway steps can land
+        # between the pieces and their finish (orders-scanned): a build from before has no
+        # such setting, and reads at once.
+        usage = subprocess.run([self.bin_reconciler, "--help"], capture_output=True,
+                               text=True).stdout
+        self.scan_flags = ["--orders-scan-above", "0"] if "--orders-scan-above" in usage else []
         self.shim = shim
         if not os.access(shim, os.R_OK):
             sys.exit("explorer: no clock shim at %s (meson compile builds it: tests/model/"
@@ -624,7 +637,7 @@ class Explorer(RuleBasedStateMachine):
         self.rc = subprocess.Popen(
             [w.bin_reconciler, "--interval", "100ms", "--grace", "%dms" % GRACE,
              "--restore-delay", "%dms" % GRACE, "--full-every", "0", "--timeout", "3s",
-             "--admin-addr", "127.0.0.1:%d" % ADMIN_PORT],
+             "--admin-addr", "127.0.0.1:%d" % ADMIN_PORT] + (w.scan_flags if SCAN["on"] else []),
             env=env, stdout=self.rc_logf, stderr=subprocess.STDOUT)
         LIVE.add(self.rc)
         self.rc_at = None
@@ -1345,7 +1358,7 @@ class Explorer(RuleBasedStateMachine):
 
     @rule(point=st.sampled_from(["next", "next", "after-tail", "after-remaining",
                                  "before-repair", "each-repair", "campaign-after-numbers",
-                                 "campaign-before-repair", "before-fence"]))
+                                 "campaign-before-repair", "before-fence", "orders-scanned"]))
     @guarded
     def rc_to(self, point):
         """The reconciler runs to its next pause point ("next"), or on to the named one: at most
@@ -1809,6 +1822,8 @@ def save_replay(path, steps, error, note, cls=None, adapter=None, xfail=None):
         case["adapter"] = adapter
     if not FENCE["gateway"]:
         case["fence"] = False
+    if SCAN["on"] and WORLD.scan_flags:
+        case["scan"] = True
     if xfail:
         case["xfail"] = xfail
     with open(path, "w") as f:
@@ -1842,12 +1857,13 @@ def replay(path):
     """Runs a saved sequence step by step; returns (error or None, class, why, story). A case
     with "fence": false runs with the gateway's fence off (as --no-fence)."""
     case = json.load(open(path))
-    was = FENCE["gateway"]
+    was, scan = FENCE["gateway"], SCAN["on"]
     FENCE["gateway"] = was and case.get("fence", True)
+    SCAN["on"] = case.get("scan", False)
     try:
         return replay_steps(case["steps"])
     finally:
-        FENCE["gateway"] = was
+        FENCE["gateway"], SCAN["on"] = was, scan
 
 
 def shrink(steps, cls, minutes):
