@@ -5,6 +5,7 @@
 #include "vc_fault.h"
 #include "vc_log.h"
 #include "vc_lua.h"
+#include "vc_metrics.h"
 #include "vc_random.h"
 #include "vc_redis_block.h"
 #include "vc_redis_cluster.h"
@@ -495,6 +496,12 @@ int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orde
         rc_order_merge_redis(into, &v);
     }
     rc_orders_free(&t);
+    if (rc == 0)
+        vc_metric_add(vc_counter("voucher_reconciler_orders_read_in_pieces_total",
+                                 "Reads of a voucher's orders in pieces (HSCAN): kept, or read "
+                                 "again at once (a read at once holds Redis up)",
+                                 kept ? "result=\"kept\"" : "result=\"read_again\""),
+                      1);
     if (rc != 0 || kept)
         return rc;
     vc_warn("%s: the orders changed under their read in pieces in a way it cannot follow (the "

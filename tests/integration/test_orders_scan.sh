@@ -12,7 +12,7 @@
 # Red with the note in orders_write.lua taken out (the cancels read as held:
 # DRIFTED, exit 1), and with scan_finish.lua emptying touched on every finish.
 source "$(dirname "$0")/lib.sh"
-plan 20
+plan 21
 
 key() { echo "voucher:{$code}:$1"; }
 # One pass (--once, repairing nothing) that reads in pieces every orders hash
@@ -141,5 +141,10 @@ once_paused last 500
 read_on "$once_pid"
 is "$(verdict last) $stopped_here" "consistent 1" "the order put back, a last read in pieces finds the voucher consistent"
 ok "$(! grep -q '"level":"error"' "$scratch"/*.txt; echo $?)" "no pass logged an error"
+
+# 6. The daemon counts its reads in pieces for the dashboards.
+start_reconciler "" --orders-scan-above 500 --interval 200ms
+metric_wait "$(reconciler_admin)" voucher_reconciler_orders_read_in_pieces_total 1 30
+ok $? "the reconciler daemon counts its reads in pieces (voucher_reconciler_orders_read_in_pieces_total)"
 
 finish
