@@ -27,8 +27,9 @@ struct rc_redis {
 
 void rc_keys_of(const char *code, rc_keys_t *k)
 {
-    static const char *const suffix[RC_KEY_COUNT] = {"remaining", "users", "orders", "holds",
-                                                     "releasing", "resent"};
+    static const char *const suffix[RC_KEY_COUNT] = {
+        "remaining", "users", "orders", "holds", "releasing", "resent", "amounts", "scan",
+        "touched"};
     for (int i = 0; i < RC_KEY_COUNT; i++)
         snprintf(k->name[i], sizeof(k->name[i]), "voucher:{%s}:%s", code, suffix[i]);
 }
@@ -327,17 +328,13 @@ static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k,
                             int64_t *users, int64_t *amounts, int *kept, char *err,
                             size_t errlen)
 {
-    char cursor[32] = "0", scan_key[VC_CODE_MAX + 32], touched_key[VC_CODE_MAX + 32],
-         amounts_key[VC_CODE_MAX + 32];
+    char cursor[32] = "0";
     unsigned slot = vc_redis_tag_slot(code);
     redisReply *reply, *done, *written;
     size_t held = 0;
     int rc;
 
     *kept = 0;
-    snprintf(scan_key, sizeof(scan_key), "voucher:{%s}:scan", code);
-    snprintf(touched_key, sizeof(touched_key), "voucher:{%s}:touched", code);
-    snprintf(amounts_key, sizeof(amounts_key), "voucher:{%s}:amounts", code);
     do {
         const char *argv[] = {"HSCAN", k->name[RC_KEY_ORDERS], cursor, "COUNT", SCAN_COUNT};
         redisReply *items;
@@ -370,10 +367,16 @@ static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k,
     /* The explorer (tests/model) lands gateway steps here: writes the finish must see. */
     VC_PAUSE("reconciler-orders-scanned");
     {
-        const char *argv[] = {"EVAL",     vc_lua_scan_finish,          "6",
-                              k->name[RC_KEY_REMAINING], k->name[RC_KEY_ORDERS],
-                              k->name[RC_KEY_USERS],     amounts_key,  scan_key,
-                              touched_key,               token};
+        const char *argv[] = {"EVAL",
+                              vc_lua_scan_finish,
+                              "6",
+                              k->name[RC_KEY_REMAINING],
+                              k->name[RC_KEY_ORDERS],
+                              k->name[RC_KEY_USERS],
+                              k->name[RC_KEY_AMOUNTS],
+                              k->name[RC_KEY_SCAN],
+                              k->name[RC_KEY_TOUCHED],
+                              token};
         reply = command_on(r, slot, 10, argv);
     }
     if ((rc = check_reply(r, reply, "EVAL scan_finish", err, errlen)) != 0)
@@ -445,18 +448,22 @@ int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orde
 {
     rc_keys_t k;
     rc_orders_t t;
-    char token[33], above[24], scan_key[VC_CODE_MAX + 32], touched_key[VC_CODE_MAX + 32];
-    const char *argv[] = {"EVAL",      vc_lua_scan_begin, "3",          NULL,           scan_key,
-                          touched_key, token,             above,        SCAN_LIFETIME_MS};
+    char token[33], above[24];
+    const char *argv[] = {"EVAL",
+                          vc_lua_scan_begin,
+                          "3",
+                          k.name[RC_KEY_ORDERS],
+                          k.name[RC_KEY_SCAN],
+                          k.name[RC_KEY_TOUCHED],
+                          token,
+                          above,
+                          SCAN_LIFETIME_MS};
     redisReply *reply;
     int begun, kept = 0, rc;
 
     if (scan_above < 0)
         return orders_at_once(r, code, m, loaded, remaining, users, amounts, bad, err, errlen);
     rc_keys_of(code, &k);
-    argv[3] = k.name[RC_KEY_ORDERS];
-    snprintf(scan_key, sizeof(scan_key), "voucher:{%s}:scan", code);
-    snprintf(touched_key, sizeof(touched_key), "voucher:{%s}:touched", code);
     snprintf(above, sizeof(above), "%lld", (long long)scan_above);
     scan_token(token);
     reply = command_on(r, vc_redis_tag_slot(code), 9, argv);

@@ -18,6 +18,9 @@ typedef enum {
     RC_KEY_HOLDS,
     RC_KEY_RELEASING,
     RC_KEY_RESENT, /* orders a retry published again (reserve.lua, confirm.lua) */
+    RC_KEY_AMOUNTS,
+    RC_KEY_SCAN,    /* reads of orders in pieces under way (scan_begin.lua) */
+    RC_KEY_TOUCHED, /* orders written during such a read (orders_write.lua) */
     RC_KEY_COUNT,
 } rc_key_t;
 
