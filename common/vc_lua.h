@@ -5,7 +5,7 @@
 /* A campaign's code (proto/campaigns.md): its own reserve, the others are the voucher's guarded. */
 extern const char vc_lua_campaign_reserve[];
 extern const char vc_lua_campaign_due[]; /* the reconciler's read of a campaign */
-extern const char vc_lua_campaign_read[];    /* the reconciler's full read of a campaign */
+extern const char vc_lua_campaign_scan_finish[]; /* the finish of a campaign read in pieces */
 extern const char vc_lua_campaign_rebuild[]; /* the reconciler's rebuild of lost keys */
 extern const char vc_lua_campaign_release_begin[];
 extern const char vc_lua_campaign_confirm[];

@@ -65,7 +65,7 @@ typedef struct {
     int64_t id;
     int lost;   /* taken or users missing beside another key */
     int loaded; /* campaign.redis_loaded_at is set (campaign_guard.lua's loaded) */
-    int flags; /* campaign_read.lua's: 1 taken, 2 users, 4 orders exist */
+    int flags; /* rc_redis_campaign()'s keys: 1 taken, 2 users, 4 orders exist */
     rc_orders_t orders;
     char (*codes)[VC_CODE_MAX + 1]; /* by slot of orders, once no order is added */
     /* While orders may still grow: (orderId, code) pairs, in the order learnt. */
@@ -210,67 +210,49 @@ static int read_rows(rc_ctx_t *ctx, const rc_vouchers_t *vs, campaign_t *c, char
     return rc;
 }
 
-/* Redis's side, in one atomic read (campaign_read.lua): orders, taken codes, due releases. */
-static int read_redis(rc_ctx_t *ctx, campaign_t *c, int64_t norders, char *err, size_t errlen)
+/* rc_redis_campaign()'s sink: Redis's orders, taken codes and due releases into a campaign_t. */
+static int redis_order_cb(void *arg, const char *order_id, const vc_order_value_t *v)
 {
-    char k[4][64], max[24], limit[24], *text, *line, *save = NULL;
-    static const char *const suffix[] = {"taken", "users", "orders", "releasing"};
-    const char *keys[] = {k[0], k[1], k[2], k[3]};
-    const char *args[] = {max, limit};
-    /* Each order: an O line and a T line at most; room to spare for orders added since. */
-    size_t cap = (size_t)(norders * 2 + ctx->cfg->batch + 1024) * 2 * (VC_ORDER_ID_MAX + 64);
-    int64_t flags;
-    int rc;
+    campaign_t *c = arg;
+    rc_order_t *o = rc_orders_get(&c->orders, order_id);
 
-    if (!(text = malloc(cap)))
+    if (!o)
         return VC_ERR_NOMEM;
-    for (int i = 0; i < 4; i++)
-        snprintf(k[i], sizeof(k[i]), "campaign:{c%lld}:%s", (long long)c->id, suffix[i]);
-    snprintf(max, sizeof(max), "%lld", (long long)(vc_time_now_ms() - ctx->cfg->grace_ms));
-    snprintf(limit, sizeof(limit), "%d", ctx->cfg->batch);
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_campaign_read, 4, keys, 2, args, &flags, text,
-                            cap, err, errlen)) != 0)
-        goto out;
-    {
-        size_t len = strlen(text);
-        if (len < 1 || text[len - 1] != '.' || (len > 1 && text[len - 2] != '\n')) {
-            snprintf(err, errlen, "campaign %lld: Redis's orders did not fit the read buffer",
-                     (long long)c->id);
-            rc = VC_ERR_PROTOCOL;
-            goto out;
-        }
-    }
-    c->flags = (int)flags;
-    for (line = strtok_r(text, "\n", &save); line && rc == 0; line = strtok_r(NULL, "\n", &save)) {
-        char *a = line + 2, *b = strchr(a, ' ');
-        vc_order_value_t v;
-        rc_order_t *o;
-        if (line[0] == 'R') {
-            if (rc_grow((void **)&c->releasing, &c->releasing_cap, c->nreleasing,
-                        sizeof(*c->releasing), 16) != 0)
-                rc = VC_ERR_NOMEM;
-            else
-                snprintf(c->releasing[c->nreleasing++], sizeof(*c->releasing), "%s", a);
-            continue;
-        }
-        if ((line[0] != 'O' && line[0] != 'T') || !b)
-            continue;
-        *b++ = '\0';
-        if (line[0] == 'T') {
-            /* Code a is taken by order b. */
-            if ((rc = learn_code(c, b, a)) == 0 && !rc_orders_get(&c->in_taken, b))
-                rc = VC_ERR_NOMEM;
-            continue;
-        }
-        if (vc_order_value_parse(b, strlen(b), &v) != 0)
-            continue; /* unreadable: left alone, as the voucher pass does */
-        if (!(o = rc_orders_get(&c->orders, a)))
-            rc = VC_ERR_NOMEM;
-        else
-            rc_order_merge_redis(o, &v);
-    }
-out:
-    free(text);
+    rc_order_merge_redis(o, v);
+    return 0;
+}
+
+static int redis_taken_cb(void *arg, const char *code, const char *order_id)
+{
+    campaign_t *c = arg;
+    int rc = learn_code(c, order_id, code);
+
+    if (rc == 0 && !rc_orders_get(&c->in_taken, order_id))
+        rc = VC_ERR_NOMEM;
+    return rc;
+}
+
+static int redis_releasing_cb(void *arg, const char *order_id)
+{
+    campaign_t *c = arg;
+
+    if (rc_grow((void **)&c->releasing, &c->releasing_cap, c->nreleasing, sizeof(*c->releasing),
+                16) != 0)
+        return VC_ERR_NOMEM;
+    snprintf(c->releasing[c->nreleasing++], sizeof(*c->releasing), "%s", order_id);
+    return 0;
+}
+
+/* Redis's side, at one moment (rc_redis_campaign()): orders, taken codes, due releases. */
+static int read_redis(rc_ctx_t *ctx, campaign_t *c, char *err, size_t errlen)
+{
+    rc_campaign_sink_t sink = {c, redis_order_cb, redis_taken_cb, redis_releasing_cb};
+    int rc = rc_redis_campaign(ctx->redis, c->id, ctx->cfg->orders_scan_above,
+                               vc_time_now_ms() - ctx->cfg->grace_ms, ctx->cfg->batch, &sink,
+                               &c->flags, err, errlen);
+
+    if (rc == VC_ERR_NOMEM)
+        snprintf(err, errlen, "campaign %lld: out of memory reading Redis", (long long)c->id);
     return rc;
 }
 
@@ -699,7 +681,7 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
     char k[5][64], max[24], limit[24], *due, *line, *save = NULL;
     const char *keys[] = {k[0], k[1], k[2], k[3], k[4]};
     const char *args[] = {max, limit};
-    long long holds = 0, releasing = 0, norders = 0;
+    long long holds = 0, releasing = 0;
     int lost = 0, present = 7, ndue = 0, rc;
     size_t flying = 0;
     campaign_t c = {.id = id};
@@ -717,7 +699,7 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
                             RC_CAMPAIGN_DUE_BUF, err, errlen)) != 0)
         goto out;
     if ((line = strtok_r(due, "\n", &save)) != NULL)
-        sscanf(line, "%lld %lld %lld %d %d", &holds, &releasing, &norders, &lost, &present);
+        sscanf(line, "%lld %lld %*d %d %d", &holds, &releasing, &lost, &present);
     /*
      * Loaded once (campaign.redis_loaded_at): all its keys missing is a loss
      * too, unless the retention after endsAt took them (they expire together).
@@ -753,7 +735,7 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
     c.lost = lost;
     c.loaded = loaded;
     if ((rc = read_rows(ctx, vs, &c, err, errlen)) != 0 ||
-        (rc = read_redis(ctx, &c, norders, err, errlen)) != 0 || (rc = settle_codes(&c)) != 0 ||
+        (rc = read_redis(ctx, &c, err, errlen)) != 0 || (rc = settle_codes(&c)) != 0 ||
         (rc = claimed_codes(ctx, &c, err, errlen)) != 0 ||
         (rc = remember(m, &c, vc_time_now_ms())) != 0)
         goto out;

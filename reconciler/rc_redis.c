@@ -1,4 +1,5 @@
 #include "rc_redis.h"
+#include "rc_grow.h"
 #include "vc_claim.h"
 #include "vc_config.h"
 #include "vc_error.h"
@@ -194,6 +195,35 @@ int rc_redis_activity(rc_redis_t *r, const char *code, int64_t now_ms, int64_t *
     return rc;
 }
 
+/*
+ * Reads the replies of a pipeline of MULTI, n commands and EXEC (what names
+ * them in errors): *exec gets EXEC's reply, owned by the caller; the others
+ * only say QUEUED. 0, or an error with err set and *exec NULL.
+ */
+static int exec_reply(redisContext *ctx, int n, const char *what, const char *code,
+                      redisReply **exec, char *err, size_t errlen)
+{
+    int rc = 0;
+
+    *exec = NULL;
+    for (int i = 0; i < n + 2; i++) {
+        void *got = NULL;
+        if (redisGetReply(ctx, &got) != REDIS_OK || !got) {
+            /* A broken connection: the pass drops it, the unread replies with it. */
+            snprintf(err, errlen, "Redis %s: %s", what, ctx->errstr);
+            return VC_ERR_UNAVAILABLE;
+        }
+        if (i == n + 1 && rc == 0) {
+            *exec = got;
+            break;
+        }
+        if (((redisReply *)got)->type == REDIS_REPLY_ERROR && rc == 0)
+            rc = pipeline_error(got, "MULTI", code, err, errlen);
+        freeReplyObject(got);
+    }
+    return rc;
+}
+
 /* The orders, the counter and the sizes in one MULTI/EXEC (rc_redis_orders()). */
 static int orders_at_once(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded,
                           int64_t *remaining, int64_t *users, int64_t *amounts, int *bad,
@@ -213,24 +243,8 @@ static int orders_at_once(rc_redis_t *r, const char *code, rc_orders_t *m, int *
     redisAppendCommand(ctx, "HLEN voucher:{%s}:users", code);
     redisAppendCommand(ctx, "EXISTS voucher:{%s}:amounts", code);
     redisAppendCommand(ctx, "EXEC");
-    for (int i = 0; i < 6; i++) {
-        void *got = NULL;
-        if (redisGetReply(ctx, &got) != REDIS_OK || !got) {
-            /* A broken connection: the pass drops it, the unread replies with it. */
-            snprintf(err, errlen, "Redis MULTI GET HGETALL HLEN EXISTS EXEC: %s", ctx->errstr);
-            if (reply)
-                freeReplyObject(reply);
-            return VC_ERR_UNAVAILABLE;
-        }
-        if (i < 5) {
-            if (((redisReply *)got)->type == REDIS_REPLY_ERROR && rc == 0)
-                rc = pipeline_error(got, "MULTI", code, err, errlen);
-            freeReplyObject(got);
-        } else {
-            reply = got;
-        }
-    }
-    if (rc != 0)
+    if ((rc = exec_reply(ctx, 4, "MULTI GET HGETALL HLEN EXISTS EXEC", code, &reply, err,
+                         errlen)) != 0)
         goto out;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 4 ||
         reply->element[1]->type != REDIS_REPLY_ARRAY ||
@@ -306,6 +320,56 @@ static int piece_put(rc_orders_t *t, const char *id, size_t idlen, const char *v
     return 0;
 }
 
+/* A piece of an orders hash into the rc_orders_t arg (scan_hash()'s put). */
+static int order_piece(void *arg, const char *f, size_t flen, const char *v, size_t vlen)
+{
+    return piece_put(arg, f, flen, v, vlen);
+}
+
+/*
+ * Reads hash key (of code, for errors) with HSCAN to the end, handing each
+ * field and value to put (which returns 0, or an error that ends the read).
+ * A field may come twice (HSCAN's guarantee is at least once for a field
+ * present throughout). 0, or an error with err set.
+ */
+static int scan_hash(rc_redis_t *r, unsigned slot, const char *key, const char *code,
+                     int (*put)(void *arg, const char *f, size_t flen, const char *v,
+                                size_t vlen),
+                     void *arg, char *err, size_t errlen)
+{
+    char cursor[32] = "0";
+    int rc;
+
+    do {
+        const char *argv[] = {"HSCAN", key, cursor, "COUNT", SCAN_COUNT};
+        redisReply *reply = command_on(r, slot, 5, argv), *items;
+
+        if ((rc = check_reply(r, reply, "HSCAN", err, errlen)) != 0)
+            return rc;
+        if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+            reply->element[0]->type != REDIS_REPLY_STRING ||
+            reply->element[0]->len >= sizeof(cursor) ||
+            reply->element[1]->type != REDIS_REPLY_ARRAY) {
+            freeReplyObject(reply);
+            snprintf(err, errlen, "Redis: unexpected reply to HSCAN of %s", key);
+            return VC_ERR_PROTOCOL;
+        }
+        memcpy(cursor, reply->element[0]->str, reply->element[0]->len + 1);
+        items = reply->element[1];
+        for (size_t i = 0; rc == 0 && i + 1 < items->elements; i += 2) {
+            redisReply *f = items->element[i], *v = items->element[i + 1];
+            if (f->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
+                rc = put(arg, f->str, f->len, v->str, v->len);
+        }
+        freeReplyObject(reply);
+        if (rc != 0) {
+            snprintf(err, errlen, "out of memory reading %s of %s", key, code);
+            return rc;
+        }
+    } while (strcmp(cursor, "0") != 0);
+    return 0;
+}
+
 /* A reply's element as an integer, or -1. */
 static long long reply_int(const redisReply *reply)
 {
@@ -328,41 +392,14 @@ static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k,
                             int64_t *users, int64_t *amounts, int *kept, char *err,
                             size_t errlen)
 {
-    char cursor[32] = "0";
     unsigned slot = vc_redis_tag_slot(code);
     redisReply *reply, *done, *written;
     size_t held = 0;
     int rc;
 
     *kept = 0;
-    do {
-        const char *argv[] = {"HSCAN", k->name[RC_KEY_ORDERS], cursor, "COUNT", SCAN_COUNT};
-        redisReply *items;
-
-        reply = command_on(r, slot, 5, argv);
-        if ((rc = check_reply(r, reply, "HSCAN", err, errlen)) != 0)
-            return rc;
-        if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-            reply->element[0]->type != REDIS_REPLY_STRING ||
-            reply->element[0]->len >= sizeof(cursor) ||
-            reply->element[1]->type != REDIS_REPLY_ARRAY) {
-            freeReplyObject(reply);
-            snprintf(err, errlen, "Redis: unexpected reply to HSCAN of %s", code);
-            return VC_ERR_PROTOCOL;
-        }
-        memcpy(cursor, reply->element[0]->str, reply->element[0]->len + 1);
-        items = reply->element[1];
-        for (size_t i = 0; rc == 0 && i + 1 < items->elements; i += 2) {
-            redisReply *f = items->element[i], *v = items->element[i + 1];
-            if (f->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
-                rc = piece_put(t, f->str, f->len, v->str, v->len);
-        }
-        freeReplyObject(reply);
-        if (rc != 0) {
-            snprintf(err, errlen, "out of memory reading the orders of %s", code);
-            return rc;
-        }
-    } while (strcmp(cursor, "0") != 0);
+    if ((rc = scan_hash(r, slot, k->name[RC_KEY_ORDERS], code, order_piece, t, err, errlen)) != 0)
+        return rc;
 
     /* The explorer (tests/model) lands gateway steps here: writes the finish must see. */
     VC_PAUSE("reconciler-orders-scanned");
@@ -442,41 +479,79 @@ static void scan_token(char token[33])
     token[32] = '\0';
 }
 
+/*
+ * scan_begin.lua on keys (the hash to read, its scan key, then the sets that
+ * note writes): *begun 1 when the hash has more than above fields and a read
+ * in pieces began under a fresh token, else 0 (read it at once). 0, or an
+ * error with err set.
+ */
+static int pieces_begin(rc_redis_t *r, unsigned slot, const char *const *keys, int nkeys,
+                        int64_t above, char token[33], int *begun, char *err, size_t errlen)
+{
+    const char *argv[3 + 5 + 3];
+    char numkeys[8], limit[24];
+    redisReply *reply;
+    int argc = 0, rc;
+
+    if (nkeys > 5)
+        return VC_ERR_INVALID;
+    snprintf(numkeys, sizeof(numkeys), "%d", nkeys);
+    snprintf(limit, sizeof(limit), "%lld", (long long)above);
+    scan_token(token);
+    argv[argc++] = "EVAL";
+    argv[argc++] = vc_lua_scan_begin;
+    argv[argc++] = numkeys;
+    for (int i = 0; i < nkeys; i++)
+        argv[argc++] = keys[i];
+    argv[argc++] = token;
+    argv[argc++] = limit;
+    argv[argc++] = SCAN_LIFETIME_MS;
+    reply = command_on(r, slot, argc, argv);
+    if ((rc = check_reply(r, reply, "EVAL scan_begin", err, errlen)) != 0)
+        return rc;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply_int(reply->element[0]) < 0 || reply_int(reply->element[1]) < 0) {
+        freeReplyObject(reply);
+        snprintf(err, errlen, "Redis: unexpected reply to scan_begin.lua of %s", keys[0]);
+        return VC_ERR_PROTOCOL;
+    }
+    *begun = reply->element[0]->integer == 1;
+    freeReplyObject(reply);
+    return 0;
+}
+
+/* Counts a read in pieces: kept, or read again at once. */
+static void pieces_count(const char *of, int kept)
+{
+    char labels[64];
+
+    snprintf(labels, sizeof(labels), "of=\"%s\",result=\"%s\"", of, kept ? "kept" : "read_again");
+    vc_metric_add(vc_counter("voucher_reconciler_orders_read_in_pieces_total",
+                             "Reads of a voucher's or a campaign's orders in pieces (HSCAN): "
+                             "kept, or read again at once (a read at once holds Redis up)",
+                             labels),
+                  1);
+}
+
 int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orders_t *m,
                     int *loaded, int64_t *remaining, int64_t *users, int64_t *amounts, int *bad,
                     char *err, size_t errlen)
 {
     rc_keys_t k;
     rc_orders_t t;
-    char token[33], above[24];
-    const char *argv[] = {"EVAL",
-                          vc_lua_scan_begin,
-                          "3",
-                          k.name[RC_KEY_ORDERS],
-                          k.name[RC_KEY_SCAN],
-                          k.name[RC_KEY_TOUCHED],
-                          token,
-                          above,
-                          SCAN_LIFETIME_MS};
-    redisReply *reply;
+    char token[33];
     int begun, kept = 0, rc;
 
     if (scan_above < 0)
         return orders_at_once(r, code, m, loaded, remaining, users, amounts, bad, err, errlen);
     rc_keys_of(code, &k);
-    snprintf(above, sizeof(above), "%lld", (long long)scan_above);
-    scan_token(token);
-    reply = command_on(r, vc_redis_tag_slot(code), 9, argv);
-    if ((rc = check_reply(r, reply, "EVAL scan_begin", err, errlen)) != 0)
-        return rc;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-        reply_int(reply->element[0]) < 0 || reply_int(reply->element[1]) < 0) {
-        freeReplyObject(reply);
-        snprintf(err, errlen, "Redis: unexpected reply to scan_begin.lua of %s", code);
-        return VC_ERR_PROTOCOL;
+    {
+        const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_SCAN],
+                              k.name[RC_KEY_TOUCHED]};
+        if ((rc = pieces_begin(r, vc_redis_tag_slot(code), keys, 3, scan_above, token, &begun,
+                               err, errlen)) != 0)
+            return rc;
     }
-    begun = reply->element[0]->integer == 1;
-    freeReplyObject(reply);
     if (!begun)
         return orders_at_once(r, code, m, loaded, remaining, users, amounts, bad, err, errlen);
 
@@ -504,17 +579,343 @@ int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orde
     }
     rc_orders_free(&t);
     if (rc == 0)
-        vc_metric_add(vc_counter("voucher_reconciler_orders_read_in_pieces_total",
-                                 "Reads of a voucher's orders in pieces (HSCAN): kept, or read "
-                                 "again at once (a read at once holds Redis up)",
-                                 kept ? "result=\"kept\"" : "result=\"read_again\""),
-                      1);
+        pieces_count("voucher", kept);
     if (rc != 0 || kept)
         return rc;
     vc_warn("%s: the orders changed under their read in pieces in a way it cannot follow (the "
             "read outlived its %s ms, or the hash lost orders without a write): read at once",
             code, SCAN_LIFETIME_MS);
     return orders_at_once(r, code, m, loaded, remaining, users, amounts, bad, err, errlen);
+}
+
+/* A campaign's keys, in the order rc_redis_campaign() uses them. */
+enum {
+    CK_ORDERS,
+    CK_TAKEN,
+    CK_USERS,
+    CK_RELEASING,
+    CK_SCAN,
+    CK_TOUCHED,
+    CK_TOUCHED_CODES,
+    CK_COUNT
+};
+
+typedef struct {
+    char tag[24]; /* "c<ID>", the keys' hash tag */
+    char name[CK_COUNT][48];
+} campaign_keys_t;
+
+static void campaign_keys_of(int64_t id, campaign_keys_t *k)
+{
+    static const char *const suffix[CK_COUNT] = {"orders", "taken", "users", "releasing",
+                                                 "scan", "touched", "touched_codes"};
+    snprintf(k->tag, sizeof(k->tag), "c%lld", (long long)id);
+    for (int i = 0; i < CK_COUNT; i++)
+        snprintf(k->name[i], sizeof(k->name[i]), "campaign:{%s}:%s", k->tag, suffix[i]);
+}
+
+/* A field of taken (code, orderId), as the pieces hold it until the finish. */
+typedef struct {
+    char code[VC_CODE_MAX + 1];
+    char order_id[VC_ORDER_ID_MAX + 1];
+} taken_piece_t;
+
+typedef struct {
+    taken_piece_t *items;
+    size_t len, cap;
+} taken_pieces_t;
+
+/*
+ * A field of taken into the taken_pieces_t arg (scan_hash()'s put). A field
+ * the model cannot hold is not kept, which the size check then reports.
+ */
+static int taken_piece(void *arg, const char *f, size_t flen, const char *v, size_t vlen)
+{
+    taken_pieces_t *p = arg;
+    taken_piece_t *t;
+
+    if (flen == 0 || flen > VC_CODE_MAX || vlen > VC_ORDER_ID_MAX)
+        return 0;
+    if (rc_grow((void **)&p->items, &p->cap, p->len, sizeof(*p->items), 1024) != 0)
+        return VC_ERR_NOMEM;
+    t = &p->items[p->len++];
+    memcpy(t->code, f, flen);
+    t->code[flen] = '\0';
+    memcpy(t->order_id, v, vlen);
+    t->order_id[vlen] = '\0';
+    return 0;
+}
+
+static int taken_piece_cmp(const void *a, const void *b)
+{
+    return strcmp(((const taken_piece_t *)a)->code, ((const taken_piece_t *)b)->code);
+}
+
+/* Hands sink one order of Redis (unreadable values are skipped, as a read at once does). */
+static int sink_order(const rc_campaign_sink_t *sink, const char *id, size_t idlen,
+                      const char *value, size_t vlen)
+{
+    char key[VC_ORDER_ID_MAX + 1];
+    vc_order_value_t v;
+
+    if (idlen == 0 || idlen > VC_ORDER_ID_MAX || vc_order_value_parse(value, vlen, &v) != 0)
+        return 0;
+    memcpy(key, id, idlen);
+    key[idlen] = '\0';
+    return sink->order_cb(sink->arg, key, &v);
+}
+
+/* Hands sink one field of taken, the "!" field (it only marks the hash as kept) aside. */
+static int sink_taken(const rc_campaign_sink_t *sink, const char *code, size_t clen,
+                      const char *order_id, size_t olen)
+{
+    char c[VC_CODE_MAX + 1], o[VC_ORDER_ID_MAX + 1];
+
+    if ((clen == 1 && code[0] == '!') || clen == 0 || clen > VC_CODE_MAX || olen > VC_ORDER_ID_MAX)
+        return 0;
+    memcpy(c, code, clen);
+    c[clen] = '\0';
+    memcpy(o, order_id, olen);
+    o[olen] = '\0';
+    return sink->taken_cb(sink->arg, c, o);
+}
+
+/* Hands sink the due releases of an array reply. */
+static int sink_releasing(const rc_campaign_sink_t *sink, const redisReply *due)
+{
+    int rc = 0;
+
+    for (size_t i = 0; rc == 0 && i < due->elements; i++) {
+        char o[VC_ORDER_ID_MAX + 1];
+        const redisReply *e = due->element[i];
+        if (e->type != REDIS_REPLY_STRING || e->len == 0 || e->len > VC_ORDER_ID_MAX)
+            continue;
+        memcpy(o, e->str, e->len);
+        o[e->len] = '\0';
+        rc = sink->releasing_cb(sink->arg, o);
+    }
+    return rc;
+}
+
+/* A campaign read in one MULTI/EXEC (rc_redis_campaign()). */
+static int campaign_at_once(rc_redis_t *r, const campaign_keys_t *k, const char *max,
+                            const char *limit, const rc_campaign_sink_t *sink, int *keys,
+                            char *err, size_t errlen)
+{
+    redisReply *reply = NULL, **e;
+    redisContext *ctx = conn_for(r, k->tag, err, errlen);
+    int rc;
+
+    if (!ctx)
+        return VC_ERR_UNAVAILABLE;
+    redisAppendCommand(ctx, "MULTI");
+    redisAppendCommand(ctx, "HGETALL %s", k->name[CK_ORDERS]);
+    redisAppendCommand(ctx, "HGETALL %s", k->name[CK_TAKEN]);
+    redisAppendCommand(ctx, "ZRANGEBYSCORE %s -inf %s LIMIT 0 %s", k->name[CK_RELEASING], max,
+                       limit);
+    redisAppendCommand(ctx, "EXISTS %s", k->name[CK_TAKEN]);
+    redisAppendCommand(ctx, "EXISTS %s", k->name[CK_USERS]);
+    redisAppendCommand(ctx, "EXISTS %s", k->name[CK_ORDERS]);
+    redisAppendCommand(ctx, "EXEC");
+    if ((rc = exec_reply(ctx, 6, "MULTI HGETALL HGETALL ZRANGEBYSCORE EXISTS EXEC", k->tag, &reply,
+                         err, errlen)) != 0)
+        return rc;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 6 ||
+        reply->element[0]->type != REDIS_REPLY_ARRAY ||
+        reply->element[1]->type != REDIS_REPLY_ARRAY ||
+        reply->element[2]->type != REDIS_REPLY_ARRAY || reply_int(reply->element[3]) < 0 ||
+        reply_int(reply->element[4]) < 0 || reply_int(reply->element[5]) < 0) {
+        snprintf(err, errlen, "Redis: unexpected reply to EXEC (HGETALL, ...) of campaign %s",
+                 k->tag);
+        rc = VC_ERR_PROTOCOL;
+        goto out;
+    }
+    e = reply->element;
+    *keys = (int)(e[3]->integer + 2 * e[4]->integer + 4 * e[5]->integer);
+    for (size_t i = 0; rc == 0 && i + 1 < e[0]->elements; i += 2) {
+        redisReply *f = e[0]->element[i], *v = e[0]->element[i + 1];
+        if (f->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
+            rc = sink_order(sink, f->str, f->len, v->str, v->len);
+    }
+    for (size_t i = 0; rc == 0 && i + 1 < e[1]->elements; i += 2) {
+        redisReply *f = e[1]->element[i], *v = e[1]->element[i + 1];
+        if (f->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
+            rc = sink_taken(sink, f->str, f->len, v->str, v->len);
+    }
+    if (rc == 0)
+        rc = sink_releasing(sink, e[2]);
+out:
+    freeReplyObject(reply);
+    return rc;
+}
+
+/*
+ * A campaign read in pieces (as orders_in_pieces() a voucher's orders): HSCAN
+ * of orders and of taken, then campaign_scan_finish.lua reads again what any
+ * script wrote meanwhile, with the sizes, the keys and the due releases, at
+ * one moment. *kept is 0 when the read cannot be trusted (token gone, or a
+ * hash lost fields without a write): the caller reads at once, and nothing
+ * was handed to sink. Otherwise sink gets the campaign as it was at the finish.
+ */
+static int campaign_in_pieces(rc_redis_t *r, const campaign_keys_t *k, const char *token,
+                              const char *max, const char *limit,
+                              const rc_campaign_sink_t *sink, int *keys, int *kept, char *err,
+                              size_t errlen)
+{
+    unsigned slot = vc_redis_tag_slot(k->tag);
+    rc_orders_t t, codes_again;
+    taken_pieces_t p = {0};
+    redisReply *reply = NULL, **e = NULL;
+    size_t orders_held = 0, codes_held = 0;
+    int rc;
+
+    *kept = 0;
+    rc_orders_init(&t);
+    rc_orders_init(&codes_again);
+    if ((rc = scan_hash(r, slot, k->name[CK_ORDERS], k->tag, order_piece, &t, err, errlen)) != 0 ||
+        (rc = scan_hash(r, slot, k->name[CK_TAKEN], k->tag, taken_piece, &p, err, errlen)) != 0)
+        goto out;
+    /* The explorer (tests/model) lands gateway steps here: writes the finish must see. */
+    VC_PAUSE("reconciler-orders-scanned");
+    {
+        const char *argv[] = {"EVAL",
+                              vc_lua_campaign_scan_finish,
+                              "7",
+                              k->name[CK_ORDERS],
+                              k->name[CK_TAKEN],
+                              k->name[CK_USERS],
+                              k->name[CK_RELEASING],
+                              k->name[CK_SCAN],
+                              k->name[CK_TOUCHED],
+                              k->name[CK_TOUCHED_CODES],
+                              token,
+                              max,
+                              limit};
+        reply = command_on(r, slot, 13, argv);
+    }
+    if ((rc = check_reply(r, reply, "EVAL campaign_scan_finish", err, errlen)) != 0) {
+        reply = NULL;
+        goto out;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER) {
+        rc = VC_ERR_PROTOCOL;
+    } else if (reply->element[0]->integer == 0) {
+        goto out; /* the token is gone: not kept */
+    } else if (reply->elements != 7 || reply_int(reply->element[1]) < 0 ||
+               reply_int(reply->element[2]) < 0 || reply_int(reply->element[3]) < 0 ||
+               reply->element[4]->type != REDIS_REPLY_ARRAY ||
+               reply->element[5]->type != REDIS_REPLY_ARRAY ||
+               reply->element[6]->type != REDIS_REPLY_ARRAY) {
+        rc = VC_ERR_PROTOCOL;
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "Redis: unexpected reply to campaign_scan_finish.lua of %s", k->tag);
+        goto out;
+    }
+    e = reply->element;
+    /* The orders written meanwhile, as they are now (nil: gone). */
+    for (size_t i = 0; rc == 0 && i + 1 < e[4]->elements; i += 2) {
+        redisReply *f = e[4]->element[i], *v = e[4]->element[i + 1];
+        if (f->type == REDIS_REPLY_STRING)
+            rc = piece_put(&t, f->str, f->len, v->type == REDIS_REPLY_STRING ? v->str : NULL,
+                           v->type == REDIS_REPLY_STRING ? v->len : 0);
+    }
+    /* The codes written meanwhile: their pieces are stale, the finish's values stand. */
+    for (size_t i = 0; rc == 0 && i + 1 < e[5]->elements; i += 2) {
+        redisReply *f = e[5]->element[i], *v = e[5]->element[i + 1];
+        char c[VC_CODE_MAX + 1];
+        if (f->type != REDIS_REPLY_STRING || f->len == 0 || f->len > VC_CODE_MAX)
+            continue;
+        memcpy(c, f->str, f->len);
+        c[f->len] = '\0';
+        if (!rc_orders_get(&codes_again, c))
+            rc = VC_ERR_NOMEM;
+        codes_held += v->type == REDIS_REPLY_STRING;
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "out of memory reading campaign %s", k->tag);
+        goto out;
+    }
+    /* HSCAN may return a field twice: sorted, each code counts once. */
+    qsort(p.items, p.len, sizeof(*p.items), taken_piece_cmp);
+    for (size_t i = 0; i < p.len; i++)
+        codes_held += (i == 0 || strcmp(p.items[i].code, p.items[i - 1].code) != 0) &&
+                      !rc_orders_find(&codes_again, p.items[i].code);
+    for (size_t i = 0; i < t.cap; i++) {
+        rc_order_t *o = rc_orders_at(&t, i);
+        orders_held += o && o->redis_state;
+    }
+    if ((long long)orders_held != e[1]->integer || (long long)codes_held != e[2]->integer)
+        goto out; /* fields gone without a write (expired, deleted): not kept */
+    *kept = 1;
+    *keys = (int)e[3]->integer;
+    for (size_t i = 0; rc == 0 && i < t.cap; i++) {
+        rc_order_t *o = rc_orders_at(&t, i);
+        vc_order_value_t v;
+        if (!o || !o->redis_state || o->redis_state == '?')
+            continue;
+        v = (vc_order_value_t){o->customer_id, o->discount, o->held_until_ms, o->redis_state};
+        rc = sink->order_cb(sink->arg, o->order_id, &v);
+    }
+    for (size_t i = 0; rc == 0 && i < p.len; i++) {
+        taken_piece_t *c = &p.items[i];
+        if ((i == 0 || strcmp(c->code, p.items[i - 1].code) != 0) &&
+            !rc_orders_find(&codes_again, c->code))
+            rc = sink_taken(sink, c->code, strlen(c->code), c->order_id, strlen(c->order_id));
+    }
+    for (size_t i = 0; rc == 0 && i + 1 < e[5]->elements; i += 2) {
+        redisReply *f = e[5]->element[i], *v = e[5]->element[i + 1];
+        if (f->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
+            rc = sink_taken(sink, f->str, f->len, v->str, v->len);
+    }
+    if (rc == 0)
+        rc = sink_releasing(sink, e[6]);
+out:
+    if (reply)
+        freeReplyObject(reply);
+    rc_orders_free(&t);
+    rc_orders_free(&codes_again);
+    free(p.items);
+    return rc;
+}
+
+int rc_redis_campaign(rc_redis_t *r, int64_t campaign_id, int64_t scan_above,
+                      int64_t releasing_max_ms, int releasing_limit,
+                      const rc_campaign_sink_t *sink, int *keys, char *err, size_t errlen)
+{
+    campaign_keys_t k;
+    char token[33], max[24], limit[24];
+    int begun = 0, kept = 0, rc;
+
+    /*
+     * As every script of a pass, the read goes after a pause: a test
+     * (tests/model) steps the reconciler to it (it was a script before).
+     */
+    VC_PAUSE("reconciler-each-repair");
+    campaign_keys_of(campaign_id, &k);
+    snprintf(max, sizeof(max), "%lld", (long long)releasing_max_ms);
+    snprintf(limit, sizeof(limit), "%d", releasing_limit);
+    *keys = 0;
+    if (scan_above >= 0) {
+        const char *names[] = {k.name[CK_ORDERS], k.name[CK_SCAN], k.name[CK_TOUCHED],
+                               k.name[CK_TOUCHED_CODES]};
+        if ((rc = pieces_begin(r, vc_redis_tag_slot(k.tag), names, 4, scan_above, token, &begun,
+                               err, errlen)) != 0)
+            return rc;
+    }
+    if (!begun)
+        return campaign_at_once(r, &k, max, limit, sink, keys, err, errlen);
+    if ((rc = campaign_in_pieces(r, &k, token, max, limit, sink, keys, &kept, err, errlen)) != 0)
+        return rc;
+    pieces_count("campaign", kept);
+    if (kept)
+        return 0;
+    vc_warn("campaign %lld: its orders or codes changed under their read in pieces in a way it "
+            "cannot follow (the read outlived its %s ms, or a hash lost fields without a write): "
+            "read at once",
+            (long long)campaign_id, SCAN_LIFETIME_MS);
+    return campaign_at_once(r, &k, max, limit, sink, keys, err, errlen);
 }
 
 int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_score, int limit,

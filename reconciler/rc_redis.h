@@ -64,6 +64,36 @@ int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orde
                     char *err, size_t errlen);
 
 /*
+ * What a read of a campaign's Redis keys found (rc_redis_campaign()), handed
+ * item by item to callbacks that return 0, or an error that ends the read.
+ * Strings are borrowed for the call.
+ */
+typedef struct {
+    void *arg;
+    /* An order of campaign:{cID}:orders (an unreadable value is skipped). */
+    int (*order_cb)(void *arg, const char *order_id, const vc_order_value_t *v);
+    /* A code of campaign:{cID}:taken and the order it is taken by ("!" aside). */
+    int (*taken_cb)(void *arg, const char *code, const char *order_id);
+    /* A release (campaign:{cID}:releasing) begun at or before the read's time. */
+    int (*releasing_cb)(void *arg, const char *order_id);
+} rc_campaign_sink_t;
+
+/*
+ * The reconciler's full read of campaign campaign_id's Redis state, at one
+ * moment: its orders, its taken codes, up to releasing_limit releases begun
+ * at or before releasing_max_ms, and *keys: 1 when taken exists, plus 2 for
+ * users, plus 4 for orders. One MULTI/EXEC; above scan_above orders (-1:
+ * never) in pieces instead (HSCAN of orders and taken, then
+ * campaign_scan_finish.lua), with the same result: the campaign as it was at
+ * the read's last step, without any command holding Redis up for long
+ * (proto/campaigns.md, "Reading a large campaign"). Returns 0 or a negative
+ * error with err set; on an error, sink may have had part of the read.
+ */
+int rc_redis_campaign(rc_redis_t *r, int64_t campaign_id, int64_t scan_above,
+                      int64_t releasing_max_ms, int releasing_limit,
+                      const rc_campaign_sink_t *sink, int *keys, char *err, size_t errlen);
+
+/*
  * Lists up to limit members of a sorted set (RC_KEY_HOLDS or
  * RC_KEY_RELEASING) scored at most max_score, calling cb for each.
  * Returns 0 or a negative error with err set.

@@ -35,6 +35,7 @@
 -- above them is a use lost with a hold whose event was never stored, and it
 -- is lowered (the explorer's campaign-users-high: else that customer stays
 -- counted for good). Otherwise a count is only raised.
+-- @include taken_write.lua
 local taken_lost = redis.call('EXISTS', KEYS[1]) == 0
 -- orders lost (campaign_lost.lua's sign: amounts without orders): the same
 -- wait and the same refusal, so every order holding a use is written below
@@ -88,20 +89,20 @@ for code, id in pairs(holder) do
   end
 end
 for _, w in ipairs(write) do
-  redis.call('HSET', KEYS[3], w[1], w[2])
+  write_order(KEYS[3], w[1], w[2])
   if w[4] == 'H' then redis.call('ZADD', KEYS[4], w[3], w[1]) end
 end
 local freed = 0
 if orders_lost then
   for i = 1, #taken, 2 do
     if taken[i] ~= '!' and holder[taken[i]] ~= taken[i + 1] then
-      redis.call('HDEL', KEYS[1], taken[i])
+      drop_code(KEYS[1], taken[i])
       freed = freed + 1
     end
   end
 end
-for code, id in pairs(holder) do redis.call('HSET', KEYS[1], code, id) end
-redis.call('HSET', KEYS[1], '!', '0')
+for code, id in pairs(holder) do write_codes(KEYS[1], code, id) end
+write_codes(KEYS[1], '!', '0')
 local live, per = count_taken(KEYS[3])
 if taken_lost or orders_lost then
   set_users(KEYS[2], per, KEYS[3])

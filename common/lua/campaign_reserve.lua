@@ -33,6 +33,7 @@
 -- the campaign's is a loss, not an empty campaign.
 -- @include reserve_order.lua
 -- @include campaign_lost.lua
+-- @include taken_write.lua
 
 -- A known order must be of this code: an orderId of the campaign reserved with
 -- another of its codes is -4 (the gateway's ORDER_CONFLICT). Taken codes keep
@@ -48,7 +49,7 @@ if campaign_keys_lost(KEYS[1], KEYS[2], KEYS[3], loaded) then return {-7, false}
 if redis.call('HEXISTS', KEYS[1], ARGV[9]) == 1 then return {-2, false} end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
 if used >= tonumber(ARGV[2]) then return {-2, false} end
-redis.call('HSET', KEYS[1], ARGV[9], ARGV[3], '!', '0')
+write_codes(KEYS[1], ARGV[9], ARGV[3], '!', '0')
 order = write_hold()
 -- Retention: the campaign's keys expire together, at its endsAt plus the retention.
 for _, i in ipairs({1, 2, 3, 4, 6}) do redis.call('PEXPIREAT', KEYS[i], expire_at) end

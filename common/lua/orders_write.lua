@@ -6,7 +6,8 @@
 -- scan_finish.lua to read again at one moment. Both keys sit beside the
 -- orders hash (same hash tag, so the same slot). A write that bypassed these
 -- two functions would leave the reconciler a stale value of that order.
--- (A campaign's orders, campaign:{cID}:orders, never have a scan key.)
+-- A campaign's orders (campaign:{cID}:orders) are noted the same way, in
+-- campaign:{cID}:touched; its taken codes by taken_write.lua.
 local function note_order(orders_key, id)
   if redis.call('EXISTS', (string.gsub(orders_key, ':orders$', ':scan'))) == 1 then
     redis.call('SADD', (string.gsub(orders_key, ':orders$', ':touched')), id)

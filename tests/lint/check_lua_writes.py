@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Checks that every voucher script writes an order through orders_write.lua.
+"""Checks that every script writes an order through orders_write.lua, and a
+campaign's taken code through taken_write.lua.
 
-The reconciler reads a large orders hash in pieces and trusts the scripts to
-note each order they write meanwhile (proto/redis-keys.md, "Reading a large
-orders hash"); a script that writes voucher:{CODE}:orders directly would leave
-it a stale order, and no test of that script would notice. So: in
-common/lua/*.lua (a campaign's own scripts aside: their orders are never read
-in pieces), no HSET, HSETNX, HMSET, HDEL, DEL or UNLINK may name the orders
-key, as a KEYS[n] the script's header calls orders or as a variable named
-orders_key, outside orders_write.lua. TAP output; exit 1 on any failure.
+The reconciler reads a large orders hash (a voucher's or a campaign's) and a
+campaign's taken hash in pieces, and trusts the scripts to note each order and
+code they write meanwhile (proto/redis-keys.md, "Reading a large orders hash";
+proto/campaigns.md, "Reading a large campaign"); a script that wrote one of
+those hashes directly would leave it a stale value, and no test of that script
+would notice. So: in common/lua/*.lua, no HSET, HSETNX, HMSET, HDEL, DEL or
+UNLINK may name the orders or the taken key, as a KEYS[n] the script's header
+calls orders or taken, or as a variable named orders_key, taken_key or
+campaign_taken, outside orders_write.lua and taken_write.lua. TAP output;
+exit 1 on any failure.
 """
 import glob
 import os
@@ -26,30 +29,39 @@ def check(ok, what, detail=""):
 
 
 def direct_writes(text):
-    """The lines of text that write its orders key without orders_write.lua."""
+    """The lines of text that write its orders or taken key without the helpers."""
     comments = "\n".join(line for line in text.splitlines() if line.lstrip().startswith("--"))
-    keys = set(re.findall(r"KEYS\[(\d+)\]\s+(?:voucher:\{CODE\}:)?orders\b", comments))
-    names = [r"orders_key\b"] + [r"KEYS\[%s\]" % n for n in sorted(keys)]
+    keys = set(re.findall(r"KEYS\[(\d+)\]\s+(?:voucher:\{CODE\}:|campaign:\{cID\}:)?"
+                          r"(?:orders|taken)\b", comments))
+    names = [r"orders_key\b", r"taken_key\b", r"campaign_taken\b"] + \
+        [r"KEYS\[%s\]" % n for n in sorted(keys)]
     pattern = re.compile(WRITES + "(?:" + "|".join(names) + ")")
     return [line.strip() for line in text.splitlines()
             if not line.lstrip().startswith("--") and pattern.search(line)]
 
 
-# The check finds what it is for: a direct write in a sample.
+# The check finds what it is for: direct writes in samples.
 sample = ("-- KEYS[1] voucher:{CODE}:remaining  KEYS[3] voucher:{CODE}:orders\n"
           "redis.call('HSET', KEYS[3], ARGV[1], 'x')\nredis.call('HSET', KEYS[1], 'y')\n")
 check(direct_writes(sample) == ["redis.call('HSET', KEYS[3], ARGV[1], 'x')"],
       "the check finds a direct write of the orders key in a sample", str(direct_writes(sample)))
+sample = ("-- KEYS[1] campaign:{cID}:taken    hash code -> orderId\n-- KEYS[2] users\n"
+          "redis.call('HSET', KEYS[1], ARGV[9], ARGV[3])\nredis.call('HSET', KEYS[2], 'y')\n"
+          "redis.call('HDEL', campaign_taken, campaign_code)\n")
+check(direct_writes(sample) == ["redis.call('HSET', KEYS[1], ARGV[9], ARGV[3])",
+                                "redis.call('HDEL', campaign_taken, campaign_code)"],
+      "the check finds direct writes of a campaign's taken key in a sample",
+      str(direct_writes(sample)))
 
+HELPERS = ("orders_write.lua", "taken_write.lua")
 scripts = sorted(p for p in glob.glob(os.path.join(LUA, "*.lua"))
-                 if not os.path.basename(p).startswith("campaign_")
-                 and os.path.basename(p) != "orders_write.lua")
-check(len(scripts) >= 20, f"the voucher scripts are read ({len(scripts)} in common/lua)")
+                 if os.path.basename(p) not in HELPERS)
+check(len(scripts) >= 28, f"the scripts are read ({len(scripts)} in common/lua)")
 for path in scripts:
     with open(path) as f:
         found = direct_writes(f.read())
-    check(not found, f"{os.path.basename(path)} writes orders only through orders_write.lua",
-          "; ".join(found))
+    check(not found, f"{os.path.basename(path)} writes orders and taken codes only through "
+          "orders_write.lua and taken_write.lua", "; ".join(found))
 
 print(f"1..{len(results)}")
 for i, (ok, what) in enumerate(results, 1):
