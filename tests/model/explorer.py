@@ -2065,6 +2065,15 @@ def main():
               len(WORLD.phases), time.time() - started))
     print("   steps by rule: " + ", ".join("%s %d" % kv for kv in WORLD.rules.most_common()))
     print("   reconciler effects: " + ", ".join("%s %d" % kv for kv in WORLD.repairs.most_common()))
+    # Which steps ran while the reconciler stood at each pause: a point no gateway step
+    # reached is a window the run did not explore.
+    at = collections.defaultdict(set)
+    for name, phase in WORLD.phases:
+        if name not in ("rc_step", "rc_to", "rc_pass"):
+            at[phase].add(name)
+    print("   steps run at each reconciler pause: " + "; ".join(
+        "%s: %d (%s)" % (phase, len(at[phase]), ", ".join(sorted(at[phase])))
+        for phase in sorted(at)))
     print("   gateway steps refused by the fence (503): %d%s" % (
         WORLD.fenced, "" if FENCE["gateway"] else " (the fence is off: --no-fence)"))
     if WORLD.muted_examples:
