@@ -4,6 +4,7 @@
 #include "vc_config.h"
 #include "vc_error.h"
 #include "vc_fault.h"
+#include "vc_hash.h"
 #include "vc_log.h"
 #include "vc_lua.h"
 #include "vc_metrics.h"
@@ -292,26 +293,43 @@ out:
 #define SCAN_LIFETIME_MS "60000"
 
 /*
+ * A field the model cannot hold (an orderId empty or over VC_ORDER_ID_MAX
+ * bytes, a code over VC_CODE_MAX: written by hand only, the gateway refuses
+ * them) under a name of its own: '#' and a hash of it, which no orderId nor
+ * code can be ('#' is refused in both), so that a field HSCAN returns twice
+ * counts once in the size check.
+ */
+static void odd_name(const char *field, size_t len, char name[18])
+{
+    static const unsigned char key[16] = {0}; /* no secret: the names stay in this process */
+
+    snprintf(name, 18, "#%016llx", (unsigned long long)vc_siphash24(key, field, len));
+}
+
+/*
  * One order of a read in pieces into t, its Redis fields replaced (value
  * NULL: Redis has no such order now). An unreadable value is kept as state
- * '?', counted bad when t is merged; an orderId the model cannot hold is not
- * kept at all, which the size check then reports (the read goes at once).
+ * '?', counted bad when t is merged, as a read at once counts it; so is an
+ * orderId the model cannot hold, under its odd_name().
  */
 static int piece_put(rc_orders_t *t, const char *id, size_t idlen, const char *value,
                      size_t vlen)
 {
     char key[VC_ORDER_ID_MAX + 1];
+    int odd = idlen == 0 || idlen > VC_ORDER_ID_MAX;
     vc_order_value_t v;
     rc_order_t *o;
 
-    if (idlen == 0 || idlen > VC_ORDER_ID_MAX)
-        return 0;
-    memcpy(key, id, idlen);
-    key[idlen] = '\0';
+    if (odd) {
+        odd_name(id, idlen, key);
+    } else {
+        memcpy(key, id, idlen);
+        key[idlen] = '\0';
+    }
     if (!(o = rc_orders_get(t, key)))
         return VC_ERR_NOMEM;
     memset(&v, 0, sizeof(v));
-    if (value && vc_order_value_parse(value, vlen, &v) != 0)
+    if (value && (odd || vc_order_value_parse(value, vlen, &v) != 0))
         v.state = '?';
     o->customer_id = v.customer_id;
     o->discount = v.discount;
@@ -627,18 +645,22 @@ typedef struct {
 
 /*
  * A field of taken into the taken_pieces_t arg (scan_hash()'s put). A field
- * the model cannot hold is not kept, which the size check then reports.
+ * the model cannot hold is kept under its odd_name(), which sink_taken()
+ * skips (as a read at once skips it) and the size check counts.
  */
 static int taken_piece(void *arg, const char *f, size_t flen, const char *v, size_t vlen)
 {
     taken_pieces_t *p = arg;
     taken_piece_t *t;
 
-    if (flen == 0 || flen > VC_CODE_MAX || vlen > VC_ORDER_ID_MAX)
-        return 0;
     if (rc_grow((void **)&p->items, &p->cap, p->len, sizeof(*p->items), 1024) != 0)
         return VC_ERR_NOMEM;
     t = &p->items[p->len++];
+    if (flen == 0 || flen > VC_CODE_MAX || vlen > VC_ORDER_ID_MAX) {
+        odd_name(f, flen, t->code);
+        t->order_id[0] = '\0';
+        return 0;
+    }
     memcpy(t->code, f, flen);
     t->code[flen] = '\0';
     memcpy(t->order_id, v, vlen);
@@ -671,7 +693,8 @@ static int sink_taken(const rc_campaign_sink_t *sink, const char *code, size_t c
 {
     char c[VC_CODE_MAX + 1], o[VC_ORDER_ID_MAX + 1];
 
-    if ((clen == 1 && code[0] == '!') || clen == 0 || clen > VC_CODE_MAX || olen > VC_ORDER_ID_MAX)
+    if ((clen == 1 && code[0] == '!') || clen == 0 || clen > VC_CODE_MAX ||
+        olen > VC_ORDER_ID_MAX || code[0] == '#')
         return 0;
     memcpy(c, code, clen);
     c[clen] = '\0';
@@ -825,10 +848,14 @@ static int campaign_in_pieces(rc_redis_t *r, const campaign_keys_t *k, const cha
     for (size_t i = 0; rc == 0 && i + 1 < e[5]->elements; i += 2) {
         redisReply *f = e[5]->element[i], *v = e[5]->element[i + 1];
         char c[VC_CODE_MAX + 1];
-        if (f->type != REDIS_REPLY_STRING || f->len == 0 || f->len > VC_CODE_MAX)
+        if (f->type != REDIS_REPLY_STRING)
             continue;
-        memcpy(c, f->str, f->len);
-        c[f->len] = '\0';
+        if (f->len == 0 || f->len > VC_CODE_MAX) {
+            odd_name(f->str, f->len, c);
+        } else {
+            memcpy(c, f->str, f->len);
+            c[f->len] = '\0';
+        }
         if (!rc_orders_get(&codes_again, c))
             rc = VC_ERR_NOMEM;
         codes_held += v->type == REDIS_REPLY_STRING;

@@ -13,7 +13,7 @@
 # Red with the notes taken out of taken_write.lua (the two new orders' codes
 # unseen: a rebuild), and with the due releases dropped from the finish.
 source "$(dirname "$0")/lib.sh"
-plan 16
+plan 17
 
 source "$(dirname "$0")/campaign_lib.sh"
 campaign_test SC '"name":"scan","count":200,"discountAmount":500'
@@ -41,8 +41,10 @@ reach_ours() {
   done
   return 1
 }
-# read_on PID: lets the reader go, past any later stop, until it exits;
-# returns its exit status. $stopped_here: how often it stopped on this campaign.
+# read_on PID: lets the reader go, past any later stop, until it exits.
+# $stopped_here: how often it stopped on this campaign. (Its exit status
+# speaks for every voucher of the stack, other tests' too: the last check
+# looks for failed passes instead.)
 read_on() {
   stopped_here=0
   while kill -0 "$1" 2>/dev/null; do
@@ -72,7 +74,7 @@ is "$(wait_sql "SELECT count(*) FROM campaign_redemption WHERE campaign_id = $ci
 # 1. Below the threshold: read at once, nothing to repair.
 once_paused quiet 1000
 read_on "$once_pid"
-is "$? $stopped_here $(rebuilt quiet)" "0 0 0" "below the threshold the campaign is read at once: nothing repaired"
+is "$stopped_here $(rebuilt quiet)" "0 0" "below the threshold the campaign is read at once: nothing repaired"
 
 # 2. Above it, with writes between the pieces and the finish.
 once_paused writes 50
@@ -92,7 +94,7 @@ is "$s1 $s2 $s3 $s4 $status" "201 201 200 200 200" "two new orders, two cancels 
 is "$(rcli SCARD "$k:touched") $(rcli SCARD "$k:touched_codes")" "6 6" \
   "five orders and five codes noted as written (each set with its placeholder)"
 read_on "$once_pid"
-is "$? $(rebuilt writes) $(fell_back writes)" "0 0 0" \
+is "$(rebuilt writes) $(fell_back writes)" "0 0" \
   "the pass sees the writes as one read at the finish would: no loss rebuilt, the read kept"
 is "$(rcli EXISTS "$k:scan" "$k:touched" "$k:touched_codes")" 0 \
   "the finish leaves neither the token nor the notes"
@@ -107,7 +109,7 @@ rcli ZREM "$k:holds" "$o-10" >/dev/null
 rcli ZADD "$k:releasing" $(( $(now_ms) - 10000 )) "$o-10" >/dev/null
 once_paused stalled 50
 read_on "$once_pid"
-is "$? $stopped_here" "0 1" "a pass reads the campaign in pieces again"
+is "$stopped_here" 1 "a pass reads the campaign in pieces again"
 is "$(state "$o-10") $(rcli HEXISTS "$k:taken" "${codes[10]}") $(rcli ZSCORE "$k:releasing" "$o-10")" "R 0 " \
   "the stalled release is finished in Redis: R, its code free, out of releasing"
 is "$(wait_sql "SELECT status || ':' || release_reason FROM campaign_redemption WHERE order_id = '$o-10'" RELEASED:CANCELLED 30)" \
@@ -119,14 +121,26 @@ once_paused lost_token 50
 reach_ours
 rcli DEL "$k:scan" >/dev/null
 read_on "$once_pid"
-is "$? $(fell_back lost_token) $(rebuilt lost_token)" "0 1 0" \
+is "$(fell_back lost_token) $(rebuilt lost_token)" "1 0" \
   "with its token gone the read is done again at once (said once): nothing to rebuild"
 once_paused lost_code 50
 reach_ours
 rcli HDEL "$k:taken" "${codes[20]}" >/dev/null
 read_on "$once_pid"
-is "$? $(fell_back lost_code) $(rebuilt lost_code) $(rcli HGET "$k:taken" "${codes[20]}")" "0 1 1 $o-20" \
+is "$(fell_back lost_code) $(rebuilt lost_code) $(rcli HGET "$k:taken" "${codes[20]}")" "1 1 $o-20" \
   "a code lost without a write: read again at once, which sees the loss and rebuilds it"
+# An orderId and a code no gateway would take (written by hand) are skipped, as a read
+# at once skips them, not a reason to read again at once.
+odd_order=$o-$(printf 'x%.0s' $(seq 1 70))
+odd_code=$(printf 'Y%.0s' $(seq 1 40))
+rcli HSET "$k:orders" "$odd_order" "1:500:0:R" >/dev/null
+rcli HSET "$k:taken" "$odd_code" "$o-1" >/dev/null
+once_paused odd 50
+read_on "$once_pid"
+is "$stopped_here $(fell_back odd) $(rebuilt odd)" "1 0 0" \
+  "an orderId of 70 bytes and a code of 40 in Redis: the read in pieces is kept, nothing rebuilt"
+rcli HDEL "$k:orders" "$odd_order" >/dev/null
+rcli HDEL "$k:taken" "$odd_code" >/dev/null
 ok "$(! grep -qE '"level":"error"|^voucher-reconciler: ' "$scratch"/*.txt; echo $?)" \
   "no pass failed or logged an error"
 

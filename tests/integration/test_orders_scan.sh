@@ -12,7 +12,7 @@
 # Red with the note in orders_write.lua taken out (the cancels read as held:
 # DRIFTED, exit 1), and with scan_finish.lua emptying touched on every finish.
 source "$(dirname "$0")/lib.sh"
-plan 21
+plan 22
 
 key() { echo "voucher:{$code}:$1"; }
 # One pass (--once, repairing nothing) that reads in pieces every orders hash
@@ -140,6 +140,15 @@ rcli HSET "$(key orders)" "$code-100" "$value" >/dev/null
 once_paused last 500
 read_on "$once_pid"
 is "$(verdict last) $stopped_here" "consistent 1" "the order put back, a last read in pieces finds the voucher consistent"
+# An orderId no gateway would take (70 bytes: written by hand) is an unreadable order, as
+# a read at once counts it, not a reason to read again at once.
+odd=$code-$(printf 'x%.0s' $(seq 1 70))
+rcli HSET "$(key orders)" "$odd" "1:100:0:R" >/dev/null
+once_paused odd 500
+read_on "$once_pid"
+is "$(verdict odd) $stopped_here $(grep -c "$code: the orders changed" "$scratch/odd.txt") $(grep -c "$code: 1 orders in Redis could not be read" "$scratch/odd.txt")" \
+  "consistent 1 0 1" "an orderId of 70 bytes is counted unreadable (said), and the read in pieces is kept"
+rcli HDEL "$(key orders)" "$odd" >/dev/null
 # A pass that fails says "voucher-reconciler: ..." and exits 2; the daemon's log says error.
 ok "$(! grep -qE '"level":"error"|^voucher-reconciler: ' "$scratch"/*.txt; echo $?)" \
   "no pass failed or logged an error"
