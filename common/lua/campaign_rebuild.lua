@@ -29,13 +29,13 @@
 -- and the customers counted after, the codes freed (orders lost: taken by no
 -- order the snapshot or Redis holds); {-2, orderId}: an order holds a use and its code
 -- is unknown; {-3, code}: two orders hold one code. Nothing is written then.
+-- @include taken_write.lua
 -- taken lost: the reconciler waited the restore delay from the loss to its
 -- snapshot (rc_campaign.c), and campaign_reserve.lua refused every new order
 -- since, so every order holding a use is in orders or written below: a count
 -- above them is a use lost with a hold whose event was never stored, and it
 -- is lowered (the explorer's campaign-users-high: else that customer stays
 -- counted for good). Otherwise a count is only raised.
--- @include taken_write.lua
 local taken_lost = redis.call('EXISTS', KEYS[1]) == 0
 -- orders lost (campaign_lost.lua's sign: amounts without orders): the same
 -- wait and the same refusal, so every order holding a use is written below
