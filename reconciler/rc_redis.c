@@ -338,6 +338,35 @@ static int piece_put(rc_orders_t *t, const char *id, size_t idlen, const char *v
     return 0;
 }
 
+/*
+ * The orders a finish script read again ({orderId, value or nil, ...}) into
+ * t, replacing what the pieces held (nil: the order is gone). 0 or NOMEM.
+ */
+static int put_written(rc_orders_t *t, const redisReply *written)
+{
+    int rc = 0;
+
+    for (size_t i = 0; rc == 0 && i + 1 < written->elements; i += 2) {
+        redisReply *f = written->element[i], *v = written->element[i + 1];
+        if (f->type == REDIS_REPLY_STRING)
+            rc = piece_put(t, f->str, f->len, v->type == REDIS_REPLY_STRING ? v->str : NULL,
+                           v->type == REDIS_REPLY_STRING ? v->len : 0);
+    }
+    return rc;
+}
+
+/* How many orders t holds in Redis's state (for the size check against HLEN). */
+static long long held_orders(const rc_orders_t *t)
+{
+    long long held = 0;
+
+    for (size_t i = 0; i < t->cap; i++) {
+        rc_order_t *o = rc_orders_at(t, i);
+        held += o && o->redis_state;
+    }
+    return held;
+}
+
 /* A piece of an orders hash into the rc_orders_t arg (scan_hash()'s put). */
 static int order_piece(void *arg, const char *f, size_t flen, const char *v, size_t vlen)
 {
@@ -411,8 +440,7 @@ static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k,
                             size_t errlen)
 {
     unsigned slot = vc_redis_tag_slot(code);
-    redisReply *reply, *done, *written;
-    size_t held = 0;
+    redisReply *reply, *done;
     int rc;
 
     *kept = 0;
@@ -458,24 +486,14 @@ static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k,
     }
     *users = reply->element[3]->integer;
     *amounts = reply->element[4]->integer;
-    written = reply->element[5];
-    for (size_t i = 0; rc == 0 && i + 1 < written->elements; i += 2) {
-        redisReply *f = written->element[i], *v = written->element[i + 1];
-        if (f->type == REDIS_REPLY_STRING)
-            rc = piece_put(t, f->str, f->len, v->type == REDIS_REPLY_STRING ? v->str : NULL,
-                           v->type == REDIS_REPLY_STRING ? v->len : 0);
-    }
+    rc = put_written(t, reply->element[5]);
     done = reply;
     if (rc != 0) {
         freeReplyObject(done);
         snprintf(err, errlen, "out of memory reading the orders of %s", code);
         return rc;
     }
-    for (size_t i = 0; i < t->cap; i++) {
-        rc_order_t *o = rc_orders_at(t, i);
-        held += o && o->redis_state;
-    }
-    *kept = (long long)held == done->element[2]->integer;
+    *kept = held_orders(t) == done->element[2]->integer;
     freeReplyObject(done);
     return 0;
 }
@@ -789,7 +807,7 @@ static int campaign_in_pieces(rc_redis_t *r, const campaign_keys_t *k, const cha
     rc_orders_t t, codes_again;
     taken_pieces_t p = {0};
     redisReply *reply = NULL, **e = NULL;
-    size_t orders_held = 0, codes_held = 0;
+    size_t codes_held = 0;
     int rc;
 
     *kept = 0;
@@ -838,12 +856,7 @@ static int campaign_in_pieces(rc_redis_t *r, const campaign_keys_t *k, const cha
     }
     e = reply->element;
     /* The orders written meanwhile, as they are now (nil: gone). */
-    for (size_t i = 0; rc == 0 && i + 1 < e[4]->elements; i += 2) {
-        redisReply *f = e[4]->element[i], *v = e[4]->element[i + 1];
-        if (f->type == REDIS_REPLY_STRING)
-            rc = piece_put(&t, f->str, f->len, v->type == REDIS_REPLY_STRING ? v->str : NULL,
-                           v->type == REDIS_REPLY_STRING ? v->len : 0);
-    }
+    rc = put_written(&t, e[4]);
     /* The codes written meanwhile: their pieces are stale, the finish's values stand. */
     for (size_t i = 0; rc == 0 && i + 1 < e[5]->elements; i += 2) {
         redisReply *f = e[5]->element[i], *v = e[5]->element[i + 1];
@@ -869,11 +882,7 @@ static int campaign_in_pieces(rc_redis_t *r, const campaign_keys_t *k, const cha
     for (size_t i = 0; i < p.len; i++)
         codes_held += (i == 0 || strcmp(p.items[i].code, p.items[i - 1].code) != 0) &&
                       !rc_orders_find(&codes_again, p.items[i].code);
-    for (size_t i = 0; i < t.cap; i++) {
-        rc_order_t *o = rc_orders_at(&t, i);
-        orders_held += o && o->redis_state;
-    }
-    if ((long long)orders_held != e[1]->integer || (long long)codes_held != e[2]->integer)
+    if (held_orders(&t) != e[1]->integer || (long long)codes_held != e[2]->integer)
         goto out; /* fields gone without a write (expired, deleted): not kept */
     *kept = 1;
     *keys = (int)e[3]->integer;
