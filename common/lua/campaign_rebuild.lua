@@ -1,6 +1,6 @@
 -- Rebuilds what Redis lost of a campaign (remaining_rule.lua comes before
--- this: taken_state, count_taken, raise_users, set_users, lacking_order,
--- expire_together): the orders PostgreSQL and the
+-- this: taken_state, count_pairs, hmget_all, raise_users, set_users,
+-- lacking_orders, write_lacking, expire_together): the orders PostgreSQL and the
 -- events in flight count that Redis lacks, the taken hash (code -> orderId for
 -- every order holding a use) and the users hash: each customer set to the
 -- orders they hold when taken was lost (lowered too: see below), else raised
@@ -15,7 +15,7 @@
 -- or two such orders on one code, refuse the whole rebuild.
 --
 -- An order Redis holds is never dropped nor changed; one it lacks is written
--- from the snapshot, as X when releasing still lists it (lacking_order()).
+-- from the snapshot, as X when releasing still lists it (lacking_orders()).
 --
 -- KEYS[1] taken  KEYS[2] users  KEYS[3] orders  KEYS[4] holds  KEYS[5] releasing
 -- ARGV[1] expireAt: the campaign's endsAt plus the retention, "0" sets none
@@ -46,18 +46,24 @@ local taken_lost = redis.call('EXISTS', KEYS[1]) == 0
 local amounts_key = (string.gsub(KEYS[3], ':orders$', ':amounts'))
 local orders_lost = redis.call('EXISTS', KEYS[3]) == 0 and
                     redis.call('EXISTS', amounts_key) == 1
-local code_of, write = {}, {}
-for i = 2, #ARGV - 3, 4 do
-  local id, code, value, held = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+local code_of, write, ids, queued = {}, {}, {}, {}
+for i = 2, #ARGV - 3, 4 do ids[#ids + 1] = ARGV[i] end
+local have = hmget_all(KEYS[3], ids)
+for n, id in ipairs(ids) do
+  local i = 2 + 4 * (n - 1)
+  local code, value, held = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   code_of[id] = code
   local state = string.match(value, '^[^:]*:[^:]*:[^:]*:(.)$')
-  if state and not redis.call('HGET', KEYS[3], id) then
-    value, state = lacking_order(KEYS[5], id, value, state)
+  if state and not have[n] and not queued[id] then
+    queued[id] = true
     write[#write + 1] = {id, value, held, state}
   end
 end
-local taken = redis.call('HGETALL', KEYS[1])
+lacking_orders(KEYS[5], write)
+-- taken as it is now: nothing is written before the checks below.
+local taken, taken_by = redis.call('HGETALL', KEYS[1]), {}
 for i = 1, #taken, 2 do
+  taken_by[taken[i]] = taken[i + 1]
   if taken[i] ~= '!' and not code_of[taken[i + 1]] then code_of[taken[i + 1]] = taken[i] end
 end
 -- Every order that will hold a use, and its code: checked before any write.
@@ -82,16 +88,13 @@ end
 -- A code taken by an order that does not hold it now is left as it is: only
 -- a live order may claim a taken code (undersell at worst, never two uses).
 for code, id in pairs(holder) do
-  local have = redis.call('HGET', KEYS[1], code)
+  local have = taken_by[code]
   if have and have ~= id then
     local v = redis.call('HGET', KEYS[3], have)
     if v and taken_state(string.sub(v, -1)) then return {-3, code} end
   end
 end
-for _, w in ipairs(write) do
-  write_order(KEYS[3], w[1], w[2])
-  if w[4] == 'H' then redis.call('ZADD', KEYS[4], w[3], w[1]) end
-end
+local written = write_lacking(KEYS[3], KEYS[4], write)
 local freed = 0
 if orders_lost then
   for i = 1, #taken, 2 do
@@ -101,9 +104,18 @@ if orders_lost then
     end
   end
 end
-for code, id in pairs(holder) do write_codes(KEYS[1], code, id) end
-write_codes(KEYS[1], '!', '0')
-local live, per = count_taken(KEYS[3])
+local codes = {}
+for code, id in pairs(holder) do
+  codes[#codes + 1] = code
+  codes[#codes + 1] = id
+end
+codes[#codes + 1] = '!'
+codes[#codes + 1] = '0'
+write_code_list(KEYS[1], codes)
+-- orders now: what it held (read above, nothing dropped since) and what was
+-- written, each order once (only orders it lacked were written).
+local live, per = count_pairs(orders)
+live, per = count_pairs(written, nil, live, per)
 if taken_lost or orders_lost then
   set_users(KEYS[2], per, KEYS[3])
 else

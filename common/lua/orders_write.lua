@@ -19,6 +19,33 @@ local function write_order(orders_key, id, value)
   note_order(orders_key, id)
 end
 
+-- Calls redis.call(command, key, [option,] ...) with list's elements in
+-- slices of at most step (Lua bounds the arguments of one call): a bulk write
+-- costs a few hundred calls instead of one per field. taken_write.lua and
+-- remaining_rule.lua use it too.
+local function call_in_slices(command, key, list, step, option)
+  for i = 1, #list, step do
+    local last = math.min(i + step - 1, #list)
+    if option then
+      redis.call(command, key, option, unpack(list, i, last))
+    else
+      redis.call(command, key, unpack(list, i, last))
+    end
+  end
+end
+
+-- write_orders(orders_key, pairs): every order of pairs ({orderId, value,
+-- orderId, value, ...}) written, as write_order() writes one.
+local function write_orders(orders_key, pairs)
+  if #pairs == 0 then return end
+  call_in_slices('HSET', orders_key, pairs, 1000)
+  if redis.call('EXISTS', (string.gsub(orders_key, ':orders$', ':scan'))) == 1 then
+    local ids = {}
+    for i = 1, #pairs, 2 do ids[#ids + 1] = pairs[i] end
+    call_in_slices('SADD', (string.gsub(orders_key, ':orders$', ':touched')), ids, 1000)
+  end
+end
+
 local function drop_order(orders_key, id)
   redis.call('HDEL', orders_key, id)
   note_order(orders_key, id)

@@ -27,18 +27,19 @@ if redis.call('EXISTS', KEYS[3]) == 1 or
    (redis.call('EXISTS', KEYS[2]) == 0 and redis.call('EXISTS', KEYS[6]) == 0) then
   return {-2, false}
 end
-local written = merge(KEYS[3], KEYS[4], KEYS[5], 4)
+local written, orders = merge(KEYS[3], KEYS[4], KEYS[5], 4)
+-- The orders hash holds what merge() wrote, nothing else (it was lost).
+local live, per = count_pairs(orders)
 -- The sets follow the orders written: holds of orders lost and not written
 -- again go (nothing holds them), releases begun stay only for X and E.
-local live, per = count_taken(KEYS[3])
 for _, set in ipairs({{KEYS[4], 'H'}, {KEYS[5], 'XE'}}) do
-  for _, id in ipairs(redis.call('ZRANGE', set[1], 0, -1)) do
-    local value = redis.call('HGET', KEYS[3], id)
-    local state = value and string.sub(value, -1)
-    if not state or not string.find(set[2], state, 1, true) then
-      redis.call('ZREM', set[1], id)
-    end
+  local ids, stale = redis.call('ZRANGE', set[1], 0, -1), {}
+  local values = hmget_all(KEYS[3], ids)
+  for i, id in ipairs(ids) do
+    local state = values[i] and string.sub(values[i], -1)
+    if not state or not string.find(set[2], state, 1, true) then stale[#stale + 1] = id end
   end
+  call_in_slices('ZREM', set[1], stale, 1000)
 end
 if written == 0 then
   redis.call('DEL', KEYS[2], KEYS[6])

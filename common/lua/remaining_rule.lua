@@ -38,11 +38,11 @@ local function taken_state(state)
   return state == 'H' or state == 'C' or state == 'X' or state == 'E'
 end
 
--- The orders Redis holds as taken, now: how many, and how many per customer.
--- Also calls each(orderId, value, state) for every order when given.
-local function count_taken(orders_key, each)
-  local all = redis.call('HGETALL', orders_key)
-  local live, per = 0, {}
+-- Counts the orders of all ({orderId, value, orderId, value, ...}) held as
+-- taken, adding to live and per (how many, and how many per customer), and
+-- calls each(orderId, value, state) for every order when given.
+local function count_pairs(all, each, live, per)
+  live, per = live or 0, per or {}
   for i = 1, #all, 2 do
     local customer, state = string.match(all[i + 1], '^([^:]*):[^:]*:[^:]*:(.)$')
     if state and taken_state(state) then
@@ -54,6 +54,23 @@ local function count_taken(orders_key, each)
   return live, per
 end
 
+-- The orders Redis holds as taken, now: how many, and how many per customer.
+-- Also calls each(orderId, value, state) for every order when given.
+local function count_taken(orders_key, each)
+  return count_pairs(redis.call('HGETALL', orders_key), each)
+end
+
+-- The values of fields of key (HMGET in slices of 1,000): values[i] is
+-- fields[i]'s, false when it has none.
+local function hmget_all(key, fields)
+  local values = {}
+  for i = 1, #fields, 1000 do
+    local got = redis.call('HMGET', key, unpack(fields, i, math.min(i + 999, #fields)))
+    for j = 1, #got do values[i + j - 1] = got[j] end
+  end
+  return values
+end
+
 -- Raises users[customer] to the orders the customer holds as taken. Never
 -- lowers it: a count above the orders refuses the customer early, a count
 -- below would let them past their limit for orders Redis lost. The hash is
@@ -61,10 +78,16 @@ end
 -- reserve.lua reads a users hash missing beside orders as lost, and refuses
 -- until a rebuild like this one.
 local function raise_users(users_key, per, orders_key)
-  for customer, n in pairs(per) do
-    local have = tonumber(redis.call('HGET', users_key, customer) or '0') or 0
-    if have < n then redis.call('HSET', users_key, customer, n) end
+  local customers = {}
+  for customer in pairs(per) do customers[#customers + 1] = customer end
+  local have, raise = hmget_all(users_key, customers), {}
+  for i, customer in ipairs(customers) do
+    if (tonumber(have[i] or '0') or 0) < per[customer] then
+      raise[#raise + 1] = customer
+      raise[#raise + 1] = per[customer]
+    end
   end
+  call_in_slices('HSET', users_key, raise, 1000)
   if redis.call('EXISTS', users_key) == 0 then
     local any = redis.call('HRANDFIELD', orders_key)
     local customer = any and string.match(redis.call('HGET', orders_key, any) or '', '^([^:]*):')
@@ -79,23 +102,57 @@ end
 -- and a count above the orders is a use lost with them (proto/redis-keys.md,
 -- "A lost orders hash"). The hash is left existing whenever orders does.
 local function set_users(users_key, per, orders_key)
-  redis.call('DEL', users_key)
+  local counts = {}
   for customer, n in pairs(per) do
-    if n > 0 then redis.call('HSET', users_key, customer, n) end
+    if n > 0 then
+      counts[#counts + 1] = customer
+      counts[#counts + 1] = n
+    end
   end
+  -- UNLINK: a large hash is freed off Redis's main thread.
+  redis.call('UNLINK', users_key)
+  call_in_slices('HSET', users_key, counts, 1000)
   raise_users(users_key, {}, orders_key)
 end
 
 -- An order Redis lacks, written again from the reconciler's snapshot (value
 -- "customerId:discount:heldUntilMs:state"): as X when releasing_key still
 -- lists it (its release had begun: the reconciler publishes it again and
--- finishes it; H would make a cancelled order confirmable). Returns the value
--- and the state to write. merge() and campaign_rebuild.lua.
-local function lacking_order(releasing_key, id, value, state)
-  if taken_state(state) and redis.call('ZSCORE', releasing_key, id) then
-    return string.sub(value, 1, -2) .. 'X', 'X'
+-- finishes it; H would make a cancelled order confirmable). lacking[i] is
+-- {orderId, value, heldUntilMs, state}; each gets the value and state to
+-- write, the releasing set read once per 1,000 orders (ZMSCORE). merge() and
+-- campaign_rebuild.lua.
+local function lacking_orders(releasing_key, lacking)
+  if #lacking == 0 or redis.call('EXISTS', releasing_key) == 0 then return end
+  for i = 1, #lacking, 1000 do
+    local ids = {}
+    for j = i, math.min(i + 999, #lacking) do ids[#ids + 1] = lacking[j][1] end
+    local scores = redis.call('ZMSCORE', releasing_key, unpack(ids))
+    for j = 1, #ids do
+      local o = lacking[i + j - 1]
+      if scores[j] and taken_state(o[4]) then
+        o[2], o[4] = string.sub(o[2], 1, -2) .. 'X', 'X'
+      end
+    end
   end
-  return value, state
+end
+
+-- Writes the orders of list ({orderId, value, heldUntilMs, state} each) and
+-- puts each H among the holds, by its heldUntilMs. Returns what it wrote as
+-- {orderId, value, ...}.
+local function write_lacking(orders_key, holds_key, list)
+  local pairs_, holds = {}, {}
+  for _, o in ipairs(list) do
+    pairs_[#pairs_ + 1] = o[1]
+    pairs_[#pairs_ + 1] = o[2]
+    if o[4] == 'H' then
+      holds[#holds + 1] = o[3]
+      holds[#holds + 1] = o[1]
+    end
+  end
+  write_orders(orders_key, pairs_)
+  call_in_slices('ZADD', holds_key, holds, 1000)
+  return pairs_
 end
 
 -- Merges the reconciler's orders, ARGV[first..] in fours: orderId, the value
@@ -104,22 +161,30 @@ end
 -- (an earlier pass saw it R too, so the snapshot is younger than its release
 -- and still counts it) or "0". An order Redis holds is never dropped nor
 -- changed, except such an R; an order Redis lacks is written as
--- lacking_order() says. Returns how many were written.
+-- lacking_orders() says. Returns how many were written, and what
+-- ({orderId, value, ...}).
 local function merge(orders_key, holds_key, releasing_key, first)
-  local written = 0
-  for i = first, #ARGV - 3, 4 do
-    local id, value, held, proven = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local ids = {}
+  for i = first, #ARGV - 3, 4 do ids[#ids + 1] = ARGV[i] end
+  local have = hmget_all(orders_key, ids)
+  local lacking, revived, seen = {}, {}, {}
+  for n, id in ipairs(ids) do
+    local i = first + 4 * (n - 1)
+    local value, held, proven = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
     local state = string.match(value, '^[^:]*:[^:]*:[^:]*:(.)$')
-    local have = redis.call('HGET', orders_key, id)
-    if state and (not have or
-        (proven == '1' and string.sub(have, -1) == 'R' and taken_state(state))) then
-      if not have then value, state = lacking_order(releasing_key, id, value, state) end
-      write_order(orders_key, id, value)
-      if state == 'H' then redis.call('ZADD', holds_key, held, id) end
-      written = written + 1
+    -- An orderId twice in the arguments: the first one written wins, as it
+    -- would have with one HGET each.
+    local had = seen[id] or have[n]
+    if state and (not had or
+        (proven == '1' and string.sub(had, -1) == 'R' and taken_state(state))) then
+      local o = {id, value, held, state}
+      if had then revived[#revived + 1] = o else lacking[#lacking + 1] = o end
+      seen[id] = value
     end
   end
-  return written
+  lacking_orders(releasing_key, lacking)
+  for _, o in ipairs(revived) do lacking[#lacking + 1] = o end
+  return #lacking, write_lacking(orders_key, holds_key, lacking)
 end
 
 -- Lowers the counter to the rule's bound when it is above it; never raises

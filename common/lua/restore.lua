@@ -18,14 +18,19 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return {0, false} end
 merge(KEYS[3], KEYS[4], KEYS[5], 5)
 -- The sets follow the merged orders: every hold by its heldUntil, every
 -- release begun (kept with its start, or due after the grace from now).
+local holds, releasing = {}, {}
 local live, per = count_taken(KEYS[3], function(id, value, state)
   local held = tonumber(string.match(value, '^[^:]*:[^:]*:([^:]*):'))
   if state == 'H' and held then
-    redis.call('ZADD', KEYS[4], held, id)
+    holds[#holds + 1] = held
+    holds[#holds + 1] = id
   elseif state == 'X' or state == 'E' then
-    redis.call('ZADD', KEYS[5], 'NX', ARGV[3], id)
+    releasing[#releasing + 1] = ARGV[3]
+    releasing[#releasing + 1] = id
   end
 end)
+call_in_slices('ZADD', KEYS[4], holds, 1000)
+call_in_slices('ZADD', KEYS[5], releasing, 1000, 'NX')
 -- Each count set to the orders held, lowered too: without the counter no use
 -- was taken since, and a count above the orders is a hold lost with them.
 set_users(KEYS[2], per, KEYS[3])

@@ -5,7 +5,9 @@
 -- such a read runs, and each code written meanwhile is noted in
 -- campaign:{cID}:touched_codes, for campaign_scan_finish.lua to read again at
 -- one moment (orders_write.lua does the same for the orders). A write that
--- bypassed these two functions would leave the reconciler a stale code.
+-- bypassed these functions would leave the reconciler a stale code. Every
+-- script that includes this one has orders_write.lua before it
+-- (call_in_slices).
 local function note_codes(taken_key, n, ...)
   if redis.call('EXISTS', (string.gsub(taken_key, ':taken$', ':scan'))) == 1 then
     local touched = (string.gsub(taken_key, ':taken$', ':touched_codes'))
@@ -17,6 +19,18 @@ end
 local function write_codes(taken_key, ...)
   redis.call('HSET', taken_key, ...)
   note_codes(taken_key, select('#', ...), ...)
+end
+
+-- write_code_list(taken_key, pairs): every code of pairs ({code, orderId,
+-- code, orderId, ...}) written, as write_codes() writes them, in slices.
+local function write_code_list(taken_key, pairs)
+  if #pairs == 0 then return end
+  call_in_slices('HSET', taken_key, pairs, 1000)
+  if redis.call('EXISTS', (string.gsub(taken_key, ':taken$', ':scan'))) == 1 then
+    local codes = {}
+    for i = 1, #pairs, 2 do codes[#codes + 1] = pairs[i] end
+    call_in_slices('SADD', (string.gsub(taken_key, ':taken$', ':touched_codes')), codes, 1000)
+  end
 end
 
 local function drop_code(taken_key, code)

@@ -4,14 +4,15 @@
 command of any voucher is served, and past Redis's busy-reply-threshold (5 s by
 default) every other client is answered BUSY.
 
-    tests/bench/repairs.py [--redis HOST:PORT] [--orders N] [--lua-dir DIR]
-        [--out FILE]
+    tests/bench/repairs.py [--redis HOST:PORT] [--orders N] [--repeat R]
+        [--lua-dir DIR] [--against DIR] [--out FILE]
 
 On the Redis at --redis (default: VOUCHER_REDIS_URL's, as deploy/stack env
 gives it), for N orders (default 100,000), each scenario writes the keys a
-voucher or a campaign of N confirmed orders has (one customer each), takes away
-what the repair rebuilds, runs the script the reconciler would run with the
-arguments it would send, and reads Redis's own time for it from the slowlog:
+voucher or a campaign of N orders has (one customer each, a quarter of them
+holds, the rest confirmed), takes away what the repair rebuilds, runs the
+script the reconciler would run with the arguments it would send, and reads
+Redis's own time for it from the slowlog:
 
   restore       the voucher's counter lost (restore.lua, every order of the
                 snapshot as arguments, each one Redis still holds)
@@ -23,10 +24,14 @@ arguments it would send, and reads Redis's own time for it from the slowlog:
 
 The scripts are read from --lua-dir (default $VOUCHER_BUILD_DIR/common/lua,
 else build/common/lua): the expanded text the daemons send, so two builds can
-be compared on one Redis. Keys are named after a made-up code and deleted at
-the end. Each script's answer is checked (exit 1 when one is not what the
-repair must give: every order counted, the counter at the rule's bound).
-Speed is reported, never asserted.
+be compared on one Redis: --against DIR runs a second build's scripts in turn
+with the first's, R times each (default 3), and reports the ratio of their
+least times. Keys are named after a made-up code and deleted at the end.
+Each script's answer is checked, and what it wrote (exit 1 when one is not
+what the repair must give: every order counted, the counter at the rule's
+bound, the holds and codes written back). Speed is reported, never asserted:
+the suite bench runs it with 2,500 orders, so that every bulk call of the
+scripts crosses its slices of 1,000.
 """
 import argparse
 import os
@@ -109,25 +114,40 @@ def campaign_keys(cid):
                       "scan", "touched", "touched_codes")}
 
 
+HELD_UNTIL = 4102444800000  # 2100-01-01: the holds never expire during the bench
+
+
 def value(i):
+    """Order i's value: one customer each, every fourth order a hold, the rest confirmed."""
+    if i % 4 == 0:
+        return "%d:500:%d:H" % (5000000 + i, HELD_UNTIL)
     return "%d:500:0:C" % (5000000 + i)
 
 
-def seed_voucher(r, k, n):
+def held(i):
+    return str(HELD_UNTIL) if i % 4 == 0 else "0"
+
+
+def seed(r, k, n, codes=False):
+    """The keys a voucher (or campaign, with codes) of n orders holds."""
     r.call("DEL", *k.values())
     cmds = []
     for i in range(n):
         cmds.append(("HSET", k["orders"], "o%d" % i, value(i)))
         cmds.append(("HSET", k["users"], str(5000000 + i), "1"))
         cmds.append(("HSET", k["amounts"], "o%d" % i, "100000"))
+        if i % 4 == 0:
+            cmds.append(("ZADD", k["holds"], HELD_UNTIL, "o%d" % i))
+        if codes:
+            cmds.append(("HSET", k["taken"], code_of(i), "o%d" % i))
     r.pipeline(cmds)
 
 
 def snapshot(n):
-    """The reconciler's fours for every order (repair_args(), every_order)."""
+    """The reconciler's fours for every order (rc_repair.c, repair_args())."""
     out = []
     for i in range(n):
-        out += ["o%d" % i, value(i), "0", "0"]
+        out += ["o%d" % i, value(i), held(i), "0"]
     return out
 
 
@@ -135,21 +155,11 @@ def code_of(i):
     return "B%011d" % i
 
 
-def seed_campaign(r, k, n):
-    r.call("DEL", *k.values())
-    cmds = []
-    for i in range(n):
-        cmds.append(("HSET", k["orders"], "o%d" % i, value(i)))
-        cmds.append(("HSET", k["users"], str(5000000 + i), "1"))
-        cmds.append(("HSET", k["amounts"], "o%d" % i, "100000"))
-        cmds.append(("HSET", k["taken"], code_of(i), "o%d" % i))
-    r.pipeline(cmds)
-
-
 def campaign_snapshot(n):
+    """rc_campaign.c's fours: orderId, code, value, heldUntilMs."""
     out = []
     for i in range(n):
-        out += ["o%d" % i, code_of(i), value(i), "0"]
+        out += ["o%d" % i, code_of(i), value(i), held(i)]
     return out
 
 
@@ -162,11 +172,85 @@ def timed_eval(r, script, keys, args):
     return answer, us
 
 
+def scenarios(n):
+    """(name, case, script, run): run(r, script) seeds the keys, runs the
+    script and returns (what to check, Redis's µs, what the check wants)."""
+    code = "REPAIRBENCH%d" % os.getpid()
+    k = voucher_keys(code)
+    ck = campaign_keys("9%d" % os.getpid())
+    vkeys = [k["remaining"], k["users"], k["orders"], k["holds"], k["releasing"]]
+    total = 2 * n
+
+    def restore(r, script):
+        seed(r, k, n)
+        r.call("DEL", k["remaining"], k["holds"])
+        ans, us = timed_eval(r, script, vkeys,
+                             [total, 0, int(time.time() * 1000), 0] + snapshot(n))
+        return [ans, r.call("ZCARD", k["holds"])], us, [[1, "%d:%d" % (n, total - n)],
+                                                         (n + 3) // 4]
+
+    def rebuild(r, script):
+        seed(r, k, n)
+        r.call("SET", k["remaining"], 7)
+        r.call("DEL", k["orders"])
+        ans, us = timed_eval(r, script, vkeys + [k["amounts"]], [total, 0, 0] + snapshot(n))
+        return [ans, r.call("ZCARD", k["holds"])], us, [[n, "7:%d" % (total - n)],
+                                                         (n + 3) // 4]
+
+    def retake(r, script):
+        seed(r, k, n)
+        r.call("SET", k["remaining"], total - n)
+        r.call("DEL", k["users"])
+        ans, us = timed_eval(r, script, vkeys, [total, 0, 0])
+        return [ans, r.call("HLEN", k["users"])], us, [[0, "%d:%d" % (total - n, total - n)], n]
+
+    def lower(r, script):
+        seed(r, k, n)
+        r.call("SET", k["remaining"], total)
+        ans, us = timed_eval(r, script, [k["remaining"], k["orders"]], [total, 0])
+        return ans, us, [1, "%d:%d" % (total, total - n)]
+
+    def campaign(r, script):
+        seed(r, ck, n, codes=True)
+        r.call("DEL", ck["taken"])
+        ans, us = timed_eval(r, script, [ck["taken"], ck["users"], ck["orders"], ck["holds"],
+                                         ck["releasing"]], [0] + campaign_snapshot(n))
+        return [ans, r.call("HLEN", ck["taken"])], us, [[0, "%d:%d:0" % (n, n)], n + 1]
+
+    def clean(r):
+        r.call("DEL", *k.values())
+        r.call("DEL", *ck.values())
+
+    return [("restore", "counter lost; every order of the snapshot, each still in Redis",
+             "restore", restore),
+            ("rebuild", "orders hash lost; every order of the snapshot written again",
+             "rebuild", rebuild),
+            ("retake", "users hash lost; no order lacking", "retake", retake),
+            ("lower", "counter above the rule's bound", "lower", lower),
+            ("campaign", "taken lost; every order and its code", "campaign_rebuild",
+             campaign)], clean
+
+
+def read_scripts(lua_dir, names):
+    out = {}
+    for name in names:
+        path = os.path.join(lua_dir, name + ".lua")
+        try:
+            with open(path) as f:
+                out[name] = f.read()
+        except OSError as e:
+            sys.exit("repairs: cannot read %s (%s): build first, or give --lua-dir" % (path, e))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--redis", help="HOST:PORT (default: VOUCHER_REDIS_URL's)")
     ap.add_argument("--orders", type=int, default=100000)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--lua-dir")
+    ap.add_argument("--against", metavar="DIR",
+                    help="another build's scripts, run in turn with --lua-dir's")
     ap.add_argument("--out")
     opts = ap.parse_args()
 
@@ -180,101 +264,57 @@ def main():
     lua_dir = opts.lua_dir or os.path.join(os.environ.get("VOUCHER_BUILD_DIR", "build"),
                                            "common", "lua")
     n = opts.orders
-    if n < 1:
-        sys.exit("repairs: --orders must be at least 1")
+    if n < 1 or opts.repeat < 1:
+        sys.exit("repairs: --orders and --repeat must be at least 1")
 
-    def lua(name):
-        path = os.path.join(lua_dir, name + ".lua")
-        try:
-            with open(path) as f:
-                return f.read()
-        except OSError as e:
-            sys.exit("repairs: cannot read %s (%s): build first, or give --lua-dir" % (path, e))
-
+    cases, clean = scenarios(n)
+    dirs = [lua_dir] + ([opts.against] if opts.against else [])
+    scripts = [read_scripts(d, [c[2] for c in cases]) for d in dirs]
     r = Redis(host, int(port))
     slower = r.call("CONFIG", "GET", "slowlog-log-slower-than")[1]
     r.call("CONFIG", "SET", "slowlog-log-slower-than", "0")
-    code = "REPAIRBENCH%d" % os.getpid()
-    k = voucher_keys(code)
-    ck = campaign_keys("9%d" % os.getpid())
-    total = 2 * n
-    rows, failed = [], False
-
-    def record(name, what, answer, us, want):
-        nonlocal failed
-        ok = answer == want
-        failed |= not ok
-        rows.append((name, what, us, answer, ok))
-        print("%-9s %8.1f ms  %s%s" % (name, us / 1000.0, answer,
-                                       "" if ok else "  (wanted %s)" % (want,)),
-              file=sys.stderr)
-
+    times = {(c[0], d): [] for c in cases for d in range(len(dirs))}
+    wrong = []
     try:
-        seed_voucher(r, k, n)
-        r.call("DEL", k["remaining"])
-        ans, us = timed_eval(r, lua("restore"),
-                             [k["remaining"], k["users"], k["orders"], k["holds"],
-                              k["releasing"]],
-                             [total, 0, int(time.time() * 1000), 0] + snapshot(n))
-        record("restore", "counter lost; every order of the snapshot, each still in Redis",
-               ans, us, [1, "%d:%d" % (n, total - n)])
-
-        seed_voucher(r, k, n)
-        r.call("SET", k["remaining"], 7)
-        r.call("DEL", k["orders"])
-        ans, us = timed_eval(r, lua("rebuild"),
-                             [k["remaining"], k["users"], k["orders"], k["holds"],
-                              k["releasing"], k["amounts"]],
-                             [total, 0, 0] + snapshot(n))
-        record("rebuild", "orders hash lost; every order of the snapshot written again",
-               ans, us, [n, "7:%d" % (total - n)])
-
-        seed_voucher(r, k, n)
-        r.call("SET", k["remaining"], total - n)
-        r.call("DEL", k["users"])
-        ans, us = timed_eval(r, lua("retake"),
-                             [k["remaining"], k["users"], k["orders"], k["holds"],
-                              k["releasing"]], [total, 0, 0])
-        users = r.call("HLEN", k["users"])
-        record("retake", "users hash lost; no order lacking", [ans, users], us,
-               [[0, "%d:%d" % (total - n, total - n)], n])
-
-        seed_voucher(r, k, n)
-        r.call("SET", k["remaining"], total)
-        ans, us = timed_eval(r, lua("lower"), [k["remaining"], k["orders"]], [total, 0])
-        record("lower", "counter above the rule's bound", ans, us,
-               [1, "%d:%d" % (total, total - n)])
-
-        seed_campaign(r, ck, n)
-        r.call("DEL", ck["taken"])
-        ans, us = timed_eval(r, lua("campaign_rebuild"),
-                             [ck["taken"], ck["users"], ck["orders"], ck["holds"],
-                              ck["releasing"]], [0] + campaign_snapshot(n))
-        taken = r.call("HLEN", ck["taken"])
-        record("campaign", "taken lost; every order and its code", [ans, taken], us,
-               [[0, "%d:%d:0" % (n, n)], n + 1])
+        for rep in range(opts.repeat):
+            for name, _, script, run in cases:
+                for d in range(len(dirs)):
+                    got, us, want = run(r, scripts[d][script])
+                    times[(name, d)].append(us)
+                    print("%d %-9s %-40s %8.1f ms %s" % (rep + 1, name, dirs[d], us / 1000.0,
+                                                        "" if got == want else
+                                                        "WRONG: %s, wanted %s" % (got, want)),
+                          file=sys.stderr)
+                    if got != want:
+                        wrong.append("%s (%s): %s, wanted %s" % (name, dirs[d], got, want))
     finally:
-        r.call("DEL", *k.values())
-        r.call("DEL", *ck.values())
+        clean(r)
         r.call("CONFIG", "SET", "slowlog-log-slower-than", slower)
 
-    load = open("/proc/loadavg").read().split()[:3]
+    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    head = "| repair | case | %s |" % " | ".join("`%s` least / most" % d for d in dirs)
     report = ["## The reconciler's repairs of a large voucher or campaign: Redis's time (slowlog)",
               "",
-              "%d orders (one customer each), scripts from `%s`; load average %s." %
-              (n, lua_dir, " ".join(load)),
-              "",
-              "| repair | case | Redis held | answer checked |",
-              "|---|---|---:|---|"]
-    for name, what, us, _, ok in rows:
-        report.append("| %s | %s | %.0f ms | %s |" % (name, what, us / 1000.0,
-                                                       "yes" if ok else "**WRONG**"))
+              "%d orders, one customer each, a quarter of them holds; each script run %d times%s;"
+              " load average at the end %s." % (n, opts.repeat,
+                                                " in turn with the other build's" if opts.against
+                                                else "", load),
+              "", head + (" ratio (least) |" if opts.against else ""),
+              "|---|---|" + "---:|" * (len(dirs) + (1 if opts.against else 0))]
+    for name, what, _, _ in cases:
+        cells = ["%.0f / %.0f ms" % (min(times[(name, d)]) / 1000.0,
+                                     max(times[(name, d)]) / 1000.0) for d in range(len(dirs))]
+        if opts.against:
+            cells.append("%.2f×" % (min(times[(name, 0)]) / max(1, min(times[(name, 1)]))))
+        report.append("| %s | %s | %s |" % (name, what, " | ".join(cells)))
+    if wrong:
+        report += ["", "**Wrong answers:** " + "; ".join(wrong)]
     text = "\n".join(report) + "\n"
     print(text)
     if opts.out:
         with open(opts.out, "a") as f:
             f.write(text + "\n")
-    return 1 if failed else 0
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":
