@@ -42,6 +42,7 @@ typedef struct {
     int64_t redis_retention_ms;
     int64_t full_every_ms;
     int64_t orders_scan_above;
+    int64_t slow_repair_ms;
     int64_t shutdown_timeout_ms;
     int64_t batch;
     int once;
@@ -96,6 +97,11 @@ static const vc_cfg_param_t params[] = {
      "a voucher whose Redis orders hash holds more orders than this is read in pieces (HSCAN), "
      "so that no single command holds Redis up for the gateways (about 0.5 ms per 1,000 "
      "orders read at once); -1 always reads at once (proto/redis-keys.md)"},
+    {"slow-repair", "VOUCHER_RECONCILE_SLOW_REPAIR", VC_CFG_MS, "500ms",
+     offsetof(rc_settings_t, slow_repair_ms), 0, 600000,
+     "warn when a repair script that reads or writes every order of a voucher or campaign "
+     "(restore, retake, rebuild, lower) holds Redis this long: every gateway waits for it, and "
+     "times out at its VOUCHER_REDIS_TIMEOUT (500ms by default); 0 warns of every one"},
     {"shutdown-timeout", "VOUCHER_SHUTDOWN_TIMEOUT", VC_CFG_MS, "20s",
      offsetof(rc_settings_t, shutdown_timeout_ms), 100, 3600000,
      "after SIGTERM, how long finishing the pass may take before the reconciler exits anyway"},
@@ -246,7 +252,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     cfg = (rc_config_t){s.pg_dsn,           s.redis_url,  s.kafka_brokers, s.writer_group,
                         "voucher-events",   s.timeout_ms, s.grace_ms,      (int)s.batch,
                         s.restore_delay_ms, s.once ? 0 : s.full_every_ms, kafka_extra,
-                        s.redis_retention_ms, s.orders_scan_above};
+                        s.redis_retention_ms, s.orders_scan_above, s.slow_repair_ms};
     ctx.cfg = &cfg;
     rc_fence_init(&fence, &cfg, s.redis_fence);
     /* --once is a command: a stop signal ends it at once, as any command's. */

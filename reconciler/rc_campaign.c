@@ -3,6 +3,7 @@
 #include "rc_kafka.h"
 #include "rc_pg.h"
 #include "rc_redis.h"
+#include "rc_repair.h"
 #include "vc_error.h"
 #include "vc_fault.h"
 #include "vc_log.h"
@@ -383,7 +384,7 @@ static int rebuild(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, rc_summary_
                    char *err, size_t errlen)
 {
     static const char *const suffix[] = {"taken", "users", "orders", "holds", "releasing"};
-    char k[5][64], expire[24], answer[128];
+    char k[5][64], expire[24], answer[128], name[24];
     const char *keys[] = {k[0], k[1], k[2], k[3], k[4]};
     const char **args = calloc(1 + 4 * c->orders.len, sizeof(*args));
     char (*values)[128] = calloc(c->orders.len + 1, sizeof(*values));
@@ -421,9 +422,11 @@ static int rebuild(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, rc_summary_
         args[n++] = held[j];
         j++;
     }
+    snprintf(name, sizeof(name), "%lld", (long long)c->id);
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-        (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_rebuild, 5, keys, n, args, &status,
-                            answer, sizeof(answer), err, errlen)) != 0)
+        (rc = rc_repair_eval(ctx, "rebuild", "campaign", name, c->orders.len,
+                             vc_lua_campaign_rebuild, 5, keys, n, args, &status, answer,
+                             sizeof(answer), err, errlen)) != 0)
         goto out;
     if (status >= 0) {
         sum->restored++;

@@ -52,6 +52,8 @@ typedef struct {
     int64_t redis_retention_ms;
     /* an orders hash of more orders than this is read in pieces (rc_redis_orders()); -1: never */
     int64_t orders_scan_above;
+    /* a repair script holding Redis this long is warned of (rc_repair_eval()) */
+    int64_t slow_repair_ms;
 } rc_config_t;
 
 typedef struct rc_pg rc_pg_t; /* rc_pg.h */

@@ -161,6 +161,31 @@ static void log_repair(const rc_voucher_t *v, const char *kind, const char *what
                   count);
 }
 
+int rc_repair_eval(rc_ctx_t *ctx, const char *kind, const char *of, const char *name,
+                   size_t orders, const char *script, int nkeys, const char *const *keys, int nargs,
+                   const char *const *args, int64_t *status, char *answer, size_t answercap,
+                   char *err, size_t errlen)
+{
+    char labels[48];
+    int64_t started = vc_time_mono_ms(), took;
+    int rc = rc_redis_eval(ctx->redis, script, nkeys, keys, nargs, args, status, answer,
+                           answercap, err, errlen);
+
+    took = vc_time_mono_ms() - started;
+    snprintf(labels, sizeof(labels), "kind=\"%s\"", kind);
+    vc_metric_observe_us(vc_histogram("voucher_reconciler_repair_script_seconds",
+                                      "Round trip of the repair scripts that read or write "
+                                      "every order of a voucher or campaign, by kind",
+                                      labels),
+                         took * 1000);
+    if (took >= ctx->cfg->slow_repair_ms)
+        vc_warn("%s of %s %s (%zu orders) held Redis for %lld ms: every other command waited, "
+                "and gateways answered 503 to requests that timed out meanwhile "
+                "(proto/redis-keys.md, \"What a repair costs Redis\")",
+                kind, of, name, orders, (long long)took);
+    return rc;
+}
+
 /*
  * The arguments of a counter repair (remaining_rule.lua): total_limit, the
  * uses counted without rows, the nextra of extra (restore: nowMs, expireAt;
@@ -262,8 +287,8 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
     rc_keys_of(v->code, &k);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
                           k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
-    rc = rc_redis_eval(ctx->redis, vc_lua_restore, 5, keys, a.nargs, a.args, &status, answer,
-                       sizeof(answer), err, errlen);
+    rc = rc_repair_eval(ctx, "restore", "voucher", v->code, v->orders.len, vc_lua_restore, 5,
+                        keys, a.nargs, a.args, &status, answer, sizeof(answer), err, errlen);
     if (rc == 0 && status == 1) {
         parse_pair(answer, &live, &remaining);
         sum->restored++;
@@ -296,8 +321,9 @@ static int retake(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, 
     rc_keys_of(v->code, &k);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
                           k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_retake, 5, keys, a.nargs, a.args, &status, answer,
-                            sizeof(answer), err, errlen)) != 0 ||
+    if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_retake, 5,
+                             keys, a.nargs, a.args, &status, answer, sizeof(answer), err,
+                             errlen)) != 0 ||
         status < 0)
         goto out;
     /* Taken again: the next pass must see them R anew before they count as revivable. */
@@ -339,8 +365,9 @@ static int rebuild(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
     snprintf(amounts, sizeof(amounts), "voucher:{%s}:amounts", v->code);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
                           k.name[RC_KEY_HOLDS],     k.name[RC_KEY_RELEASING], amounts};
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rebuild, 6, keys, a.nargs, a.args, &status, answer,
-                            sizeof(answer), err, errlen)) != 0 ||
+    if ((rc = rc_repair_eval(ctx, "rebuild", "voucher", v->code, v->orders.len, vc_lua_rebuild,
+                             6, keys, a.nargs, a.args, &status, answer, sizeof(answer), err,
+                             errlen)) != 0 ||
         status < 0)
         goto out;
     parse_pair(answer, &before, &after);
@@ -369,8 +396,8 @@ static int lower(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, s
     snprintf(uncounted, sizeof(uncounted), "%lld", (long long)v->n.uncounted);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_ORDERS]};
     const char *args[] = {total, uncounted};
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_lower, 2, keys, 2, args, &status, answer,
-                            sizeof(answer), err, errlen)) == 0 &&
+    if ((rc = rc_repair_eval(ctx, "lower", "voucher", v->code, v->orders.len, vc_lua_lower, 2,
+                             keys, 2, args, &status, answer, sizeof(answer), err, errlen)) == 0 &&
         status == 1) {
         parse_pair(answer, &before, &after);
         sum->lowered++;

@@ -41,4 +41,19 @@ int rc_repair_voucher(rc_ctx_t *ctx, rc_voucher_t *v, const rc_plan_t *plan, int
 int rc_repair_releases(rc_ctx_t *ctx, rc_releases_t *rs, rc_summary_t *sum, char *err,
                        size_t errlen);
 
+/*
+ * A repair script that reads or writes every order of a voucher or campaign
+ * (restore, retake, rebuild, lower, campaign_rebuild): rc_redis_eval(), timed.
+ * Such a script runs alone in Redis, every other command of every gateway
+ * waiting behind it, for a time that grows with the orders (proto/redis-keys.md,
+ * "What a repair costs Redis"). Its round trip is observed in
+ * voucher_reconciler_repair_script_seconds{kind}, and one of --slow-repair
+ * (ctx->cfg->slow_repair_ms) or more is warned of, naming it (of "voucher" or
+ * "campaign", and its code or id) and its orders.
+ */
+int rc_repair_eval(rc_ctx_t *ctx, const char *kind, const char *of, const char *name,
+                   size_t orders, const char *script, int nkeys, const char *const *keys, int nargs,
+                   const char *const *args, int64_t *status, char *answer, size_t answercap,
+                   char *err, size_t errlen);
+
 #endif
