@@ -498,8 +498,8 @@ static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k,
     return 0;
 }
 
-/* A fresh token for one read in pieces: random, so that readers never share one. */
-static void scan_token(char token[33])
+/* rc_redis.h */
+void rc_redis_token(char token[33])
 {
     static const char hex[] = "0123456789abcdef";
     unsigned char raw[16] = {0};
@@ -533,7 +533,7 @@ static int pieces_begin(rc_redis_t *r, unsigned slot, const char *const *keys, i
         return VC_ERR_INVALID;
     snprintf(numkeys, sizeof(numkeys), "%d", nkeys);
     snprintf(limit, sizeof(limit), "%lld", (long long)above);
-    scan_token(token);
+    rc_redis_token(token);
     argv[argc++] = "EVAL";
     argv[argc++] = vc_lua_scan_begin;
     argv[argc++] = numkeys;

@@ -32,6 +32,12 @@ typedef struct {
 void rc_keys_of(const char *code, rc_keys_t *k);
 
 /*
+ * A fresh random token (32 hex digits), so that two readers, or two restores
+ * in steps, never share keys: a read in pieces's, a restore's staged keys.
+ */
+void rc_redis_token(char token[33]);
+
+/*
  * Connects to url ("redis://host:port/db"), timing out connect and every
  * command after timeout_ms. Returns the connection (the caller owns it:
  * rc_redis_free) or NULL with err set.

@@ -267,9 +267,157 @@ static void parse_pair(const char *s, int64_t *a, int64_t *b)
     }
 }
 
+/* Orders, and customers' counts, staged per restore_stage.lua: a few ms of Redis each. */
+#define RESTORE_SLICE 1000
+/* How long staged keys outlive a reconciler that stops midway (ms, as an argument). */
+#define RESTORE_STAGED_MS "600000"
+
+static int cmp_customer(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether Redis held any order of the voucher when the pass read it. */
+static int redis_has_orders(const rc_voucher_t *v)
+{
+    for (size_t i = 0; i < v->orders.cap; i++) {
+        const rc_order_t *o = rc_orders_at(&v->orders, i);
+        if (o && o->redis_state)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * The customers' counts of a restore's orders (a's fours, from first on):
+ * every H or C order of the snapshot holds a use (one written X was H or C),
+ * as "customerId", "count" pairs in *pairs; *n customers. The caller frees.
+ */
+static int customer_counts(const repair_args_t *a, int first, char (**pairs)[24], size_t *n)
+{
+    size_t norders = (size_t)(a->nargs - first) / 4, held = 0;
+    int64_t *ids = calloc(norders + 1, sizeof(*ids));
+
+    *n = 0;
+    *pairs = calloc(2 * norders + 1, sizeof(**pairs));
+    if (!ids || !*pairs) {
+        free(ids);
+        return VC_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < norders; i++) {
+        const char *value = a->args[first + 4 * i + 1];
+        size_t len = strlen(value);
+        if (len > 0 && (value[len - 1] == 'H' || value[len - 1] == 'C'))
+            ids[held++] = strtoll(value, NULL, 10);
+    }
+    qsort(ids, held, sizeof(*ids), cmp_customer);
+    for (size_t i = 0, j; i < held; i = j) {
+        for (j = i; j < held && ids[j] == ids[i]; j++)
+            ;
+        snprintf((*pairs)[2 * *n], sizeof(**pairs), "%lld", (long long)ids[i]);
+        snprintf((*pairs)[2 * *n + 1], sizeof(**pairs), "%zu", j - i);
+        (*n)++;
+    }
+    free(ids);
+    return 0;
+}
+
+/*
+ * A restore in steps (proto/redis-keys.md, "A restore in steps"): the
+ * counter and the orders hash both lost, more orders than
+ * --orders-scan-above. restore_stage.lua writes the snapshot's orders, holds
+ * and customers' counts into staging keys of this restore, RESTORE_SLICE a
+ * call, then restore_swap.lua puts them in place and sets the counter at one
+ * moment; no script holds Redis for every order. a holds the restore's
+ * arguments (restore(): total, uncounted, nowMs, expireAt, then the fours).
+ */
+static int restore_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *a,
+                            rc_summary_t *sum, char *err, size_t errlen)
+{
+    const int first = 4;
+    size_t norders = (size_t)(a->nargs - first) / 4, ncust = 0, slices = 0;
+    char (*pairs)[24] = NULL, token[33], staged[3][VC_CODE_MAX + 80], answer[64], ucount[24];
+    char live[24], count[24];
+    const char **args = calloc(2 + 2 * RESTORE_SLICE + 4 * RESTORE_SLICE, sizeof(*args));
+    int64_t status = 0, nstaged = 0, taken = 0, remaining;
+    rc_keys_t k;
+    int rc;
+
+    if (!args) {
+        rc = VC_ERR_NOMEM;
+        goto out;
+    }
+    if ((rc = customer_counts(a, first, &pairs, &ncust)) != 0)
+        goto out;
+    rc_redis_token(token);
+    rc_keys_of(v->code, &k);
+    snprintf(staged[0], sizeof(staged[0]), "voucher:{%s}:restoring:%s:orders", v->code, token);
+    snprintf(staged[1], sizeof(staged[1]), "voucher:{%s}:restoring:%s:holds", v->code, token);
+    snprintf(staged[2], sizeof(staged[2]), "voucher:{%s}:restoring:%s:users", v->code, token);
+    const char *stage_keys[] = {staged[0], staged[1], staged[2], k.name[RC_KEY_RELEASING],
+                                k.name[RC_KEY_REMAINING]};
+    for (size_t o = 0, u = 0; o < norders || u < ncust; slices++) {
+        size_t no = norders - o < RESTORE_SLICE ? norders - o : RESTORE_SLICE;
+        size_t nu = ncust - u < RESTORE_SLICE ? ncust - u : RESTORE_SLICE;
+        int n = 0;
+        long long t;
+        snprintf(ucount, sizeof(ucount), "%zu", nu);
+        args[n++] = RESTORE_STAGED_MS;
+        args[n++] = ucount;
+        for (size_t i = 0; i < 2 * nu; i++)
+            args[n++] = pairs[2 * u + i];
+        for (size_t i = 0; i < 4 * no; i++)
+            args[n++] = a->args[first + 4 * o + i];
+        if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
+            (rc = rc_repair_eval(ctx, "restore", "voucher", v->code, no, vc_lua_restore_stage, 5,
+                                 stage_keys, n, args, &status, answer, sizeof(answer), err,
+                                 errlen)) != 0)
+            goto out;
+        if (status < 0)
+            break; /* the counter is back: the swap drops what was staged */
+        nstaged += status;
+        if (sscanf(answer, "%lld", &t) == 1)
+            taken += t;
+        o += no;
+        u += nu;
+    }
+    snprintf(live, sizeof(live), "%lld", (long long)taken);
+    snprintf(count, sizeof(count), "%lld", (long long)(status < 0 ? -1 : nstaged));
+    const char *swap_keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
+                               k.name[RC_KEY_ORDERS],    k.name[RC_KEY_HOLDS],
+                               staged[0],                staged[2],
+                               staged[1]};
+    const char *swap_args[] = {a->args[0], a->args[1], live, count, a->args[3]};
+    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
+        (rc = rc_repair_eval(ctx, "restore", "voucher", v->code, (size_t)nstaged,
+                             vc_lua_restore_swap, 7, swap_keys, 5, swap_args, &status, answer,
+                             sizeof(answer), err, errlen)) != 0)
+        goto out;
+    if (status == 1) {
+        parse_pair(answer, &taken, &remaining);
+        sum->restored++;
+        char what[160];
+        snprintf(what, sizeof(what),
+                 "restored a lost counter and orders hash from PostgreSQL and the events in "
+                 "flight, in %zu steps",
+                 slices + 1);
+        log_repair(v, "restore", what, taken, -1, remaining);
+    } else if (status == -2) {
+        vc_warn("%s: the restore in steps found the orders hash back, or a staged order gone, "
+                "at its last step: nothing restored, the next pass judges the voucher again",
+                v->code);
+    }
+out:
+    free(args);
+    free(pairs);
+    return rc;
+}
+
 /*
  * Redis lost the voucher's counter: rebuild it, merging PostgreSQL plus the
- * events in flight into the orders Redis still holds (restore.lua).
+ * events in flight into the orders Redis still holds (restore.lua), or, the
+ * orders hash lost too and larger than --orders-scan-above, in steps.
  */
 static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
 {
@@ -284,6 +432,11 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
     const char *extra[] = {now, expire};
     if ((rc = repair_args(v, 1, extra, 2, &a)) != 0)
         goto out;
+    if (ctx->cfg->orders_scan_above >= 0 &&
+        (a.nargs - 4) / 4 > ctx->cfg->orders_scan_above && !redis_has_orders(v)) {
+        rc = restore_in_steps(ctx, v, &a, sum, err, errlen);
+        goto out;
+    }
     rc_keys_of(v->code, &k);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
                           k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};

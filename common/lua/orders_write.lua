@@ -46,6 +46,14 @@ local function write_orders(orders_key, pairs)
   end
 end
 
+-- replace_orders(staged_key, orders_key): a whole orders hash put in place
+-- at once (RENAME; restore_swap.lua). A read in pieces under way cannot note
+-- its every order: its token goes, and the read is done again at once.
+local function replace_orders(staged_key, orders_key)
+  redis.call('RENAME', staged_key, orders_key)
+  redis.call('DEL', (string.gsub(orders_key, ':orders$', ':scan')))
+end
+
 local function drop_order(orders_key, id)
   redis.call('HDEL', orders_key, id)
   note_order(orders_key, id)

@@ -1261,6 +1261,8 @@ class Explorer(RuleBasedStateMachine):
         for kind, info in effects:
             self.effects.append((len(self.story), kind, info))
             self.w.repairs[kind] += 1
+            if info.get("in_steps"):
+                self.w.repairs["restore_in_steps"] += 1
         if effects and windows:
             self.stale += windows
         return effects
@@ -1289,7 +1291,10 @@ class Explorer(RuleBasedStateMachine):
         elif rem0 is None and rem1 is not None:
             dropped = sorted(self.short(o) for o in taken0 if st_(ord1, o) not in ("H", "C", "X", "E"))
             demoted = sorted(self.short(o) for o in ord0 if st_(ord0, o) == "C" and st_(ord1, o) == "H")
-            out.append(("restore", {"dropped": dropped, "c_to_h": demoted, "remaining": rem1}))
+            # With the orders hash lost too (and the reader's --orders-scan-above 0), the
+            # reconciler restores in steps: restore_stage.lua, then restore_swap.lua.
+            out.append(("restore", {"dropped": dropped, "c_to_h": demoted, "remaining": rem1,
+                                    "in_steps": not ord0 and bool(ord1)}))
         elif rem0 is not None and rem1 is not None and not ord0 and (ord1 or rem1 > rem0):
             # rebuild.lua: the orders hash lost, written again from the snapshot (released
             # orders too), the counter set to the rule's bound (raised as well as lowered).

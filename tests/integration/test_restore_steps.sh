@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# A restore in steps (proto/redis-keys.md, "A restore in steps"; issue 17):
+# Redis lost a voucher's counter and its orders hash, and the voucher has more
+# orders than --orders-scan-above. restore.lua, in one script, holds Redis for
+# every order (0.7-1 s for 100,000: tests/bench/repairs.py), longer than the
+# gateways' Redis timeout. In steps, restore_stage.lua writes the snapshot's
+# orders, holds and customers' counts into staging keys, 1,000 a call, and
+# restore_swap.lua puts them in place with the counter at one moment.
+# The state it leaves must be exactly the one the script in one step leaves;
+# the sale goes on from it without overselling; and a counter or orders hash
+# that comes back before the last step makes it drop what it staged.
+# Red with the swap's checks taken out (checks 11, 13, 14), with the
+# customers' counts staged wrong (3), with the holds not staged (3, 6, 7, 11, 13).
+source "$(dirname "$0")/lib.sh"
+plan 14
+
+key() { echo "voucher:{$code}:$1"; }
+reserve() { http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"; }
+# Everything Redis holds of the voucher, as a restore writes it.
+dump() {
+  local k
+  for k in remaining limit; do echo "$k $(rcli GET "$(key $k)")"; done
+  for k in remaining users orders holds limit; do echo "$k expires $(rcli PEXPIRETIME "$(key $k)")"; done
+  rcli HGETALL "$(key orders)" | paste - - | sort
+  rcli HGETALL "$(key users)" | paste - - | sed 's/^/user /' | sort
+  rcli ZRANGE "$(key holds)" 0 -1 WITHSCORES | paste - - | sed 's/^/hold /' | sort
+}
+# Redis loses the voucher, as a restart without its data would.
+lose() {
+  rcli DEL "$(key remaining)" "$(key limit)" "$(key orders)" "$(key users)" "$(key holds)" \
+    "$(key amounts)" "$(key resent)" >/dev/null
+}
+staged_keys() { rcli --scan --pattern "voucher:{$code}:restoring:*" | wc -l; }
+# restore NAME ABOVE: one pass (--once) restoring with --orders-scan-above ABOVE.
+restore() {
+  "$bin_reconciler" --once --grace 60s --restore-delay 0s --orders-scan-above "$2" \
+    --admin-addr "" >"$scratch/$1.txt" 2>&1
+}
+# restore_paused NAME: the same in the background, stopping before each repair script.
+restore_paused() {
+  VOUCHER_PAUSE=reconciler-each-repair VOUCHER_PAUSE_DIR=$pause_dir "$bin_reconciler" --once \
+    --grace 60s --restore-delay 0s --orders-scan-above 100 --admin-addr "" >"$scratch/$1.txt" 2>&1 &
+  rc_pid=$!
+}
+# before_swap ORDERS: lets the reconciler past every stop until all ORDERS
+# orders of this voucher are staged (its next script is the swap); 1 if never.
+before_swap() {
+  local i staged
+  for ((i = 0; i < 1200; i++)); do
+    if [ -e "$pause_dir/reconciler-each-repair" ]; then
+      staged=$(rcli --scan --pattern "voucher:{$code}:restoring:*:orders" | head -1)
+      [ -n "$staged" ] && [ "$(rcli HLEN "$staged")" = "$1" ] && return 0
+      pause_go reconciler-each-repair
+    fi
+    sleep 0.05
+  done
+  return 1
+}
+run_out() { # lets the paused reconciler go until it exits
+  while kill -0 "$rc_pid" 2>/dev/null; do
+    pause_go reconciler-each-repair
+    sleep 0.02
+  done
+  wait "$rc_pid"
+  return 0
+}
+
+start_gateway
+start_writer
+
+# A voucher of 3,000 uses, two a customer: 2,100 holds of 1,500 customers,
+# 40 confirmed, 20 cancelled (their uses back).
+code=$(unique_code STEPS)
+new_voucher "$code" 3000 2
+"$bin_load" --code "$code" --attempts 2100 --connections 50 --customers 1500 \
+  --customer-base 8000000 --order-prefix "$code-" --amount 500000 >"$scratch/load.txt" 2>&1
+ok $? "2,100 holds taken on a voucher of 3,000"
+for i in $(seq 0 39); do http POST "/vouchers/$code/reservations/$code-$i/confirm" >/dev/null; done
+for i in $(seq 40 59); do http DELETE "/vouchers/$code/reservations/$code-$i" >/dev/null; done
+is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 2080 60) $(wait_sql \
+  "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' AND status = 'CONFIRMED'" 40 30)" \
+  "2080 40" "PostgreSQL counts 2,080 uses, 40 confirmed"
+
+# 1. The restore in one script, then the same loss restored in steps: the same state.
+lose
+restore once -1
+dump >"$scratch/once.dump"
+lose
+restore steps 100
+dump >"$scratch/steps.dump"
+ok "$(diff "$scratch/once.dump" "$scratch/steps.dump" >"$scratch/dump.diff"; echo $?)" \
+  "in steps Redis ends exactly as after the restore in one script: counter, limit, orders, customers' counts, holds, expiries"
+diag "$(wc -l <"$scratch/once.dump") lines of Redis's state compared"
+[ -s "$scratch/dump.diff" ] && diag "$(head -20 "$scratch/dump.diff")"
+is "$(grep -c "\"code\":\"$code\".*in 4 steps\|in 4 steps.*\"code\":\"$code\"" "$scratch/steps.txt")" 1 \
+  "the log says the voucher was restored in 4 steps (2,100 orders and 1,500 customers, 1,000 a step, then the swap)"
+is "$(grep -c "restored a lost counter" "$scratch/once.txt") $(grep -c "in [0-9]* steps" "$scratch/once.txt")" \
+  "1 0" "with --orders-scan-above -1 it was restored in one script"
+is "$(rcli GET "$(key remaining)") $(rcli HLEN "$(key orders)") $(rcli ZCARD "$(key holds)")" "920 2100 2040" \
+  "the counter offers 3,000 - 2,080 uses; 2,100 orders (20 released); 2,040 holds"
+is "$(staged_keys)" 0 "no staged key is left"
+
+# 2. The sale goes on from it: replays, limits, and never more than 3,000.
+reserve 8000001 "$code-0"
+is "$(answer)" "201 " "a retry of a restored order is answered 201 (replayed)"
+"$bin_load" --code "$code" --attempts 1000 --connections 50 --customer-base 9000000 \
+  --order-prefix "$code-new-" --amount 500000 >"$scratch/more.txt" 2>&1
+is "$(rcli GET "$(key remaining)") $(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 3000 60)" \
+  "0 3000" "1,000 more attempts take the 920 uses left, and no more: used_count 3,000 of 3,000"
+
+# 3. The counter back before the last step: what was staged is dropped.
+code=$(unique_code STEPS)
+new_voucher "$code" 500
+"$bin_load" --code "$code" --attempts 300 --connections 20 --customer-base 8100000 \
+  --order-prefix "$code-" --amount 500000 >"$scratch/load2.txt" 2>&1
+wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 300 60 >/dev/null
+lose
+restore_paused counter-back
+before_swap 300
+ok $? "the reconciler staged the 300 orders and stops before its last step"
+rcli SET "$(key remaining)" 7 >/dev/null
+run_out
+is "$(rcli GET "$(key remaining)") $(rcli EXISTS "$(key orders)") $(staged_keys)" "7 0 0" \
+  "a counter set meanwhile is left as it is: no orders written, the staged keys dropped"
+
+# 4. The orders hash back before the last step: the same, said in the log.
+rcli DEL "$(key remaining)" >/dev/null
+restore_paused orders-back
+before_swap 300
+ok $? "again the reconciler stops before its last step"
+rcli HSET "$(key orders)" "$code-x" "8100001:100000:0:C" >/dev/null
+run_out
+is "$(rcli EXISTS "$(key remaining)") $(rcli HLEN "$(key orders)") $(staged_keys)" "0 1 0" \
+  "an orders hash written meanwhile: nothing restored over it, the staged keys dropped"
+ok "$(grep -q "$code: the restore in steps found the orders hash back" "$scratch/orders-back.txt"; echo $?)" \
+  "and the reconciler says why"
+rcli DEL "$(key orders)" >/dev/null
+restore again 100
+
+finish
