@@ -34,16 +34,25 @@ local function call_in_slices(command, key, list, step, option)
   end
 end
 
+-- write_noted(key, pairs, name, notes): every field of pairs ({field,
+-- value, field, value, ...}) written to key (voucher:{CODE}:NAME or
+-- campaign:{cID}:NAME), in slices, and each field noted in the set NOTES
+-- beside it while a read in pieces is under way. write_orders() and
+-- taken_write.lua's write_code_list().
+local function write_noted(key, pairs, name, notes)
+  if #pairs == 0 then return end
+  call_in_slices('HSET', key, pairs, 1000)
+  if redis.call('EXISTS', (string.gsub(key, ':' .. name .. '$', ':scan'))) == 1 then
+    local fields = {}
+    for i = 1, #pairs, 2 do fields[#fields + 1] = pairs[i] end
+    call_in_slices('SADD', (string.gsub(key, ':' .. name .. '$', ':' .. notes)), fields, 1000)
+  end
+end
+
 -- write_orders(orders_key, pairs): every order of pairs ({orderId, value,
 -- orderId, value, ...}) written, as write_order() writes one.
 local function write_orders(orders_key, pairs)
-  if #pairs == 0 then return end
-  call_in_slices('HSET', orders_key, pairs, 1000)
-  if redis.call('EXISTS', (string.gsub(orders_key, ':orders$', ':scan'))) == 1 then
-    local ids = {}
-    for i = 1, #pairs, 2 do ids[#ids + 1] = pairs[i] end
-    call_in_slices('SADD', (string.gsub(orders_key, ':orders$', ':touched')), ids, 1000)
-  end
+  write_noted(orders_key, pairs, 'orders', 'touched')
 end
 
 -- replace_orders(staged_key, orders_key): a whole orders hash put in place

@@ -7,7 +7,7 @@
 -- one moment (orders_write.lua does the same for the orders). A write that
 -- bypassed these functions would leave the reconciler a stale code. Every
 -- script that includes this one has orders_write.lua before it
--- (call_in_slices).
+-- (write_noted).
 local function note_codes(taken_key, n, ...)
   if redis.call('EXISTS', (string.gsub(taken_key, ':taken$', ':scan'))) == 1 then
     local touched = (string.gsub(taken_key, ':taken$', ':touched_codes'))
@@ -24,13 +24,7 @@ end
 -- write_code_list(taken_key, pairs): every code of pairs ({code, orderId,
 -- code, orderId, ...}) written, as write_codes() writes them, in slices.
 local function write_code_list(taken_key, pairs)
-  if #pairs == 0 then return end
-  call_in_slices('HSET', taken_key, pairs, 1000)
-  if redis.call('EXISTS', (string.gsub(taken_key, ':taken$', ':scan'))) == 1 then
-    local codes = {}
-    for i = 1, #pairs, 2 do codes[#codes + 1] = pairs[i] end
-    call_in_slices('SADD', (string.gsub(taken_key, ':taken$', ':touched_codes')), codes, 1000)
-  end
+  write_noted(taken_key, pairs, 'taken', 'touched_codes')
 end
 
 local function drop_code(taken_key, code)
