@@ -96,7 +96,8 @@ static const vc_cfg_param_t params[] = {
      offsetof(rc_settings_t, orders_scan_above), -1, 1000000000,
      "a voucher whose Redis orders hash holds more orders than this is read in pieces (HSCAN), "
      "so that no single command holds Redis up for the gateways (about 0.5 ms per 1,000 "
-     "orders read at once); -1 always reads at once (proto/redis-keys.md)"},
+     "orders read at once), and one that lost its counter and orders hash with more is "
+     "restored in steps; -1 always reads and restores at once (proto/redis-keys.md)"},
     {"slow-repair", "VOUCHER_RECONCILE_SLOW_REPAIR", VC_CFG_MS, "500ms",
      offsetof(rc_settings_t, slow_repair_ms), 0, 600000,
      "warn when a repair script that reads or writes every order of a voucher or campaign "
