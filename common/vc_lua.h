@@ -20,6 +20,7 @@ extern const char vc_lua_release_finish[];
 extern const char vc_lua_restore[];
 extern const char vc_lua_restore_stage[]; /* a restore in steps: a slice of it */
 extern const char vc_lua_restore_swap[];  /* ... and its last step */
+extern const char vc_lua_rebuild_swap[];  /* a rebuild in steps' last step */
 extern const char vc_lua_rebuild[];
 extern const char vc_lua_lower[];
 extern const char vc_lua_retake[];

@@ -278,6 +278,15 @@ static int cmp_customer(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* ", in N steps" for a repair made in steps, "" for one made in one script. */
+static const char *steps_text(size_t steps, char *buf, size_t cap)
+{
+    if (steps <= 1)
+        return "";
+    snprintf(buf, cap, ", in %zu steps", steps);
+    return buf;
+}
+
 /* Whether Redis held any order of the voucher when the pass read it. */
 static int redis_has_orders(const rc_voucher_t *v)
 {
@@ -324,23 +333,26 @@ static int customer_counts(const repair_args_t *a, int first, char (**pairs)[24]
 }
 
 /*
- * A restore in steps (proto/redis-keys.md, "A restore in steps"): the
- * counter and the orders hash both lost, more orders than
- * --orders-scan-above. restore_stage.lua writes the snapshot's orders, holds
- * and customers' counts into staging keys of this restore, RESTORE_SLICE a
- * call, then restore_swap.lua puts them in place and sets the counter at one
- * moment; no script holds Redis for every order. a holds the restore's
- * arguments (restore(): total, uncounted, nowMs, expireAt, then the fours).
+ * A restore or rebuild in steps (proto/redis-keys.md, "A restore in steps"):
+ * the orders hash lost (with the counter for a restore, without it for a
+ * rebuild), more orders than --orders-scan-above. restore_stage.lua writes
+ * the snapshot's orders, holds and customers' counts into staging keys of
+ * this repair, RESTORE_SLICE a call, then restore_swap.lua or
+ * rebuild_swap.lua puts them in place and sets the counter at one moment; no
+ * script holds Redis for every order. a holds the repair's arguments (total,
+ * uncounted, the extras, then the fours from first on); expire is its
+ * expireAt. On success *written and *answer are the swap's.
  */
-static int restore_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *a,
-                            rc_summary_t *sum, char *err, size_t errlen)
+static int repair_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *a, int first,
+                           const char *expire, int rebuild, int64_t *status, char *answer,
+                           size_t answercap, size_t *steps, char *err, size_t errlen)
 {
-    const int first = 4;
+    const char *kind = rebuild ? "rebuild" : "restore";
     size_t norders = (size_t)(a->nargs - first) / 4, ncust = 0, slices = 0;
-    char (*pairs)[24] = NULL, token[33], staged[3][VC_CODE_MAX + 80], answer[64], ucount[24];
-    char live[24], count[24];
-    const char **args = calloc(2 + 2 * RESTORE_SLICE + 4 * RESTORE_SLICE, sizeof(*args));
-    int64_t status = 0, nstaged = 0, taken = 0, remaining;
+    char (*pairs)[24] = NULL, token[33], staged[3][VC_CODE_MAX + 80], got[64], ucount[24];
+    char live[24], count[24], amounts[VC_CODE_MAX + 32];
+    const char **args = calloc(3 + 2 * RESTORE_SLICE + 4 * RESTORE_SLICE, sizeof(*args));
+    int64_t st = 0, nstaged = 0, taken = 0;
     rc_keys_t k;
     int rc;
 
@@ -355,6 +367,7 @@ static int restore_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t 
     snprintf(staged[0], sizeof(staged[0]), "voucher:{%s}:restoring:%s:orders", v->code, token);
     snprintf(staged[1], sizeof(staged[1]), "voucher:{%s}:restoring:%s:holds", v->code, token);
     snprintf(staged[2], sizeof(staged[2]), "voucher:{%s}:restoring:%s:users", v->code, token);
+    snprintf(amounts, sizeof(amounts), "voucher:{%s}:amounts", v->code);
     const char *stage_keys[] = {staged[0], staged[1], staged[2], k.name[RC_KEY_RELEASING],
                                 k.name[RC_KEY_REMAINING]};
     for (size_t o = 0, u = 0; o < norders || u < ncust; slices++) {
@@ -363,6 +376,7 @@ static int restore_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t 
         int n = 0;
         long long t;
         snprintf(ucount, sizeof(ucount), "%zu", nu);
+        args[n++] = rebuild ? "1" : "0";
         args[n++] = RESTORE_STAGED_MS;
         args[n++] = ucount;
         for (size_t i = 0; i < 2 * nu; i++)
@@ -370,48 +384,55 @@ static int restore_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t 
         for (size_t i = 0; i < 4 * no; i++)
             args[n++] = a->args[first + 4 * o + i];
         if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-            (rc = rc_repair_eval(ctx, "restore", "voucher", v->code, no, vc_lua_restore_stage, 5,
-                                 stage_keys, n, args, &status, answer, sizeof(answer), err,
-                                 errlen)) != 0)
+            (rc = rc_repair_eval(ctx, kind, "voucher", v->code, no, vc_lua_restore_stage, 5,
+                                 stage_keys, n, args, &st, got, sizeof(got), err, errlen)) != 0)
             goto out;
-        if (status < 0)
-            break; /* the counter is back: the swap drops what was staged */
-        nstaged += status;
-        if (sscanf(answer, "%lld", &t) == 1)
+        if (st < 0)
+            break; /* the counter changed: the swap drops what was staged */
+        nstaged += st;
+        if (sscanf(got, "%lld", &t) == 1)
             taken += t;
         o += no;
         u += nu;
     }
+    *steps = slices + 1;
     snprintf(live, sizeof(live), "%lld", (long long)taken);
-    snprintf(count, sizeof(count), "%lld", (long long)(status < 0 ? -1 : nstaged));
-    const char *swap_keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
-                               k.name[RC_KEY_ORDERS],    k.name[RC_KEY_HOLDS],
-                               staged[0],                staged[2],
-                               staged[1]};
-    const char *swap_args[] = {a->args[0], a->args[1], live, count, a->args[3]};
-    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-        (rc = rc_repair_eval(ctx, "restore", "voucher", v->code, (size_t)nstaged,
-                             vc_lua_restore_swap, 7, swap_keys, 5, swap_args, &status, answer,
-                             sizeof(answer), err, errlen)) != 0)
+    snprintf(count, sizeof(count), "%lld", (long long)(st < 0 ? -1 : nstaged));
+    const char *swap_args[] = {a->args[0], a->args[1], live, count, expire};
+    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)
         goto out;
-    if (status == 1) {
-        parse_pair(answer, &taken, &remaining);
-        sum->restored++;
-        char what[160];
-        snprintf(what, sizeof(what),
-                 "restored a lost counter and orders hash from PostgreSQL and the events in "
-                 "flight, in %zu steps",
-                 slices + 1);
-        log_repair(v, "restore", what, taken, -1, remaining);
-    } else if (status == -2) {
-        vc_warn("%s: the restore in steps found the orders hash back, or a staged order gone, "
-                "at its last step: nothing restored, the next pass judges the voucher again",
-                v->code);
+    if (rebuild) {
+        const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
+                              k.name[RC_KEY_ORDERS],    k.name[RC_KEY_HOLDS],
+                              k.name[RC_KEY_RELEASING], amounts,
+                              staged[0],                staged[2],
+                              staged[1]};
+        rc = rc_repair_eval(ctx, kind, "voucher", v->code, (size_t)nstaged, vc_lua_rebuild_swap,
+                            9, keys, 5, swap_args, status, answer, answercap, err, errlen);
+    } else {
+        const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
+                              k.name[RC_KEY_ORDERS],    k.name[RC_KEY_HOLDS],
+                              staged[0],                staged[2],
+                              staged[1]};
+        rc = rc_repair_eval(ctx, kind, "voucher", v->code, (size_t)nstaged, vc_lua_restore_swap,
+                            7, keys, 5, swap_args, status, answer, answercap, err, errlen);
     }
+    if (rc == 0 && *status == -2)
+        vc_warn("%s: the %s in steps found the orders hash back (or no longer told lost), or a "
+                "staged order gone, at its last step: nothing written, the next pass judges the "
+                "voucher again",
+                v->code, kind);
 out:
     free(args);
     free(pairs);
     return rc;
+}
+
+/* Whether a repair of a's orders (from first on) goes in steps: see repair_in_steps(). */
+static int in_steps(const rc_ctx_t *ctx, const rc_voucher_t *v, const repair_args_t *a, int first)
+{
+    return ctx->cfg->orders_scan_above >= 0 &&
+           (a->nargs - first) / 4 > ctx->cfg->orders_scan_above && !redis_has_orders(v);
 }
 
 /*
@@ -423,8 +444,9 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
 {
     repair_args_t a;
     rc_keys_t k;
-    char now[24], expire[24], answer[64];
+    char now[24], expire[24], answer[64], what[200], many[40];
     int64_t status = 0, live, remaining;
+    size_t steps = 1;
     int rc;
 
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
@@ -432,23 +454,25 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
     const char *extra[] = {now, expire};
     if ((rc = repair_args(v, 1, extra, 2, &a)) != 0)
         goto out;
-    if (ctx->cfg->orders_scan_above >= 0 &&
-        (a.nargs - 4) / 4 > ctx->cfg->orders_scan_above && !redis_has_orders(v)) {
-        rc = restore_in_steps(ctx, v, &a, sum, err, errlen);
-        goto out;
+    if (in_steps(ctx, v, &a, 4)) {
+        rc = repair_in_steps(ctx, v, &a, 4, expire, 0, &status, answer, sizeof(answer), &steps,
+                             err, errlen);
+    } else {
+        rc_keys_of(v->code, &k);
+        const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
+                              k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS],
+                              k.name[RC_KEY_RELEASING]};
+        rc = rc_repair_eval(ctx, "restore", "voucher", v->code, v->orders.len, vc_lua_restore, 5,
+                            keys, a.nargs, a.args, &status, answer, sizeof(answer), err, errlen);
     }
-    rc_keys_of(v->code, &k);
-    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
-                          k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
-    rc = rc_repair_eval(ctx, "restore", "voucher", v->code, v->orders.len, vc_lua_restore, 5,
-                        keys, a.nargs, a.args, &status, answer, sizeof(answer), err, errlen);
     if (rc == 0 && status == 1) {
         parse_pair(answer, &live, &remaining);
         sum->restored++;
-        log_repair(v, "restore",
-                   "restored a lost counter from PostgreSQL, the events in flight and the "
-                   "orders Redis still holds",
-                   live, -1, remaining);
+        snprintf(what, sizeof(what),
+                 "restored a lost counter from PostgreSQL, the events in flight and the "
+                 "orders Redis still holds%s",
+                 steps_text(steps, many, sizeof(many)));
+        log_repair(v, "restore", what, live, -1, remaining);
     }
 out:
     repair_args_free(&a);
@@ -506,30 +530,37 @@ static int rebuild(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
 {
     repair_args_t a;
     rc_keys_t k;
-    char expire[24], answer[64], amounts[VC_CODE_MAX + 32];
+    char expire[24], answer[64], amounts[VC_CODE_MAX + 32], what[240], many[40];
     int64_t status = 0, before, after;
+    size_t steps = 1;
     int rc;
 
     expire_at(ctx, v, expire, sizeof(expire));
     const char *extra[] = {expire};
     if ((rc = repair_args(v, 1, extra, 1, &a)) != 0)
         goto out;
-    rc_keys_of(v->code, &k);
-    snprintf(amounts, sizeof(amounts), "voucher:{%s}:amounts", v->code);
-    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
-                          k.name[RC_KEY_HOLDS],     k.name[RC_KEY_RELEASING], amounts};
-    if ((rc = rc_repair_eval(ctx, "rebuild", "voucher", v->code, v->orders.len, vc_lua_rebuild,
-                             6, keys, a.nargs, a.args, &status, answer, sizeof(answer), err,
-                             errlen)) != 0 ||
-        status < 0)
+    if (in_steps(ctx, v, &a, 3)) {
+        rc = repair_in_steps(ctx, v, &a, 3, expire, 1, &status, answer, sizeof(answer), &steps,
+                             err, errlen);
+    } else {
+        rc_keys_of(v->code, &k);
+        snprintf(amounts, sizeof(amounts), "voucher:{%s}:amounts", v->code);
+        const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
+                              k.name[RC_KEY_ORDERS],    k.name[RC_KEY_HOLDS],
+                              k.name[RC_KEY_RELEASING], amounts};
+        rc = rc_repair_eval(ctx, "rebuild", "voucher", v->code, v->orders.len, vc_lua_rebuild, 6,
+                            keys, a.nargs, a.args, &status, answer, sizeof(answer), err, errlen);
+    }
+    if (rc != 0 || status < 0)
         goto out;
     parse_pair(answer, &before, &after);
     sum->retaken += status;
     sum->lowered += after < before;
-    log_repair(v, "rebuild",
-               "wrote again a lost orders hash from PostgreSQL and the events in flight, "
-               "released orders included, and set the counter and the customers' counts to it",
-               status, before, after);
+    snprintf(what, sizeof(what),
+             "wrote again a lost orders hash from PostgreSQL and the events in flight, released "
+             "orders included, and set the counter and the customers' counts to it%s",
+             steps_text(steps, many, sizeof(many)));
+    log_repair(v, "rebuild", what, status, before, after);
     v->mem->orders_lost_since_ms = 0;
 out:
     repair_args_free(&a);

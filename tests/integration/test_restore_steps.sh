@@ -12,7 +12,7 @@
 # Red with the swap's checks taken out (checks 11, 13, 14), with the
 # customers' counts staged wrong (3), with the holds not staged (3, 6, 7, 11, 13).
 source "$(dirname "$0")/lib.sh"
-plan 14
+plan 16
 
 key() { echo "voucher:{$code}:$1"; }
 reserve() { http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"; }
@@ -100,7 +100,22 @@ is "$(rcli GET "$(key remaining)") $(rcli HLEN "$(key orders)") $(rcli ZCARD "$(
   "the counter offers 3,000 - 2,080 uses; 2,100 orders (20 released); 2,040 holds"
 is "$(staged_keys)" 0 "no staged key is left"
 
-# 2. The sale goes on from it: replays, limits, and never more than 3,000.
+# 2. The orders hash alone lost, the counter kept: rebuilt in one script, then in steps.
+rcli SET "$(key remaining)" 931 KEEPTTL >/dev/null
+rcli DEL "$(key orders)" >/dev/null
+restore rebuild-once -1
+dump >"$scratch/rebuild-once.dump"
+rcli SET "$(key remaining)" 931 KEEPTTL >/dev/null
+rcli DEL "$(key orders)" >/dev/null
+restore rebuild-steps 100
+dump >"$scratch/rebuild-steps.dump"
+ok "$(diff "$scratch/rebuild-once.dump" "$scratch/rebuild-steps.dump" >"$scratch/rebuild.diff"; echo $?)" \
+  "a lost orders hash rebuilt in steps leaves Redis exactly as rebuild.lua in one script does"
+[ -s "$scratch/rebuild.diff" ] && diag "$(head -20 "$scratch/rebuild.diff")"
+is "$(grep -c "wrote again a lost orders hash.*in 4 steps" "$scratch/rebuild-steps.txt") $(rcli GET "$(key remaining)") $(staged_keys)" \
+  "1 920 0" "the rebuild went in 4 steps, set the counter from 931 back to the rule's 920, and left no staged key"
+
+# 3. The sale goes on from it: replays, limits, and never more than 3,000.
 reserve 8000001 "$code-0"
 is "$(answer)" "201 " "a retry of a restored order is answered 201 (replayed)"
 "$bin_load" --code "$code" --attempts 1000 --connections 50 --customer-base 9000000 \
@@ -108,7 +123,7 @@ is "$(answer)" "201 " "a retry of a restored order is answered 201 (replayed)"
 is "$(rcli GET "$(key remaining)") $(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 3000 60)" \
   "0 3000" "1,000 more attempts take the 920 uses left, and no more: used_count 3,000 of 3,000"
 
-# 3. The counter back before the last step: what was staged is dropped.
+# 4. The counter back before the last step: what was staged is dropped.
 code=$(unique_code STEPS)
 new_voucher "$code" 500
 "$bin_load" --code "$code" --attempts 300 --connections 20 --customer-base 8100000 \
@@ -123,7 +138,7 @@ run_out
 is "$(rcli GET "$(key remaining)") $(rcli EXISTS "$(key orders)") $(staged_keys)" "7 0 0" \
   "a counter set meanwhile is left as it is: no orders written, the staged keys dropped"
 
-# 4. The orders hash back before the last step: the same, said in the log.
+# 5. The orders hash back before the last step: the same, said in the log.
 rcli DEL "$(key remaining)" >/dev/null
 restore_paused orders-back
 before_swap 300

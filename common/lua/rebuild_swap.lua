@@ -1,0 +1,73 @@
+-- rebuild_swap: the last step of a rebuild in steps (remaining_rule.lua
+-- comes before this; restore_stage.lua wrote the staged keys): what
+-- rebuild.lua does in one script, from the staged keys. At one moment: checks
+-- that the counter exists, that the orders hash is still lost (missing, with
+-- users or amounts telling the loss) and that every staged order is there,
+-- then puts the staged orders in place, drops the holds and releases begun
+-- that no order written holds, sets each customer's count to the staged one,
+-- and the counter to the remaining rule's bound (raised or lowered).
+-- Otherwise the staged keys are dropped and nothing else is written: the next
+-- pass judges the voucher again (proto/redis-keys.md, "A restore in steps").
+--
+-- KEYS[1] remaining  KEYS[2] users  KEYS[3] orders  KEYS[4] holds
+-- KEYS[5] releasing  KEYS[6] amounts
+-- KEYS[7] the staged orders  KEYS[8] the staged users  KEYS[9] the staged holds
+-- ARGV[1] total_limit (the limit key's, when it exists)  ARGV[2] uses
+-- counted without rows  ARGV[3] the staged orders held as taken
+-- (restore_stage.lua's counts)  ARGV[4] how many orders were staged
+-- ARGV[5] expireAt, as rebuild.lua takes it ("0" sets none)
+--
+-- Returns {n, "before:after"}: n orders written, the counter before and
+-- after; {-1, false} the counter is missing; {-2, false} the orders hash is
+-- not lost, or a staged order is missing.
+local function drop_staged() redis.call('UNLINK', KEYS[7], KEYS[8], KEYS[9]) end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  drop_staged()
+  return {-1, false}
+end
+if redis.call('EXISTS', KEYS[3]) == 1 or
+   (redis.call('EXISTS', KEYS[2]) == 0 and redis.call('EXISTS', KEYS[6]) == 0) or
+   redis.call('HLEN', KEYS[7]) ~= tonumber(ARGV[4]) then
+  drop_staged()
+  return {-2, false}
+end
+local written = tonumber(ARGV[4])
+if written > 0 then replace_orders(KEYS[7], KEYS[3]) end
+if redis.call('EXISTS', KEYS[4]) == 0 then
+  if redis.call('EXISTS', KEYS[9]) == 1 then redis.call('RENAME', KEYS[9], KEYS[4]) end
+else
+  local staged = redis.call('ZRANGE', KEYS[9], 0, -1, 'WITHSCORES')
+  for i = 1, #staged, 2 do staged[i], staged[i + 1] = staged[i + 1], staged[i] end
+  call_in_slices('ZADD', KEYS[4], staged, 1000)
+  redis.call('UNLINK', KEYS[9])
+end
+-- The sets follow the orders written, as rebuild.lua leaves them.
+for _, set in ipairs({{KEYS[4], 'H'}, {KEYS[5], 'XE'}}) do
+  local ids, stale = redis.call('ZRANGE', set[1], 0, -1), {}
+  local values = hmget_all(KEYS[3], ids)
+  for i, id in ipairs(ids) do
+    local state = values[i] and string.sub(values[i], -1)
+    if not state or not string.find(set[2], state, 1, true) then stale[#stale + 1] = id end
+  end
+  call_in_slices('ZREM', set[1], stale, 1000)
+end
+if written == 0 then
+  redis.call('DEL', KEYS[2], KEYS[6])
+  redis.call('UNLINK', KEYS[8])
+else
+  redis.call('UNLINK', KEYS[2])
+  if redis.call('EXISTS', KEYS[8]) == 1 then redis.call('RENAME', KEYS[8], KEYS[2]) end
+  raise_users(KEYS[2], {}, KEYS[3])
+end
+local total = limit_total(KEYS[1], tonumber(ARGV[1]))
+local before = tonumber(redis.call('GET', KEYS[1]))
+local after = remaining_bound(total, tonumber(ARGV[2]), tonumber(ARGV[3]))
+if after ~= before then redis.call('SET', KEYS[1], after, 'KEEPTTL') end
+local expire_at = tonumber(ARGV[5])
+if expire_at and expire_at > 0 then
+  expire_together(KEYS, expire_at)
+else
+  -- The staged keys' own expiry goes with them: without a retention, none.
+  for i = 2, 4 do redis.call('PERSIST', KEYS[i]) end
+end
+return {written, before .. ':' .. after}
