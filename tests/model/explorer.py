@@ -1262,7 +1262,7 @@ class Explorer(RuleBasedStateMachine):
             self.effects.append((len(self.story), kind, info))
             self.w.repairs[kind] += 1
             if info.get("in_steps"):
-                self.w.repairs["restore_in_steps"] += 1
+                self.w.repairs[kind + "_in_steps"] += 1
         if effects and windows:
             self.stale += windows
         return effects
@@ -1291,15 +1291,16 @@ class Explorer(RuleBasedStateMachine):
         elif rem0 is None and rem1 is not None:
             dropped = sorted(self.short(o) for o in taken0 if st_(ord1, o) not in ("H", "C", "X", "E"))
             demoted = sorted(self.short(o) for o in ord0 if st_(ord0, o) == "C" and st_(ord1, o) == "H")
-            # With the orders hash lost too (and the reader's --orders-scan-above 0), the
-            # reconciler restores in steps: restore_stage.lua, then restore_swap.lua.
+            # With the orders hash lost too (and --orders-scan-above 0), the reconciler
+            # restores in steps: restore_stage.lua, then restore_swap.lua (a rebuild the same,
+            # then rebuild_swap.lua).
             out.append(("restore", {"dropped": dropped, "c_to_h": demoted, "remaining": rem1,
                                     "in_steps": not ord0 and bool(ord1)}))
         elif rem0 is not None and rem1 is not None and not ord0 and (ord1 or rem1 > rem0):
             # rebuild.lua: the orders hash lost, written again from the snapshot (released
             # orders too), the counter set to the rule's bound (raised as well as lowered).
             out.append(("rebuild", {"orders": sorted(self.short(o) for o in ord1),
-                                    "remaining": (rem0, rem1)}))
+                                    "remaining": (rem0, rem1), "in_steps": bool(ord1)}))
         else:
             revived = sorted(o for o in ord1 if st_(ord1, o) in ("H", "C") and o not in taken0)
             if revived:
