@@ -16,7 +16,11 @@ Redis's own time for it from the slowlog:
 
   restore       the voucher's counter lost (restore.lua, every order of the
                 snapshot as arguments, each one Redis still holds)
+  restore in steps  the counter and the orders hash lost, restored as the
+                reconciler does above --orders-scan-above: restore_stage.lua
+                per 1,000 orders, then restore_swap.lua; the longest step
   rebuild       the voucher's orders hash lost (rebuild.lua, every order)
+  rebuild in steps  the same in steps (restore_stage.lua, rebuild_swap.lua)
   retake        the voucher's users hash lost (retake.lua, no order lacking)
   lower         a counter above the remaining rule (lower.lua)
   campaign      a campaign's taken hash lost (campaign_rebuild.lua, every
@@ -173,8 +177,9 @@ def timed_eval(r, script, keys, args):
 
 
 def scenarios(n):
-    """(name, case, script, run): run(r, script) seeds the keys, runs the
-    script and returns (what to check, Redis's µs, what the check wants)."""
+    """(name, case, scripts, run): run(r, texts) seeds the keys, runs the
+    scripts (texts: name -> text) and returns (what to check, Redis's µs,
+    what the check wants); for a repair in steps the µs of its longest step."""
     code = "REPAIRBENCH%d" % os.getpid()
     k = voucher_keys(code)
     ck = campaign_keys("9%d" % os.getpid())
@@ -217,29 +222,80 @@ def scenarios(n):
                                          ck["releasing"]], [0] + campaign_snapshot(n))
         return [ans, r.call("HLEN", ck["taken"])], us, [[0, "%d:%d:0" % (n, n)], n + 1]
 
+    def in_steps(r, texts, counter, swap_keys):
+        """As the reconciler's repair_in_steps(): restore_stage.lua per 1,000
+        orders and customers, then the swap; the longest step's µs."""
+        token = "bench%d" % os.getpid()
+        staged = ["voucher:{%s}:restoring:%s:%s" % (code, token, x)
+                  for x in ("orders", "holds", "users")]
+        fours = snapshot(n)
+        customers = [x for i in range(n) if value(i)[-1] in "HC"
+                     for x in (str(5000000 + i), "1")]
+        longest, nstaged, taken = 0, 0, 0
+        for o in range(0, max(n, len(customers) // 2), 1000):
+            pairs = customers[2 * o:2 * (o + 1000)]
+            ans, us = timed_eval(r, texts["restore_stage"],
+                                 staged + [k["releasing"], k["remaining"]],
+                                 [counter, 600000, len(pairs) // 2] + pairs +
+                                 fours[4 * o:4 * (o + 1000)])
+            longest = max(longest, us)
+            nstaged += ans[0]
+            taken += int(ans[1])
+        ans, us = timed_eval(r, texts[swap_keys[0]], swap_keys[1] + [staged[0], staged[2],
+                                                                      staged[1]],
+                             [total, 0, taken, nstaged, 0])
+        left = len(r.call("KEYS", "voucher:{%s}:restoring:*" % code))
+        return ans, max(longest, us), left
+
+    def restore_steps(r, texts):
+        seed(r, k, n)
+        r.call("DEL", k["remaining"], k["holds"], k["orders"], k["users"])
+        ans, us, left = in_steps(r, texts, 0, ("restore_swap", vkeys[:4]))
+        return [ans, r.call("ZCARD", k["holds"]), left], us, [[1, "%d:%d" % (n, total - n)],
+                                                               (n + 3) // 4, 0]
+
+    def rebuild_steps(r, texts):
+        seed(r, k, n)
+        r.call("SET", k["remaining"], 7)
+        r.call("DEL", k["orders"])
+        ans, us, left = in_steps(r, texts, 1, ("rebuild_swap", vkeys + [k["amounts"]]))
+        return [ans, r.call("ZCARD", k["holds"]), left], us, [[n, "7:%d" % (total - n)],
+                                                               (n + 3) // 4, 0]
+
     def clean(r):
         r.call("DEL", *k.values())
         r.call("DEL", *ck.values())
 
+    def one(name, run):
+        return lambda r, texts: run(r, texts[name])
+
     return [("restore", "counter lost; every order of the snapshot, each still in Redis",
-             "restore", restore),
+             ["restore"], one("restore", restore)),
+            ("restore in steps", "counter and orders lost; the longest of its steps "
+             "(restore_stage.lua per 1,000 orders, restore_swap.lua)",
+             ["restore_stage", "restore_swap"], restore_steps),
             ("rebuild", "orders hash lost; every order of the snapshot written again",
-             "rebuild", rebuild),
-            ("retake", "users hash lost; no order lacking", "retake", retake),
-            ("lower", "counter above the rule's bound", "lower", lower),
-            ("campaign", "taken lost; every order and its code", "campaign_rebuild",
-             campaign)], clean
+             ["rebuild"], one("rebuild", rebuild)),
+            ("rebuild in steps", "orders hash lost; the longest of its steps "
+             "(restore_stage.lua per 1,000 orders, rebuild_swap.lua)",
+             ["restore_stage", "rebuild_swap"], rebuild_steps),
+            ("retake", "users hash lost; no order lacking", ["retake"], one("retake", retake)),
+            ("lower", "counter above the rule's bound", ["lower"], one("lower", lower)),
+            ("campaign", "taken lost; every order and its code", ["campaign_rebuild"],
+             one("campaign_rebuild", campaign))], clean
 
 
 def read_scripts(lua_dir, names):
+    """The scripts of lua_dir by name; a build without one (an older one) lacks it."""
     out = {}
+    if not os.path.isfile(os.path.join(lua_dir, "reserve.lua")):
+        sys.exit("repairs: no scripts in %s: build first, or give --lua-dir" % lua_dir)
     for name in names:
-        path = os.path.join(lua_dir, name + ".lua")
         try:
-            with open(path) as f:
+            with open(os.path.join(lua_dir, name + ".lua")) as f:
                 out[name] = f.read()
-        except OSError as e:
-            sys.exit("repairs: cannot read %s (%s): build first, or give --lua-dir" % (path, e))
+        except OSError:
+            pass
     return out
 
 
@@ -269,7 +325,7 @@ def main():
 
     cases, clean = scenarios(n)
     dirs = [lua_dir] + ([opts.against] if opts.against else [])
-    scripts = [read_scripts(d, [c[2] for c in cases]) for d in dirs]
+    scripts = [read_scripts(d, [x for c in cases for x in c[2]]) for d in dirs]
     r = Redis(host, int(port))
     slower = r.call("CONFIG", "GET", "slowlog-log-slower-than")[1]
     r.call("CONFIG", "SET", "slowlog-log-slower-than", "0")
@@ -277,9 +333,11 @@ def main():
     wrong = []
     try:
         for rep in range(opts.repeat):
-            for name, _, script, run in cases:
+            for name, _, needs, run in cases:
                 for d in range(len(dirs)):
-                    got, us, want = run(r, scripts[d][script])
+                    if any(x not in scripts[d] for x in needs):
+                        continue
+                    got, us, want = run(r, scripts[d])
                     times[(name, d)].append(us)
                     print("%d %-9s %-40s %8.1f ms %s" % (rep + 1, name, dirs[d], us / 1000.0,
                                                         "" if got == want else
@@ -301,11 +359,14 @@ def main():
                                                 else "", load),
               "", head + (" ratio (least) |" if opts.against else ""),
               "|---|---|" + "---:|" * (len(dirs) + (1 if opts.against else 0))]
+    def cell(t):
+        return "%.0f / %.0f ms" % (min(t) / 1000.0, max(t) / 1000.0) if t else "–"
+
     for name, what, _, _ in cases:
-        cells = ["%.0f / %.0f ms" % (min(times[(name, d)]) / 1000.0,
-                                     max(times[(name, d)]) / 1000.0) for d in range(len(dirs))]
+        cells = [cell(times[(name, d)]) for d in range(len(dirs))]
         if opts.against:
-            cells.append("%.2f×" % (min(times[(name, 0)]) / max(1, min(times[(name, 1)]))))
+            a, b = times[(name, 0)], times[(name, 1)]
+            cells.append("%.2f×" % (min(a) / max(1, min(b))) if a and b else "–")
         report.append("| %s | %s | %s |" % (name, what, " | ".join(cells)))
     if wrong:
         report += ["", "**Wrong answers:** " + "; ".join(wrong)]
