@@ -3,8 +3,8 @@
 -- rebuild.lua does in one script, from the staged keys. At one moment: checks
 -- that the counter exists, that the orders hash is still lost (missing, with
 -- users or amounts telling the loss) and that every staged order is there,
--- then puts the staged orders in place, drops the holds and releases begun
--- that no order written holds, sets each customer's count to the staged one,
+-- then puts the staged orders in place with their holds, drops the releases
+-- begun that no order written holds, sets each customer's count to the staged one,
 -- and the counter to the remaining rule's bound (raised or lowered).
 -- Otherwise the staged keys are dropped and nothing else is written: the next
 -- pass judges the voucher again (proto/redis-keys.md, "A restore in steps").
@@ -33,24 +33,18 @@ if redis.call('EXISTS', KEYS[3]) == 1 or
 end
 local written = tonumber(ARGV[4])
 if written > 0 then replace_orders(KEYS[7], KEYS[3]) end
-if redis.call('EXISTS', KEYS[4]) == 0 then
-  if redis.call('EXISTS', KEYS[9]) == 1 then redis.call('RENAME', KEYS[9], KEYS[4]) end
-else
-  local staged = redis.call('ZRANGE', KEYS[9], 0, -1, 'WITHSCORES')
-  for i = 1, #staged, 2 do staged[i], staged[i + 1] = staged[i + 1], staged[i] end
-  call_in_slices('ZADD', KEYS[4], staged, 1000)
-  redis.call('UNLINK', KEYS[9])
+-- The sets follow the orders written, as rebuild.lua leaves them: the holds
+-- are the staged ones (every H written, by its heldUntil: rebuild.lua adds
+-- those and drops every other), releases begun stay only for X and E.
+redis.call('UNLINK', KEYS[4])
+if redis.call('EXISTS', KEYS[9]) == 1 then redis.call('RENAME', KEYS[9], KEYS[4]) end
+local ids, stale = redis.call('ZRANGE', KEYS[5], 0, -1), {}
+local values = hmget_all(KEYS[3], ids)
+for i, id in ipairs(ids) do
+  local state = values[i] and string.sub(values[i], -1)
+  if state ~= 'X' and state ~= 'E' then stale[#stale + 1] = id end
 end
--- The sets follow the orders written, as rebuild.lua leaves them.
-for _, set in ipairs({{KEYS[4], 'H'}, {KEYS[5], 'XE'}}) do
-  local ids, stale = redis.call('ZRANGE', set[1], 0, -1), {}
-  local values = hmget_all(KEYS[3], ids)
-  for i, id in ipairs(ids) do
-    local state = values[i] and string.sub(values[i], -1)
-    if not state or not string.find(set[2], state, 1, true) then stale[#stale + 1] = id end
-  end
-  call_in_slices('ZREM', set[1], stale, 1000)
-end
+call_in_slices('ZREM', KEYS[5], stale, 1000)
 if written == 0 then
   redis.call('DEL', KEYS[2], KEYS[6])
   redis.call('UNLINK', KEYS[8])
