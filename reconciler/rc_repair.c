@@ -267,7 +267,7 @@ static void parse_pair(const char *s, int64_t *a, int64_t *b)
     }
 }
 
-/* Orders, and customers' counts, staged per restore_stage.lua: a few ms of Redis each. */
+/* Orders, and customers' counts, per restore_stage.lua of a repair in steps: ms of Redis each. */
 #define RESTORE_SLICE 1000
 /* How long staged keys outlive a reconciler that stops midway (ms, as an argument). */
 #define RESTORE_STAGED_MS "600000"
@@ -334,14 +334,15 @@ static int customer_counts(const repair_args_t *a, int first, char (**pairs)[24]
 
 /*
  * A restore or rebuild in steps (proto/redis-keys.md, "A restore in steps"):
- * the orders hash lost (with the counter for a restore, without it for a
- * rebuild), more orders than --orders-scan-above. restore_stage.lua writes
+ * the orders hash lost (the counter too for a restore, kept for a rebuild),
+ * more orders than --orders-scan-above. restore_stage.lua writes
  * the snapshot's orders, holds and customers' counts into staging keys of
  * this repair, RESTORE_SLICE a call, then restore_swap.lua or
  * rebuild_swap.lua puts them in place and sets the counter at one moment; no
  * script holds Redis for every order. a holds the repair's arguments (total,
  * uncounted, the extras, then the fours from first on); expire is its
- * expireAt. On success *written and *answer are the swap's.
+ * expireAt. *status and answer are the swap's (as restore.lua's or
+ * rebuild.lua's), *steps the scripts it took.
  */
 static int repair_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *a, int first,
                            const char *expire, int rebuild, int64_t *status, char *answer,
@@ -468,10 +469,15 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
     if (rc == 0 && status == 1) {
         parse_pair(answer, &live, &remaining);
         sum->restored++;
-        snprintf(what, sizeof(what),
-                 "restored a lost counter from PostgreSQL, the events in flight and the "
-                 "orders Redis still holds%s",
-                 steps_text(steps, many, sizeof(many)));
+        if (steps > 1)
+            snprintf(what, sizeof(what),
+                     "restored a lost counter and orders hash from PostgreSQL and the events in "
+                     "flight%s",
+                     steps_text(steps, many, sizeof(many)));
+        else
+            snprintf(what, sizeof(what), "%s",
+                     "restored a lost counter from PostgreSQL, the events in flight and the "
+                     "orders Redis still holds");
         log_repair(v, "restore", what, live, -1, remaining);
     }
 out:
