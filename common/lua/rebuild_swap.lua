@@ -49,19 +49,11 @@ if written == 0 then
   redis.call('DEL', KEYS[2], KEYS[6])
   redis.call('UNLINK', KEYS[8])
 else
-  redis.call('UNLINK', KEYS[2])
-  if redis.call('EXISTS', KEYS[8]) == 1 then redis.call('RENAME', KEYS[8], KEYS[2]) end
-  raise_users(KEYS[2], {}, KEYS[3])
+  place_users(KEYS[2], KEYS[8], KEYS[3])
 end
 local total = limit_total(KEYS[1], tonumber(ARGV[1]))
 local before = tonumber(redis.call('GET', KEYS[1]))
 local after = remaining_bound(total, tonumber(ARGV[2]), tonumber(ARGV[3]))
 if after ~= before then redis.call('SET', KEYS[1], after, 'KEEPTTL') end
-local expire_at = tonumber(ARGV[5])
-if expire_at and expire_at > 0 then
-  expire_together(KEYS, expire_at)
-else
-  -- The staged keys' own expiry goes with them: without a retention, none.
-  for i = 2, 4 do redis.call('PERSIST', KEYS[i]) end
-end
+expire_placed(KEYS, tonumber(ARGV[5]))
 return {written, before .. ':' .. after}

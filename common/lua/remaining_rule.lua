@@ -210,3 +210,24 @@ local function expire_together(keys, expire_at)
   if not expire_at or expire_at <= 0 then return end
   for i = 1, 4 do redis.call('PEXPIREAT', keys[i], expire_at) end
 end
+
+-- A repair in steps (restore_swap.lua, rebuild_swap.lua) puts its staged keys
+-- in place with RENAME, which keeps the staged keys' expiry: each of the
+-- voucher's counter, users, orders and holds (keys[1..4]) gets the voucher's
+-- instant; with none given ("0", as every repair script takes it; the
+-- daemons' retention is never below 48 h), none.
+local function expire_placed(keys, expire_at)
+  if expire_at and expire_at > 0 then
+    expire_together(keys, expire_at)
+  else
+    for i = 2, 4 do redis.call('PERSIST', keys[i]) end
+  end
+end
+
+-- Replaces users by the staged customers' counts (absent: nobody holds a
+-- use), as set_users() leaves it: existing whenever orders does.
+local function place_users(users_key, staged_key, orders_key)
+  redis.call('UNLINK', users_key)
+  if redis.call('EXISTS', staged_key) == 1 then redis.call('RENAME', staged_key, users_key) end
+  raise_users(users_key, {}, orders_key)
+end

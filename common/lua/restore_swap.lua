@@ -27,9 +27,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 or redis.call('HLEN', KEYS[5]) ~= tonumber
 end
 if redis.call('EXISTS', KEYS[5]) == 1 then replace_orders(KEYS[5], KEYS[3]) end
 -- Each count set to the orders held, lowered too, as set_users() does.
-redis.call('UNLINK', KEYS[2])
-if redis.call('EXISTS', KEYS[6]) == 1 then redis.call('RENAME', KEYS[6], KEYS[2]) end
-raise_users(KEYS[2], {}, KEYS[3])
+place_users(KEYS[2], KEYS[6], KEYS[3])
 -- Holds an earlier hold left (no order holds them) stay, as restore.lua leaves them.
 if redis.call('EXISTS', KEYS[4]) == 0 then
   if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('RENAME', KEYS[7], KEYS[4]) end
@@ -43,12 +41,7 @@ local live = tonumber(ARGV[3])
 local remaining = remaining_bound(tonumber(ARGV[1]), tonumber(ARGV[2]), live)
 redis.call('SET', KEYS[1], remaining)
 local expire_at = tonumber(ARGV[5])
-if expire_at and expire_at > 0 then
-  expire_together(KEYS, expire_at)
-else
-  -- The staged keys' own expiry goes with them: without a retention, none.
-  for i = 2, 4 do redis.call('PERSIST', KEYS[i]) end
-end
+expire_placed(KEYS, expire_at)
 redis.call('SET', limit_key(KEYS[1]), ARGV[1])
 if expire_at and expire_at > 0 then redis.call('PEXPIREAT', limit_key(KEYS[1]), expire_at) end
 return {1, live .. ':' .. remaining}

@@ -31,10 +31,12 @@ lose() {
     "$(key amounts)" "$(key resent)" >/dev/null
 }
 staged_keys() { rcli --scan --pattern "voucher:{$code}:restoring:*" | wc -l; }
-# restore NAME ABOVE: one pass (--once) restoring with --orders-scan-above ABOVE.
+# restore NAME ABOVE [ARGS...]: one pass (--once) restoring with --orders-scan-above ABOVE.
 restore() {
-  "$bin_reconciler" --once --grace 60s --restore-delay 0s --orders-scan-above "$2" \
-    --admin-addr "" >"$scratch/$1.txt" 2>&1
+  local name=$1 above=$2
+  shift 2
+  "$bin_reconciler" --once --grace 60s --restore-delay 0s --orders-scan-above "$above" \
+    --admin-addr "" "$@" >"$scratch/$name.txt" 2>&1
 }
 # restore_paused NAME: the same in the background, stopping before each repair script.
 restore_paused() {
