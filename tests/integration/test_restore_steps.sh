@@ -6,11 +6,14 @@
 # gateways' Redis timeout. In steps, restore_stage.lua writes the snapshot's
 # orders, holds and customers' counts into staging keys, 1,000 a call, and
 # restore_swap.lua puts them in place with the counter at one moment.
-# The state it leaves must be exactly the one the script in one step leaves;
-# the sale goes on from it without overselling; and a counter or orders hash
-# that comes back before the last step makes it drop what it staged.
-# Red with the swap's checks taken out (checks 11, 13, 14), with the
-# customers' counts staged wrong (3), with the holds not staged (3, 6, 7, 11, 13).
+# A lost orders hash alone (the counter kept) is rebuilt in steps the same way,
+# rebuild_swap.lua doing rebuild.lua's last part. The state each leaves must be
+# exactly the one the script in one step leaves; the sale goes on from it
+# without overselling; and a counter or orders hash that comes back before the
+# last step makes it drop what it staged.
+# Red with the swap's checks taken out (checks 13-16), with the customers'
+# counts staged wrong (3), with the holds not staged (3, 6, 7, 13, 15), with
+# rebuild_swap.lua not moving the staged users or not filtering releasing (8).
 source "$(dirname "$0")/lib.sh"
 plan 16
 
@@ -31,12 +34,10 @@ lose() {
     "$(key amounts)" "$(key resent)" >/dev/null
 }
 staged_keys() { rcli --scan --pattern "voucher:{$code}:restoring:*" | wc -l; }
-# restore NAME ABOVE [ARGS...]: one pass (--once) restoring with --orders-scan-above ABOVE.
+# restore NAME ABOVE: one pass (--once) restoring with --orders-scan-above ABOVE.
 restore() {
-  local name=$1 above=$2
-  shift 2
-  "$bin_reconciler" --once --grace 60s --restore-delay 0s --orders-scan-above "$above" \
-    --admin-addr "" "$@" >"$scratch/$name.txt" 2>&1
+  "$bin_reconciler" --once --grace 60s --restore-delay 0s --orders-scan-above "$2" \
+    --admin-addr "" >"$scratch/$1.txt" 2>&1
 }
 # restore_paused NAME: the same in the background, stopping before each repair script.
 restore_paused() {
