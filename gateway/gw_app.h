@@ -76,6 +76,9 @@ enum {
  */
 void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
 
+/* Fills key with voucher:{code}SUFFIX (suffix begins with "}:"), as gw_app_keys() does. */
+void gw_app_key(const char *code, const char *suffix, char key[GW_KEY_MAX]);
+
 /* A gw_redis_cb that ignores the reply, for commands nobody waits for. */
 void gw_app_ignore_cb(void *arg, int rc, const gw_redis_reply_t *reply);
 

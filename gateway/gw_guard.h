@@ -181,6 +181,9 @@ void gw_guard_cache_fail(gw_guard_cache_t *c, uint64_t key);
 /* The cache key of a bucket: a keyed hash of its Redis key and its rate; never 0. */
 uint64_t gw_guard_cache_key(const char *bucket_key, const gw_guard_rate_t *rate);
 
+/* The same, from the bucket's gw_guard_spent_key() (hashed once for both). */
+uint64_t gw_guard_cache_key_of(uint64_t spent_key, const gw_guard_rate_t *rate);
+
 /* ---- pure: the buckets other gateways spent (the spent set) ---- */
 
 /*

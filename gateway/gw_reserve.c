@@ -834,23 +834,31 @@ static void with_rules(reserve_t *x)
     size_t argvlen[3];
     int rc;
 
+    int sold = GW_SOLDOUT_NO;
+
     x->now_ms = vc_time_now_ms();
     x->refusal = vc_voucher_check(&x->v, x->now_ms, x->in.order_amount, &x->discount);
     if (x->camp.id)
         x->refusal = gw_campaign_refusal(&x->camp, x->refusal);
-    if (x->refusal == 0 && !x->camp.id) {
-        switch (gw_soldout_order(x->code, x->in.order_id, vc_time_mono_ms())) {
-        case GW_SOLDOUT_NEW:
-            /* Not an order Redis knew when the voucher sold out: no round trip. */
-            x->refusal = VC_E_OUT_OF_STOCK;
-            refuse_new(x);
-            return;
-        case GW_SOLDOUT_KNOWN:
-            /* A retry (most likely): reserve.lua "known" answers it, takes nothing. */
-            x->refusal = VC_E_OUT_OF_STOCK;
-            run_script(x);
-            return;
-        }
+    if (x->refusal == 0 && !x->camp.id)
+        sold = gw_soldout_order(x->code, x->in.order_id, vc_time_mono_ms());
+    if (sold == GW_SOLDOUT_NEW) {
+        /* Not an order Redis knew when the voucher sold out: no round trip, no key. */
+        x->refusal = VC_E_OUT_OF_STOCK;
+        refuse_new(x);
+        return;
+    }
+    /* Named here, once the answer needs Redis (a campaign's came with its code). */
+    if (!x->camp.id) {
+        gw_app_keys(x->code, x->keys);
+        gw_app_key(x->code, "}:soldout", x->soldout_key); /* the voucher's sold-out leases */
+    }
+    vc_claim_key(x->in.order_id, x->claim_key);
+    if (sold == GW_SOLDOUT_KNOWN) {
+        /* A retry (most likely): reserve.lua "known" answers it, takes nothing. */
+        x->refusal = VC_E_OUT_OF_STOCK;
+        run_script(x);
+        return;
     }
     if (x->refusal == 0) {
         x->held_until_ms = x->now_ms + x->app->cfg->hold_ttl_ms;
@@ -938,9 +946,6 @@ void gw_reserve_start(gw_app_t *app, gw_request_t *req, const char *code)
     x->req = req;
     x->in = in;
     memcpy(x->code, code, strnlen(code, VC_CODE_MAX)); /* x is zeroed: the code stays terminated */
-    gw_app_keys(code, x->keys);
-    vc_claim_key(in.order_id, x->claim_key);
-    gw_soldout_key(code, x->soldout_key, sizeof(x->soldout_key));
     /* Before any lookup: an empty bucket gets 429 and learns nothing of the code. */
     if (gw_guard_enter(app, req, in.customer_id, lookup, x) == GW_GUARD_GO)
         lookup(x);

@@ -218,8 +218,3 @@ const char *gw_soldout_token(void)
     uv_once(&slots_once, slots_init);
     return token;
 }
-
-void gw_soldout_key(const char *code, char *key, size_t cap)
-{
-    snprintf(key, cap, "voucher:{%s}:soldout", code);
-}

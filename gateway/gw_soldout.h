@@ -78,9 +78,6 @@ void gw_soldout_clear(const char *code);
 /* This process's lease token (16 hex digits, random), for reserve.lua's ARGV[9]. */
 const char *gw_soldout_token(void);
 
-/* Fills key (cap bytes) with voucher:{code}:soldout, the voucher's leases. */
-void gw_soldout_key(const char *code, char *key, size_t cap);
-
 /* Test helper: marks code until mono_until_ms with the snapshot ids (as in gw_soldout_answer()). */
 int gw_soldout_mark(const char *code, int64_t mono_until_ms, const char *ids, size_t len);
 
