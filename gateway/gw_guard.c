@@ -396,6 +396,7 @@ int gw_guard_client(const gw_guard_proxies_t *p, const char *peer, const char *f
 
 static gw_guard_limits_t defaults;
 static gw_guard_proxies_t proxies;
+static _Atomic unsigned configured; /* gw_guard_configure() calls: what a thread keeps is of one */
 static int guard_confirm_cancel; /* confirm and cancel are guarded (no VOUCHER_API_TOKEN) */
 static vc_metric_t *refused_customer, *refused_ip, *spent, *errors, *from_memory, *from_redis;
 /* The check cache of this gateway, shared by its workers (gw_guard.h). */
@@ -420,6 +421,7 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
 {
     static const char help[] = "Guarded tries refused with 429 because a bucket was empty, by "
                                "bucket kind.";
+    int rc;
 
     defaults.customer.tries = cfg->guard_customer_tries;
     defaults.customer.window_ms = cfg->guard_customer_window_ms;
@@ -466,7 +468,9 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
         gw_guard_spent_init(&spent_set);
         cache_ready = 1;
     }
-    return gw_guard_proxies_parse(cfg->trusted_proxies, &proxies, err, errlen);
+    rc = gw_guard_proxies_parse(cfg->trusted_proxies, &proxies, err, errlen);
+    atomic_fetch_add(&configured, 1); /* after: a client kept under this count saw these proxies */
+    return rc;
 }
 
 enum { B_CUSTOMER, B_IP, B_COUNT };
@@ -622,6 +626,7 @@ static _Thread_local struct {
     char peer[GW_GUARD_ADDR_MAX];
     char forwarded_for[128];
     gw_guard_rate_t rate;
+    unsigned configured; /* the configuration (trusted proxies) it was made under */
     int valid;
     char key[GW_GUARD_KEY_MAX];
     uint64_t ckey, skey;
@@ -646,8 +651,10 @@ static int address_bucket(const gw_request_t *req, const gw_guard_rate_t *rate)
 {
     const char *forwarded = req->forwarded_for ? req->forwarded_for : "";
     char client[GW_GUARD_ADDR_MAX];
+    unsigned now_configured = atomic_load(&configured);
 
-    if (last_address.valid && req->peer && strcmp(last_address.peer, req->peer) == 0 &&
+    if (last_address.valid && last_address.configured == now_configured && req->peer &&
+        strcmp(last_address.peer, req->peer) == 0 &&
         strcmp(last_address.forwarded_for, forwarded) == 0 &&
         last_address.rate.tries == rate->tries && last_address.rate.window_ms == rate->window_ms)
         return 1;
@@ -658,6 +665,7 @@ static int address_bucket(const gw_request_t *req, const gw_guard_rate_t *rate)
     last_address.skey = gw_guard_spent_key(last_address.key, strlen(last_address.key));
     last_address.ckey = gw_guard_cache_key_of(last_address.skey, rate);
     last_address.rate = *rate;
+    last_address.configured = now_configured;
     /* Kept for the next request only if what it came from fits to be compared. */
     last_address.valid = keep_text(last_address.peer, sizeof(last_address.peer), req->peer) &&
                          keep_text(last_address.forwarded_for,
