@@ -832,9 +832,7 @@ static void with_rules(reserve_t *x)
 {
     const char *argv[] = {"HGET", x->keys[GW_KEY_ORDERS], x->in.order_id};
     size_t argvlen[3];
-    int rc;
-
-    int sold = GW_SOLDOUT_NO;
+    int rc, sold = GW_SOLDOUT_NO;
 
     x->now_ms = vc_time_now_ms();
     x->refusal = vc_voucher_check(&x->v, x->now_ms, x->in.order_amount, &x->discount);
