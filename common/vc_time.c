@@ -27,6 +27,22 @@ static void put_digits(char *p, int n, int width)
         p[i] = (char)('0' + n % 10);
 }
 
+/*
+ * The text of the last two seconds this thread formatted
+ * ("YYYY-MM-DDTHH:MM:SS"). A busy gateway formats the same seconds again and
+ * again: now and now plus the hold for every reservation (its event's time,
+ * its heldUntil). gmtime_r() was 1,250 of a reservation's 45,800
+ * instructions, with glibc's time-zone lock taken on each call.
+ */
+static _Thread_local struct {
+    struct {
+        time_t secs;
+        int valid;
+        char text[20];
+    } kept[2];
+    int next; /* the one to replace */
+} seconds;
+
 size_t vc_time_format_ms(int64_t ms, char *buf, size_t cap)
 {
     time_t secs = (time_t)(ms / 1000);
@@ -38,6 +54,15 @@ size_t vc_time_format_ms(int64_t ms, char *buf, size_t cap)
         frac += 1000;
         secs -= 1;
     }
+    for (int i = 0; i < 2; i++)
+        if (seconds.kept[i].valid && seconds.kept[i].secs == secs) {
+            if (cap < 25)
+                return 0;
+            memcpy(buf, seconds.kept[i].text, 19);
+            memcpy(buf + 19, ".000Z", 6);
+            put_digits(buf + 20, frac, 3);
+            return 24;
+        }
     if (!gmtime_r(&secs, &tm))
         return 0;
     year = tm.tm_year + 1900;
@@ -57,6 +82,11 @@ size_t vc_time_format_ms(int64_t ms, char *buf, size_t cap)
         put_digits(buf + 14, tm.tm_min, 2);
         put_digits(buf + 17, tm.tm_sec, 2);
         put_digits(buf + 20, frac, 3);
+        memcpy(seconds.kept[seconds.next].text, buf, 19);
+        seconds.kept[seconds.next].text[19] = '\0';
+        seconds.kept[seconds.next].secs = secs;
+        seconds.kept[seconds.next].valid = 1;
+        seconds.next ^= 1;
         return 24;
     }
     /* Four digits no longer hold the year: printf widens it. */

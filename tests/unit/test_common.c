@@ -250,6 +250,17 @@ START_TEST(time_format_is_the_formats_text)
     ck_assert_uint_eq(vc_time_format_ms(0, got, 24), 0);
     ck_assert_uint_eq(vc_time_format_ms(253402300800000, got, sizeof(got)), 25);
     ck_assert_str_eq(got, "10000-01-01T00:00:00.000Z");
+    /* Runs of times within one second and across seconds, two of them in turn (two are kept). */
+    for (int64_t t = 1764633599000; t < 1764633599000 + 3000; t += 7) {
+        format_with_printf(t, want, sizeof(want));
+        ck_assert_uint_eq(vc_time_format_ms(t, got, sizeof(got)), strlen(want));
+        ck_assert_str_eq(got, want);
+        format_with_printf(t - 86400000, want, sizeof(want)); /* the same second of the day before */
+        ck_assert_uint_eq(vc_time_format_ms(t - 86400000, got, sizeof(got)), strlen(want));
+        ck_assert_str_eq(got, want);
+    }
+    ck_assert_uint_eq(vc_time_format_ms(1764633599000, got, sizeof(got)), 24);
+    ck_assert_uint_eq(vc_time_format_ms(1764633599001, got, 24), 0);
 }
 END_TEST
 
