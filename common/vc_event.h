@@ -69,7 +69,7 @@ int vc_event_decode(const char *json, size_t len, vc_event_t *ev, char *err, siz
 /* Whether s (len bytes) is a valid voucher code: [A-Z0-9_-]{1,32}. */
 int vc_code_valid(const char *s, size_t len);
 
-/* Whether s (len bytes) is a valid orderId: 1..64 printable ASCII bytes, no '/' or spaces. */
+/* Whether s (len bytes) is a valid orderId: 1..64 printable ASCII bytes, none of / ? # %. */
 int vc_order_id_valid(const char *s, size_t len);
 
 #endif

@@ -264,6 +264,26 @@ START_TEST(time_format_is_the_formats_text)
 }
 END_TEST
 
+/* An orderId: 1..VC_ORDER_ID_MAX printable ASCII characters, none of / ? # %. Every byte tried. */
+START_TEST(order_id_characters)
+{
+    char id[VC_ORDER_ID_MAX + 2];
+
+    for (int c = 0; c < 256; c++) {
+        int want = c > 0x20 && c < 0x7f && c != '/' && c != '?' && c != '#' && c != '%';
+
+        memcpy(id, "abxd", 5);
+        id[2] = (char)c;
+        ck_assert_msg(vc_order_id_valid(id, 4) == want, "byte 0x%02x in the middle", c);
+        ck_assert_msg(vc_order_id_valid(id + 2, 1) == want, "byte 0x%02x alone", c);
+    }
+    memset(id, 'o', sizeof(id));
+    ck_assert_int_eq(vc_order_id_valid(id, VC_ORDER_ID_MAX), 1);
+    ck_assert_int_eq(vc_order_id_valid(id, VC_ORDER_ID_MAX + 1), 0);
+    ck_assert_int_eq(vc_order_id_valid(id, 0), 0);
+}
+END_TEST
+
 START_TEST(jout_escapes_as_yajl)
 {
     char got[128], want[128];
@@ -1074,6 +1094,7 @@ static Suite *common_suite(void)
     tcase_add_test(tc, event_encode_rejects_invalid);
     tcase_add_test(tc, event_encode_is_the_generators_text);
     tcase_add_test(tc, time_format_is_the_formats_text);
+    tcase_add_test(tc, order_id_characters);
     tcase_add_test(tc, jout_escapes_as_yajl);
     tcase_add_loop_test(tc, event_decode_rejects_malformed, 0,
                         sizeof(bad_events) / sizeof(bad_events[0]));
