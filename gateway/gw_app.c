@@ -113,7 +113,7 @@ void gw_app_reply(gw_request_t *req, int status, const char *body, size_t len)
  * instructions.
  */
 static _Thread_local struct {
-    int rc, status;
+    int rc;
     size_t len; /* 0: nothing kept */
     char body[768];
 } last_error;
@@ -122,20 +122,17 @@ void gw_app_reply_error(gw_request_t *req, int rc, const char *detail)
 {
     const char *error, *reason;
     char body[768];
-    int status;
+    int status = gw_status_for(rc, &error, &reason);
     size_t len;
 
     if (!detail && last_error.len && last_error.rc == rc) {
         /* Copied: answering may run code that answers another error on this thread. */
-        status = last_error.status;
         len = last_error.len;
         memcpy(body, last_error.body, len);
     } else {
-        status = gw_status_for(rc, &error, &reason);
         len = gw_body_error(body, sizeof(body), error, detail ? detail : vc_strerror(rc), reason);
         if (!detail && len) {
             last_error.rc = rc;
-            last_error.status = status;
             last_error.len = len;
             memcpy(last_error.body, body, len);
         }
