@@ -12,32 +12,23 @@ void vc_jout_init(vc_jout_t *o, char *buf, size_t cap)
     o->full = cap == 0;
 }
 
-void vc_jout_raw(vc_jout_t *o, const char *s, size_t n)
-{
-    if (o->full || n > (size_t)(o->end - o->p)) {
-        o->full = 1;
-        return;
-    }
-    memcpy(o->p, s, n);
-    o->p += n;
-}
-
-void vc_jout_lit(vc_jout_t *o, const char *s)
-{
-    vc_jout_raw(o, s, strlen(s));
-}
-
 void vc_jout_str(vc_jout_t *o, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF"; /* yajl's case */
-    const char *run = s;
 
     vc_jout_raw(o, "\"", 1);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
+    for (;;) {
+        const char *run = s;
+        unsigned char ch;
         char esc[6] = {'\\', 0, '0', '0', 0, 0};
         size_t n = 2;
 
+        /* The run of bytes a JSON string holds as they are; the NUL that ends s stops it too. */
+        while ((unsigned char)*s >= 0x20 && *s != '"' && *s != '\\')
+            s++;
+        vc_jout_raw(o, run, (size_t)(s - run));
+        if ((ch = (unsigned char)*s) == '\0')
+            break;
         switch (ch) {
         case '"':
         case '\\':
@@ -59,19 +50,15 @@ void vc_jout_str(vc_jout_t *o, const char *s)
             esc[1] = 't';
             break;
         default:
-            if (ch >= 0x20)
-                continue; /* part of the run copied as it is */
             esc[1] = 'u';
             esc[4] = hex[ch >> 4];
             esc[5] = hex[ch & 15];
             n = 6;
             break;
         }
-        vc_jout_raw(o, run, (size_t)(s - run));
         vc_jout_raw(o, esc, n);
-        run = s + 1;
+        s++;
     }
-    vc_jout_raw(o, run, (size_t)(s - run));
     vc_jout_raw(o, "\"", 1);
 }
 

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct {
     char *buf;
@@ -25,9 +26,25 @@ typedef struct {
 /* Starts writing into buf (cap bytes, cap > 0 for anything to fit). */
 void vc_jout_init(vc_jout_t *o, char *buf, size_t cap);
 
-/* n bytes as they are (JSON punctuation, keys known to need no escape). */
-void vc_jout_raw(vc_jout_t *o, const char *s, size_t n);
-void vc_jout_lit(vc_jout_t *o, const char *s);
+/*
+ * n bytes as they are (JSON punctuation, keys known to need no escape).
+ * Inline, as vc_jout_lit(): most writes are a few bytes of a literal, whose
+ * length the compiler then counts.
+ */
+static inline void vc_jout_raw(vc_jout_t *o, const char *s, size_t n)
+{
+    if (o->full || n > (size_t)(o->end - o->p)) {
+        o->full = 1;
+        return;
+    }
+    memcpy(o->p, s, n);
+    o->p += n;
+}
+
+static inline void vc_jout_lit(vc_jout_t *o, const char *s)
+{
+    vc_jout_raw(o, s, strlen(s));
+}
 
 /* s as a JSON string, quoted and escaped. */
 void vc_jout_str(vc_jout_t *o, const char *s);
