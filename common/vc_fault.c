@@ -37,11 +37,31 @@ static int listed(const char *list, const char *name)
     return 0;
 }
 
+/* Writes all of len bytes of buf to fd; 0, or -1 with errno set. */
+static int write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 void vc_pause(const char *name)
+{
+    vc_pause_with(name, NULL);
+}
+
+void vc_pause_with(const char *name, const char *detail)
 {
     const char *dir = getenv("VOUCHER_PAUSE_DIR");
     const struct timespec tick = {0, 5 * 1000 * 1000};
-    char path[512], pid[24];
+    char path[512], tmp[520], pid[24];
     int fd, n;
 
     if (!listed(getenv("VOUCHER_PAUSE"), name))
@@ -51,14 +71,24 @@ void vc_pause(const char *name)
         return;
     }
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
-        vc_error("pause point %s: %s: %s; not pausing", name, path, strerror(errno));
+    /*
+     * Written aside and renamed into place: a test that sees the file sees
+     * all of it (the pid and the detail), never a part.
+     */
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+        vc_error("pause point %s: %s: %s; not pausing", name, tmp, strerror(errno));
         return;
     }
     n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-    if (write(fd, pid, (size_t)n) != n)
-        vc_error("pause point %s: writing %s: %s", name, path, strerror(errno));
+    if (write_all(fd, pid, (size_t)n) != 0 || (detail && write_all(fd, detail, strlen(detail)) != 0))
+        vc_error("pause point %s: writing %s: %s", name, tmp, strerror(errno));
     close(fd);
+    if (rename(tmp, path) != 0) {
+        vc_error("pause point %s: %s: %s; not pausing", name, path, strerror(errno));
+        unlink(tmp);
+        return;
+    }
     vc_info("pause point %s: waiting until %s is removed", name, path);
     while (access(path, F_OK) == 0)
         nanosleep(&tick, NULL);

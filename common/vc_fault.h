@@ -13,6 +13,11 @@
  * it). VOUCHER_PAUSE may list several points separated by commas. A point
  * pauses every time it is reached; a missing VOUCHER_PAUSE_DIR, or a file
  * that cannot be created, is logged and the point does not pause.
+ *
+ * VC_PAUSE_WITH("name", detail) pauses as VC_PAUSE does and also writes the
+ * NUL-terminated text detail into the file, after the pid's line, so that the
+ * test sees what the process is about to do there (the reconciler's
+ * each-repair point names the script it is about to send: tests/model).
  */
 #ifndef VC_FAULT_H
 #define VC_FAULT_H
@@ -20,11 +25,14 @@
 #ifdef VC_FAULT_POINTS
 void vc_fault(const char *name);
 void vc_pause(const char *name);
+void vc_pause_with(const char *name, const char *detail);
 #define VC_FAULT(name) vc_fault(name)
 #define VC_PAUSE(name) vc_pause(name)
+#define VC_PAUSE_WITH(name, detail) vc_pause_with(name, detail)
 #else
 #define VC_FAULT(name) ((void)0)
 #define VC_PAUSE(name) ((void)0)
+#define VC_PAUSE_WITH(name, detail) ((void)(detail))
 #endif
 
 #endif

@@ -928,7 +928,7 @@ int rc_redis_campaign(rc_redis_t *r, int64_t campaign_id, int64_t scan_above,
      * As every script of a pass, the read goes after a pause: a test
      * (tests/model) steps the reconciler to it (it was a script before).
      */
-    VC_PAUSE("reconciler-each-repair");
+    VC_PAUSE_WITH("reconciler-each-repair", "campaign-read");
     campaign_keys_of(campaign_id, &k);
     snprintf(max, sizeof(max), "%lld", (long long)releasing_max_ms);
     snprintf(limit, sizeof(limit), "%d", releasing_limit);
@@ -1011,7 +1011,7 @@ int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *cons
      * steps the reconciler from one repair to the next, so that any gateway
      * step can land between two of them.
      */
-    VC_PAUSE("reconciler-each-repair");
+    VC_PAUSE_WITH("reconciler-each-repair", script);
     if (!argv)
         return VC_ERR_NOMEM;
     snprintf(numkeys, sizeof(numkeys), "%d", nkeys);

@@ -57,8 +57,11 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
                                  rule, run_state_machine_as_test)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The bases of the window sweeps (an aim's --sweep): sequences that leave a repair to do.
+BASES = os.path.join(HERE, "bases")
 sys.path.insert(0, os.path.join(HERE, "..", "..", "common"))
 import embed  # noqa: E402  (common/embed.py: a script's "-- @include" lines)
+import mutants  # noqa: E402  (tests/model/mutants.py: the mutants' files)
 TOPIC = os.environ.get("VOUCHER_KAFKA_TOPIC", "voucher-events")
 GROUP = os.environ.get("VOUCHER_WRITER_GROUP", "voucher-writer")
 PARTITIONS = 12
@@ -126,6 +129,19 @@ class Violation(AssertionError):
 class Muted(Exception):
     """A broken promise of a kind this run found already (long mode): the example ends quietly,
     so that the search goes on for other kinds instead of finding the first one again."""
+
+
+# The rules an example may draw (--rules, an aimed search's): None, every rule.
+RULES = {"on": None}
+# An example's shape: its total_limit and how many orders it uses, drawn from these (--total,
+# --orders: an aimed search narrows them). Orders: 1 twice as often (every race of issue 22 needs
+# one order, and with fewer the steps meet on it more often).
+SHAPE = {"total": [1, 2, 3], "orders": [1, 1, 2, 3]}
+
+
+def only(name):
+    """Every rule: drawn only when the run allows it (--rules)."""
+    return precondition(lambda self: RULES["on"] is None or name in RULES["on"])
 
 
 def guarded(f):
@@ -423,6 +439,11 @@ class World:
         self.muted_examples = collections.Counter()
         self.rules = collections.Counter()
         self.repairs = collections.Counter()  # the reconciler's effects, by kind (coverage)
+        # The scripts the reconciler sent, by name (coverage): its each-repair pause names the
+        # text it is about to send (VC_PAUSE_WITH in rc_redis_eval()), which is the build's
+        # expanded script of that name.
+        self.scripts_run = collections.Counter()
+        self.script_names = {text: name for name, text in self.scripts.src.items()}
         self.phases = set()
         self.steps = 0
         self.examples = 0
@@ -431,6 +452,21 @@ class World:
         self.last_story = []
         self.last_steps = []
         self.isolate()
+
+    def script_at(self, pause_file):
+        """The name of the script the reconciler stands before at its each-repair pause (the pause
+        file holds its pid, then the text: VC_PAUSE_WITH), "campaign-read" for a campaign's full
+        read, "?" for a text the build's scripts do not have, None for a build from before."""
+        try:
+            with open(pause_file) as f:
+                detail = f.read().split("\n", 1)[1]
+        except (OSError, IndexError):
+            return None
+        if not detail:
+            return None
+        if detail == "campaign-read":
+            return detail
+        return self.script_names.get(detail, "?")
 
     def sql(self, q, args=None):
         with self.pg.cursor() as c:
@@ -552,7 +588,8 @@ class Explorer(RuleBasedStateMachine):
 
     # ---- set-up and the record of what happened
 
-    @initialize(total=st.integers(1, 3), orders=st.sampled_from([1, 1, 2, 3]),
+    @initialize(total=st.deferred(lambda: st.sampled_from(SHAPE["total"])),
+                orders=st.deferred(lambda: st.sampled_from(SHAPE["orders"])),
                 campaign=st.deferred(lambda: st.sampled_from(CAMPAIGN_DRAW[CAMPAIGN["mode"]])),
                 limit=st.integers(1, 2))
     def init_voucher(self, total, orders=ORDERS, campaign=False, limit=PER_USER):
@@ -641,6 +678,7 @@ class Explorer(RuleBasedStateMachine):
             env=env, stdout=self.rc_logf, stderr=subprocess.STDOUT)
         LIVE.add(self.rc)
         self.rc_at = None
+        self.rc_script = None   # at each-repair: the script the reconciler is about to send
         self.passes = 0
         self.ready = True
         self.rc_wait()
@@ -872,6 +910,7 @@ class Explorer(RuleBasedStateMachine):
         else the first of the campaign's."""
         return self.took.get(o, self.codes[0]) if self.camp else self.code
 
+    @only("reserve")
     @rule(o=st.integers(0, ORDERS - 1), ttl=st.sampled_from(["live", "past", "short"]),
           c=st.integers(0, 2))
     @guarded
@@ -969,6 +1008,7 @@ class Explorer(RuleBasedStateMachine):
                                         -7: "503 keys lost"}.get(status, "?")
         self.record(what, "reserve", {"o": o, "ttl": ttl, "c": c})
 
+    @only("confirm")
     @precondition(lambda self: self.created)
     @rule(o=st.integers(0, ORDERS - 1))
     @guarded
@@ -991,6 +1031,7 @@ class Explorer(RuleBasedStateMachine):
             what += ", event queued"
         self.record(what, "confirm", {"o": o})
 
+    @only("cancel")
     @precondition(lambda self: self.created)
     @rule(o=st.integers(0, ORDERS - 1))
     @guarded
@@ -1015,6 +1056,7 @@ class Explorer(RuleBasedStateMachine):
             what += ", event queued"
         self.record(what, "cancel", {"o": o})
 
+    @only("cancel_finish")
     @precondition(lambda self: self.finishable)
     @rule(i=st.integers(0, 3))
     @guarded
@@ -1040,6 +1082,7 @@ class Explorer(RuleBasedStateMachine):
     # ---- shorthands: a call and Kafka's report on it with nothing in between (one interleaving
     # among the others, but a frequent one: it makes the states worth exploring more likely)
 
+    @only("reserve_now")
     @rule(o=st.integers(0, ORDERS - 1), ttl=st.sampled_from(["live", "past", "short"]),
           outcome=st.sampled_from(["ack", "ack", "lost", "not_persisted"]), c=st.integers(0, 2))
     @guarded
@@ -1053,6 +1096,7 @@ class Explorer(RuleBasedStateMachine):
         """(saved cases) reserve_now with an ack."""
         self.reserve_now(o, ttl, "ack")
 
+    @only("confirm_now")
     @precondition(lambda self: self.created)
     @rule(o=st.integers(0, ORDERS - 1), outcome=st.sampled_from(["ack", "ack", "possibly"]))
     @guarded
@@ -1066,6 +1110,7 @@ class Explorer(RuleBasedStateMachine):
         """(saved cases) confirm_now with an ack."""
         self.confirm_now(o, "ack")
 
+    @only("cancel_ok")
     @precondition(lambda self: self.created)
     @rule(o=st.integers(0, ORDERS - 1))
     @guarded
@@ -1085,6 +1130,7 @@ class Explorer(RuleBasedStateMachine):
 
     # ---- Kafka's report on a queued event
 
+    @only("deliver")
     @precondition(lambda self: self.pending)
     @rule(i=st.integers(0, 3), outcome=st.sampled_from(["ack", "ack", "not_persisted",
                                                          "possibly", "lost"]))
@@ -1191,6 +1237,7 @@ class Explorer(RuleBasedStateMachine):
         finally:
             pg.autocommit = True
 
+    @only("writer_apply")
     @precondition(lambda self: self.created)
     @rule(n=st.integers(1, 4), commit=st.booleans())
     @guarded
@@ -1210,6 +1257,7 @@ class Explorer(RuleBasedStateMachine):
             what += ", crashes before the commit"
         self.record(what, "writer_apply", {"n": n, "commit": commit})
 
+    @only("writer_redeliver")
     @precondition(lambda self: self.committed > self.start)
     @rule(k=st.integers(1, 3))
     @guarded
@@ -1229,6 +1277,8 @@ class Explorer(RuleBasedStateMachine):
             for p in PAUSES:
                 if os.path.exists(os.path.join(self.pause_dir, p)):
                     self.rc_at = p
+                    if p == "reconciler-each-repair":
+                        self.rc_script = self.w.script_at(os.path.join(self.pause_dir, p))
                     if p == "reconciler-after-tail":
                         self.passes += 1
                         self.window_writes = 0   # a new pass: its reads are ahead of it
@@ -1248,7 +1298,10 @@ class Explorer(RuleBasedStateMachine):
         live0, n0 = self.kafka_live(), len(self.log)
         was = self.rc_at
         os.unlink(os.path.join(self.pause_dir, self.rc_at))
-        self.rc_at = None
+        if was == "reconciler-each-repair" and self.rc_script:
+            # The script it stood before runs now (unless its connection is gone: a rollback).
+            self.w.scripts_run[self.rc_script] += 1
+        self.rc_at = self.rc_script = None
         self.fence_seen = None
         windows = self.window_writes
         self.rc_wait()
@@ -1362,6 +1415,7 @@ class Explorer(RuleBasedStateMachine):
         pause."""
         self.rc_to("after-tail")
 
+    @only("rc_to")
     @rule(point=st.sampled_from(["next", "next", "after-tail", "after-remaining",
                                  "before-repair", "each-repair", "campaign-after-numbers",
                                  "campaign-before-repair", "before-fence", "orders-scanned"]))
@@ -1384,6 +1438,7 @@ class Explorer(RuleBasedStateMachine):
                 "reconciler runs to %s (%d hops)" % (at, hops))
         self.record(what + self.effects_text(effects), "rc_to", {"point": point})
 
+    @only("wait_grace")
     @precondition(lambda self: self.created)
     @rule()
     @guarded
@@ -1393,6 +1448,7 @@ class Explorer(RuleBasedStateMachine):
 
     # ---- faults
 
+    @only("delete_key")
     @precondition(lambda self: self.created)
     @rule(key=st.deferred(lambda: st.sampled_from(FAULT_KEYS)))
     @guarded
@@ -1402,6 +1458,7 @@ class Explorer(RuleBasedStateMachine):
         self.w.r.delete(getattr(self.k, key))
         self.record("FAULT: Redis loses %s" % key, "delete_key", {"key": key})
 
+    @only("lose_confirm")
     @precondition(lambda self: self.created)
     @rule(i=st.integers(0, 2))
     @guarded
@@ -1420,6 +1477,7 @@ class Explorer(RuleBasedStateMachine):
             what += " (not confirmed: nothing)"
         self.record(what, "lose_confirm", {"o": o})
 
+    @only("rollback")
     @precondition(lambda self: self.created)
     @rule(k=st.integers(1, 3))
     @guarded
@@ -1785,6 +1843,10 @@ class Explorer(RuleBasedStateMachine):
         return None
 
 
+# The rules of the state machine, by name (--rules, an aim's --rules).
+RULE_NAMES = sorted(n for n, f in vars(Explorer).items()
+                    if getattr(f, "hypothesis_stateful_rule", None) is not None)
+
 # ---------------------------------------------------------------------------
 # Running: the bounded mode, the long mode, the replays.
 
@@ -1859,6 +1921,87 @@ def replay_steps(steps):
     return err, cls, why, m.story
 
 
+# The gateway's and the faults' single actions a window sweep puts inside a reconciler's window,
+# by name: each a function of the order (0..orders-1) giving the steps to run there.
+SWEEP_ACTIONS = {
+    "retry": lambda o: [["reserve_now", {"o": o, "ttl": "live", "outcome": "ack", "c": 0}]],
+    "retry_lost": lambda o: [["reserve_now", {"o": o, "ttl": "live", "outcome": "lost", "c": 0}]],
+    "reserve": lambda o: [["reserve", {"o": o, "ttl": "live", "c": 0}]],
+    "confirm": lambda o: [["confirm_now", {"o": o, "outcome": "ack"}]],
+    "confirm_503": lambda o: [["confirm_now", {"o": o, "outcome": "possibly"}]],
+    "cancel": lambda o: [["cancel_ok", {"o": o}]],
+    "cancel_begin": lambda o: [["cancel", {"o": o}]],
+    "deliver": lambda o: [["deliver", {"i": 0, "outcome": "ack"}]],
+    "writer": lambda o: [["writer_apply", {"n": 4, "commit": True}]],
+    "wait": lambda o: [["wait_grace", {}]],
+    "lose_confirm": lambda o: [["lose_confirm", {"o": o}]],
+    "rollback": lambda o: [["rollback", {"k": 1}]],
+}
+
+
+def sweep_hops(base, passes):
+    """Replays base, then steps the reconciler one pause point at a time through the pass it
+    stands in and the passes - 1 after it: the points it stood at (index 0: where base left it),
+    with the script at each-repair. Returns
+    (hops, error or None, class, story); the base with nothing put in must keep every promise."""
+    m = Explorer()
+    hops = []
+    err = cls = None
+    try:
+        for name, args in base:
+            if (name == "deliver" and not m.pending) or (name == "cancel_finish"
+                                                         and not m.finishable):
+                continue
+            getattr(m, name)(**args)
+            if name != "init_voucher":
+                m.promises()
+        crossed = 0
+        while crossed < passes:
+            hops.append((SHORT[m.rc_at], m.rc_script))
+            m.rc_to("next")
+            m.promises()
+            crossed += m.rc_at == "reconciler-after-tail"
+        m.teardown()
+    except Violation as e:
+        err, cls = str(e), e.cls
+    finally:
+        if m.ready:
+            m.stop()
+    return hops, err, cls, m.story
+
+
+def sweep(path, windows, actions, passes):
+    """A window sweep (an aim's --sweep): from the base saved at path (a sequence that leaves a
+    repair to do), for every pause point the reconciler reaches in the next passes that windows
+    names, and every action there on every order, replays base + the hops to that point + the
+    action, then quiescence. Yields (label, error or None, class, why, story) for each, the base
+    alone first. Deterministic: replays run on the explorer's clock."""
+    case = json.load(open(path))
+    base = case["steps"]
+    n_orders = base[0][1].get("orders", 1)
+    was, scan = FENCE["gateway"], SCAN["on"]
+    FENCE["gateway"] = was and case.get("fence", True)
+    SCAN["on"] = case.get("scan", True)
+    try:
+        hops, err, cls, story = sweep_hops(base, passes)
+        yield "the base alone (%d hops)" % len(hops), err, cls, None, story
+        if err:
+            return
+        for i, (point, script) in enumerate(hops):
+            if point not in windows:
+                continue
+            for act in actions:
+                for o in range(n_orders):
+                    steps = base + [["rc_to", {"point": "next"}]] * i + SWEEP_ACTIONS[act](o)
+                    err, cls, why, story = replay_steps(steps)
+                    yield ("hop %d (%s%s), %s o%d" % (i, point, " before " + script if script else
+                                                      "", act, o), err, cls, why, story)
+                    if err:
+                        return
+    finally:
+        FENCE["gateway"], SCAN["on"] = was, scan
+
+
 def replay(path):
     """Runs a saved sequence step by step; returns (error or None, class, why, story). A case
     with "fence": false runs with the gateway's fence off (as --no-fence)."""
@@ -1915,11 +2058,15 @@ def shrink(steps, cls, minutes):
     return best, tries
 
 
-def run_replays(folder, adapter):
-    """Replays every case saved for this adapter. A case marked xfail (a known bug, with its
-    issue) must still fail; any other case must pass."""
+def run_replays(folder, adapter, first=(), stop=False):
+    """Replays every case saved for this adapter, the ones named in first first. A case marked
+    xfail (a known bug, with its issue) must still fail; any other case must pass. stop: return
+    at the first that does not."""
     bad = 0
-    for f in sorted(os.listdir(folder)):
+    names = sorted(os.listdir(folder))
+    for f in [x for x in first if x in names] + [x for x in names if x not in first]:
+        if bad and stop:
+            break
         if not f.endswith(".json"):
             continue
         case = json.load(open(os.path.join(folder, f)))
@@ -1986,7 +2133,30 @@ def main():
     ap.add_argument("--replay-one", default=None, help="one saved case, told as a story")
     ap.add_argument("--keep-going", action="store_true",
                     help="after a failure go on with the next seed (long mode)")
+    ap.add_argument("--rules", default=None,
+                    help="only these rules, comma-separated (default: all): %s" %
+                         ", ".join(RULE_NAMES))
+    ap.add_argument("--total", default=None, help="the totals an example draws from (1,2,3)")
+    ap.add_argument("--orders", default=None,
+                    help="how many orders an example uses, drawn from (1,1,2,3)")
+    ap.add_argument("--mutants-dir", default=os.path.join(HERE, "mutants"),
+                    help="the mutants, whose Aim: lines are the bounded run's aimed searches")
+    ap.add_argument("--no-aims", action="store_true",
+                    help="the bounded run without its aimed searches (the fixed seeds only)")
+    ap.add_argument("--mutant", default=None,
+                    help="(tests/model/run --mutants) this mutant's saved cases and aims first")
+    ap.add_argument("--first-failure", action="store_true",
+                    help="stop at the first broken promise, in the replays as in the search")
     a = ap.parse_args()
+    if a.rules:
+        unknown = set(a.rules.split(",")) - set(RULE_NAMES)
+        if unknown:
+            ap.error("no such rule: %s" % ", ".join(sorted(unknown)))
+        RULES["on"] = set(a.rules.split(","))
+    if a.total:
+        SHAPE["total"] = [int(x) for x in a.total.split(",")]
+    if a.orders:
+        SHAPE["orders"] = [int(x) for x in a.orders.split(",")]
     FAULT_KEYS[:] = [k for k in a.fault_keys.split(",") if k]
     CAMPAIGN["mode"] = a.campaign
     FENCE["gateway"] = not a.no_fence
@@ -2000,33 +2170,48 @@ def main():
                                 else "every promise held"), story)
         return 1 if err else 0
     if not a.no_replays and os.path.isdir(a.replays):
-        failures += run_replays(a.replays, a.adapter)
+        first = mutants.cases(a.mutants_dir, a.mutant) if a.mutant else []
+        failures += run_replays(a.replays, a.adapter, first, a.first_failure)
+        if failures and a.first_failure:
+            print("\n== stopped at the first failure (--first-failure)")
+            return 1
     if not a.long and a.adapter == "current":
         # The bounded run: an example that breaks a known failure's promise ends quietly.
         WORLD.mute_found = True
         WORLD.found_classes.update({c: None for c in KNOWN})
+    base = settings_of(a)
     if a.no_seeds:
-        seeds = iter([])
+        jobs = iter([])
     elif a.long:
         first = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 32)
         print("== long run: random seed %d (--seed %d repeats this run's seeds)" % (first, first))
         rng = random.Random(first)
-        seeds = iter(lambda: rng.randrange(1 << 32), None)
+        jobs = (("seed %d" % sd, sd, base) for sd in iter(lambda: rng.randrange(1 << 32), None))
         WORLD.mute_found = not a.no_mute
         if a.mute_known:
             WORLD.found_classes.update({c: None for c in KNOWN})
     else:
-        seeds = iter([int(s) for s in a.seeds.split(",") if s])
+        jobs = bounded_jobs(a, base)
     found = []
-    for seed in seeds:
+    for label, seed, job in jobs:
         if a.long and time.time() - started > a.minutes * 60:
             break
-        print("== seed %d (adapter %s, %d examples of at most %d steps) at %.0f s" %
-              (seed, a.adapter, a.examples, a.steps, time.time() - started))
+        apply_settings(job)
+        if job.get("sweep"):
+            print("== %s (%s) at %.0f s" % (label, job["text"], time.time() - started))
+            sys.stdout.flush()
+            bad = run_sweep(label, job, found, time.time() - started)
+            failures += bad
+            if bad and (not a.keep_going or a.first_failure):
+                break
+            continue
+        print("== %s (adapter %s, %d examples of at most %d steps%s) at %.0f s" %
+              (label, a.adapter, job["examples"], job["steps"],
+               "" if job is base else "; " + job["text"], time.time() - started))
         sys.stdout.flush()
         try:
             try:
-                run_with_seed(seed, a)
+                run_with_seed(seed, job, a.no_target)
             except Exception as raised:
                 v = violation_in(raised)
                 if v is None:
@@ -2037,13 +2222,13 @@ def main():
             steps = list(WORLD.last_steps)
             why = known(str(e), e.cls) if a.adapter == "current" and not a.long else None
             if why:
-                print_story("seed %d: KNOWN FAILURE (xfail, %s) [%s]: %s" % (seed, why, e.cls, e),
+                print_story("%s: KNOWN FAILURE (xfail, %s) [%s]: %s" % (label, why, e.cls, e),
                             WORLD.last_story)
                 continue
             failures += 1
-            print("\n== seed %d found [%s: %s] at %.0f s, after %d examples: %s" %
-                  (seed, e.cls, e.why, at, WORLD.examples, e))
-            print_story("seed %d: the sequence as generated (%d steps)" % (seed, len(steps)),
+            print("\n== %s found [%s: %s] at %.0f s, after %d examples: %s" %
+                  (label, e.cls, e.why, at, WORLD.examples, e))
+            print_story("%s: the sequence as generated (%d steps)" % (label, len(steps)),
                         WORLD.last_story)
             if a.long or a.shrink:
                 t0 = time.time()
@@ -2052,25 +2237,27 @@ def main():
                 err, cls, why2, story = replay_steps(steps)
                 WORLD.mute_found = (a.long and not a.no_mute) or (not a.long and
                                                                    a.adapter == "current")
-                print_story("seed %d: the minimal sequence (%d steps, %d replays, %.0f s): "
-                            "[%s] %s" % (seed, len(steps), tries, time.time() - t0, cls, err),
+                print_story("%s: the minimal sequence (%d steps, %d replays, %.0f s): "
+                            "[%s] %s" % (label, len(steps), tries, time.time() - t0, cls, err),
                             story)
             WORLD.found_classes.setdefault(e.cls, (seed, at))
-            found.append((seed, e.cls, str(e), at, len(steps)))
+            found.append((label, e.cls, str(e), at, len(steps)))
             if a.save:
                 os.makedirs(a.save, exist_ok=True)
                 path = os.path.join(a.save, "seed-%d-%s.json" % (seed, e.cls))
-                save_replay(path, steps, str(e), "found by seed %d (%s)" % (seed, e.why),
+                save_replay(path, steps, str(e), "found by %s (%s)" % (label, e.why),
                             e.cls, a.adapter)
                 print("saved %s" % path)
-            if not a.keep_going:
+            if not a.keep_going or a.first_failure:
                 break
+    apply_settings(base)
     print("\n== coverage: %d examples (%d of a campaign), %d steps, %d distinct step pairs, %d distinct step"
           " triples, %d distinct (step, reconciler phase) pairs; %.0f s" % (
               WORLD.examples, WORLD.campaign_examples, WORLD.steps, len(WORLD.pairs), len(WORLD.triples),
               len(WORLD.phases), time.time() - started))
     print("   steps by rule: " + ", ".join("%s %d" % kv for kv in WORLD.rules.most_common()))
     print("   reconciler effects: " + ", ".join("%s %d" % kv for kv in WORLD.repairs.most_common()))
+    print("   " + scripts_line())
     # Which steps ran while the reconciler stood at each pause: a point no gateway step
     # reached is a window the run did not explore.
     at = collections.defaultdict(set)
@@ -2088,14 +2275,32 @@ def main():
         for c in WORLD.muted_examples:
             if c in KNOWN and not a.long and a.adapter == "current":
                 print("   KNOWN FAILURE (xfail) %s: %s" % (c, KNOWN[c]))
-    for seed, cls, err, at, n in found:
-        print("found (seed %d, %.0f s, %d steps) [%s]: %s" % (seed, at, n, cls, err))
+    for label, cls, err, at, n in found:
+        print("found (%s, %.0f s, %d steps) [%s]: %s" % (label, at, n, cls, err))
     races = sorted(c for c in WORLD.found_classes if c in RACES)
     if a.long:
         print("== issue 22's races found on their own: %d of 7: %s" % (
             len(races), ", ".join("%s (seed %d, %.0f s)" % (c, *WORLD.found_classes[c])
                                   for c in races) or "none"))
     return 1 if failures else 0
+
+
+# Every script the reconciler may send in a pass's repairs (rc_pass.c, rc_campaign.c), so that the
+# coverage line names the ones the run never reached (0) as well as the others.
+REPAIR_SCRIPTS = ["restore", "restore_stage", "restore_swap", "retake", "lower", "rebuild",
+                  "rebuild_swap", "release_begin", "release_finish", "repair_confirmed",
+                  "limit_sync", "campaign_rebuild", "campaign_release_begin",
+                  "campaign_release_finish"]
+
+
+def scripts_line():
+    """The coverage line of the repair scripts the reconciler sent, each by name, 0 included."""
+    run = WORLD.scripts_run
+    names = [n for n in REPAIR_SCRIPTS if n in WORLD.scripts.src] + sorted(
+        n for n in run if n not in REPAIR_SCRIPTS and n != "campaign-read")
+    return "repair scripts the reconciler sent: " + ", ".join(
+        "%s %d" % (n, run.get(n, 0)) for n in names) + (
+        "; campaign full reads %d" % run["campaign-read"] if run.get("campaign-read") else "")
 
 
 def violation_in(e):
@@ -2109,15 +2314,124 @@ def violation_in(e):
     return None
 
 
-def run_with_seed(seed, a):
-    """One run of the state machine with a fixed seed: a.examples examples (no shrinking by
-    Hypothesis unless --hypothesis-shrink: shrink() does it, by replays)."""
+def settings_of(a):
+    """The search settings of the command line (an aimed search overrides some: aim_settings())."""
+    return {"rules": RULES["on"], "campaign": a.campaign, "fault_keys": list(FAULT_KEYS),
+            "total": list(SHAPE["total"]), "orders": list(SHAPE["orders"]),
+            "fence": not a.no_fence, "examples": a.examples, "steps": a.steps, "text": ""}
+
+
+def aim_settings(base, spec):
+    """An aimed search (a mutant file's Aim: line, tests/model/mutants/README.md): the search
+    settings base with spec's options instead, and the seeds it runs."""
+    p = argparse.ArgumentParser(prog="Aim:", add_help=False)
+    p.add_argument("--rules")
+    p.add_argument("--campaign", choices=sorted(CAMPAIGN_DRAW))
+    p.add_argument("--fault-keys")
+    p.add_argument("--total")
+    p.add_argument("--orders")
+    p.add_argument("--no-fence", action="store_true")
+    p.add_argument("--seeds", default="1")
+    p.add_argument("--examples", type=int)
+    p.add_argument("--steps", type=int)
+    p.add_argument("--sweep", default=None)
+    p.add_argument("--window", default="after-remaining,before-repair,orders-scanned,each-repair")
+    p.add_argument("--actions", default=",".join(SWEEP_ACTIONS))
+    p.add_argument("--passes", type=int, default=1)
+    o = p.parse_args(spec.split())
+    job = dict(base, text=spec)
+    if o.sweep:
+        unknown = set(o.actions.split(",")) - set(SWEEP_ACTIONS)
+        if unknown:
+            raise SystemExit("aim %r: no such action %s (actions: %s)" % (
+                spec, ", ".join(sorted(unknown)), ", ".join(SWEEP_ACTIONS)))
+        job["sweep"] = os.path.join(BASES, o.sweep)
+        if not os.path.isfile(job["sweep"]):
+            raise SystemExit("aim %r: no base %s" % (spec, job["sweep"]))
+        job["windows"] = set(o.window.split(","))
+        job["actions"] = o.actions.split(",")
+        job["passes"] = o.passes
+        return job, [None]
+    if o.rules:
+        unknown = set(o.rules.split(",")) - set(RULE_NAMES)
+        if unknown:
+            raise SystemExit("aim %r: no such rule %s (rules: %s)" % (
+                spec, ", ".join(sorted(unknown)), ", ".join(RULE_NAMES)))
+        job["rules"] = set(o.rules.split(","))
+    for key, val in (("campaign", o.campaign), ("examples", o.examples), ("steps", o.steps)):
+        if val is not None:
+            job[key] = val
+    if o.fault_keys:
+        job["fault_keys"] = o.fault_keys.split(",")
+    if o.total:
+        job["total"] = [int(x) for x in o.total.split(",")]
+    if o.orders:
+        job["orders"] = [int(x) for x in o.orders.split(",")]
+    if o.no_fence:
+        job["fence"] = False
+    return job, [int(x) for x in o.seeds.split(",")]
+
+
+def apply_settings(job):
+    RULES["on"] = job["rules"]
+    CAMPAIGN["mode"] = job["campaign"]
+    FAULT_KEYS[:] = job["fault_keys"]
+    SHAPE["total"], SHAPE["orders"] = job["total"], job["orders"]
+    FENCE["gateway"] = job["fence"]
+
+
+def bounded_jobs(a, base):
+    """The bounded run's searches, in order: the fixed seeds with the command line's settings, then
+    every aimed search (the Aim: lines of tests/model/mutants/*.mutant, each once). With --mutant
+    NAME (tests/model/run --mutants), that mutant's aims come first."""
+    aims = [] if a.no_aims else mutants.aims(a.mutants_dir)
+    if a.mutant:
+        mine = [x for x in aims if a.mutant in x[0]]
+        aims = mine + [x for x in aims if a.mutant not in x[0]]
+        for names, spec in mine:
+            job, seeds = aim_settings(base, spec)
+            for sd in seeds:
+                yield aim_label(names, sd), sd, job
+        aims = aims[len(mine):]
+    for sd in [int(x) for x in a.seeds.split(",") if x]:
+        yield "seed %d" % sd, sd, base
+    for names, spec in aims:
+        job, seeds = aim_settings(base, spec)
+        for sd in seeds:
+            yield aim_label(names, sd), sd, job
+
+
+def aim_label(names, seed):
+    return "aim of %s%s" % (", ".join(names), "" if seed is None else ", seed %d" % seed)
+
+
+def run_sweep(label, job, found, at):
+    """Runs one window sweep (sweep()); prints each failure's story. Returns 1 on a failure."""
+    n = 0
+    for what, err, cls, why, story in sweep(job["sweep"], job["windows"], job["actions"],
+                                            job["passes"]):
+        n += 1
+        WORLD.last_story = story
+        if err:
+            print("\n== %s found [%s: %s] at %s, after %d replays: %s" % (
+                label, cls, why, what, n, err))
+            print_story("%s: %s" % (label, what), story)
+            found.append(("%s, %s" % (label, what), cls, err, at, len(story)))
+            return 1
+    print("   %d replays, every promise held" % n)
+    return 0
+
+
+def run_with_seed(seed, job, no_target=False):
+    """One run of the state machine with a fixed seed: job's examples (no shrinking by
+    Hypothesis: shrink() does it, by replays)."""
     Explorer._hypothesis_internal_use_seed = seed
-    phases = [Phase.generate] + ([] if a.no_target else [Phase.target])
-    WORLD.targeting = not a.no_target
+    phases = [Phase.generate] + ([] if no_target else [Phase.target])
+    WORLD.targeting = not no_target
     try:
         run_state_machine_as_test(Explorer, settings=settings(
-            max_examples=a.examples, stateful_step_count=a.steps, deadline=None, database=None,
+            max_examples=job["examples"], stateful_step_count=job["steps"], deadline=None,
+            database=None,
             report_multiple_bugs=False, suppress_health_check=list(HealthCheck),
             print_blob=False, phases=phases))
     finally:
