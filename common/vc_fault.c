@@ -37,11 +37,11 @@ static int listed(const char *list, const char *name)
     return 0;
 }
 
-void vc_pause(const char *name)
+void vc_pause(const char *name, const char *note)
 {
     const char *dir = getenv("VOUCHER_PAUSE_DIR");
     const struct timespec tick = {0, 5 * 1000 * 1000};
-    char path[512], pid[24];
+    char path[512], pid[600];
     int fd, n;
 
     if (!listed(getenv("VOUCHER_PAUSE"), name))
@@ -55,7 +55,9 @@ void vc_pause(const char *name)
         vc_error("pause point %s: %s: %s; not pausing", name, path, strerror(errno));
         return;
     }
-    n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    n = snprintf(pid, sizeof(pid), "%ld\n%s%s", (long)getpid(), note ? note : "", note ? "\n" : "");
+    if (n >= (int)sizeof(pid))
+        n = (int)sizeof(pid) - 1;
     if (write(fd, pid, (size_t)n) != n)
         vc_error("pause point %s: writing %s: %s", name, path, strerror(errno));
     close(fd);

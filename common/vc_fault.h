@@ -13,18 +13,23 @@
  * it). VOUCHER_PAUSE may list several points separated by commas. A point
  * pauses every time it is reached; a missing VOUCHER_PAUSE_DIR, or a file
  * that cannot be created, is logged and the point does not pause.
+ * VC_PAUSE_NOTE("name", note) pauses the same, and writes note (a string, may
+ * be NULL) on the file's second line: what the process is about to do there,
+ * so that a test can let it go until it is about to do what the test waits for.
  */
 #ifndef VC_FAULT_H
 #define VC_FAULT_H
 
 #ifdef VC_FAULT_POINTS
 void vc_fault(const char *name);
-void vc_pause(const char *name);
+void vc_pause(const char *name, const char *note);
 #define VC_FAULT(name) vc_fault(name)
-#define VC_PAUSE(name) vc_pause(name)
+#define VC_PAUSE(name) vc_pause(name, NULL)
+#define VC_PAUSE_NOTE(name, note) vc_pause(name, note)
 #else
 #define VC_FAULT(name) ((void)0)
 #define VC_PAUSE(name) ((void)0)
+#define VC_PAUSE_NOTE(name, note) ((void)(note))
 #endif
 
 #endif
