@@ -681,7 +681,8 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
                size_t errlen)
 {
     static const char *const suffix[] = {"taken", "holds", "releasing", "orders", "users"};
-    char k[5][64], max[24], limit[24], leader[64], *due, *line, *save = NULL;
+    static const char *const leader_suffix[] = {"leader"};
+    char k[5][64], max[24], limit[24], leader[1][64], *due, *line, *save = NULL;
     const char *keys[] = {k[0], k[1], k[2], k[3], k[4]};
     const char *args[] = {max, limit};
     long long holds = 0, releasing = 0;
@@ -698,9 +699,9 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
     keys_of(id, suffix, 5, k);
     snprintf(max, sizeof(max), "%lld", (long long)(snapshot_ms - ctx->cfg->grace_ms));
     snprintf(limit, sizeof(limit), "%d", RC_CAMPAIGN_DUE_MAX);
-    snprintf(leader, sizeof(leader), "campaign:{c%lld}:leader", (long long)id);
+    keys_of(id, leader_suffix, 1, leader);
     /* The acting reconciler marks the campaign before anything of the pass writes to it. */
-    if ((rc = rc_redis_mark(ctx->redis, leader, rc_ctx_expire_at(ctx, ends_at_ms), err,
+    if ((rc = rc_redis_mark(ctx->redis, leader[0], rc_ctx_expire_at(ctx, ends_at_ms), err,
                             errlen)) != 0 ||
         (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_due, 5, keys, 2, args, &taken, due,
                             RC_CAMPAIGN_DUE_BUF, err, errlen)) != 0)

@@ -34,7 +34,7 @@ void rc_keys_of(const char *code, rc_keys_t *k)
 {
     static const char *const suffix[RC_KEY_COUNT] = {
         "remaining", "users", "orders", "holds", "releasing", "resent", "amounts", "scan",
-        "touched"};
+        "touched", "leader"};
     for (int i = 0; i < RC_KEY_COUNT; i++)
         snprintf(k->name[i], sizeof(k->name[i]), "voucher:{%s}:%s", code, suffix[i]);
 }
@@ -234,20 +234,21 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
 int rc_redis_remaining_marked(rc_redis_t *r, const char *code, int64_t expire_at_ms, int *loaded,
                               int64_t *remaining, char *err, size_t errlen)
 {
-    char leader[RC_LEADER_KEY_MAX], gen[24], expire[24];
+    char gen[24], expire[24];
     const char *argv[8];
     redisContext *ctx;
+    rc_keys_t k;
     int argc, rc = 0;
 
     if (!marks(r, expire_at_ms))
         return rc_redis_remaining(r, code, loaded, remaining, err, errlen);
-    snprintf(leader, sizeof(leader), "voucher:{%s}:leader", code);
+    rc_keys_of(code, &k);
     if (!(ctx = conn_for(r, code, err, errlen)))
         return VC_ERR_UNAVAILABLE;
     /* Pipelined: the mark, then the counter; one round trip, as the GET alone was. */
-    argc = mark_argv(r, leader, expire_at_ms, argv, gen, expire);
+    argc = mark_argv(r, k.name[RC_KEY_LEADER], expire_at_ms, argv, gen, expire);
     redisAppendCommandArgv(ctx, argc, argv, NULL);
-    redisAppendCommand(ctx, "GET voucher:{%s}:remaining", code);
+    redisAppendCommand(ctx, "GET %s", k.name[RC_KEY_REMAINING]);
     for (int i = 0; i < 2; i++) {
         redisReply *reply;
         void *got = NULL;

@@ -21,6 +21,7 @@ typedef enum {
     RC_KEY_AMOUNTS,
     RC_KEY_SCAN,    /* reads of orders in pieces under way (scan_begin.lua) */
     RC_KEY_TOUCHED, /* orders written during such a read (orders_write.lua) */
+    RC_KEY_LEADER,  /* the generation that marked it last (leader_mark.lua, rc_leader.h) */
     RC_KEY_COUNT,
 } rc_key_t;
 
