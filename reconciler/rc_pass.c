@@ -83,8 +83,8 @@ int rc_ctx_lead(rc_ctx_t *ctx)
         return 1;
     if ((rc = rc_pg_try_lock(ctx->pg, &ctx->generation, err, sizeof(err))) < 0) {
         /* The session may hold the lock without a token: closed, it frees it. */
-        vc_warn("cannot take the lock with a new generation (%s): not acting; "
-                "deploy/sql/018_reconciler_leader.sql must be applied",
+        vc_warn("cannot take the lock with a new generation (%s): not acting (is "
+                "deploy/sql/018_reconciler_leader.sql applied?)",
                 err);
         stop_acting(ctx);
         return 0;
