@@ -20,6 +20,8 @@
     X(ERR_SHUTDOWN, -8, "shutting down")                                                           \
     X(ERR_TOO_LARGE, -9, "too large")                                                              \
     X(ERR_FENCED, -10, "redis not verified by the reconciler since it started (restart fence)")    \
+    X(ERR_STALE_LEADER, -11, "a newer reconciler holds the lock (fencing token refused)")          \
+    X(ERR_LEADER_UNMARKED, -12, "reconciler's mark lost since its pass read the keys")             \
     X(E_OUT_OF_STOCK, 1, "no uses left")                                                           \
     X(E_ALREADY_USED, 2, "customer reached the per-customer limit")                                \
     X(E_NOT_FOUND, 3, "no such voucher")                                                           \

@@ -52,17 +52,12 @@ static int write_all(int fd, const char *buf, size_t len)
     return 0;
 }
 
-void vc_pause(const char *name)
-{
-    vc_pause_with(name, NULL);
-}
-
-void vc_pause_with(const char *name, const char *detail)
+void vc_pause(const char *name, const char *note, const char *detail)
 {
     const char *dir = getenv("VOUCHER_PAUSE_DIR");
     const struct timespec tick = {0, 5 * 1000 * 1000};
     char path[512], tmp[520], pid[24];
-    int fd, n;
+    int fd, n, failed;
 
     if (!listed(getenv("VOUCHER_PAUSE"), name))
         return;
@@ -73,7 +68,7 @@ void vc_pause_with(const char *name, const char *detail)
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     /*
      * Written aside and renamed into place: a test that sees the file sees
-     * all of it (the pid and the detail), never a part.
+     * all of it (the pid, the note and the detail), never a part.
      */
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
@@ -81,7 +76,13 @@ void vc_pause_with(const char *name, const char *detail)
         return;
     }
     n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-    if (write_all(fd, pid, (size_t)n) != 0 || (detail && write_all(fd, detail, strlen(detail)) != 0))
+    failed = write_all(fd, pid, (size_t)n) != 0;
+    if (!failed && (note || detail))
+        failed = write_all(fd, note ? note : "", note ? strlen(note) : 0) != 0 ||
+                 write_all(fd, "\n", 1) != 0;
+    if (!failed && detail)
+        failed = write_all(fd, detail, strlen(detail)) != 0;
+    if (failed)
         vc_error("pause point %s: writing %s: %s", name, tmp, strerror(errno));
     close(fd);
     if (rename(tmp, path) != 0) {

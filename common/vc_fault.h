@@ -14,25 +14,29 @@
  * pauses every time it is reached; a missing VOUCHER_PAUSE_DIR, or a file
  * that cannot be created, is logged and the point does not pause.
  *
- * VC_PAUSE_WITH("name", detail) pauses as VC_PAUSE does and also writes the
- * NUL-terminated text detail into the file, after the pid's line, so that the
- * test sees what the process is about to do there (the reconciler's
- * each-repair point names the script it is about to send: tests/model).
+ * VC_PAUSE_NOTE("name", note) pauses the same, and writes note (a string, may
+ * be NULL) on the file's second line: what the process is about to do there,
+ * so that a test can let it go until it is about to do what the test waits for.
+ * VC_PAUSE_WITH("name", note, detail) also writes the text detail after that
+ * line (the reconciler's each-repair point: the script it is about to send,
+ * which tests/model names). The file is written aside and renamed into place,
+ * so a test that sees it sees all of it.
  */
 #ifndef VC_FAULT_H
 #define VC_FAULT_H
 
 #ifdef VC_FAULT_POINTS
 void vc_fault(const char *name);
-void vc_pause(const char *name);
-void vc_pause_with(const char *name, const char *detail);
+void vc_pause(const char *name, const char *note, const char *detail);
 #define VC_FAULT(name) vc_fault(name)
-#define VC_PAUSE(name) vc_pause(name)
-#define VC_PAUSE_WITH(name, detail) vc_pause_with(name, detail)
+#define VC_PAUSE(name) vc_pause(name, NULL, NULL)
+#define VC_PAUSE_NOTE(name, note) vc_pause(name, note, NULL)
+#define VC_PAUSE_WITH(name, note, detail) vc_pause(name, note, detail)
 #else
 #define VC_FAULT(name) ((void)0)
 #define VC_PAUSE(name) ((void)0)
-#define VC_PAUSE_WITH(name, detail) ((void)(detail))
+#define VC_PAUSE_NOTE(name, note) ((void)(note))
+#define VC_PAUSE_WITH(name, note, detail) ((void)(note), (void)(detail))
 #endif
 
 #endif

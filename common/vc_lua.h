@@ -37,4 +37,28 @@ extern const char vc_lua_fence[]; /* the restart fence: gw_redis.c, reconciler/r
 extern const char vc_lua_scan_begin[];
 extern const char vc_lua_scan_finish[];
 
+/*
+ * The reconciler's fencing (proto/redis-keys.md, "Leadership and fencing"):
+ * leader.lua alone (the text every rc_ script starts with), the mark, and
+ * each script the reconciler writes with, leader.lua put first.
+ */
+extern const char vc_lua_leader[];
+extern const char vc_lua_leader_mark[];
+#define VC_FENCE_LEADER_KEY "voucher:fence:leader" /* the restart fence's leader key */
+extern const char vc_lua_rc_restore[];
+extern const char vc_lua_rc_retake[];
+extern const char vc_lua_rc_lower[];
+extern const char vc_lua_rc_rebuild[];
+extern const char vc_lua_rc_release_begin[];
+extern const char vc_lua_rc_release_finish[];
+extern const char vc_lua_rc_repair_confirmed[];
+extern const char vc_lua_rc_restore_stage[];
+extern const char vc_lua_rc_restore_swap[];
+extern const char vc_lua_rc_rebuild_swap[];
+extern const char vc_lua_rc_limit_sync[];
+extern const char vc_lua_rc_fence[];
+extern const char vc_lua_rc_campaign_rebuild[];
+extern const char vc_lua_rc_campaign_release_begin[];
+extern const char vc_lua_rc_campaign_release_finish[];
+
 #endif

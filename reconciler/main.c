@@ -306,6 +306,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
             continue;
         }
         if (rc_fence_pass(&ctx, &fence, !s.report_only, NULL, &sum, err, sizeof(err)) != 0) {
+            /* A pass that found it no longer acts (a lost lock, a newer one's token) says so. */
+            vc_metric_set(leader, ctx.leader);
             vc_warn("pass failed, will try again: %s", err);
             vc_metric_add(failed, 1);
             last_pass_ok = 0;

@@ -425,7 +425,7 @@ static int rebuild(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, rc_summary_
     snprintf(name, sizeof(name), "%lld", (long long)c->id);
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
         (rc = rc_repair_eval(ctx, "rebuild", "campaign", name, c->orders.len,
-                             vc_lua_campaign_rebuild, 5, keys, n, args, &status, answer,
+                             vc_lua_rc_campaign_rebuild, 5, keys, n, args, &status, answer,
                              sizeof(answer), err, errlen)) != 0)
         goto out;
     if (status >= 0) {
@@ -488,7 +488,7 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     begin_args[nargs++] = loaded;
     begin_args[nargs++] = code;
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-        (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_begin, 7, begin_keys, nargs,
+        (rc = rc_redis_eval(ctx->redis, vc_lua_rc_campaign_release_begin, 7, begin_keys, nargs,
                             begin_args, &status, order, sizeof(order), err, errlen)) != 0)
         return rc;
     if (status == -1 || status == -7) {
@@ -528,7 +528,7 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
                 (long long)c->id, o->order_id);
         return 0;
     }
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_campaign_release_finish, 7, finish_keys, 3,
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_campaign_release_finish, 7, finish_keys, 3,
                             finish_args, &status, NULL, 0, err, errlen)) != 0)
         return rc;
     if (status != 1)
@@ -559,7 +559,7 @@ static int reconfirm(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, rc
     keys_of(c->id, suffix, 2, k);
     snprintf(held, sizeof(held), "%lld", (long long)o->redis_held_until_ms);
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-        (rc = rc_redis_eval(ctx->redis, vc_lua_repair_confirmed, 2, keys, 2, args, &status, NULL,
+        (rc = rc_redis_eval(ctx->redis, vc_lua_rc_repair_confirmed, 2, keys, 2, args, &status, NULL,
                             0, err, errlen)) != 0)
         return rc;
     if (status == 1) {
@@ -681,7 +681,8 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
                size_t errlen)
 {
     static const char *const suffix[] = {"taken", "holds", "releasing", "orders", "users"};
-    char k[5][64], max[24], limit[24], *due, *line, *save = NULL;
+    static const char *const leader_suffix[] = {"leader"};
+    char k[5][64], max[24], limit[24], leader[1][64], *due, *line, *save = NULL;
     const char *keys[] = {k[0], k[1], k[2], k[3], k[4]};
     const char *args[] = {max, limit};
     long long holds = 0, releasing = 0;
@@ -698,7 +699,11 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
     keys_of(id, suffix, 5, k);
     snprintf(max, sizeof(max), "%lld", (long long)(snapshot_ms - ctx->cfg->grace_ms));
     snprintf(limit, sizeof(limit), "%d", RC_CAMPAIGN_DUE_MAX);
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_campaign_due, 5, keys, 2, args, &taken, due,
+    keys_of(id, leader_suffix, 1, leader);
+    /* The acting reconciler marks the campaign before anything of the pass writes to it. */
+    if ((rc = rc_redis_mark(ctx->redis, leader[0], rc_ctx_expire_at(ctx, ends_at_ms), err,
+                            errlen)) != 0 ||
+        (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_due, 5, keys, 2, args, &taken, due,
                             RC_CAMPAIGN_DUE_BUF, err, errlen)) != 0)
         goto out;
     if ((line = strtok_r(due, "\n", &save)) != NULL)

@@ -3,6 +3,7 @@
 #include "vc_error.h"
 #include "vc_fault.h"
 #include "vc_log.h"
+#include "vc_lua.h"
 #include "vc_metrics.h"
 #include "vc_time.h"
 
@@ -97,6 +98,9 @@ int rc_fence_pass(rc_ctx_t *ctx, rc_fence_t *f, int repair, FILE *table, rc_summ
                 id, (long long)ctx->cfg->restore_delay_ms);
     }
     due = now - f->first_seen_ms >= ctx->cfg->restore_delay_ms;
+    /* Marked before the pass the set follows: a newer reconciler's mark then refuses the set. */
+    if (due && (rc = rc_redis_mark(ctx->redis, VC_FENCE_LEADER_KEY, 0, err, errlen)) != 0)
+        return redis_failed(ctx, rc_ctx_refused(ctx, rc, err));
     ctx->force_full = due;
     rc = rc_pass(ctx, repair, table, sum, err, errlen);
     ctx->force_full = 0;
@@ -115,7 +119,7 @@ int rc_fence_pass(rc_ctx_t *ctx, rc_fence_t *f, int repair, FILE *table, rc_summ
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)
         return rc;
     if ((rc = rc_redis_fence(ctx->redis, id, scratch, &verified, err, errlen)) != 0)
-        return redis_failed(ctx, rc);
+        return redis_failed(ctx, rc_ctx_refused(ctx, rc, err));
     if (!verified) {
         vc_warn("Redis restarted again while run_id %s was being checked: starting over", id);
         return 0;

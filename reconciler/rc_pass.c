@@ -8,24 +8,39 @@
 #include "vc_fault.h"
 #include "vc_log.h"
 #include "vc_metrics.h"
+#include "vc_retention.h"
 #include "vc_time.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * This reconciler no longer acts: the lock went, or will go, with the
+ * session, which is closed; its scripts carry no token any more.
+ */
+static void stop_acting(rc_ctx_t *ctx)
+{
+    rc_pg_free(ctx->pg);
+    ctx->pg = NULL;
+    ctx->leader = 0;
+    ctx->generation = 0;
+    if (ctx->redis)
+        rc_redis_lead(ctx->redis, 0);
+}
+
 int rc_ctx_connect(rc_ctx_t *ctx, char *err, size_t errlen)
 {
-    if (ctx->pg && !rc_pg_ok(ctx->pg)) {
-        rc_pg_free(ctx->pg);
-        ctx->pg = NULL;
-        ctx->leader = 0; /* the lock went with the session */
-    }
+    if (ctx->pg && !rc_pg_ok(ctx->pg))
+        stop_acting(ctx); /* the lock went with the session */
     if (!ctx->pg &&
         !(ctx->pg = rc_pg_connect(ctx->cfg->pg_dsn, ctx->cfg->timeout_ms, err, errlen)))
         return VC_ERR_UNAVAILABLE;
-    if (!ctx->redis &&
-        !(ctx->redis = rc_redis_connect(ctx->cfg->redis_url, ctx->cfg->timeout_ms, err, errlen)))
-        return VC_ERR_UNAVAILABLE;
+    if (!ctx->redis) {
+        if (!(ctx->redis =
+                  rc_redis_connect(ctx->cfg->redis_url, ctx->cfg->timeout_ms, err, errlen)))
+            return VC_ERR_UNAVAILABLE;
+        rc_redis_lead(ctx->redis, ctx->leader ? ctx->generation : 0);
+    }
     if (!ctx->kafka &&
         !(ctx->kafka = rc_kafka_new(ctx->cfg->kafka_brokers, ctx->cfg->kafka_extra,
                                     ctx->cfg->writer_group, ctx->cfg->topic, err, errlen)))
@@ -48,6 +63,7 @@ void rc_ctx_close(rc_ctx_t *ctx)
     ctx->kafka = NULL;
     ctx->memory = NULL;
     ctx->leader = 0;
+    ctx->generation = 0;
 }
 
 int rc_ctx_pg_ok(const rc_ctx_t *ctx)
@@ -58,15 +74,42 @@ int rc_ctx_pg_ok(const rc_ctx_t *ctx)
 int rc_ctx_lead(rc_ctx_t *ctx)
 {
     int64_t sent = vc_time_mono_ms();
+    char err[256];
+    int rc;
 
     if (!rc_pg_ok(ctx->pg))
         return ctx->leader = 0;
     if (ctx->leader)
         return 1;
-    ctx->leader = rc_pg_try_lock(ctx->pg);
-    if (ctx->leader)
+    if ((rc = rc_pg_try_lock(ctx->pg, &ctx->generation, err, sizeof(err))) < 0) {
+        /* The session may hold the lock without a token: closed, it frees it. */
+        vc_warn("cannot take the lock with a new generation (%s): not acting (is "
+                "deploy/sql/018_reconciler_leader.sql applied?)",
+                err);
+        stop_acting(ctx);
+        return 0;
+    }
+    ctx->leader = rc == 1;
+    if (ctx->leader) {
         ctx->proven_ms = sent;
+        if (ctx->redis)
+            rc_redis_lead(ctx->redis, ctx->generation);
+        vc_info("took the lock: generation %lld, the fencing token of this reconciler's "
+                "scripts (proto/redis-keys.md, \"Leadership and fencing\")",
+                (long long)ctx->generation);
+    }
     return ctx->leader;
+}
+
+int rc_ctx_refused(rc_ctx_t *ctx, int rc, const char *err)
+{
+    if (rc != VC_ERR_STALE_LEADER)
+        return rc;
+    vc_warn("a newer reconciler holds the lock (%s): stopped acting with generation %lld; "
+            "the next pass tries to take the lock again",
+            err, (long long)ctx->generation);
+    stop_acting(ctx);
+    return rc;
 }
 
 int rc_ctx_still_leading(rc_ctx_t *ctx, char *err, size_t errlen)
@@ -85,9 +128,7 @@ int rc_ctx_still_leading(rc_ctx_t *ctx, char *err, size_t errlen)
     }
     vc_warn("lost the lock (%s): stopped repairing; the next pass tries to take it again", err);
     snprintf(err, errlen, "lost the reconciler lock: stopped repairing");
-    rc_pg_free(ctx->pg);
-    ctx->pg = NULL;
-    ctx->leader = 0;
+    stop_acting(ctx);
     return VC_ERR_UNAVAILABLE;
 }
 
@@ -195,6 +236,17 @@ static void log_verdict(const rc_voucher_t *v)
              (long long)v->n.redis_remaining, (long long)v->n.bound);
 }
 
+/*
+ * The instant a voucher's or campaign's keys expire (vc_retention.h), for its
+ * leader key: that of its other keys. 0 when the retention is off.
+ */
+int64_t rc_ctx_expire_at(const rc_ctx_t *ctx, int64_t ends_at_ms)
+{
+    return ctx->cfg->redis_retention_ms > 0
+               ? vc_redis_expire_at(ends_at_ms, ctx->cfg->redis_retention_ms)
+               : 0;
+}
+
 /* rc_ctx_still_leading() for rc_limit_sync(). */
 static int prove_lead(void *ctx, char *err, size_t errlen)
 {
@@ -245,8 +297,10 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     for (size_t i = 0; i < vs.len; i++) {
         rc_voucher_t *v = &vs.v[i];
         int due_periodic = 0;
-        if ((rc = rc_redis_remaining(ctx->redis, v->code, &v->n.redis_loaded,
-                                     &v->n.redis_remaining, err, errlen)) != 0 ||
+        int64_t expire = rc_ctx_expire_at(ctx, v->ends_at_ms);
+        /* The leader marks each voucher here, before anything of the pass writes to it. */
+        if ((rc = rc_redis_remaining_marked(ctx->redis, v->code, expire, &v->n.redis_loaded,
+                                            &v->n.redis_remaining, err, errlen)) != 0 ||
             (rc = choose_full(ctx, v, &due_periodic, err, errlen)) != 0)
             goto out;
         if (due_periodic)
@@ -321,6 +375,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
 out:
     /* A pass that failed between reading the vouchers and their rows left the snapshot open. */
     rc_pg_end_snapshot(ctx->pg);
+    rc = rc_ctx_refused(ctx, rc, err);
     if (rc != 0 && ctx->redis && (rc == VC_ERR_UNAVAILABLE || rc == VC_ERR_TIMEOUT)) {
         /* A broken Redis connection is made anew next pass. */
         rc_redis_free(ctx->redis);

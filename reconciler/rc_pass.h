@@ -64,6 +64,7 @@ typedef struct {
     rc_redis_t *redis;
     rc_kafka_t *kafka;
     int leader;
+    int64_t generation;  /* while leader: the lock's fencing token (rc_leader.h), else 0 */
     int64_t proven_ms;   /* monotonic: when the last proof that pg holds the lock was sent */
     rc_memory_t *memory; /* what earlier passes saw: when each unsent hold was first seen */
     int force_full;      /* read every voucher and campaign in full (the restart fence) */
@@ -98,9 +99,26 @@ void rc_ctx_close(rc_ctx_t *ctx);
 
 /*
  * Tries to become the reconciler that acts: a PostgreSQL advisory lock held by
- * ctx->pg's session, lost with it. Sets and returns ctx->leader.
+ * ctx->pg's session, lost with it, and a new generation with it
+ * (ctx->generation), which every script this reconciler writes with carries
+ * (rc_redis_lead()). Sets and returns ctx->leader.
  */
 int rc_ctx_lead(rc_ctx_t *ctx);
+
+/*
+ * Where a pass (or the fence's set) ends with rc: when Redis refused a
+ * script's token because a newer reconciler marked the voucher
+ * (VC_ERR_STALE_LEADER, err saying the generations), logs it and stops
+ * acting as after a lost lock: the session is closed, the next pass tries to
+ * take the lock again. Returns rc.
+ */
+int rc_ctx_refused(rc_ctx_t *ctx, int rc, const char *err);
+
+/*
+ * The instant the keys of a voucher or campaign ending at ends_at_ms expire
+ * (common/vc_retention.h, with ctx's retention); 0 when the retention is off.
+ */
+int64_t rc_ctx_expire_at(const rc_ctx_t *ctx, int64_t ends_at_ms);
 
 /* Whether the PostgreSQL session (and with it the lock, while leader) is up. */
 int rc_ctx_pg_ok(const rc_ctx_t *ctx);

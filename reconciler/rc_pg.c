@@ -1,4 +1,5 @@
 #include "rc_pg.h"
+#include "rc_leader.h"
 #include "vc_error.h"
 #include "vc_pg.h"
 
@@ -101,15 +102,37 @@ int rc_pg_ok(const rc_pg_t *pg)
     return pg && PQstatus(pg->conn) == CONNECTION_OK;
 }
 
-int rc_pg_try_lock(rc_pg_t *pg)
+int rc_pg_try_lock(rc_pg_t *pg, int64_t *generation, char *err, size_t errlen)
 {
-    int rc = 0;
-    PGresult *res = vc_pg_exec(pg->conn, "SELECT pg_try_advisory_lock(x'" RC_LOCK_KEY "'::bigint)",
-                               0, NULL, &rc, NULL, 0);
-    int taken = res && PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    int rc = 0, taken = 0;
+    /*
+     * One statement: the lock, and only when it was taken the generation
+     * raised and returned. It commits on its own, so the new value is durable
+     * before any Redis sees it. The lock is the session's: it outlives the
+     * statement, even one that failed after taking it (the caller then closes
+     * the session).
+     */
+    PGresult *res = vc_pg_exec(pg->conn,
+                               "UPDATE reconciler_leader SET generation = generation + 1"
+                               " WHERE pg_try_advisory_lock(x'" RC_LOCK_KEY "'::bigint)"
+                               " RETURNING generation",
+                               0, NULL, &rc, err, errlen);
 
+    *generation = 0;
+    if (!res)
+        return rc;
+    if (PQntuples(res) == 1) {
+        if ((rc = rc_leader_parse(PQgetvalue(res, 0, 0), generation)) == 0)
+            taken = 1;
+        else
+            snprintf(err, errlen, "reconciler_leader.generation is not a generation: %s",
+                     PQgetvalue(res, 0, 0));
+    } else if (PQntuples(res) > 1) {
+        snprintf(err, errlen, "reconciler_leader has %d rows, not one", PQntuples(res));
+        rc = VC_ERR_PROTOCOL;
+    }
     PQclear(res);
-    return taken;
+    return rc != 0 ? rc : taken;
 }
 
 int rc_pg_holds_lock(rc_pg_t *pg, char *err, size_t errlen)

@@ -36,8 +36,17 @@ struct pg_conn *rc_pg_conn(rc_pg_t *pg);
 /* Whether the session is still up (as libpq last saw it). */
 int rc_pg_ok(const rc_pg_t *pg);
 
-/* Tries to take the reconcilers' advisory lock. Returns 1 taken (or held), 0 not. */
-int rc_pg_try_lock(rc_pg_t *pg);
+/*
+ * Tries to take the reconcilers' advisory lock and, when it was taken, adds
+ * one to the generation (deploy/sql/018_reconciler_leader.sql) in the same
+ * statement: the fencing token of this hold of the lock (rc_leader.h), higher
+ * than any earlier holder's. Returns 1 taken, with *generation set; 0 taken
+ * by another; or a negative error with err set (the table missing, the
+ * role without its grant): the session may hold the lock then, and the
+ * caller must close it. Call it only while this session does not hold the
+ * lock (a second call would raise the generation again).
+ */
+int rc_pg_try_lock(rc_pg_t *pg, int64_t *generation, char *err, size_t errlen);
 
 /*
  * Asks PostgreSQL whether this session holds the lock. Returns 1, or 0 with

@@ -106,7 +106,7 @@ int rc_limit_sync(PGconn *pg, rc_redis_t *redis, const char *code, int64_t snaps
     snprintf(limit_key, sizeof(limit_key), "voucher:{%s}:limit", code);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_ORDERS], limit_key};
     const char *args[] = {total_s, uncounted_s, limit_s};
-    rc = rc_redis_eval(redis, vc_lua_limit_sync, 3, keys, 3, args, &status, answer,
+    rc = rc_redis_eval(redis, vc_lua_rc_limit_sync, 3, keys, 3, args, &status, answer,
                        sizeof(answer), err, errlen);
     /* The lock is held until Redis answered: a PATCH waits for this step to end. */
     end_tx(pg, 0);

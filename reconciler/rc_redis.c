@@ -1,5 +1,6 @@
 #include "rc_redis.h"
 #include "rc_grow.h"
+#include "rc_leader.h"
 #include "vc_claim.h"
 #include "vc_config.h"
 #include "vc_error.h"
@@ -11,6 +12,7 @@
 #include "vc_random.h"
 #include "vc_redis_block.h"
 #include "vc_redis_cluster.h"
+#include "vc_time.h"
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -24,14 +26,15 @@
  */
 struct rc_redis {
     vc_redis_block_t *c;
-    char why[256]; /* why command_on() got no reply */
+    char why[256];      /* why command_on() got no reply */
+    int64_t generation; /* the fencing token its scripts carry (rc_redis_lead()); 0: none */
 };
 
 void rc_keys_of(const char *code, rc_keys_t *k)
 {
     static const char *const suffix[RC_KEY_COUNT] = {
         "remaining", "users", "orders", "holds", "releasing", "resent", "amounts", "scan",
-        "touched"};
+        "touched", "leader"};
     for (int i = 0; i < RC_KEY_COUNT; i++)
         snprintf(k->name[i], sizeof(k->name[i]), "voucher:{%s}:%s", code, suffix[i]);
 }
@@ -106,6 +109,90 @@ static int check_reply(rc_redis_t *r, redisReply *reply, const char *what, char 
     return 0;
 }
 
+void rc_redis_lead(rc_redis_t *r, int64_t generation)
+{
+    r->generation = generation;
+}
+
+/*
+ * An error reply that is leader.lua's or leader_mark.lua's refusal: counted,
+ * err set, and VC_ERR_STALE_LEADER or VC_ERR_LEADER_UNMARKED returned; 0 for
+ * any other reply (left to the caller).
+ */
+static int leader_refused(const redisReply *reply, char *err, size_t errlen)
+{
+    rc_leader_refusal_t why;
+    char labels[32];
+
+    if (reply->type != REDIS_REPLY_ERROR || !rc_leader_refusal(reply->str, reply->len, &why))
+        return 0;
+    snprintf(labels, sizeof(labels), "why=\"%s\"",
+             why.why == RC_LEADER_REFUSED_STALE ? "stale" : "unmarked");
+    vc_metric_add(vc_counter("voucher_reconciler_fencing_refusals_total",
+                             "Reconciler scripts Redis refused for their fencing token, nothing "
+                             "written: stale (a newer reconciler marked the voucher or campaign: "
+                             "this one stopped acting) or unmarked (its mark was lost since the "
+                             "pass made it: the pass stopped)",
+                             labels),
+                  1);
+    if (why.why == RC_LEADER_REFUSED_STALE)
+        snprintf(err, errlen,
+                 "Redis refused a repair: %s holds generation %lld, this reconciler's is %lld",
+                 why.key, (long long)why.held, (long long)why.token);
+    else
+        snprintf(err, errlen,
+                 "Redis refused a repair: %s lost this pass's mark (generation %lld; it holds "
+                 "%lld): its keys were lost after the pass read them; the next pass reads again",
+                 why.key, (long long)why.token, (long long)why.held);
+    return rc_leader_error(&why);
+}
+
+/*
+ * leader_mark.lua's command for leader_key into argv (8 entries; gen and
+ * expire are its buffers): the number of arguments.
+ */
+static int mark_argv(const rc_redis_t *r, const char *leader_key, int64_t expire_at_ms,
+                     const char **argv, char gen[24], char expire[24])
+{
+    snprintf(gen, 24, "%lld", (long long)r->generation);
+    snprintf(expire, 24, "%lld", (long long)expire_at_ms);
+    argv[0] = "EVAL";
+    argv[1] = vc_lua_leader_mark;
+    argv[2] = "1";
+    argv[3] = leader_key;
+    argv[4] = gen;
+    argv[5] = expire;
+    return 6;
+}
+
+/* Whether this connection marks now: it leads, and the keys have not expired for good. */
+static int marks(const rc_redis_t *r, int64_t expire_at_ms)
+{
+    return r->generation > 0 && (expire_at_ms == 0 || expire_at_ms > vc_time_now_ms());
+}
+
+int rc_redis_mark(rc_redis_t *r, const char *leader_key, int64_t expire_at_ms, char *err,
+                  size_t errlen)
+{
+    const char *argv[8];
+    char gen[24], expire[24];
+    redisReply *reply;
+    int argc, rc;
+
+    if (!marks(r, expire_at_ms))
+        return 0;
+    argc = mark_argv(r, leader_key, expire_at_ms, argv, gen, expire);
+    reply = command_on(r, vc_redis_key_slot(leader_key, strlen(leader_key)), argc, argv);
+    if (reply && (rc = leader_refused(reply, err, errlen)) != 0) {
+        freeReplyObject(reply);
+        return rc;
+    }
+    if ((rc = check_reply(r, reply, "EVAL leader_mark", err, errlen)) != 0)
+        return rc;
+    freeReplyObject(reply);
+    return 0;
+}
+
 /* Parses a counter's value: 0, or VC_ERR_PROTOCOL with err set. */
 static int parse_remaining(const redisReply *reply, const char *code, int *loaded,
                            int64_t *remaining, char *err, size_t errlen)
@@ -141,6 +228,47 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
         return rc;
     rc = parse_remaining(reply, code, loaded, remaining, err, errlen);
     freeReplyObject(reply);
+    return rc;
+}
+
+int rc_redis_remaining_marked(rc_redis_t *r, const char *code, int64_t expire_at_ms, int *loaded,
+                              int64_t *remaining, char *err, size_t errlen)
+{
+    char gen[24], expire[24];
+    const char *argv[8];
+    redisContext *ctx;
+    rc_keys_t k;
+    int argc, rc = 0;
+
+    if (!marks(r, expire_at_ms))
+        return rc_redis_remaining(r, code, loaded, remaining, err, errlen);
+    rc_keys_of(code, &k);
+    if (!(ctx = conn_for(r, code, err, errlen)))
+        return VC_ERR_UNAVAILABLE;
+    /* Pipelined: the mark, then the counter; one round trip, as the GET alone was. */
+    argc = mark_argv(r, k.name[RC_KEY_LEADER], expire_at_ms, argv, gen, expire);
+    redisAppendCommandArgv(ctx, argc, argv, NULL);
+    redisAppendCommand(ctx, "GET %s", k.name[RC_KEY_REMAINING]);
+    for (int i = 0; i < 2; i++) {
+        redisReply *reply;
+        void *got = NULL;
+
+        if (redisGetReply(ctx, &got) != REDIS_OK || !got) {
+            /* A broken connection: the pass drops it, the unread reply with it. */
+            snprintf(err, errlen, "Redis leader_mark/GET: %s", ctx->errstr);
+            return VC_ERR_UNAVAILABLE;
+        }
+        reply = got;
+        /* After an error of the mark, which is the answer, the counter's reply only drains. */
+        if (rc == 0 && i == 0 && (rc = leader_refused(reply, err, errlen)) == 0 &&
+            reply->type == REDIS_REPLY_ERROR)
+            rc = pipeline_error(reply, "leader_mark", code, err, errlen);
+        else if (rc == 0 && i == 1 && reply->type == REDIS_REPLY_ERROR)
+            rc = pipeline_error(reply, "GET remaining", code, err, errlen);
+        else if (rc == 0 && i == 1)
+            rc = parse_remaining(reply, code, loaded, remaining, err, errlen);
+        freeReplyObject(reply);
+    }
     return rc;
 }
 
@@ -928,7 +1056,7 @@ int rc_redis_campaign(rc_redis_t *r, int64_t campaign_id, int64_t scan_above,
      * As every script of a pass, the read goes after a pause: a test
      * (tests/model) steps the reconciler to it (it was a script before).
      */
-    VC_PAUSE_WITH("reconciler-each-repair", "campaign-read");
+    VC_PAUSE_WITH("reconciler-each-repair", NULL, "campaign-read");
     campaign_keys_of(campaign_id, &k);
     snprintf(max, sizeof(max), "%lld", (long long)releasing_max_ms);
     snprintf(limit, sizeof(limit), "%d", releasing_limit);
@@ -997,35 +1125,86 @@ int rc_redis_claim_code(rc_redis_t *r, const char *order_id, char code[VC_CODE_M
     return 0;
 }
 
+/* Whether script is one of the reconciler's writes: it starts with leader.lua (the rc_ scripts). */
+static int guarded(const char *script)
+{
+    return strncmp(script, vc_lua_leader, strlen(vc_lua_leader)) == 0;
+}
+
+/*
+ * Sends script with keys and args (borrowed) on the node of slot, and, when
+ * leader_key is not NULL, leader_key as the last key and this connection's
+ * generation as the last argument (leader.lua takes them off). Returns 0 with
+ * *reply (the caller frees it; not an error reply), or a negative error with
+ * err set: a refusal of the token (leader_refused()), Redis's error, no reply.
+ */
+static int eval_reply(rc_redis_t *r, unsigned slot, const char *script, int nkeys,
+                      const char *const *keys, int nargs, const char *const *args,
+                      const char *leader_key, redisReply **reply, char *err, size_t errlen)
+{
+    int extra = leader_key ? 1 : 0, argc = 3 + nkeys + nargs + 2 * extra, n = 0, rc;
+    const char **argv = malloc(sizeof(*argv) * (size_t)argc);
+    char numkeys[16], gen[24];
+
+    *reply = NULL;
+    if (!argv)
+        return VC_ERR_NOMEM;
+    snprintf(numkeys, sizeof(numkeys), "%d", nkeys + extra);
+    snprintf(gen, sizeof(gen), "%lld", (long long)r->generation);
+    argv[n++] = "EVAL";
+    argv[n++] = script;
+    argv[n++] = numkeys;
+    for (int i = 0; i < nkeys; i++)
+        argv[n++] = keys[i];
+    if (leader_key)
+        argv[n++] = leader_key;
+    for (int i = 0; i < nargs; i++)
+        argv[n++] = args[i];
+    if (leader_key)
+        argv[n++] = gen;
+    *reply = command_on(r, slot, argc, argv);
+    free(argv);
+    if (*reply && (rc = leader_refused(*reply, err, errlen)) != 0) {
+        freeReplyObject(*reply);
+        *reply = NULL;
+        return rc;
+    }
+    if ((rc = check_reply(r, *reply, "EVAL", err, errlen)) != 0)
+        *reply = NULL;
+    return rc;
+}
+
 int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *const *keys, int nargs,
                   const char *const *args, int64_t *status, char *order, size_t ordercap,
                   char *err, size_t errlen)
 {
-    int argc = 3 + nkeys + nargs, rc;
-    const char **argv = malloc(sizeof(*argv) * (size_t)argc);
-    char numkeys[16];
+    char leader[RC_LEADER_KEY_MAX];
+    const char *leader_key = NULL;
     redisReply *reply;
+    int rc;
 
     /*
      * Every repair script of a pass runs through here: a test (tests/model)
      * steps the reconciler from one repair to the next, so that any gateway
-     * step can land between two of them.
+     * step can land between two of them. The note names the first key: a
+     * test waits for the repair of its own voucher (tests/integration); the
+     * detail is the script, which the explorer names (its coverage).
      */
-    VC_PAUSE_WITH("reconciler-each-repair", script);
-    if (!argv)
-        return VC_ERR_NOMEM;
-    snprintf(numkeys, sizeof(numkeys), "%d", nkeys);
-    argv[0] = "EVAL";
-    argv[1] = script;
-    argv[2] = numkeys;
-    for (int i = 0; i < nkeys; i++)
-        argv[3 + i] = keys[i];
-    for (int i = 0; i < nargs; i++)
-        argv[3 + nkeys + i] = args[i];
+    VC_PAUSE_WITH("reconciler-each-repair", nkeys ? keys[0] : "", script);
+    if (guarded(script)) {
+        /* A write: it carries this reconciler's token, checked in the script (leader.lua). */
+        if (r->generation <= 0 || nkeys == 0 ||
+            rc_leader_key(keys[0], leader, sizeof(leader)) != 0) {
+            snprintf(err, errlen,
+                     "a repair script without a fencing token (not the acting "
+                     "reconciler, or a key without a hash tag): not sent");
+            return VC_ERR_INVALID;
+        }
+        leader_key = leader;
+    }
     /* A repair script takes the keys of one voucher: the first names their slot. */
-    reply = command_on(r, nkeys ? vc_redis_key_slot(keys[0], strlen(keys[0])) : 0, argc, argv);
-    free(argv);
-    if ((rc = check_reply(r, reply, "EVAL", err, errlen)) != 0)
+    if ((rc = eval_reply(r, nkeys ? vc_redis_key_slot(keys[0], strlen(keys[0])) : 0, script, nkeys,
+                         keys, nargs, args, leader_key, &reply, err, errlen)) != 0)
         return rc;
     if (order && ordercap)
         order[0] = '\0';
@@ -1048,5 +1227,28 @@ int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *cons
 int rc_redis_fence(rc_redis_t *r, const char *set_run_id, char run_id[VC_RUN_ID_MAX],
                    int *verified, char *err, size_t errlen)
 {
-    return vc_redis_block_fence(r->c, set_run_id, run_id, verified, err, errlen);
+    const char *keys[] = {VC_FENCE_KEY}, *args[] = {"set", set_run_id};
+    redisReply *reply;
+    int rc;
+
+    if (!set_run_id)
+        return vc_redis_block_fence(r->c, NULL, run_id, verified, err, errlen);
+    /* The set is a write: fence.lua behind leader.lua, with the fence's own leader key. */
+    *verified = 0;
+    if (r->generation <= 0) {
+        snprintf(err, errlen, "the restart fence's set without a fencing token: not sent");
+        return VC_ERR_INVALID;
+    }
+    if ((rc = eval_reply(r, vc_redis_key_slot(VC_FENCE_KEY, strlen(VC_FENCE_KEY)),
+                         vc_lua_rc_fence, 1, keys, 2, args, VC_FENCE_LEADER_KEY, &reply, err,
+                         errlen)) != 0)
+        return rc;
+    if (reply->type == REDIS_REPLY_INTEGER) {
+        *verified = reply->integer == 1;
+    } else {
+        snprintf(err, errlen, "fence.lua: unexpected reply");
+        rc = VC_ERR_PROTOCOL;
+    }
+    freeReplyObject(reply);
+    return rc;
 }

@@ -21,6 +21,7 @@ typedef enum {
     RC_KEY_AMOUNTS,
     RC_KEY_SCAN,    /* reads of orders in pieces under way (scan_begin.lua) */
     RC_KEY_TOUCHED, /* orders written during such a read (orders_write.lua) */
+    RC_KEY_LEADER,  /* the generation that marked it last (leader_mark.lua, rc_leader.h) */
     RC_KEY_COUNT,
 } rc_key_t;
 
@@ -44,6 +45,36 @@ void rc_redis_token(char token[33]);
  */
 rc_redis_t *rc_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen);
 void rc_redis_free(rc_redis_t *r);
+
+/*
+ * Makes the scripts this connection writes with carry generation, the
+ * fencing token of the lock this reconciler holds (rc_leader.h), and its
+ * marks write it; 0 when it does not act: then no write is sent
+ * (rc_redis_eval()) and nothing is marked.
+ */
+void rc_redis_lead(rc_redis_t *r, int64_t generation);
+
+/*
+ * The mark (common/lua/leader_mark.lua): writes this connection's generation
+ * into leader_key (rc_leader_key()), which then expires at expire_at_ms (0:
+ * never), unless the key holds a higher one. The acting reconciler marks a
+ * voucher or campaign in each pass before the pass writes anything there;
+ * the scripts it writes with run only while the key still holds its
+ * generation. Does nothing when this connection does not lead, or when
+ * expire_at_ms is past (the keys expired for good). Returns 0,
+ * VC_ERR_STALE_LEADER (a newer reconciler marked it: err says the
+ * generations), or another negative error with err set.
+ */
+int rc_redis_mark(rc_redis_t *r, const char *leader_key, int64_t expire_at_ms, char *err,
+                  size_t errlen);
+
+/*
+ * rc_redis_remaining(), after marking the voucher as rc_redis_mark() does
+ * (voucher:{code}:leader, expiring at expire_at_ms), in the same round trip.
+ * Returns as both do.
+ */
+int rc_redis_remaining_marked(rc_redis_t *r, const char *code, int64_t expire_at_ms, int *loaded,
+                              int64_t *remaining, char *err, size_t errlen);
 
 /*
  * Reads voucher:{code}:remaining. Returns 0 with *loaded 1 and *remaining set,
@@ -134,13 +165,24 @@ int rc_redis_claim_code(rc_redis_t *r, const char *order_id, char code[VC_CODE_M
 /*
  * Runs a script with the given keys and arguments (borrowed). Scripts answer
  * an integer or {status, order}: *status gets the integer, order (ordercap
- * bytes, may be NULL) the order value or "". Returns 0 or a negative error.
+ * bytes, may be NULL) the order value or "". A write, one of the rc_ scripts
+ * (common/vc_lua.h: they start with leader.lua), also gets the leader key of
+ * keys[0]'s hash tag as its last key and this connection's generation as its
+ * last argument (rc_redis_lead()); it is not sent without one. Returns 0 or a
+ * negative error: VC_ERR_STALE_LEADER or VC_ERR_LEADER_UNMARKED when Redis
+ * refused the token (nothing was written; err says the generations).
  */
 int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *const *keys, int nargs,
                   const char *const *args, int64_t *status, char *order, size_t ordercap,
                   char *err, size_t errlen);
 
-/* vc_redis_block_fence() on the reconciler's connection. */
+/*
+ * vc_redis_block_fence() on the reconciler's connection; the set through
+ * rc_fence.lua (fence.lua behind leader.lua), carrying this connection's
+ * generation, checked against voucher:fence:leader (VC_FENCE_LEADER_KEY,
+ * marked with rc_redis_mark() first): VC_ERR_STALE_LEADER or
+ * VC_ERR_LEADER_UNMARKED when Redis refused it.
+ */
 int rc_redis_fence(rc_redis_t *r, const char *set_run_id, char run_id[VC_RUN_ID_MAX],
                    int *verified, char *err, size_t errlen);
 

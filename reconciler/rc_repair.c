@@ -67,8 +67,8 @@ static int begin_release(rc_ctx_t *ctx, rc_voucher_t *v, rc_order_t *o, const ch
     const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING],
                           k.name[RC_KEY_RESENT]};
     const char *args[] = {o->order_id, why, now, read, since};
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_release_begin, 4, keys, nargs, args, &status, order,
-                            sizeof(order), err, errlen)) != 0)
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_release_begin, 4, keys, nargs, args, &status,
+                            order, sizeof(order), err, errlen)) != 0)
         return rc;
     if (status == -3) {
         vc_log_field_t f[] = {{"code", v->code}, {"orderId", o->order_id}};
@@ -108,7 +108,7 @@ static int repair_confirmed(rc_ctx_t *ctx, rc_voucher_t *v, const rc_order_t *o,
     snprintf(held, sizeof(held), "%lld", (long long)o->redis_held_until_ms);
     const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS]};
     const char *args[] = {o->order_id, held};
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_repair_confirmed, 2, keys, 2, args, &status, NULL,
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_repair_confirmed, 2, keys, 2, args, &status, NULL,
                             0, err, errlen)) != 0)
         return rc;
     if (status == 1) {
@@ -385,7 +385,7 @@ static int repair_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *
         for (size_t i = 0; i < 4 * no; i++)
             args[n++] = a->args[first + 4 * o + i];
         if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-            (rc = rc_repair_eval(ctx, kind, "voucher", v->code, no, vc_lua_restore_stage, 5,
+            (rc = rc_repair_eval(ctx, kind, "voucher", v->code, no, vc_lua_rc_restore_stage, 5,
                                  stage_keys, n, args, &st, got, sizeof(got), err, errlen)) != 0)
             goto out;
         if (st < 0)
@@ -408,14 +408,14 @@ static int repair_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *
                               k.name[RC_KEY_RELEASING], amounts,
                               staged[0],                staged[2],
                               staged[1]};
-        rc = rc_repair_eval(ctx, kind, "voucher", v->code, (size_t)nstaged, vc_lua_rebuild_swap,
+        rc = rc_repair_eval(ctx, kind, "voucher", v->code, (size_t)nstaged, vc_lua_rc_rebuild_swap,
                             9, keys, 5, swap_args, status, answer, answercap, err, errlen);
     } else {
         const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
                               k.name[RC_KEY_ORDERS],    k.name[RC_KEY_HOLDS],
                               staged[0],                staged[2],
                               staged[1]};
-        rc = rc_repair_eval(ctx, kind, "voucher", v->code, (size_t)nstaged, vc_lua_restore_swap,
+        rc = rc_repair_eval(ctx, kind, "voucher", v->code, (size_t)nstaged, vc_lua_rc_restore_swap,
                             7, keys, 5, swap_args, status, answer, answercap, err, errlen);
     }
     if (rc == 0 && *status == -2)
@@ -463,7 +463,7 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
         const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
                               k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS],
                               k.name[RC_KEY_RELEASING]};
-        rc = rc_repair_eval(ctx, "restore", "voucher", v->code, v->orders.len, vc_lua_restore, 5,
+        rc = rc_repair_eval(ctx, "restore", "voucher", v->code, v->orders.len, vc_lua_rc_restore, 5,
                             keys, a.nargs, a.args, &status, answer, sizeof(answer), err, errlen);
     }
     if (rc == 0 && status == 1) {
@@ -504,7 +504,7 @@ static int retake(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, 
     rc_keys_of(v->code, &k);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
                           k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
-    if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_retake, 5,
+    if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_rc_retake, 5,
                              keys, a.nargs, a.args, &status, answer, sizeof(answer), err,
                              errlen)) != 0 ||
         status < 0)
@@ -554,7 +554,7 @@ static int rebuild(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
         const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
                               k.name[RC_KEY_ORDERS],    k.name[RC_KEY_HOLDS],
                               k.name[RC_KEY_RELEASING], amounts};
-        rc = rc_repair_eval(ctx, "rebuild", "voucher", v->code, v->orders.len, vc_lua_rebuild, 6,
+        rc = rc_repair_eval(ctx, "rebuild", "voucher", v->code, v->orders.len, vc_lua_rc_rebuild, 6,
                             keys, a.nargs, a.args, &status, answer, sizeof(answer), err, errlen);
     }
     if (rc != 0 || status < 0)
@@ -586,7 +586,7 @@ static int lower(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, s
     snprintf(uncounted, sizeof(uncounted), "%lld", (long long)v->n.uncounted);
     const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_ORDERS]};
     const char *args[] = {total, uncounted};
-    if ((rc = rc_repair_eval(ctx, "lower", "voucher", v->code, v->orders.len, vc_lua_lower, 2,
+    if ((rc = rc_repair_eval(ctx, "lower", "voucher", v->code, v->orders.len, vc_lua_rc_lower, 2,
                              keys, 2, args, &status, answer, sizeof(answer), err, errlen)) == 0 &&
         status == 1) {
         parse_pair(answer, &before, &after);
@@ -630,7 +630,7 @@ int rc_repair_releases(rc_ctx_t *ctx, rc_releases_t *rs, rc_summary_t *sum, char
         const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
                               k.name[RC_KEY_ORDERS], k.name[RC_KEY_RELEASING]};
         const char *args[] = {r->ev.order_id};
-        if ((rc = rc_redis_eval(ctx->redis, vc_lua_release_finish, 4, keys, 1, args, &status,
+        if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_release_finish, 4, keys, 1, args, &status,
                                 NULL, 0, err, errlen)) == 0 &&
             status == 1) {
             sum->finished++;

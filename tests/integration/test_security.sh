@@ -5,7 +5,7 @@
 # an ACL user whose password no log line shows; each daemon on PostgreSQL as
 # its own role, refused what its code does not do.
 source "$(dirname "$0")/lib.sh"
-plan 35
+plan 37
 
 # ---- a Redis ACL user for this run, removed at the end ----
 hostport=${VOUCHER_REDIS_URL#redis://}
@@ -147,6 +147,10 @@ denied voucher_writer "UPDATE voucher SET total_limit = total_limit + 1000 WHERE
   "the writer's role cannot raise a total_limit"
 denied voucher_reconciler "UPDATE voucher_redemption SET status = 'RELEASED' WHERE voucher_code = '$code'" \
   "the reconciler's role cannot write redemptions"
+denied voucher_gateway "UPDATE reconciler_leader SET generation = generation + 1" \
+  "the gateway's role cannot raise the reconciler's generation (its fencing token, 018)"
+denied voucher_reconciler "DELETE FROM reconciler_leader" \
+  "the reconciler's role may raise its generation, not delete it"
 is "$(as voucher_reconciler "SELECT pg_try_advisory_lock(1); SHOW lock_timeout" | tr '\n' ' ')" "t 10s " \
   "the reconciler's role may take an advisory lock, and its sessions have a lock_timeout"
 is "$(as voucher_gateway "SHOW statement_timeout")" 30s "the gateway's role has a statement_timeout"

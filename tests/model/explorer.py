@@ -455,18 +455,21 @@ class World:
 
     def script_at(self, pause_file):
         """The name of the script the reconciler stands before at its each-repair pause (the pause
-        file holds its pid, then the text: VC_PAUSE_WITH), "campaign-read" for a campaign's full
-        read, "?" for a text the build's scripts do not have, None for a build from before."""
+        file holds its pid, the first key, then the text: VC_PAUSE_WITH in rc_redis_eval()),
+        "campaign-read" for a campaign's full read, "?" for a text the build's scripts do not
+        have, None for a build from before. A reconciler's write is its rc_ script (the leader's
+        token in front: common/lua/leader.lua), counted under the script's own name."""
         try:
             with open(pause_file) as f:
-                detail = f.read().split("\n", 1)[1]
+                detail = f.read().split("\n", 2)[2]
         except (OSError, IndexError):
             return None
         if not detail:
             return None
         if detail == "campaign-read":
             return detail
-        return self.script_names.get(detail, "?")
+        name = self.script_names.get(detail, "?")
+        return name[3:] if name.startswith("rc_") else name
 
     def sql(self, q, args=None):
         with self.pg.cursor() as c:
@@ -2145,6 +2148,9 @@ def main():
                     help="the bounded run without its aimed searches (the fixed seeds only)")
     ap.add_argument("--mutant", default=None,
                     help="(tests/model/run --mutants) this mutant's saved cases and aims first")
+    ap.add_argument("--forget-not-persisted", action="store_true",
+                    help="the gateway steps forget a hold whose event Kafka reported not persisted,"
+                         " as the gateway did before f8f39b0 (a mutant's adapter)")
     ap.add_argument("--first-failure", action="store_true",
                     help="stop at the first broken promise, in the replays as in the search")
     a = ap.parse_args()
@@ -2162,6 +2168,8 @@ def main():
     FENCE["gateway"] = not a.no_fence
     WORLD = World(a.build, a.lua or os.path.join(a.build, "common", "lua"), a.adapter,
                   os.path.abspath(a.shim))
+    if a.forget_not_persisted:
+        WORLD.scripts.forget_not_persisted = True
     started = time.time()
     failures = 0
     if a.replay_one:
