@@ -352,10 +352,17 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             rc_table_row(table, v);
         if (v->verdict != RC_CONSISTENT && v->verdict != RC_NOT_LOADED && v->verdict != RC_PARKED)
             log_verdict(v);
-        /* A total_limit changed without Redis (rc_raise.h): every loaded voucher, quiet or not. */
+        /*
+         * A total_limit changed without Redis (rc_raise.h): every loaded voucher,
+         * quiet or not. The lock is proven first, as before any repair: the sync
+         * runs its first statements on the lock's session, and a session ended by
+         * then must stop the pass as the lost lock it is, not as a broken
+         * connection ("server closed the connection unexpectedly").
+         */
         if (repair && v->n.redis_loaded &&
-            (rc = rc_limit_sync(rc_pg_conn(ctx->pg), ctx->redis, v->code, v->n.total_limit,
-                                prove_lead, ctx, &changed, err, errlen)) != 0)
+            ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
+             (rc = rc_limit_sync(rc_pg_conn(ctx->pg), ctx->redis, v->code, v->n.total_limit,
+                                 prove_lead, ctx, &changed, err, errlen)) != 0))
             goto out;
         if (!repair || !v->full)
             continue;
