@@ -94,8 +94,12 @@ int rc_limit_sync(PGconn *pg, rc_redis_t *redis, const char *code, int64_t snaps
         return end_tx(pg, rc == VC_E_NOT_FOUND ? 0 : rc);
     if ((action = rc_limit_plan(present, limit, total, &delta)) == RC_LIMIT_NONE)
         return end_tx(pg, 0);
+    /*
+     * A failed proof closed the lock's session, pg with it (rc_ctx_still_leading()):
+     * the transaction ended there, and pg must not be touched again.
+     */
     if ((rc = prove(prove_arg, err, errlen)) != 0)
-        return end_tx(pg, rc);
+        return rc;
     rc_keys_of(code, &k);
     snprintf(total_s, sizeof(total_s), "%lld", (long long)total);
     snprintf(uncounted_s, sizeof(uncounted_s), "%lld", (long long)uncounted);

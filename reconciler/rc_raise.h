@@ -33,7 +33,9 @@ rc_limit_action_t rc_limit_plan(int has_limit, int64_t limit, int64_t total_limi
 
 /*
  * Whether the acting reconciler still leads (rc_pass.c's proof); 0 when it
- * does, else a negative error with err set.
+ * does, else a negative error with err set. A proof that fails may close the
+ * session it was asked about (rc_limit_sync()'s pg): the caller then leaves
+ * pg alone.
  */
 typedef int (*rc_limit_proof_fn)(void *arg, char *err, size_t errlen);
 
