@@ -174,14 +174,16 @@ static int run_once(rc_ctx_t *ctx, const rc_fence_t *fence, const rc_settings_t 
         rc = rc_pass(ctx, 1, stdout, &sum, err, sizeof(err));
     }
     if (rc == 0 && (sum.expired || sum.stranded || sum.restored || sum.retaken || sum.lowered ||
-                    sum.finished || sum.reconfirmed || sum.discarded)) {
+                    sum.finished || sum.reconfirmed || sum.discarded || sum.confirms_published)) {
         printf("repairs: %lld holds expired, %lld stranded holds released, %lld releases "
                "finished, %lld vouchers restored, %lld uses taken again, %lld counters lowered, "
-               "%lld holds confirmed again, %lld discarded letters' uses released\n"
+               "%lld holds confirmed again, %lld discarded letters' uses released, "
+               "%lld lost confirms published\n"
                "after the repairs:\n",
                (long long)sum.expired, (long long)sum.stranded, (long long)sum.finished,
                (long long)sum.restored, (long long)sum.retaken, (long long)sum.lowered,
-               (long long)sum.reconfirmed, (long long)sum.discarded);
+               (long long)sum.reconfirmed, (long long)sum.discarded,
+               (long long)sum.confirms_published);
         rc = rc_pass(ctx, 0, stdout, &sum, err, sizeof(err));
     }
     /* Reported, not acted on: verifying needs the daemon's memory of when the process appeared. */

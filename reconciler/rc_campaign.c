@@ -668,6 +668,10 @@ static int repair_full(rc_ctx_t *ctx, memory_t *m, campaign_t *c, int64_t ends_a
             /* An operator discarded its dead letter: the use comes back, as for a voucher. */
             rc = release(ctx, c, o, "cancel", "DISCARDED", snapshot_ms, sum, err, errlen);
             break;
+        case RC_RELEASE_CONFIRM_LOST:
+            /* A confirm answered 503 after Redis took it: published, as a voucher's. */
+            rc = rc_repair_publish_confirm(ctx, code_of(c, o), c->id, o, sum, err, errlen);
+            break;
         default:
             break;
         }

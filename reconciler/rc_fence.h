@@ -50,7 +50,9 @@ void rc_fence_init(rc_fence_t *f, const rc_config_t *cfg, int on);
 
 /*
  * Whether a pass's repairs and verdicts leave nothing that could let Redis
- * offer a use PostgreSQL and Kafka count (step 3 above). Pure.
+ * offer a use PostgreSQL and Kafka count (step 3 above). A lost confirm
+ * published (sum->confirms_published) does not count: there Redis was ahead
+ * of PostgreSQL, which a lost write cannot cause. Pure.
  */
 int rc_fence_clean(const rc_summary_t *sum);
 

@@ -171,6 +171,7 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
     n->pg_live_after = n->redis_counted = n->releasing = n->unsent_fresh = n->stranded = 0;
     n->released_in_pg = n->missing_in_redis = n->releasing_not_live = n->pending_changes = 0;
     n->released_after = n->confirmed_unsent = n->confirmed_unknown = n->users_missing = 0;
+    n->confirm_pending = n->confirm_lost = 0;
     n->uncounted = vc_uses_without_rows(n->used_count, n->live_rows);
     n->parked_held = n->discarding = n->orders_lost = n->released_unknown = 0;
     n->redis_taken = n->total_limit - n->redis_remaining;
@@ -212,6 +213,21 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
                     n->confirmed_unsent++;
                 else
                     n->confirmed_unknown++;
+            } else if (o->redis_state == 'C' && o->pg_after == VC_RD_RESERVED && !o->parked &&
+                       !o->discarded) {
+                /*
+                 * Confirmed in Redis, only reserved downstream: the confirm's
+                 * event is on its way until heldUntil and a grace have passed
+                 * (a confirm runs before heldUntil and publishes then); after
+                 * that it never comes. Both sides count the use, so the numbers
+                 * agree; PostgreSQL holds a hold that ended as far as it knows,
+                 * for an order neither paid nor given back there, until the
+                 * reconciler publishes the confirm (rc_model_release()).
+                 */
+                if (now_ms < o->redis_held_until_ms + grace_ms)
+                    n->confirm_pending++;
+                else
+                    n->confirm_lost++;
             }
         }
         /*
@@ -264,11 +280,13 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
         return RC_DRIFTED;
     if (n->redis_taken > n->redis_counted + n->uncounted)
         return RC_UNDERSOLD;
-    if (n->stranded > 0 || n->released_in_pg > 0 || n->confirmed_unknown > 0 || n->discarding > 0)
+    if (n->stranded > 0 || n->released_in_pg > 0 || n->confirmed_unknown > 0 || n->discarding > 0 ||
+        n->confirm_lost > 0)
         return RC_UNDERSOLD;
     /* Events applied but not yet committed replay as no change: they do not count. */
     if (n->redis_counted == n->pg_live_after && n->pending_changes == 0 && n->releasing == 0 &&
-        n->unsent_fresh == 0 && n->confirmed_unsent == 0 && n->released_after == 0)
+        n->unsent_fresh == 0 && n->confirmed_unsent == 0 && n->released_after == 0 &&
+        n->confirm_pending == 0)
         /*
          * Letters parked here hold no use (a malformed event, a confirm of a
          * counted row): reported in n->parked, but nothing disagrees.
@@ -360,6 +378,12 @@ rc_release_t rc_model_release(const rc_order_t *o, int64_t snapshot_ms, int64_t 
         return RC_RELEASE_NONE;
     if (o->discarded && o->pg_after == VC_RD_NONE)
         return RC_RELEASE_DISCARD;
+    if (o->redis_state == 'C' && o->pg_after == VC_RD_RESERVED) {
+        /* The confirm's event is in the snapshot by now if it ever comes; never released. */
+        if (!o->discarded && o->redis_held_until_ms <= snapshot_ms - grace_ms)
+            return RC_RELEASE_CONFIRM_LOST;
+        return RC_RELEASE_NONE;
+    }
     if (o->redis_state == 'H' && o->redis_held_until_ms <= snapshot_ms - grace_ms)
         return RC_RELEASE_EXPIRE;
     if (rc_order_unsent(o) && o->first_unsent_ms && o->first_unsent_ms <= snapshot_ms - grace_ms)

@@ -83,7 +83,8 @@ typedef enum {
     RC_CONSISTENT = 0, /* Redis and PostgreSQL agree and nothing is in flight */
     RC_NOT_LOADED,     /* Redis has no counter for it */
     RC_BEHIND,         /* they differ only by what is on its way: events, releases, fresh holds */
-    RC_UNDERSOLD,      /* Redis holds uses nothing explains: safe, but a repair is due */
+    RC_UNDERSOLD,      /* Redis holds uses nothing explains, or PostgreSQL lacks a confirm
+                          that will not come: safe, but a repair is due */
     RC_DRIFTED,        /* Redis offers a use PostgreSQL counts, or PostgreSQL disagrees with itself */
     RC_USED_WITHOUT_ROWS, /* otherwise consistent, but used_count counts uses no row accounts for */
     /*
@@ -123,6 +124,10 @@ typedef struct {
                                  snapshot is too old to show, or drift the next pass proves */
     int64_t confirmed_unsent; /* C in Redis, unknown downstream: reserved and confirmed since */
     int64_t confirmed_unknown; /* the same, past heldUntil and the grace: refused or lost */
+    int64_t confirm_pending;   /* C in Redis, RESERVED once the writer caught up: the confirm's
+                                  VoucherConfirmed may still come (before heldUntil + grace) */
+    int64_t confirm_lost;      /* the same past heldUntil + grace: the confirm answered 503
+                                  and its event never comes; the reconciler publishes it */
     int64_t uncounted;        /* used_count beyond live_rows: uses counted without rows */
     int64_t accounted;        /* orders holding a use: Redis's H, C, X, E plus missing_in_redis */
     int64_t bound;            /* the most remaining may be: vc_remaining_bound() */
@@ -197,6 +202,12 @@ typedef enum {
     RC_RELEASE_CANCEL,      /* held or confirmed in Redis, released in PostgreSQL: "cancel" */
     RC_RELEASE_TO_CONFIRMED, /* held in Redis, confirmed in PostgreSQL: repair_confirmed.lua */
     RC_RELEASE_DISCARD,      /* its dead letter discarded, unknown downstream: "cancel", DISCARDED */
+    /*
+     * Confirmed in Redis, RESERVED in PostgreSQL after the events in flight,
+     * past heldUntil + grace: the confirm ran in Redis and its VoucherConfirmed
+     * never reached Kafka (the confirm answered 503). Publish it.
+     */
+    RC_RELEASE_CONFIRM_LOST,
 } rc_release_t;
 
 /*
@@ -223,7 +234,16 @@ typedef enum {
  *   (o->parked): the event was acknowledged (its 201 or 200 may have been
  *   given) and waits for an operator; its use stays taken;
  * - DISCARD when an operator discarded its dead letter (o->discarded, none
- *   parked) and nothing downstream counts it (no row, no event in flight).
+ *   parked) and nothing downstream counts it (no row, no event in flight);
+ * - CONFIRM_LOST when Redis holds it confirmed, PostgreSQL (after the events
+ *   in flight) RESERVED, and heldUntil + grace_ms <= snapshot_ms: confirm.lua
+ *   confirms only before heldUntil and the gateway publishes at once, within
+ *   its delivery timeout, so a VoucherConfirmed that is not in that snapshot
+ *   never comes (the confirm answered 503 after Redis ran it). The customer
+ *   asked to confirm and Redis accepted it: its confirm is published, the use
+ *   never released (proto/redis-keys.md, "A confirm answered 503"). Not while
+ *   a dead letter of the order is parked or was discarded: that letter is the
+ *   confirm, and an operator decides.
  *
  * Releases already begun (X, E) are not decided here: the releasing set says
  * when they began. Pure.

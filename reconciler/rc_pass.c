@@ -225,13 +225,14 @@ static void log_verdict(const rc_voucher_t *v)
              "%lld fresh and %lld stranded holds, %lld released in PostgreSQL, "
              "%lld counted in PostgreSQL and lost in Redis, %lld given back in Redis "
              "after the snapshot, %lld confirmed in Redis and unknown downstream past "
-             "heldUntil; total_limit %lld, live rows %lld, %lld uses counted "
+             "heldUntil, %lld confirmed in Redis and reserved in PostgreSQL past heldUntil "
+             "(their confirm's event lost); total_limit %lld, live rows %lld, %lld uses counted "
              "without rows, remaining %lld of at most %lld",
              rc_verdict_name(v->verdict), (long long)v->n.used_count,
              (long long)v->n.in_flight_events, (long long)v->n.releasing,
-             (long long)v->n.unsent_fresh, (long long)v->n.stranded,
-             (long long)v->n.released_in_pg, (long long)v->n.missing_in_redis,
-             (long long)v->n.released_after, (long long)v->n.confirmed_unknown,
+             (long long)v->n.unsent_fresh, (long long)v->n.stranded, (long long)v->n.released_in_pg,
+             (long long)v->n.missing_in_redis, (long long)v->n.released_after,
+             (long long)v->n.confirmed_unknown, (long long)v->n.confirm_lost,
              (long long)v->n.total_limit, (long long)v->n.live_rows, (long long)v->n.uncounted,
              (long long)v->n.redis_remaining, (long long)v->n.bound);
 }

@@ -83,6 +83,8 @@ typedef struct {
     int64_t retaken;     /* orders taken again in Redis */
     int64_t lowered;     /* counters lowered */
     int64_t reconfirmed; /* holds confirmed in PostgreSQL repaired to confirmed in Redis */
+    /* confirms Redis took whose VoucherConfirmed never reached Kafka, published and acknowledged */
+    int64_t confirms_published;
     int64_t discarded;   /* uses given back because an operator discarded their dead letter */
     int64_t parked;      /* dead letters parked, waiting for an operator */
     int awaiting_restore; /* vouchers missing from Redis, waiting out the restore delay */

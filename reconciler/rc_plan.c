@@ -247,8 +247,9 @@ static int add(rc_plan_t *p, rc_action_kind_t kind, rc_order_t *o, const char *w
 
 /*
  * What each decision of rc_model_release() runs: release_begin.lua's why and
- * the reason its VoucherReleased carries, or the repair to confirmed. A
- * discarded dead letter (voucher-writer dlt discard) is released as a cancel.
+ * the reason its VoucherReleased carries, the repair to confirmed, or the
+ * publish of a lost confirm. A discarded dead letter (voucher-writer dlt
+ * discard) is released as a cancel.
  */
 static const struct {
     rc_action_kind_t kind;
@@ -259,6 +260,7 @@ static const struct {
     [RC_RELEASE_CANCEL] = {RC_ACT_RELEASE, "cancel", "REPAIR"},
     [RC_RELEASE_DISCARD] = {RC_ACT_RELEASE, "cancel", "DISCARDED"},
     [RC_RELEASE_TO_CONFIRMED] = {RC_ACT_CONFIRM, NULL, NULL},
+    [RC_RELEASE_CONFIRM_LOST] = {RC_ACT_PUBLISH_CONFIRM, NULL, NULL},
 };
 
 /*
@@ -399,7 +401,7 @@ const char *rc_action_name(rc_action_kind_t k)
         [RC_ACT_RETAKE] = "retake",               [RC_ACT_REBUILD] = "rebuild",
         [RC_ACT_LOWER] = "lower",
         [RC_ACT_RESUME_DUE] = "resume-due",       [RC_ACT_RELEASE] = "release",
-        [RC_ACT_CONFIRM] = "confirm",
+        [RC_ACT_CONFIRM] = "confirm",             [RC_ACT_PUBLISH_CONFIRM] = "publish-confirm",
     };
     return (unsigned)k < RC_ACT_COUNT ? names[k] : "?";
 }

@@ -153,12 +153,18 @@ typedef enum {
     RC_ACT_RESUME_DUE,
     RC_ACT_RELEASE, /* release_begin.lua: begin a release (why, reason) */
     RC_ACT_CONFIRM, /* repair_confirmed.lua: H -> C */
+    /*
+     * Publish the VoucherConfirmed of an order Redis confirmed whose own event
+     * never reached Kafka (RC_RELEASE_CONFIRM_LOST), with the figures Redis
+     * holds for it when the repair runs: PostgreSQL then has it CONFIRMED.
+     */
+    RC_ACT_PUBLISH_CONFIRM,
     RC_ACT_COUNT,
 } rc_action_kind_t;
 
 typedef struct {
     rc_action_kind_t kind;
-    rc_order_t *order; /* RELEASE, CONFIRM: borrowed from the voucher's orders */
+    rc_order_t *order; /* RELEASE, CONFIRM, PUBLISH_CONFIRM: borrowed from the voucher's orders */
     const char *why;         /* RELEASE: release_begin.lua's why ("expire", ...) */
     const char *reason;      /* RELEASE: the VoucherReleased reason ("EXPIRED", ...) */
 } rc_action_t;
@@ -188,8 +194,8 @@ void rc_plan_free(rc_plan_t *p);
  *   only, forgetting the released ones);
  * - loaded: RETAKE when PostgreSQL counts orders Redis lost or the users hash
  *   lost customers, else LOWER when the counter is above the rule's bound;
- *   then RESUME_DUE, then per order (rc_model_release()) a RELEASE or a
- *   CONFIRM, at most batch expiries.
+ *   then RESUME_DUE, then per order (rc_model_release()) a RELEASE, a
+ *   CONFIRM or a PUBLISH_CONFIRM, at most batch expiries.
  *
  * Returns 0 or VC_ERR_NOMEM.
  */
@@ -235,7 +241,10 @@ int rc_plan_merges(const rc_order_t *o, int every_order);
  */
 void rc_plan_order_value(const rc_order_t *o, char *buf, size_t cap);
 
-/* "await-restore", "restore", "retake", "rebuild", "lower", "resume-due", "release", "confirm". */
+/*
+ * "await-restore", "restore", "retake", "rebuild", "lower", "resume-due", "release", "confirm",
+ * "publish-confirm".
+ */
 const char *rc_action_name(rc_action_kind_t k);
 
 #endif

@@ -288,6 +288,8 @@ static void write_numbers(vc_jgen_t *g, const rc_numbers_t *n)
     vc_jgen_kv_int(g, "releasedAfter", n->released_after);
     vc_jgen_kv_int(g, "confirmedUnsent", n->confirmed_unsent);
     vc_jgen_kv_int(g, "confirmedUnknown", n->confirmed_unknown);
+    vc_jgen_kv_int(g, "confirmPending", n->confirm_pending);
+    vc_jgen_kv_int(g, "confirmLost", n->confirm_lost);
     vc_jgen_kv_int(g, "uncounted", n->uncounted);
     vc_jgen_kv_int(g, "bound", n->bound);
     vc_jgen_kv_int(g, "usersMissing", n->users_missing);
@@ -364,6 +366,11 @@ static void write_repairs(vc_jgen_t *g, const rc_voucher_t *v, const rc_plan_t *
         if (a->kind == RC_ACT_CONFIRM) {
             vc_jgen_kv_str(g, "orderId", a->order->order_id);
             vc_jgen_kv_int(g, "heldUntilMs", a->order->redis_held_until_ms);
+        } else if (a->kind == RC_ACT_PUBLISH_CONFIRM) {
+            /* The figures are read from Redis when it runs (orders and paid), not planned. */
+            vc_jgen_kv_str(g, "orderId", a->order->order_id);
+            vc_jgen_kv_int(g, "heldUntilMs", a->order->redis_held_until_ms);
+            vc_jgen_kv_int(g, "customerId", a->order->customer_id);
         } else if (a->kind == RC_ACT_RESTORE || a->kind == RC_ACT_RETAKE ||
                    a->kind == RC_ACT_REBUILD) {
             /* The keys' expiry the script sets (vc_retention.h); 0: none. */

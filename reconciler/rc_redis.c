@@ -1174,6 +1174,52 @@ static int eval_reply(rc_redis_t *r, unsigned slot, const char *script, int nkey
     return rc;
 }
 
+int rc_redis_confirmed(rc_redis_t *r, const char *orders_key, const char *paid_key,
+                       const char *order_id, char *order, size_t ordercap, int64_t *paid, char *err,
+                       size_t errlen)
+{
+    redisContext *ctx;
+    redisReply *reply = NULL, *value, *total;
+    int rc;
+
+    /*
+     * A repair's step like the scripts' (rc_redis_eval()), named as a read
+     * (as "campaign-read"): tests/model lands gateway steps here, between the
+     * read and the publish that follows it.
+     */
+    VC_PAUSE_WITH("reconciler-each-repair", orders_key, "confirm-read");
+    if (ordercap)
+        order[0] = '\0';
+    *paid = -1;
+    ctx = vc_redis_block_conn(r->c, vc_redis_key_slot(orders_key, strlen(orders_key)), err, errlen);
+    if (!ctx)
+        return VC_ERR_UNAVAILABLE;
+    /* Pipelined: MULTI, HGET, HGET, EXEC; only EXEC's reply carries the values. */
+    redisAppendCommand(ctx, "MULTI");
+    redisAppendCommand(ctx, "HGET %s %s", orders_key, order_id);
+    redisAppendCommand(ctx, "HGET %s %s", paid_key, order_id);
+    redisAppendCommand(ctx, "EXEC");
+    if ((rc = exec_reply(ctx, 2, "MULTI HGET HGET EXEC", orders_key, &reply, err, errlen)) != 0)
+        return rc;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
+        snprintf(err, errlen, "Redis: unexpected reply to EXEC (HGET, HGET) of %s", orders_key);
+        freeReplyObject(reply);
+        return VC_ERR_PROTOCOL;
+    }
+    value = reply->element[0];
+    total = reply->element[1];
+    if (value->type == REDIS_REPLY_STRING && ordercap)
+        snprintf(order, ordercap, "%.*s", (int)value->len, value->str);
+    if (total->type == REDIS_REPLY_STRING && total->len > 0) {
+        char *end;
+        long long n = strtoll(total->str, &end, 10);
+        if (*end == '\0' && n >= 0)
+            *paid = n;
+    }
+    freeReplyObject(reply);
+    return 0;
+}
+
 int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *const *keys, int nargs,
                   const char *const *args, int64_t *status, char *order, size_t ordercap,
                   char *err, size_t errlen)

@@ -163,6 +163,19 @@ int rc_redis_claim_code(rc_redis_t *r, const char *order_id, char code[VC_CODE_M
                         char *err, size_t errlen);
 
 /*
+ * What Redis holds of one order for the VoucherConfirmed the reconciler
+ * publishes when the confirm's own never reached Kafka: its value in
+ * orders_key (into order, ordercap bytes; "" when there is none) and its
+ * entry in paid_key, the total the gateway confirmed it at (*paid; -1 when
+ * there is none or it is not a number), read at one moment (MULTI/EXEC). The
+ * keys are one voucher's or one campaign's (one slot). Returns 0 or a
+ * negative error with err set.
+ */
+int rc_redis_confirmed(rc_redis_t *r, const char *orders_key, const char *paid_key,
+                       const char *order_id, char *order, size_t ordercap, int64_t *paid, char *err,
+                       size_t errlen);
+
+/*
  * Runs a script with the given keys and arguments (borrowed). Scripts answer
  * an integer or {status, order}: *status gets the integer, order (ordercap
  * bytes, may be NULL) the order value or "". A write, one of the rc_ scripts

@@ -1,10 +1,12 @@
 #include "rc_repair.h"
 #include "rc_grow.h"
+#include "rc_kafka.h"
 #include "rc_redis.h"
 #include "vc_error.h"
 #include "vc_log.h"
 #include "vc_lua.h"
 #include "vc_metrics.h"
+#include "vc_order_value.h"
 #include "vc_retention.h"
 #include "vc_time.h"
 
@@ -118,6 +120,79 @@ static int repair_confirmed(rc_ctx_t *ctx, rc_voucher_t *v, const rc_order_t *o,
                  "(never expired)");
         sum->reconfirmed++;
     }
+    return 0;
+}
+
+int rc_repair_publish_confirm(rc_ctx_t *ctx, const char *code, int64_t campaign_id,
+                              const rc_order_t *o, rc_summary_t *sum, char *err, size_t errlen)
+{
+    char orders[VC_CODE_MAX + 32], paid_key[VC_CODE_MAX + 32], value[128], amount[24];
+    vc_log_field_t f[] = {{"code", code}, {"orderId", o->order_id}, {"orderAmount", amount}};
+    vc_order_value_t cur;
+    vc_event_t ev;
+    int64_t paid;
+    int delivered = 0, rc;
+
+    if (campaign_id > 0) {
+        snprintf(orders, sizeof(orders), "campaign:{c%lld}:orders", (long long)campaign_id);
+        snprintf(paid_key, sizeof(paid_key), "campaign:{c%lld}:paid", (long long)campaign_id);
+    } else {
+        snprintf(orders, sizeof(orders), "voucher:{%s}:orders", code);
+        snprintf(paid_key, sizeof(paid_key), "voucher:{%s}:paid", code);
+    }
+    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
+        (rc = rc_redis_confirmed(ctx->redis, orders, paid_key, o->order_id, value, sizeof(value),
+                                 &paid, err, errlen)) != 0)
+        return rc;
+    /*
+     * Only the order the pass read. Cancelled since (X, R), the customer's
+     * release decides; its VoucherReleased reaches PostgreSQL either way.
+     */
+    if (vc_order_value_parse(value, strlen(value), &cur) != 0 || cur.state != 'C' ||
+        cur.held_until_ms != o->redis_held_until_ms) {
+        snprintf(amount, sizeof(amount), "-");
+        VC_LOG_F(VC_LOG_INFO, f,
+                 "confirm not published: the order changed after the pass read it; the next "
+                 "pass decides again");
+        return 0;
+    }
+    memset(&ev, 0, sizeof(ev));
+    ev.type = VC_EV_CONFIRMED;
+    ev.version = VC_EVENT_VERSION;
+    snprintf(ev.code, sizeof(ev.code), "%s", code);
+    snprintf(ev.order_id, sizeof(ev.order_id), "%s", o->order_id);
+    ev.customer_id = cur.customer_id;
+    ev.campaign_id = campaign_id;
+    /* When the reconciler learnt of it: the confirm's own moment is not kept anywhere. */
+    ev.at_ms = vc_time_now_ms();
+    if (paid >= 0) {
+        /* What confirm.lua confirmed: the total, and the discount it wrote into the value. */
+        ev.has_amounts = 1;
+        ev.order_amount = paid;
+        ev.discount_amount = cur.discount;
+    }
+    if (paid >= 0)
+        snprintf(amount, sizeof(amount), "%lld", (long long)paid);
+    else
+        snprintf(amount, sizeof(amount), "none");
+    if ((rc = rc_kafka_publish(ctx->kafka, &ev, 1, &delivered, ctx->cfg->timeout_ms, err,
+                               errlen)) != 0)
+        return rc;
+    if (delivered != 1) {
+        VC_LOG_F(VC_LOG_WARN, f,
+                 "the VoucherConfirmed of a confirm Redis took was not acknowledged by Kafka: "
+                 "published again next pass");
+        return 0;
+    }
+    sum->confirms_published++;
+    vc_metric_add(vc_counter("voucher_reconciler_confirms_published_total",
+                             "Confirms Redis took whose VoucherConfirmed never reached Kafka (the "
+                             "confirm answered 503), published by the reconciler and acknowledged",
+                             campaign_id > 0 ? "of=\"campaign\"" : "of=\"voucher\""),
+                  1);
+    VC_LOG_F(VC_LOG_INFO, f,
+             "repair: confirmed in Redis, reserved in PostgreSQL past heldUntil and the grace: "
+             "published the VoucherConfirmed its confirm never published");
     return 0;
 }
 
@@ -710,6 +785,9 @@ int rc_repair_voucher(rc_ctx_t *ctx, rc_voucher_t *v, const rc_plan_t *plan, int
             break;
         case RC_ACT_CONFIRM:
             rc = repair_confirmed(ctx, v, a->order, sum, err, errlen);
+            break;
+        case RC_ACT_PUBLISH_CONFIRM:
+            rc = rc_repair_publish_confirm(ctx, v->code, 0, a->order, sum, err, errlen);
             break;
         case RC_ACT_COUNT:
             break;

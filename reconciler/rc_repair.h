@@ -42,6 +42,25 @@ int rc_repair_releases(rc_ctx_t *ctx, rc_releases_t *rs, rc_summary_t *sum, char
                        size_t errlen);
 
 /*
+ * Publishes the VoucherConfirmed of an order Redis holds confirmed while
+ * PostgreSQL, after the events in flight, has it RESERVED past heldUntil and
+ * the grace (rc_model_release()'s RC_RELEASE_CONFIRM_LOST): confirm.lua ran,
+ * its confirm answered 503, and its own event never comes. Reads the order
+ * and its paid entry again (rc_redis_confirmed()) and publishes only when it
+ * is still the C order the pass read (same heldUntil); the event carries the
+ * total Redis confirmed it at (paid) and the discount of its value, the
+ * confirmed one, or no figures when paid has none (as a confirm without a
+ * total). Counted in sum->confirms_published and
+ * voucher_reconciler_confirms_published_total only once Kafka acknowledged
+ * it; otherwise the next pass publishes it again (the writer applies it once).
+ * code is the voucher's code, or with campaign_id > 0 the order's one-time
+ * code of that campaign; o is borrowed. Returns 0 or a negative error with
+ * err set.
+ */
+int rc_repair_publish_confirm(rc_ctx_t *ctx, const char *code, int64_t campaign_id,
+                              const rc_order_t *o, rc_summary_t *sum, char *err, size_t errlen);
+
+/*
  * A repair script that reads or writes every order of a voucher or campaign
  * (restore, retake, rebuild, lower, campaign_rebuild): rc_redis_eval(), timed.
  * Such a script runs alone in Redis, every other command of every gateway

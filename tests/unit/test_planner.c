@@ -18,9 +18,11 @@
 #define GRACE 30000
 
 /*
- * One order of a case: "id:redis:pg:heldUntil" where redis is H C X E R or
- * '-' (Redis has none), pg is - R C X (no row, RESERVED, CONFIRMED,
- * RELEASED); heldUntil is relative to NOW.
+ * One order of a case: "id:redis:pg:heldUntil[:event]" where redis is H C X
+ * E R or '-' (Redis has none), pg is - R C X (no row, RESERVED, CONFIRMED,
+ * RELEASED); heldUntil is relative to NOW; event, when given, is an event of
+ * the order in flight: R C X (VoucherReserved, VoucherConfirmed,
+ * VoucherReleased).
  */
 typedef struct {
     const char *name;
@@ -62,6 +64,13 @@ static const plan_case_t cases[] = {
      10, 1, 9, {"a:H:R:60000", "b:-:X:60000"}, NULL, NULL, 0, RC_CONSISTENT, "retake resume-due"},
     {"counter lost just now: waits out the restore delay",
      10, 1, -1, {"a:-:R:60000"}, NULL, NULL, 0, RC_NOT_LOADED, "await-restore"},
+    {"confirmed in Redis, reserved after the events in flight, a grace past heldUntil: the "
+     "confirm's lost event published",
+     10, 1, 9, {"a:C:R:-30000"}, NULL, NULL, 0, RC_UNDERSOLD, "resume-due publish-confirm(a)"},
+    {"confirmed in Redis, reserved, heldUntil + grace not passed: its confirm may still come",
+     10, 1, 9, {"a:C:R:-29999"}, NULL, NULL, 0, RC_BEHIND, "resume-due"},
+    {"confirmed in Redis, reserved with its VoucherConfirmed in flight: nothing to publish",
+     10, 1, 9, {"a:C:R:-40000:C"}, NULL, NULL, 0, RC_BEHIND, "resume-due"},
 };
 
 static vc_rd_status_t pg_of(char c)
@@ -82,7 +91,7 @@ static void describe(const rc_plan_t *p, char *buf, size_t cap)
         if (a->kind == RC_ACT_RELEASE)
             len += (size_t)snprintf(buf + len, cap - len, "%s%s(%s,%s)", sep,
                                     rc_action_name(a->kind), a->order->order_id, a->why);
-        else if (a->kind == RC_ACT_CONFIRM)
+        else if (a->kind == RC_ACT_CONFIRM || a->kind == RC_ACT_PUBLISH_CONFIRM)
             len += (size_t)snprintf(buf + len, cap - len, "%s%s(%s)", sep, rc_action_name(a->kind),
                                     a->order->order_id);
         else
@@ -127,16 +136,28 @@ START_TEST(plans_from_the_table)
     v = voucher(&vs, &mem, c->total, c->used, c->remaining);
     mem.missing_since_ms = c->missing_since ? NOW - c->missing_since : 0;
     for (size_t i = 0; i < 6 && c->orders[i]; i++) {
-        char id[16], redis, pg;
+        char id[16], redis, pg, flying = 0;
         long long held;
         rc_order_t *o;
-        ck_assert_int_eq(sscanf(c->orders[i], "%15[^:]:%c:%c:%lld", id, &redis, &pg, &held), 4);
+        ck_assert_int_ge(sscanf(c->orders[i], "%15[^:]:%c:%c:%lld:%c", id, &redis, &pg, &held,
+                                &flying),
+                         4);
         ck_assert_ptr_nonnull(o = rc_orders_get(&v->orders, id));
         o->customer_id = 7;
         o->held_until_ms = o->redis_held_until_ms = NOW + held;
         o->redis_state = redis == '-' ? 0 : redis;
         o->pg = o->pg_after = pg_of(pg);
         v->n.live_rows += vc_rd_counts(o->pg);
+        if (flying) {
+            vc_event_t ev = {.type = flying == 'R'   ? VC_EV_RESERVED
+                                     : flying == 'C' ? VC_EV_CONFIRMED
+                                                     : VC_EV_RELEASED,
+                             .customer_id = 7};
+            strcpy(ev.code, v->code);
+            strcpy(ev.order_id, id);
+            rc_vouchers_add_event(&vs, &ev);
+            ck_assert_int_eq(vs.nomem, 0);
+        }
     }
     if (c->first_seen) {
         rc_order_t *seen = rc_orders_get(&mem.seen, c->first_seen);
@@ -476,6 +497,37 @@ START_TEST(json_snapshot_resumes_what_the_pass_read_begun)
 }
 END_TEST
 
+/*
+ * The reviewer's state: a confirm answered 503 after Redis ran it, heldUntil
+ * 1,000 s before the snapshot. The plan publishes its VoucherConfirmed and
+ * says undersold until then; the figures are Redis's when the repair runs.
+ */
+START_TEST(json_snapshot_publishes_a_lost_confirm)
+{
+    const char *json = "{\"nowMs\": 10000000, \"graceMs\": 6000, \"vouchers\": ["
+                       " {\"code\": \"SALE\", \"totalLimit\": 5, \"usedCount\": 1,"
+                       "  \"redis\": {\"remaining\": 4, \"users\": 1},"
+                       "  \"rows\": [{\"orderId\": \"o1\", \"customerId\": 7, \"discount\": 100,"
+                       "            \"heldUntilMs\": 9000000, \"status\": \"RESERVED\"}],"
+                       "  \"orders\": [{\"orderId\": \"o1\", \"value\": \"7:90:9000000:C\"}]}]}";
+    vc_jdoc_t doc, v, rep, num;
+    char err[128];
+
+    plan_json(json, &doc);
+    v = at(&doc, "vouchers", 0);
+    ck_assert_str_eq(str_of(&v, "verdict"), "undersold");
+    ck_assert_int_eq(vc_jdoc_obj(&v, "numbers", &num, err, sizeof(err)), 0);
+    ck_assert_int_eq(int_of(&num, "confirmLost"), 1);
+    ck_assert_uint_eq(len_of(&v, "repairs"), 1);
+    rep = at(&v, "repairs", 0);
+    ck_assert_str_eq(str_of(&rep, "action"), "publish-confirm");
+    ck_assert_str_eq(str_of(&rep, "orderId"), "o1");
+    ck_assert_int_eq(int_of(&rep, "heldUntilMs"), 9000000);
+    ck_assert_int_eq(int_of(&rep, "customerId"), 7);
+    vc_jdoc_free(&doc);
+}
+END_TEST
+
 /* No vouchers: an empty plan (the fuzzer's first find: the sort was given no array). */
 START_TEST(json_snapshot_of_no_vouchers_plans_nothing)
 {
@@ -540,6 +592,7 @@ static Suite *planner_suite(void)
     tc = tcase_create("json");
     tcase_add_test(tc, json_snapshot_plans_as_the_daemon_does);
     tcase_add_test(tc, json_snapshot_resumes_what_the_pass_read_begun);
+    tcase_add_test(tc, json_snapshot_publishes_a_lost_confirm);
     tcase_add_test(tc, json_snapshot_of_no_vouchers_plans_nothing);
     tcase_add_test(tc, json_snapshot_errors_name_the_field);
     suite_add_tcase(s, tc);

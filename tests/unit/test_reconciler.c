@@ -173,6 +173,44 @@ START_TEST(behind_when_reserved_and_confirmed_after_the_snapshot)
 }
 END_TEST
 
+/*
+ * A confirm answered 503 after Redis ran it: C in Redis, RESERVED downstream.
+ * Its event may still come until heldUntil and a grace (behind); after that
+ * it never does, and PostgreSQL keeps a hold that ended for a confirmed order
+ * (undersold until the reconciler publishes the confirm), though both sides
+ * count the use. A VoucherConfirmed in flight closes it; a parked letter is
+ * the operator's.
+ */
+START_TEST(a_confirm_whose_event_was_lost)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 2, 8);
+    vc_event_t ev = event(VC_EV_CONFIRMED, "b");
+    rc_order_t *b;
+
+    rc_orders_init(&m);
+    add(&m, "a", 'H', VC_RD_RESERVED);
+    b = add(&m, "b", 'C', VC_RD_RESERVED);
+    b->held_until_ms = b->redis_held_until_ms = NOW;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW + GRACE - 1, GRACE), RC_BEHIND);
+    ck_assert_int_eq(n.confirm_pending, 1);
+    ck_assert_int_eq(n.confirm_lost, 0);
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW + GRACE, GRACE), RC_UNDERSOLD);
+    ck_assert_int_eq(n.confirm_pending, 0);
+    ck_assert_int_eq(n.confirm_lost, 1);
+    ck_assert_int_eq(rc_model_redis_drift(&n), 0);
+    b->parked = 1;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW + GRACE, GRACE), RC_CONSISTENT);
+    ck_assert_int_eq(n.confirm_lost, 0);
+    b->parked = 0;
+    rc_order_apply(b, &ev);
+    n.in_flight_events = 1;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW + GRACE, GRACE), RC_BEHIND);
+    ck_assert_int_eq(n.confirm_lost + n.confirm_pending, 0);
+    rc_orders_free(&m);
+}
+END_TEST
+
 START_TEST(used_count_without_rows_is_its_own_verdict)
 {
     /* Issue 26: total 10, used_count 10, no rows. Loaded by the rule: nothing to offer. */
@@ -361,6 +399,12 @@ START_TEST(fence_lifts_only_after_a_clean_pass)
     /* Each of these alone keeps it down. */
     int *waits[] = {&sum.offering_excess, &sum.awaiting_restore};
     int64_t *repairs[] = {&sum.restored, &sum.retaken, &sum.lowered, &sum.reconfirmed};
+    /*
+     * A lost confirm published: Redis was ahead of PostgreSQL, not behind; it
+     * says nothing of writes Redis lost.
+     */
+    sum.confirms_published = 1;
+    ck_assert(rc_fence_clean(&sum));
     for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
         *waits[i] = 1;
         ck_assert_msg(!rc_fence_clean(&sum), "wait %zu", i);
@@ -573,8 +617,13 @@ START_TEST(release_decisions)
         {'H', VC_RD_CONFIRMED, SNAP + 60000, 0, RC_RELEASE_TO_CONFIRMED,
          "repaired before heldUntil too"},
         {'C', VC_RD_CONFIRMED, SNAP - 10 * GRACE, 0, RC_RELEASE_NONE, "confirmed on both sides"},
-        {'C', VC_RD_RESERVED, SNAP - 10 * GRACE, 0, RC_RELEASE_NONE,
-         "confirmed in Redis, its confirm on its way: never expired"},
+        {'C', VC_RD_RESERVED, SNAP - GRACE + 1, 0, RC_RELEASE_NONE,
+         "confirmed in Redis, reserved downstream: its confirm may be on its way, never expired"},
+        {'C', VC_RD_RESERVED, SNAP - GRACE, 0, RC_RELEASE_CONFIRM_LOST,
+         "confirmed in Redis, reserved downstream a grace past heldUntil: its confirm's event "
+         "never comes, publish it"},
+        {'C', VC_RD_RESERVED, SNAP - 10 * GRACE, SNAP - 10 * GRACE, RC_RELEASE_CONFIRM_LOST,
+         "the same long after: published, never released"},
         {'H', VC_RD_RELEASED, SNAP + 60000, 0, RC_RELEASE_CANCEL, "released in PostgreSQL"},
         {'C', VC_RD_RELEASED, SNAP + 60000, 0, RC_RELEASE_CANCEL,
          "released in PostgreSQL (confirmed)"},
@@ -626,6 +675,10 @@ START_TEST(release_decisions_parked)
         {'H', VC_RD_NONE, 1, 0, RC_RELEASE_NONE, "parked: neither expired nor undelivered"},
         {'C', VC_RD_NONE, 1, 0, RC_RELEASE_NONE, "parked confirm (answered 200): kept"},
         {'H', VC_RD_RESERVED, 1, 0, RC_RELEASE_NONE, "a parked confirm of a reserved row"},
+        {'C', VC_RD_RESERVED, 1, 0, RC_RELEASE_NONE,
+         "confirmed in Redis, its confirm parked: the operator's, not published again"},
+        {'C', VC_RD_RESERVED, 0, 1, RC_RELEASE_NONE,
+         "confirmed in Redis, its confirm discarded: not published again, not released"},
         {'H', VC_RD_CONFIRMED, 1, 0, RC_RELEASE_TO_CONFIRMED, "confirmed in PostgreSQL still rules"},
         {'H', VC_RD_RELEASED, 1, 0, RC_RELEASE_CANCEL, "released in PostgreSQL still rules"},
         {'H', VC_RD_NONE, 0, 1, RC_RELEASE_DISCARD, "discarded: the use goes back"},
@@ -730,6 +783,7 @@ int main(void)
     tcase_add_test(tc, drifted_when_redis_gave_back_a_use_postgres_still_counts);
     tcase_add_test(tc, lost_orders_are_missing_but_the_counter_already_counts_them);
     tcase_add_test(tc, behind_when_reserved_and_confirmed_after_the_snapshot);
+    tcase_add_test(tc, a_confirm_whose_event_was_lost);
     tcase_add_test(tc, used_count_without_rows_is_its_own_verdict);
     tcase_add_test(tc, used_count_partly_made_of_rows);
     tcase_add_test(tc, more_orders_than_the_limit_never_ask_for_a_negative_counter);
