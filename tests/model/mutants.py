@@ -40,7 +40,7 @@ class Mutant:
         self.aims = []
         text = open(path).read()
         head, _, self.diff = text.partition("\n\n")
-        for n, line in enumerate(head.split("\n"), 1):
+        for n, line in enumerate(head.rstrip("\n").split("\n"), 1):
             key, sep, value = line.partition(":")
             if not sep or key not in KEYS:
                 raise SystemExit("%s:%d: not a 'Key: value' line of %s" % (path, n, ", ".join(KEYS)))
