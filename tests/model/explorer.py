@@ -314,10 +314,16 @@ class CurrentScripts:
                        [customer, PER_USER, order_id, discount, held, now, amount, "take"])
 
     def confirm(self, k, order_id, now):
-        return self.ev("confirm", [k.orders, k.holds, k.resent], [order_id, now])
+        """As gw_holds.c run_confirm() sends it: the seven keys (users and remaining tell a lost
+        orders hash, -7, or a lost counter, -8, from an unknown order), a confirm without a
+        total (no rule is read)."""
+        return self.ev("confirm", [k.orders, k.holds, k.resent, k.amounts, k.paid, k.users,
+                                   k.remaining], [order_id, now])
 
     def cancel_begin(self, k, order_id, now):
-        return self.ev("release_begin", [k.orders, k.holds, k.releasing], [order_id, "cancel", now])
+        """As gw_holds.c proceed() sends it: the seven keys, the reason "cancel"."""
+        return self.ev("release_begin", [k.orders, k.holds, k.releasing, k.resent, k.users,
+                                         k.amounts, k.remaining], [order_id, "cancel", now])
 
     def cancel_finish(self, k, order_id):
         return self.ev("release_finish", [k.remaining, k.users, k.orders, k.releasing], [order_id])
@@ -446,6 +452,7 @@ class World:
         # text it is about to send (VC_PAUSE_WITH in rc_redis_eval()), which is the build's
         # expanded script of that name.
         self.scripts_run = collections.Counter()
+        self.lost_answers = collections.Counter()  # confirms' and cancels' -7 and -8 (coverage)
         self.script_names = {text: name for name, text in self.scripts.src.items()}
         self.phases = set()
         self.steps = 0
@@ -469,7 +476,7 @@ class World:
             return None
         if not detail:
             return None
-        if detail == "campaign-read":
+        if detail in ("campaign-read", "confirm-read"):
             return detail
         name = self.script_names.get(detail, "?")
         return name[3:] if name.startswith("rc_") else name
@@ -643,7 +650,6 @@ class Explorer(RuleBasedStateMachine):
         self.paid_at = {}      # order -> the step its first 200 was given
         self.owner_cancel = set()  # orders their owner asked to cancel (a DELETE ran its script)
         self.cancelled = {}        # order -> the step its cancel was answered 200 (released)
-        self.confirm_503 = set()   # orders a confirm of which was answered 503 (a client retries)
         self.dlt = []          # events the writer refused
         self.effects = []      # (step, kind, info): what each reconciler hop did to Redis
         self.window_writes = 0  # Redis changes by other steps inside this pass's window
@@ -1029,7 +1035,7 @@ class Explorer(RuleBasedStateMachine):
         else:
             res = self.w.scripts.confirm(self.k, self.oid(o), now_ms())
         status = res[0]
-        what = "confirm o%d: status %d" % (o, status)
+        what = "confirm o%d: status %d" % (o, status) + self.lost_answer(status)
         if status in (0, 1):
             c = self.customer(o)
             self.queue(Call("confirm", o, self.event({
@@ -1052,7 +1058,7 @@ class Explorer(RuleBasedStateMachine):
         else:
             res = self.w.scripts.cancel_begin(self.k, self.oid(o), now_ms())
         status = res[0]
-        what = "cancel o%d: status %d" % (o, status)
+        what = "cancel o%d: status %d" % (o, status) + self.lost_answer(status)
         if status in (1, 2):
             self.owner_cancel.add(o)
             customer = int(res[1].split(":")[0])
@@ -1086,6 +1092,22 @@ class Explorer(RuleBasedStateMachine):
                                                           "503" if res[0] == -7 else "500")
         self.record(what, "cancel_finish", {"i": i})
 
+    def lost_answer(self, status):
+        """gw_holds.c script_cb()'s answer to a confirm's or a cancel's -7 (the orders hash, or a
+        campaign's keys, lost: 503) and -8 (no order and no counter: 503 when PostgreSQL says the
+        voucher's keys were in Redis, its redis_loaded_at, else 404), and to -1 (404)."""
+        if status in (-7, -8):
+            self.w.lost_answers[status] += 1
+        if status == -7:
+            return ": 503 (keys lost)"
+        if status == -8:
+            loaded = self.w.sql("SELECT redis_loaded_at IS NOT NULL FROM voucher WHERE code = %s",
+                                (self.code,))
+            return ": 503 (keys lost)" if loaded and loaded[0][0] else ": 404"
+        if status == -1:
+            return ": 404"
+        return ""
+
     # ---- shorthands: a call and Kafka's report on it with nothing in between (one interleaving
     # among the others, but a frequent one: it makes the states worth exploring more likely)
 
@@ -1105,7 +1127,8 @@ class Explorer(RuleBasedStateMachine):
 
     @only("confirm_now")
     @precondition(lambda self: self.created)
-    @rule(o=st.integers(0, ORDERS - 1), outcome=st.sampled_from(["ack", "ack", "possibly"]))
+    @rule(o=st.integers(0, ORDERS - 1), outcome=st.sampled_from(["ack", "ack", "possibly",
+                                                                 "lost"]))
     @guarded
     def confirm_now(self, o, outcome):
         n = len(self.pending)
@@ -1169,7 +1192,6 @@ class Explorer(RuleBasedStateMachine):
             else:
                 self.finishable.append((c.order, c.event["code"]))
         elif c.kind == "confirm":
-            self.confirm_503.add(c.order)
             what += ", 503"
         elif outcome == "not_persisted" and c.kind == "reserve" and not \
                 self.w.scripts.forget_not_persisted:
@@ -1695,6 +1717,9 @@ class Explorer(RuleBasedStateMachine):
             return "race1", "a restore dropped orders Redis held (%s)" % drops[0][1]["dropped"]
         if "users says" in msg:
             return other("users"), "a customer's count in users disagrees with the orders"
+        if re.search(r": Redis C, PostgreSQL RESERVED$", msg):
+            return other("confirm-lost"), ("a confirm answered 503 that Redis ran: its"
+                                           " VoucherConfirmed never published")
         if "undersold" in msg:
             return other("undersold"), "undersold at quiescence, no repair made it"
         return ("rollback" if self.rollbacks else "other"), msg.split(":")[0]
@@ -1822,7 +1847,10 @@ class Explorer(RuleBasedStateMachine):
         # Then time goes on past every heldUntil: unpaid holds expire, and what was left in
         # Redis (a paid order held as H, say) meets the reconciler's expiry. Only then must
         # Redis and PostgreSQL agree.
-        later = [int(v.split(":")[2]) for v in self.redis_state()[1].values() if v[-1] == "H"]
+        # C too: a confirm answered 503 whose event was lost leaves C in Redis and RESERVED in
+        # PostgreSQL, and the reconciler publishes the confirm once heldUntil and a grace have
+        # passed (proto/redis-keys.md, "A confirm answered 503"): no promise is excused.
+        later = [int(v.split(":")[2]) for v in self.redis_state()[1].values() if v[-1] in "HC"]
         if later and max(later) + GRACE >= now_ms():
             self.settle(final=False)
             if self.muted:
@@ -1878,8 +1906,6 @@ class Explorer(RuleBasedStateMachine):
         for oid in set(rows) | set(orders):
             s = orders.get(oid, "")[-1:] or None
             p = rows.get(oid)
-            if p == "RESERVED" and s == "C" and oid in {self.oid(o) for o in self.confirm_503}:
-                continue  # confirmed in Redis, its confirm answered 503: the client retries it
             if not (want.get(p) == s or (p in (None, "RELEASED") and s is None)):
                 return "%s: Redis %s, PostgreSQL %s" % (self.short(oid), s, p)
         count = collections.Counter(v.split(":")[0] for v in orders.values() if v[-1] in "HCXE")
@@ -1975,6 +2001,7 @@ SWEEP_ACTIONS = {
     "reserve": lambda o: [["reserve", {"o": o, "ttl": "live", "c": 0}]],
     "confirm": lambda o: [["confirm_now", {"o": o, "outcome": "ack"}]],
     "confirm_503": lambda o: [["confirm_now", {"o": o, "outcome": "possibly"}]],
+    "confirm_lost": lambda o: [["confirm_now", {"o": o, "outcome": "lost"}]],
     "cancel": lambda o: [["cancel_ok", {"o": o}]],
     "cancel_begin": lambda o: [["cancel", {"o": o}]],
     "deliver": lambda o: [["deliver", {"i": 0, "outcome": "ack"}]],
@@ -2315,6 +2342,8 @@ def main():
     print("   steps by rule: " + ", ".join("%s %d" % kv for kv in WORLD.rules.most_common()))
     print("   reconciler effects: " + ", ".join("%s %d" % kv for kv in WORLD.repairs.most_common()))
     print("   " + scripts_line())
+    print("   confirms and cancels answered -7 (keys lost) %d, -8 (counter and order lost) %d" % (
+        WORLD.lost_answers[-7], WORLD.lost_answers[-8]))
     # Which steps ran while the reconciler stood at each pause: a point no gateway step
     # reached is a window the run did not explore.
     at = collections.defaultdict(set)
@@ -2354,9 +2383,12 @@ def scripts_line():
     """The coverage line of the repair scripts the reconciler sent, each by name, 0 included."""
     run = WORLD.scripts_run
     names = [n for n in REPAIR_SCRIPTS if n in WORLD.scripts.src] + sorted(
-        n for n in run if n not in REPAIR_SCRIPTS and n != "campaign-read")
+        n for n in run if n not in REPAIR_SCRIPTS and n not in ("campaign-read", "confirm-read"))
+    # publish-confirm writes nothing in Redis: its pause stands before its read of the order
+    # (rc_repair_publish_confirm(), "confirm-read"), then it publishes the lost VoucherConfirmed.
     return "repair scripts the reconciler sent: " + ", ".join(
-        "%s %d" % (n, run.get(n, 0)) for n in names) + (
+        "%s %d" % (n, run.get(n, 0)) for n in names) + \
+        "; publish-confirm %d" % run.get("confirm-read", 0) + (
         "; campaign full reads %d" % run["campaign-read"] if run.get("campaign-read") else "")
 
 
