@@ -115,9 +115,9 @@ SCAN = {"on": True}
 # reconciler's limit and the gateway's soldout) or a campaign's (proto/campaigns.md), and the
 # claims of its orderIds (voucher-order:{ORDERID}).
 VOUCHER_SUFFIXES = ["remaining", "users", "orders", "holds", "releasing", "resent", "amounts",
-                    "paid", "limit", "soldout"]
+                    "paid", "limit", "soldout", "leader"]
 CAMPAIGN_SUFFIXES = ["taken", "users", "orders", "holds", "releasing", "resent", "amounts",
-                     "paid"]
+                     "paid", "leader"]
 
 
 class Violation(AssertionError):
@@ -453,6 +453,9 @@ class World:
         # expanded script of that name.
         self.scripts_run = collections.Counter()
         self.lost_answers = collections.Counter()  # confirms' and cancels' -7 and -8 (coverage)
+        self.thawed = collections.Counter()  # frozen leaders' scripts: refused, or ran (coverage)
+        # Whether the build's reconciler fences its writes (the leader's token: rc_ scripts).
+        self.fencing = "rc_restore" in self.scripts.src
         self.script_names = {text: name for name, text in self.scripts.src.items()}
         self.phases = set()
         self.steps = 0
@@ -462,6 +465,16 @@ class World:
         self.last_story = []
         self.last_steps = []
         self.isolate()
+
+    def end_lock_sessions(self):
+        """Ends the PostgreSQL sessions holding the reconciler's advisory lock (as the superuser:
+        the reconciler's role's sessions are not the owner's to end), waiting for them to end.
+        Returns how many ended."""
+        dsn = os.environ["VOUCHER_PG_DSN"] + " user=postgres"
+        with psycopg2.connect(dsn) as pg, pg.cursor() as c:
+            c.execute("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 20000)) FROM"
+                      " pg_locks WHERE locktype = 'advisory' AND objid = x'7461736b'::bigint::oid")
+            return c.fetchone()[0]
 
     def script_at(self, pause_file):
         """The name of the script the reconciler stands before at its each-repair pause (the pause
@@ -674,22 +687,9 @@ class Explorer(RuleBasedStateMachine):
                   (self.code, total, PER_USER))
             w.r.set(self.k.remaining, total, nx=True)
             w.sql("UPDATE voucher SET redis_loaded_at = now() WHERE code = %s", (self.code,))
-        self.pause_dir = os.path.join(w.scratch, self.code)
-        os.makedirs(self.pause_dir)
-        env = dict(os.environ, VOUCHER_PAUSE=",".join(PAUSES), VOUCHER_PAUSE_DIR=self.pause_dir,
-                   VOUCHER_LOG_LEVEL="info", LD_PRELOAD=w.shim, EXPLORER_CLOCK_FILE=CLOCK.path,
-                   EXPLORER_FAST_INTERVAL="1")
-        if self.fence_known:
-            # The reconciler keeps the fence only when told (VOUCHER_REDIS_FENCE, as the
-            # gateways); it is the real one either way, with the gateway steps' fence on or off.
-            env["VOUCHER_REDIS_FENCE"] = "true"
-        self.rc_logf = open(os.path.join(w.scratch, self.code + ".log"), "w")
-        self.rc = subprocess.Popen(
-            [w.bin_reconciler, "--interval", "100ms", "--grace", "%dms" % GRACE,
-             "--restore-delay", "%dms" % GRACE, "--full-every", "0", "--timeout", "3s",
-             "--admin-addr", "127.0.0.1:%d" % ADMIN_PORT] + (w.scan_flags if SCAN["on"] else []),
-            env=env, stdout=self.rc_logf, stderr=subprocess.STDOUT)
-        LIVE.add(self.rc)
+        self.frozen = None     # a leader frozen before a script (freeze_leader), while another acts
+        self.leaders = 0       # the reconciler daemons this example started
+        self.start_rc()
         self.rc_at = None
         self.rc_script = None   # at each-repair: the script the reconciler is about to send
         self.passes = 0
@@ -744,13 +744,41 @@ class Explorer(RuleBasedStateMachine):
         finally:
             self.stop()
 
+    def start_rc(self):
+        """Starts a reconciler daemon of this example, stopped at every pause point (a pause folder
+        of its own), on the explorer's clock: self.rc, self.rc_logf, self.pause_dir. The second
+        one (freeze_leader) takes the next admin port."""
+        w = self.w
+        name = self.code + ("" if not self.leaders else ".%d" % self.leaders)
+        self.pause_dir = os.path.join(w.scratch, name)
+        os.makedirs(self.pause_dir)
+        env = dict(os.environ, VOUCHER_PAUSE=",".join(PAUSES), VOUCHER_PAUSE_DIR=self.pause_dir,
+                   VOUCHER_LOG_LEVEL="info", LD_PRELOAD=w.shim, EXPLORER_CLOCK_FILE=CLOCK.path,
+                   EXPLORER_FAST_INTERVAL="1")
+        if self.fence_known:
+            # The reconciler keeps the fence only when told (VOUCHER_REDIS_FENCE, as the
+            # gateways); it is the real one either way, with the gateway steps' fence on or off.
+            env["VOUCHER_REDIS_FENCE"] = "true"
+        self.rc_logf = open(os.path.join(w.scratch, name + ".log"), "w")
+        self.rc = subprocess.Popen(
+            [w.bin_reconciler, "--interval", "100ms", "--grace", "%dms" % GRACE,
+             "--restore-delay", "%dms" % GRACE, "--full-every", "0", "--timeout", "3s",
+             "--admin-addr", "127.0.0.1:%d" % (ADMIN_PORT + self.leaders % 2)] +
+            (w.scan_flags if SCAN["on"] else []),
+            env=env, stdout=self.rc_logf, stderr=subprocess.STDOUT)
+        LIVE.add(self.rc)
+        self.leaders += 1
+
     def stop(self):
         self.ready = False
-        if self.rc.poll() is None:
-            self.rc.send_signal(signal.SIGKILL)
-            self.rc.wait()
-        LIVE.discard(self.rc)
-        self.rc_logf.close()
+        procs = [(self.rc, self.rc_logf)] + ([self.frozen[:2]] if self.frozen else [])
+        for proc, logf in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+            LIVE.discard(proc)
+            logf.close()
+        self.frozen = None
         if self.camp:
             # Out of the next examples' reconciler passes (which read ACTIVE and INACTIVE).
             self.w.sql("UPDATE campaign SET state = 'FAILED' WHERE id = %s", (self.cid,))
@@ -1572,6 +1600,73 @@ class Explorer(RuleBasedStateMachine):
         self.record("FAULT: Redis restarts without its last %d writes%s" % (
             lost, "" if lost == k else " (of %d asked)" % k), "rollback", {"k": k})
 
+    # ---- two leaders: one frozen before a script, another acting meanwhile
+
+    @only("freeze_leader")
+    @precondition(lambda self: self.rc_at == "reconciler-each-repair" and not self.frozen and
+                  self.w.fencing)
+    @rule()
+    @guarded
+    def freeze_leader(self):
+        """FAULT: the acting reconciler freezes (a stall, SIGSTOP, a slow disk) before the script
+        it stands at, after its proof of the lock, and its PostgreSQL session ends meanwhile
+        (TCP keepalives, pg_terminate_backend): the lock is free, and another reconciler takes it,
+        with a newer generation (proto/redis-keys.md, "Leadership and fencing"). The explorer
+        steps the new one from now on; thaw_leader lets the frozen one go."""
+        self.frozen = (self.rc, self.rc_logf, self.pause_dir, self.rc_script)
+        ended = self.w.end_lock_sessions()
+        self.start_rc()
+        self.rc_at = self.rc_script = None
+        self.fence_seen = None
+        self.rc_wait()
+        self.record("FAULT: the reconciler freezes before its %s; its session ended (%d), another"
+                    " takes the lock" % (self.frozen[3] or "script", ended), "freeze_leader", {})
+
+    @only("thaw_leader")
+    @precondition(lambda self: self.frozen)
+    @rule()
+    @guarded
+    def thaw_leader(self):
+        """The frozen reconciler wakes and sends the script it stood before, with its old
+        generation: a newer leader marked the voucher, so the script must refuse it
+        (common/lua/leader.lua) and write nothing; the reconciler then stops acting. It is
+        stopped at its next pause point (or once it exits)."""
+        proc, logf, pdir, script = self.frozen
+        before = self.redis_state()
+        self.refresh_log()
+        live0, n0 = self.kafka_live(), len(self.log)
+        # It runs on to the end of its pass (a restore in steps has a second script), stopped at
+        # the next pass's first point, the fence's, or its exit.
+        os.unlink(os.path.join(pdir, "reconciler-each-repair"))
+        deadline = time.time() + 20
+        while time.time() < deadline and proc.poll() is None:
+            at = [p for p in PAUSES if os.path.exists(os.path.join(pdir, p))]
+            if at and at[0] in ("reconciler-after-tail", "reconciler-before-fence"):
+                break
+            if at:
+                os.unlink(os.path.join(pdir, at[0]))
+            time.sleep(0.001)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        LIVE.discard(proc)
+        logf.close()
+        self.frozen = None
+        with open(logf.name) as f:
+            refused = "a newer reconciler holds the lock" in f.read()
+        after = self.last_redis = self.redis_state()
+        self.refresh_log()
+        published = [e for off, _, e in self.log[n0:] if off not in self.mine]
+        effects = self.effects_of(before, after, published, live0)
+        for kind, info in effects:
+            self.effects.append((len(self.story), kind, info))
+            self.w.repairs[kind] += 1
+        self.w.thawed["refused" if refused else "ran"] += 1
+        self.fence_seen = None
+        self.record("the frozen reconciler wakes: its %s %s%s" % (
+            script or "script", "refused (a newer leader's generation)" if refused else "ran",
+            self.effects_text(effects)), "thaw_leader", {})
+
     # ---- the promises
 
     def kafka_live(self):
@@ -1837,6 +1932,8 @@ class Explorer(RuleBasedStateMachine):
     def quiesce(self):
         """Every queued event delivered, the writer caught up, passes past the grace: then Redis
         and PostgreSQL agree, every 201 has its row, and no undersell remains."""
+        if self.frozen and not self.muted:
+            self.thaw_leader()   # a frozen leader wakes some time: its script meets the newer one
         self.story.append("     --- quiescence: every report, the writer, passes a grace apart ---")
         while self.pending and not self.muted:
             c = self.pending[0]
@@ -2344,6 +2441,8 @@ def main():
     print("   " + scripts_line())
     print("   confirms and cancels answered -7 (keys lost) %d, -8 (counter and order lost) %d" % (
         WORLD.lost_answers[-7], WORLD.lost_answers[-8]))
+    print("   frozen leaders woken: %d, their script refused %d, ran %d" % (
+        sum(WORLD.thawed.values()), WORLD.thawed["refused"], WORLD.thawed["ran"]))
     # Which steps ran while the reconciler stood at each pause: a point no gateway step
     # reached is a window the run did not explore.
     at = collections.defaultdict(set)
