@@ -96,6 +96,13 @@ ADMIN_PORT = int(os.environ.get("VOUCHER_PORT_BASE", "15400")) + 15
 FAULT_KEYS = ["remaining", "orders", "users"]  # the keys delete_key may lose (--fault-keys)
 # A campaign's example loses taken where a voucher's loses remaining (no counter).
 CAMPAIGN_KEY = {"remaining": "taken"}
+# Which voucher examples run with a replica and WAIT instead of the restart fence, as on a Redis
+# Cluster (--replica never|mix|only; README, "Failover under WAIT"): drawn per example.
+REPLICA = {"mode": "never"}
+REPLICA_DRAW = {"mix": [False, True], "only": [True], "never": [False]}
+# The WAIT of the gateway steps and of the reconciler in such an example, in ms: a replica whose
+# link is up answers at once, one whose link is down never.
+WAIT_MS = 20
 # Which examples are of a campaign (--campaign): drawn per example ("mix"), all, or none.
 CAMPAIGN = {"mode": "mix"}
 CAMPAIGN_DRAW = {"mix": [False, True], "only": [True], "never": [False]}
@@ -437,7 +444,11 @@ class World:
         url = os.environ["VOUCHER_REDIS_URL"]
         self.r = redis.Redis.from_url(url, decode_responses=True)
         self.rb = redis.Redis.from_url(url)   # DUMP and RESTORE (rollback()): bytes
-        self.scripts = ADAPTERS[adapter](self.r, lua_dir)
+        # The gateway steps' script calls, their claims and their WAITs go on one connection, as
+        # a gateway's on one node: WAIT counts the writes of the connection it is sent on.
+        self.gw = redis.Redis.from_url(url, decode_responses=True, single_connection_client=True)
+        self.scripts = ADAPTERS[adapter](self.gw, lua_dir)
+        self.replica = None
         brokers = os.environ["VOUCHER_KAFKA_BROKERS"]
         self.producer = Producer({"bootstrap.servers": brokers, "partitioner": "murmur2_random",
                                   "enable.idempotence": True, "acks": "all", "linger.ms": 0})
@@ -462,6 +473,8 @@ class World:
         self.scripts_run = collections.Counter()
         self.lost_answers = collections.Counter()  # confirms' and cancels' -7 and -8 (coverage)
         self.thawed = collections.Counter()  # frozen leaders' scripts: refused, or ran (coverage)
+        self.waits = collections.Counter()   # the gateway steps' WAITs: met, short (coverage)
+        self.failovers = 0
         # Whether the build's reconciler fences its writes (the leader's token: rc_ scripts).
         self.fencing = "rc_restore" in self.scripts.src
         self.script_names = {text: name for name, text in self.scripts.src.items()}
@@ -473,6 +486,51 @@ class World:
         self.last_story = []
         self.last_steps = []
         self.isolate()
+
+    def start_replica(self):
+        """A replica of the stack's Redis, for the examples under WAIT (--replica): a
+        redis-server of the explorer's own (port base + 19, no persistence), followed until the
+        link is up. Stopped at exit."""
+        import urllib.parse
+        u = urllib.parse.urlparse(os.environ["VOUCHER_REDIS_URL"])
+        port = int(os.environ.get("VOUCHER_PORT_BASE", "15400")) + 19
+        d = os.path.join(self.scratch, "replica")
+        os.makedirs(d)
+        args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
+                "--save", "", "--appendonly", "no", "--replicaof", u.hostname, str(u.port)]
+        if u.password:
+            args += ["--masterauth", u.password] + (["--masteruser", u.username]
+                                                    if u.username else [])
+        self.replica_master = (u.hostname, u.port)
+        # A full sync starts at once, not after the 5 s the master waits for more replicas by
+        # default: a failover re-attaches the replica in every such example.
+        self.r.config_set("repl-diskless-sync-delay", 0)
+        self.replica_log = open(os.path.join(d, "replica.log"), "w")
+        self.replica_proc = subprocess.Popen(args, stdout=self.replica_log,
+                                             stderr=subprocess.STDOUT)
+        LIVE.add(self.replica_proc)
+        self.replica = redis.Redis(host="127.0.0.1", port=port)
+        self.replica_attach()
+
+    def replica_attach(self):
+        """The replica follows the stack's Redis again (a full sync), until its link is up and
+        a WAIT on the master counts it."""
+        deadline = time.time() + 30
+        while True:
+            try:
+                self.replica.execute_command("REPLICAOF", *self.replica_master)
+                break
+            except redis.exceptions.ConnectionError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
+        while time.time() < deadline:
+            info = self.replica.info("replication")
+            if info.get("master_link_status") == "up" and \
+                    self.gw.execute_command("WAIT", 1, 100) >= 1:
+                return
+            time.sleep(0.01)
+        raise RuntimeError("the replica did not follow the stack's Redis in 30 s")
 
     def end_lock_sessions(self):
         """Ends the PostgreSQL sessions holding the reconciler's advisory lock (as the superuser:
@@ -625,8 +683,10 @@ class Explorer(RuleBasedStateMachine):
     @initialize(total=st.deferred(lambda: st.sampled_from(SHAPE["total"])),
                 orders=st.deferred(lambda: st.sampled_from(SHAPE["orders"])),
                 campaign=st.deferred(lambda: st.sampled_from(CAMPAIGN_DRAW[CAMPAIGN["mode"]])),
-                limit=st.integers(1, 2))
-    def init_voucher(self, total, orders=ORDERS, campaign=False, limit=PER_USER):
+                limit=st.integers(1, 2),
+                replicated=st.deferred(lambda: st.sampled_from(REPLICA_DRAW[REPLICA["mode"]])))
+    def init_voucher(self, total, orders=ORDERS, campaign=False, limit=PER_USER,
+                     replicated=False):
         """orders: how many of o0..o2 this example uses (every race of issue 22 needs only one
         order; fewer orders make the steps of one sequence meet on the same order more often).
         A step's o is taken modulo it. campaign: the example is a one-time code campaign of
@@ -640,6 +700,12 @@ class Explorer(RuleBasedStateMachine):
         self.code = "MX%d_%d_%d" % (os.getpid() % 10000, int(time.time()) % 100000, w.seq)
         self.camp = bool(campaign)
         self.limit = limit if self.camp else PER_USER
+        # Under WAIT with a replica, the restart fence off, as on a Redis Cluster (voucher
+        # examples only): README, "Failover under WAIT".
+        self.replicated = bool(replicated) and not self.camp
+        if self.replicated and w.replica is None:
+            w.start_replica()    # a saved case under WAIT, replayed without --replica
+        self.link_broken = False
         self.took = {}         # order -> the code of its last hold taken (a campaign's)
         if self.camp:
             w.campaign_examples += 1
@@ -682,6 +748,7 @@ class Explorer(RuleBasedStateMachine):
         self.history = []      # the example's keys after each step that wrote to Redis (rollback)
         self.rollbacks = []    # the steps at which Redis lost its last writes
         self.drifts = []       # the reconciler's pass count at each pg_drift (a use without a row)
+        self.failovers = []    # the steps at which a replica was promoted (failover)
         self.fence_known = w.scripts.has_fence()
         self.fence_seen = None   # fenced(), as last read
         if self.fence_known:
@@ -710,9 +777,11 @@ class Explorer(RuleBasedStateMachine):
                            self.limit, orders, self.part), "init_voucher",
                         {"total": total, "orders": orders, "campaign": True, "limit": self.limit})
         else:
-            self.record("voucher %s, total %d, %d order(s) (partition %d)" % (
-                self.code, total, orders, self.part), "init_voucher",
-                {"total": total, "orders": orders})
+            self.record("voucher %s, total %d, %d order(s) (partition %d)%s" % (
+                self.code, total, orders, self.part,
+                ", with a replica and WAIT, no fence" if self.replicated else ""), "init_voucher",
+                dict({"total": total, "orders": orders},
+                     **({"replicated": True} if self.replicated else {})))
 
     def make_campaign(self, n, limit):
         """A campaign as vc_campaign_generate() leaves it (the admin API's POST /campaigns and
@@ -763,7 +832,11 @@ class Explorer(RuleBasedStateMachine):
         env = dict(os.environ, VOUCHER_PAUSE=",".join(PAUSES), VOUCHER_PAUSE_DIR=self.pause_dir,
                    VOUCHER_LOG_LEVEL="info", LD_PRELOAD=w.shim, EXPLORER_CLOCK_FILE=CLOCK.path,
                    EXPLORER_FAST_INTERVAL="1")
-        if self.fence_known:
+        if self.replicated:
+            # As on a Redis Cluster: no fence; a WAIT after each repair script (rc_redis.c).
+            env["VOUCHER_REDIS_WAIT_REPLICAS"] = "1"
+            env["VOUCHER_REDIS_WAIT_TIMEOUT"] = "%dms" % WAIT_MS
+        elif self.fence_known:
             # The reconciler keeps the fence only when told (VOUCHER_REDIS_FENCE, as the
             # gateways); it is the real one either way, with the gateway steps' fence on or off.
             env["VOUCHER_REDIS_FENCE"] = "true"
@@ -779,6 +852,9 @@ class Explorer(RuleBasedStateMachine):
 
     def stop(self):
         self.ready = False
+        if getattr(self, "link_broken", False):
+            self.w.replica_attach()   # the next example starts with a replica that follows
+            self.link_broken = False
         procs = [(self.rc, self.rc_logf)] + ([self.frozen[:2]] if self.frozen else [])
         for proc, logf in procs:
             if proc.poll() is None:
@@ -858,16 +934,26 @@ class Explorer(RuleBasedStateMachine):
         """Whether nobody trusts Redis's state now: it is fenced and the gateway obeys the fence.
         Its comparisons with Kafka and PostgreSQL are skipped then; with the fence off
         (--no-fence) the gateway trusts it, and so do the promises."""
-        return FENCE["gateway"] and self.fenced()
+        return FENCE["gateway"] and not self.replicated and self.fenced()
 
     def refused_by_fence(self):
         """The gateway's fence (VOUCHER_REDIS_FENCE): while Redis is not verified, every command
         is refused before it is sent, and the request answered 503. Checked at every step, as
         if each connected anew: a restart (what rollback() stands for) breaks every connection."""
-        if FENCE["gateway"] and self.fenced():
+        if FENCE["gateway"] and not self.replicated and self.fenced():
             self.w.fenced += 1
             return True
         return False
+
+    def replicas_short(self):
+        """A gateway step's WAIT for a replica, after a script that wrote, under WAIT
+        (VOUCHER_REDIS_WAIT_REPLICAS=1): True when none acknowledged in time (the gateway then
+        answers 503, the outcome unknown, and publishes nothing)."""
+        if not self.replicated:
+            return False
+        short = self.w.gw.execute_command("WAIT", 1, WAIT_MS) < 1
+        self.w.waits["short" if short else "met"] += 1
+        return short
 
     def redis_state(self):
         """(remaining, orders, users); a campaign's: (taken or None when missing, orders, users)."""
@@ -975,7 +1061,7 @@ class Explorer(RuleBasedStateMachine):
         w, oid, now = self.w, self.oid(o), now_ms()
         self.token += 1
         claim_key, claim_value = "voucher-order:{%s}" % oid, "%s:%d" % (self.code, self.token)
-        prior = w.r.set(claim_key, claim_value, nx=True, get=True)
+        prior = w.gw.set(claim_key, claim_value, nx=True, get=True)
         claim = "new" if prior is None else "ours" if prior.split(":")[0] == self.code else "other"
         held = now + TTL[ttl]
         res = w.scripts.reserve(self.k, self.customer(o), oid, 100, held, now, 500000)
@@ -985,12 +1071,17 @@ class Explorer(RuleBasedStateMachine):
             if claim == "ours":
                 w.scripts.claim_keep(claim_key, claim_value, self.code)
             self.created.setdefault(o, {})[held] = len(self.story)
-            self.queue(Call("reserve", o, self.reserved_event(o, value, now),
-                            (claim, claim_key, claim_value)))
-            what += ", event queued"
+            if self.replicas_short():
+                what += ", WAIT short: 503, the hold kept, no event"
+            else:
+                self.queue(Call("reserve", o, self.reserved_event(o, value, now),
+                                (claim, claim_key, claim_value)))
+                what += ", event queued"
         elif status == 0:
             state = value.split(":")[3]
-            if state in "HC":
+            if state in "HC" and self.replicas_short():
+                what += " (a retry of %s), WAIT short: 503, no event" % state
+            elif state in "HC":
                 self.queue(Call("replay", o, self.reserved_event(o, value, now), None))
                 what += " (a retry of %s), event queued" % state
             else:
@@ -1019,7 +1110,7 @@ class Explorer(RuleBasedStateMachine):
                        (self.cid,))[0][0]
         self.token += 1
         claim_key, claim_value = "voucher-order:{%s}" % oid, "%s:%d" % (code, self.token)
-        prior = w.r.set(claim_key, claim_value, nx=True, get=True)
+        prior = w.gw.set(claim_key, claim_value, nx=True, get=True)
         claim = "new" if prior is None else "ours" if prior.split(":")[0] == code else "other"
         held = now + TTL[ttl]
         expire = int(time.time() * 1000) + 2 * 86400 * 1000   # endsAt + retention, roughly
@@ -1072,7 +1163,9 @@ class Explorer(RuleBasedStateMachine):
             res = self.w.scripts.confirm(self.k, self.oid(o), now_ms())
         status = res[0]
         what = "confirm o%d: status %d" % (o, status) + self.lost_answer(status)
-        if status in (0, 1):
+        if status in (0, 1) and self.replicas_short():
+            what += ", WAIT short: 503, no event"
+        elif status in (0, 1):
             c = self.customer(o)
             self.queue(Call("confirm", o, self.event({
                 "type": "VoucherConfirmed", "version": 1, "code": code, "customerId": c,
@@ -1095,7 +1188,10 @@ class Explorer(RuleBasedStateMachine):
             res = self.w.scripts.cancel_begin(self.k, self.oid(o), now_ms())
         status = res[0]
         what = "cancel o%d: status %d" % (o, status) + self.lost_answer(status)
-        if status in (1, 2):
+        if status in (1, 2) and self.replicas_short():
+            self.owner_cancel.add(o)
+            what += ", WAIT short: 503, no event"
+        elif status in (1, 2):
             self.owner_cancel.add(o)
             customer = int(res[1].split(":")[0])
             self.queue(Call("cancel", o, self.event({
@@ -1576,7 +1672,7 @@ class Explorer(RuleBasedStateMachine):
         self.record(what, "lose_confirm", {"o": o})
 
     @only("rollback")
-    @precondition(lambda self: self.created)
+    @precondition(lambda self: self.created and not self.replicated)
     @rule(k=st.integers(1, 3))
     @guarded
     def rollback(self, k):
@@ -1603,10 +1699,70 @@ class Explorer(RuleBasedStateMachine):
         p.execute()
         self.fence_seen = None
         r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
-        self.w.r.connection_pool.disconnect()   # the explorer's other connection: killed too
+        self.w.r.connection_pool.disconnect()   # the explorer's other connections: killed too
+        self.w.gw.connection.disconnect()
         self.rollbacks.append(len(self.story))
         self.record("FAULT: Redis restarts without its last %d writes%s" % (
             lost, "" if lost == k else " (of %d asked)" % k), "rollback", {"k": k})
+
+    # ---- a replica and WAIT (README, "Failover under WAIT")
+
+    @only("link_down")
+    @precondition(lambda self: self.replicated and not self.link_broken)
+    @rule()
+    @guarded
+    def link_down(self):
+        """FAULT: the replica stops getting the master's writes (its link breaks: REPLICAOF NO
+        ONE, so it keeps what it had): every WAIT from now on comes short, in the gateway steps
+        and in the reconciler alike, until failover or link_up."""
+        self.w.replica.execute_command("REPLICAOF", "NO", "ONE")
+        self.link_broken = True
+        self.record("FAULT: the replica's link breaks (it keeps what it had)", "link_down", {})
+
+    @only("failover")
+    @precondition(lambda self: self.replicated and self.link_broken)
+    @rule()
+    @guarded
+    def failover(self):
+        """FAULT: the master dies and the replica is promoted: every key of the example is put
+        back as the replica has it (what the master wrote since the link broke is lost: the
+        writes no WAIT was met for), and every other connection to Redis is broken, as a
+        failover breaks them (the reconciler's pass fails and the next one connects anew). The
+        replica then follows the new master (the stack's Redis) again."""
+        rep, r = self.w.replica, self.w.rb
+        keys = self.example_keys()
+        p = rep.pipeline(transaction=True)
+        for key in keys:
+            p.dump(key)
+            p.pttl(key)
+        out = p.execute()
+        p = r.pipeline(transaction=True)
+        for i, key in enumerate(keys):
+            dump, pttl = out[2 * i], out[2 * i + 1]
+            if dump is None:
+                p.delete(key)
+            else:
+                p.restore(key, max(pttl, 0), dump, replace=True)
+        p.execute()
+        r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        self.w.r.connection_pool.disconnect()
+        self.w.gw.connection.disconnect()
+        self.w.replica_attach()
+        self.link_broken = False
+        self.failovers.append(len(self.story))
+        self.w.failovers += 1
+        self.record("FAULT: failover: the replica, promoted, has what it had when its link broke",
+                    "failover", {})
+
+    @only("link_up")
+    @precondition(lambda self: self.replicated and self.link_broken)
+    @rule()
+    @guarded
+    def link_up(self):
+        """The replica's link is back before any failover: it follows the master again."""
+        self.w.replica_attach()
+        self.link_broken = False
+        self.record("the replica's link is back (a full sync)", "link_up", {})
 
     # ---- two leaders: one frozen before a script, another acting meanwhile
 
@@ -1948,6 +2104,8 @@ class Explorer(RuleBasedStateMachine):
         and PostgreSQL agree, every 201 has its row, and no undersell remains."""
         if self.frozen and not self.muted:
             self.thaw_leader()   # a frozen leader wakes some time: its script meets the newer one
+        if self.link_broken and not self.muted:
+            self.link_up()       # and a replica's link comes back (else every WAIT comes short)
         self.story.append("     --- quiescence: every report, the writer, passes a grace apart ---")
         while self.pending and not self.muted:
             c = self.pending[0]
@@ -2121,6 +2279,9 @@ SWEEP_ACTIONS = {
     "lose_confirm": lambda o: [["lose_confirm", {"o": o}]],
     "rollback": lambda o: [["rollback", {"k": 1}]],
     "drift": lambda o: [["pg_drift", {}]],
+    "link_down": lambda o: [["link_down", {}]],
+    "failover": lambda o: [["failover", {}]],
+    "link_up": lambda o: [["link_up", {}]],
 }
 
 
@@ -2335,6 +2496,9 @@ def main():
                     help="the bounded run without its aimed searches (the fixed seeds only)")
     ap.add_argument("--mutant", default=None,
                     help="(tests/model/run --mutants) this mutant's saved cases and aims first")
+    ap.add_argument("--replica", choices=sorted(REPLICA_DRAW), default="never",
+                    help="which voucher examples run with a replica of the stack's Redis and"
+                         " WAIT instead of the fence, as on a Redis Cluster: never, mix, only")
     ap.add_argument("--forget-not-persisted", action="store_true",
                     help="the gateway steps forget a hold whose event Kafka reported not persisted,"
                          " as the gateway did before f8f39b0 (a mutant's adapter)")
@@ -2357,6 +2521,9 @@ def main():
                   os.path.abspath(a.shim))
     if a.forget_not_persisted:
         WORLD.scripts.forget_not_persisted = True
+    REPLICA["mode"] = a.replica
+    if a.replica != "never":
+        WORLD.start_replica()
     started = time.time()
     failures = 0
     if a.replay_one:
@@ -2455,6 +2622,9 @@ def main():
     print("   " + scripts_line())
     print("   confirms and cancels answered -7 (keys lost) %d, -8 (counter and order lost) %d" % (
         WORLD.lost_answers[-7], WORLD.lost_answers[-8]))
+    if WORLD.replica is not None:
+        print("   under WAIT: gateway WAITs met %d, short %d; failovers %d" % (
+            WORLD.waits["met"], WORLD.waits["short"], WORLD.failovers))
     print("   frozen leaders woken: %d, their script refused %d, ran %d" % (
         sum(WORLD.thawed.values()), WORLD.thawed["refused"], WORLD.thawed["ran"]))
     # Which steps ran while the reconciler stood at each pause: a point no gateway step
