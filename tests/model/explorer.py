@@ -2274,6 +2274,9 @@ SWEEP_ACTIONS = {
     "cancel": lambda o: [["cancel_ok", {"o": o}]],
     "cancel_begin": lambda o: [["cancel", {"o": o}]],
     "deliver": lambda o: [["deliver", {"i": 0, "outcome": "ack"}]],
+    # A queued event acknowledged (its 201) and then the clock past the grace, both inside the
+    # window: a pass that waits between its reads and its repairs (a restore's delay).
+    "deliver_wait": lambda o: [["deliver", {"i": 0, "outcome": "ack"}], ["wait_grace", {}]],
     "writer": lambda o: [["writer_apply", {"n": 4, "commit": True}]],
     "wait": lambda o: [["wait_grace", {}]],
     "lose_confirm": lambda o: [["lose_confirm", {"o": o}]],
