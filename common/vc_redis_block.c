@@ -161,6 +161,54 @@ redisReply *vc_redis_block_command(vc_redis_block_t *c, unsigned slot, int argc,
     return reply;
 }
 
+int vc_redis_block_wait(vc_redis_block_t *c, int64_t replicas, int64_t timeout_ms, int64_t *acked,
+                        char *err, size_t errlen)
+{
+    redisContext *ctx = c->cluster ? vc_redis_cluster_last_conn(c->cluster) : c->one;
+    struct timeval longer = c->timeout;
+    char n[24], ms[24];
+    const char *argv[] = {"WAIT", n, ms};
+    size_t argvlen[3];
+    redisReply *reply;
+    int rc = 0;
+
+    if (!ctx) {
+        snprintf(err, errlen, "Redis WAIT: the connection the last command ran on is gone");
+        return VC_ERR_UNAVAILABLE;
+    }
+    argvlen[0] = 4;
+    argvlen[1] = (size_t)snprintf(n, sizeof(n), "%lld", (long long)replicas);
+    argvlen[2] = (size_t)snprintf(ms, sizeof(ms), "%lld", (long long)timeout_ms);
+    /* WAIT may block its whole timeout: the socket's own timeout must not end it first. */
+    longer.tv_sec += (time_t)(timeout_ms / 1000);
+    longer.tv_usec += (suseconds_t)((timeout_ms % 1000) * 1000);
+    if (longer.tv_usec >= 1000000) {
+        longer.tv_sec++;
+        longer.tv_usec -= 1000000;
+    }
+    redisSetTimeout(ctx, longer);
+    if (!(reply = redisCommandArgv(ctx, 3, argv, argvlen))) {
+        snprintf(err, errlen, "Redis WAIT: %s", ctx->errstr);
+        if (c->cluster) {
+            vc_redis_cluster_drop_last(c->cluster);
+        } else {
+            redisFree(c->one);
+            c->one = NULL;
+        }
+        return VC_ERR_UNAVAILABLE;
+    }
+    redisSetTimeout(ctx, c->timeout);
+    if (reply->type == REDIS_REPLY_INTEGER) {
+        *acked = reply->integer;
+    } else {
+        snprintf(err, errlen, "Redis WAIT: %s",
+                 reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+        rc = VC_ERR_PROTOCOL;
+    }
+    freeReplyObject(reply);
+    return rc;
+}
+
 redisContext *vc_redis_block_conn(vc_redis_block_t *c, unsigned slot, char *err, size_t errlen)
 {
     if (c->cluster)

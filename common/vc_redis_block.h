@@ -72,6 +72,20 @@ struct redisReply *vc_redis_block_command(vc_redis_block_t *c, unsigned slot, in
                                           size_t errlen);
 
 /*
+ * WAIT replicas timeout_ms on the connection that answered c's last
+ * vc_redis_block_command() (on a cluster, after a MOVED or an ASK, the node
+ * that ran it). Redis answers how many replicas acknowledged every write that
+ * connection sent, so right after a script it tells whether the script's
+ * writes (and all of that master's writes before them) reached them. The
+ * command may block timeout_ms on top of the connection's own timeout.
+ * Returns 0 with *acked set, or, with err set, VC_ERR_UNAVAILABLE (that
+ * connection is gone, or no reply came: it is dropped, and the outcome is
+ * unknown) or VC_ERR_PROTOCOL (Redis refused the WAIT).
+ */
+int vc_redis_block_wait(vc_redis_block_t *c, int64_t replicas, int64_t timeout_ms, int64_t *acked,
+                        char *err, size_t errlen);
+
+/*
  * The connection serving slot, for a pipeline of commands on that slot's
  * keys (or, with vc_redis_block_node, on keys of several slots the same node
  * serves): borrowed until the next call on c. A MOVED or ASK among a

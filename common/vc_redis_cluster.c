@@ -206,6 +206,7 @@ struct vc_redis_cluster {
     struct timeval timeout;
     vc_redis_slot_map_t map;
     redisContext *conn[VC_REDIS_CLUSTER_MAX_NODES]; /* by node index of map; NULL until used */
+    redisContext *last; /* the one of conn that answered the last command; NULL: none */
 };
 
 /* A connection to host:port, authenticated as the URL says, or NULL with err set. */
@@ -225,6 +226,8 @@ static redisContext *node_conn(vc_redis_cluster_t *c, int i, char *err, size_t e
 
 static void node_drop(vc_redis_cluster_t *c, int i)
 {
+    if (c->conn[i] && c->conn[i] == c->last)
+        c->last = NULL;
     if (c->conn[i])
         redisFree(c->conn[i]);
     c->conn[i] = NULL;
@@ -337,6 +340,19 @@ void vc_redis_cluster_free(vc_redis_cluster_t *c)
     free(c);
 }
 
+redisContext *vc_redis_cluster_last_conn(vc_redis_cluster_t *c)
+{
+    return c->last;
+}
+
+void vc_redis_cluster_drop_last(vc_redis_cluster_t *c)
+{
+    for (int i = 0; c->last && i < c->map.nnodes; i++)
+        if (c->conn[i] == c->last)
+            node_drop(c, i);
+    c->last = NULL;
+}
+
 int vc_redis_cluster_node(const vc_redis_cluster_t *c, unsigned slot)
 {
     int node = c->map.owner[slot % VC_REDIS_SLOTS];
@@ -366,6 +382,7 @@ redisReply *vc_redis_cluster_command(vc_redis_cluster_t *c, unsigned slot, int a
     char scratch[256];
     int ask_node = -1, redirected = 0;
 
+    c->last = NULL;
     snprintf(err, errlen, "Redis Cluster: slot %u is served by no master", slot % VC_REDIS_SLOTS);
     for (int attempt = 0; attempt < 5; attempt++) {
         int node = ask_node >= 0 ? ask_node : c->map.owner[slot % VC_REDIS_SLOTS];
@@ -403,8 +420,10 @@ redisReply *vc_redis_cluster_command(vc_redis_cluster_t *c, unsigned slot, int a
             return NULL;
         }
         if (reply->type != REDIS_REPLY_ERROR ||
-            vc_redis_redirect_parse(reply->str, reply->len, &r) == VC_REDIS_NOT_REDIRECT)
+            vc_redis_redirect_parse(reply->str, reply->len, &r) == VC_REDIS_NOT_REDIRECT) {
+            c->last = ctx;
             return reply;
+        }
         freeReplyObject(reply);
         redirected = 1;
         if (r.kind == VC_REDIS_MOVED) {

@@ -136,6 +136,17 @@ struct redisContext *vc_redis_cluster_conn(vc_redis_cluster_t *c, unsigned slot,
                                            size_t errlen);
 
 /*
+ * The connection that answered c's last vc_redis_cluster_command() (after a
+ * MOVED or an ASK, the node that ran it), borrowed until the next call on c;
+ * NULL when that command got no reply or its connection was dropped since. A
+ * WAIT sent there counts the writes that command made (vc_redis_block_wait).
+ */
+struct redisContext *vc_redis_cluster_last_conn(vc_redis_cluster_t *c);
+
+/* Drops the connection vc_redis_cluster_last_conn() gave: a command on it got no reply. */
+void vc_redis_cluster_drop_last(vc_redis_cluster_t *c);
+
+/*
  * The index of the master serving slot in the map as c knows it now (no I/O),
  * or -1 when none does: commands on slots of one master may share a pipeline.
  */

@@ -383,6 +383,28 @@ static int update_locked(update_t *u, PGconn *conn, char *err, size_t errlen)
             goto fail;
         }
     }
+    /*
+     * A lower must be on the replicas before PostgreSQL commits the new
+     * total: a failover that lost it would offer uses beyond that total, and
+     * their 201s would be refused by its CHECK (proto/redis-keys.md, "Redis
+     * Cluster"). Too few in time: the uses are given back (the lower may or
+     * may not be on a replica), nothing is committed, 503.
+     */
+    if (redis && u->v.total_limit < u->cur.total_limit && u->app->cfg->redis_wait_replicas > 0 &&
+        (rc = gw_limit_wait(redis, u->app->cfg->redis_wait_replicas,
+                            u->app->cfg->redis_wait_timeout_ms, err, errlen)) != 0) {
+        size_t said = strlen(err);
+        if (gw_limit_move(redis, u->code, u->v.total_limit, u->cur.total_limit, &status, &after,
+                          &u->limit_before, u->note, sizeof(u->note)) != 0) {
+            /* Redis stays short of PostgreSQL: the reconciler's limit sync gives the uses back. */
+            vc_log_field_t f[] = {{"code", u->code}};
+            VC_LOG_F(VC_LOG_WARN, f, "giving back a lower no replica acknowledged failed: %s",
+                     u->note);
+        }
+        if (said < errlen)
+            snprintf(err + said, errlen - said, " (WAIT): nothing changed; retry");
+        goto fail;
+    }
     if ((rc = update_row(conn, u, err, errlen)) != 0) {
         vc_pg_rollback(conn);
         if (redis && u->v.total_limit < u->cur.total_limit &&

@@ -44,8 +44,10 @@ const vc_cfg_param_t gw_config_params[] = {
     MS("kafka-timeout", "VOUCHER_KAFKA_TIMEOUT", "5s", kafka_timeout_ms, 10, 300000,
        "how long the producer tries to deliver an event (delivery.timeout.ms)"),
     INT("redis-wait-replicas", "VOUCHER_REDIS_WAIT_REPLICAS", "0", redis_wait_replicas, 0, 5,
-        "Redis replicas a use taken must reach (WAIT) before its event is published; 0 = no "
-        "WAIT. Too few in time: 503, outcome unknown, the hold kept (proto/redis-keys.md)"),
+        "Redis replicas a use taken, a confirm or a cancel must reach (WAIT) before its event "
+        "is published, and a PATCH lowering totalLimit before it commits; 0 = no WAIT. Too "
+        "few in time: 503, outcome unknown, nothing published (proto/redis-keys.md, \"Redis "
+        "Cluster\"). Give the reconciler the same value"),
     MS("redis-wait-timeout", "VOUCHER_REDIS_WAIT_TIMEOUT", "100ms", redis_wait_timeout_ms, 1,
        60000, "how long that WAIT waits for the replicas"),
     {"redis-fence", "VOUCHER_REDIS_FENCE", VC_CFG_BOOL, "false", offsetof(gw_config_t, redis_fence),

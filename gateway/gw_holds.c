@@ -24,6 +24,11 @@
  * back). If the publish fails the order stays X, counted in Redis as in
  * PostgreSQL; a retry of the DELETE (status 2: already begun) publishes again
  * and finishes.
+ *
+ * With VOUCHER_REDIS_WAIT_REPLICAS, the confirm's C and the cancel's X must
+ * reach the replicas (WAIT) before the event is published: too few in time
+ * answers 503 with the outcome unknown and publishes nothing, as a
+ * reservation does (proto/redis-keys.md, "Redis Cluster").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +65,7 @@ typedef struct {
     int camp_looked;        /* the campaign lookup ran (once per request) */
     int counter_missing;    /* the script found no order and no counter (-8) */
     int was_loaded;         /* PostgreSQL: the voucher's keys were in Redis, not retired */
+    vc_order_value_t order; /* as the script left it: the event's, published after the WAIT */
 } hold_t;
 
 /* The answer of a campaign script that found the campaign's keys lost (-7). */
@@ -161,6 +167,46 @@ static void publish(hold_t *h, const vc_order_value_t *o)
         fail(h, rc, "publishing the event");
 }
 
+static void waited_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    hold_t *h = arg;
+
+    if (rc == 0 && reply->n == 1 && reply->item[0].type == GW_REDIS_INT &&
+        reply->item[0].integer >= h->app->cfg->redis_wait_replicas) {
+        publish(h, &h->order);
+        return;
+    }
+    /*
+     * The change (C, or X) is on the voucher's master but not known to be on
+     * a replica: a failover could undo it after the event went, leaving the
+     * order held for a downstream that confirmed or released it. No event:
+     * 503 with the outcome unknown; the retry writes again (confirm.lua marks
+     * resent, release_begin.lua its status 2) and waits again.
+     */
+    fail(h, rc != 0 ? rc : VC_ERR_UNKNOWN_OUTCOME, "redis WAIT for a replica");
+}
+
+/*
+ * Publishes the confirm's or the cancel's event once VOUCHER_REDIS_WAIT_REPLICAS
+ * replicas have the script's writes (WAIT on the connection it ran on, the
+ * voucher's master), so that no 200 stands on a change a failover can undo
+ * (proto/redis-keys.md, "Redis Cluster"). o is copied.
+ */
+static void publish_waited(hold_t *h, const vc_order_value_t *o)
+{
+    int rc;
+
+    h->order = *o;
+    if (h->app->cfg->redis_wait_replicas <= 0) {
+        publish(h, &h->order);
+        return;
+    }
+    rc = gw_redis_wait(h->app->redis, h->keys[GW_KEY_ORDERS], h->app->cfg->redis_wait_replicas,
+                       h->app->cfg->redis_wait_timeout_ms, waited_cb, h);
+    if (rc != 0)
+        fail(h, rc, "redis WAIT for a replica");
+}
+
 static void reply_released(hold_t *h)
 {
     char body[512];
@@ -199,7 +245,14 @@ static void finished_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     reply_released(h);
 }
 
-/* VoucherReleased is acknowledged: X -> R, the use goes back. */
+/*
+ * VoucherReleased is acknowledged: X -> R, the use goes back. The 200 does
+ * not wait for the replicas to have the R: the X they have since the WAIT
+ * before the publish already answers every later request as released (a
+ * confirm 409, a retry 409, a cancel 200 that finishes again), and a
+ * failover that loses the R leaves that X, which the reconciler resumes
+ * after its grace (proto/redis-keys.md, "Redis Cluster").
+ */
 static void finish_release(hold_t *h)
 {
     const char *keys[] = {h->keys[GW_KEY_REMAINING], h->keys[GW_KEY_USERS], h->keys[GW_KEY_ORDERS],
@@ -264,7 +317,7 @@ static void confirmed_total(hold_t *h, int64_t status, const gw_redis_reply_t *r
         h->fig.has_amount = has_paid;
         h->fig.order_amount = paid;
         h->replayed = status == 0;
-        publish(h, o);
+        publish_waited(h, o);
         return;
     case -3:
         h->fig.has_amount = 1;
@@ -346,7 +399,7 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
             return;
         }
         h->replayed = status == 0;
-        publish(h, &o);
+        publish_waited(h, &o);
         return;
     }
     switch (status) {
@@ -356,7 +409,7 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     case 1: /* begun now */
     case 2: /* begun before (a retry after a failed publish): publish again and finish */
-        publish(h, &o);
+        publish_waited(h, &o);
         return;
     default:
         fail(h, VC_ERR_PROTOCOL, "redis release begin");
@@ -535,7 +588,8 @@ static void proceed(void *arg)
     keys[6] = h->keys[GW_KEY_REMAINING];
     args[1] = "cancel";
     args[2] = now;
-    rc = eval(h, GW_SCRIPT_RELEASE_BEGIN, script_cb, lost_keys(h, 3), keys, 3, args);
+    /* resent too: release_begin.lua marks a release begun before (status 2) there. */
+    rc = eval(h, GW_SCRIPT_RELEASE_BEGIN, script_cb, lost_keys(h, 4), keys, 3, args);
     if (rc != 0)
         fail(h, rc, "redis");
 }

@@ -98,6 +98,21 @@ int gw_limit_move(gw_limit_redis_t *r, const char *code, int64_t base, int64_t w
     return 0;
 }
 
+int gw_limit_wait(gw_limit_redis_t *r, int64_t replicas, int64_t timeout_ms, char *err,
+                  size_t errlen)
+{
+    int64_t acked = 0;
+    int rc = vc_redis_block_wait(r, replicas, timeout_ms, &acked, err, errlen);
+
+    if (rc == 0 && acked < replicas) {
+        snprintf(err, errlen,
+                 "the counter's move reached %lld of %lld Redis replicas within %lld ms",
+                 (long long)acked, (long long)replicas, (long long)timeout_ms);
+        rc = VC_ERR_UNAVAILABLE;
+    }
+    return rc;
+}
+
 /*
  * PEXPIREAT at GT on the claim of each orderId of page (an HSCAN page of
  * orders: orderId, value, ...). A claim lives in its orderId's slot: on a

@@ -42,6 +42,15 @@ int gw_limit_move(gw_limit_redis_t *r, const char *code, int64_t base, int64_t w
                   int64_t *remaining, int64_t *before, char *err, size_t errlen);
 
 /*
+ * WAIT replicas timeout_ms on the connection the last step ran on (the
+ * voucher's master after gw_limit_move()): 0 when that many replicas
+ * acknowledged its writes in time; VC_ERR_UNAVAILABLE when fewer did, or a
+ * negative VC_ERR_* of the WAIT itself, with err set.
+ */
+int gw_limit_wait(gw_limit_redis_t *r, int64_t replicas, int64_t timeout_ms, char *err,
+                  size_t errlen);
+
+/*
  * Moves the expiry of every key of code, and of the claims of its orders,
  * to expire_at_ms when that is later (PEXPIREAT GT): a voucher whose endsAt
  * moved later keeps its orders and claims for the retention after the new

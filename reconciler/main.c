@@ -45,6 +45,8 @@ typedef struct {
     int64_t slow_repair_ms;
     int64_t shutdown_timeout_ms;
     int64_t batch;
+    int64_t redis_wait_replicas;
+    int64_t redis_wait_timeout_ms;
     int once;
     int report_only;
     int redis_fence;
@@ -110,6 +112,15 @@ static const vc_cfg_param_t params[] = {
      600000, "timeout of each call to Redis and Kafka"},
     {"batch", "VOUCHER_RECONCILE_BATCH", VC_CFG_INT, "1000", offsetof(rc_settings_t, batch), 1,
      100000, "most holds expired (and releases finished) per voucher per pass"},
+    {"redis-wait-replicas", "VOUCHER_REDIS_WAIT_REPLICAS", VC_CFG_INT, "0",
+     offsetof(rc_settings_t, redis_wait_replicas), 0, 5,
+     "Redis replicas the writes of each repair script must reach (WAIT) before the reconciler "
+     "acts on its answer (publishes a release, counts a repair); too few in time: the pass "
+     "stops there and the next one looks again. Set it as on the gateways, wherever Redis has "
+     "replicas (proto/redis-keys.md, \"Redis Cluster\"); 0 = no WAIT"},
+    {"redis-wait-timeout", "VOUCHER_REDIS_WAIT_TIMEOUT", VC_CFG_MS, "100ms",
+     offsetof(rc_settings_t, redis_wait_timeout_ms), 1, 60000,
+     "how long that WAIT waits for the replicas"},
     {"once", NULL, VC_CFG_BOOL, "false", offsetof(rc_settings_t, once), 0, 1,
      "run one pass (repairing if no other reconciler acts), print a table, and exit: 0 when "
      "every voucher is consistent, parked (dead letters wait for an operator) or not loaded, 3 "
@@ -255,7 +266,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     cfg = (rc_config_t){s.pg_dsn,           s.redis_url,  s.kafka_brokers, s.writer_group,
                         "voucher-events",   s.timeout_ms, s.grace_ms,      (int)s.batch,
                         s.restore_delay_ms, s.once ? 0 : s.full_every_ms, kafka_extra,
-                        s.redis_retention_ms, s.orders_scan_above, s.slow_repair_ms};
+                        s.redis_retention_ms, s.orders_scan_above, s.slow_repair_ms,
+                        s.redis_wait_replicas, s.redis_wait_timeout_ms};
     ctx.cfg = &cfg;
     rc_fence_init(&fence, &cfg, s.redis_fence);
     /* --once is a command: a stop signal ends it at once, as any command's. */

@@ -40,6 +40,8 @@ int rc_ctx_connect(rc_ctx_t *ctx, char *err, size_t errlen)
                   rc_redis_connect(ctx->cfg->redis_url, ctx->cfg->timeout_ms, err, errlen)))
             return VC_ERR_UNAVAILABLE;
         rc_redis_lead(ctx->redis, ctx->leader ? ctx->generation : 0);
+        rc_redis_set_wait(ctx->redis, ctx->cfg->redis_wait_replicas,
+                          ctx->cfg->redis_wait_timeout_ms);
     }
     if (!ctx->kafka &&
         !(ctx->kafka = rc_kafka_new(ctx->cfg->kafka_brokers, ctx->cfg->kafka_extra,

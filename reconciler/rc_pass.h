@@ -54,6 +54,9 @@ typedef struct {
     int64_t orders_scan_above;
     /* a repair script holding Redis this long is warned of (rc_repair_eval()) */
     int64_t slow_repair_ms;
+    /* replicas each repair script's writes must reach before it counts (WAIT); 0: none */
+    int64_t redis_wait_replicas;
+    int64_t redis_wait_timeout_ms; /* how long that WAIT waits */
 } rc_config_t;
 
 typedef struct rc_pg rc_pg_t; /* rc_pg.h */

@@ -26,8 +26,10 @@
  */
 struct rc_redis {
     vc_redis_block_t *c;
-    char why[256];      /* why command_on() got no reply */
-    int64_t generation; /* the fencing token its scripts carry (rc_redis_lead()); 0: none */
+    char why[256];           /* why command_on() got no reply */
+    int64_t generation;      /* the fencing token its scripts carry (rc_redis_lead()); 0: none */
+    int64_t wait_replicas;   /* WAIT after each write for this many replicas; 0: none */
+    int64_t wait_timeout_ms; /* for so long */
 };
 
 void rc_keys_of(const char *code, rc_keys_t *k)
@@ -52,6 +54,12 @@ rc_redis_t *rc_redis_connect(const char *url, int64_t timeout_ms, char *err, siz
         return NULL;
     }
     return r;
+}
+
+void rc_redis_set_wait(rc_redis_t *r, int64_t replicas, int64_t timeout_ms)
+{
+    r->wait_replicas = replicas;
+    r->wait_timeout_ms = timeout_ms;
 }
 
 void rc_redis_free(rc_redis_t *r)
@@ -1220,6 +1228,38 @@ int rc_redis_confirmed(rc_redis_t *r, const char *orders_key, const char *paid_k
     return 0;
 }
 
+/*
+ * After a write: whether it reached r->wait_replicas replicas within
+ * the WAIT timeout (0), else VC_ERR_UNKNOWN_OUTCOME with err set (counted), or
+ * the WAIT's own error. On the connection the script ran on (on a cluster,
+ * its voucher's master): WAIT counts that connection's writes. what names
+ * the script's first key, for the log.
+ */
+static int replicas_have_it(rc_redis_t *r, const char *what, char *err, size_t errlen)
+{
+    int64_t acked = 0;
+    int rc;
+
+    if (r->wait_replicas <= 0)
+        return 0;
+    if ((rc = vc_redis_block_wait(r->c, r->wait_replicas, r->wait_timeout_ms, &acked, err,
+                                  errlen)) != 0)
+        return rc;
+    if (acked >= r->wait_replicas)
+        return 0;
+    vc_metric_add(vc_counter("voucher_reconciler_redis_wait_short_total",
+                             "Repair scripts whose writes reached fewer Redis replicas than "
+                             "VOUCHER_REDIS_WAIT_REPLICAS in time: the pass stopped before "
+                             "acting on them",
+                             NULL),
+                  1);
+    snprintf(err, errlen,
+             "the writes of a repair script on %s reached %lld of %lld Redis replicas within "
+             "%lld ms (WAIT): not acted on (nothing published), the next pass looks again",
+             what, (long long)acked, (long long)r->wait_replicas, (long long)r->wait_timeout_ms);
+    return VC_ERR_UNKNOWN_OUTCOME;
+}
+
 int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *const *keys, int nargs,
                   const char *const *args, int64_t *status, char *order, size_t ordercap,
                   char *err, size_t errlen)
@@ -1267,6 +1307,14 @@ int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *cons
         rc = VC_ERR_PROTOCOL;
     }
     freeReplyObject(reply);
+    /*
+     * A write's answer counts only once the replicas have it: a release begun
+     * (E) and published, then lost in a failover, would leave the order held
+     * again for a downstream that released it. The reads (campaign_due.lua)
+     * send no WAIT: a pass that repairs nothing never waits for a replica.
+     */
+    if (rc == 0 && leader_key)
+        rc = replicas_have_it(r, keys[0], err, errlen);
     return rc;
 }
 

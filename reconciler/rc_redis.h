@@ -77,6 +77,16 @@ int rc_redis_remaining_marked(rc_redis_t *r, const char *code, int64_t expire_at
                               int64_t *remaining, char *err, size_t errlen);
 
 /*
+ * VOUCHER_REDIS_WAIT_REPLICAS for the repair scripts: once set (replicas > 0),
+ * rc_redis_eval() sends WAIT replicas timeout_ms after each write (an rc_
+ * script), on the connection the script ran on, and fails when fewer
+ * replicas acknowledged its writes in time, so that nothing is acted on (a
+ * release published, a repair counted) that a failover could undo
+ * (proto/redis-keys.md, "Redis Cluster"). 0 (the default) sends no WAIT.
+ */
+void rc_redis_set_wait(rc_redis_t *r, int64_t replicas, int64_t timeout_ms);
+
+/*
  * Reads voucher:{code}:remaining. Returns 0 with *loaded 1 and *remaining set,
  * 0 with *loaded 0 when the key is absent, or a negative error with err set.
  */
@@ -183,7 +193,11 @@ int rc_redis_confirmed(rc_redis_t *r, const char *orders_key, const char *paid_k
  * keys[0]'s hash tag as its last key and this connection's generation as its
  * last argument (rc_redis_lead()); it is not sent without one. Returns 0 or a
  * negative error: VC_ERR_STALE_LEADER or VC_ERR_LEADER_UNMARKED when Redis
- * refused the token (nothing was written; err says the generations).
+ * refused the token (nothing was written; err says the generations). With
+ * rc_redis_set_wait(), a write must then reach the replicas asked for: too few
+ * in time returns VC_ERR_UNKNOWN_OUTCOME (counted in
+ * voucher_reconciler_redis_wait_short_total), and the caller must not act on
+ * its answer.
  */
 int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *const *keys, int nargs,
                   const char *const *args, int64_t *status, char *order, size_t ordercap,

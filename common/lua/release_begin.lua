@@ -4,7 +4,8 @@
 --
 -- KEYS[1] voucher:{CODE}:orders  KEYS[2] voucher:{CODE}:holds
 -- KEYS[3] voucher:{CODE}:releasing
--- KEYS[4] voucher:{CODE}:resent (the reconciler's "undelivered" only)
+-- KEYS[4] voucher:{CODE}:resent: read by the reconciler's "undelivered";
+--         marked for a release begun before (status 2, below). May be left out
 -- KEYS[5] voucher:{CODE}:users  KEYS[6] voucher:{CODE}:amounts
 -- KEYS[7] voucher:{CODE}:remaining (the gateway's cancel of a voucher's
 --         order: what tells a lost orders hash or counter from an unknown
@@ -13,7 +14,7 @@
 -- ARGV[2] why: "cancel" (the order service: held or confirmed -> X),
 --         "expire" (held and past heldUntil -> E), "undelivered" (held or
 --         confirmed, and no event of it ever reached Kafka -> E), "resume"
---         (a release begun before: only answers 2 or 0, changes nothing)
+--         (a release begun before: only answers 2 or 0, changes no order)
 -- ARGV[3] nowMs
 -- ARGV[4] (the reconciler) "heldUntilMs:state" of the order as its pass read
 --         it. The pass decided on a snapshot; if the order is another hold
@@ -26,16 +27,28 @@
 --
 -- Returns {status, order}: 1 begun now, 2 already begun (publish and finish
 -- again), 0 already released, -1 no such order (-7 while the orders hash is
--- lost, -8 while the counter is missing: orders_lost.lua), -2 not in a state this
--- reason may release (confirmed, or not expired yet), -3 changed since the
--- reconciler read it (it looks again next pass); order as it is now.
+-- lost, -8 while the counter is missing: orders_lost.lua), -2 not in a state
+-- this reason may release (confirmed, or not expired yet), -3 changed since
+-- the reconciler read it (it looks again next pass); order as it is now.
+--
+-- Status 2 marks the order in KEYS[4] at nowMs, as a retry that publishes
+-- again is marked: the caller publishes next, and with
+-- VOUCHER_REDIS_WAIT_REPLICAS it first sends WAIT on its own connection,
+-- which counts only that connection's writes. Without a write here the WAIT
+-- would not cover the X or E another client wrote (and whose own WAIT may
+-- have failed), and a failover after the publish could bring the order back
+-- held (proto/redis-keys.md, "Redis Cluster").
+-- @include resent_mark.lua
 -- @include orders_lost.lua
 -- @include orders_write.lua
 local order = redis.call('HGET', KEYS[1], ARGV[1])
 if not order then return {no_order(KEYS[1], KEYS[5], KEYS[6], KEYS[7]), false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
 if state == 'R' then return {0, order} end
-if state == 'X' or state == 'E' then return {2, order} end
+if state == 'X' or state == 'E' then
+  if KEYS[4] then mark_resent(KEYS[4], ARGV[1], tonumber(ARGV[3])) end
+  return {2, order}
+end
 if ARGV[2] == 'resume' then return {-2, order} end
 if ARGV[4] and ARGV[4] ~= held .. ':' .. state then return {-3, order} end
 local next

@@ -7,6 +7,9 @@
 # must send WAIT to that master too before its 201 (INFO commandstats there
 # counts it; proto/redis-keys.md, "Redis Cluster").
 #
+# A confirm and a cancel covered by WAIT: each sends one to the voucher's
+# master before its event, so before its 200.
+#
 # A PATCH's own Redis steps (gateway/gw_limit.c): on a voucher whose keys a
 # master other than the first seed serves, a lower, a raise and a later
 # endsAt each reach that master (and the claims' masters) at once.
@@ -132,6 +135,38 @@ for ((i = 0; i < 64 && measured == 0; i++)); do
 done
 [ "$measured" = 1 ] || failures+=("no reservation with its claim on another master was answered 201 on its first try")
 
+# ---- a confirm and a cancel wait for the voucher's replica
+# Each must send WAIT to the voucher's master before it publishes, so that a
+# failover cannot bring back held an order whose 200 said confirmed or
+# released (proto/redis-keys.md, "Redis Cluster"); the gateway before this
+# sent none. One order each, reserved first (a 503 is tried again).
+wait_calls_on() { # PORT
+  redis-cli -p "$1" info commandstats 2>/dev/null | tr -d '\r' |
+    sed -n 's/^cmdstat_wait:calls=\([0-9]*\),.*/\1/p'
+}
+customer=200
+for op in confirm cancel; do
+  o="$code-$op" status= customer=$((customer + 1))
+  for ((i = 0; i < 5 && status != 201; i++)); do
+    status=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST -H 'Content-Type: application/json' \
+      --data-binary "{\"customerId\":$customer,\"orderId\":\"$o\",\"orderAmount\":10000}" \
+      "http://$gw1/vouchers/$code/reservations")
+  done
+  [ "$status" = 201 ] || { failures+=("the reservation $o answered $status, want 201"); continue; }
+  url="http://$gw1/vouchers/$code/reservations/$o"
+  waits_before=$(wait_calls_on "$voucher_port")
+  if [ "$op" = confirm ]; then
+    status=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST "$url/confirm")
+  else
+    status=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X DELETE "$url")
+  fi
+  waits_after=$(wait_calls_on "$voucher_port")
+  waits=$((${waits_after:-0} - ${waits_before:-0}))
+  say "$op: $o answered $status; WAITs on the voucher's master ($voucher_port): $waits"
+  [ "$status" = 200 ] && [ "$waits" -ge 1 ] ||
+    failures+=("the $op of $o answered $status after $waits WAIT(s) on the voucher's master (port $voucher_port), want 200 after 1 or more")
+done
+
 # ---- a PATCH's own Redis steps on the voucher's master
 # A PATCH moves the voucher's counter (a lower before PostgreSQL, a raise
 # after) and, for a later endsAt, the expiry of its keys and of its orders'
@@ -219,7 +254,7 @@ else
   failures+=("Redis node 1 did not come back")
 fi
 if [ ${#failures[@]} -eq 0 ]; then
-  echo "cluster checks: PASS (the claim's master waited for; a PATCH's steps on the voucher's master; node 1 dead: the second gateway refused ${took} ms after the PATCH on the first)"
+  echo "cluster checks: PASS (the claim's master waited for; a confirm and a cancel waited for the voucher's replica; a PATCH's steps on the voucher's master; node 1 dead: the second gateway refused ${took} ms after the PATCH on the first)"
   exit 0
 fi
 echo "cluster checks: FAIL"
