@@ -136,15 +136,16 @@ def sh(cmd, log, **kw):
         return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, **kw).returncode
 
 
-def build(src, bdir, log):
-    """The reconciler and the scripts the explorer runs, from src, in bdir (made the first time, with
-    the fault points the explorer needs)."""
+def build(src, bdir, log, gateway=False):
+    """The reconciler and the scripts the explorer runs (and the gateway, for a mutant of it),
+    from src, in bdir (made the first time, with the fault points the explorer needs)."""
     if not os.path.isfile(os.path.join(bdir, "build.ninja")):
         rc = sh(["meson", "setup", bdir, src, "-Dwerror=true", "-Dbuildtype=debugoptimized",
                  "-Dfault_points=true"], log)
         if rc:
             return rc
-    return sh(["meson", "compile", "-C", bdir, "voucher-reconciler"], log)
+    return sh(["meson", "compile", "-C", bdir, "voucher-reconciler"] +
+              (["voucher-gateway"] if gateway else []), log)
 
 
 VERDICT = re.compile(r"^(replay (\S+): FAILED \[([^:\]]+)|== (.+) found \[([^:\]]+))", re.M)
@@ -164,8 +165,23 @@ def run_one(m, a, src, bdir, logdir):
                 return False, None, None, time.time() - t0, "its diff no longer applies (%s)" % log
             sh(patch, log)
             applied = True
-        if build(src, bdir, log) != 0:
+        gateway = any(f.startswith("gateway/") for f in m.files())
+        if build(src, bdir, log, gateway) != 0:
             return False, None, None, time.time() - t0, "the mutant does not build (%s)" % log
+        if gateway:
+            # The explorer's gateway steps are Python: a mutant of the C gateway is caught, if
+            # at all, where the two are compared (gateway_calls.py), before the explorer runs.
+            cmd = [a.python, os.path.join(HERE, "gateway_calls.py"), "--build", bdir]
+            with open(log, "a") as f:
+                f.write("$ %s\n" % " ".join(cmd))
+                f.flush()
+                proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      cwd=HERE, timeout=a.timeout)
+                f.write(proc.stdout.decode(errors="replace"))
+            diff = re.search(r"^DIFFERENT (.+):$", proc.stdout.decode(errors="replace"), re.M)
+            if diff:
+                return True, "the gateway calls check (%s)" % diff.group(1), "gateway-calls", \
+                    time.time() - t0, None
         cmd = [a.python, os.path.join(HERE, "explorer.py"), "--build", bdir, "--shim", a.shim,
                "--mutant", m.name, "--first-failure"] + \
             (["--no-replays"] if a.search_only else []) + m.head.get("Explorer", "").split() + \
