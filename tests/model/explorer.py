@@ -2299,6 +2299,9 @@ SWEEP_ACTIONS = {
     "lose_confirm": lambda o: [["lose_confirm", {"o": o}]],
     "rollback": lambda o: [["rollback", {"k": 1}]],
     "drift": lambda o: [["pg_drift", {}]],
+    "lose_counter": lambda o: [["delete_key", {"key": "remaining"}]],   # a campaign's taken
+    "lose_orders": lambda o: [["delete_key", {"key": "orders"}]],
+    "lose_users": lambda o: [["delete_key", {"key": "users"}]],
     "thaw": lambda o: [["thaw_leader", {}]],
     "link_down": lambda o: [["link_down", {}]],
     "failover": lambda o: [["failover", {}]],
