@@ -8,9 +8,11 @@
 #include "vc_log.h"
 #include "vc_time.h"
 
+#include "vc_fault.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* What a dead letter is about, for the table: from its payload when it decodes. */
 typedef struct {
@@ -83,11 +85,18 @@ static int list_cb(void *ctx, const wr_dlt_record_t *rec)
         snprintf(offset, sizeof(offset), "%lld", (long long)rec->offset);
     else
         snprintf(offset, sizeof(offset), "%d:%lld", (int)rec->partition, (long long)rec->offset);
-    printf("%-8s %-20s %-24s %-17s %-16s %-6s %-10s %s%.70s\n", offset, s.code, s.order_id,
-           s.type, rec->info.error_class[0] ? rec->info.error_class : "-",
+    printf("%-8s %-20s %-24s %-17s %-16s %-6s %-10s %s", offset, s.code, s.order_id, s.type,
+           rec->info.error_class[0] ? rec->info.error_class : "-",
            wr_dlt_format_age(l->now_ms - failed_at(rec), age, sizeof(age)),
            found ? letter.state : "unrecorded",
-           rec->info.truncated_from >= 0 ? "[not whole] " : "", rec->info.error_message);
+           rec->info.truncated_from >= 0 ? "[not whole] " : "");
+    /*
+     * The message whole, last on the line: the figure that explains a refusal
+     * (a constraint's values, a limit) is often at its end. On one line.
+     */
+    for (const char *c = rec->info.error_message; *c; c++)
+        putchar((unsigned char)*c < ' ' ? ' ' : *c);
+    putchar('\n');
     l->count++;
     return 0;
 }
@@ -223,14 +232,17 @@ typedef struct {
     int64_t *sent_ids; /* the letters sent by this run, marked sent once delivered */
     wr_letter_t *sent_letters;
     size_t cap;
+    char claim[128]; /* this run's name on the letters it claims: operator@host:pid */
     char err[256];
 } wr_replay_t;
 
 /*
  * Whether letter may be sent again; if not, says why on stdout and in the
- * audit (a no-op, or a refusal). Returns 1 to send, 0 to skip, or an error.
+ * audit (a no-op, or a refusal). lost: the letter as read after this run's
+ * claim on it failed (wr_letters_replay_claim()), so a parked letter never
+ * sent is another replay's. Returns 1 to send, 0 to skip, or an error.
  */
-static int replay_allowed(wr_replay_t *r, const wr_letter_t *letter)
+static int replay_allowed(wr_replay_t *r, const wr_letter_t *letter, int lost)
 {
     char why[256];
     const char *outcome = "noop";
@@ -251,6 +263,12 @@ static int replay_allowed(wr_replay_t *r, const wr_letter_t *letter)
                  "already sent for replay at %s, not applied yet: nothing sent (dlt list "
                  "shows replayed once the writer applied it)",
                  letter->replay_sent_at);
+    } else if (lost) {
+        snprintf(why, sizeof(why),
+                 "being replayed by %s since %s: nothing sent (a claim older than %d minutes is "
+                 "taken over)",
+                 letter->replay_claim[0] ? letter->replay_claim : "another replay",
+                 letter->replay_claimed_at, WR_REPLAY_CLAIM_TTL_S / 60);
     } else {
         for (size_t i = 0; i < r->sent; i++)
             if (r->sent_ids[i] == letter->id) {
@@ -268,6 +286,17 @@ noop:
                          sizeof(r->err)) != 0)
         return VC_ERR_UNAVAILABLE;
     return 0;
+}
+
+/* This run's name on its claims: the operator, the host and the process. */
+static void claim_name(const char *operator_name, char *out, size_t cap)
+{
+    char host[64];
+
+    if (gethostname(host, sizeof(host)) != 0)
+        snprintf(host, sizeof(host), "unknown-host");
+    host[sizeof(host) - 1] = '\0';
+    snprintf(out, cap, "%s@%s:%ld", operator_name, host, (long)getpid());
 }
 
 static int replay_cb(void *ctx, const wr_dlt_record_t *rec)
@@ -325,8 +354,18 @@ static int replay_cb(void *ctx, const wr_dlt_record_t *rec)
         if ((rc = wr_letters_park(r->letters, &n, &letter, r->err, sizeof(r->err))) != 0)
             return rc;
     }
-    if ((rc = replay_allowed(r, &letter)) <= 0)
+    if ((rc = replay_allowed(r, &letter, 0)) <= 0)
         return rc;
+    /*
+     * Claimed before it is sent, by one UPDATE only one replay wins: two
+     * replays of the letter at the same moment send it once.
+     */
+    if ((rc = wr_letters_replay_claim(r->letters, letter.id, r->claim, &letter, r->err,
+                                      sizeof(r->err))) < 0)
+        return rc;
+    if (rc == 0)
+        return replay_allowed(r, &letter, 1) < 0 ? VC_ERR_UNAVAILABLE : 0;
+    VC_PAUSE("dlt-replay-before-send"); /* claimed, not yet sent */
     if (r->sent == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 16;
         int64_t *ids = realloc(r->sent_ids, cap * sizeof(*ids));
@@ -381,6 +420,7 @@ static int cmd_replay(const wr_config_t *cfg, int argc, char **argv, atomic_int 
     r.filter = &filter;
     r.stop = stop;
     r.operator_name = operator_of(filter.operator_name);
+    claim_name(r.operator_name, r.claim, sizeof(r.claim));
     if (!filter.dry_run &&
         wr_letters_open(&r.letters, cfg->pg_dsn, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-writer: dlt replay: PostgreSQL (the letters' states): %s\n", err);
@@ -414,6 +454,16 @@ static int cmd_replay(const wr_config_t *cfg, int argc, char **argv, atomic_int 
         fprintf(stderr, "voucher-writer: dlt replay: %s\n", err);
         status = 1;
     }
+    /*
+     * Kafka did not acknowledge them all: which it has is unknown, so none is
+     * recorded as sent and every claim is given back; a replay may send them
+     * again (the writer applies an event once however often it comes).
+     */
+    for (size_t i = 0; i < r.sent && delivered != r.sent; i++)
+        if (wr_letters_replay_unclaim(r.letters, r.sent_ids[i], r.claim, err, sizeof(err)) != 0)
+            fprintf(stderr, "voucher-writer: dlt replay: giving back the claim on letter %lld: %s "
+                            "(it lapses after %d minutes)\n",
+                    (long long)r.sent_ids[i], err, WR_REPLAY_CLAIM_TTL_S / 60);
     /* Only once Kafka has them all: a letter marked sent is never sent again. */
     for (size_t i = 0; i < r.sent && delivered == r.sent; i++) {
         wr_letter_t *letter = &r.sent_letters[i];
@@ -445,6 +495,27 @@ static int cmd_replay(const wr_config_t *cfg, int argc, char **argv, atomic_int 
  * needs no Redis and publishes nothing itself: the two-phase release stays
  * in the one place that already does it (proto/redemption-states.md).
  */
+/* What a discard did to letter (as it is after the discard), in words. */
+static void discard_why(const wr_letter_t *letter, int changed, char *why, size_t cap)
+{
+    if (changed && !letter->order_id[0])
+        snprintf(why, cap, "discarded: it names no order, so there is no use to give back");
+    else if (changed)
+        snprintf(why, cap, "discarded: the reconciler gives the order's use back (reason "
+                           "DISCARDED) in its next pass");
+    else if (strcmp(letter->state, "parked") != 0)
+        snprintf(why, cap, "%s, not parked: nothing to discard", letter->state);
+    else if (letter->replay_sent_at[0])
+        snprintf(why, cap, "sent for replay at %s: not discarded (wait until the writer applies "
+                           "it, or dead-letters it again)",
+                 letter->replay_sent_at);
+    else
+        snprintf(why, cap, "being replayed by %s since %s: not discarded (wait until the writer "
+                           "applies it, or the claim lapses after %d minutes)",
+                 letter->replay_claim[0] ? letter->replay_claim : "another replay",
+                 letter->replay_claimed_at, WR_REPLAY_CLAIM_TTL_S / 60);
+}
+
 static int cmd_discard(const wr_config_t *cfg, int argc, char **argv)
 {
     const char *order_id = NULL, *operator_name = NULL, *at = NULL;
@@ -527,18 +598,21 @@ static int cmd_discard(const wr_config_t *cfg, int argc, char **argv)
             status = 1;
             continue;
         }
-        if (changed)
-            snprintf(why, sizeof(why), "discarded: the reconciler gives the order's use back "
-                                       "(reason DISCARDED) in its next pass");
-        else if (strcmp(letter->state, "parked") == 0)
-            snprintf(why, sizeof(why), "sent for replay at %s: not discarded (wait until the "
-                                       "writer applies it, or dead-letters it again)",
-                     letter->replay_sent_at);
+        /* Not discarded: the letter as it is now says why (a replay may have come first). */
+        if (!changed && wr_letters_get(letters, letter->id, letter, err, sizeof(err)) < 0) {
+            fprintf(stderr, "voucher-writer: dlt discard: letter %lld: %s\n",
+                    (long long)letter->id, err);
+            status = 1;
+            continue;
+        }
+        discard_why(letter, changed, why, sizeof(why));
+        if (letter->order_id[0])
+            printf("letter %lld (%s, order %s, %s): %s\n", (long long)letter->id,
+                   letter->dlt_at[0] ? letter->dlt_at : "not stored", letter->order_id,
+                   letter->event_type[0] ? letter->event_type : "unknown event", why);
         else
-            snprintf(why, sizeof(why), "%s, not parked: nothing to discard", letter->state);
-        printf("letter %lld (%s, order %s, %s): %s\n", (long long)letter->id,
-               letter->dlt_at[0] ? letter->dlt_at : "not stored", letter->order_id,
-               letter->event_type, why);
+            printf("letter %lld (%s, unreadable: no order): %s\n", (long long)letter->id,
+                   letter->dlt_at[0] ? letter->dlt_at : "not stored", why);
         log_action("discard", changed ? "discarded" : "noop", operator_name, letter, why);
     }
     wr_letters_close(letters);

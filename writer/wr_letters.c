@@ -17,7 +17,16 @@ struct wr_letters {
     " CASE WHEN dlt_offset IS NULL THEN '' ELSE dlt_topic || '/' || dlt_partition || '/' ||"      \
     " dlt_offset END, coalesce(dlt_partition, -1), coalesce(dlt_offset, -1),"                     \
     " coalesce(to_char(replay_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''),"\
-    " coalesce(to_char(settled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '')"
+    " coalesce(to_char(settled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''),"   \
+    " coalesce(to_char(replay_claimed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"\
+    " ''), coalesce(replay_claim, '')"
+
+#define CLAIM_STR_(x) #x
+#define CLAIM_STR(x) CLAIM_STR_(x)
+/* A claim of another replay that still holds (WR_REPLAY_CLAIM_TTL_S), in SQL. */
+#define CLAIM_LIVE                                                                                 \
+    "(replay_claimed_at IS NOT NULL AND replay_claimed_at > now() - make_interval(secs => "      \
+    CLAIM_STR(WR_REPLAY_CLAIM_TTL_S) "))"
 
 int wr_letters_open(wr_letters_t **out, const char *dsn, char *err, size_t errlen)
 {
@@ -62,6 +71,8 @@ static void letter_of(PGresult *res, int row, wr_letter_t *out)
     out->dlt_offset = strtoll(PQgetvalue(res, row, 7), NULL, 10);
     copy(out->replay_sent_at, sizeof(out->replay_sent_at), PQgetvalue(res, row, 8));
     copy(out->settled_at, sizeof(out->settled_at), PQgetvalue(res, row, 9));
+    copy(out->replay_claimed_at, sizeof(out->replay_claimed_at), PQgetvalue(res, row, 10));
+    copy(out->replay_claim, sizeof(out->replay_claim), PQgetvalue(res, row, 11));
 }
 
 /* Runs sql with params; returns its result (rows or command) or NULL with err set. */
@@ -117,6 +128,22 @@ int wr_letters_at(wr_letters_t *l, const char *dlt_topic, int32_t partition, int
                      "SELECT " LETTER_COLUMNS " FROM dead_letter WHERE dlt_topic = $1"
                      " AND dlt_partition = $2::int AND dlt_offset = $3::bigint",
                      dlt_topic, partition, offset, out, err, errlen);
+}
+
+int wr_letters_get(wr_letters_t *l, int64_t id, wr_letter_t *out, char *err, size_t errlen)
+{
+    char idtext[24];
+    const char *values[] = {idtext};
+    int rows;
+
+    snprintf(idtext, sizeof(idtext), "%lld", (long long)id);
+    rows = letters(l, "SELECT " LETTER_COLUMNS " FROM dead_letter WHERE id = $1::bigint", 1, values,
+                   out, 1, err, errlen);
+    if (rows == 0) {
+        snprintf(err, errlen, "letter %lld is no longer in the register", (long long)id);
+        return VC_ERR_PROTOCOL;
+    }
+    return rows < 0 ? rows : 0;
 }
 
 int wr_letters_of_order(wr_letters_t *l, const char *order_id, wr_letter_t *out, size_t cap,
@@ -180,6 +207,46 @@ out:
     return rc;
 }
 
+int wr_letters_replay_claim(wr_letters_t *l, int64_t id, const char *claim, wr_letter_t *out,
+                            char *err, size_t errlen)
+{
+    char idtext[24];
+    const char *values[] = {idtext, claim};
+    PGresult *res;
+    int rows;
+
+    snprintf(idtext, sizeof(idtext), "%lld", (long long)id);
+    if (!(res = run(l,
+                    "UPDATE dead_letter SET replay_claimed_at = now(), replay_claim = $2"
+                    " WHERE id = $1::bigint AND state = 'parked' AND replay_sent_at IS NULL"
+                    " AND NOT " CLAIM_LIVE,
+                    2, values, err, errlen)))
+        return VC_ERR_UNAVAILABLE;
+    rows = atoi(PQcmdTuples(res));
+    PQclear(res);
+    if (rows > 0)
+        return 1;
+    /* Lost: the letter as it is now says to whom, or why. */
+    return wr_letters_get(l, id, out, err, errlen);
+}
+
+int wr_letters_replay_unclaim(wr_letters_t *l, int64_t id, const char *claim, char *err,
+                              size_t errlen)
+{
+    char idtext[24];
+    const char *values[] = {idtext, claim};
+    PGresult *res;
+
+    snprintf(idtext, sizeof(idtext), "%lld", (long long)id);
+    if (!(res = run(l,
+                    "UPDATE dead_letter SET replay_claimed_at = NULL, replay_claim = NULL"
+                    " WHERE id = $1::bigint AND replay_claim = $2 AND replay_sent_at IS NULL",
+                    2, values, err, errlen)))
+        return VC_ERR_UNAVAILABLE;
+    PQclear(res);
+    return 0;
+}
+
 int wr_letters_replay_sent(wr_letters_t *l, int64_t id, const char *operator_name, char *err,
                            size_t errlen)
 {
@@ -202,7 +269,8 @@ int wr_letters_discard(wr_letters_t *l, int64_t id, const char *operator_name, i
     snprintf(idtext, sizeof(idtext), "%lld", (long long)id);
     return with_audit(l,
                       "UPDATE dead_letter SET state = 'discarded', settled_at = now()"
-                      " WHERE id = $1::bigint AND state = 'parked' AND replay_sent_at IS NULL",
+                      " WHERE id = $1::bigint AND state = 'parked' AND replay_sent_at IS NULL"
+                      " AND NOT " CLAIM_LIVE,
                       1, values, changed, id, "discard", operator_name, "discarded", "noop", err,
                       errlen);
 }

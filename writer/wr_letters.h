@@ -24,6 +24,8 @@ typedef struct {
     int32_t dlt_partition;   /* -1 when none */
     int64_t dlt_offset;
     char replay_sent_at[40]; /* RFC 3339, "" when never sent */
+    char replay_claimed_at[40]; /* when a replay claimed it (RFC 3339), "" when none did */
+    char replay_claim[128];     /* which replay claimed it ("operator@host:pid"), or "" */
     char settled_at[40];     /* when it left parked, "" while parked */
 } wr_letter_t;
 
@@ -44,6 +46,9 @@ int wr_letters_find(wr_letters_t *l, const char *topic, int32_t partition, int64
  */
 int wr_letters_of_order(wr_letters_t *l, const char *order_id, wr_letter_t *out, size_t cap,
                         char *err, size_t errlen);
+
+/* Reads letter id as it is now into out. Returns 0, or a negative error with err set. */
+int wr_letters_get(wr_letters_t *l, int64_t id, wr_letter_t *out, char *err, size_t errlen);
 
 /* Finds the letter stored at dlt_topic/partition/offset. Returns as wr_letters_find(). */
 int wr_letters_at(wr_letters_t *l, const char *dlt_topic, int32_t partition, int64_t offset,
@@ -69,6 +74,34 @@ int wr_letters_park(wr_letters_t *l, const wr_letter_new_t *n, wr_letter_t *out,
                     size_t errlen);
 
 /*
+ * How long a replay's claim on a letter holds: longer than the replay waits
+ * for Kafka to acknowledge what it sent (wr_replayer_close()). An older claim
+ * is that of a replay that died between its claim and its record: another
+ * replay may take the letter over, and a discard may discard it.
+ */
+#define WR_REPLAY_CLAIM_TTL_S 900
+
+/*
+ * Claims letter id for the replay named claim, before anything is sent: one
+ * conditional UPDATE that only one caller wins, for a letter parked, never
+ * sent for replay, and without a live claim (WR_REPLAY_CLAIM_TTL_S) of
+ * another replay. Returns 1 claimed, 0 not (*out is then the letter as it
+ * is now, saying why: sent, claimed, or no longer parked), or a negative
+ * error with err set.
+ */
+int wr_letters_replay_claim(wr_letters_t *l, int64_t id, const char *claim, wr_letter_t *out,
+                            char *err, size_t errlen);
+
+/*
+ * Gives back the claim of a replay that did not send letter id after all
+ * (Kafka did not acknowledge it): another replay may take it at once. Only
+ * the claim named claim, on a letter not recorded as sent. Returns 0 or a
+ * negative error.
+ */
+int wr_letters_replay_unclaim(wr_letters_t *l, int64_t id, const char *claim, char *err,
+                              size_t errlen);
+
+/*
  * Records that `dlt replay` put letter id back on the main topic (its
  * replay_sent_at), with the audit row, in one transaction. The letter stays
  * parked until the writer applies the event (wr_apply_batch() marks it
@@ -78,9 +111,10 @@ int wr_letters_replay_sent(wr_letters_t *l, int64_t id, const char *operator_nam
                            size_t errlen);
 
 /*
- * Discards letter id if it is parked and was never sent for replay (the
- * replayed event may apply any moment: the order would then be counted in
- * PostgreSQL and released in Redis), with the audit row, in one
+ * Discards letter id if it is parked, was never sent for replay and no
+ * replay holds a live claim on it (the replayed event may apply any moment:
+ * the order would then be counted in PostgreSQL and released in Redis), with
+ * the audit row, in one
  * transaction. Sets *changed to 1 when it was parked (now discarded), else
  * 0 (its state is unchanged; an audit row records the no-op). Returns 0 or
  * a negative error.

@@ -7,7 +7,7 @@
 # DISCARDED, confirm 409). Every action is audited. At the end Redis and
 # PostgreSQL agree and nothing is oversold.
 source "$(dirname "$0")/lib.sh"
-plan 44
+plan 51
 
 reserve() { # CODE CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
@@ -73,6 +73,9 @@ is "$(metric "$(reconciler_admin 0)" "voucher_reconciler_parked_letters{code=\"$
 ok $? "dlt list --code exits 0"
 is "$(awk 'NR > 1 {print $2, $3, $4, $5, $7}' "$scratch/list-a.txt")" "$va $va-o2 VoucherReserved constraint parked" \
   "dlt list --code shows the voucher's one letter, parked"
+message=$(sql "SELECT translate(error_message, E'\\n\\t', '  ') FROM dead_letter WHERE order_id = '$va-o2'")
+grep -qF -- "$message" "$scratch/list-a.txt"
+ok $? "and its MESSAGE whole (${#message} characters), the figures at its end too"
 "$bin_writer" dlt list --order "$vb-o2" --state parked --since 10m --partition 0 >"$scratch/list-b.txt" 2>/dev/null
 is "$(awk 'NR > 1 {print $3, $7}' "$scratch/list-b.txt")" "$vb-o2 parked" \
   "dlt list --order --state --since --partition select the other letter"
@@ -149,6 +152,38 @@ is "$(grep -c '^letter .*sent to' "$scratch/replay-crash.txt") $(grep -c 'anothe
   "replaying both copies sends the event once"
 is "$(wait_sql "SELECT r.status || ' ' || d.state FROM voucher_redemption r JOIN dead_letter d USING (order_id) WHERE r.order_id = '$vc-o2'" "RESERVED replayed" 30)" \
   "RESERVED replayed" "applied, and the letter replayed"
+
+# --- Two replays of one letter at the same moment, and a discard meanwhile: the
+# letter is claimed before it is sent, so one replay sends it, once; the other
+# and the discard find it claimed (the reconciler is still stopped, as above).
+vd=$(unique_code DLTTWICE)
+new_voucher "$vd" 5 >/dev/null
+reserve "$vd" 1 "$vd-o1"
+wait_sql "SELECT used_count FROM voucher WHERE code = '$vd'" 1 20 >/dev/null
+sql "UPDATE voucher SET total_limit = 1 WHERE code = '$vd'"
+reserve "$vd" 2 "$vd-o2"
+is "$(wait_sql "SELECT state FROM dead_letter WHERE order_id = '$vd-o2'" parked 30)" parked \
+  "another letter parked (answered $status)"
+sql "UPDATE voucher SET total_limit = 5 WHERE code = '$vd'"
+events_before=$(key_count "$vd")
+VOUCHER_PAUSE=dlt-replay-before-send VOUCHER_PAUSE_DIR=$pause_dir \
+  "$bin_writer" dlt replay --order "$vd-o2" --operator first >"$scratch/replay-first.txt" 2>&1 &
+first=$!
+pause_wait dlt-replay-before-send 30
+ok $? "the first replay stopped after deciding to send, before sending"
+"$bin_writer" dlt replay --order "$vd-o2" --operator second >"$scratch/replay-second.txt" 2>&1
+"$bin_writer" dlt discard --order "$vd-o2" --operator third >"$scratch/discard-mid.txt" 2>&1
+pause_go dlt-replay-before-send
+wait "$first"
+ok $? "the first replay exits 0"
+is "$(grep -c '^letter .*sent to' "$scratch/replay-first.txt") $(grep -c '^letter .*being replayed by first@' "$scratch/replay-second.txt") $(grep -c '^letter .*being replayed by first@' "$scratch/discard-mid.txt")" \
+  "1 1 1" "the first replay sends; the second and the discard find the letter claimed by it"
+diag "$(grep 'letter ' "$scratch/replay-second.txt")"
+is "$(wait_sql "SELECT r.status || ' ' || d.state FROM voucher_redemption r JOIN dead_letter d USING (order_id) WHERE r.order_id = '$vd-o2'" "RESERVED replayed" 30)" \
+  "RESERVED replayed" "applied, and the letter replayed (not discarded)"
+is "$(($(key_count "$vd") - events_before)) $(sql "SELECT string_agg(a.action || ':' || a.outcome || ':' || a.operator, ' ' ORDER BY a.id) FROM dead_letter_action a JOIN dead_letter d ON d.id = a.letter_id WHERE d.order_id = '$vd-o2'")" \
+  "1 replay:noop:second discard:noop:third replay:sent:first" \
+  "the event went to the main topic once, and the audit has one sent"
 start_reconciler "" --grace "${grace_ms}ms" --interval 300ms
 
 # --- Release reasons: a customer's cancel is stored as CANCELLED.
