@@ -4,7 +4,7 @@
  *
  *   voucher-admin campaign create --name N --count C ...   create and generate
  *   voucher-admin campaign resume ID                         finish a stalled generation
- *   voucher-admin campaign show ID | deactivate ID | export ID
+ *   voucher-admin campaign show ID | deactivate ID | export ID [--partial]
  *
  * Generation shows a progress bar when stderr is a terminal and one plain
  * line per batch otherwise (logs, CI).
@@ -32,7 +32,9 @@ static const char usage[] =
     "  create OPTIONS     create a campaign and generate its codes (proto/campaigns.md)\n"
     "  resume ID          generate the rest of a campaign that stopped (GENERATING or FAILED)\n"
     "  show ID            its state, progress and rules, as JSON-like lines\n"
-    "  export ID          its codes as CSV (code,customerId) on stdout\n"
+    "  export ID [--partial]  its codes as CSV (code,customerId) on stdout; refused while\n"
+    "                     the campaign is not fully generated (GENERATING, FAILED) unless\n"
+    "                     --partial, which exports the codes made so far and says so\n"
     "  deactivate ID      turn it off (final)\n"
     "\n"
     "create options:\n"
@@ -295,7 +297,33 @@ out:
     return rc;
 }
 
-static int with_id(PGconn *conn, const char *cmd, const char *arg)
+/*
+ * Whether export may write row's codes: all of them are generated, or the
+ * caller asked for the part there is (and is told so on stderr).
+ */
+static int export_ready(const vc_campaign_row_t *row, int64_t id, int partial)
+{
+    int done = strcmp(row->state, "GENERATING") != 0 && strcmp(row->state, "FAILED") != 0;
+
+    if (done)
+        return 1;
+    if (!partial) {
+        fprintf(stderr,
+                "voucher-admin: campaign %" PRId64 " is %s: %" PRId64 " of %" PRId64
+                " codes generated; `voucher-admin campaign resume %" PRId64
+                "` makes the rest (or export --partial writes the codes made so far)\n",
+                id, row->state, row->generated, row->spec.count, id);
+        return 0;
+    }
+    fprintf(stderr,
+            "voucher-admin: a PARTIAL export: campaign %" PRId64 " is %s, %" PRId64 " of %" PRId64
+            " codes generated\n",
+            id, row->state, row->generated, row->spec.count);
+    return 1;
+}
+
+/* cmd ID [option]; nargs counts what follows cmd (1 or 2, else a usage error). */
+static int with_id(PGconn *conn, const char *cmd, const char *arg, const char *option, int nargs)
 {
     vc_campaign_row_t row;
     progress_t p = {isatty(STDERR_FILENO), time(NULL), 0};
@@ -303,7 +331,8 @@ static int with_id(PGconn *conn, const char *cmd, const char *arg)
     int64_t id;
     int rc;
 
-    if (!arg || parse_i64("id", arg, &id) != 0) {
+    if (!arg || nargs > 2 || parse_i64("id", arg, &id) != 0 ||
+        (option && (strcmp(cmd, "export") != 0 || strcmp(option, "--partial") != 0))) {
         fputs(usage, stderr);
         return 2;
     }
@@ -315,10 +344,14 @@ static int with_id(PGconn *conn, const char *cmd, const char *arg)
         rc = vc_campaign_generate(conn, id, NULL, 0, vc_random_fill, progress_cb, &p, err,
                                   sizeof(err));
     else if ((rc = vc_campaign_load(conn, id, &row, err, sizeof(err))) == 0) {
-        char *buf = malloc(10000 * VC_CAMPAIGN_CSV_LINE_MAX);
+        char *buf;
         int64_t after = 0;
         size_t len;
         int rows;
+
+        if (!export_ready(&row, id, option != NULL))
+            return 1;
+        buf = malloc(10000 * VC_CAMPAIGN_CSV_LINE_MAX);
 
         if (!buf)
             return 1;
@@ -390,7 +423,8 @@ int main(int argc, char **argv)
         rc = create(conn, argc - 2, argv + 2);
     else if (strcmp(argv[2], "show") == 0 || strcmp(argv[2], "deactivate") == 0 ||
              strcmp(argv[2], "resume") == 0 || strcmp(argv[2], "export") == 0)
-        rc = with_id(conn, argv[2], argc > 3 ? argv[3] : NULL);
+        rc = with_id(conn, argv[2], argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL,
+                     argc - 3);
     else {
         fputs(usage, stderr);
         rc = 2;

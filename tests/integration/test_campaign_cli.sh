@@ -4,7 +4,7 @@
 # input refused with nothing written, and a generation whose gateway was killed
 # between two batches finished by `resume` with every place filled once.
 source "$(dirname "$0")/lib.sh"
-plan 14
+plan 17
 
 admin_cli=$VOUCHER_BUILD_DIR/admin/voucher-admin
 ends=2099-01-01T00:00:00Z
@@ -45,6 +45,12 @@ pause_wait campaign-after-batch; ok $? "the gateway committed its first batch"
 daemon_stop "$test_name-gateway" KILL
 pause_go campaign-after-batch
 is "$(sql "SELECT state, generated_count FROM campaign WHERE id = $cut")" "GENERATING|50000" "killed: GENERATING with 50,000 codes kept"
+"$admin_cli" campaign export "$cut" >"$scratch/cut.csv" 2>"$scratch/cut.err"
+is "$? $(wc -c <"$scratch/cut.csv")" "1 0" "export of the unfinished campaign: refused (exit 1), nothing on stdout"
+grep -q "GENERATING: 50000 of 120000 codes generated" "$scratch/cut.err"; ok $? "and says why: $(head -1 "$scratch/cut.err")"
+"$admin_cli" campaign export "$cut" --partial >"$scratch/cut.csv" 2>"$scratch/cut.err"
+is "$? $(($(wc -l <"$scratch/cut.csv") - 1)) $(grep -c 'PARTIAL export' "$scratch/cut.err")" "0 50000 1" \
+  "export --partial: the 50,000 codes made, and the warning"
 "$admin_cli" campaign resume "$cut" 2>/dev/null
 is "$?" 0 "resume: exit 0"
 is "$(sql "SELECT c.state, c.generated_count, count(k.code), count(DISTINCT k.seq), min(k.seq), max(k.seq)
