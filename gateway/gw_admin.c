@@ -427,14 +427,19 @@ static int update_locked(update_t *u, PGconn *conn, char *err, size_t errlen)
         (void)gw_limit_extend(redis, u->code,
                               u->v.ends_at_ms + u->app->cfg->redis_retention_ms, u->note,
                               sizeof(u->note));
-    if (redis && gw_limit_counters(redis, u->code, &u->has_remaining, &u->remaining, &u->holds,
-                                   u->note, sizeof(u->note)) != 0)
-        u->has_remaining = 0;
-    /* The other gateways drop their cached rules (gw_notify.h); else their ttl bounds them. */
+    /*
+     * A change of rules alone moved nothing in Redis and opened no
+     * connection: one is opened for the reads and the PUBLISH below, which
+     * change no state (no fence).
+     */
     if (!redis)
-        /* Only a PUBLISH, which changes no state: no fence. */
         redis = gw_limit_connect(u->app->cfg->redis_url, u->app->cfg->redis_timeout_ms, 0,
                                  u->note, sizeof(u->note));
+    /* The answer shows the counters as the change left them, as a GET would. */
+    if (!redis || gw_limit_counters(redis, u->code, &u->has_remaining, &u->remaining, &u->holds,
+                                    u->note, sizeof(u->note)) != 0)
+        u->has_remaining = 0;
+    /* The other gateways drop their cached rules (gw_notify.h); else their ttl bounds them. */
     if (redis)
         (void)gw_limit_publish(redis, u->code, u->note, sizeof(u->note));
     gw_limit_close(redis);

@@ -8,7 +8,7 @@
 # its rules ttl, and the reconciler's limit sync for totals changed by hand in
 # SQL or raised while its snapshot was older.
 source "$(dirname "$0")/lib.sh"
-plan 80
+plan 81
 
 token=admin-$RANDOM$RANDOM
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_GATEWAY_THREADS=4 VOUCHER_SOLDOUT_RECHECK=60s
@@ -148,6 +148,10 @@ reserve "${p}_C" "${p}-c2" 2
 is "$status" 201 "another hold before the switch"
 admin PATCH "/vouchers/${p}_C" '{"active":false}'
 is "$status $(jq -r .active <<<"$body")" "200 false" "switched off: 200, active false"
+patched=$(jq -c '[.remaining, .holds]' <<<"$body")
+admin GET "/vouchers/${p}_C" ""
+is "$patched" "$(jq -c '[.remaining, .holds]' <<<"$body")" \
+  "a PATCH of a rule alone answers Redis's counters, as the GET after it: $patched"
 refused=0
 for i in 1 2 3 4 5 6 7 8; do
   reserve "${p}_C" "${p}-c3-$i" 3
