@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "gw_app.h"
+#include "gw_campaign_redeem.h"
 #include "gw_limit.h"
 #include "gw_notify.h"
 #include "gw_router.h"
@@ -665,10 +666,16 @@ struct lookup {
     gw_request_t *req;
     char code[VC_CODE_MAX + 1], order_id[VC_ORDER_ID_MAX + 1];
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    /* A campaign's code (no voucher has it): its campaign, and its rules unused. */
+    int campaign;
+    gw_campaign_ref_t ref;
+    vc_voucher_t rules;
     /* PostgreSQL's row */
     int has_row;
     char status[16], release_reason[40];
     int64_t customer_id, discount, order_amount, held_until_ms, created_ms, updated_ms;
+    int has_confirmed; /* the confirm gave the final total: the two below are set */
+    int64_t confirmed_amount, confirmed_discount;
     /* Redis */
     int answers, failed;
     char order[128];            /* the orders hash's value, "" when Redis has none */
@@ -683,20 +690,28 @@ static int lookup_work(void *arg, PGconn *conn, char *err, size_t errlen)
     PGresult *res;
     int rc = 0;
 
-    if (!(res = vc_pg_exec(conn, "SELECT 1 FROM voucher WHERE code = $1", 1, params, &rc, err,
-                           errlen)))
-        return rc;
-    rc = PQntuples(res) == 1 ? 0 : VC_E_NOT_FOUND;
-    PQclear(res);
-    if (rc != 0)
-        return rc;
+#define LOOKUP_COLUMNS                                                                             \
+    "SELECT customer_id, status, discount_amount, order_amount,"                                  \
+    " (extract(epoch FROM held_until) * 1000)::bigint,"                                           \
+    " (extract(epoch FROM created_at) * 1000)::bigint,"                                           \
+    " (extract(epoch FROM updated_at) * 1000)::bigint, coalesce(release_reason, ''),"            \
+    " confirmed_order_amount, confirmed_discount_amount"
+
+    /* A campaign's code was found in campaign_code already (lookup_found_cb()). */
+    if (!k->campaign) {
+        if (!(res = vc_pg_exec(conn, "SELECT 1 FROM voucher WHERE code = $1", 1, params, &rc, err,
+                               errlen)))
+            return rc;
+        rc = PQntuples(res) == 1 ? 0 : VC_E_NOT_FOUND;
+        PQclear(res);
+        if (rc != 0)
+            return rc;
+    }
     if (!(res = vc_pg_exec(conn,
-                           "SELECT customer_id, status, discount_amount, order_amount,"
-                           " (extract(epoch FROM held_until) * 1000)::bigint,"
-                           " (extract(epoch FROM created_at) * 1000)::bigint,"
-                           " (extract(epoch FROM updated_at) * 1000)::bigint,"
-                           " coalesce(release_reason, '')"
-                           " FROM voucher_redemption WHERE voucher_code = $1 AND order_id = $2",
+                           k->campaign ? LOOKUP_COLUMNS " FROM campaign_redemption"
+                                         " WHERE code = $1 AND order_id = $2"
+                                       : LOOKUP_COLUMNS " FROM voucher_redemption"
+                                         " WHERE voucher_code = $1 AND order_id = $2",
                            2, params, &rc, err, errlen)))
         return rc;
     if ((k->has_row = PQntuples(res) == 1)) {
@@ -708,6 +723,11 @@ static int lookup_work(void *arg, PGconn *conn, char *err, size_t errlen)
         k->created_ms = strtoll(PQgetvalue(res, 0, 5), NULL, 10);
         k->updated_ms = strtoll(PQgetvalue(res, 0, 6), NULL, 10);
         snprintf(k->release_reason, sizeof(k->release_reason), "%s", PQgetvalue(res, 0, 7));
+        /* Stored together, by the confirm that confirmed the row with a total (011). */
+        if ((k->has_confirmed = !PQgetisnull(res, 0, 8) && !PQgetisnull(res, 0, 9))) {
+            k->confirmed_amount = strtoll(PQgetvalue(res, 0, 8), NULL, 10);
+            k->confirmed_discount = strtoll(PQgetvalue(res, 0, 9), NULL, 10);
+        }
     }
     PQclear(res);
     return 0;
@@ -780,6 +800,10 @@ static void lookup_reply(lookup_t *k)
             kv_time(&g, "heldUntil", k->held_until_ms);
         kv_time(&g, "createdAt", k->created_ms);
         kv_time(&g, "updatedAt", k->updated_ms);
+        if (k->has_confirmed) {
+            vc_jgen_kv_int(&g, "confirmedOrderAmount", k->confirmed_amount);
+            vc_jgen_kv_int(&g, "confirmedDiscountAmount", k->confirmed_discount);
+        }
         if (k->release_reason[0])
             vc_jgen_kv_str(&g, "releaseReason", k->release_reason);
         vc_jgen_map_close(&g);
@@ -824,6 +848,23 @@ static void read_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     lookup_answered(r->k);
 }
 
+static void looked_up_cb(void *arg, int rc, const char *err);
+
+/* The code is a campaign's (or nobody's): its order is read as a voucher's is. */
+static void lookup_found_cb(void *arg, int rc)
+{
+    lookup_t *k = arg;
+
+    if (rc != 0) {
+        gw_app_reply_error(k->req, rc, rc < 0 ? "PostgreSQL unavailable" : NULL);
+        return;
+    }
+    k->campaign = 1;
+    gw_campaign_take(&k->ref, k->code, k->keys);
+    if ((rc = gw_pg_run(k->app->loop, k->app->pg, lookup_work, looked_up_cb, k)) != 0)
+        gw_app_reply_error(k->req, rc, "PostgreSQL unavailable");
+}
+
 static void looked_up_cb(void *arg, int rc, const char *err)
 {
     lookup_t *k = arg;
@@ -834,6 +875,11 @@ static void looked_up_cb(void *arg, int rc, const char *err)
     char *outs[] = {k->order, k->amount, k->begun};
     size_t caps[] = {sizeof(k->order), sizeof(k->amount), sizeof(k->begun)};
 
+    if (rc == VC_E_NOT_FOUND && !k->campaign) {
+        /* No voucher has the code: a campaign's, found as the order's own routes find it. */
+        gw_campaign_find(k->app, k->code, 0, &k->ref, &k->rules, lookup_found_cb, k);
+        return;
+    }
     if (rc != 0) {
         if (rc < 0) {
             vc_log_field_t f[] = {{"code", k->code}, {"orderId", k->order_id}};

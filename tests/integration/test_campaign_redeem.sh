@@ -5,7 +5,7 @@
 # gives the code back to another customer; a code bound to another customer
 # answers exactly as an unknown code; each event reaches campaign_redemption.
 source "$(dirname "$0")/lib.sh"
-plan 36
+plan 38
 
 source "$(dirname "$0")/campaign_lib.sh"
 campaign_test QR "\"name\":\"redeem\",\"count\":20,\"customerIds\":[$((base + 900))],\"discountAmount\":2000"
@@ -83,6 +83,11 @@ http POST "/vouchers/$c4/reservations/$o-e/confirm"
 is "$(answer)" "200 CONFIRMED" "confirm of customer 1's hold: 200"
 is "$(wait_sql "SELECT status FROM campaign_redemption WHERE order_id = '$o-e'" CONFIRMED 30)" CONFIRMED \
   "the row is CONFIRMED"
+http GET "/vouchers/$(typed "$c4")/reservations/$o-e" "" -H "Authorization: Bearer $token"
+is "$status $(jq -c '[.code == "'"$c4"'", .redis.state, .postgres.status, .postgres.customerId == .redis.customerId]' <<<"$body")" \
+  '200 [true,"CONFIRMED","CONFIRMED",true]' "support's view of the order, by the code as typed: Redis and PostgreSQL agree"
+http GET "/vouchers/$(typed "$c4")/reservations/$o-nothing" "" -H "Authorization: Bearer $token"
+is "$status" 404 "an order of the code that neither store knows: 404"
 
 # ---- PostgreSQL's last line of defence, then a dead letter's replay ----
 # A live row for code 6 that Redis does not know (written by hand): the 201

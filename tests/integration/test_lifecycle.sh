@@ -162,8 +162,8 @@ http POST "/vouchers/${p}_C/quote" '{"customerId":3,"orderAmount":10000}'
 is "$status $(reason)" "422 INACTIVE" "a quote of an inactive voucher: 422 INACTIVE"
 reserve "${p}_C" "${p}-c1" 1
 is "$status $(jq -r .replayed <<<"$body")" "201 true" "a retry of a hold taken before is answered as before"
-http POST "/vouchers/${p}_C/reservations/${p}-c1/confirm" ''
-is "$status" 200 "a hold taken before is confirmed"
+http POST "/vouchers/${p}_C/reservations/${p}-c1/confirm" '{"orderAmount":9000}'
+is "$status" 200 "a hold taken before is confirmed (with its final total)"
 http DELETE "/vouchers/${p}_C/reservations/${p}-c2"
 is "$status" 200 "a hold taken before is released"
 admin PATCH "/vouchers/${p}_C" '{"active":true}'
@@ -320,7 +320,8 @@ is "$status $(jq -c '[.redis.state, .postgres.status, .redis.customerId == .post
   "200 [\"HELD\",\"RESERVED\",true,100,true]" "a hold of the sale: HELD in Redis, RESERVED in PostgreSQL, one customer, one order amount"
 wait_sql "SELECT status FROM voucher_redemption WHERE order_id = '${p}-c2'" RELEASED 30 >/dev/null
 admin GET "/vouchers/${p}_C/reservations/${p}-c1" ""
-is "$(jq -c '[.redis.state, .postgres.status]' <<<"$body")" '["CONFIRMED","CONFIRMED"]' "a confirmed order"
+is "$(jq -c '[.redis.state, .postgres.status, .postgres.orderAmount, .postgres.confirmedOrderAmount, .postgres.confirmedDiscountAmount]' <<<"$body")" \
+  '["CONFIRMED","CONFIRMED",10000,9000,100]' "a confirmed order, with the figures it was confirmed at"
 admin GET "/vouchers/${p}_C/reservations/${p}-c2" ""
 is "$(jq -c '[.redis.state, .postgres.status, .postgres.releaseReason]' <<<"$body")" '["RELEASED","RELEASED","CANCELLED"]' \
   "a released order, with why"
