@@ -31,7 +31,8 @@ static const char usage[] =
     "commands:\n"
     "  create OPTIONS     create a campaign and generate its codes (proto/campaigns.md)\n"
     "  resume ID          generate the rest of a campaign that stopped (GENERATING or FAILED)\n"
-    "  show ID            its state, progress and rules, as JSON-like lines\n"
+    "  show ID            its state, progress, codes held, redeemed and free, and rules,\n"
+    "                     one \"name: value\" per line\n"
     "  export ID [--partial]  its codes as CSV (code,customerId) on stdout; refused while\n"
     "                     the campaign is not fully generated (GENERATING, FAILED) unless\n"
     "                     --partial, which exports the codes made so far and says so\n"
@@ -141,16 +142,27 @@ static int read_customers(const char *path, int64_t **out, size_t *n)
 
 static void show(const vc_campaign_row_t *r)
 {
+    const vc_campaign_spec_t *s = &r->spec;
     char starts[40], ends[40];
 
-    vc_time_format_ms(r->spec.starts_at_ms, starts, sizeof(starts));
-    vc_time_format_ms(r->spec.ends_at_ms, ends, sizeof(ends));
-    printf("id: %" PRId64 "\nname: %s\nstate: %s%s\ngenerated: %" PRId64 "\ntotal: %" PRId64
-           "\nalphabet: %s\nprefix: %s\nlength: %d\ncheckSymbol: %s\nperCustomerLimit: %" PRId64
-           "\nstartsAt: %s\nendsAt: %s\n",
-           r->id, r->spec.name, r->state, r->stalled ? " (stalled)" : "", r->generated,
-           r->spec.count, r->spec.alphabet->name, r->spec.prefix, r->spec.length,
-           r->spec.check_symbol ? "true" : "false", r->spec.per_customer_limit, starts, ends);
+    vc_time_format_ms(s->starts_at_ms, starts, sizeof(starts));
+    vc_time_format_ms(s->ends_at_ms, ends, sizeof(ends));
+    printf("id: %" PRId64 "\nname: %s\nstate: %s%s\ngenerated: %" PRId64 "\ntotal: %" PRId64 "\n",
+           r->id, s->name, r->state, r->stalled ? " (stalled)" : "", r->generated, s->count);
+    if (r->has_usage)
+        printf("held: %" PRId64 "\nredeemed: %" PRId64 "\nfree: %" PRId64 "\n", r->held,
+               r->redeemed, r->free);
+    if (s->discount_percent > 0) {
+        printf("discountPercent: %d\n", s->discount_percent);
+        if (s->max_discount_amount > 0)
+            printf("maxDiscountAmount: %" PRId64 "\n", s->max_discount_amount);
+    } else {
+        printf("discountAmount: %" PRId64 "\n", s->discount_amount);
+    }
+    printf("minOrderAmount: %" PRId64 "\nalphabet: %s\nprefix: %s\nlength: %d\ncheckSymbol: %s\n"
+           "perCustomerLimit: %" PRId64 "\nstartsAt: %s\nendsAt: %s\n",
+           s->min_order_amount, s->alphabet->name, s->prefix, s->length,
+           s->check_symbol ? "true" : "false", s->per_customer_limit, starts, ends);
 }
 
 static int create(PGconn *conn, int argc, char **argv)
@@ -336,8 +348,10 @@ static int with_id(PGconn *conn, const char *cmd, const char *arg, const char *o
         fputs(usage, stderr);
         return 2;
     }
-    if (strcmp(cmd, "show") == 0)
-        rc = vc_campaign_load(conn, id, &row, err, sizeof(err));
+    if (strcmp(cmd, "show") == 0) {
+        if ((rc = vc_campaign_load(conn, id, &row, err, sizeof(err))) == 0)
+            rc = vc_campaign_load_usage(conn, id, &row, err, sizeof(err));
+    }
     else if (strcmp(cmd, "deactivate") == 0)
         rc = vc_campaign_deactivate(conn, id, &row, err, sizeof(err));
     else if (strcmp(cmd, "resume") == 0)

@@ -171,6 +171,31 @@ int vc_campaign_load(PGconn *conn, int64_t id, vc_campaign_row_t *out, char *err
                 errlen);
 }
 
+int vc_campaign_load_usage(PGconn *conn, int64_t id, vc_campaign_row_t *out, char *err,
+                           size_t errlen)
+{
+    char idtext[24];
+    const char *params[] = {idtext};
+    PGresult *res;
+    int rc;
+
+    snprintf(idtext, sizeof(idtext), "%lld", (long long)id);
+    if (!(res = vc_pg_exec(conn,
+                           "SELECT count(*) FILTER (WHERE status = 'RESERVED'),"
+                           " count(*) FILTER (WHERE status = 'CONFIRMED')"
+                           " FROM campaign_redemption WHERE campaign_id = $1::bigint",
+                           1, params, &rc, err, errlen)))
+        return rc;
+    out->held = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    out->redeemed = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+    PQclear(res);
+    out->free = out->generated - out->held - out->redeemed;
+    if (out->free < 0)
+        out->free = 0;
+    out->has_usage = 1;
+    return 0;
+}
+
 int vc_campaign_deactivate(PGconn *conn, int64_t id, vc_campaign_row_t *out, char *err,
                            size_t errlen)
 {

@@ -34,6 +34,11 @@ typedef struct {
     int64_t generated;
     int64_t used_count;
     int stalled; /* GENERATING and not updated for VC_CAMPAIGN_STALLED_S */
+    /* Set by vc_campaign_load_usage() only (has_usage 1): its codes by use. */
+    int has_usage;
+    int64_t held;     /* codes of a RESERVED order in campaign_redemption */
+    int64_t redeemed; /* codes of a CONFIRMED order */
+    int64_t free;     /* generated codes with no live order: generated - held - redeemed */
 } vc_campaign_row_t;
 
 /*
@@ -73,6 +78,16 @@ int vc_campaign_generate(PGconn *conn, int64_t id, const int64_t *customers, siz
 
 /* Reads campaign id. Returns 0, VC_CAMPAIGN_E_NOT_FOUND, or a negative VC_ERR_* with err. */
 int vc_campaign_load(PGconn *conn, int64_t id, vc_campaign_row_t *out, char *err, size_t errlen);
+
+/*
+ * Counts campaign id's codes by use, as PostgreSQL has them (the writer's
+ * campaign_redemption: the truth, behind Redis by the events in flight), into
+ * out->held, redeemed and free (out->generated must be loaded; has_usage set).
+ * One scan of the campaign's redemptions: for an admin's look, not a hot
+ * path. Returns 0, or a negative VC_ERR_* with err set.
+ */
+int vc_campaign_load_usage(PGconn *conn, int64_t id, vc_campaign_row_t *out, char *err,
+                           size_t errlen);
 
 /*
  * Sets campaign id INACTIVE (final; again is fine) and reads it into out.

@@ -221,7 +221,9 @@ static void create_start(campaign_t *a)
 static int show_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
 {
     campaign_t *a = arg;
-    return vc_campaign_load(conn, a->id, &a->row, err, errlen);
+    int rc = vc_campaign_load(conn, a->id, &a->row, err, errlen);
+
+    return rc != 0 ? rc : vc_campaign_load_usage(conn, a->id, &a->row, err, errlen);
 }
 
 static int deactivate_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)

@@ -214,6 +214,14 @@ size_t gw_body_campaign(char *buf, size_t cap, const vc_campaign_row_t *row)
     vc_jgen_kv_bool(&g, "stalled", row->stalled);
     vc_jgen_kv_int(&g, "generated", row->generated);
     vc_jgen_kv_int(&g, "total", s->count);
+    if (row->has_usage) {
+        vc_jgen_key(&g, "codes");
+        vc_jgen_map_open(&g);
+        vc_jgen_kv_int(&g, "held", row->held);
+        vc_jgen_kv_int(&g, "redeemed", row->redeemed);
+        vc_jgen_kv_int(&g, "free", row->free);
+        vc_jgen_map_close(&g);
+    }
     vc_jgen_kv_str(&g, "alphabet", s->alphabet ? s->alphabet->name : "");
     vc_jgen_kv_str(&g, "prefix", s->prefix);
     vc_jgen_kv_int(&g, "length", s->length);

@@ -22,7 +22,9 @@ is "$(head -4 "$scratch/codes.csv" | cut -d, -f2 | tr '\n' ' ')" "customerId 41 
 tail -n +2 "$scratch/codes.csv" | tr -d '-' >"$scratch/got"
 sql "SELECT code || ',' || coalesce(customer_id::text, '') FROM campaign_code WHERE campaign_id = $id ORDER BY seq" >"$scratch/want"
 cmp -s "$scratch/got" "$scratch/want"; ok $? "the export equals the database"
-is "$("$admin_cli" campaign show "$id" | sed -n 's/^generated: //p')" 60000 "show: generated 60000"
+"$admin_cli" campaign show "$id" >"$scratch/show.txt"
+is "$(sed -n 's/^\(generated\|held\|redeemed\|free\|discountAmount\|minOrderAmount\): //p' "$scratch/show.txt" | tr '\n' ' ')" \
+  "60000 0 0 60000 2000 0 " "show: generated, the codes held, redeemed and free, the discount and the minimum order"
 is "$("$admin_cli" campaign deactivate "$id" | sed -n 's/^state: //p')" INACTIVE "deactivate: INACTIVE"
 
 # ---- refused, nothing written ----

@@ -5,7 +5,7 @@
 # gives the code back to another customer; a code bound to another customer
 # answers exactly as an unknown code; each event reaches campaign_redemption.
 source "$(dirname "$0")/lib.sh"
-plan 38
+plan 39
 
 source "$(dirname "$0")/campaign_lib.sh"
 campaign_test QR "\"name\":\"redeem\",\"count\":20,\"customerIds\":[$((base + 900))],\"discountAmount\":2000"
@@ -88,6 +88,10 @@ is "$status $(jq -c '[.code == "'"$c4"'", .redis.state, .postgres.status, .postg
   '200 [true,"CONFIRMED","CONFIRMED",true]' "support's view of the order, by the code as typed: Redis and PostgreSQL agree"
 http GET "/vouchers/$(typed "$c4")/reservations/$o-nothing" "" -H "Authorization: Bearer $token"
 is "$status" 404 "an order of the code that neither store knows: 404"
+http GET "/campaigns/$cid" "" -H "Authorization: Bearer $token"
+usage=$(sql "SELECT count(*) FILTER (WHERE status = 'RESERVED') || ' ' || count(*) FILTER (WHERE status = 'CONFIRMED') || ' ' || 20 - count(*) FILTER (WHERE status <> 'RELEASED') FROM campaign_redemption WHERE campaign_id = $cid")
+is "$status $(jq -r '"\(.codes.held) \(.codes.redeemed) \(.codes.free)"' <<<"$body")" "200 $usage" \
+  "GET /campaigns/{id} counts the codes held, redeemed and free as PostgreSQL has them: $usage"
 
 # ---- PostgreSQL's last line of defence, then a dead letter's replay ----
 # A live row for code 6 that Redis does not know (written by hand): the 201
