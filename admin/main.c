@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "vc_campaign.h"
 #include "vc_campaign_pg.h"
 #include "vc_error.h"
@@ -37,6 +38,11 @@ static const char usage[] =
     "                     the campaign is not fully generated (GENERATING, FAILED) unless\n"
     "                     --partial, which exports the codes made so far and says so\n"
     "  deactivate ID      turn it off (final)\n"
+    "  code CODE          who used a one-time code, and when: its campaign and binding, then\n"
+    "                     each order that took it, oldest first (RELEASED gave it back)\n"
+    "\n"
+    "       voucher-admin report (--campaign ID | --voucher CODE) [--by hour|day] [--since WHEN]\n"
+    "                     orders by state per period, as CSV (report --help says more)\n"
     "\n"
     "create options:\n"
     "  --name TEXT                 required, 1..200 characters\n"
@@ -80,7 +86,7 @@ static int progress_cb(void *arg, int64_t generated, int64_t total)
     return 0;
 }
 
-static int parse_i64(const char *opt, const char *s, int64_t *out)
+int admin_parse_i64(const char *opt, const char *s, int64_t *out)
 {
     char *end;
 
@@ -121,7 +127,7 @@ static int read_customers(const char *path, int64_t **out, size_t *n)
         line[strcspn(line, "\r\n")] = '\0';
         if (!line[0])
             continue;
-        if (parse_i64("customers", line, &v) != 0 || v < 1) {
+        if (admin_parse_i64("customers", line, &v) != 0 || v < 1) {
             fprintf(stderr, "voucher-admin: %s: customerIds are integers >= 1\n", path);
             fclose(f);
             return -1;
@@ -257,7 +263,7 @@ static int create(PGconn *conn, int argc, char **argv)
             fputs(usage, stderr);
             return 2;
         default:
-            if (parse_i64(name, optarg, &v) != 0)
+            if (admin_parse_i64(name, optarg, &v) != 0)
                 return 2;
             if (c == O_COUNT)
                 s.count = v;
@@ -343,7 +349,7 @@ static int with_id(PGconn *conn, const char *cmd, const char *arg, const char *o
     int64_t id;
     int rc;
 
-    if (!arg || nargs > 2 || parse_i64("id", arg, &id) != 0 ||
+    if (!arg || nargs > 2 || admin_parse_i64("id", arg, &id) != 0 ||
         (option && (strcmp(cmd, "export") != 0 || strcmp(option, "--partial") != 0))) {
         fputs(usage, stderr);
         return 2;
@@ -415,7 +421,9 @@ int main(int argc, char **argv)
         fputs(usage, stdout);
         return 0;
     }
-    if (argc < 3 || strcmp(argv[1], "campaign") != 0) {
+    if (argc >= 3 && strcmp(argv[1], "report") == 0 && strcmp(argv[2], "--help") == 0)
+        return admin_report(NULL, argc - 1, argv + 1);
+    if (argc < 3 || (strcmp(argv[1], "campaign") != 0 && strcmp(argv[1], "report") != 0)) {
         fputs(usage, stderr);
         return 2;
     }
@@ -433,7 +441,11 @@ int main(int argc, char **argv)
     }
     /* A batch's COPY may take longer than the daemons' 30 s on a slow disk. */
     (void)vc_pg_command(conn, "SET statement_timeout = '10min'", NULL, 0);
-    if (strcmp(argv[2], "create") == 0)
+    if (strcmp(argv[1], "report") == 0)
+        rc = admin_report(conn, argc - 1, argv + 1);
+    else if (strcmp(argv[2], "code") == 0 && argc == 4)
+        rc = admin_code(conn, argv[3]);
+    else if (strcmp(argv[2], "create") == 0)
         rc = create(conn, argc - 2, argv + 2);
     else if (strcmp(argv[2], "show") == 0 || strcmp(argv[2], "deactivate") == 0 ||
              strcmp(argv[2], "resume") == 0 || strcmp(argv[2], "export") == 0)

@@ -5,7 +5,7 @@
 # gives the code back to another customer; a code bound to another customer
 # answers exactly as an unknown code; each event reaches campaign_redemption.
 source "$(dirname "$0")/lib.sh"
-plan 39
+plan 42
 
 source "$(dirname "$0")/campaign_lib.sh"
 campaign_test QR "\"name\":\"redeem\",\"count\":20,\"customerIds\":[$((base + 900))],\"discountAmount\":2000"
@@ -92,6 +92,16 @@ http GET "/campaigns/$cid" "" -H "Authorization: Bearer $token"
 usage=$(sql "SELECT count(*) FILTER (WHERE status = 'RESERVED') || ' ' || count(*) FILTER (WHERE status = 'CONFIRMED') || ' ' || 20 - count(*) FILTER (WHERE status <> 'RELEASED') FROM campaign_redemption WHERE campaign_id = $cid")
 is "$status $(jq -r '"\(.codes.held) \(.codes.redeemed) \(.codes.free)"' <<<"$body")" "200 $usage" \
   "GET /campaigns/{id} counts the codes held, redeemed and free as PostgreSQL has them: $usage"
+admin_cli=$VOUCHER_BUILD_DIR/admin/voucher-admin
+"$admin_cli" campaign code "$(typed "$c4")" >"$scratch/code.txt"
+is "$? $(sed -n 's/^\(campaign\|uses\|orderId\|status\): //p' "$scratch/code.txt" | tr '\n' ' ')" \
+  "0 $cid 1 $o-e CONFIRMED " "voucher-admin campaign code, typed as the customer typed it: who used it, and its order"
+"$admin_cli" report --campaign "$cid" --by hour >"$scratch/report.csv" 2>/dev/null
+want=$(sql "SELECT count(*) || ',' || count(*) FILTER (WHERE status = 'RESERVED') || ',' || count(*) FILTER (WHERE status = 'CONFIRMED') || ',' || count(*) FILTER (WHERE status = 'RELEASED') FROM campaign_redemption WHERE campaign_id = $cid")
+is "$? $(head -1 "$scratch/report.csv") $(awk -F, 'NR > 1 {t += $2; h += $3; c += $4; r += $5} END {print t "," h "," c "," r}' "$scratch/report.csv")" \
+  "0 period,taken,held,confirmed,released,confirmedDiscount $want" "voucher-admin report --campaign: the orders by state per hour add up to PostgreSQL's ($want)"
+"$admin_cli" report --campaign "$cid" --voucher X >/dev/null 2>&1
+is "$?" 2 "report naming a campaign and a voucher: usage error (exit 2)"
 
 # ---- PostgreSQL's last line of defence, then a dead letter's replay ----
 # A live row for code 6 that Redis does not know (written by hand): the 201

@@ -1,0 +1,22 @@
+/*
+ * voucher-admin's commands, across its files: main.c (campaigns), report.c
+ * (the read-only views for support and finance). Each returns the process's
+ * exit status: 0, 1 (it failed: PostgreSQL, nothing found), 2 (usage).
+ */
+#ifndef ADMIN_H
+#define ADMIN_H
+
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+/* Parses s, the value of --opt, as a decimal integer; says why on stderr. 0 or -1. */
+int admin_parse_i64(const char *opt, const char *s, int64_t *out);
+
+/* `campaign code CODE`: the code's campaign and binding, and every use of it. */
+int admin_code(PGconn *conn, const char *typed);
+
+/* `report ...` (argv[0] is "report"): orders by state per period, CSV. */
+int admin_report(PGconn *conn, int argc, char **argv);
+
+#endif
