@@ -17,7 +17,13 @@
 -- statement running longer than statement_timeout, or waiting longer than
 -- lock_timeout for a lock, fails instead of holding the connection and its
 -- locks. A daemon may set a longer statement_timeout in its own session (the
--- reconciler does, for its pass).
+-- reconciler does, for its pass). A session left idle inside a transaction (a
+-- daemon stuck between two statements, a connection a crash left open) is
+-- ended after idle_in_transaction_session_timeout, so that it cannot hold
+-- row locks and old snapshots for ever: 1 minute for the gateway and the
+-- writer, whose transactions wait on nothing slower than Redis or Kafka; 10
+-- minutes for the reconciler, whose pass keeps its snapshot open while it
+-- reads Kafka's tail and Redis (a large voucher's orders in pieces).
 DO $$
 DECLARE
     r text;
@@ -28,6 +34,8 @@ BEGIN
         END IF;
         EXECUTE format('ALTER ROLE %I SET statement_timeout = %L', r, '30s');
         EXECUTE format('ALTER ROLE %I SET lock_timeout = %L', r, '10s');
+        EXECUTE format('ALTER ROLE %I SET idle_in_transaction_session_timeout = %L', r,
+                       CASE r WHEN 'voucher_reconciler' THEN '10min' ELSE '1min' END);
     END LOOP;
 END
 $$;

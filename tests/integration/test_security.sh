@@ -5,7 +5,7 @@
 # an ACL user whose password no log line shows; each daemon on PostgreSQL as
 # its own role, refused what its code does not do.
 source "$(dirname "$0")/lib.sh"
-plan 37
+plan 38
 
 # ---- a Redis ACL user for this run, removed at the end ----
 hostport=${VOUCHER_REDIS_URL#redis://}
@@ -154,3 +154,5 @@ denied voucher_reconciler "DELETE FROM reconciler_leader" \
 is "$(as voucher_reconciler "SELECT pg_try_advisory_lock(1); SHOW lock_timeout" | tr '\n' ' ')" "t 10s " \
   "the reconciler's role may take an advisory lock, and its sessions have a lock_timeout"
 is "$(as voucher_gateway "SHOW statement_timeout")" 30s "the gateway's role has a statement_timeout"
+is "$(for r in voucher_gateway voucher_writer voucher_reconciler; do as $r "SHOW idle_in_transaction_session_timeout"; done | tr '\n' ' ')" \
+  "1min 1min 10min " "a session idle inside a transaction is ended: the gateway's and the writer's after 1 min, the reconciler's after 10"
