@@ -13,6 +13,15 @@
 #include "gw_app.h"
 #include "vc_voucher.h"
 
+/*
+ * The details of a campaign code's 409 ALREADY_USED (reserve and quote): the
+ * code taken by another order, or the customer at the campaign's
+ * perCustomerLimit. Both tell that the code exists, and both are failed tries.
+ */
+#define GW_CAMPAIGN_TAKEN_DETAIL "this code has already been used"
+#define GW_CAMPAIGN_LIMIT_DETAIL                                                                   \
+    "the customer already holds as many of the campaign's codes as it allows (perCustomerLimit)"
+
 /* The campaign a code belongs to, as a flow needs it; id 0: not (yet) a campaign's. */
 typedef struct {
     int64_t id;

@@ -50,14 +50,16 @@ static void decide(quote_t *q)
     if (q->used >= q->v.per_customer_limit) {
         if (q->camp.id)
             gw_guard_mark(q->req, 1);
-        gw_app_reply_error(q->req, VC_E_ALREADY_USED, NULL);
+        gw_app_reply_error(q->req, VC_E_ALREADY_USED,
+                           q->camp.id ? GW_CAMPAIGN_LIMIT_DETAIL : NULL);
         return;
     }
     if (remaining <= 0) {
         /* A campaign's code taken: ALREADY_USED, as campaign_reserve.lua answers. */
         if (q->camp.id)
             gw_guard_mark(q->req, 1);
-        gw_app_reply_error(q->req, q->camp.id ? VC_E_ALREADY_USED : VC_E_OUT_OF_STOCK, NULL);
+        gw_app_reply_error(q->req, q->camp.id ? VC_E_ALREADY_USED : VC_E_OUT_OF_STOCK,
+                           q->camp.id ? GW_CAMPAIGN_TAKEN_DETAIL : NULL);
         return;
     }
     len = (size_t)snprintf(body, sizeof(body), "{\"discountAmount\":%lld}", (long long)q->discount);

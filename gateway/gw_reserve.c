@@ -140,6 +140,21 @@ static void unclaim(reserve_t *x)
 }
 
 /* A rejection: release the claim, then answer. */
+/*
+ * What a -2 says (campaign_reserve.lua's reason; a voucher's -2 is always the
+ * customer's limit): the default message names the per-customer limit, which
+ * was wrong for a campaign's code another customer took.
+ */
+static const char *already_used_detail(const reserve_t *x, const gw_redis_reply_t *reply)
+{
+    if (!x->camp.id)
+        return NULL;
+    if (reply->n >= 2 && reply->item[1].type == GW_REDIS_STR && reply->item[1].len == 5 &&
+        memcmp(reply->item[1].str, "taken", 5) == 0)
+        return GW_CAMPAIGN_TAKEN_DETAIL;
+    return GW_CAMPAIGN_LIMIT_DETAIL;
+}
+
 static void reject(reserve_t *x, int rc, const char *detail)
 {
     unclaim(x);
@@ -675,7 +690,7 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
          */
         if (x->camp.id)
             gw_guard_mark(x->req, 1);
-        reject(x, VC_E_ALREADY_USED, NULL);
+        reject(x, VC_E_ALREADY_USED, already_used_detail(x, reply));
         return;
     case -3:
         load_into_redis(x);

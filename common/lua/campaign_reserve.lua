@@ -46,9 +46,11 @@ if order then return retry_answer(order, holds_code) end
 if ARGV[8] ~= 'take' then return {-6, false} end
 local expire_at, loaded = string.match(ARGV[10], '^(%d+):([01])$')
 if campaign_keys_lost(KEYS[1], KEYS[2], KEYS[3], loaded) then return {-7, false} end
-if redis.call('HEXISTS', KEYS[1], ARGV[9]) == 1 then return {-2, false} end
+-- -2 either way, with why: the gateway's 409 ALREADY_USED says which (both
+-- tell that the code exists, and both are failed tries for the guessing limits).
+if redis.call('HEXISTS', KEYS[1], ARGV[9]) == 1 then return {-2, 'taken'} end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
-if used >= tonumber(ARGV[2]) then return {-2, false} end
+if used >= tonumber(ARGV[2]) then return {-2, 'limit'} end
 write_codes(KEYS[1], ARGV[9], ARGV[3], '!', '0')
 order = write_hold()
 -- Retention: the campaign's keys expire together, at its endsAt plus the retention.

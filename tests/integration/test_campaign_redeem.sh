@@ -47,9 +47,11 @@ is "$(rcli HGET "campaign:{c$cid}:users" $((base + 1)))" 1 "the customer holds o
 
 # ---- the customer is limited across the whole campaign (perCustomerLimit 1) ----
 reserve "$c4" $((base + 1)) "$o-b"
-is "$(answer)" "409 ALREADY_USED" "customer 1 on another code of the campaign: 409 ALREADY_USED"
+is "$(answer) $(jq -r .detail <<<"$body" | grep -c perCustomerLimit)" "409 ALREADY_USED 1" \
+  "customer 1 on another code of the campaign: 409 ALREADY_USED, the detail naming the campaign's limit"
 reserve "$c3" $((base + 2)) "$o-c"
-is "$(answer)" "409 ALREADY_USED" "customer 2 on the taken code 3: 409 ALREADY_USED"
+is "$(answer) $(jq -r .detail <<<"$body")" "409 ALREADY_USED this code has already been used" \
+  "customer 2 on the taken code 3: 409 ALREADY_USED, the detail saying the code is used (not the customer's limit)"
 reserve "$c3" $((base + 2)) "$o-a"
 is "$(answer)" "409 ORDER_CONFLICT" "another customer with the orderId of the hold: 409 ORDER_CONFLICT"
 
