@@ -115,29 +115,29 @@ fail:
     " (extract(epoch FROM ends_at) * 1000)::bigint, used_count,"                                  \
     " state = 'GENERATING' AND updated_at < now() - make_interval(secs => $2)"
 
-static void row_from(PGresult *res, vc_campaign_row_t *out)
+static void row_from(PGresult *res, int r, vc_campaign_row_t *out)
 {
     vc_campaign_spec_t *s = &out->spec;
 
     memset(out, 0, sizeof(*out));
-    out->id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    snprintf(s->name, sizeof(s->name), "%s", PQgetvalue(res, 0, 1));
-    snprintf(out->state, sizeof(out->state), "%s", PQgetvalue(res, 0, 2));
-    s->alphabet = vc_alphabet_find(PQgetvalue(res, 0, 3));
-    snprintf(s->prefix, sizeof(s->prefix), "%s", PQgetvalue(res, 0, 4));
-    s->length = atoi(PQgetvalue(res, 0, 5));
-    s->check_symbol = PQgetvalue(res, 0, 6)[0] == 't';
-    s->count = strtoll(PQgetvalue(res, 0, 7), NULL, 10);
-    out->generated = strtoll(PQgetvalue(res, 0, 8), NULL, 10);
-    s->discount_amount = strtoll(PQgetvalue(res, 0, 9), NULL, 10);
-    s->discount_percent = atoi(PQgetvalue(res, 0, 10));
-    s->max_discount_amount = strtoll(PQgetvalue(res, 0, 11), NULL, 10);
-    s->min_order_amount = strtoll(PQgetvalue(res, 0, 12), NULL, 10);
-    s->per_customer_limit = strtoll(PQgetvalue(res, 0, 13), NULL, 10);
-    s->starts_at_ms = strtoll(PQgetvalue(res, 0, 14), NULL, 10);
-    s->ends_at_ms = strtoll(PQgetvalue(res, 0, 15), NULL, 10);
-    out->used_count = strtoll(PQgetvalue(res, 0, 16), NULL, 10);
-    out->stalled = PQgetvalue(res, 0, 17)[0] == 't';
+    out->id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+    snprintf(s->name, sizeof(s->name), "%s", PQgetvalue(res, r, 1));
+    snprintf(out->state, sizeof(out->state), "%s", PQgetvalue(res, r, 2));
+    s->alphabet = vc_alphabet_find(PQgetvalue(res, r, 3));
+    snprintf(s->prefix, sizeof(s->prefix), "%s", PQgetvalue(res, r, 4));
+    s->length = atoi(PQgetvalue(res, r, 5));
+    s->check_symbol = PQgetvalue(res, r, 6)[0] == 't';
+    s->count = strtoll(PQgetvalue(res, r, 7), NULL, 10);
+    out->generated = strtoll(PQgetvalue(res, r, 8), NULL, 10);
+    s->discount_amount = strtoll(PQgetvalue(res, r, 9), NULL, 10);
+    s->discount_percent = atoi(PQgetvalue(res, r, 10));
+    s->max_discount_amount = strtoll(PQgetvalue(res, r, 11), NULL, 10);
+    s->min_order_amount = strtoll(PQgetvalue(res, r, 12), NULL, 10);
+    s->per_customer_limit = strtoll(PQgetvalue(res, r, 13), NULL, 10);
+    s->starts_at_ms = strtoll(PQgetvalue(res, r, 14), NULL, 10);
+    s->ends_at_ms = strtoll(PQgetvalue(res, r, 15), NULL, 10);
+    out->used_count = strtoll(PQgetvalue(res, r, 16), NULL, 10);
+    out->stalled = PQgetvalue(res, r, 17)[0] == 't';
 }
 
 static int load(PGconn *conn, const char *sql, int64_t id, vc_campaign_row_t *out, char *err,
@@ -156,7 +156,7 @@ static int load(PGconn *conn, const char *sql, int64_t id, vc_campaign_row_t *ou
         PQclear(res);
         return VC_CAMPAIGN_E_NOT_FOUND;
     }
-    row_from(res, out);
+    row_from(res, 0, out);
     PQclear(res);
     if (!out->spec.alphabet) {
         snprintf(err, errlen, "campaign %" PRId64 " has an unknown alphabet", id);
@@ -169,6 +169,35 @@ int vc_campaign_load(PGconn *conn, int64_t id, vc_campaign_row_t *out, char *err
 {
     return load(conn, "SELECT " LOAD_COLUMNS " FROM campaign WHERE id = $1::bigint", id, out, err,
                 errlen);
+}
+
+int vc_campaign_list(PGconn *conn, int64_t after, int state, vc_campaign_row_t *out, int cap,
+                     char *err, size_t errlen)
+{
+    char afterbuf[24], stalled[16], limit[16];
+    const char *params[] = {afterbuf, stalled, limit};
+    PGresult *res = NULL;
+    int rc, n;
+
+    snprintf(afterbuf, sizeof(afterbuf), "%" PRId64, after);
+    snprintf(stalled, sizeof(stalled), "%d", VC_CAMPAIGN_STALLED_S);
+    snprintf(limit, sizeof(limit), "%d", cap);
+    if ((rc = run(conn,
+                  state < 0   ? "SELECT " LOAD_COLUMNS " FROM campaign WHERE ($1::bigint = 0 OR"
+                                " id < $1::bigint) ORDER BY id DESC LIMIT $3::int"
+                  : state > 0 ? "SELECT " LOAD_COLUMNS " FROM campaign WHERE ($1::bigint = 0 OR"
+                                " id < $1::bigint) AND state = 'ACTIVE' ORDER BY id DESC"
+                                " LIMIT $3::int"
+                              : "SELECT " LOAD_COLUMNS " FROM campaign WHERE ($1::bigint = 0 OR"
+                                " id < $1::bigint) AND state <> 'ACTIVE' ORDER BY id DESC"
+                                " LIMIT $3::int",
+                  3, params, &res, err, errlen)) != 0)
+        return rc;
+    n = PQntuples(res);
+    for (int r = 0; r < n && r < cap; r++)
+        row_from(res, r, &out[r]);
+    PQclear(res);
+    return n < cap ? n : cap;
 }
 
 int vc_campaign_load_usage(PGconn *conn, int64_t id, vc_campaign_row_t *out, char *err,

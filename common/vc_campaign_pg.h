@@ -80,6 +80,15 @@ int vc_campaign_generate(PGconn *conn, int64_t id, const int64_t *customers, siz
 int vc_campaign_load(PGconn *conn, int64_t id, vc_campaign_row_t *out, char *err, size_t errlen);
 
 /*
+ * Up to cap campaigns, newest first (by id), after the campaign after (0:
+ * from the newest on; else those with a smaller id), into out: state -1 any,
+ * 1 only ACTIVE ones, 0 only the others. Returns how many, or a negative
+ * VC_ERR_* with err set.
+ */
+int vc_campaign_list(PGconn *conn, int64_t after, int state, vc_campaign_row_t *out, int cap,
+                     char *err, size_t errlen);
+
+/*
  * Counts campaign id's codes by use, as PostgreSQL has them (the writer's
  * campaign_redemption: the truth, behind Redis by the events in flight), into
  * out->held, redeemed and free (out->generated must be loaded; has_usage set).

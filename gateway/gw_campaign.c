@@ -36,6 +36,11 @@ typedef struct {
     int sync; /* generate within the request (count <= GW_CAMPAIGN_SYNC_MAX) */
     int64_t id;
     vc_campaign_row_t row;
+    /* GET /campaigns: the page (list_rows of them, list_more when another follows) */
+    vc_campaign_row_t *list;
+    int list_rows, list_more, list_state;
+    int64_t list_after;
+    int list_limit;
     /* GET .../codes */
     int64_t after;
     char *page;
@@ -243,6 +248,92 @@ static void shown_cb(void *arg, int rc, const char *err)
     reply_campaign(a, 200, NULL);
 }
 
+/* ---- GET /campaigns ---- */
+
+/* One more row than the page: whether another page follows. */
+static int list_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
+{
+    campaign_t *a = arg;
+    int n = vc_campaign_list(conn, a->list_after, a->list_state, a->list, a->list_limit + 1, err,
+                             errlen);
+
+    if (n < 0)
+        return n;
+    a->list_more = n > a->list_limit;
+    a->list_rows = a->list_more ? a->list_limit : n;
+    return 0;
+}
+
+static void listed_cb(void *arg, int rc, const char *err)
+{
+    campaign_t *a = arg;
+    char *body = NULL;
+    size_t len = 0;
+    vc_jgen_t g;
+
+    if (rc != 0) {
+        reply_failed(a, rc, err);
+        return;
+    }
+    if (vc_jgen_init(&g) != 0) {
+        gw_app_reply_error(a->req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    vc_jgen_map_open(&g);
+    vc_jgen_key(&g, "campaigns");
+    vc_jgen_array_open(&g);
+    for (int i = 0; i < a->list_rows; i++)
+        if (gw_jgen_campaign(&g, &a->list[i]) != 0)
+            rc = VC_ERR_INVALID;
+    vc_jgen_array_close(&g);
+    if (a->list_more)
+        vc_jgen_kv_int(&g, "next", a->list[a->list_rows - 1].id);
+    vc_jgen_map_close(&g);
+    if (rc != 0) {
+        vc_jgen_free(&g);
+        gw_app_reply_error(a->req, VC_ERR_PROTOCOL, "a campaign could not be written");
+        return;
+    }
+    if (vc_jgen_finish_alloc(&g, &body, &len) != 0) {
+        gw_app_reply_error(a->req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    gw_app_reply(a->req, 200, body, len);
+    free(body);
+}
+
+/*
+ * GET /campaigns?active=&after=&limit=: the query of GET /vouchers
+ * (gw_list_query_parse()), after being a campaign's id; newest first.
+ */
+static void list_start(campaign_t *a)
+{
+    const char *q = memchr(a->req->path, '?', a->req->path_len);
+    size_t qlen = q ? (size_t)(a->req->path + a->req->path_len - q - 1) : 0;
+    gw_list_query_t lq;
+    char err[256], *end;
+    int rc;
+
+    if ((rc = gw_list_query_parse(q ? q + 1 : "", qlen, &lq, err, sizeof(err))) != 0) {
+        gw_app_reply_error(a->req, rc, err);
+        return;
+    }
+    a->list_after = lq.after[0] ? strtoll(lq.after, &end, 10) : 0;
+    if (lq.after[0] && (*end || a->list_after < 1)) {
+        gw_app_reply_error(a->req, VC_ERR_INVALID,
+                           "after: a campaign's id (the next of the previous page)");
+        return;
+    }
+    a->list_state = lq.has_active ? lq.active : -1;
+    a->list_limit = lq.limit;
+    if (!(a->list = gw_request_alloc(a->req, sizeof(*a->list) * (size_t)(lq.limit + 1)))) {
+        gw_app_reply_error(a->req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    if ((rc = gw_pg_run(a->app->loop, a->app->pg, list_work, listed_cb, a)) != 0)
+        gw_app_reply_error(a->req, rc, "PostgreSQL unavailable");
+}
+
 /* ---- GET /campaigns/{id}/codes ---- */
 
 static int page_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
@@ -340,6 +431,9 @@ void gw_campaign_start(gw_app_t *app, gw_request_t *req, const gw_route_t *route
     switch (route->campaign_op) {
     case GW_CAMPAIGN_CREATE:
         create_start(a);
+        return;
+    case GW_CAMPAIGN_LIST:
+        list_start(a);
         return;
     case GW_CAMPAIGN_DEACTIVATE:
         work = deactivate_work;

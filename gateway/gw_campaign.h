@@ -25,6 +25,7 @@ typedef enum {
     GW_CAMPAIGN_SHOW,
     GW_CAMPAIGN_CODES,
     GW_CAMPAIGN_DEACTIVATE,
+    GW_CAMPAIGN_LIST,
 } gw_campaign_op_t;
 
 /* Up to this many codes a creation answers 201 after generating them; above, 202. */
@@ -72,7 +73,10 @@ int gw_campaign_req_parse(const char *body, size_t len, gw_campaign_req_t *out, 
  */
 void gw_jgen_discount(vc_jgen_t *g, int percent, int64_t max_amount, int64_t amount);
 
-/* Writes a campaign as the admin routes show it. Returns the length, or 0 if it does not fit. */
+/* Writes a campaign as the admin routes show it into g. Returns 0, or -1 (a time out of range). */
+int gw_jgen_campaign(vc_jgen_t *g, const vc_campaign_row_t *row);
+
+/* The same as a whole body. Returns the length, or 0 if it does not fit. */
 size_t gw_body_campaign(char *buf, size_t cap, const vc_campaign_row_t *row);
 
 #endif

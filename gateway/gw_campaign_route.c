@@ -34,8 +34,14 @@ void gw_campaign_route(gw_method_t method, const char *const *seg, const int *n,
     int op;
 
     if (count == 0) {
-        op = GW_CAMPAIGN_CREATE;
-        want = GW_M_POST;
+        /* GET lists, POST creates: no other method. */
+        if (method != GW_M_GET && method != GW_M_POST) {
+            out->kind = GW_ROUTE_BAD_METHOD;
+            out->allow = "GET, POST";
+            return;
+        }
+        op = method == GW_M_GET ? GW_CAMPAIGN_LIST : GW_CAMPAIGN_CREATE;
+        want = method;
     } else {
         if (count > 2 || (out->campaign_id = parse_id(seg[0], n[0])) == 0)
             return;
@@ -199,40 +205,51 @@ out:
 
 size_t gw_body_campaign(char *buf, size_t cap, const vc_campaign_row_t *row)
 {
-    const vc_campaign_spec_t *s = &row->spec;
-    char starts[40], ends[40];
     vc_jgen_t g;
     size_t len = 0;
 
-    if (vc_time_format_ms(s->starts_at_ms, starts, sizeof(starts)) == 0 ||
-        vc_time_format_ms(s->ends_at_ms, ends, sizeof(ends)) == 0 || vc_jgen_init(&g) != 0)
+    if (vc_jgen_init(&g) != 0)
         return 0;
-    vc_jgen_map_open(&g);
-    vc_jgen_kv_int(&g, "id", row->id);
-    vc_jgen_kv_str(&g, "name", s->name);
-    vc_jgen_kv_str(&g, "state", row->state);
-    vc_jgen_kv_bool(&g, "stalled", row->stalled);
-    vc_jgen_kv_int(&g, "generated", row->generated);
-    vc_jgen_kv_int(&g, "total", s->count);
-    if (row->has_usage) {
-        vc_jgen_key(&g, "codes");
-        vc_jgen_map_open(&g);
-        vc_jgen_kv_int(&g, "held", row->held);
-        vc_jgen_kv_int(&g, "redeemed", row->redeemed);
-        vc_jgen_kv_int(&g, "free", row->free);
-        vc_jgen_map_close(&g);
+    if (gw_jgen_campaign(&g, row) != 0) {
+        vc_jgen_free(&g);
+        return 0;
     }
-    vc_jgen_kv_str(&g, "alphabet", s->alphabet ? s->alphabet->name : "");
-    vc_jgen_kv_str(&g, "prefix", s->prefix);
-    vc_jgen_kv_int(&g, "length", s->length);
-    vc_jgen_kv_bool(&g, "checkSymbol", s->check_symbol);
-    gw_jgen_discount(&g, s->discount_percent, s->max_discount_amount, s->discount_amount);
-    vc_jgen_kv_int(&g, "minOrderAmount", s->min_order_amount);
-    vc_jgen_kv_int(&g, "perCustomerLimit", s->per_customer_limit);
-    vc_jgen_kv_str(&g, "startsAt", starts);
-    vc_jgen_kv_str(&g, "endsAt", ends);
-    vc_jgen_map_close(&g);
-    if (vc_jgen_finish(&g, buf, cap, &len) != 0)
-        return 0;
-    return len;
+    /* finish frees the writer, whatever it returns. */
+    return vc_jgen_finish(&g, buf, cap, &len) == 0 ? len : 0;
+}
+
+int gw_jgen_campaign(vc_jgen_t *g, const vc_campaign_row_t *row)
+{
+    const vc_campaign_spec_t *s = &row->spec;
+    char starts[40], ends[40];
+
+    if (vc_time_format_ms(s->starts_at_ms, starts, sizeof(starts)) == 0 ||
+        vc_time_format_ms(s->ends_at_ms, ends, sizeof(ends)) == 0)
+        return -1;
+    vc_jgen_map_open(g);
+    vc_jgen_kv_int(g, "id", row->id);
+    vc_jgen_kv_str(g, "name", s->name);
+    vc_jgen_kv_str(g, "state", row->state);
+    vc_jgen_kv_bool(g, "stalled", row->stalled);
+    vc_jgen_kv_int(g, "generated", row->generated);
+    vc_jgen_kv_int(g, "total", s->count);
+    if (row->has_usage) {
+        vc_jgen_key(g, "codes");
+        vc_jgen_map_open(g);
+        vc_jgen_kv_int(g, "held", row->held);
+        vc_jgen_kv_int(g, "redeemed", row->redeemed);
+        vc_jgen_kv_int(g, "free", row->free);
+        vc_jgen_map_close(g);
+    }
+    vc_jgen_kv_str(g, "alphabet", s->alphabet ? s->alphabet->name : "");
+    vc_jgen_kv_str(g, "prefix", s->prefix);
+    vc_jgen_kv_int(g, "length", s->length);
+    vc_jgen_kv_bool(g, "checkSymbol", s->check_symbol);
+    gw_jgen_discount(g, s->discount_percent, s->max_discount_amount, s->discount_amount);
+    vc_jgen_kv_int(g, "minOrderAmount", s->min_order_amount);
+    vc_jgen_kv_int(g, "perCustomerLimit", s->per_customer_limit);
+    vc_jgen_kv_str(g, "startsAt", starts);
+    vc_jgen_kv_str(g, "endsAt", ends);
+    vc_jgen_map_close(g);
+    return 0;
 }

@@ -5,7 +5,7 @@
 # gives the code back to another customer; a code bound to another customer
 # answers exactly as an unknown code; each event reaches campaign_redemption.
 source "$(dirname "$0")/lib.sh"
-plan 42
+plan 44
 
 source "$(dirname "$0")/campaign_lib.sh"
 campaign_test QR "\"name\":\"redeem\",\"count\":20,\"customerIds\":[$((base + 900))],\"discountAmount\":2000"
@@ -94,6 +94,17 @@ http GET "/campaigns/$cid" "" -H "Authorization: Bearer $token"
 usage=$(sql "SELECT count(*) FILTER (WHERE status = 'RESERVED') || ' ' || count(*) FILTER (WHERE status = 'CONFIRMED') || ' ' || 20 - count(*) FILTER (WHERE status <> 'RELEASED') FROM campaign_redemption WHERE campaign_id = $cid")
 is "$status $(jq -r '"\(.codes.held) \(.codes.redeemed) \(.codes.free)"' <<<"$body")" "200 $usage" \
   "GET /campaigns/{id} counts the codes held, redeemed and free as PostgreSQL has them: $usage"
+# ---- the campaigns listed, newest first, a page at a time ----
+newest=$(sql "SELECT string_agg(id::text, ' ' ORDER BY id DESC) FROM (SELECT id FROM campaign ORDER BY id DESC LIMIT 2) t")
+http GET "/campaigns?limit=1" "" -H "Authorization: Bearer $token"
+first=$(jq -r '.campaigns[0].id' <<<"$body")
+next=$(jq -r '.next' <<<"$body")
+http GET "/campaigns?limit=1&after=$next" "" -H "Authorization: Bearer $token"
+is "$status $first $(jq -r '.campaigns[0].id' <<<"$body")" "200 $newest" \
+  "GET /campaigns?limit=1, then after its next: the two newest campaigns, one a page"
+http GET "/campaigns?active=false&limit=100" "" -H "Authorization: Bearer $token"
+is "$status $(jq '[.campaigns[] | select(.state == "ACTIVE")] | length' <<<"$body") $(jq "[.campaigns[] | select(.id == $cid)] | length" <<<"$body")" \
+  "200 0 0" "active=false lists no ACTIVE campaign (this one is ACTIVE: not listed)"
 admin_cli=$VOUCHER_BUILD_DIR/admin/voucher-admin
 "$admin_cli" campaign code "$(typed "$c4")" >"$scratch/code.txt"
 is "$? $(sed -n 's/^\(campaign\|uses\|orderId\|status\): //p' "$scratch/code.txt" | tr '\n' ' ')" \

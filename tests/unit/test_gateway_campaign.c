@@ -21,7 +21,9 @@ START_TEST(routes)
         int64_t id;
     } cases[] = {
         {GW_M_POST, "/campaigns", GW_ROUTE_CAMPAIGN, GW_CAMPAIGN_CREATE, 0},
-        {GW_M_GET, "/campaigns", GW_ROUTE_BAD_METHOD, 0, 0},
+        {GW_M_GET, "/campaigns", GW_ROUTE_CAMPAIGN, GW_CAMPAIGN_LIST, 0},
+        {GW_M_GET, "/campaigns?active=true&limit=5", GW_ROUTE_CAMPAIGN, GW_CAMPAIGN_LIST, 0},
+        {GW_M_DELETE, "/campaigns", GW_ROUTE_BAD_METHOD, 0, 0},
         {GW_M_GET, "/campaigns/42", GW_ROUTE_CAMPAIGN, GW_CAMPAIGN_SHOW, 42},
         {GW_M_GET, "/campaigns/42?x=1", GW_ROUTE_CAMPAIGN, GW_CAMPAIGN_SHOW, 42},
         {GW_M_GET, "/campaigns/42/codes", GW_ROUTE_CAMPAIGN, GW_CAMPAIGN_CODES, 42},
