@@ -16,6 +16,12 @@ int admin_parse_i64(const char *opt, const char *s, int64_t *out);
 /* `campaign code CODE`: the code's campaign and binding, and every use of it. */
 int admin_code(PGconn *conn, const char *typed);
 
+/*
+ * `campaign revoke CODE`: the code answers as an unknown one to new
+ * reservations and quotes (023); the orders holding it stand.
+ */
+int admin_revoke(PGconn *conn, const char *typed);
+
 /* `report ...` (argv[0] is "report"): orders by state per period, CSV. */
 int admin_report(PGconn *conn, int argc, char **argv);
 

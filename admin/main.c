@@ -38,6 +38,8 @@ static const char usage[] =
     "                     the campaign is not fully generated (GENERATING, FAILED) unless\n"
     "                     --partial, which exports the codes made so far and says so\n"
     "  deactivate ID      turn it off (final)\n"
+    "  revoke CODE        one leaked code off, its campaign on: new reservations and quotes\n"
+    "                     of it answer as an unknown code; the orders holding it stand\n"
     "  code CODE          who used a one-time code, and when: its campaign and binding, then\n"
     "                     each order that took it, oldest first (RELEASED gave it back)\n"
     "\n"
@@ -445,6 +447,8 @@ int main(int argc, char **argv)
         rc = admin_report(conn, argc - 1, argv + 1);
     else if (strcmp(argv[2], "code") == 0 && argc == 4)
         rc = admin_code(conn, argv[3]);
+    else if (strcmp(argv[2], "revoke") == 0 && argc == 4)
+        rc = admin_revoke(conn, argv[3]);
     else if (strcmp(argv[2], "create") == 0)
         rc = create(conn, argc - 2, argv + 2);
     else if (strcmp(argv[2], "show") == 0 || strcmp(argv[2], "deactivate") == 0 ||

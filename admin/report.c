@@ -52,7 +52,8 @@ int admin_code(PGconn *conn, const char *typed)
     }
     if (!(res = vc_pg_exec(conn,
                            "SELECT k.code, k.campaign_id AS campaign, c.name AS \"campaignName\","
-                           " c.state AS \"campaignState\", k.customer_id AS \"boundTo\""
+                           " c.state AS \"campaignState\", k.customer_id AS \"boundTo\","
+                           " " UTC("k.revoked_at") " AS \"revokedAt\""
                            " FROM campaign_code k JOIN campaign c ON c.id = k.campaign_id"
                            " WHERE k.code = $1",
                            1, params, &rc, err, sizeof(err)))) {
@@ -86,6 +87,44 @@ int admin_code(PGconn *conn, const char *typed)
         putchar('\n');
         print_rows(res);
     }
+    PQclear(res);
+    return 0;
+}
+
+int admin_revoke(PGconn *conn, const char *typed)
+{
+    char code[VC_CODE_MAX + 1], err[512];
+    const char *params[] = {code};
+    PGresult *res;
+    int rc, changed;
+
+    if (!typed || vc_campaign_normalize(typed, strlen(typed), code) < 0) {
+        fprintf(stderr, "voucher-admin: campaign revoke: \"%s\" is not a code\n",
+                typed ? typed : "");
+        return 2;
+    }
+    /* coalesce: a second revoke keeps the first instant, and says so. */
+    if (!(res = vc_pg_exec(conn,
+                           "UPDATE campaign_code SET revoked_at = coalesce(revoked_at, now())"
+                           " WHERE code = $1 RETURNING campaign_id, revoked_at = now(), "
+                           UTC("revoked_at") ","
+                           " (SELECT count(*) FROM campaign_redemption r WHERE r.code = $1"
+                           "   AND r.status <> 'RELEASED')",
+                           1, params, &rc, err, sizeof(err)))) {
+        fprintf(stderr, "voucher-admin: campaign revoke: %s\n", err);
+        return 1;
+    }
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        fprintf(stderr, "voucher-admin: campaign revoke: no campaign has the code %s\n", code);
+        return 1;
+    }
+    changed = PQgetvalue(res, 0, 1)[0] == 't';
+    printf("%s %s of campaign %s at %s: a new reservation or quote of it is answered as an unknown "
+           "code (404)\nlive orders holding it: %s (they stand; cancel one with DELETE "
+           "/vouchers/%s/reservations/{orderId} if the leak used it)\n",
+           changed ? "revoked" : "already revoked", code, PQgetvalue(res, 0, 0),
+           PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3), code);
     PQclear(res);
     return 0;
 }

@@ -44,7 +44,7 @@ static int find_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
                            " c.per_customer_limit, c.total_count, c.used_count,"
                            " (extract(epoch FROM c.starts_at) * 1000)::bigint,"
                            " (extract(epoch FROM c.ends_at) * 1000)::bigint,"
-                           " c.redis_loaded_at IS NOT NULL"
+                           " c.redis_loaded_at IS NOT NULL, cc.revoked_at IS NOT NULL"
                            " FROM campaign_code cc JOIN campaign c ON c.id = cc.campaign_id"
                            " WHERE cc.code = $1",
                            1, params, &rc, err, errlen)))
@@ -57,6 +57,7 @@ static int find_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
         f->ref->bound_customer = col_int(res, 1);
         f->ref->active = PQgetvalue(res, 0, 2)[0] == 't';
         f->ref->loaded = PQgetvalue(res, 0, 12)[0] == 't';
+        f->ref->revoked = PQgetvalue(res, 0, 13)[0] == 't';
         memset(v, 0, sizeof(*v));
         memcpy(v->code, f->ref->code, sizeof(v->code));
         v->discount_amount = col_int(res, 3);
@@ -260,7 +261,7 @@ int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref,
 
 int gw_campaign_refusal(const gw_campaign_ref_t *ref, int refusal)
 {
-    if (!ref->active || refusal == VC_E_NOT_STARTED || refusal == VC_E_EXPIRED)
+    if (!ref->active || ref->revoked || refusal == VC_E_NOT_STARTED || refusal == VC_E_EXPIRED)
         return VC_E_NOT_FOUND;
     return refusal;
 }

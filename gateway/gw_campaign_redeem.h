@@ -27,6 +27,7 @@ typedef struct {
     int64_t id;
     int64_t bound_customer; /* 0: unbound */
     int active;             /* the campaign is ACTIVE */
+    int revoked;            /* the code was revoked (voucher-admin campaign revoke, 023) */
     int loaded;             /* campaign.redis_loaded_at is set: Redis had its keys */
     char code[VC_CODE_MAX + 1]; /* stored form */
     char users[GW_KEY_MAX];     /* campaign:{cID}:users */
@@ -88,8 +89,8 @@ int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref,
                              char (*keys)[GW_KEY_MAX], const char *const *args,
                              int64_t expire_at_ms, gw_redis_cb cb, void *arg);
 
-/* The refusal a campaign's request gets for a new order: an inactive campaign or outside its
- * window answers as an unknown code; others as the rules said. */
+/* The refusal a campaign's request gets for a new order: an inactive campaign, a revoked code
+ * or outside its window answers as an unknown code; others as the rules said. */
 int gw_campaign_refusal(const gw_campaign_ref_t *ref, int refusal);
 
 #endif

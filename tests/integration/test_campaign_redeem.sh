@@ -5,7 +5,7 @@
 # gives the code back to another customer; a code bound to another customer
 # answers exactly as an unknown code; each event reaches campaign_redemption.
 source "$(dirname "$0")/lib.sh"
-plan 44
+plan 47
 
 source "$(dirname "$0")/campaign_lib.sh"
 campaign_test QR "\"name\":\"redeem\",\"count\":20,\"customerIds\":[$((base + 900))],\"discountAmount\":2000"
@@ -115,6 +115,18 @@ is "$? $(head -1 "$scratch/report.csv") $(awk -F, 'NR > 1 {t += $2; h += $3; c +
   "0 period,taken,held,confirmed,released,confirmedDiscount $want" "voucher-admin report --campaign: the orders by state per hour add up to PostgreSQL's ($want)"
 "$admin_cli" report --campaign "$cid" --voucher X >/dev/null 2>&1
 is "$?" 2 "report naming a campaign and a voucher: usage error (exit 2)"
+
+# ---- one leaked code revoked, its campaign still on ----
+"$admin_cli" campaign revoke "$(typed "$c5")" >"$scratch/revoke.txt"
+is "$? $(grep -c "^revoked $c5 of campaign $cid" "$scratch/revoke.txt")" "0 1" "voucher-admin campaign revoke: exit 0, and says what it did"
+reserve "$c5" $((base + 50)) "$o-r1"
+revoked_answer="$status $body"
+reserve "${pfx}ZZZZZZZZZZZZ" $((base + 50)) "$o-r2"
+is "$revoked_answer" "$status $body" "a revoked code, never used: the answer of an unknown code ($status)"
+"$admin_cli" campaign revoke "$c3" >/dev/null
+reserve "$c3" $((base + 2)) "$o-d"
+is "$status $(jq -r .replayed <<<"$body")" "201 true" \
+  "code 3 revoked while customer 2 holds it: the retry of that order replays its 201 (the order stands)"
 
 # ---- PostgreSQL's last line of defence, then a dead letter's replay ----
 # A live row for code 6 that Redis does not know (written by hand): the 201
