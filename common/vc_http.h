@@ -7,7 +7,10 @@
  *
  * Limits (deploy/README.md, "Connections and memory"): bodies above
  * VC_HTTP_MAX_BODY get 413, request heads above VC_HTTP_MAX_HEAD get 431,
- * anything http-parser rejects gets 400; all three close the connection. A
+ * anything http-parser rejects gets 400, and so does framing RFC 9112 says
+ * to reject that http-parser takes (whitespace before a header's colon,
+ * obs-fold, a bare LF line end: vc_http.c, framing_check()); all close the
+ * connection. A
  * connection idle for idle_timeout_ms is closed, and so is one slow to send
  * a request (read_timeout_ms, or idle_timeout_ms when that is 0); so is one
  * whose answer is not taken by the client (written to its socket) within

@@ -33,6 +33,12 @@ and numbers the test compares):
       on each: the count of each status ("200:4 503:2"; "reset" when a
       connection ended without an answer).
 
+  hostile_client.py framing HOST:PORT
+      Requests whose framing RFC 9112 says to reject (whitespace before a
+      header's colon, obs-fold, bare LF), each on a connection of its own:
+      one line per case, "NAME STATUS closed|open" (the connection closed
+      after the answer, or still open 2 s later).
+
 Prints one summary line; exits 0 unless an argument is wrong. Whether the
 gateway survived is for the test to judge (its log, /healthz, its exit status).
 """
@@ -287,6 +293,43 @@ def percap(addr, n):
     return " ".join("%s:%d" % (k, counts[k]) for k in sorted(counts))
 
 
+# The framing cases (test_hostile_limits.sh): each must get 400 and a close.
+# /healthz answers 200 to a request that is read at all, body or not.
+FRAMING = [
+    ("te-space-colon", b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+     b"Transfer-Encoding : chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"),
+    ("cl-space-colon", b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+     b"Content-Length : 2\r\n\r\n{}"),
+    ("any-space-colon", b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Anything : y\r\n\r\n"),
+    ("te-obs-fold", b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+     b"Transfer-Encoding: identity,\r\n chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"),
+    ("cl-obs-fold", b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+     b"Content-Length:\r\n\t2\r\n\r\n{}"),
+    ("bare-lf", b"GET /healthz HTTP/1.1\nHost: x\n\n"),
+    ("bare-lf-last-chunk", b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\n"),
+]
+
+
+def framing(addr):
+    lines = []
+    for name, req in FRAMING:
+        s = connect(addr)
+        status = request_answer(s, req)
+        state = "open"
+        try:
+            s.settimeout(2)
+            if s.recv(1) == b"":
+                state = "closed"
+        except socket.timeout:
+            pass
+        except OSError:
+            state = "closed"
+        s.close()
+        lines.append("%s %s %s" % (name, status, state))
+    return "\n".join(lines)
+
+
 def main(argv):
     if len(argv) >= 4 and argv[1] == "burst":
         print("burst: %d connections" % burst(argv[2], int(argv[3]), int(argv[4])))
@@ -296,6 +339,8 @@ def main(argv):
         print(slowread(argv[2], int(argv[3]), float(argv[4])))
     elif len(argv) == 5 and argv[1] == "idle":
         print(idle(argv[2], int(argv[3]), int(argv[4])))
+    elif len(argv) == 3 and argv[1] == "framing":
+        print(framing(argv[2]))
     elif len(argv) == 4 and argv[1] == "percap":
         print(percap(argv[2], int(argv[3])))
     elif len(argv) == 6 and argv[1] == "load":
