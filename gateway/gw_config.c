@@ -80,11 +80,13 @@ const vc_cfg_param_t gw_config_params[] = {
     INT("pg-pool-size", "VOUCHER_PG_POOL_SIZE", "4", pg_pool_size, 1, 64,
         "PostgreSQL connections shared by the rule loads"),
     STR("admin-token", "VOUCHER_ADMIN_TOKEN", "", admin_token,
-        "bearer tokens of POST /vouchers and GET /vouchers/{code}, comma-separated (rotation); "
-        "when empty (the default) the admin routes answer 401 to everyone"),
+        "bearer tokens of POST /vouchers and GET /vouchers/{code}, comma-separated (rotation), "
+        "each of at least 32 characters and not the template's CHANGE-ME (else the gateway "
+        "exits 2); when empty (the default) the admin routes answer 401 to everyone"),
     STR("api-token", "VOUCHER_API_TOKEN", "", api_token,
         "bearer tokens of the order service (reserve, confirm, release, quote), comma-separated "
-        "(rotation); when empty (the default) those routes need no token"),
+        "(rotation), each of at least 32 characters and not the template's CHANGE-ME (else the "
+        "gateway exits 2); when empty (the default) those routes need no token"),
     MS("shutdown-timeout", "VOUCHER_SHUTDOWN_TIMEOUT", "20s", shutdown_timeout_ms, 1000, 600000,
        "on SIGTERM: stop accepting, answer the requests in flight and flush the producer "
        "within this time"),

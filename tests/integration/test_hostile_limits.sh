@@ -12,9 +12,13 @@
 # - framing that RFC 9112 says to reject (whitespace before a header's
 #   colon, obs-fold, bare LF: request smuggling behind a proxy that reads it
 #   otherwise) gets 400 and a close (issue 42, item 4). Red before the
-#   framing check (common/vc_http.c): all seven answered 200 and kept open.
+#   framing check (common/vc_http.c): all seven answered 200 and kept open;
+# - a guessable token (the systemd template's CHANGE-ME, one character) in
+#   VOUCHER_ADMIN_TOKEN or VOUCHER_API_TOKEN stops the gateway at start with
+#   exit 2, naming the setting (issue 42, item 6). Red before
+#   gw_token_list_check(): the gateway started with each and ran.
 source "$(dirname "$0")/lib.sh"
-plan 19
+plan 29
 
 client() { python3 "$VOUCHER_SOURCE_DIR/tests/integration/hostile_client.py" "$@"; }
 healthz() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$base_url/healthz"; }
@@ -74,3 +78,21 @@ while read -r name status state; do
   is "$status $state" "400 closed" "framing $name: 400 and the connection closed"
 done < <(client framing "$VOUCHER_HTTP_ADDR")
 daemon_stop "$test_name-gateway"
+
+# --- Guessable tokens: each refused at start with exit 2, the setting named.
+# (A gateway that starts is stopped by the timeout: 124.)
+for setting in VOUCHER_ADMIN_TOKEN VOUCHER_API_TOKEN; do
+  for value in CHANGE-ME x; do
+    env "$setting=$value" timeout 15 "$bin_gateway" >"$scratch/token.out" 2>"$scratch/token.err"
+    rc=$?
+    diag "$setting=$value: exit $rc: $(head -c 300 "$scratch/token.err" | head -1)"
+    is "$rc" 2 "$setting=$value: the gateway refuses to start (exit 2)"
+    grep -q "$setting" "$scratch/token.err"
+    ok $? "and names $setting on stderr"
+  done
+done
+# As a flag, in a list whose other token is long enough.
+timeout 15 "$bin_gateway" --admin-token "$(new_token admin),short" >/dev/null 2>"$scratch/token.err"
+is "$?" 2 "--admin-token with a short second token of its list: exit 2"
+grep -q "token 2 of the list has 5 characters" "$scratch/token.err"
+ok $? "and says which token of the list is too short"
