@@ -1396,10 +1396,15 @@ static void peer_name(vc_http_conn_t *c, const struct sockaddr_storage *sa)
 
 /*
  * Makes room for newcomer (limits.evict): closes the connection idle
- * longest, else the one quiet longest (a request it never finishes, an
- * answer it never reads). A scan: a server that evicts has few connections.
+ * longest (no request under way, nothing read ahead, nothing to write), or
+ * with VC_HTTP_EVICT_QUIET, when none is idle, the one quiet longest (a
+ * request it never finishes, an answer it never reads). Returns 0 when it
+ * closed one, -1 when it found none to close. A scan of this worker's
+ * connections (at most max_connections), run only at the cap: a few
+ * microseconds per connection accepted there, where keeping a list in
+ * idle order would cost every request two list moves.
  */
-static void conn_evict(vc_http_server_t *s, vc_http_conn_t *newcomer)
+static int conn_evict(vc_http_server_t *s, vc_http_conn_t *newcomer)
 {
     vc_http_conn_t *c, *idle = NULL, *quiet = NULL;
 
@@ -1412,8 +1417,14 @@ static void conn_evict(vc_http_server_t *s, vc_http_conn_t *newcomer)
         if (!quiet || c->activity_ms < quiet->activity_ms)
             quiet = c;
     }
-    if (idle || quiet)
-        conn_close(idle ? idle : quiet);
+    if (!idle && s->limits.evict == VC_HTTP_EVICT_QUIET)
+        idle = quiet;
+    if (!idle)
+        return -1;
+    vc_debug("connection closed to make room for a new one: %ld connections open",
+             (long)atomic_load(s->limits.connections));
+    conn_close(idle);
+    return 0;
 }
 
 /*
@@ -1457,17 +1468,11 @@ static int conn_open(vc_http_server_t *s, int (*tcp_init_cb)(vc_http_conn_t *c, 
         conn_close(c);
         return 0;
     }
-    if (atomic_load(s->limits.connections) > s->limits.max_connections) {
-        if (s->limits.evict) {
-            conn_evict(s, c);
-        } else {
-            vc_debug("connection refused: %ld connections open",
-                     (long)atomic_load(s->limits.connections));
-            conn_fail(c, 503, "too many connections");
-            return 0;
-        }
-    }
-    /* A socket that is not TCP over IP (a test's socketpair) has no address to count. */
+    /*
+     * The address's cap first: a client over it is refused before it could
+     * make room for itself by closing someone else's connection. A socket
+     * that is not TCP over IP (a test's socketpair) has no address to count.
+     */
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &peer_len) != 0)
         peer.ss_family = AF_UNSPEC;
     peer_name(c, &peer);
@@ -1478,6 +1483,13 @@ static int conn_open(vc_http_server_t *s, int (*tcp_init_cb)(vc_http_conn_t *c, 
             return 0;
         }
         c->ip_counted = 1;
+    }
+    if (atomic_load(s->limits.connections) > s->limits.max_connections &&
+        (s->limits.evict == VC_HTTP_EVICT_NONE || conn_evict(s, c) != 0)) {
+        vc_debug("connection refused: %ld connections open, none idle",
+                 (long)atomic_load(s->limits.connections));
+        conn_fail(c, 503, "too many connections");
+        return 0;
     }
     uv_tcp_nodelay(&c->tcp, 1);
     sockbuf = VC_HTTP_SOCKET_BUF;
