@@ -104,7 +104,8 @@ struct vc_http_conn {
     int answering;       /* an answer (or an error answer) is being written */
     unsigned writes;     /* uv_write() requests whose callback has not run yet */
     int error_status;    /* set by a parser callback that rejects the request */
-    const char *error_detail; /* its reason (static), or NULL for the parser's own */
+    /* Why a callback rejected the request (static), or NULL for the parser's own reason. */
+    const char *error_detail;
     /*
      * The framing check (framing_check()): where the bytes the parser has
      * taken but the check has not seen begin, inside the data being fed, and

@@ -123,10 +123,10 @@ typedef struct {
     int64_t read_timeout_ms;         /* a request begun must arrive whole; 0: idle_timeout_ms */
     int64_t write_timeout_ms;        /* an answer not taken by the client within this */
     atomic_long *connections;        /* open connections, all workers together */
-    long max_connections;            /* more get 503 and are closed */
+    long max_connections;            /* more get 503 and are closed, or make room (evict) */
     vc_http_ip_table_t *per_ip;      /* connections per client address; NULL: no cap */
     vc_metric_t *open_gauge;         /* kept at the open connections; may be NULL */
-    vc_http_evict_t evict; /* over max_connections: refuse the new one, or make room */
+    vc_http_evict_t evict;           /* over max_connections: refuse the new one, or make room */
     int exclusive; /* vc_http_listen() without SO_REUSEPORT: a second bind fails */
 } vc_http_limits_t;
 

@@ -2,9 +2,9 @@
  * vc_http: the server every daemon uses, driven over a socketpair on one
  * loop. A keep-alive request costs no malloc once the server's cache is
  * warm; HEAD answers carry no body; a connection over the limit is refused,
- * or closes the idle (with VC_HTTP_EVICT_QUIET, else the quietest) other one; a request that does not arrive whole
- * within the read timeout closes its connection; lenient framing (RFC 9112)
- * gets 400.
+ * or closes the idle (with VC_HTTP_EVICT_QUIET, else the quietest) other
+ * one; a request that does not arrive whole within the read timeout closes
+ * its connection; lenient framing (RFC 9112) gets 400.
  *
  * malloc, calloc and realloc are wrapped at link time (meson.build:
  * -Wl,--wrap=...), so every call from our own code is counted.
@@ -65,8 +65,8 @@ typedef struct {
     vc_http_limits_t limits;
 } fixture_t;
 
-static void fixture_init(fixture_t *f, long max_connections, vc_http_evict_t evict, int64_t read_timeout_ms,
-                         int64_t idle_timeout_ms)
+static void fixture_init(fixture_t *f, long max_connections, vc_http_evict_t evict,
+                         int64_t read_timeout_ms, int64_t idle_timeout_ms)
 {
     memset(f, 0, sizeof(*f));
     ck_assert_int_eq(uv_loop_init(&f->loop), 0);
