@@ -122,7 +122,7 @@ int vc_admin_start(const char *addr, vc_admin_ready_cb ready, void *arg, vc_admi
         .read_timeout_ms = VC_ADMIN_READ_MS,
         .write_timeout_ms = VC_ADMIN_WRITE_MS,
         .max_connections = VC_ADMIN_MAX_CONNS,
-        .evict = 1,
+        .evict = VC_HTTP_EVICT_QUIET,
         .exclusive = 1,
     };
 

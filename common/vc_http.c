@@ -104,6 +104,16 @@ struct vc_http_conn {
     int answering;       /* an answer (or an error answer) is being written */
     unsigned writes;     /* uv_write() requests whose callback has not run yet */
     int error_status;    /* set by a parser callback that rejects the request */
+    /* Why a callback rejected the request (static), or NULL for the parser's own reason. */
+    const char *error_detail;
+    /*
+     * The framing check (framing_check()): where the bytes the parser has
+     * taken but the check has not seen begin, inside the data being fed, and
+     * the state of the line being checked.
+     */
+    const char *scan_from;
+    int scan_cr;  /* the last byte checked was CR */
+    int scan_bol; /* the next byte begins a line */
     /*
      * Recognising "Expect: 100-continue" and keeping "Authorization" across
      * split header callbacks.
@@ -868,6 +878,51 @@ static void conn_fail(vc_http_conn_t *c, int status, const char *detail)
 
 /* ---- parsing ---- */
 
+/*
+ * RFC 9112 framing that http-parser lets through: Debian builds it without
+ * HTTP_PARSER_STRICT, and even strict it takes a bare LF as a line end and
+ * obs-fold as a header value's continuation. A proxy in front of us that
+ * reads such a request differently (a header folded into the one before, a
+ * line ending one byte later) would frame the next request differently
+ * from us: request smuggling. So every byte of framing the parser takes
+ * (request line, header and trailer lines, chunk-size lines, the blank
+ * lines), that is everything but the body's data (on_body() skips it), is
+ * checked here: a line must end in CRLF, and none may begin with
+ * whitespace (obs-fold, or whitespace before the first header: RFC 9112
+ * 5.2 and 2.2 allow a server to reject both, and a server behind a proxy
+ * must). Whitespace between a header's name and its colon is the field
+ * callback's check (on_header_field()). Returns NULL, or why the request
+ * is refused.
+ */
+static const char *framing_check(vc_http_conn_t *c, const char *end)
+{
+    const char *p = c->scan_from;
+
+    c->scan_from = end;
+    for (; p < end; p++) {
+        if (*p == '\n') {
+            if (!c->scan_cr)
+                return "a line of the request ends in a bare LF, not CRLF";
+            c->scan_bol = 1;
+            c->scan_cr = 0;
+            continue;
+        }
+        if (c->scan_bol && (*p == ' ' || *p == '\t'))
+            return "a line of the request head begins with whitespace (obs-fold)";
+        c->scan_bol = 0;
+        c->scan_cr = *p == '\r';
+    }
+    return NULL;
+}
+
+/* Refuses the request being parsed with 400 for detail (static): the callback then returns -1. */
+static int refuse(vc_http_conn_t *c, const char *detail)
+{
+    c->error_status = 400;
+    c->error_detail = detail;
+    return -1;
+}
+
 static int head_grow(vc_http_conn_t *c, size_t len)
 {
     c->head_bytes += len;
@@ -963,6 +1018,14 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
     vc_http_conn_t *c = p->data;
     if (head_grow(c, len) != 0)
         return -1;
+    /*
+     * A name is a token: Debian's http-parser (not strict) takes spaces in
+     * it, and "Transfer-Encoding : chunked" was then read as chunked. A
+     * proxy may read that line as another header, or drop it (RFC 9112 5.1:
+     * whitespace before the colon must be rejected with 400).
+     */
+    if (memchr(at, ' ', len) || memchr(at, '\t', len))
+        return refuse(c, "a header name has whitespace in it or before its colon");
     if (c->in_value)
         header_done(c);
     append_small(c->field, sizeof(c->field), &c->field_len, at, len);
@@ -1017,6 +1080,13 @@ static int on_headers_complete(http_parser *p)
 static int on_body(http_parser *p, const char *at, size_t len)
 {
     vc_http_conn_t *c = p->data;
+    const char *bad = framing_check(c, at);
+
+    if (bad)
+        return refuse(c, bad);
+    /* The data is not framing: the check goes on after it, in the middle of a line. */
+    c->scan_from = at + len;
+    c->scan_bol = c->scan_cr = 0;
     if (c->body_len + len > VC_HTTP_MAX_BODY) {
         c->error_status = 413;
         return -1;
@@ -1115,13 +1185,30 @@ static const http_parser_settings settings = {
 /* Parses data; a complete request is dispatched and what follows it kept in pending. */
 static void conn_feed(vc_http_conn_t *c, char *data, size_t len)
 {
-    size_t n = http_parser_execute(&c->parser, &settings, data, len);
-    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
-    request_t *r = c->ready;
+    size_t n;
+    enum http_errno e;
+    request_t *r;
+    const char *bad;
 
+    c->scan_from = data;
+    n = http_parser_execute(&c->parser, &settings, data, len);
+    e = HTTP_PARSER_ERRNO(&c->parser);
+    r = c->ready;
     if (c->closing)
         return;
+    /* What the parser took after the last body data, checked before anything is dispatched. */
+    if (!c->error_status && (bad = framing_check(c, data + n)) != NULL) {
+        if (r) {
+            c->ready = NULL;
+            request_free(r);
+        }
+        conn_fail(c, 400, bad);
+        return;
+    }
     if (r) {
+        /* The next request begins a line. */
+        c->scan_bol = 1;
+        c->scan_cr = 0;
         size_t rest = len - n;
         c->ready = NULL;
         /* data may be c->pending itself (write_cb): then it is large enough already. */
@@ -1150,7 +1237,8 @@ static void conn_feed(vc_http_conn_t *c, char *data, size_t len)
     if (e != HPE_OK) {
         int status = c->error_status ? c->error_status : e == HPE_HEADER_OVERFLOW ? 431 : 400;
         conn_fail(c, status,
-                  status == 400   ? http_errno_description(e)
+                  c->error_detail ? c->error_detail
+                  : status == 400 ? http_errno_description(e)
                   : status == 413 ? "request body is larger than 16384 bytes"
                                   : "request line and headers exceed 8192 bytes");
         return;
@@ -1309,10 +1397,15 @@ static void peer_name(vc_http_conn_t *c, const struct sockaddr_storage *sa)
 
 /*
  * Makes room for newcomer (limits.evict): closes the connection idle
- * longest, else the one quiet longest (a request it never finishes, an
- * answer it never reads). A scan: a server that evicts has few connections.
+ * longest (no request under way, nothing read ahead, nothing to write), or
+ * with VC_HTTP_EVICT_QUIET, when none is idle, the one quiet longest (a
+ * request it never finishes, an answer it never reads). Returns 0 when it
+ * closed one, -1 when it found none to close. A scan of this worker's
+ * connections (at most max_connections), run only at the cap: a few
+ * microseconds per connection accepted there, where keeping a list in
+ * idle order would cost every request two list moves.
  */
-static void conn_evict(vc_http_server_t *s, vc_http_conn_t *newcomer)
+static int conn_evict(vc_http_server_t *s, vc_http_conn_t *newcomer)
 {
     vc_http_conn_t *c, *idle = NULL, *quiet = NULL;
 
@@ -1325,8 +1418,14 @@ static void conn_evict(vc_http_server_t *s, vc_http_conn_t *newcomer)
         if (!quiet || c->activity_ms < quiet->activity_ms)
             quiet = c;
     }
-    if (idle || quiet)
-        conn_close(idle ? idle : quiet);
+    if (!idle && s->limits.evict == VC_HTTP_EVICT_QUIET)
+        idle = quiet;
+    if (!idle)
+        return -1;
+    vc_debug("connection closed to make room for a new one: %ld connections open",
+             (long)atomic_load(s->limits.connections));
+    conn_close(idle);
+    return 0;
 }
 
 /*
@@ -1365,21 +1464,16 @@ static int conn_open(vc_http_server_t *s, int (*tcp_init_cb)(vc_http_conn_t *c, 
     }
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
+    c->scan_bol = 1;
     if (s->shutting_down) {
         conn_close(c);
         return 0;
     }
-    if (atomic_load(s->limits.connections) > s->limits.max_connections) {
-        if (s->limits.evict) {
-            conn_evict(s, c);
-        } else {
-            vc_debug("connection refused: %ld connections open",
-                     (long)atomic_load(s->limits.connections));
-            conn_fail(c, 503, "too many connections");
-            return 0;
-        }
-    }
-    /* A socket that is not TCP over IP (a test's socketpair) has no address to count. */
+    /*
+     * The address's cap first: a client over it is refused before it could
+     * make room for itself by closing someone else's connection. A socket
+     * that is not TCP over IP (a test's socketpair) has no address to count.
+     */
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &peer_len) != 0)
         peer.ss_family = AF_UNSPEC;
     peer_name(c, &peer);
@@ -1390,6 +1484,13 @@ static int conn_open(vc_http_server_t *s, int (*tcp_init_cb)(vc_http_conn_t *c, 
             return 0;
         }
         c->ip_counted = 1;
+    }
+    if (atomic_load(s->limits.connections) > s->limits.max_connections &&
+        (s->limits.evict == VC_HTTP_EVICT_NONE || conn_evict(s, c) != 0)) {
+        vc_debug("connection refused: %ld connections open, none idle",
+                 (long)atomic_load(s->limits.connections));
+        conn_fail(c, 503, "too many connections");
+        return 0;
     }
     uv_tcp_nodelay(&c->tcp, 1);
     sockbuf = VC_HTTP_SOCKET_BUF;

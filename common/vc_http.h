@@ -7,17 +7,25 @@
  *
  * Limits (deploy/README.md, "Connections and memory"): bodies above
  * VC_HTTP_MAX_BODY get 413, request heads above VC_HTTP_MAX_HEAD get 431,
- * anything http-parser rejects gets 400; all three close the connection. A
- * connection idle for idle_timeout_ms is closed, and so is one slow to send
- * a request (read_timeout_ms, or idle_timeout_ms when that is 0); so is one
- * whose answer is not taken by the client (written to its socket) within
- * write_timeout_ms, which bounds a client that pipelines requests and never
- * reads (its kernel send buffer is fixed small so that this shows, and it is
- * closed with a reset). Connections above max_connections (counted over all
- * servers that share the counter), or above max_per_ip from one address, get
- * 503 and are closed; with evict set, a connection over max_connections
- * closes the one idle longest instead (else the one quiet longest), so that
- * a crowd of idle sockets cannot keep a health probe out.
+ * anything http-parser rejects gets 400, and so does framing RFC 9112 says
+ * to reject that http-parser takes (whitespace before a header's colon,
+ * obs-fold, a bare LF line end: vc_http.c, framing_check()); all close the
+ * connection. A connection idle for idle_timeout_ms is closed, and so is one
+ * slow to send a request (read_timeout_ms, or idle_timeout_ms when that is
+ * 0); so is one whose answer is not taken by the client (written to its
+ * socket) within write_timeout_ms, which bounds a client that pipelines
+ * requests and never reads (its kernel send buffer is fixed small so that
+ * this shows, and it is closed with a reset).
+ *
+ * A connection from an address that has max_per_ip open gets 503 and is
+ * closed, before it can count against anyone else. One over max_connections
+ * (counted over all servers that share the counter) gets 503 and is closed
+ * too, unless evict says otherwise: VC_HTTP_EVICT_IDLE closes this worker's
+ * connection idle longest (no request under way) to make room, and refuses
+ * the newcomer only when none is idle (the gateway's API: a crowd of idle
+ * sockets cannot keep a client out); VC_HTTP_EVICT_QUIET closes, when none
+ * is idle, the one quiet longest (a request it never finishes, an answer it
+ * never reads), so that a health probe always gets in (the admin endpoints).
  *
  * Memory: an idle connection holds no buffer. The head, body and read-ahead
  * buffers, the request and its answer take blocks from the server's own
@@ -57,6 +65,13 @@ typedef enum {
  */
 #define VC_HTTP_CACHE_CLASSES 8
 #define VC_HTTP_CACHE_KEEP 64
+
+/* What a connection over max_connections does (vc_http_limits_t.evict). */
+typedef enum {
+    VC_HTTP_EVICT_NONE,  /* it gets 503 and is closed */
+    VC_HTTP_EVICT_IDLE,  /* the connection idle longest is closed for it; none idle: 503 */
+    VC_HTTP_EVICT_QUIET, /* as IDLE; none idle: the one quiet longest is closed for it */
+} vc_http_evict_t;
 
 typedef struct vc_http_server vc_http_server_t;
 typedef struct vc_http_ip_table vc_http_ip_table_t;
@@ -108,10 +123,10 @@ typedef struct {
     int64_t read_timeout_ms;         /* a request begun must arrive whole; 0: idle_timeout_ms */
     int64_t write_timeout_ms;        /* an answer not taken by the client within this */
     atomic_long *connections;        /* open connections, all workers together */
-    long max_connections;            /* more get 503 and are closed */
+    long max_connections;            /* more get 503 and are closed, or make room (evict) */
     vc_http_ip_table_t *per_ip;      /* connections per client address; NULL: no cap */
     vc_metric_t *open_gauge;         /* kept at the open connections; may be NULL */
-    int evict;     /* over max_connections, close the quietest other connection, not the new one */
+    vc_http_evict_t evict;           /* over max_connections: refuse the new one, or make room */
     int exclusive; /* vc_http_listen() without SO_REUSEPORT: a second bind fails */
 } vc_http_limits_t;
 

@@ -67,11 +67,14 @@ const vc_cfg_param_t gw_config_params[] = {
     MS("soldout-recheck", "VOUCHER_SOLDOUT_RECHECK", "1s", soldout_recheck_ms, 0, 3600000,
        "how long a sold-out voucher is answered OUT_OF_STOCK without running the script"),
     INT("max-connections", "VOUCHER_MAX_CONNECTIONS", "1000", max_connections, 1, 1000000,
-        "open client connections allowed, all workers together; more get 503 and are closed "
-        "(the default fits a 256 MiB memory limit: deploy/README.md, \"Connections and memory\")"),
-    INT("max-connections-per-ip", "VOUCHER_MAX_CONNECTIONS_PER_IP", "0", max_per_ip, 0, 1000000,
-        "open client connections allowed from one address; more get 503 and are closed; "
-        "0 (the default) = no cap"),
+        "open client connections allowed, all workers together; past it a new connection "
+        "closes the one idle longest (no request under way), and gets 503 and is closed when "
+        "none is idle (the default fits a 256 MiB memory limit: deploy/README.md, "
+        "\"Connections and memory\")"),
+    INT("max-connections-per-ip", "VOUCHER_MAX_CONNECTIONS_PER_IP", "256", max_per_ip, 0, 1000000,
+        "open client connections allowed from one address (an order service behind a NAT "
+        "shares one: size it above the pools behind each address); more get 503 and are "
+        "closed; 0 = no cap"),
     MS("idle-timeout", "VOUCHER_HTTP_IDLE_TIMEOUT", "30s", idle_timeout_ms, 100, 3600000,
        "idle keep-alive time, and the time a client has to send one request"),
     MS("write-timeout", "VOUCHER_HTTP_WRITE_TIMEOUT", "10s", write_timeout_ms, 100, 3600000,
@@ -80,11 +83,13 @@ const vc_cfg_param_t gw_config_params[] = {
     INT("pg-pool-size", "VOUCHER_PG_POOL_SIZE", "4", pg_pool_size, 1, 64,
         "PostgreSQL connections shared by the rule loads"),
     STR("admin-token", "VOUCHER_ADMIN_TOKEN", "", admin_token,
-        "bearer tokens of POST /vouchers and GET /vouchers/{code}, comma-separated (rotation); "
-        "when empty (the default) the admin routes answer 401 to everyone"),
+        "bearer tokens of POST /vouchers and GET /vouchers/{code}, comma-separated (rotation), "
+        "each of at least 32 characters and not the template's CHANGE-ME (else the gateway "
+        "exits 2); when empty (the default) the admin routes answer 401 to everyone"),
     STR("api-token", "VOUCHER_API_TOKEN", "", api_token,
         "bearer tokens of the order service (reserve, confirm, release, quote), comma-separated "
-        "(rotation); when empty (the default) those routes need no token"),
+        "(rotation), each of at least 32 characters and not the template's CHANGE-ME (else the "
+        "gateway exits 2); when empty (the default) those routes need no token"),
     MS("shutdown-timeout", "VOUCHER_SHUTDOWN_TIMEOUT", "20s", shutdown_timeout_ms, 1000, 600000,
        "on SIGTERM: stop accepting, answer the requests in flight and flush the producer "
        "within this time"),

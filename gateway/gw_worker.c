@@ -80,6 +80,8 @@ static void worker_main(void *arg)
             .max_connections = (long)cfg->max_connections,
             .per_ip = sh->per_ip,
             .open_gauge = gw_metrics_connections_gauge(),
+            /* At the cap the connection idle longest makes room; none idle: 503. */
+            .evict = VC_HTTP_EVICT_IDLE,
         };
         rc = gw_http_listen(&w->http, &w->loop, sh->http_host, sh->http_port, &limits,
                             gw_app_handle, &w->app, w->err, sizeof(w->err));

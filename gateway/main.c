@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "gw_auth.h"
 #include "gw_config.h"
 #include "gw_guard.h"
 #include "gw_kafka.h"
@@ -132,6 +133,15 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         vc_pg_dsn_check(cfg.pg_dsn, err, sizeof(err)) != 0 ||
         gw_guard_configure(&cfg, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-gateway: %s\n", err);
+        return 2;
+    }
+    /* A guessable admin or API token is refused before anything starts (gw_auth.h). */
+    if (gw_token_list_check(cfg.admin_token, err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-gateway: VOUCHER_ADMIN_TOKEN (--admin-token): %s\n", err);
+        return 2;
+    }
+    if (gw_token_list_check(cfg.api_token, err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-gateway: VOUCHER_API_TOKEN (--api-token): %s\n", err);
         return 2;
     }
     shared.cfg = &cfg;

@@ -20,7 +20,7 @@ code() { sql "SELECT code FROM campaign_code WHERE campaign_id = $cid AND seq = 
 # start_campaign_stack [GATEWAY ARGS...]: the gateway with the admin token $token, and the
 # writer.
 start_campaign_stack() {
-  token=admin-$RANDOM$RANDOM
+  token=$(new_token admin)
   export VOUCHER_ADMIN_TOKEN=$token
   start_gateway "$@"
   unset VOUCHER_ADMIN_TOKEN

@@ -28,10 +28,28 @@ and numbers the test compares):
       CONNECTIONS connections, each sending one request with a 6000-byte path
       and a 15000-byte body and reading its answer, then kept open and idle:
       how many got an answer, and PID's RSS growth (KiB) with all of them open.
-  hostile_client.py percap HOST:PORT CONNECTIONS
+  hostile_client.py percap HOST:PORT CONNECTIONS [busy]
       CONNECTIONS connections opened together and held, then a GET /healthz
       on each: the count of each status ("200:4 503:2"; "reset" when a
-      connection ended without an answer).
+      connection ended without an answer). With busy, each has a request under
+      way as soon as it is open (a request answered, then the first line of
+      the next), whose rest is sent at the end; a connection refused at once
+      counts with the status it got.
+  hostile_client.py idleflood HOST:PORT CONNECTIONS OTHER_ADDRESS
+      CONNECTIONS connections from 127.0.0.1 (fewer when the file limit,
+      raised to its hard limit, is too low), opened one after the other and
+      left idle; once the gateway has settled (no answer or close for 0.5 s),
+      how many are still open, got 503, or were closed without an answer;
+      then, with all of them held, another client from OTHER_ADDRESS asks
+      GET /healthz: "opened N in S s, held H, 503 R, closed C; other STATUS
+      in MS ms". Sources are bound with IP_BIND_ADDRESS_NO_PORT, so that
+      the port is chosen at connect() and the ports are not exhausted.
+
+  hostile_client.py framing HOST:PORT
+      Requests whose framing RFC 9112 says to reject (whitespace before a
+      header's colon, obs-fold, bare LF), each on a connection of its own:
+      one line per case, "NAME STATUS closed|open" (the connection closed
+      after the answer, or still open 2 s later).
 
 Prints one summary line; exits 0 unless an argument is wrong. Whether the
 gateway survived is for the test to judge (its log, /healthz, its exit status).
@@ -276,15 +294,145 @@ def idle(addr, pid, n):
     return "%d %d" % (answered, grown)
 
 
-def percap(addr, n):
-    held = [connect(addr) for _ in range(n)]
-    counts = {}
+def percap(addr, n, busy=False):
+    line = HEALTHZ[:HEALTHZ.index(b"\r\n") + 2]
+    held, counts = [], {}
+    for _ in range(n):
+        s = connect(addr)
+        if busy:
+            # A whole request, then the first line of the next: once its answer
+            # is here the gateway has read that line too (same read), so the
+            # connection has a request under way before the next one opens.
+            first = request_answer(s, HEALTHZ + line)
+            if first != "200":
+                counts[first] = counts.get(first, 0) + 1
+                s.close()
+                continue
+        held.append(s)
     for s in held:
-        st = request_answer(s, HEALTHZ)
+        st = request_answer(s, HEALTHZ[len(line):] if busy else HEALTHZ)
         counts[st] = counts.get(st, 0) + 1
     for s in held:
         s.close()
     return " ".join("%s:%d" % (k, counts[k]) for k in sorted(counts))
+
+
+IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
+
+
+def connect_from(addr, source, timeout=5):
+    """A connection from the address source (its port chosen at connect()).
+    No local port free for this destination (EADDRNOTAVAIL: other tests on
+    the machine hold ports too) is tried again for up to 2 s."""
+    import errno
+    host, port = addr.rsplit(":", 1)
+    for attempt in range(100):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+        s.bind((source, 0))
+        s.settimeout(timeout)
+        try:
+            s.connect((host, int(port)))
+            return s
+        except OSError as e:
+            s.close()
+            if e.errno != errno.EADDRNOTAVAIL or attempt == 99:
+                raise
+            time.sleep(0.02)
+
+
+def idleflood(addr, n, other):
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        soft = hard if hard != resource.RLIM_INFINITY else max(soft, n + 256)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    n = min(n, soft - 256)
+    held, why = [], ""
+    start = time.monotonic()
+    for _ in range(n):
+        try:
+            held.append(connect_from(addr, "127.0.0.1"))
+        except OSError as e:
+            why = " (then %s)" % e
+            break
+    took = time.monotonic() - start
+    # Settled: no socket has had anything new (an answer, a close) for 0.5 s.
+    p = select.poll()
+    for s in held:
+        p.register(s, select.POLLIN | select.POLLRDHUP)
+    ended = {}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        events = p.poll(500)
+        if not events:
+            break
+        for fd, _ in events:
+            p.unregister(fd)
+            ended[fd] = True
+    refused = closed = 0
+    for s in held:
+        if s.fileno() not in ended:
+            continue
+        try:
+            s.settimeout(1)
+            got = s.recv(64)
+        except OSError:
+            got = b""
+        if got.startswith(b"HTTP/1.1 503"):
+            refused += 1
+        else:
+            closed += 1
+    t0 = time.monotonic()
+    try:
+        o = connect_from(addr, other)
+        status = request_answer(o, HEALTHZ)
+        o.close()
+    except OSError as e:
+        status = "refused (%s)" % e
+    ms = (time.monotonic() - t0) * 1000
+    line = ("opened %d in %.1f s%s, held %d, 503 %d, closed %d; other %s in %.0f ms"
+            % (len(held), took, why, len(held) - refused - closed, refused, closed, status, ms))
+    for s in held:
+        s.close()
+    return line
+
+
+# The framing cases (test_hostile_limits.sh): each must get 400 and a close.
+# /healthz answers 200 to a request that is read at all, body or not.
+FRAMING = [
+    ("te-space-colon", b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+     b"Transfer-Encoding : chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"),
+    ("cl-space-colon", b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+     b"Content-Length : 2\r\n\r\n{}"),
+    ("any-space-colon", b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Anything : y\r\n\r\n"),
+    ("te-obs-fold", b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+     b"Transfer-Encoding: identity,\r\n chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"),
+    ("cl-obs-fold", b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+     b"Content-Length:\r\n\t2\r\n\r\n{}"),
+    ("bare-lf", b"GET /healthz HTTP/1.1\nHost: x\n\n"),
+    ("bare-lf-last-chunk", b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\n"),
+]
+
+
+def framing(addr):
+    lines = []
+    for name, req in FRAMING:
+        s = connect(addr)
+        status = request_answer(s, req)
+        state = "open"
+        try:
+            s.settimeout(2)
+            if s.recv(1) == b"":
+                state = "closed"
+        except socket.timeout:
+            pass
+        except OSError:
+            state = "closed"
+        s.close()
+        lines.append("%s %s %s" % (name, status, state))
+    return "\n".join(lines)
 
 
 def main(argv):
@@ -296,8 +444,12 @@ def main(argv):
         print(slowread(argv[2], int(argv[3]), float(argv[4])))
     elif len(argv) == 5 and argv[1] == "idle":
         print(idle(argv[2], int(argv[3]), int(argv[4])))
-    elif len(argv) == 4 and argv[1] == "percap":
-        print(percap(argv[2], int(argv[3])))
+    elif len(argv) == 3 and argv[1] == "framing":
+        print(framing(argv[2]))
+    elif len(argv) in (4, 5) and argv[1] == "percap":
+        print(percap(argv[2], int(argv[3]), len(argv) == 5 and argv[4] == "busy"))
+    elif len(argv) == 5 and argv[1] == "idleflood":
+        print(idleflood(argv[2], int(argv[3]), argv[4]))
     elif len(argv) == 6 and argv[1] == "load":
         print("load: %d actions" % load(argv[2], argv[3], float(argv[4]), int(argv[5])))
     else:

@@ -76,6 +76,9 @@ new_voucher() {
 
 # A unique voucher code for this run: PREFIX -> PREFIX_<random>
 unique_code() { echo "$1_$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)"; }
+# new_token PREFIX: a bearer token the gateway accepts (at least 32 characters,
+# gw_auth.h): PREFIX- and 32 random hex digits.
+new_token() { echo "$1-$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')"; }
 
 # http METHOD PATH [JSON] [CURL ARGS...]: sets $status, $body, $headers (the answer's
 # header lines) and $secs (how long the answer took).

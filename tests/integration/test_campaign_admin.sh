@@ -8,7 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 plan 47
 
-token=admin-$RANDOM$RANDOM
+token=$(new_token admin)
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_PAUSE=campaign-after-batch VOUCHER_PAUSE_DIR=$pause_dir
 start_gateway
 unset VOUCHER_ADMIN_TOKEN VOUCHER_PAUSE VOUCHER_PAUSE_DIR

@@ -36,7 +36,7 @@ grep -q 'at least 10' "$scratch/err"; ok $? "and says the length needed"
 is "$? $(sql "SELECT count(*) FROM campaign")" "2 $before" "an unknown alphabet: exit 2, no campaign written"
 
 # ---- a generation cut short, then resumed ----
-token=admin-$RANDOM$RANDOM
+token=$(new_token admin)
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_PAUSE=campaign-after-batch VOUCHER_PAUSE_DIR=$pause_dir
 start_gateway
 unset VOUCHER_ADMIN_TOKEN VOUCHER_PAUSE VOUCHER_PAUSE_DIR

@@ -20,7 +20,7 @@ if [ -z "$py" ] || ! "$py" -c 'import schemathesis' 2>/dev/null; then
 fi
 plan 7
 
-token=admin-$RANDOM$RANDOM
+token=$(new_token admin)
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_GATEWAY_THREADS=2
 start_gateway
 start_writer

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 plan 126
 
-token=admin-$RANDOM$RANDOM
+token=$(new_token admin)
 # A long sold-out recheck: a use must come back because the cancel cleared the
 # mark on every worker, not because the mark timed out.
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_GATEWAY_THREADS=4 VOUCHER_SOLDOUT_RECHECK=60s

@@ -218,7 +218,7 @@ ok "$([ "$waited" -ge 1000 ] && [ "$waited" -le 6000 ]; echo $?)" \
 # --- With VOUCHER_API_TOKEN only the order service reaches confirm and DELETE,
 # and it knows its orderIds: they are not limited (the address above is empty).
 daemon_stop "$test_name-gateway"
-token=tok-$RANDOM$RANDOM
+token=$(new_token tok)
 VOUCHER_API_TOKEN=$token start_gateway --trusted-proxies 127.0.0.1/32 --guard-customer-tries 5 --guard-ip-tries 8
 http DELETE "/vouchers/$real/reservations/$p-guess-token" "" -H "X-Forwarded-For: $ip5" -H "Authorization: Bearer $token"
 is "$status" 404 "with an API token, DELETE from the emptied address is answered (404), not limited"

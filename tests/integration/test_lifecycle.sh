@@ -10,7 +10,7 @@
 source "$(dirname "$0")/lib.sh"
 plan 81
 
-token=admin-$RANDOM$RANDOM
+token=$(new_token admin)
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_GATEWAY_THREADS=4 VOUCHER_SOLDOUT_RECHECK=60s
 start_gateway
 start_writer

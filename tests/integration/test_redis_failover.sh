@@ -20,7 +20,7 @@
 source "$(dirname "$0")/lib.sh"
 plan 20
 
-token=admin-$RANDOM$RANDOM
+token=$(new_token admin)
 auth=(-H "Authorization: Bearer $token")
 reserve() { # CODE CUSTOMER ORDER
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"

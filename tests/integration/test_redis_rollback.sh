@@ -128,7 +128,7 @@ wait_writable() { # SECONDS
   return 1
 }
 
-admin_token=adm-$RANDOM$RANDOM
+admin_token=$(new_token adm)
 rc_start() { start_reconciler "" --interval 300ms --grace 3s --restore-delay 2s --redis-fence; }
 # The gateway tries Kafka for 1 s, below the reconciler's restore delay (2 s).
 gw_start() { # FENCE (0 or 1)

@@ -20,9 +20,9 @@ trap 'rcli ACL DELUSER "$redis_user" >/dev/null 2>&1; finish' EXIT
 acl_url="redis://$redis_user:$redis_pw@$hostport/0"
 bad_url="redis://$redis_user:wrong-$redis_pw@$hostport/0"
 
-api_old=old-$RANDOM$RANDOM
-api_new=new-$RANDOM$RANDOM
-admin_token=admin-$RANDOM$RANDOM
+api_old=$(new_token old)
+api_new=$(new_token new)
+admin_token=$(new_token admin)
 export VOUCHER_API_TOKEN="$api_new, $api_old" VOUCHER_ADMIN_TOKEN=$admin_token
 stack_redis_url=$VOUCHER_REDIS_URL
 export VOUCHER_REDIS_URL=$acl_url VOUCHER_GATEWAY_THREADS=2

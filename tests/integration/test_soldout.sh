@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 plan 14
 
-token=admin-$RANDOM$RANDOM
+token=$(new_token admin)
 auth=(-H "Authorization: Bearer $token")
 gw2="127.0.0.1:$((VOUCHER_PORT_BASE + 15))"
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_GATEWAY_THREADS=2

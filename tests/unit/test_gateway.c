@@ -601,6 +601,44 @@ START_TEST(token_list)
 }
 END_TEST
 
+/*
+ * A token setting the gateway refuses at start (gw_token_list_check()): a
+ * short token, the template's placeholder (also padded to the length), a
+ * list with no token; an empty setting (off) and long tokens pass.
+ */
+START_TEST(token_setting_check)
+{
+    static const struct {
+        const char *tokens;
+        int ok;
+        const char *said; /* in the error, when refused */
+    } cases[] = {
+        {"", 1, NULL},
+        {"0123456789abcdef0123456789abcdef", 1, NULL},
+        {" 0123456789abcdef0123456789abcdef , fedcba9876543210fedcba9876543210 ", 1, NULL},
+        {"0123456789abcdef0123456789abcdef,", 1, NULL},
+        {"x", 0, "token 1 of the list has 1 characters, fewer than 32"},
+        {"0123456789abcdef0123456789abcde", 0, "31 characters"},
+        {"0123456789abcdef0123456789abcdef,short", 0, "token 2 of the list has 5 characters"},
+        {"CHANGE-ME", 0, "token 1 of the list is the template's placeholder"},
+        {"change-me-change-me-change-me-change-me", 0, "placeholder"},
+        {"0123456789abcdef0123456789abcdef,CHANGE-ME", 0, "token 2 of the list is the template"},
+        {",", 0, "holds no token"},
+        {" ", 0, "holds no token"},
+    };
+    char err[256];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        err[0] = '\0';
+        int rc = gw_token_list_check(cases[i].tokens, err, sizeof(err));
+        ck_assert_msg((rc == 0) == cases[i].ok, "case %zu: \"%s\": %d", i, cases[i].tokens, rc);
+        if (!cases[i].ok)
+            ck_assert_msg(strstr(err, cases[i].said) && !strstr(err, "abcdef"),
+                          "case %zu: \"%s\"", i, err);
+    }
+}
+END_TEST
+
 /* Which routes need which token: every order-service route, the admin ones, no probe. */
 START_TEST(route_auth)
 {
@@ -1086,6 +1124,7 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, confirm_answers);
     tcase_add_test(tc, admin_token);
     tcase_add_test(tc, token_list);
+    tcase_add_test(tc, token_setting_check);
     tcase_add_test(tc, route_auth);
     tcase_add_test(tc, voucher_body_out);
     tcase_add_test(tc, route_names);

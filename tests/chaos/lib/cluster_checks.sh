@@ -26,7 +26,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 build=${VOUCHER_BUILD_DIR:-$repo/build}
 source "$repo/deploy/lib/daemons.sh"
-token=chaos-$RANDOM$RANDOM
+token=chaos-$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n') # 32 hex digits: the gateway wants 32 characters or more
 gw1=127.0.0.1:$((VOUCHER_PORT_BASE + 10))
 gw2=127.0.0.1:$((VOUCHER_PORT_BASE + 15))
 code="R$(printf '%04X' $((RANDOM % 65536)))-RULES"
