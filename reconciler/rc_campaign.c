@@ -679,6 +679,20 @@ static int repair_full(rc_ctx_t *ctx, memory_t *m, campaign_t *c, int64_t ends_a
     return rc;
 }
 
+/* rc_campaign.h */
+int rc_campaign_numbers_parse(const char *line, rc_campaign_numbers_t *n)
+{
+    int end = -1;
+
+    memset(n, 0, sizeof(*n));
+    if (sscanf(line, "%lld %lld %lld %d %d%n", &n->holds, &n->releasing, &n->orders, &n->lost,
+               &n->present, &end) != 5 ||
+        line[end] != '\0' || n->holds < 0 || n->releasing < 0 || n->orders < 0 ||
+        (n->lost != 0 && n->lost != 1) || n->present < 0 || n->present > 7)
+        return VC_ERR_PROTOCOL;
+    return 0;
+}
+
 /* One campaign: its numbers, then (when they do not settle it) a full read and its repairs. */
 static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
                int64_t ends_at_ms, int loaded, int repair, int64_t snapshot_ms, rc_summary_t *sum, char *err,
@@ -689,8 +703,8 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
     char k[5][64], max[24], limit[24], leader[1][64], *due, *line, *save = NULL;
     const char *keys[] = {k[0], k[1], k[2], k[3], k[4]};
     const char *args[] = {max, limit};
-    long long holds = 0, releasing = 0;
-    int lost = 0, present = 7, ndue = 0, rc;
+    rc_campaign_numbers_t nums;
+    int lost, ndue = 0, rc;
     size_t flying = 0;
     campaign_t c = {.id = id};
     memory_t *m = memory_of(id);
@@ -710,13 +724,18 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
         (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_due, 5, keys, 2, args, &taken, due,
                             RC_CAMPAIGN_DUE_BUF, err, errlen)) != 0)
         goto out;
-    if ((line = strtok_r(due, "\n", &save)) != NULL)
-        sscanf(line, "%lld %lld %*d %d %d", &holds, &releasing, &lost, &present);
+    if (!(line = strtok_r(due, "\n", &save)) || rc_campaign_numbers_parse(line, &nums) != 0) {
+        snprintf(err, errlen, "campaign %lld: campaign_due.lua answered \"%.80s\", not its numbers",
+                 (long long)id, line ? line : "");
+        rc = VC_ERR_PROTOCOL;
+        goto out;
+    }
+    lost = nums.lost;
     /*
      * Loaded once (campaign.redis_loaded_at): all its keys missing is a loss
      * too, unless the retention after endsAt took them (they expire together).
      */
-    if (loaded && (present & 3) != 3 &&
+    if (loaded && (nums.present & 3) != 3 &&
         !(ctx->cfg->redis_retention_ms > 0 &&
           vc_time_now_ms() >= vc_redis_expire_at(ends_at_ms, ctx->cfg->redis_retention_ms)))
         lost = 1;
@@ -726,10 +745,10 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
         vc_warn("campaign %lld: Redis lost its taken codes or its customers' counts: new "
                 "orders are refused until they are rebuilt",
                 (long long)id);
-    else if (taken != live && flying == 0 && releasing == 0)
+    else if (taken != live && flying == 0 && nums.releasing == 0)
         vc_warn("campaign %lld: %lld codes taken in Redis, %lld live rows in PostgreSQL, "
                 "%lld holds",
-                (long long)id, (long long)taken, (long long)live, holds);
+                (long long)id, (long long)taken, (long long)live, nums.holds);
     /*
      * The campaign's numbers are read (as the vouchers' counters at
      * reconciler-after-remaining); its rows and orders are not yet: a test
@@ -739,7 +758,8 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
     if (!repair)
         goto out;
     /* Quiet by the numbers: read in full only every full_every_ms (always with --once). */
-    if (!ctx->force_full && !rc_campaign_needs_full(lost, taken, live, releasing, ndue, flying) &&
+    if (!ctx->force_full &&
+        !rc_campaign_needs_full(lost, taken, live, nums.releasing, ndue, flying) &&
         ctx->cfg->full_every_ms > 0 && m->last_full_ms &&
         mono - m->last_full_ms < ctx->cfg->full_every_ms)
         goto out;

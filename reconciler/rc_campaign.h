@@ -16,6 +16,21 @@
 #include "rc_pass.h"
 #include "rc_plan.h"
 
+/* A campaign's numbers, as campaign_due.lua's first line gives them. */
+typedef struct {
+    long long holds, releasing, orders;
+    int lost;    /* taken or users missing beside another of the campaign's keys */
+    int present; /* 1 taken exists, + 2 users, + 4 orders */
+} rc_campaign_numbers_t;
+
+/*
+ * Pure: parses campaign_due.lua's first line, "holds releasing orders lost keys"
+ * (five integers, each within its range), into *n. Returns 0, or
+ * VC_ERR_PROTOCOL when the line is anything else: a short or malformed answer
+ * is an error, never numbers that read as "every key present, nothing lost".
+ */
+int rc_campaign_numbers_parse(const char *line, rc_campaign_numbers_t *n);
+
 /*
  * Pure: whether the numbers of a campaign ask for a full read. lost is
  * campaign_due.lua's (taken or users missing beside the other keys); taken

@@ -11,11 +11,13 @@
 #ifndef RC_RAISE_H
 #define RC_RAISE_H
 
-#include <libpq-fe.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "rc_redis.h"
+
+/* libpq's connection, kept opaque here as rc_pg.h does: no PostgreSQL type reaches the header. */
+struct pg_conn;
 
 typedef enum {
     RC_LIMIT_NONE,  /* the counter reflects PostgreSQL's total */
@@ -49,7 +51,7 @@ typedef int (*rc_limit_proof_fn)(void *arg, char *err, size_t errlen);
  * *changed 1 when the counter or the key was written), or a negative error
  * with err set.
  */
-int rc_limit_sync(PGconn *pg, rc_redis_t *redis, const char *code, int64_t snapshot_total,
+int rc_limit_sync(struct pg_conn *pg, rc_redis_t *redis, const char *code, int64_t snapshot_total,
                   rc_limit_proof_fn prove, void *prove_arg, int *changed, char *err,
                   size_t errlen);
 

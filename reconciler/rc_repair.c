@@ -391,9 +391,14 @@ static int customer_counts(const repair_args_t *a, int first, char (**pairs)[24]
     }
     for (size_t i = 0; i < norders; i++) {
         const char *value = a->args[first + 4 * i + 1];
-        size_t len = strlen(value);
-        if (len > 0 && (value[len - 1] == 'H' || value[len - 1] == 'C'))
-            ids[held++] = strtoll(value, NULL, 10);
+        vc_order_value_t v;
+        /*
+         * Through the one strict parser (vc_order_value.h): a value it refuses
+         * is a bug of rc_plan_order_value(), which wrote it, and counts nobody.
+         */
+        if (vc_order_value_parse(value, strlen(value), &v) == 0 &&
+            (v.state == 'H' || v.state == 'C'))
+            ids[held++] = v.customer_id;
     }
     qsort(ids, held, sizeof(*ids), cmp_customer);
     for (size_t i = 0, j; i < held; i = j) {

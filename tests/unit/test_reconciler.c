@@ -130,6 +130,30 @@ START_TEST(campaign_needs_full)
 }
 END_TEST
 
+/*
+ * campaign_due.lua's numbers are parsed strictly: a short or malformed line is an
+ * error, never "every key present, nothing lost" (it used to start from 7 and
+ * take whatever sscanf left).
+ */
+START_TEST(campaign_numbers_strict)
+{
+    static const char *const bad[] = {
+        "", "3 1 4 0", "3 1 4 0 7 9", "3 1 4 2 7", "3 1 4 0 8", "-1 1 4 0 7",
+        "3 1 4 0 7x", "three 1 4 0 7", "3 1 4 0 -1",
+    };
+    rc_campaign_numbers_t n;
+
+    ck_assert_int_eq(rc_campaign_numbers_parse("3 1 4 0 7", &n), 0);
+    ck_assert(n.holds == 3 && n.releasing == 1 && n.orders == 4 && n.lost == 0 &&
+              n.present == 7);
+    ck_assert_int_eq(rc_campaign_numbers_parse("0 0 0 1 0", &n), 0);
+    ck_assert(n.lost == 1 && n.present == 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(rc_campaign_numbers_parse(bad[i], &n) == VC_ERR_PROTOCOL, "accepted \"%s\"",
+                      bad[i]);
+}
+END_TEST
+
 START_TEST(consistent_when_everything_agrees)
 {
     rc_orders_t m;
@@ -876,6 +900,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("releases");
     tcase_add_test(tc, release_decisions);
+    tcase_add_test(tc, campaign_numbers_strict);
     tcase_add_test(tc, release_decisions_parked);
     tcase_add_test(tc, verdict_parked);
     tcase_add_test(tc, unsent_orders_and_hold_identity);
