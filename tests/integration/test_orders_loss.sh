@@ -14,7 +14,7 @@
 # key by more than the uses it holds back for no order (the outside key), it
 # counts uses whose orders went with the hash.
 source "$(dirname "$0")/lib.sh"
-plan 57
+plan 59
 
 reserve() { # CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"
@@ -239,3 +239,11 @@ rebuild
 is "$(rcli GET "$(key remaining)")" 3 "used_count raised by hand to 2: the reconciler lowered the counter to 3"
 reserve 33 "$code-o1"
 is "$(answer) $(rcli GET "$(key remaining)")" "201  2" "a new order is taken, not refused as a lost orders hash"
+# A later endsAt moves the outside key's expiry with the counter's (gw_limit_extend()): expired
+# first, it would read as 0, and the voucher would look lost (503) once its orders hash is gone.
+before=$(rcli PEXPIRETIME "$(key outside)")
+admin PATCH "/vouchers/$code" '{"endsAt":"2099-06-01T00:00:00Z"}'
+is "$status $(rcli GET "$(key outside)")" "200 2" "endsAt moved later: 200, 2 uses held back for no order"
+after=$(rcli PEXPIRETIME "$(key outside)")
+ok "$([ "$after" -gt "$before" ] && [ "$after" = "$(rcli PEXPIRETIME "$(key remaining)")" ]; echo $?)" \
+  "the outside key's expiry moved later with the counter's ($before -> $after)"
