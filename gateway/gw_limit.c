@@ -192,17 +192,24 @@ done:
 int gw_limit_extend(gw_limit_redis_t *r, const char *code, int64_t expire_at_ms, char *err,
                     size_t errlen)
 {
-    static const int slot_keys[] = {GW_KEY_REMAINING, GW_KEY_USERS,   GW_KEY_ORDERS,
-                                    GW_KEY_HOLDS,     GW_KEY_AMOUNTS, GW_KEY_LIMIT};
-    char keys[GW_KEY_COUNT][GW_KEY_MAX], at[24], cursor[24] = "0";
+    char keys[GW_KEY_COUNT][GW_KEY_MAX], outside[GW_KEY_MAX], at[24], cursor[24] = "0";
+    /*
+     * The outside key too (common/lua/outside.lua): expired before the
+     * counter, it would read as 0, and a voucher holding uses back for no
+     * order, with no orders hash, would look lost (503) until the rebuild.
+     */
+    const char *slot_keys[] = {keys[GW_KEY_REMAINING], keys[GW_KEY_USERS], keys[GW_KEY_ORDERS],
+                               keys[GW_KEY_HOLDS],     keys[GW_KEY_AMOUNTS], keys[GW_KEY_LIMIT],
+                               outside};
     unsigned slot = vc_redis_tag_slot(code);
     redisReply *reply;
     int rc = 0;
 
     gw_app_keys(code, keys);
+    gw_app_key(code, "}:outside", outside);
     snprintf(at, sizeof(at), "%lld", (long long)expire_at_ms);
     for (size_t i = 0; i < sizeof(slot_keys) / sizeof(slot_keys[0]); i++) {
-        const char *argv[] = {"PEXPIREAT", keys[slot_keys[i]], at, "GT"};
+        const char *argv[] = {"PEXPIREAT", slot_keys[i], at, "GT"};
         size_t argvlen[] = {9, strlen(argv[1]), strlen(at), 2};
         if (!(reply = run(r, slot, 4, argv, argvlen, err, errlen)))
             return VC_ERR_UNAVAILABLE;

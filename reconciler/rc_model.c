@@ -263,13 +263,7 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
         if (n->redis_users == 0 && n->users_missing == 0 && redis_orders(orders) > 0)
             n->users_missing = 1;
     }
-    /*
-     * No orders hash beside users or amounts (written with every order, and
-     * deleted by forget.lua with the last one): it was lost, and its
-     * released orders with it. rc_plan_repairs() rebuilds it (rebuild.lua).
-     */
-    if (n->redis_loaded && redis_orders(orders) == 0 && (n->redis_users > 0 || n->redis_amounts > 0))
-        n->orders_lost = 1;
+    n->orders_lost = rc_model_orders_lost(n, redis_orders(orders));
     n->bound = vc_remaining_bound(n->total_limit, n->uncounted, n->accounted);
 
     if (n->live_rows > n->used_count)
@@ -303,6 +297,26 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
                                                    n->parked_held)
         return n->parked_held > 0 ? RC_PARKED : RC_BEHIND;
     return RC_UNDERSOLD;
+}
+
+int rc_model_orders_lost(const rc_numbers_t *n, int64_t redis_orders)
+{
+    if (!n->redis_loaded || redis_orders > 0)
+        return 0;
+    /*
+     * No orders hash beside users or amounts (written with every order, and
+     * deleted by forget.lua with the last one): it was lost, and its
+     * released orders with it. rc_plan_repairs() rebuilds it (rebuild.lua).
+     */
+    if (n->redis_users > 0 || n->redis_amounts > 0)
+        return 1;
+    /*
+     * Users and amounts lost with it: the counter still tells. Every use
+     * taken has its order in the hash until it is given back, so with no
+     * orders the counter is the limit key less the uses it holds back for no
+     * order (the outside key); below that, orders holding uses were lost.
+     */
+    return n->redis_limit >= 0 && n->redis_limit - n->redis_remaining > n->redis_outside;
 }
 
 int rc_model_redis_drift(const rc_numbers_t *n)

@@ -106,6 +106,9 @@ typedef struct {
     int64_t redis_remaining; /* read with Redis's orders, at the same moment (rc_redis_orders()) */
     int64_t redis_users;     /* customers in Redis's users hash, read with them; -1 not read */
     int64_t redis_amounts;   /* 1: Redis's amounts hash exists, read with them */
+    int64_t redis_limit;     /* Redis's limit key, read with them; -1 absent or not read */
+    int64_t redis_outside;   /* Redis's outside key (the uses the counter holds back for no
+                                order), read with them; 0 absent */
     /* Derived by rc_model_judge(): */
     int64_t in_flight_events;
     int64_t pg_live_after;    /* live orders once the writer caught up */
@@ -134,8 +137,10 @@ typedef struct {
     int64_t users_missing;    /* customers holding uses in Redis's orders, absent from users
                                  (the hash was lost): they could pass their limit */
     int64_t orders_lost;      /* 1: the counter is loaded and the orders hash is not, while
-                                 users or amounts is: the hash was lost (with its released
-                                 orders) and reserve.lua refuses new orders until rebuild.lua */
+                                 users or amounts is, or the counter is below the limit key
+                                 by more than the outside key: the hash was lost (with its
+                                 released orders) and reserve.lua refuses new orders until
+                                 rebuild.lua (rc_model_orders_lost()) */
     int64_t parked;           /* dead letters of the voucher parked in PostgreSQL (read, not derived) */
     int64_t parked_held;      /* held or confirmed in Redis, unknown downstream, with a parked letter */
     int64_t discarding;       /* the same with a discarded letter: the use is to be given back */
@@ -157,6 +162,17 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
  * used_count and in_flight_events. Pure.
  */
 int rc_model_quiet(const rc_numbers_t *n, int64_t due_holds, int64_t releasing);
+
+/*
+ * Whether Redis lost the voucher's orders hash while its counter stayed
+ * (proto/redis-keys.md, "A lost orders hash"; orders_lost.lua is the same
+ * rule in Lua, which reserve.lua refuses new orders by): loaded, no order in
+ * Redis (redis_orders, the orders read), and users or amounts there, or the
+ * counter below the limit key by more than the outside key. Reads
+ * n->redis_loaded, redis_remaining, redis_users, redis_amounts, redis_limit
+ * and redis_outside. Pure.
+ */
+int rc_model_orders_lost(const rc_numbers_t *n, int64_t redis_orders);
 
 /*
  * Whether Redis, loaded, disagrees with what PostgreSQL and the events in

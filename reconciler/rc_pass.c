@@ -318,6 +318,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
 
     for (size_t i = 0; i < vs.len; i++) {
         rc_voucher_t *v = &vs.v[i];
+        rc_redis_counts_t c;
         int bad = 0;
 
         if (!v->full) {
@@ -326,10 +327,15 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         }
         /* The counter is read again with the orders, at one moment: the verdict compares those. */
         if ((rc = rc_plan_replay(v)) != 0 ||
-            (rc = rc_redis_orders(ctx->redis, v->code, ctx->cfg->orders_scan_above, &v->orders, &v->n.redis_loaded,
-                                  &v->n.redis_remaining, &v->n.redis_users,
-                                  &v->n.redis_amounts, &bad, err, errlen)) != 0)
+            (rc = rc_redis_orders(ctx->redis, v->code, ctx->cfg->orders_scan_above, &v->orders, &c,
+                                  &bad, err, errlen)) != 0)
             goto out;
+        v->n.redis_loaded = c.loaded;
+        v->n.redis_remaining = c.remaining;
+        v->n.redis_users = c.users;
+        v->n.redis_amounts = c.amounts;
+        v->n.redis_limit = c.limit;
+        v->n.redis_outside = c.outside;
         if (bad)
             vc_warn("%s: %d orders in Redis could not be read", v->code, bad);
         if ((rc = rc_plan_judge_full(v, vc_time_now_ms(), vc_time_mono_ms(),

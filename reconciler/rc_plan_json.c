@@ -218,6 +218,7 @@ static int read_numbers(const vc_jdoc_t *d, rc_voucher_t *v, char *err, size_t e
     }
     v->n.live_rows = v->full ? 0 : v->n.used_count;
     v->n.redis_users = -1;
+    v->n.redis_limit = -1; /* the plan's input carries no limit key: not told lost by it */
     if (!vc_jdoc_has(d, "redis"))
         return 0; /* Redis has no counter for it */
     if ((rc = vc_jdoc_obj(d, "redis", &redis, err, errlen)) != 0 ||

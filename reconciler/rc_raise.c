@@ -114,6 +114,10 @@ int rc_limit_sync(PGconn *pg, rc_redis_t *redis, const char *code, int64_t snaps
                        sizeof(answer), err, errlen);
     /* The lock is held until Redis answered: a PATCH waits for this step to end. */
     end_tx(pg, 0);
+    if (rc == 0 && status == -3)
+        vc_warn("%s: the limit sync waits: the voucher's orders hash is lost, and the rebuild "
+                "comes first (a lower counts the orders)",
+                code);
     if (rc != 0 || status != 1)
         return rc;
     *changed = 1;

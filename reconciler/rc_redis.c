@@ -202,24 +202,34 @@ int rc_redis_mark(rc_redis_t *r, const char *leader_key, int64_t expire_at_ms, c
 }
 
 /* Parses a counter's value: 0, or VC_ERR_PROTOCOL with err set. */
-static int parse_remaining(const redisReply *reply, const char *code, int *loaded,
-                           int64_t *remaining, char *err, size_t errlen)
+/*
+ * A GET of voucher:{code}:suffix, a number: *present 1 and *value set, or
+ * *present 0 and *value 0 for nil. 0, or an error with err set.
+ */
+static int parse_number(const redisReply *reply, const char *code, const char *suffix, int *present,
+                        int64_t *value, char *err, size_t errlen)
 {
-    *loaded = 0;
-    *remaining = 0;
+    *present = 0;
+    *value = 0;
     if (reply->type == REDIS_REPLY_STRING) {
         char *end;
-        *remaining = strtoll(reply->str, &end, 10);
-        *loaded = 1;
-        if (*end) {
-            snprintf(err, errlen, "Redis: voucher:{%s}:remaining is not a number", code);
+        *value = strtoll(reply->str, &end, 10);
+        *present = 1;
+        if (*end || reply->len == 0) {
+            snprintf(err, errlen, "Redis: voucher:{%s}:%s is not a number", code, suffix);
             return VC_ERR_PROTOCOL;
         }
     } else if (reply->type != REDIS_REPLY_NIL) {
-        snprintf(err, errlen, "Redis: unexpected reply to GET voucher:{%s}:remaining", code);
+        snprintf(err, errlen, "Redis: unexpected reply to GET voucher:{%s}:%s", code, suffix);
         return VC_ERR_PROTOCOL;
     }
     return 0;
+}
+
+static int parse_remaining(const redisReply *reply, const char *code, int *loaded,
+                           int64_t *remaining, char *err, size_t errlen)
+{
+    return parse_number(reply, code, "remaining", loaded, remaining, err, errlen);
 }
 
 int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *remaining, char *err,
@@ -292,7 +302,7 @@ int rc_redis_limit(rc_redis_t *r, const char *code, int *present, int64_t *limit
     reply = command_on(r, vc_redis_tag_slot(code), 2, argv);
     if ((rc = check_reply(r, reply, "GET limit", err, errlen)) != 0)
         return rc;
-    rc = parse_remaining(reply, code, present, limit, err, errlen);
+    rc = parse_number(reply, code, "limit", present, limit, err, errlen);
     freeReplyObject(reply);
     return rc;
 }
@@ -362,40 +372,53 @@ static int exec_reply(redisContext *ctx, int n, const char *what, const char *co
 }
 
 /* The orders, the counter and the sizes in one MULTI/EXEC (rc_redis_orders()). */
-static int orders_at_once(rc_redis_t *r, const char *code, rc_orders_t *m, int *loaded,
-                          int64_t *remaining, int64_t *users, int64_t *amounts, int *bad,
-                          char *err, size_t errlen)
+static int orders_at_once(rc_redis_t *r, const char *code, rc_orders_t *m, rc_redis_counts_t *c,
+                          int *bad, char *err, size_t errlen)
 {
     redisReply *reply = NULL, *orders;
     redisContext *ctx = conn_for(r, code, err, errlen);
-    int rc = 0;
+    int rc = 0, present;
 
     *bad = 0;
     if (!ctx)
         return VC_ERR_UNAVAILABLE;
-    /* Pipelined: MULTI, GET, HGETALL, HLEN, EXISTS, EXEC; only EXEC's reply carries the values. */
+    /*
+     * Pipelined: MULTI, GET, HGETALL, HLEN, EXISTS, GET, GET, EXEC; only
+     * EXEC's reply carries the values.
+     */
     redisAppendCommand(ctx, "MULTI");
     redisAppendCommand(ctx, "GET voucher:{%s}:remaining", code);
     redisAppendCommand(ctx, "HGETALL voucher:{%s}:orders", code);
     redisAppendCommand(ctx, "HLEN voucher:{%s}:users", code);
     redisAppendCommand(ctx, "EXISTS voucher:{%s}:amounts", code);
+    redisAppendCommand(ctx, "GET voucher:{%s}:limit", code);
+    redisAppendCommand(ctx, "GET voucher:{%s}:outside", code);
     redisAppendCommand(ctx, "EXEC");
-    if ((rc = exec_reply(ctx, 4, "MULTI GET HGETALL HLEN EXISTS EXEC", code, &reply, err,
+    if ((rc = exec_reply(ctx, 6, "MULTI GET HGETALL HLEN EXISTS GET GET EXEC", code, &reply, err,
                          errlen)) != 0)
         goto out;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 4 ||
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 6 ||
         reply->element[1]->type != REDIS_REPLY_ARRAY ||
         reply->element[2]->type != REDIS_REPLY_INTEGER ||
         reply->element[3]->type != REDIS_REPLY_INTEGER) {
-        snprintf(err, errlen, "Redis: unexpected reply to EXEC (GET, HGETALL, HLEN, EXISTS) of %s",
+        snprintf(err, errlen,
+                 "Redis: unexpected reply to EXEC (GET, HGETALL, HLEN, EXISTS, GET, GET) of %s",
                  code);
         rc = VC_ERR_PROTOCOL;
         goto out;
     }
-    if ((rc = parse_remaining(reply->element[0], code, loaded, remaining, err, errlen)) != 0)
+    if ((rc = parse_remaining(reply->element[0], code, &c->loaded, &c->remaining, err, errlen)) !=
+            0 ||
+        (rc = parse_number(reply->element[4], code, "limit", &present, &c->limit, err, errlen)) !=
+            0)
         goto out;
-    *users = reply->element[2]->integer;
-    *amounts = reply->element[3]->integer;
+    if (!present)
+        c->limit = -1;
+    if ((rc = parse_number(reply->element[5], code, "outside", &present, &c->outside, err,
+                           errlen)) != 0)
+        goto out;
+    c->users = reply->element[2]->integer;
+    c->amounts = reply->element[3]->integer;
     orders = reply->element[1];
     for (size_t i = 0; i + 1 < orders->elements; i += 2) {
         redisReply *k = orders->element[i], *v = orders->element[i + 1];
@@ -570,9 +593,8 @@ static long long reply_int(const redisReply *reply)
  * read cannot be trusted to be that (its token expired, or the hash lost
  * orders without a write: expired, deleted): the caller reads at once.
  */
-static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k,
-                            const char *token, rc_orders_t *t, int *loaded, int64_t *remaining,
-                            int64_t *users, int64_t *amounts, int *kept, char *err,
+static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k, const char *token,
+                            rc_orders_t *t, rc_redis_counts_t *c, int *kept, char *err,
                             size_t errlen)
 {
     unsigned slot = vc_redis_tag_slot(code);
@@ -616,12 +638,20 @@ static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k,
         snprintf(err, errlen, "Redis: unexpected reply to scan_finish.lua of %s", code);
         return rc;
     }
-    if ((rc = parse_remaining(reply->element[1], code, loaded, remaining, err, errlen)) != 0) {
+    if ((rc = parse_remaining(reply->element[1], code, &c->loaded, &c->remaining, err, errlen)) !=
+        0) {
         freeReplyObject(reply);
         return rc;
     }
-    *users = reply->element[3]->integer;
-    *amounts = reply->element[4]->integer;
+    c->users = reply->element[3]->integer;
+    c->amounts = reply->element[4]->integer;
+    /*
+     * Not read: a read in pieces is kept only when the hash still holds what
+     * the pieces did (*kept below), so the orders hash exists and is not lost
+     * whatever the counter says against its limit key.
+     */
+    c->limit = -1;
+    c->outside = 0;
     rc = put_written(t, reply->element[5]);
     done = reply;
     if (rc != 0) {
@@ -706,8 +736,7 @@ static void pieces_count(const char *of, int kept)
 }
 
 int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orders_t *m,
-                    int *loaded, int64_t *remaining, int64_t *users, int64_t *amounts, int *bad,
-                    char *err, size_t errlen)
+                    rc_redis_counts_t *c, int *bad, char *err, size_t errlen)
 {
     rc_keys_t k;
     rc_orders_t t;
@@ -715,7 +744,7 @@ int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orde
     int begun, kept = 0, rc;
 
     if (scan_above < 0)
-        return orders_at_once(r, code, m, loaded, remaining, users, amounts, bad, err, errlen);
+        return orders_at_once(r, code, m, c, bad, err, errlen);
     rc_keys_of(code, &k);
     {
         const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_SCAN],
@@ -725,12 +754,11 @@ int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orde
             return rc;
     }
     if (!begun)
-        return orders_at_once(r, code, m, loaded, remaining, users, amounts, bad, err, errlen);
+        return orders_at_once(r, code, m, c, bad, err, errlen);
 
     rc_orders_init(&t);
     *bad = 0;
-    rc = orders_in_pieces(r, code, &k, token, &t, loaded, remaining, users, amounts, &kept, err,
-                          errlen);
+    rc = orders_in_pieces(r, code, &k, token, &t, c, &kept, err, errlen);
     for (size_t i = 0; rc == 0 && kept && i < t.cap; i++) {
         rc_order_t *o = rc_orders_at(&t, i), *into;
         vc_order_value_t v;
@@ -757,7 +785,7 @@ int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orde
     vc_warn("%s: the orders changed under their read in pieces in a way it cannot follow (the "
             "read outlived its %s ms, or the hash lost orders without a write): read at once",
             code, SCAN_LIFETIME_MS);
-    return orders_at_once(r, code, m, loaded, remaining, users, amounts, bad, err, errlen);
+    return orders_at_once(r, code, m, c, bad, err, errlen);
 }
 
 /* A campaign's keys, in the order rc_redis_campaign() uses them. */

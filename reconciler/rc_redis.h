@@ -94,21 +94,34 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
                        size_t errlen);
 
 /*
+ * What rc_redis_orders() reads beside a voucher's orders, at the same moment:
+ * what tells an orders hash lost from one never written (proto/redis-keys.md,
+ * "A lost orders hash"; reserve.lua refuses new orders then).
+ */
+typedef struct {
+    int loaded;        /* 1: the counter exists (rc_redis_remaining()) */
+    int64_t remaining; /* the counter; 0 when it is missing */
+    int64_t users;     /* customers in the users hash (HLEN) */
+    int64_t amounts;   /* 1: the amounts hash exists */
+    int64_t limit;     /* the limit key (the total_limit the counter reflects); -1 absent or
+                          not read */
+    int64_t outside;   /* the outside key (the uses the counter holds back for no order
+                          Redis holds); 0 absent or not read */
+} rc_redis_counts_t;
+
+/*
  * Reads every order of the voucher into m (redis_state and the stored
- * fields), and its counter and the number of customers in its users hash at
- * the same moment (MULTI/EXEC: no script runs between the reads, so they
- * describe one state of Redis): *loaded and *remaining as rc_redis_remaining()
- * sets them, *users the HLEN, *amounts 1 when the amounts hash exists (with
- * users, what tells an orders hash lost from one never written: reserve.lua
- * refuses new orders then). Unreadable values are skipped and counted in
- * *bad. An orders hash of more than scan_above orders (-1: never) is read in
- * pieces instead, with the same result: the state at one moment, that of the
- * read's last step (scan_begin.lua, HSCAN, scan_finish.lua), so that no one
- * command holds Redis up for long. Returns 0 or a negative error with err set.
+ * fields), and *c at the same moment (MULTI/EXEC: no script runs between the
+ * reads, so they describe one state of Redis). Unreadable values are skipped
+ * and counted in *bad. An orders hash of more than scan_above orders (-1:
+ * never) is read in pieces instead, with the same result: the state at one
+ * moment, that of the read's last step (scan_begin.lua, HSCAN,
+ * scan_finish.lua), so that no one command holds Redis up for long; such a
+ * read, kept only while the hash exists, leaves c->limit and c->outside not
+ * read. Returns 0 or a negative error with err set.
  */
 int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orders_t *m,
-                    int *loaded, int64_t *remaining, int64_t *users, int64_t *amounts, int *bad,
-                    char *err, size_t errlen);
+                    rc_redis_counts_t *c, int *bad, char *err, size_t errlen);
 
 /*
  * What a read of a campaign's Redis keys found (rc_redis_campaign()), handed

@@ -587,8 +587,13 @@ static int retake(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, 
     if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_rc_retake, 5,
                              keys, a.nargs, a.args, &status, answer, sizeof(answer), err,
                              errlen)) != 0 ||
-        status < 0)
+        status < 0) {
+        if (rc == 0 && status == -2)
+            vc_warn("%s: the orders hash was lost since this pass read it: the retake wrote "
+                    "nothing, the next pass rebuilds it",
+                    v->code);
         goto out;
+    }
     /* Taken again: the next pass must see them R anew before they count as revivable. */
     rc_plan_after_retake(v);
     parse_pair(answer, &before, &after);

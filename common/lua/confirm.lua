@@ -19,8 +19,10 @@
 --                                compared nor written there)
 -- KEYS[6] voucher:{CODE}:users, KEYS[7] voucher:{CODE}:remaining (the
 --                                gateway's, for a voucher: what tells a lost
---                                orders hash or counter from an unknown order;
---                                left out, no such order is always -1)
+--                                orders hash or counter from an unknown order,
+--                                with the limit and outside keys beside it,
+--                                read by orders_lost.lua; left out, no such
+--                                order is always -1)
 -- ARGV[1] orderId   ARGV[2] nowMs
 -- ARGV[3] the final orderAmount (absent: a confirm without a total)
 -- ARGV[4] the discount the voucher's rules give for ARGV[3], or "" when they

@@ -8,7 +8,9 @@
 -- (under the voucher's row lock): Redis never offers a use PostgreSQL does
 -- not have. A lower takes the uses from the counter only when the counter
 -- still has them; otherwise the used and held uses are above the new total.
--- O(1): no order is read.
+-- O(1): no order is read. The counter and the limit key move together, so
+-- what the counter holds back for no order (the outside key, outside.lua)
+-- stays as it is.
 --
 -- KEYS[1] voucher:{CODE}:remaining  KEYS[2] voucher:{CODE}:limit
 -- ARGV[1] PostgreSQL's total_limit before the change, for a counter loaded

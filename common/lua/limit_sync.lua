@@ -19,22 +19,35 @@
 -- ARGV[3] the limit key as the reconciler read it ("" when missing)
 --
 -- Returns {1, "before:after"} done, {-1, false} the counter is missing,
--- {-2, false} the limit key moved since it was read (the next pass judges).
+-- {-2, false} the limit key moved since it was read (the next pass judges),
+-- {-3, false} a lower or an adoption while the orders hash is lost
+-- (orders_lost.lua): nothing written, the sync runs again after the rebuild.
+-- A lower and an adoption set the outside key (outside.lua) with the orders
+-- they count.
 local before = redis.call('GET', KEYS[1])
 if not before then return {-1, false} end
 local have = redis.call('GET', KEYS[3])
 if (have or '') ~= ARGV[3] then return {-2, false} end
 local total = tonumber(ARGV[1])
 before = tonumber(before)
-local after = before
+local after, live = before, nil
 if have and total > tonumber(have) then
   after = before + (total - tonumber(have))
-elseif have and total < tonumber(have) then
-  after = remaining_bound(total, tonumber(ARGV[2]), count_taken(KEYS[2]))
-  if after > before then after = before end
+elseif not have or total < tonumber(have) then
+  -- Both count the orders Redis holds: with the orders hash lost they would
+  -- count none, and the lower would move the counter by less than the limit
+  -- key (or the adoption record the lost orders' uses as held back for no
+  -- order), hiding the loss reserve.lua refuses by. The rebuild first.
+  if voucher_orders_lost(KEYS[1], KEYS[2]) then return {-3, false} end
+  live = count_taken(KEYS[2])
+  if have then after = math.min(before, remaining_bound(total, tonumber(ARGV[2]), live)) end
 end
 if after ~= before then redis.call('SET', KEYS[1], after, 'KEEPTTL') end
 redis.call('SET', KEYS[3], total)
 local expire_at = redis.call('PEXPIRETIME', KEYS[1])
 if expire_at > 0 then redis.call('PEXPIREAT', KEYS[3], expire_at) end
+-- A raise moves the counter and the limit key together: what the counter
+-- holds back for no order (outside.lua) is unchanged. A lower, and a limit
+-- key adopted, change it: recorded with the orders counted now.
+if live then set_outside(KEYS[1], live) end
 return {1, before .. ':' .. after}

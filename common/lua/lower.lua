@@ -11,7 +11,12 @@
 -- Returns {1, "before:after"} lowered, {0, "before:before"} it already
 -- obeys the rule, {-1, false} it is missing.
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, false} end
+local lost = voucher_orders_lost(KEYS[1], KEYS[2])
 local live = count_taken(KEYS[2])
 local total = limit_total(KEYS[1], tonumber(ARGV[1]))
 local lowered, counter = settle(KEYS[1], total, tonumber(ARGV[2]), live)
+-- A counter lowered for uses counted without rows (used_count raised by
+-- hand) holds them back for no order: recorded, so that reserve.lua does not
+-- take it for a lost orders hash; a loss shown before stays shown.
+if not lost then set_outside(KEYS[1], live) end
 return {lowered, counter}

@@ -1,11 +1,12 @@
 -- rebuild_swap: the last step of a rebuild in steps (remaining_rule.lua
 -- comes before this; restore_stage.lua wrote the staged keys): what
 -- rebuild.lua does in one script, from the staged keys. At one moment: checks
--- that the counter exists, that the orders hash is still lost (missing, with
--- users or amounts telling the loss) and that every staged order is there,
+-- that the counter exists, that the orders hash is still lost (missing, and
+-- orders_lost.lua tells the loss) and that every staged order is there,
 -- then puts the staged orders in place with their holds, drops the releases
 -- begun that no order written holds, sets each customer's count to the staged one,
--- and the counter to the remaining rule's bound (raised or lowered).
+-- the counter to the remaining rule's bound (raised or lowered), and the
+-- outside key to what it then holds back for no order.
 -- Otherwise the staged keys are dropped and nothing else is written: the next
 -- pass judges the voucher again (proto/redis-keys.md, "A restore in steps").
 --
@@ -25,8 +26,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   drop_staged()
   return {-1, false}
 end
-if redis.call('EXISTS', KEYS[3]) == 1 or
-   (redis.call('EXISTS', KEYS[2]) == 0 and redis.call('EXISTS', KEYS[6]) == 0) or
+if not orders_lost(KEYS[3], KEYS[2], KEYS[6], KEYS[1]) or
    redis.call('HLEN', KEYS[7]) ~= tonumber(ARGV[4]) then
   drop_staged()
   return {-2, false}
@@ -56,4 +56,5 @@ local before = tonumber(redis.call('GET', KEYS[1]))
 local after = remaining_bound(total, tonumber(ARGV[2]), tonumber(ARGV[3]))
 if after ~= before then redis.call('SET', KEYS[1], after, 'KEEPTTL') end
 expire_placed(KEYS, tonumber(ARGV[5]))
+set_outside(KEYS[1], tonumber(ARGV[3]))
 return {written, before .. ':' .. after}

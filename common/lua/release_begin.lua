@@ -9,7 +9,8 @@
 -- KEYS[5] voucher:{CODE}:users  KEYS[6] voucher:{CODE}:amounts
 -- KEYS[7] voucher:{CODE}:remaining (the gateway's cancel of a voucher's
 --         order: what tells a lost orders hash or counter from an unknown
---         order; left out, no such order is always -1)
+--         order, with the limit and outside keys beside it, read by
+--         orders_lost.lua; left out, no such order is always -1)
 -- ARGV[1] orderId
 -- ARGV[2] why: "cancel" (the order service: held or confirmed -> X),
 --         "expire" (held and past heldUntil -> E), "undelivered" (held or

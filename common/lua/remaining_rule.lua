@@ -12,6 +12,7 @@
 -- common/vc_voucher.c is the same rule in C.
 
 -- @include orders_write.lua
+-- @include orders_lost.lua
 
 local function remaining_bound(total, uncounted, live)
   local bound = total - uncounted - live
@@ -27,7 +28,7 @@ end
 -- total would undersell for good. The limit sync (limit_sync.lua) alone
 -- brings the key to PostgreSQL's total.
 local function limit_key(remaining_key)
-  return (string.gsub(remaining_key, ':remaining$', ':limit'))
+  return voucher_key(remaining_key, 'limit')
 end
 
 local function limit_total(remaining_key, snapshot_total)
@@ -200,6 +201,19 @@ local function settle(remaining_key, total, uncounted, live)
   return 0, tostring(before) .. ':' .. tostring(before)
 end
 
+
+-- Whether the voucher's orders hash is lost (orders_lost.lua), for a repair
+-- that writes the outside key (outside.lua) after it lowered the counter or
+-- adopted a limit key (retake, lower, limit_sync). Asked before the repair
+-- changes anything (its own lowering would read as a loss), and while it
+-- says yes the repair leaves the outside key as it is: the uses of the lost
+-- orders would be written down as held back for no order, the loss hidden,
+-- and reserve.lua would take a retry of a lost order for a new one. The
+-- rebuild (rebuild.lua) writes the key once the orders are back.
+local function voucher_orders_lost(remaining_key, orders_key)
+  return orders_lost(orders_key, voucher_key(remaining_key, 'users'),
+                     voucher_key(remaining_key, 'amounts'), remaining_key)
+end
 
 -- Retention (proto/redis-keys.md): a voucher's keys expire together, at its
 -- endsAt plus VOUCHER_REDIS_RETENTION, the instant the gateway gave them when

@@ -34,8 +34,10 @@
 -- and ARGV[8] is "known" (nothing read beyond the order), -7 the customers'
 -- counts are lost (orders exist, users does not: nothing taken until the
 -- reconciler rebuilds them; or orders was lost: it does not exist while users
--- or amounts does, nothing taken until the reconciler rebuilds it from
--- PostgreSQL); order is the stored order value for 1, 0, -4 and -5.
+-- or amounts does, or while the counter is below its limit key by more than
+-- the outside key (orders_lost.lua), nothing taken until the reconciler
+-- rebuilds it from PostgreSQL); order is the stored order value for 1, 0, -4
+-- and -5.
 -- With KEYS[7]: status 1 and 0 are {status, order, nil, wait}, wait the ms
 -- other gateways' sold-out leases still run (the 201 waits that long); -1 with
 -- "snapshot:LEASE" is {-1, orderIds}, every orderId of the orders hash
@@ -71,14 +73,15 @@ local has_orders = redis.call('EXISTS', KEYS[3]) == 1
 if has_orders and redis.call('EXISTS', KEYS[2]) == 0 then
   return {-7, false}
 end
--- No orders, but users or amounts: the orders hash was lost (both are written
--- with every order, and forget.lua deletes them when it empties orders). Its
--- released orders (R) went with it: a retry of a cancelled orderId would take
--- a new use and get a 201 while PostgreSQL keeps the order RELEASED (the late
--- VoucherReserved changes nothing there), and a retry of a held one would take
--- its use twice. Refuse until the reconciler rebuilds orders from PostgreSQL
--- (rebuild.lua, proto/redis-keys.md "A lost orders hash").
-if not has_orders and orders_lost(KEYS[3], KEYS[2], KEYS[6]) then return {-7, false} end
+-- No orders, but users or amounts, or a counter below its limit key by more
+-- than the uses it holds back for no order: the orders hash was lost
+-- (orders_lost.lua says why each tells it). Its released orders (R) went with
+-- it: a retry of a cancelled orderId would take a new use and get a 201 while
+-- PostgreSQL keeps the order RELEASED (the late VoucherReserved changes
+-- nothing there), and a retry of a held one would take its use twice. Refuse
+-- until the reconciler rebuilds orders from PostgreSQL (rebuild.lua,
+-- proto/redis-keys.md "A lost orders hash").
+if not has_orders and orders_lost(KEYS[3], KEYS[2], KEYS[6], KEYS[1]) then return {-7, false} end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
 if used >= tonumber(ARGV[2]) then return {-2, false} end
 if tonumber(remaining) <= 0 then

@@ -43,4 +43,8 @@ redis.call('SET', limit_key(KEYS[1]), ARGV[1])
 if tonumber(ARGV[4]) and tonumber(ARGV[4]) > 0 then
   redis.call('PEXPIREAT', limit_key(KEYS[1]), tonumber(ARGV[4]))
 end
+-- The uses the counter holds back for no order (the uses counted without
+-- rows, or all of them when the orders hold more than the limit): with the
+-- orders merged whole, what reserve.lua compares with (outside.lua).
+set_outside(KEYS[1], live)
 return {1, live .. ':' .. remaining}

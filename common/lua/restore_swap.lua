@@ -4,8 +4,9 @@
 -- every staged order is there, then puts the staged orders in place, sets
 -- each customer's count to the staged one (users as set_users() leaves it),
 -- adds the staged holds, and sets the counter to the remaining rule's bound
--- and the limit key, as restore.lua does. Otherwise the staged keys are
--- dropped and nothing else is written: the next pass judges the voucher again.
+-- and the limit key and the outside key, as restore.lua does. Otherwise the
+-- staged keys are dropped and nothing else is written: the next pass judges
+-- the voucher again.
 --
 -- KEYS[1] remaining  KEYS[2] users  KEYS[3] orders  KEYS[4] holds
 -- KEYS[5] the staged orders  KEYS[6] the staged users  KEYS[7] the staged holds
@@ -44,4 +45,5 @@ local expire_at = tonumber(ARGV[5])
 expire_placed(KEYS, expire_at)
 redis.call('SET', limit_key(KEYS[1]), ARGV[1])
 if expire_at and expire_at > 0 then redis.call('PEXPIREAT', limit_key(KEYS[1]), expire_at) end
+set_outside(KEYS[1], live)
 return {1, live .. ':' .. remaining}

@@ -17,8 +17,16 @@
 --
 -- Returns {n, "before:after"}: n orders written; {-1, false} the counter is
 -- missing (the keys were lost: the restore rebuilds them; writing here would
--- make a voucher that looks loaded and is never restored).
+-- make a voucher that looks loaded and is never restored); {-2, false} the
+-- orders hash is lost (orders_lost.lua): the rebuild's case, nothing written.
+-- The outside key (outside.lua) is set to what the counter then holds back
+-- for no order.
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, false} end
+-- The orders hash lost since the pass read it: writing the snapshot's live
+-- orders would end the loss's sign without the orders taken after that read,
+-- or the released ones, and a retry of one would be a new order. The next
+-- pass sees the loss and rebuilds (rebuild.lua).
+if voucher_orders_lost(KEYS[1], KEYS[3]) then return {-2, false} end
 local written = merge(KEYS[3], KEYS[4], KEYS[5], 4)
 local live, per = count_taken(KEYS[3])
 -- Every customer, not only those written: the users hash may be what was lost.
@@ -26,4 +34,5 @@ raise_users(KEYS[2], per, KEYS[3])
 local total = limit_total(KEYS[1], tonumber(ARGV[1]))
 local _, counter = settle(KEYS[1], total, tonumber(ARGV[2]), live)
 expire_together(KEYS, tonumber(ARGV[3]))
+set_outside(KEYS[1], live)
 return {written, counter}

@@ -10,8 +10,11 @@
 # orders, and the reconciler rebuilds the hash from PostgreSQL after the
 # restore delay, released orders included, with the counter and the counts
 # set to it (rebuild.lua, proto/redis-keys.md "A lost orders hash").
+# With users and amounts lost too (7, 8), the counter tells: below its limit
+# key by more than the uses it holds back for no order (the outside key), it
+# counts uses whose orders went with the hash.
 source "$(dirname "$0")/lib.sh"
-plan 32
+plan 59
 
 reserve() { # CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"
@@ -27,8 +30,17 @@ rebuild() { # runs the reconciler once: a pass sees the loss, waits the delay, r
 }
 key() { echo "voucher:{$code}:$1"; }
 
-start_gateway
+token=admin-$RANDOM$RANDOM
+VOUCHER_ADMIN_TOKEN=$token start_gateway
 start_writer
+admin() { http "$@" -H "Authorization: Bearer $token"; }
+users_of() { # CUSTOMER... -> each customer's count in users, "-" for none
+  local c
+  for c in "$@"; do echo -n "$(rcli HGET "$(key users)" "$c" | sed 's/^$/-/') "; done
+}
+left() { # remaining, and total_limit - used_count in PostgreSQL
+  echo "$(rcli GET "$(key remaining)") $(sql "SELECT total_limit - used_count FROM voucher WHERE code = '$code'")"
+}
 
 # 1. A cancelled order, then the orders hash lost: the retry is not a new 201.
 code=$(unique_code ORDLOSS)
@@ -149,3 +161,89 @@ is "$(answer)" "404 NOT_FOUND" "and its cancel is 404"
 rebuild
 http POST "/vouchers/$code/reservations/$code-o1/confirm"
 is "$(answer)" "200 CONFIRMED" "once the reconciler restored the keys, o1 is confirmed: 200"
+
+# 7. The orders hash lost with users and amounts, the counter kept (an eviction
+#    of several keys, a partial restore, a DEL by hand). Before, nothing told
+#    the loss: the retry of a held order was a new order, its use taken twice,
+#    and the retake only lowers, so the voucher stayed undersold for good. Now
+#    the counter tells it: 4 - 2 held, no orders hash, nothing held back for
+#    no order.
+code=$(unique_code ORDGONE)
+new_voucher "$code" 4 2
+reserve 21 "$code-o1"
+is "$(answer)" "201 " "o1 reserved"
+reserve 22 "$code-o2"
+is "$(answer)" "201 " "o2 reserved"
+is "$(wait_rows "$code-o1 RESERVED,$code-o2 RESERVED")" "$code-o1 RESERVED,$code-o2 RESERVED" \
+  "PostgreSQL has both held"
+rcli DEL "$(key orders)" "$(key users)" "$(key amounts)" >/dev/null
+reserve 21 "$code-o1"
+is "$(answer)" "503 UNAVAILABLE" \
+  "orders, users and amounts lost: the retry of the held o1 is refused (503), not a new 201"
+is "$(rcli GET "$(key remaining)")" 2 "no second use was taken for o1: remaining 2"
+http POST "/vouchers/$code/reservations/$code-o2/confirm"
+is "$(answer)" "503 UNAVAILABLE" "a confirm of o2 while the orders hash is lost: 503, not 404"
+reserve 23 "$code-o3"
+is "$(answer)" "503 UNAVAILABLE" "so is a new order"
+rebuild
+ok "$(grep -q "wrote again a lost orders hash" "$scratch/once-$code.txt"; echo $?)" \
+  "the reconciler saw the loss and rebuilt the orders hash"
+reserve 21 "$code-o1"
+is "$status $(jq -r .replayed <<<"$body")" "201 true" "after the rebuild the retry of o1 is answered 201 replayed"
+is "$(left)" "2 2" "remaining 2 = total_limit 4 - used_count 2: one use per order, not undersold"
+is "$(users_of 21 22 23)" "1 1 - " "customers 21 and 22 hold one use each, 23 none"
+reserve 21 "$code-o4"
+is "$(answer)" "201 " "customer 21 takes a second use (per customer 2: the count is not one too high)"
+reserve 21 "$code-o5"
+is "$(answer)" "409 ALREADY_USED" "and a third is refused"
+reserve 23 "$code-o3"
+is "$(answer) $(rcli GET "$(key remaining)")" "201  0" "every use of the voucher is sold: o3 takes the last"
+
+# 8. Uses counted without rows (used_count above the live rows: an imported
+#    campaign, a counter set by hand) also leave the counter below its limit
+#    key with no orders hash; they are held back for no order (the outside
+#    key), so such a voucher is not taken for one whose orders were lost.
+code=$(unique_code ORDOUT)
+new_voucher "$code" 5 2
+sql "UPDATE voucher SET used_count = 2 WHERE code = '$code'" >/dev/null
+reserve 31 "$code-o1"
+is "$(answer) $(rcli GET "$(key remaining)")" "201  2" \
+  "2 of 5 uses counted without rows: the first order is taken (5 - 2 - 1), not refused as lost"
+is "$(wait_rows "$code-o1 RESERVED")" "$code-o1 RESERVED" "PostgreSQL has o1 held"
+rcli DEL "$(key orders)" "$(key users)" "$(key amounts)" >/dev/null
+reserve 31 "$code-o1"
+is "$(answer)" "503 UNAVAILABLE" "its orders, users and amounts lost: the retry of o1 is refused (503)"
+rebuild
+reserve 31 "$code-o1"
+is "$status $(jq -r .replayed <<<"$body")" "201 true" "after the rebuild the retry of o1 is answered 201 replayed"
+is "$(left) $(users_of 31)" "2 2 1 " "remaining 2 = total_limit 5 - used_count 3 (2 without rows), customer 31 holds 1"
+# All of them without rows, sold out at the load: 409, never a 503, and the
+# reconciler finds nothing lost.
+code=$(unique_code ORDOUT)
+new_voucher "$code" 3 2
+sql "UPDATE voucher SET used_count = 3 WHERE code = '$code'" >/dev/null
+reserve 32 "$code-o1"
+is "$(answer)" "409 OUT_OF_STOCK" "3 of 3 uses counted without rows: sold out (409), not refused as lost"
+rebuild
+ok "$(! grep -q "lost orders hash" "$scratch/once-$code.txt"; echo $?)" \
+  "the reconciler does not take it for a lost orders hash"
+reserve 32 "$code-o1"
+is "$(answer) $(rcli GET "$(key remaining)")" "409 OUT_OF_STOCK 0" "still sold out after its pass"
+# Counted without rows after the load (used_count raised by hand): the
+# reconciler lowers the counter, and holds those uses back for no order.
+code=$(unique_code ORDOUT)
+admin POST /vouchers "{\"code\":\"$code\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,\"perUserLimit\":2,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}"
+is "$status $(rcli GET "$(key remaining)")" "201 5" "a voucher created through the API: loaded with 5"
+sql "UPDATE voucher SET used_count = 2 WHERE code = '$code'" >/dev/null
+rebuild
+is "$(rcli GET "$(key remaining)")" 3 "used_count raised by hand to 2: the reconciler lowered the counter to 3"
+reserve 33 "$code-o1"
+is "$(answer) $(rcli GET "$(key remaining)")" "201  2" "a new order is taken, not refused as a lost orders hash"
+# A later endsAt moves the outside key's expiry with the counter's (gw_limit_extend()): expired
+# first, it would read as 0, and the voucher would look lost (503) once its orders hash is gone.
+before=$(rcli PEXPIRETIME "$(key outside)")
+admin PATCH "/vouchers/$code" '{"endsAt":"2099-06-01T00:00:00Z"}'
+is "$status $(rcli GET "$(key outside)")" "200 2" "endsAt moved later: 200, 2 uses held back for no order"
+after=$(rcli PEXPIRETIME "$(key outside)")
+ok "$([ "$after" -gt "$before" ] && [ "$after" = "$(rcli PEXPIRETIME "$(key remaining)")" ]; echo $?)" \
+  "the outside key's expiry moved later with the counter's ($before -> $after)"

@@ -125,10 +125,10 @@ FENCE = {"gateway": True}
 # stay where they were.
 SCAN = {"on": True}
 # Every key of an example, for rollback(k)'s snapshots: a voucher's (gw_app_keys(), the
-# reconciler's limit and the gateway's soldout) or a campaign's (proto/campaigns.md), and the
+# reconciler's limit and outside, and the gateway's soldout) or a campaign's (proto/campaigns.md), and the
 # claims of its orderIds (voucher-order:{ORDERID}).
 VOUCHER_SUFFIXES = ["remaining", "users", "orders", "holds", "releasing", "resent", "amounts",
-                    "paid", "limit", "soldout", "leader"]
+                    "paid", "limit", "outside", "soldout", "leader"]
 CAMPAIGN_SUFFIXES = ["taken", "users", "orders", "holds", "releasing", "resent", "amounts",
                      "paid", "leader"]
 
@@ -2302,6 +2302,10 @@ SWEEP_ACTIONS = {
     "lose_counter": lambda o: [["delete_key", {"key": "remaining"}]],   # a campaign's taken
     "lose_orders": lambda o: [["delete_key", {"key": "orders"}]],
     "lose_users": lambda o: [["delete_key", {"key": "users"}]],
+    # A voucher's orders, users and amounts lost together, the counter kept: only the counter
+    # against its limit key less the outside key tells the loss (orders_lost.lua).
+    "lose_orders_all": lambda o: [["delete_key", {"key": k}] for k in ("orders", "users",
+                                                                         "amounts")],
     "thaw": lambda o: [["thaw_leader", {}]],
     "link_down": lambda o: [["link_down", {}]],
     "failover": lambda o: [["failover", {}]],

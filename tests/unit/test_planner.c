@@ -73,6 +73,31 @@ static const plan_case_t cases[] = {
      10, 1, 9, {"a:C:R:-40000:C"}, NULL, NULL, 0, RC_BEHIND, "resume-due"},
 };
 
+/*
+ * No orders hash in Redis, nor users nor amounts (lost together, or never
+ * written): the counter against Redis's limit key (-1: absent) and outside
+ * key (the uses it holds back for no order) tells a loss (proto/redis-keys.md,
+ * "A lost orders hash").
+ */
+static const struct {
+    plan_case_t c;
+    int64_t limit_key, outside;
+} lost_cases[] = {
+    {{"orders, users and amounts lost, the counter below its limit key: rebuilt after the delay, "
+      "never a retake that only lowers",
+      10, 2, 8, {"a:-:R:60000", "b:-:C:60000"}, NULL, NULL, 0, RC_DRIFTED, "await-restore"},
+     10, 0},
+    {{"the counter below its limit key by the uses it holds back (without rows): nothing lost",
+      10, 3, 7, {NULL}, NULL, NULL, 0, RC_USED_WITHOUT_ROWS, "resume-due"},
+     10, 3},
+    {{"the counter below its limit key by more than it holds back: lost",
+      10, 3, 6, {"a:-:R:60000"}, NULL, NULL, 0, RC_DRIFTED, "await-restore"},
+     10, 2},
+    {{"no limit key (loaded before limit keys): not told lost, retaken",
+      10, 1, 9, {"a:-:R:60000"}, NULL, NULL, 0, RC_DRIFTED, "retake resume-due"},
+     -1, 0},
+};
+
 static vc_rd_status_t pg_of(char c)
 {
     return c == 'R' ? VC_RD_RESERVED : c == 'C' ? VC_RD_CONFIRMED : c == 'X' ? VC_RD_RELEASED
@@ -120,12 +145,13 @@ static rc_voucher_t *voucher(rc_vouchers_t *vs, rc_memory_entry_t *mem, int64_t 
     v->n.redis_loaded = remaining >= 0;
     v->n.redis_remaining = remaining >= 0 ? remaining : 0;
     v->n.redis_users = -1;
+    v->n.redis_limit = -1;
     return v;
 }
 
-START_TEST(plans_from_the_table)
+/* Judges and plans case c with Redis's limit key (-1: absent) and outside key. */
+static void check_plan(const plan_case_t *c, int64_t limit_key, int64_t outside)
 {
-    const plan_case_t *c = &cases[_i];
     rc_vouchers_t vs;
     rc_memory_entry_t mem = {0};
     rc_plan_config_t cfg = {GRACE, 10000, 1000};
@@ -134,6 +160,8 @@ START_TEST(plans_from_the_table)
     char got[256];
 
     v = voucher(&vs, &mem, c->total, c->used, c->remaining);
+    v->n.redis_limit = limit_key;
+    v->n.redis_outside = outside;
     mem.missing_since_ms = c->missing_since ? NOW - c->missing_since : 0;
     for (size_t i = 0; i < 6 && c->orders[i]; i++) {
         char id[16], redis, pg, flying = 0;
@@ -179,6 +207,17 @@ START_TEST(plans_from_the_table)
     rc_plan_free(&plan);
     rc_memory_entry_free(&mem);
     rc_vouchers_free(&vs);
+}
+
+START_TEST(plans_from_the_table)
+{
+    check_plan(&cases[_i], -1, 0);
+}
+END_TEST
+
+START_TEST(plans_for_a_lost_orders_hash)
+{
+    check_plan(&lost_cases[_i].c, lost_cases[_i].limit_key, lost_cases[_i].outside);
 }
 END_TEST
 
@@ -582,6 +621,8 @@ static Suite *planner_suite(void)
     TCase *tc = tcase_create("plan");
 
     tcase_add_loop_test(tc, plans_from_the_table, 0, (int)(sizeof(cases) / sizeof(cases[0])));
+    tcase_add_loop_test(tc, plans_for_a_lost_orders_hash, 0,
+                        (int)(sizeof(lost_cases) / sizeof(lost_cases[0])));
     tcase_add_test(tc, lost_orders_are_rebuilt_after_the_delay);
     tcase_add_test(tc, restore_waits_for_a_snapshot_past_the_delay);
     tcase_add_test(tc, expiries_are_bounded_by_batch);

@@ -45,8 +45,77 @@ static rc_numbers_t numbers(int64_t total, int64_t used, int64_t remaining)
     n.redis_loaded = 1;
     n.redis_remaining = remaining;
     n.redis_users = -1; /* not read: no users check */
+    n.redis_limit = -1; /* no limit key */
     return n;
 }
+
+/*
+ * What tells a voucher's orders hash lost (rc_model_orders_lost(), the same
+ * rule as orders_lost.lua): Redis's reads of one moment in, the sign out.
+ */
+static const struct {
+    const char *name;
+    int loaded;
+    int64_t orders, users, amounts, limit, remaining, outside;
+    int lost;
+} lost_cases[] = {
+    {"users without orders", 1, 0, 2, 0, -1, 5, 0, 1},
+    {"amounts without orders", 1, 0, 0, 1, -1, 5, 0, 1},
+    {"all three lost, the counter below its limit key", 1, 0, 0, 0, 10, 8, 0, 1},
+    {"all three lost, below by more than the outside key", 1, 0, 0, 0, 10, 6, 3, 1},
+    {"no orders, below by the outside key: uses without rows", 1, 0, 0, 0, 10, 7, 3, 0},
+    {"no orders, the counter at its limit key: never used (or all released, lost)", 1, 0, 0, 0,
+     10, 10, 0, 0},
+    {"no orders, no limit key (loaded before limit keys): nothing to compare", 1, 0, 0, 0, -1, 2,
+     0, 0},
+    {"no orders, raised above its limit key (set by hand): not lost", 1, 0, 0, 0, 10, 12, 0, 0},
+    {"orders there, the counter below its limit key: uses held", 1, 2, 2, 1, 10, 8, 0, 0},
+    {"the counter missing: the restore's case, not this", 0, 0, 2, 1, 10, 0, 0, 0},
+};
+
+START_TEST(orders_lost_from_the_table)
+{
+    rc_numbers_t n = numbers(10, 0, lost_cases[_i].remaining);
+
+    n.redis_loaded = lost_cases[_i].loaded;
+    n.redis_users = lost_cases[_i].users;
+    n.redis_amounts = lost_cases[_i].amounts;
+    n.redis_limit = lost_cases[_i].limit;
+    n.redis_outside = lost_cases[_i].outside;
+    ck_assert_msg(rc_model_orders_lost(&n, lost_cases[_i].orders) == lost_cases[_i].lost,
+                  "%s: want %d", lost_cases[_i].name, lost_cases[_i].lost);
+}
+END_TEST
+
+/*
+ * The judge, orders, users and amounts lost with two uses taken: DRIFTED and
+ * orders_lost (the plan rebuilds), not a retake that writes the live orders
+ * back and never raises the counter; with the two uses held back for no
+ * order instead (counted without rows), nothing is lost.
+ */
+START_TEST(judged_lost_when_the_counter_says_so)
+{
+    rc_orders_t m;
+    rc_numbers_t n = numbers(10, 2, 8);
+
+    rc_orders_init(&m);
+    add(&m, "a", 0, VC_RD_RESERVED);
+    add(&m, "b", 0, VC_RD_CONFIRMED);
+    n.redis_limit = 10;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_DRIFTED);
+    ck_assert_int_eq(n.orders_lost, 1);
+    rc_orders_free(&m);
+
+    rc_orders_init(&m);
+    n = numbers(10, 2, 8);
+    n.live_rows = 0;
+    n.redis_limit = 10;
+    n.redis_outside = 2;
+    ck_assert_int_eq(rc_model_judge(&m, &n, NOW, GRACE), RC_USED_WITHOUT_ROWS);
+    ck_assert_int_eq(n.orders_lost, 0);
+    rc_orders_free(&m);
+}
+END_TEST
 
 /* A campaign is read in full unless its numbers settle it: nothing lost, due, flying or releasing. */
 START_TEST(campaign_needs_full)
@@ -800,6 +869,9 @@ int main(void)
     TCase *tc = tcase_create("model");
 
     tcase_add_test(tc, consistent_when_everything_agrees);
+    tcase_add_loop_test(tc, orders_lost_from_the_table, 0,
+                        (int)(sizeof(lost_cases) / sizeof(lost_cases[0])));
+    tcase_add_test(tc, judged_lost_when_the_counter_says_so);
     tcase_add_test(tc, campaign_needs_full);
     tcase_add_test(tc, behind_while_a_reservation_is_in_flight);
     tcase_add_test(tc, an_unsent_hold_is_fresh_then_stranded);
