@@ -99,6 +99,36 @@ static redisReply *subscribe_one(gw_notify_t *n, redisContext *ctx, const char *
 }
 
 /*
+ * Says when Redis may evict the gateway's keys: a maxmemory-policy other than
+ * noeviction drops keys when Redis is full (volatile-* the guessing-limit
+ * buckets first: they have a TTL), and an evicted bucket is a full one, a
+ * guesser's tries forgotten without a word (issue 42; deploy/README.md,
+ * "Redis memory"). Asked on the listener's connection (ctx, not yet
+ * subscribed) each time it connects: at start and after every reconnection.
+ * An ACL may refuse CONFIG: then it says that it could not check.
+ */
+static void check_policy(redisContext *ctx)
+{
+    redisReply *r = redisCommand(ctx, "CONFIG GET maxmemory-policy");
+
+    if (!r)
+        return; /* the connection broke: the SUBSCRIBE after says so */
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_STRING) {
+        if (strcmp(r->element[1]->str, "noeviction") != 0)
+            vc_warn("redis maxmemory-policy is %s: a full redis may evict voucher keys and the "
+                    "guessing-limit buckets (their tries forgotten); set noeviction "
+                    "(deploy/README.md, \"Redis memory\")",
+                    r->element[1]->str);
+    } else {
+        vc_warn("could not check redis's maxmemory-policy (%s): it must be noeviction "
+                "(deploy/README.md, \"Redis memory\")",
+                r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    }
+    freeReplyObject(r);
+}
+
+/*
  * Connects and subscribes; returns the context (owned) or NULL. The guard's
  * channel is a command of its own, after the rules': an ACL that refuses it
  * (a deployment not updated) leaves the rules heard as before, and only the
@@ -111,6 +141,8 @@ static redisContext *subscribe(gw_notify_t *n, const vc_redis_url_t *u)
     redisContext *ctx = vc_redis_node_connect(u, u->host, u->port, tv, err, sizeof(err));
     redisReply *reply;
 
+    if (ctx)
+        check_policy(ctx);
     /* Channels are the same on every database (a SELECT changes nothing). */
     if (ctx && !answered(subscribe_one(n, ctx, GW_NOTIFY_CHANNEL))) {
         redisFree(ctx);
