@@ -105,26 +105,32 @@ static redisReply *subscribe_one(gw_notify_t *n, redisContext *ctx, const char *
  * guesser's tries forgotten without a word (issue 42; deploy/README.md,
  * "Redis memory"). Asked on the listener's connection (ctx, not yet
  * subscribed) each time it connects: at start and after every reconnection.
- * An ACL may refuse CONFIG: then it says that it could not check.
+ * INFO memory, not CONFIG GET: the documented ACL allows +info and refuses
+ * @dangerous (CONFIG would also show the passwords). An ACL that refuses INFO
+ * too gets a warning that the policy could not be checked.
  */
 static void check_policy(redisContext *ctx)
 {
-    redisReply *r = redisCommand(ctx, "CONFIG GET maxmemory-policy");
+    static const char field[] = "maxmemory_policy:";
+    redisReply *r = redisCommand(ctx, "INFO memory");
+    const char *at;
+    char policy[32] = "";
 
     if (!r)
         return; /* the connection broke: the SUBSCRIBE after says so */
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_STRING) {
-        if (strcmp(r->element[1]->str, "noeviction") != 0)
-            vc_warn("redis maxmemory-policy is %s: a full redis may evict voucher keys and the "
-                    "guessing-limit buckets (their tries forgotten); set noeviction "
-                    "(deploy/README.md, \"Redis memory\")",
-                    r->element[1]->str);
-    } else {
+    if (r->type == REDIS_REPLY_STRING && (at = strstr(r->str, field)) != NULL) {
+        size_t len = strcspn(at + sizeof(field) - 1, "\r\n");
+        snprintf(policy, sizeof(policy), "%.*s", (int)len, at + sizeof(field) - 1);
+    }
+    if (!policy[0])
         vc_warn("could not check redis's maxmemory-policy (%s): it must be noeviction "
                 "(deploy/README.md, \"Redis memory\")",
-                r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-    }
+                r->type == REDIS_REPLY_ERROR ? r->str : "no maxmemory_policy in INFO memory");
+    else if (strcmp(policy, "noeviction") != 0)
+        vc_warn("redis maxmemory-policy is %s: a full redis may evict voucher keys and the "
+                "guessing-limit buckets (their tries forgotten); set noeviction "
+                "(deploy/README.md, \"Redis memory\")",
+                policy);
     freeReplyObject(r);
 }
 

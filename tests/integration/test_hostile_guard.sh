@@ -12,11 +12,12 @@
 #   voucher_gateway_guard_write_errors_total and logged, not 404 (before: 10
 #   of 10 got 404, nothing counted); once Redis takes writes again, 404;
 # - a Redis whose maxmemory-policy would evict the buckets is named in a
-#   warning at start.
+#   warning at start; a Redis user that may not read INFO gets a warning
+#   that the policy could not be checked.
 # Each run guesses from addresses of its own (127.x.y.z, the loopback) so
 # that the stack's 127.0.0.1 buckets are left alone for the other tests.
 source "$(dirname "$0")/lib.sh"
-plan 10
+plan 11
 
 guessers() { python3 "$VOUCHER_SOURCE_DIR/tests/integration/hostile_guess.py" "$@"; }
 count() { tr ' ' '\n' <<<"$1" | awk -F: -v s="$2" '$1 == s { n = $2 } END { print n + 0 }'; }
@@ -27,12 +28,17 @@ old_maxmemory=$(rcli CONFIG GET maxmemory | sed -n 2p)
 old_policy=$(rcli CONFIG GET maxmemory-policy | sed -n 2p)
 fill_key="hostile_guard:fill:$$"
 restore_redis() {
+  [ -z "${noinfo_user:-}" ] || rcli ACL DELUSER "$noinfo_user" >/dev/null
   rcli DEL "$fill_key" >/dev/null
   rcli CONFIG SET maxmemory "${old_maxmemory:-0}" >/dev/null
   rcli CONFIG SET maxmemory-policy "${old_policy:-noeviction}" >/dev/null
 }
 # Redis is given back its memory even when the test fails half-way.
 trap 'restore_redis; finish' EXIT
+gateway_log=$VOUCHER_STACK_DIR/logs/$test_name-gateway.log
+# What the gateway logged since log_mark (the log is kept across runs).
+log_mark() { mark=$(wc -l <"$gateway_log" 2>/dev/null || echo 0); }
+logged_since() { tail -n +$((mark + 1)) "$gateway_log" | grep -q "$1"; }
 
 unset VOUCHER_API_TOKEN
 # The documented limits, and room for 500 connections from one address (the
@@ -63,6 +69,7 @@ is "$((n404 + n429))" 300 "every other one gets 429 (404 $n404 + 429 $n429)"
 # stack and the runbook require), then one value that takes it over: every
 # write is refused from then on, reads are not.
 errors_before=$(metric_sum "$admin" voucher_gateway_guard_write_errors_total)
+log_mark
 rcli CONFIG SET maxmemory-policy noeviction >/dev/null
 used=$(rcli INFO memory | awk -F: '$1 == "used_memory" { print $2 + 0 }')
 rcli CONFIG SET maxmemory $((used + 65536)) >/dev/null
@@ -86,7 +93,7 @@ ok "$([ "$n404" -le 1 ] && [ "$n503" -ge 9 ]; echo $?)" \
 errors_after=$(metric_sum "$admin" voucher_gateway_guard_write_errors_total)
 ok "$(awk -v a="${errors_after:-0}" -v b="${errors_before:-0}" 'BEGIN { exit !(a - b >= 9) }'; echo $?)" \
   "voucher_gateway_guard_write_errors_total counted them (${errors_before:-0} -> ${errors_after:-0})"
-grep -q "guessing limits: a try could not be taken.*redis full at maxmemory" "$VOUCHER_STACK_DIR/logs/$test_name-gateway.log"
+logged_since "guessing limits: a try could not be taken.*redis full at maxmemory"
 ok $? "the gateway says so in its log"
 restore_redis
 http POST "/vouchers/${p}_AFTER/reservations" \
@@ -97,9 +104,21 @@ daemon_stop "$test_name-gateway"
 
 # --- A policy that would evict the buckets is named at start.
 rcli CONFIG SET maxmemory-policy allkeys-lru >/dev/null
+log_mark
 start_gateway
-wait_for 0 10 bash -c "grep -q 'maxmemory-policy is allkeys-lru' '$VOUCHER_STACK_DIR/logs/$test_name-gateway.log'; echo \$?" >/dev/null
-grep -q "maxmemory-policy is allkeys-lru" "$VOUCHER_STACK_DIR/logs/$test_name-gateway.log"
-ok $? "a gateway started on a Redis with maxmemory-policy allkeys-lru warns that it would evict its keys"
-restore_redis
+policy_warned() { logged_since "maxmemory-policy is allkeys-lru"; echo $?; }
+ok "$(wait_for 0 10 policy_warned)" "a gateway started on a Redis with maxmemory-policy allkeys-lru warns that it would evict its keys"
 daemon_stop "$test_name-gateway"
+restore_redis
+
+# --- A Redis user that may not read INFO: the gateway says it could not check.
+noinfo_user=hostile_guard_$$ noinfo_pw=$(head -c12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+hostport=${VOUCHER_REDIS_URL#redis://}
+hostport=${hostport%%/*}
+rcli ACL SETUSER "$noinfo_user" on ">$noinfo_pw" '~*' '&*' '+@all' '-info' >/dev/null
+log_mark
+VOUCHER_REDIS_URL="redis://$noinfo_user:$noinfo_pw@$hostport/0" start_gateway
+not_checked() { logged_since "could not check redis's maxmemory-policy"; echo $?; }
+ok "$(wait_for 0 10 not_checked)" "a Redis user refused INFO: the gateway warns that it could not check the policy"
+daemon_stop "$test_name-gateway"
+rcli ACL DELUSER "$noinfo_user" >/dev/null
