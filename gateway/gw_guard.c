@@ -17,7 +17,6 @@
 #include "vc_metrics.h"
 #include "vc_time.h"
 
-#define GW_GUARD_KEY_MAX 96 /* guard:{cu:SCOPE:ID} and guard:{ip:SCOPE:ADDR} */
 
 /* ---- pure: bucket arithmetic ---- */
 
@@ -130,6 +129,76 @@ void gw_guard_flight_leave(gw_guard_cache_t *c, uint64_t key)
 {
     if (c->in_flight[key & CACHE_MASK] > 0)
         c->in_flight[key & CACHE_MASK]--;
+}
+
+int gw_guard_lease_enter(gw_guard_cache_t *c, uint64_t key, const char *bucket,
+                         const gw_guard_rate_t *rate)
+{
+    gw_guard_lease_t *l = &c->lease[key & CACHE_MASK];
+
+    if (l->key != key) {
+        if (l->busy > 0 || l->held > 0)
+            return GW_GUARD_LEASE_NONE; /* another bucket's, until its tries go back */
+        memset(l, 0, sizeof(*l));
+        l->key = key;
+        l->rate = *rate;
+        snprintf(l->bucket, sizeof(l->bucket), "%s", bucket);
+    }
+    l->busy++;
+    if (l->held > l->in_use) {
+        l->in_use++;
+        return GW_GUARD_LEASE_USED;
+    }
+    return GW_GUARD_LEASE_TAKEN;
+}
+
+void gw_guard_lease_taken(gw_guard_cache_t *c, uint64_t key, int64_t full_at)
+{
+    gw_guard_lease_t *l = &c->lease[key & CACHE_MASK];
+
+    if (l->key == key && full_at > l->full_at)
+        l->full_at = full_at;
+}
+
+int gw_guard_lease_settle(gw_guard_cache_t *c, uint64_t key, int how, int got, int failed,
+                          int64_t now_ms, int64_t *full_at)
+{
+    gw_guard_lease_t *l = &c->lease[key & CACHE_MASK];
+    int give = 0;
+
+    VC_ASSERT(l->key == key && l->busy > 0);
+    l->busy--;
+    if (how == GW_GUARD_LEASE_USED) {
+        l->in_use--;
+        if (failed)
+            l->held--; /* paid for when it was taken */
+    } else if (how == GW_GUARD_LEASE_TAKEN && got && !failed) {
+        if (l->held < GW_GUARD_LEASE_MAX)
+            l->held++;
+        else
+            give = 1;
+    }
+    *full_at = l->full_at;
+    if (l->busy == 0) {
+        l->idle_ms = now_ms;
+        if (l->held == 0)
+            memset(l, 0, sizeof(*l)); /* nothing to give back: free at once */
+    }
+    return give;
+}
+
+int gw_guard_lease_sweep(gw_guard_cache_t *c, int64_t now_ms, gw_guard_lease_t *out, int max)
+{
+    int n = 0;
+
+    for (int i = 0; i < GW_GUARD_CACHE_SLOTS && n < max; i++) {
+        gw_guard_lease_t *l = &c->lease[i];
+        if (l->key && l->busy == 0 && l->held > 0 && now_ms - l->idle_ms >= GW_GUARD_LEASE_IDLE_MS) {
+            out[n++] = *l;
+            memset(l, 0, sizeof(*l));
+        }
+    }
+    return n;
 }
 
 void gw_guard_cache_fail(gw_guard_cache_t *c, uint64_t key)
@@ -504,10 +573,10 @@ enum { B_CUSTOMER, B_IP, B_COUNT };
 /*
  * Per bucket: not used, waiting, let through from memory (nothing taken:
  * a failure spends), taken in Redis (given back unless the answer is a
- * failure), empty, Redis refused the script (an ACL, an error reply), Redis
+ * failure), taken from this gateway's lease (gw_guard.h), empty, Redis refused the script (an ACL, an error reply), Redis
  * unreachable, late or full (a take is a write).
  */
-enum { T_NONE, T_WAIT, T_MEMORY, T_TAKEN, T_EMPTY, T_ERROR, T_DOWN };
+enum { T_NONE, T_WAIT, T_MEMORY, T_TAKEN, T_LEASED, T_EMPTY, T_ERROR, T_DOWN };
 
 /* A guarded request's state, in its arena (req->guard). */
 typedef struct {
@@ -524,6 +593,7 @@ typedef struct {
     uint64_t epoch;          /* the check cache's epoch when the takes were sent */
     uint64_t ckey[B_COUNT];  /* each bucket's key in the check cache */
     int64_t full_at[B_COUNT]; /* a take's answer: when the bucket is full again */
+    int lease[B_COUNT];       /* GW_GUARD_LEASE_*: how the bucket's try goes with its lease */
     gw_guard_rate_t rate[B_COUNT];
     char key[B_COUNT][GW_GUARD_KEY_MAX];
 } guard_t;
@@ -548,15 +618,22 @@ static void bucket_key(char out[GW_GUARD_KEY_MAX], const char *prefix, const cha
     out[n] = '\0';
 }
 
-static int run_bucket(guard_t *g, int b, const char *op, gw_redis_cb cb, void *arg)
+/* Runs guard_bucket.lua's op on bucket b of g; a give gives n tries back. */
+static int run_bucket_n(guard_t *g, int b, const char *op, int n, gw_redis_cb cb, void *arg)
 {
-    char tries[VC_I64_TEXT], window[VC_I64_TEXT];
+    char tries[VC_I64_TEXT], window[VC_I64_TEXT], count[VC_I64_TEXT];
     const char *keys[] = {g->key[b]};
-    const char *args[] = {op, tries, window};
+    const char *args[] = {op, tries, window, count};
 
     vc_i64_text(tries, g->rate[b].tries);
     vc_i64_text(window, g->rate[b].window_ms);
-    return gw_redis_eval(g->app->redis, GW_SCRIPT_GUARD, cb, arg, 1, keys, 3, args);
+    vc_i64_text(count, n);
+    return gw_redis_eval(g->app->redis, GW_SCRIPT_GUARD, cb, arg, 1, keys, n > 1 ? 4 : 3, args);
+}
+
+static int run_bucket(guard_t *g, int b, const char *op, gw_redis_cb cb, void *arg)
+{
+    return run_bucket_n(g, b, op, 1, cb, arg);
 }
 
 /* Counts a bucket that could not be run, and says so at most every 10 s. */
@@ -624,25 +701,35 @@ static void settle_spends(guard_t *g);
 static void release(guard_t *g, int failed)
 {
     int64_t now_ms = (int64_t)uv_now(g->app->loop);
+    int give[B_COUNT] = {0, 0};
 
     g->settled = 1;
     uv_mutex_lock(&cache_lock);
     for (int b = 0; b < B_COUNT; b++) {
+        int paid = g->state[b] == T_TAKEN || g->state[b] == T_LEASED;
+        int64_t lease_full_at;
+
         if (g->state[b] == T_MEMORY)
             gw_guard_flight_leave(&cache, g->ckey[b]);
-        else if (g->state[b] == T_TAKEN && !failed)
+        if (g->lease[b] != GW_GUARD_LEASE_NONE) {
+            give[b] = gw_guard_lease_settle(&cache, g->ckey[b], g->lease[b], paid, failed,
+                                            vc_time_mono_ms(), &lease_full_at);
+            if (g->state[b] == T_LEASED)
+                g->full_at[b] = lease_full_at;
+        } else if (g->state[b] == T_TAKEN && !failed) {
+            give[b] = 1;
+        }
+        if (paid && !failed)
             gw_guard_cache_put(&cache, g->ckey[b], g->epoch, now_ms);
     }
     uv_mutex_unlock(&cache_lock);
-    if (failed) {
-        settle_spends(g);
-        return;
-    }
     for (int b = 0; b < B_COUNT; b++) {
         int rc;
-        if (g->state[b] == T_TAKEN && (rc = run_bucket(g, b, "give", given_cb, NULL)) != 0)
+        if (give[b] > 0 && (rc = run_bucket_n(g, b, "give", give[b], given_cb, NULL)) != 0)
             write_failed(OP_GIVE, rc);
     }
+    if (failed)
+        settle_spends(g);
 }
 
 static void decide(guard_t *g)
@@ -702,6 +789,11 @@ static void taken_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
         g->state[b] = T_TAKEN;
         g->full_at[b] = reply->item[1].integer;
         atomic_store(&writes_refused, 0); /* Redis takes writes again */
+        if (g->lease[b] != GW_GUARD_LEASE_NONE) {
+            uv_mutex_lock(&cache_lock);
+            gw_guard_lease_taken(&cache, g->ckey[b], g->full_at[b]);
+            uv_mutex_unlock(&cache_lock);
+        }
     } else {
         g->state[b] = T_EMPTY;
         if (reply->item[1].integer > g->retry_ms)
@@ -837,15 +929,19 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_gua
         if (g->rate[b].tries <= 0)
             continue;
         /*
-         * Remembered to hold a try, or (the spent set) spent by nobody since
-         * this gateway's subscription and index load: full; and not already
-         * in flight from memory. Not while Redis refuses writes: a failure
-         * let through now could not be spent.
+         * A try of this gateway's lease; else remembered to hold a try, or
+         * (the spent set) spent by nobody since this gateway's subscription
+         * and index load: full, and not already in flight from memory (not
+         * while Redis refuses writes: a failure let through now could not be
+         * spent); else a take in Redis.
          */
-        if (!refused &&
-            (gw_guard_cache_has(&cache, g->ckey[b], now_ms) ||
-             (trusted && !gw_guard_spent_has(&spent_set, skey[b], rnow))) &&
-            gw_guard_flight_enter(&cache, g->ckey[b]))
+        g->lease[b] = gw_guard_lease_enter(&cache, g->ckey[b], g->key[b], &g->rate[b]);
+        if (g->lease[b] == GW_GUARD_LEASE_USED)
+            g->state[b] = T_LEASED; /* a try this gateway holds, paid: first choice */
+        else if (!refused &&
+                 (gw_guard_cache_has(&cache, g->ckey[b], now_ms) ||
+                  (trusted && !gw_guard_spent_has(&spent_set, skey[b], rnow))) &&
+                 gw_guard_flight_enter(&cache, g->ckey[b]))
             g->state[b] = T_MEMORY;
         else
             ask++;
@@ -860,7 +956,7 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_gua
     for (int b = 0; b < B_COUNT; b++) {
         static const gw_redis_cb cb_of[B_COUNT] = {customer_cb, ip_cb};
 
-        if (g->rate[b].tries <= 0 || g->state[b] == T_MEMORY)
+        if (g->rate[b].tries <= 0 || g->state[b] == T_MEMORY || g->state[b] == T_LEASED)
             continue;
         g->waiting++;
         g->state[b] = T_WAIT;
@@ -990,7 +1086,7 @@ static void settle_spends(guard_t *g)
     int counted = 0;
 
     for (int b = 0; b < B_COUNT; b++)
-        counted += g->state[b] == T_MEMORY || g->state[b] == T_TAKEN;
+        counted += g->state[b] == T_MEMORY || g->state[b] == T_TAKEN || g->state[b] == T_LEASED;
     if (counted == 0)
         return;
     vc_metric_add(spent, 1);
@@ -1004,7 +1100,9 @@ static void settle_spends(guard_t *g)
         uint64_t skey;
         int64_t one_try, rnow;
 
-        if (g->state[b] != T_MEMORY && g->state[b] != T_TAKEN)
+        int paid = g->state[b] == T_TAKEN || g->state[b] == T_LEASED;
+
+        if (g->state[b] != T_MEMORY && !paid)
             continue;
         sp = st ? &st->spend[st->n++] : NULL;
         skey = gw_guard_spent_key(g->key[b], strlen(g->key[b]));
@@ -1017,10 +1115,12 @@ static void settle_spends(guard_t *g)
         rnow = redis_now();
         uv_mutex_lock(&cache_lock);
         gw_guard_cache_fail(&cache, g->ckey[b]);
-        gw_guard_spent_add(&spent_set, skey,
-                           g->state[b] == T_TAKEN ? g->full_at[b] : rnow + one_try, rnow);
+        /* A lease's try was taken earlier: full again no sooner than one try from now. */
+        if (paid && g->full_at[b] < rnow + one_try)
+            g->full_at[b] = rnow + one_try;
+        gw_guard_spent_add(&spent_set, skey, paid ? g->full_at[b] : rnow + one_try, rnow);
         uv_mutex_unlock(&cache_lock);
-        if (g->state[b] == T_TAKEN) {
+        if (paid) {
             /* Paid for before the lookup: only indexed and published. */
             if (sp) {
                 sp->settle = st;
@@ -1059,7 +1159,25 @@ void gw_guard_settle(gw_request_t *req, int status)
     release(g, g->mark >= 0 ? g->mark : status == 404);
 }
 
-/* ---- the spent set's feed ---- */
+/* ---- the spent set's feed, and the leases' return ---- */
+
+int gw_guard_leases_idle(gw_guard_lease_t *out, int max)
+{
+    int n;
+
+    if (!cache_ready)
+        return 0;
+    uv_mutex_lock(&cache_lock);
+    n = gw_guard_lease_sweep(&cache, vc_time_mono_ms(), out, max);
+    uv_mutex_unlock(&cache_lock);
+    return n;
+}
+
+void gw_guard_lease_given(int rc)
+{
+    if (rc != 0)
+        write_failed(OP_GIVE, rc);
+}
 
 int gw_guard_spent_wanted(void)
 {

@@ -167,6 +167,40 @@ int64_t gw_guard_retry_after_s(int64_t retry_ms);
  */
 #define GW_GUARD_MEMORY_IN_FLIGHT 1
 
+/*
+ * The lease of a bucket on this gateway: tries taken in Redis by requests
+ * that succeeded, kept here instead of given back, for the next requests of
+ * the bucket (issue 42: many honest requests of one address at once, an
+ * order service, each paid a take and a give). A try of the lease is a try
+ * taken: a failure that used it keeps it (paid), a success puts it back.
+ * Once no request of the bucket has been in flight on this gateway for
+ * GW_GUARD_LEASE_IDLE_MS, the listener thread gives the lease back to Redis
+ * (one give of all of it, gw_guard_leases_idle()). So the bound above holds
+ * as it is, and a lease holds no more tries than the bucket's requests in
+ * flight together here (at most GW_GUARD_LEASE_MAX): tries other gateways
+ * cannot take meanwhile, as the takes in flight were. A gateway that stops
+ * or dies loses its leases: the bucket refills them with time. One lease a
+ * slot of the cache: a bucket whose slot another bucket's lease holds takes
+ * and gives back each try as before.
+ */
+#define GW_GUARD_LEASE_MAX 256
+#define GW_GUARD_LEASE_IDLE_MS 100
+#define GW_GUARD_KEY_MAX 96 /* guard:{cu:SCOPE:ID} and guard:{ip:SCOPE:ADDR} */
+
+typedef struct {
+    uint64_t key;    /* the bucket (a cache key), or 0: free */
+    int busy;        /* its requests in flight that took in Redis or use the lease */
+    int held;        /* tries taken in Redis and kept here */
+    int in_use;      /* of them, used by requests in flight */
+    int64_t full_at; /* the latest take's answer (Redis's clock): for a failure's index */
+    int64_t idle_ms; /* when busy last came to 0 (monotonic clock) */
+    gw_guard_rate_t rate;
+    char bucket[GW_GUARD_KEY_MAX]; /* its Redis key, to give the lease back */
+} gw_guard_lease_t;
+
+/* How a request of a leased bucket came by its try (gw_guard_lease_settle()). */
+enum { GW_GUARD_LEASE_NONE, GW_GUARD_LEASE_TAKEN, GW_GUARD_LEASE_USED };
+
 typedef struct {
     uint64_t epoch; /* failures settled (and their spends answered) so far */
     struct {
@@ -174,6 +208,7 @@ typedef struct {
         int64_t until_ms; /* remembered until then (monotonic clock) */
     } slot[GW_GUARD_CACHE_SLOTS];
     int in_flight[GW_GUARD_CACHE_SLOTS]; /* let through from memory and not settled, by slot */
+    gw_guard_lease_t lease[GW_GUARD_CACHE_SLOTS];
 } gw_guard_cache_t;
 
 /* Empties c (all zero is empty too). */
@@ -208,6 +243,38 @@ int gw_guard_flight_enter(gw_guard_cache_t *c, uint64_t key);
 
 /* A request that gw_guard_flight_enter() let through is settled. */
 void gw_guard_flight_leave(gw_guard_cache_t *c, uint64_t key);
+
+/*
+ * A request of bucket key needs a try that memory did not give: returns
+ * GW_GUARD_LEASE_USED when it takes one of the lease (nothing to ask Redis),
+ * GW_GUARD_LEASE_TAKEN when it is to take its try in Redis and settle with
+ * the lease, or GW_GUARD_LEASE_NONE when another bucket's requests hold the
+ * slot (it takes in Redis and gives back on its own, as without a lease).
+ */
+int gw_guard_lease_enter(gw_guard_cache_t *c, uint64_t key, const char *bucket,
+                         const gw_guard_rate_t *rate);
+
+/* A take in Redis for bucket key answered full_at: kept for a failure's index. */
+void gw_guard_lease_taken(gw_guard_cache_t *c, uint64_t key, int64_t full_at);
+
+/*
+ * A request that gw_guard_lease_enter() answered how (USED or TAKEN) is
+ * settled: got says whether it had its try (a take that found the bucket
+ * empty, or failed, had none), failed whether its answer was a failed try.
+ * now_ms is the monotonic clock. Returns how many tries to give back to
+ * Redis now: a success's taken try when the lease is full, else 0 (an idle
+ * lease goes back through gw_guard_lease_sweep()). *full_at is the lease's
+ * latest take answer.
+ */
+int gw_guard_lease_settle(gw_guard_cache_t *c, uint64_t key, int how, int got, int failed,
+                          int64_t now_ms, int64_t *full_at);
+
+/*
+ * Takes out of c up to max leases idle for GW_GUARD_LEASE_IDLE_MS at now_ms
+ * (no request in flight, tries held), copied to out, for the caller to give
+ * their tries back to Redis. Returns how many.
+ */
+int gw_guard_lease_sweep(gw_guard_cache_t *c, int64_t now_ms, gw_guard_lease_t *out, int max);
 
 /* The cache key of a bucket: a keyed hash of its Redis key and its rate; never 0. */
 uint64_t gw_guard_cache_key(const char *bucket_key, const gw_guard_rate_t *rate);
@@ -387,6 +454,16 @@ void gw_guard_settle(gw_request_t *req, int status);
 
 #define GW_GUARD_CHANNEL "voucher-guard"
 #define GW_GUARD_INDEX_KEY "guard:index"
+
+/*
+ * The listener's share of the leases (gw_guard.h, the lease): up to max
+ * leases idle long enough, taken out for the caller to give back to Redis
+ * (guard_bucket.lua "give" with their held count). Returns how many.
+ */
+int gw_guard_leases_idle(gw_guard_lease_t *out, int max);
+
+/* A lease's give (gw_guard_leases_idle()) answered rc (0, or the failure). */
+void gw_guard_lease_given(int rc);
 
 /* Whether this gateway keeps the spent set: guessing limits on. */
 int gw_guard_spent_wanted(void);

@@ -14,7 +14,9 @@
 #include "gw_rules.h"
 #include "vc_config.h"
 #include "vc_fault.h"
+#include "vc_error.h"
 #include "vc_log.h"
+#include "vc_lua.h"
 #include "vc_redis_block.h"
 #include "vc_redis_cluster.h"
 #include "vc_time.h"
@@ -308,6 +310,41 @@ static int still_heard(gw_notify_t *n, redisContext *ctx)
 }
 
 /*
+ * Gives the leases idle for GW_GUARD_LEASE_IDLE_MS back to Redis (gw_guard.h,
+ * the lease): one guard_bucket.lua "give" of each lease's tries, on the
+ * bucket's node, with the blocking client. A give that fails leaves those
+ * tries taken until the bucket refills them (counted, and said, as a give).
+ */
+static void return_leases(gw_notify_t *n)
+{
+    gw_guard_lease_t idle[16];
+    int k;
+
+    do {
+        k = gw_guard_leases_idle(idle, 16);
+        for (int i = 0; i < k; i++) {
+            char tries[24], window[24], count[24], err[256];
+            const char *argv[] = {"EVAL", vc_lua_guard_bucket, "1",  idle[i].bucket,
+                                  "give", tries,               window, count};
+            size_t len[8];
+            redisReply *r = NULL;
+
+            snprintf(tries, sizeof(tries), "%lld", (long long)idle[i].rate.tries);
+            snprintf(window, sizeof(window), "%lld", (long long)idle[i].rate.window_ms);
+            snprintf(count, sizeof(count), "%d", idle[i].held);
+            for (int a = 0; a < 8; a++)
+                len[a] = strlen(argv[a]);
+            if (n->block || (n->block = vc_redis_block_connect(n->url, 2000, err, sizeof(err))))
+                r = vc_redis_block_command(n->block, vc_redis_tag_slot(idle[i].bucket), 8, argv,
+                                           len, err, sizeof(err));
+            gw_guard_lease_given(r && r->type != REDIS_REPLY_ERROR ? 0 : VC_ERR_UNAVAILABLE);
+            if (r)
+                freeReplyObject(r);
+        }
+    } while (k == 16);
+}
+
+/*
  * The spent set's upkeep, on each turn of the listener: loads the index once
  * subscribed (again every GW_NOTIFY_RETRY_MS until it works), then reads
  * Redis's clock again every GW_NOTIFY_CLOCK_MS.
@@ -316,6 +353,8 @@ static void guard_upkeep(gw_notify_t *n)
 {
     int64_t now = vc_time_mono_ms();
 
+    if (n->url)
+        return_leases(n);
     if (!n->guard_subscribed)
         return;
     if (!n->guard_loaded) {

@@ -3,12 +3,13 @@
 --
 -- KEYS[1] guard:{cu:SCOPE:CUSTOMER} or guard:{ip:SCOPE:ADDRESS}, a hash
 --         {level, at}; absent means full.
--- ARGV    op, tries, window_ms. op is
+-- ARGV    op, tries, window_ms[, count]. op is
 --         "take"  (before the code is looked up): takes a try if one is
 --                 there, in this one step with the check, so that tries sent
 --                 together cannot all pass before any is taken (issue 42);
---         "give"  (after an answer that is not a failed try): gives a taken
---                 try back, up to full;
+--         "give"  (after an answer that is not a failed try): gives count
+--                 taken tries back (1 when absent: a gateway's lease gives
+--                 all it held at once), up to full;
 --         "spend" (after a failed try that no take paid for: the gateway let
 --                 it through from memory): take one even if none is left,
 --                 down to 1,000,000 tries owed, so that it is paid for before
@@ -52,7 +53,7 @@ if op == 'take' then
   end
   level = level - window
 elseif op == 'give' then
-  level = level + window
+  level = level + window * (tonumber(ARGV[4]) or 1)
   if level >= full then
     -- Full: the same as absent.
     redis.call('DEL', KEYS[1])
