@@ -17,7 +17,6 @@
 #include "vc_metrics.h"
 #include "vc_time.h"
 
-
 /* ---- pure: bucket arithmetic ---- */
 
 void gw_guard_bucket_full(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms)
@@ -193,7 +192,8 @@ int gw_guard_lease_sweep(gw_guard_cache_t *c, int64_t now_ms, gw_guard_lease_t *
 
     for (int i = 0; i < GW_GUARD_CACHE_SLOTS && n < max; i++) {
         gw_guard_lease_t *l = &c->lease[i];
-        if (l->key && l->busy == 0 && l->held > 0 && now_ms - l->idle_ms >= GW_GUARD_LEASE_IDLE_MS) {
+        if (l->key && l->busy == 0 && l->held > 0 &&
+            now_ms - l->idle_ms >= GW_GUARD_LEASE_IDLE_MS) {
             out[n++] = *l;
             memset(l, 0, sizeof(*l));
         }
@@ -573,8 +573,8 @@ enum { B_CUSTOMER, B_IP, B_COUNT };
 /*
  * Per bucket: not used, waiting, let through from memory (nothing taken:
  * a failure spends), taken in Redis (given back unless the answer is a
- * failure), taken from this gateway's lease (gw_guard.h), empty, Redis refused the script (an ACL, an error reply), Redis
- * unreachable, late or full (a take is a write).
+ * failure), taken from this gateway's lease (gw_guard.h), empty, Redis refused the script (an ACL,
+ * an error reply), Redis unreachable, late or full (a take is a write).
  */
 enum { T_NONE, T_WAIT, T_MEMORY, T_TAKEN, T_LEASED, T_EMPTY, T_ERROR, T_DOWN };
 
@@ -590,8 +590,8 @@ typedef struct {
     int mark;  /* -1 not marked, 0 not a failure, 1 a failure */
     int error; /* the rc of a failed bucket script, or 0 (a reply of the wrong shape) */
     int settled;
-    uint64_t epoch;          /* the check cache's epoch when the takes were sent */
-    uint64_t ckey[B_COUNT];  /* each bucket's key in the check cache */
+    uint64_t epoch;           /* the check cache's epoch when the takes were sent */
+    uint64_t ckey[B_COUNT];   /* each bucket's key in the check cache */
     int64_t full_at[B_COUNT]; /* a take's answer: when the bucket is full again */
     int lease[B_COUNT];       /* GW_GUARD_LEASE_*: how the bucket's try goes with its lease */
     gw_guard_rate_t rate[B_COUNT];

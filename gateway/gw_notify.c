@@ -324,8 +324,8 @@ static void return_leases(gw_notify_t *n)
         k = gw_guard_leases_idle(idle, 16);
         for (int i = 0; i < k; i++) {
             char tries[24], window[24], count[24], err[256];
-            const char *argv[] = {"EVAL", vc_lua_guard_bucket, "1",  idle[i].bucket,
-                                  "give", tries,               window, count};
+            const char *argv[] = {
+                "EVAL", vc_lua_guard_bucket, "1", idle[i].bucket, "give", tries, window, count};
             size_t len[8];
             redisReply *r = NULL;
 
