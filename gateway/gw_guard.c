@@ -1161,14 +1161,15 @@ void gw_guard_settle(gw_request_t *req, int status)
 
 /* ---- the spent set's feed, and the leases' return ---- */
 
-int gw_guard_leases_idle(gw_guard_lease_t *out, int max)
+int gw_guard_leases_idle(gw_guard_lease_t *out, int max, int all)
 {
     int n;
 
     if (!cache_ready)
         return 0;
     uv_mutex_lock(&cache_lock);
-    n = gw_guard_lease_sweep(&cache, vc_time_mono_ms(), out, max);
+    /* Every lease idle "since long ago" when all: the same sweep, no other rule. */
+    n = gw_guard_lease_sweep(&cache, all ? INT64_MAX / 2 : vc_time_mono_ms(), out, max);
     uv_mutex_unlock(&cache_lock);
     return n;
 }

@@ -179,7 +179,8 @@ int64_t gw_guard_retry_after_s(int64_t retry_ms);
  * as it is, and a lease holds no more tries than the bucket's requests in
  * flight together here (at most GW_GUARD_LEASE_MAX): tries other gateways
  * cannot take meanwhile, as the takes in flight were. A gateway that stops
- * or dies loses its leases: the bucket refills them with time. One lease a
+ * gives them back once its workers are done; one that dies loses them (the
+ * bucket refills them with time). One lease a
  * slot of the cache: a bucket whose slot another bucket's lease holds takes
  * and gives back each try as before.
  */
@@ -457,10 +458,11 @@ void gw_guard_settle(gw_request_t *req, int status);
 
 /*
  * The listener's share of the leases (gw_guard.h, the lease): up to max
- * leases idle long enough, taken out for the caller to give back to Redis
+ * leases idle long enough (with all, every lease no request holds: the
+ * gateway stops), taken out for the caller to give back to Redis
  * (guard_bucket.lua "give" with their held count). Returns how many.
  */
-int gw_guard_leases_idle(gw_guard_lease_t *out, int max);
+int gw_guard_leases_idle(gw_guard_lease_t *out, int max, int all);
 
 /* A lease's give (gw_guard_leases_idle()) answered rc (0, or the failure). */
 void gw_guard_lease_given(int rc);

@@ -310,18 +310,18 @@ static int still_heard(gw_notify_t *n, redisContext *ctx)
 }
 
 /*
- * Gives the leases idle for GW_GUARD_LEASE_IDLE_MS back to Redis (gw_guard.h,
- * the lease): one guard_bucket.lua "give" of each lease's tries, on the
+ * Gives the leases idle for GW_GUARD_LEASE_IDLE_MS (with all, every lease no
+ * request holds) back to Redis (gw_guard.h, the lease): one guard_bucket.lua "give" of each lease's tries, on the
  * bucket's node, with the blocking client. A give that fails leaves those
  * tries taken until the bucket refills them (counted, and said, as a give).
  */
-static void return_leases(gw_notify_t *n)
+static void return_leases(gw_notify_t *n, int all)
 {
     gw_guard_lease_t idle[16];
     int k;
 
     do {
-        k = gw_guard_leases_idle(idle, 16);
+        k = gw_guard_leases_idle(idle, 16, all);
         for (int i = 0; i < k; i++) {
             char tries[24], window[24], count[24], err[256];
             const char *argv[] = {
@@ -354,7 +354,7 @@ static void guard_upkeep(gw_notify_t *n)
     int64_t now = vc_time_mono_ms();
 
     if (n->url)
-        return_leases(n);
+        return_leases(n, 0);
     if (!n->guard_subscribed)
         return;
     if (!n->guard_loaded) {
@@ -511,6 +511,9 @@ void gw_notify_stop(gw_notify_t *n)
         return;
     atomic_store(&n->stop, 1);
     pthread_join(n->thread, NULL);
+    /* The workers are done (main.c joins them first): every lease goes back now. */
+    if (n->url)
+        return_leases(n, 1);
     if (n->block)
         vc_redis_block_free(n->block);
     free(n->url);

@@ -13,11 +13,13 @@
 #   of 10 got 404, nothing counted); once Redis takes writes again, 404;
 # - a Redis whose maxmemory-policy would evict the buckets is named in a
 #   warning at start; a Redis user that may not read INFO gets a warning
-#   that the policy could not be checked.
+#   that the policy could not be checked;
+# - honest reservations from one address at once run on the gateway's lease
+#   of the address's tries, which goes back to Redis when the gateway stops.
 # Each run guesses from addresses of its own (127.x.y.z, the loopback) so
 # that the stack's 127.0.0.1 buckets are left alone for the other tests.
 source "$(dirname "$0")/lib.sh"
-plan 11
+plan 13
 
 guessers() { python3 "$VOUCHER_SOURCE_DIR/tests/integration/hostile_guess.py" "$@"; }
 count() { tr ' ' '\n' <<<"$1" | awk -F: -v s="$2" '$1 == s { n = $2 } END { print n + 0 }'; }
@@ -28,6 +30,7 @@ old_maxmemory=$(rcli CONFIG GET maxmemory | sed -n 2p)
 old_policy=$(rcli CONFIG GET maxmemory-policy | sed -n 2p)
 fill_key="hostile_guard:fill:$$"
 restore_redis() {
+  [ -z "${lease_bucket:-}" ] || rcli DEL "$lease_bucket" >/dev/null
   [ -z "${noinfo_user:-}" ] || rcli ACL DELUSER "$noinfo_user" >/dev/null
   rcli DEL "$fill_key" >/dev/null
   rcli CONFIG SET maxmemory "${old_maxmemory:-0}" >/dev/null
@@ -122,3 +125,22 @@ not_checked() { logged_since "could not check redis's maxmemory-policy"; echo $?
 ok "$(wait_for 0 10 not_checked)" "a Redis user refused INFO: the gateway warns that it could not check the policy"
 daemon_stop "$test_name-gateway"
 rcli ACL DELUSER "$noinfo_user" >/dev/null
+
+# --- The lease: 32 connections of honest reservations from 127.0.0.1 hold
+# some of the address's tries on the gateway; stopped mid-load, the gateway
+# gives them back (else they stay taken until the bucket refills them).
+lease_code=$(unique_code HGLEASE)
+new_voucher "$lease_code" 1000000 1
+lease_bucket='guard:{ip:v:127.0.0.1}'
+rcli DEL "$lease_bucket" >/dev/null
+VOUCHER_GATEWAY_THREADS=1 start_gateway \
+  --guard-customer-tries 5 --guard-customer-window 1h --guard-ip-tries 100 --guard-ip-window 1h
+"$bin_load" --code "$lease_code" --attempts 1000000 --connections 32 --customers 0 \
+  --customer-base "$((customer + 100))" --duration 30s --out "$scratch/lease.tsv" >/dev/null 2>&1 &
+load_pid=$!
+held() { [ -n "$(rcli HGET "$lease_bucket" level)" ] && echo yes || echo no; }
+is "$(wait_for yes 20 held)" yes "honest load from one address: the gateway holds some of its tries"
+diag "the address's bucket during the load: $(rcli HGETALL "$lease_bucket" | tr '\n' ' ')"
+daemon_stop "$test_name-gateway"
+wait "$load_pid"
+is "$(rcli EXISTS "$lease_bucket")" 0 "stopped mid-load, the gateway gave them back: the address's bucket is full"
