@@ -17,8 +17,6 @@
 #include "vc_metrics.h"
 #include "vc_time.h"
 
-#define GW_GUARD_KEY_MAX 96 /* guard:{cu:SCOPE:ID} and guard:{ip:SCOPE:ADDR} */
-
 /* ---- pure: bucket arithmetic ---- */
 
 void gw_guard_bucket_full(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms)
@@ -116,6 +114,91 @@ void gw_guard_cache_put(gw_guard_cache_t *c, uint64_t key, uint64_t sent_epoch, 
         return; /* a failure's spend may have landed after Redis ran this check */
     c->slot[key & CACHE_MASK].key = key;
     c->slot[key & CACHE_MASK].until_ms = now_ms + GW_GUARD_CACHE_TTL_MS;
+}
+
+int gw_guard_flight_enter(gw_guard_cache_t *c, uint64_t key)
+{
+    if (c->in_flight[key & CACHE_MASK] >= GW_GUARD_MEMORY_IN_FLIGHT)
+        return 0;
+    c->in_flight[key & CACHE_MASK]++;
+    return 1;
+}
+
+void gw_guard_flight_leave(gw_guard_cache_t *c, uint64_t key)
+{
+    if (c->in_flight[key & CACHE_MASK] > 0)
+        c->in_flight[key & CACHE_MASK]--;
+}
+
+int gw_guard_lease_enter(gw_guard_cache_t *c, uint64_t key, const char *bucket,
+                         const gw_guard_rate_t *rate)
+{
+    gw_guard_lease_t *l = &c->lease[key & CACHE_MASK];
+
+    if (l->key != key) {
+        if (l->busy > 0 || l->held > 0)
+            return GW_GUARD_LEASE_NONE; /* another bucket's, until its tries go back */
+        memset(l, 0, sizeof(*l));
+        l->key = key;
+        l->rate = *rate;
+        snprintf(l->bucket, sizeof(l->bucket), "%s", bucket);
+    }
+    l->busy++;
+    if (l->held > l->in_use) {
+        l->in_use++;
+        return GW_GUARD_LEASE_USED;
+    }
+    return GW_GUARD_LEASE_TAKEN;
+}
+
+void gw_guard_lease_taken(gw_guard_cache_t *c, uint64_t key, int64_t full_at)
+{
+    gw_guard_lease_t *l = &c->lease[key & CACHE_MASK];
+
+    if (l->key == key && full_at > l->full_at)
+        l->full_at = full_at;
+}
+
+int gw_guard_lease_settle(gw_guard_cache_t *c, uint64_t key, int how, int got, int failed,
+                          int64_t now_ms, int64_t *full_at)
+{
+    gw_guard_lease_t *l = &c->lease[key & CACHE_MASK];
+    int give = 0;
+
+    VC_ASSERT(l->key == key && l->busy > 0);
+    l->busy--;
+    if (how == GW_GUARD_LEASE_USED) {
+        l->in_use--;
+        if (failed)
+            l->held--; /* paid for when it was taken */
+    } else if (how == GW_GUARD_LEASE_TAKEN && got && !failed) {
+        if (l->held < GW_GUARD_LEASE_MAX)
+            l->held++;
+        else
+            give = 1;
+    }
+    *full_at = l->full_at;
+    if (l->busy == 0) {
+        l->idle_ms = now_ms;
+        if (l->held == 0)
+            memset(l, 0, sizeof(*l)); /* nothing to give back: free at once */
+    }
+    return give;
+}
+
+int gw_guard_lease_sweep(gw_guard_cache_t *c, int64_t now_ms, gw_guard_lease_t *out, int max)
+{
+    int n = 0;
+
+    for (int i = 0; i < GW_GUARD_CACHE_SLOTS && n < max; i++) {
+        gw_guard_lease_t *l = &c->lease[i];
+        if (l->key && l->busy == 0 && l->held > 0 &&
+            now_ms - l->idle_ms >= GW_GUARD_LEASE_IDLE_MS) {
+            out[n++] = *l;
+            memset(l, 0, sizeof(*l));
+        }
+    }
+    return n;
 }
 
 void gw_guard_cache_fail(gw_guard_cache_t *c, uint64_t key)
@@ -410,6 +493,10 @@ static int cache_ready;
 static gw_guard_spent_t spent_set;
 static _Atomic int64_t redis_offset_ms; /* Redis's clock minus the monotonic one */
 static vc_metric_t *index_errors, *in_sync, *heard;
+/* Bucket writes Redis refused or did not answer, by op (take, spend, give). */
+static vc_metric_t *write_errors[3];
+/* A bucket write failed and no take succeeded since: nothing is let through from memory. */
+static _Atomic int writes_refused;
 
 /* Redis's clock as this gateway reads it (gw_guard.h, the spent set). */
 static int64_t redis_now(void)
@@ -459,6 +546,14 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
                        NULL);
     heard = vc_counter("voucher_gateway_guard_spends_heard_total",
                        "Spends of other gateways (and this one's) heard on voucher-guard.", NULL);
+    for (int op = 0; op < 3; op++) {
+        static const char *const label[] = {"op=\"take\"", "op=\"spend\"", "op=\"give\""};
+        write_errors[op] = vc_counter("voucher_gateway_guard_write_errors_total",
+                                      "Guessing-limit bucket writes that Redis refused (full at "
+                                      "maxmemory) or did not answer, by op: a take's request got "
+                                      "503; a spend's failure was answered unpaid.",
+                                      label[op]);
+    }
     if (!cache_ready) {
         if (uv_mutex_init(&cache_lock) != 0) {
             snprintf(err, errlen, "cannot create the guard's lock");
@@ -476,10 +571,12 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
 enum { B_CUSTOMER, B_IP, B_COUNT };
 
 /*
- * Per bucket: not used, waiting, a try is there, empty, Redis refused the
- * script (an ACL, an error reply), Redis unreachable or late.
+ * Per bucket: not used, waiting, let through from memory (nothing taken:
+ * a failure spends), taken in Redis (given back unless the answer is a
+ * failure), taken from this gateway's lease (gw_guard.h), empty, Redis refused the script (an ACL,
+ * an error reply), Redis unreachable, late or full (a take is a write).
  */
-enum { T_NONE, T_WAIT, T_CHECKED, T_EMPTY, T_ERROR, T_DOWN };
+enum { T_NONE, T_WAIT, T_MEMORY, T_TAKEN, T_LEASED, T_EMPTY, T_ERROR, T_DOWN };
 
 /* A guarded request's state, in its arena (req->guard). */
 typedef struct {
@@ -493,8 +590,10 @@ typedef struct {
     int mark;  /* -1 not marked, 0 not a failure, 1 a failure */
     int error; /* the rc of a failed bucket script, or 0 (a reply of the wrong shape) */
     int settled;
-    uint64_t epoch;         /* the check cache's epoch when the checks were sent */
-    uint64_t ckey[B_COUNT]; /* each bucket's key in the check cache */
+    uint64_t epoch;           /* the check cache's epoch when the takes were sent */
+    uint64_t ckey[B_COUNT];   /* each bucket's key in the check cache */
+    int64_t full_at[B_COUNT]; /* a take's answer: when the bucket is full again */
+    int lease[B_COUNT];       /* GW_GUARD_LEASE_*: how the bucket's try goes with its lease */
     gw_guard_rate_t rate[B_COUNT];
     char key[B_COUNT][GW_GUARD_KEY_MAX];
 } guard_t;
@@ -519,15 +618,22 @@ static void bucket_key(char out[GW_GUARD_KEY_MAX], const char *prefix, const cha
     out[n] = '\0';
 }
 
-static int run_bucket(guard_t *g, int b, const char *op, gw_redis_cb cb, void *arg)
+/* Runs guard_bucket.lua's op on bucket b of g; a give gives n tries back. */
+static int run_bucket_n(guard_t *g, int b, const char *op, int n, gw_redis_cb cb, void *arg)
 {
-    char tries[VC_I64_TEXT], window[VC_I64_TEXT];
+    char tries[VC_I64_TEXT], window[VC_I64_TEXT], count[VC_I64_TEXT];
     const char *keys[] = {g->key[b]};
-    const char *args[] = {op, tries, window};
+    const char *args[] = {op, tries, window, count};
 
     vc_i64_text(tries, g->rate[b].tries);
     vc_i64_text(window, g->rate[b].window_ms);
-    return gw_redis_eval(g->app->redis, GW_SCRIPT_GUARD, cb, arg, 1, keys, 3, args);
+    vc_i64_text(count, n);
+    return gw_redis_eval(g->app->redis, GW_SCRIPT_GUARD, cb, arg, 1, keys, n > 1 ? 4 : 3, args);
+}
+
+static int run_bucket(guard_t *g, int b, const char *op, gw_redis_cb cb, void *arg)
+{
+    return run_bucket_n(g, b, op, 1, cb, arg);
 }
 
 /* Counts a bucket that could not be run, and says so at most every 10 s. */
@@ -543,6 +649,89 @@ static void guard_error(guard_t *g)
                 g->error ? vc_strerror(g->error) : "unexpected reply");
 }
 
+enum { OP_TAKE, OP_SPEND, OP_GIVE, OP_COUNT };
+
+/*
+ * A bucket write (op) that Redis refused or did not answer: counted, said at
+ * most every 10 s an op, and until a take succeeds no bucket is let through from
+ * memory, so that the failed tries that follow are refused (503) rather
+ * than answered unpaid (issue 42: a full Redis took no spend, silently).
+ */
+static void write_failed(int op, int rc)
+{
+    static const char *const what[OP_COUNT] = {
+        "a try could not be taken: the request was answered 503",
+        "a failed try could not be spent (its 404 was answered from memory)",
+        "a try could not be given back (the bucket stays one try short)",
+    };
+    static _Atomic int64_t last_log_ms[OP_COUNT];
+    int64_t now = vc_time_mono_ms(), last = atomic_load(&last_log_ms[op]);
+
+    if (rc == VC_ERR_SHUTDOWN)
+        return; /* a spend or a give cut short by the gateway's own stop */
+    atomic_store(&writes_refused, 1);
+    vc_metric_add(write_errors[op], 1);
+    /* Each op said at most every 10 s: a take's 503s must not hide a spend's 404s. */
+    if (now - last >= 10000 && atomic_compare_exchange_strong(&last_log_ms[op], &last, now))
+        vc_warn("guessing limits: %s (%s; redis full at maxmemory, unreachable or late): "
+                "guarded requests get 503 until redis takes writes again "
+                "(deploy/README.md, \"Redis memory\")",
+                what[op], vc_strerror(rc));
+}
+
+/* A give's answer: only a failure matters. */
+static void given_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    (void)arg;
+    (void)reply;
+    if (rc != 0)
+        write_failed(OP_GIVE, rc);
+}
+
+static void settle_spends(guard_t *g);
+
+/*
+ * Ends req's hold on its buckets, once (the answer is settled, or the guard
+ * answered 429 or 503 itself): a try let through from memory leaves the
+ * in-flight count; a failed try spends what memory let through and keeps
+ * what it took; anything else gives each taken try back. A try given back is
+ * one the take found there, so the bucket is remembered to hold one (the
+ * check cache, unless a failure was settled here since the take was sent).
+ */
+static void release(guard_t *g, int failed)
+{
+    int64_t now_ms = (int64_t)uv_now(g->app->loop);
+    int give[B_COUNT] = {0, 0};
+
+    g->settled = 1;
+    uv_mutex_lock(&cache_lock);
+    for (int b = 0; b < B_COUNT; b++) {
+        int paid = g->state[b] == T_TAKEN || g->state[b] == T_LEASED;
+        int64_t lease_full_at;
+
+        if (g->state[b] == T_MEMORY)
+            gw_guard_flight_leave(&cache, g->ckey[b]);
+        if (g->lease[b] != GW_GUARD_LEASE_NONE) {
+            give[b] = gw_guard_lease_settle(&cache, g->ckey[b], g->lease[b], paid, failed,
+                                            vc_time_mono_ms(), &lease_full_at);
+            if (g->state[b] == T_LEASED)
+                g->full_at[b] = lease_full_at;
+        } else if (g->state[b] == T_TAKEN && !failed) {
+            give[b] = 1;
+        }
+        if (paid && !failed)
+            gw_guard_cache_put(&cache, g->ckey[b], g->epoch, now_ms);
+    }
+    uv_mutex_unlock(&cache_lock);
+    for (int b = 0; b < B_COUNT; b++) {
+        int rc;
+        if (give[b] > 0 && (rc = run_bucket_n(g, b, "give", give[b], given_cb, NULL)) != 0)
+            write_failed(OP_GIVE, rc);
+    }
+    if (failed)
+        settle_spends(g);
+}
+
 static void decide(guard_t *g)
 {
     char body[256], headers[64];
@@ -550,8 +739,12 @@ static void decide(guard_t *g)
     gw_request_t *req = g->req;
 
     if (g->state[B_CUSTOMER] == T_DOWN || g->state[B_IP] == T_DOWN) {
-        /* Redis unreachable or late: the route needs it too; 503 for every code alike. */
-        g->settled = 1;
+        /*
+         * Redis unreachable, late or full (a take that cannot be written): the
+         * route needs it too; 503 for every code alike, never a try unpaid.
+         */
+        write_failed(OP_TAKE, g->error);
+        release(g, 0);
         gw_app_reply_error(req, g->error, "redis: guessing limits");
         return;
     }
@@ -570,7 +763,7 @@ static void decide(guard_t *g)
             vc_metric_add(refused_customer, 1);
         if (g->state[B_IP] == T_EMPTY)
             vc_metric_add(refused_ip, 1);
-        g->settled = 1;
+        release(g, 0); /* the other bucket's try, taken or from memory, is not used */
         len = gw_body_error(body, sizeof(body), "TOO_MANY_ATTEMPTS",
                             "too many failed tries: retry after the time in Retry-After", NULL);
         snprintf(headers, sizeof(headers), "Retry-After: %lld\r\n",
@@ -581,7 +774,7 @@ static void decide(guard_t *g)
     g->cb(g->arg);
 }
 
-static void checked_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
+static void taken_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
 {
     guard_t *g = arg;
 
@@ -590,13 +783,17 @@ static void checked_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
     if (rc != 0 && rc != VC_ERR_PROTOCOL) {
         g->state[b] = T_DOWN;
     } else if (rc != 0 || reply->n < 2 || reply->item[0].type != GW_REDIS_INT ||
-        reply->item[1].type != GW_REDIS_INT) {
+               reply->item[1].type != GW_REDIS_INT) {
         g->state[b] = T_ERROR;
     } else if (reply->item[0].integer == 1) {
-        g->state[b] = T_CHECKED;
-        uv_mutex_lock(&cache_lock);
-        gw_guard_cache_put(&cache, g->ckey[b], g->epoch, (int64_t)uv_now(g->app->loop));
-        uv_mutex_unlock(&cache_lock);
+        g->state[b] = T_TAKEN;
+        g->full_at[b] = reply->item[1].integer;
+        atomic_store(&writes_refused, 0); /* Redis takes writes again */
+        if (g->lease[b] != GW_GUARD_LEASE_NONE) {
+            uv_mutex_lock(&cache_lock);
+            gw_guard_lease_taken(&cache, g->ckey[b], g->full_at[b]);
+            uv_mutex_unlock(&cache_lock);
+        }
     } else {
         g->state[b] = T_EMPTY;
         if (reply->item[1].integer > g->retry_ms)
@@ -608,12 +805,12 @@ static void checked_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
 
 static void customer_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
-    checked_cb(arg, rc, reply, B_CUSTOMER);
+    taken_cb(arg, rc, reply, B_CUSTOMER);
 }
 
 static void ip_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
-    checked_cb(arg, rc, reply, B_IP);
+    taken_cb(arg, rc, reply, B_IP);
 }
 
 /*
@@ -679,7 +876,7 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_gua
     gw_guard_limits_t limits = defaults;
     char customer[VC_I64_TEXT];
     guard_t *g;
-    int rc, ask = 0, trusted;
+    int rc, ask = 0, trusted, refused;
     int64_t now_ms, rnow;
     uint64_t skey[B_COUNT] = {0, 0};
 
@@ -711,10 +908,11 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_gua
     }
     req->guard = g;
     /*
-     * What this gateway remembers needs no round trip (gw_guard.h, the check
-     * cache). The loop's time, not a clock read: every loop of the process
-     * reads the same monotonic clock, at most one loop turn late, and the ttl
-     * is no part of the argument, only of how much is remembered.
+     * What this gateway knows needs no round trip (gw_guard.h, the check
+     * cache and the spent set), for GW_GUARD_MEMORY_IN_FLIGHT requests of a
+     * bucket at a time. The loop's time, not a clock read: every loop of the
+     * process reads the same monotonic clock, at most one loop turn late, and
+     * the ttl is no part of the argument, only of how much is remembered.
      */
     now_ms = (int64_t)uv_now(app->loop);
     rnow = redis_now();
@@ -723,6 +921,7 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_gua
             gw_guard_spent_key(g->key[B_CUSTOMER], strlen(g->key[B_CUSTOMER]));
         g->ckey[B_CUSTOMER] = gw_guard_cache_key_of(skey[B_CUSTOMER], &g->rate[B_CUSTOMER]);
     }
+    refused = atomic_load(&writes_refused);
     uv_mutex_lock(&cache_lock);
     g->epoch = gw_guard_cache_epoch(&cache);
     trusted = gw_guard_spent_trusted(&spent_set, rnow);
@@ -730,12 +929,20 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_gua
         if (g->rate[b].tries <= 0)
             continue;
         /*
-         * Remembered to hold a try, or (the spent set) spent by nobody since
-         * this gateway's subscription and index load: full.
+         * A try of this gateway's lease; else remembered to hold a try, or
+         * (the spent set) spent by nobody since this gateway's subscription
+         * and index load: full, and not already in flight from memory (not
+         * while Redis refuses writes: a failure let through now could not be
+         * spent); else a take in Redis.
          */
-        if (gw_guard_cache_has(&cache, g->ckey[b], now_ms) ||
-            (trusted && !gw_guard_spent_has(&spent_set, skey[b], rnow)))
-            g->state[b] = T_CHECKED;
+        g->lease[b] = gw_guard_lease_enter(&cache, g->ckey[b], g->key[b], &g->rate[b]);
+        if (g->lease[b] == GW_GUARD_LEASE_USED)
+            g->state[b] = T_LEASED; /* a try this gateway holds, paid: first choice */
+        else if (!refused &&
+                 (gw_guard_cache_has(&cache, g->ckey[b], now_ms) ||
+                  (trusted && !gw_guard_spent_has(&spent_set, skey[b], rnow))) &&
+                 gw_guard_flight_enter(&cache, g->ckey[b]))
+            g->state[b] = T_MEMORY;
         else
             ask++;
     }
@@ -749,11 +956,11 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_gua
     for (int b = 0; b < B_COUNT; b++) {
         static const gw_redis_cb cb_of[B_COUNT] = {customer_cb, ip_cb};
 
-        if (g->rate[b].tries <= 0 || g->state[b] == T_CHECKED)
+        if (g->rate[b].tries <= 0 || g->state[b] == T_MEMORY || g->state[b] == T_LEASED)
             continue;
         g->waiting++;
         g->state[b] = T_WAIT;
-        if ((rc = run_bucket(g, b, "check", cb_of[b], g)) != 0) {
+        if ((rc = run_bucket(g, b, "take", cb_of[b], g)) != 0) {
             g->waiting--;
             g->error = rc;
             g->state[b] = rc == VC_ERR_PROTOCOL ? T_ERROR : T_DOWN;
@@ -765,15 +972,17 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_gua
 }
 
 /*
- * The spends of one failure (one per bucket checked) in flight: what their
- * answers need, and one index script for all of them once the last answered
- * (malloc'd, freed then). Both answers come on the worker's loop.
+ * The buckets of one failure (one per bucket that applied) on their way to
+ * guard:index: the spends of what memory let through in flight, and the
+ * takes already answered. One index script for all of them once the last
+ * spend answered (malloc'd, freed then). The answers come on the worker's
+ * loop.
  */
 typedef struct settle settle_t;
 typedef struct {
     settle_t *settle;
     uint64_t ckey, skey;
-    int64_t full_at; /* the spend's answer: when the bucket is full again, 0 if none */
+    int64_t full_at; /* the spend's or the take's answer: when the bucket is full again */
     char key[GW_GUARD_KEY_MAX];
 } spend_t;
 struct settle {
@@ -787,8 +996,9 @@ struct settle {
 static void unindexed_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     (void)arg;
-    (void)rc;
     (void)reply;
+    if (rc != 0)
+        write_failed(OP_SPEND, rc);
 }
 
 /* guard_index.lua answered: a failure is counted and said at most every 10 s. */
@@ -835,7 +1045,7 @@ static void index_spends(settle_t *st)
 
 /*
  * A failure's spend was answered (or failed): forgets the bucket again, for
- * a check another worker sent on its own connection after this failure was
+ * a take another worker sent on its own connection after this failure was
  * settled, which Redis may have run before the spend (gw_guard.h); then puts
  * the bucket in this gateway's spent set with the time the script gave. The
  * last of the failure's spends indexes and publishes them for the others.
@@ -844,6 +1054,8 @@ static void spent_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 {
     spend_t *sp = arg;
 
+    if (rc != 0)
+        write_failed(OP_SPEND, rc);
     if (rc == 0 && reply && reply->n >= 2 && reply->item[1].type == GW_REDIS_INT)
         sp->full_at = reply->item[1].integer;
     uv_mutex_lock(&cache_lock);
@@ -862,62 +1074,111 @@ void gw_guard_mark(gw_request_t *req, int failed)
         g->mark = failed != 0;
 }
 
-void gw_guard_settle(gw_request_t *req, int status)
+/*
+ * The failed try of g: each bucket let through from memory is spent now
+ * (into debt if failures were in flight together, gw_guard.h), each taken
+ * one keeps its try; all of them go in this gateway's spent set at once and
+ * then, in one index script, in guard:index and on voucher-guard.
+ */
+static void settle_spends(guard_t *g)
 {
-    guard_t *g = req ? req->guard : NULL;
     settle_t *st;
-    int failed, checked = 0;
+    int counted = 0;
 
-    if (!g || g->settled)
-        return;
-    g->settled = 1;
-    failed = g->mark >= 0 ? g->mark : status == 404;
-    if (!failed)
-        return; /* nothing was taken: a success spends nothing */
-    /* Spent now, into debt if failures were in flight together (gw_guard.h). */
-    if (g->state[B_CUSTOMER] == T_CHECKED || g->state[B_IP] == T_CHECKED)
-        vc_metric_add(spent, 1);
     for (int b = 0; b < B_COUNT; b++)
-        checked += g->state[b] == T_CHECKED;
-    if (checked == 0)
+        counted += g->state[b] == T_MEMORY || g->state[b] == T_TAKEN || g->state[b] == T_LEASED;
+    if (counted == 0)
         return;
+    vc_metric_add(spent, 1);
     /* All counted before the first is sent: a spend that fails at once answers at once. */
     if ((st = calloc(1, sizeof(*st))) != NULL) {
         st->redis = g->app->redis;
-        st->pending = checked;
+        st->pending = 1; /* held until every spend is sent */
     }
-    for (int b = 0; b < B_COUNT; b++)
-        if (g->state[b] == T_CHECKED) {
-            spend_t *sp = st ? &st->spend[st->n++] : NULL;
-            uint64_t skey = gw_guard_spent_key(g->key[b], strlen(g->key[b]));
-            /*
-             * In this gateway's spent set at once, until the earliest the
-             * bucket can be full again (one try's refill; the spend's answer
-             * gives the real time): its next checks ask Redis, as they did
-             * before the spent set.
-             */
-            int64_t one_try = (g->rate[b].window_ms + g->rate[b].tries - 1) / g->rate[b].tries + 1;
-            int64_t rnow = redis_now();
+    for (int b = 0; b < B_COUNT; b++) {
+        spend_t *sp;
+        uint64_t skey;
+        int64_t one_try, rnow;
 
-            uv_mutex_lock(&cache_lock);
-            gw_guard_cache_fail(&cache, g->ckey[b]);
-            gw_guard_spent_add(&spent_set, skey, rnow + one_try, rnow);
-            uv_mutex_unlock(&cache_lock);
-            if (!sp) {
-                /* Spent all the same, only not indexed: the crash case of gw_guard.h. */
-                run_bucket(g, b, "spend", unindexed_cb, NULL);
-                continue;
+        int paid = g->state[b] == T_TAKEN || g->state[b] == T_LEASED;
+
+        if (g->state[b] != T_MEMORY && !paid)
+            continue;
+        sp = st ? &st->spend[st->n++] : NULL;
+        skey = gw_guard_spent_key(g->key[b], strlen(g->key[b]));
+        /*
+         * In this gateway's spent set at once, until the earliest the bucket
+         * can be full again (one try's refill; the answer gives the real
+         * time): its next requests take in Redis.
+         */
+        one_try = (g->rate[b].window_ms + g->rate[b].tries - 1) / g->rate[b].tries + 1;
+        rnow = redis_now();
+        uv_mutex_lock(&cache_lock);
+        gw_guard_cache_fail(&cache, g->ckey[b]);
+        /* A lease's try was taken earlier: full again no sooner than one try from now. */
+        if (paid && g->full_at[b] < rnow + one_try)
+            g->full_at[b] = rnow + one_try;
+        gw_guard_spent_add(&spent_set, skey, paid ? g->full_at[b] : rnow + one_try, rnow);
+        uv_mutex_unlock(&cache_lock);
+        if (paid) {
+            /* Paid for before the lookup: only indexed and published. */
+            if (sp) {
+                sp->settle = st;
+                sp->skey = skey;
+                sp->ckey = g->ckey[b];
+                sp->full_at = g->full_at[b];
+                memcpy(sp->key, g->key[b], sizeof(sp->key));
             }
-            sp->settle = st;
-            sp->ckey = g->ckey[b];
-            sp->skey = skey;
-            memcpy(sp->key, g->key[b], sizeof(sp->key));
-            if (run_bucket(g, b, "spend", spent_cb, sp) != 0)
-                spent_cb(sp, VC_ERR_UNAVAILABLE, NULL);
+            continue;
         }
+        if (!sp) {
+            /* Spent all the same, only not indexed: the crash case of gw_guard.h. */
+            int rc = run_bucket(g, b, "spend", unindexed_cb, NULL);
+            if (rc != 0)
+                write_failed(OP_SPEND, rc);
+            continue;
+        }
+        sp->settle = st;
+        sp->ckey = g->ckey[b];
+        sp->skey = skey;
+        memcpy(sp->key, g->key[b], sizeof(sp->key));
+        st->pending++;
+        if (run_bucket(g, b, "spend", spent_cb, sp) != 0)
+            spent_cb(sp, VC_ERR_UNAVAILABLE, NULL);
+    }
+    if (st && --st->pending == 0)
+        index_spends(st);
 }
 
-/* ---- the spent set's feed ---- */
+void gw_guard_settle(gw_request_t *req, int status)
+{
+    guard_t *g = req ? req->guard : NULL;
+
+    if (!g || g->settled)
+        return;
+    release(g, g->mark >= 0 ? g->mark : status == 404);
+}
+
+/* ---- the spent set's feed, and the leases' return ---- */
+
+int gw_guard_leases_idle(gw_guard_lease_t *out, int max, int all)
+{
+    int n;
+
+    if (!cache_ready)
+        return 0;
+    uv_mutex_lock(&cache_lock);
+    /* Every lease idle "since long ago" when all: the same sweep, no other rule. */
+    n = gw_guard_lease_sweep(&cache, all ? INT64_MAX / 2 : vc_time_mono_ms(), out, max);
+    uv_mutex_unlock(&cache_lock);
+    return n;
+}
+
+void gw_guard_lease_given(int rc)
+{
+    if (rc != 0)
+        write_failed(OP_GIVE, rc);
+}
 
 int gw_guard_spent_wanted(void)
 {

@@ -5,27 +5,41 @@
  * proto/redis-keys.md "Guessing limits").
  *
  * The flow of a guarded request (quote, reservation, confirm, cancel):
- * 1. gw_guard_enter(), before the code is looked up: both buckets are checked
- *    for a try, one read-only script each, pipelined in one round trip (a
- *    bucket remembered to hold a try, or one that no gateway spent, is
- *    answered from memory: the check cache and the spent set below). An
- *    empty bucket answers 429 TOO_MANY_ATTEMPTS with Retry-After at once
- *    (nothing is looked up, so an empty bucket learns nothing).
+ * 1. gw_guard_enter(), before the code is looked up: a try is taken from
+ *    each bucket, the check and the take in one script (guard_bucket.lua
+ *    "take"), both buckets pipelined in one round trip. An empty bucket
+ *    answers 429 TOO_MANY_ATTEMPTS with Retry-After at once (nothing is
+ *    looked up, so an empty bucket learns nothing), and gives back what the
+ *    other bucket took. A bucket this gateway knows to be full (the check
+ *    cache and the spent set below) is let through from memory instead,
+ *    with no round trip, for at most GW_GUARD_MEMORY_IN_FLIGHT requests of
+ *    that bucket in flight at a time on this gateway.
  * 2. The route answers as it always did.
  * 3. gw_guard_settle(), from the observer of every answer: an answer that is
  *    a failed try (404 on a guarded route, or marked with gw_guard_mark())
- *    spends one try of each bucket, and each spend is then indexed and
- *    published (guard_index.lua); any other answer (a success, a sold-out
- *    answer, a 503) spends nothing and writes nothing.
- * Tries in flight: requests sent together all pass the check before any of
- * them spends, so a spend may take a bucket below zero (debt, down to
- * GW_GUARD_MAX_DEBT tries). The debt is paid before the next try: a guesser
- * gets exactly the bucket's rate in the long run however many requests it
- * sends at once, and honest requests in flight together (an office, a flash
- * sale through one order service) are never refused for being in flight.
- * Taking a try first and giving it back on success would bound a burst
- * strictly, but refuses those honest requests and costs two writes per
- * success on the hot path (measured: about half the reservations a second).
+ *    keeps its taken tries and spends one of each bucket let through from
+ *    memory; each bucket is then indexed and published (guard_index.lua).
+ *    Any other answer (a success, a sold-out answer, a 503) gives its taken
+ *    tries back and spends nothing.
+ * Tries in flight (issue 42): requests sent together used to be all checked
+ * before any of them spent, so 500 parallel guesses from one address all
+ * passed. Now each one taken in Redis is paid for before its lookup, so at
+ * most the bucket's level of them passes, at any concurrency; what passes
+ * beyond it is what memory lets through, at most GW_GUARD_MEMORY_IN_FLIGHT a
+ * bucket per gateway before its first failure puts the bucket in that
+ * gateway's spent set (a spend below zero, debt down to GW_GUARD_MAX_DEBT
+ * tries, pays for those). The bound, per customer and per address: the
+ * allowance plus GW_GUARD_MEMORY_IN_FLIGHT per gateway process, plus what
+ * other gateways let through while a spend's message travels (their own
+ * in-flight bound each). The price: honest requests of one bucket in flight
+ * together beyond the bucket's level get 429 (an order service that calls for
+ * shoppers must send their addresses, VOUCHER_TRUSTED_PROXIES), and each one
+ * that is taken in Redis (not answered from memory) pays a round trip before
+ * its lookup and a give-back write after it (not waited for).
+ * A take or a spend that Redis refuses (full at maxmemory) or does not answer
+ * refuses the request with 503 and stops the memory answers until a take
+ * succeeds: the limits never let a try through unpaid while Redis cannot
+ * write (voucher_gateway_guard_write_errors_total).
  *
  * The pure parts (bucket arithmetic, client address, CIDR lists) take
  * values in and give decisions out; tests/unit/test_guard.c checks them.
@@ -80,7 +94,7 @@ void gw_guard_bucket_refill(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int6
 /*
  * Takes one try at now_ms. Returns 1 taken, or 0 when the bucket is empty,
  * with *retry_ms set to the milliseconds until the next whole try (>= 1).
- * (The gateway only checks and spends; check() is take() on a copy.)
+ * (guard_bucket.lua takes, gives back and spends; check() is take() on a copy.)
  */
 int gw_guard_bucket_take(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms,
                          int64_t *retry_ms);
@@ -111,29 +125,27 @@ int64_t gw_guard_retry_after_s(int64_t retry_ms);
 /* ---- pure: what this gateway knows without asking (the check cache) ---- */
 
 /*
- * A check of a bucket that found a try there is remembered for
- * GW_GUARD_CACHE_TTL_MS, so the next checks of that bucket on this gateway
- * need no round trip; the first failed try this gateway settles on it forgets
- * it. Why the guarantees above still hold (proto/redis-keys.md, "Guessing
- * limits", "Checks from memory"):
+ * A bucket whose taken try was given back (a take found it there, and the
+ * request was no failure) is remembered for GW_GUARD_CACHE_TTL_MS, so the
+ * next request of that bucket on this gateway needs no round trip; the first
+ * failed try this gateway settles on it forgets it. Why the guarantees above
+ * still hold (proto/redis-keys.md, "Guessing limits", "Checks from memory"):
  *
- * - Every failed try is still spent in Redis, into debt when need be, and a
- *   Redis check still lets a try through only at a level of one try or more.
- *   The cache changes which tries pass, never what a failure costs.
- * - An entry is made only from a check Redis answered "a try is there" whose
- *   whole flight (sent to answered) overlapped no failure settled on this
- *   gateway, so it never remembers a level from before one of this gateway's
- *   own spends; and it is forgotten when this gateway settles a failure on the
- *   bucket (and again when that spend is answered, for a check of another
- *   worker's connection that Redis ran before the spend).
- * - So tries that pass on one entry are the first failure that forgets it and
- *   the tries in flight beside it on this gateway: the burst that "tries in
- *   flight" above already allows, now possibly while other gateways have
- *   emptied the bucket. All of them are spent; a new entry needs Redis to see
- *   a try again, so the debt is paid first. In the long run a guesser gets
- *   capacity + rate x time + one burst per gateway (its tries in flight on
- *   it), as before up to which gateways the tries in flight sit on; the debt
- *   floor (GW_GUARD_MAX_DEBT) forgives only past that many tries owed.
+ * - Every failed try is still paid for in Redis (taken, or spent into debt),
+ *   and a take succeeds only at a level of one try or more. The cache
+ *   changes which tries pass, never what a failure costs.
+ * - An entry is made only from a take sent at an epoch no failure settled on
+ *   this gateway has ended since (so it never remembers a level from before
+ *   one of this gateway's own spends), and only once its try was given back
+ *   (an attacker's failures make none); it is forgotten when this gateway
+ *   settles a failure on the bucket (and again when that spend is answered,
+ *   for a take of another worker's connection that Redis ran before it).
+ * - So tries that pass on one entry are at most GW_GUARD_MEMORY_IN_FLIGHT,
+ *   until the first failure forgets it; all are spent, and a new entry needs
+ *   a take to find a try again, so the debt is paid first. In the long run a
+ *   guesser gets capacity + rate x time + GW_GUARD_MEMORY_IN_FLIGHT per
+ *   gateway; the debt floor (GW_GUARD_MAX_DEBT) forgives only past that many
+ *   tries owed.
  *
  * The cache says only "a try was there". The opposite knowledge, "nobody
  * spent this bucket", which spares the round trip of a customer never seen
@@ -146,6 +158,49 @@ int64_t gw_guard_retry_after_s(int64_t retry_ms);
  */
 #define GW_GUARD_CACHE_SLOTS 4096 /* a power of two */
 #define GW_GUARD_CACHE_TTL_MS 1000
+/*
+ * Requests of one bucket let through from memory (the cache or the spent set)
+ * at a time on one gateway; the others take their try in Redis. This is the
+ * "small bound" of issue 42 beyond a bucket's allowance, per gateway process.
+ * Counted per slot: buckets that share a slot share the count, which only
+ * sends more requests to Redis.
+ */
+#define GW_GUARD_MEMORY_IN_FLIGHT 1
+
+/*
+ * The lease of a bucket on this gateway: tries taken in Redis by requests
+ * that succeeded, kept here instead of given back, for the next requests of
+ * the bucket (issue 42: many honest requests of one address at once, an
+ * order service, each paid a take and a give). A try of the lease is a try
+ * taken: a failure that used it keeps it (paid), a success puts it back.
+ * Once no request of the bucket has been in flight on this gateway for
+ * GW_GUARD_LEASE_IDLE_MS, the listener thread gives the lease back to Redis
+ * (one give of all of it, gw_guard_leases_idle()). So the bound above holds
+ * as it is, and a lease holds no more tries than the bucket's requests in
+ * flight together here (at most GW_GUARD_LEASE_MAX): tries other gateways
+ * cannot take meanwhile, as the takes in flight were. A gateway that stops
+ * gives them back once its workers are done; one that dies loses them (the
+ * bucket refills them with time). One lease a
+ * slot of the cache: a bucket whose slot another bucket's lease holds takes
+ * and gives back each try as before.
+ */
+#define GW_GUARD_LEASE_MAX 256
+#define GW_GUARD_LEASE_IDLE_MS 100
+#define GW_GUARD_KEY_MAX 96 /* guard:{cu:SCOPE:ID} and guard:{ip:SCOPE:ADDR} */
+
+typedef struct {
+    uint64_t key;    /* the bucket (a cache key), or 0: free */
+    int busy;        /* its requests in flight that took in Redis or use the lease */
+    int held;        /* tries taken in Redis and kept here */
+    int in_use;      /* of them, used by requests in flight */
+    int64_t full_at; /* the latest take's answer (Redis's clock): for a failure's index */
+    int64_t idle_ms; /* when busy last came to 0 (monotonic clock) */
+    gw_guard_rate_t rate;
+    char bucket[GW_GUARD_KEY_MAX]; /* its Redis key, to give the lease back */
+} gw_guard_lease_t;
+
+/* How a request of a leased bucket came by its try (gw_guard_lease_settle()). */
+enum { GW_GUARD_LEASE_NONE, GW_GUARD_LEASE_TAKEN, GW_GUARD_LEASE_USED };
 
 typedef struct {
     uint64_t epoch; /* failures settled (and their spends answered) so far */
@@ -153,6 +208,8 @@ typedef struct {
         uint64_t key;     /* 0: empty */
         int64_t until_ms; /* remembered until then (monotonic clock) */
     } slot[GW_GUARD_CACHE_SLOTS];
+    int in_flight[GW_GUARD_CACHE_SLOTS]; /* let through from memory and not settled, by slot */
+    gw_guard_lease_t lease[GW_GUARD_CACHE_SLOTS];
 } gw_guard_cache_t;
 
 /* Empties c (all zero is empty too). */
@@ -177,6 +234,48 @@ void gw_guard_cache_put(gw_guard_cache_t *c, uint64_t key, uint64_t sent_epoch, 
  * emptied whichever bucket holds it), so a callback may carry it in a pointer.
  */
 void gw_guard_cache_fail(gw_guard_cache_t *c, uint64_t key);
+
+/*
+ * A request of bucket key is to be let through from memory: returns 1 and
+ * counts it in flight, or 0 when GW_GUARD_MEMORY_IN_FLIGHT are already
+ * (the request then takes its try in Redis).
+ */
+int gw_guard_flight_enter(gw_guard_cache_t *c, uint64_t key);
+
+/* A request that gw_guard_flight_enter() let through is settled. */
+void gw_guard_flight_leave(gw_guard_cache_t *c, uint64_t key);
+
+/*
+ * A request of bucket key needs a try that memory did not give: returns
+ * GW_GUARD_LEASE_USED when it takes one of the lease (nothing to ask Redis),
+ * GW_GUARD_LEASE_TAKEN when it is to take its try in Redis and settle with
+ * the lease, or GW_GUARD_LEASE_NONE when another bucket's requests hold the
+ * slot (it takes in Redis and gives back on its own, as without a lease).
+ */
+int gw_guard_lease_enter(gw_guard_cache_t *c, uint64_t key, const char *bucket,
+                         const gw_guard_rate_t *rate);
+
+/* A take in Redis for bucket key answered full_at: kept for a failure's index. */
+void gw_guard_lease_taken(gw_guard_cache_t *c, uint64_t key, int64_t full_at);
+
+/*
+ * A request that gw_guard_lease_enter() answered how (USED or TAKEN) is
+ * settled: got says whether it had its try (a take that found the bucket
+ * empty, or failed, had none), failed whether its answer was a failed try.
+ * now_ms is the monotonic clock. Returns how many tries to give back to
+ * Redis now: a success's taken try when the lease is full, else 0 (an idle
+ * lease goes back through gw_guard_lease_sweep()). *full_at is the lease's
+ * latest take answer.
+ */
+int gw_guard_lease_settle(gw_guard_cache_t *c, uint64_t key, int how, int got, int failed,
+                          int64_t now_ms, int64_t *full_at);
+
+/*
+ * Takes out of c up to max leases idle for GW_GUARD_LEASE_IDLE_MS at now_ms
+ * (no request in flight, tries held), copied to out, for the caller to give
+ * their tries back to Redis. Returns how many.
+ */
+int gw_guard_lease_sweep(gw_guard_cache_t *c, int64_t now_ms, gw_guard_lease_t *out, int max);
 
 /* The cache key of a bucket: a keyed hash of its Redis key and its rate; never 0. */
 uint64_t gw_guard_cache_key(const char *bucket_key, const gw_guard_rate_t *rate);
@@ -325,14 +424,15 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen);
 typedef void (*gw_guard_cb)(void *arg);
 
 /*
- * Checks the buckets of customer_id (0: none, as on confirm and cancel) and
- * of the client for a try. Returns GW_GUARD_GO when no bucket
- * applies (all turned off) or every bucket that applies is known from memory
- * to hold a try (the check cache or the spent set above; the request is
- * guarded all the same: a failure spends), or GW_GUARD_PENDING: then either cb(arg) runs
- * once (a try is there in each bucket, or Redis refused to run a bucket's
- * script: it does not apply), or the guard answered req (429; 503 when Redis
- * is unreachable or late) and cb never runs. app is borrowed.
+ * Takes a try from the buckets of customer_id (0: none, as on confirm and
+ * cancel) and of the client. Returns GW_GUARD_GO when no bucket applies (all
+ * turned off) or every bucket that applies is let through from memory (the
+ * check cache or the spent set above, within GW_GUARD_MEMORY_IN_FLIGHT; the
+ * request is guarded all the same: a failure spends), or GW_GUARD_PENDING:
+ * then either cb(arg) runs once (a try was taken from each bucket, or Redis
+ * refused to run a bucket's script: it does not apply), or the guard answered
+ * req (429; 503 when Redis is unreachable, late or full) and cb never runs.
+ * Either way gw_guard_settle() ends the hold. app is borrowed.
  */
 int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_guard_cb cb,
                    void *arg);
@@ -346,8 +446,8 @@ void gw_guard_mark(gw_request_t *req, int failed);
 
 /*
  * Settles req once its answer is status (called by the observer,
- * gw_app_observe): a failed try spends one try of each bucket checked,
- * anything else spends nothing.
+ * gw_app_observe): a failed try keeps its taken tries and spends one of each
+ * bucket let through from memory; anything else gives its taken tries back.
  */
 void gw_guard_settle(gw_request_t *req, int status);
 
@@ -355,6 +455,17 @@ void gw_guard_settle(gw_request_t *req, int status);
 
 #define GW_GUARD_CHANNEL "voucher-guard"
 #define GW_GUARD_INDEX_KEY "guard:index"
+
+/*
+ * The listener's share of the leases (gw_guard.h, the lease): up to max
+ * leases idle long enough (with all, every lease no request holds: the
+ * gateway stops), taken out for the caller to give back to Redis
+ * (guard_bucket.lua "give" with their held count). Returns how many.
+ */
+int gw_guard_leases_idle(gw_guard_lease_t *out, int max, int all);
+
+/* A lease's give (gw_guard_leases_idle()) answered rc (0, or the failure). */
+void gw_guard_lease_given(int rc);
 
 /* Whether this gateway keeps the spent set: guessing limits on. */
 int gw_guard_spent_wanted(void);

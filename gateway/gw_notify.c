@@ -14,7 +14,9 @@
 #include "gw_rules.h"
 #include "vc_config.h"
 #include "vc_fault.h"
+#include "vc_error.h"
 #include "vc_log.h"
+#include "vc_lua.h"
 #include "vc_redis_block.h"
 #include "vc_redis_cluster.h"
 #include "vc_time.h"
@@ -99,6 +101,42 @@ static redisReply *subscribe_one(gw_notify_t *n, redisContext *ctx, const char *
 }
 
 /*
+ * Says when Redis may evict the gateway's keys: a maxmemory-policy other than
+ * noeviction drops keys when Redis is full (volatile-* the guessing-limit
+ * buckets first: they have a TTL), and an evicted bucket is a full one, a
+ * guesser's tries forgotten without a word (issue 42; deploy/README.md,
+ * "Redis memory"). Asked on the listener's connection (ctx, not yet
+ * subscribed) each time it connects: at start and after every reconnection.
+ * INFO memory, not CONFIG GET: the documented ACL allows +info and refuses
+ * @dangerous (CONFIG would also show the passwords). An ACL that refuses INFO
+ * too gets a warning that the policy could not be checked.
+ */
+static void check_policy(redisContext *ctx)
+{
+    static const char field[] = "maxmemory_policy:";
+    redisReply *r = redisCommand(ctx, "INFO memory");
+    const char *at;
+    char policy[32] = "";
+
+    if (!r)
+        return; /* the connection broke: the SUBSCRIBE after says so */
+    if (r->type == REDIS_REPLY_STRING && (at = strstr(r->str, field)) != NULL) {
+        size_t len = strcspn(at + sizeof(field) - 1, "\r\n");
+        snprintf(policy, sizeof(policy), "%.*s", (int)len, at + sizeof(field) - 1);
+    }
+    if (!policy[0])
+        vc_warn("could not check redis's maxmemory-policy (%s): it must be noeviction "
+                "(deploy/README.md, \"Redis memory\")",
+                r->type == REDIS_REPLY_ERROR ? r->str : "no maxmemory_policy in INFO memory");
+    else if (strcmp(policy, "noeviction") != 0)
+        vc_warn("redis maxmemory-policy is %s: a full redis may evict voucher keys and the "
+                "guessing-limit buckets (their tries forgotten); set noeviction "
+                "(deploy/README.md, \"Redis memory\")",
+                policy);
+    freeReplyObject(r);
+}
+
+/*
  * Connects and subscribes; returns the context (owned) or NULL. The guard's
  * channel is a command of its own, after the rules': an ACL that refuses it
  * (a deployment not updated) leaves the rules heard as before, and only the
@@ -111,6 +149,8 @@ static redisContext *subscribe(gw_notify_t *n, const vc_redis_url_t *u)
     redisContext *ctx = vc_redis_node_connect(u, u->host, u->port, tv, err, sizeof(err));
     redisReply *reply;
 
+    if (ctx)
+        check_policy(ctx);
     /* Channels are the same on every database (a SELECT changes nothing). */
     if (ctx && !answered(subscribe_one(n, ctx, GW_NOTIFY_CHANNEL))) {
         redisFree(ctx);
@@ -270,6 +310,41 @@ static int still_heard(gw_notify_t *n, redisContext *ctx)
 }
 
 /*
+ * Gives the leases idle for GW_GUARD_LEASE_IDLE_MS (with all, every lease no
+ * request holds) back to Redis (gw_guard.h, the lease): one guard_bucket.lua "give" of each lease's tries, on the
+ * bucket's node, with the blocking client. A give that fails leaves those
+ * tries taken until the bucket refills them (counted, and said, as a give).
+ */
+static void return_leases(gw_notify_t *n, int all)
+{
+    gw_guard_lease_t idle[16];
+    int k;
+
+    do {
+        k = gw_guard_leases_idle(idle, 16, all);
+        for (int i = 0; i < k; i++) {
+            char tries[24], window[24], count[24], err[256];
+            const char *argv[] = {
+                "EVAL", vc_lua_guard_bucket, "1", idle[i].bucket, "give", tries, window, count};
+            size_t len[8];
+            redisReply *r = NULL;
+
+            snprintf(tries, sizeof(tries), "%lld", (long long)idle[i].rate.tries);
+            snprintf(window, sizeof(window), "%lld", (long long)idle[i].rate.window_ms);
+            snprintf(count, sizeof(count), "%d", idle[i].held);
+            for (int a = 0; a < 8; a++)
+                len[a] = strlen(argv[a]);
+            if (n->block || (n->block = vc_redis_block_connect(n->url, 2000, err, sizeof(err))))
+                r = vc_redis_block_command(n->block, vc_redis_tag_slot(idle[i].bucket), 8, argv,
+                                           len, err, sizeof(err));
+            gw_guard_lease_given(r && r->type != REDIS_REPLY_ERROR ? 0 : VC_ERR_UNAVAILABLE);
+            if (r)
+                freeReplyObject(r);
+        }
+    } while (k == 16);
+}
+
+/*
  * The spent set's upkeep, on each turn of the listener: loads the index once
  * subscribed (again every GW_NOTIFY_RETRY_MS until it works), then reads
  * Redis's clock again every GW_NOTIFY_CLOCK_MS.
@@ -278,6 +353,8 @@ static void guard_upkeep(gw_notify_t *n)
 {
     int64_t now = vc_time_mono_ms();
 
+    if (n->url)
+        return_leases(n, 0);
     if (!n->guard_subscribed)
         return;
     if (!n->guard_loaded) {
@@ -434,6 +511,9 @@ void gw_notify_stop(gw_notify_t *n)
         return;
     atomic_store(&n->stop, 1);
     pthread_join(n->thread, NULL);
+    /* The workers are done (main.c joins them first): every lease goes back now. */
+    if (n->url)
+        return_leases(n, 1);
     if (n->block)
         vc_redis_block_free(n->block);
     free(n->url);

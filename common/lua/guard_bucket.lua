@@ -1,14 +1,19 @@
 -- A guessing-limit bucket (gateway/gw_guard.h, proto/redis-keys.md "Guessing
--- limits"): a token bucket that only failed tries spend.
+-- limits"): a token bucket that only failed tries keep.
 --
 -- KEYS[1] guard:{cu:SCOPE:CUSTOMER} or guard:{ip:SCOPE:ADDRESS}, a hash
 --         {level, at}; absent means full.
--- ARGV    op, tries, window_ms. op is
---         "check" (before the code is looked up): whether a try is there,
---                 writing nothing;
---         "spend" (after a failed try): take one even if none is left, down
---                 to 1,000,000 tries owed, so that failures that were in
---                 flight together are all paid for before the next try.
+-- ARGV    op, tries, window_ms[, count]. op is
+--         "take"  (before the code is looked up): takes a try if one is
+--                 there, in this one step with the check, so that tries sent
+--                 together cannot all pass before any is taken (issue 42);
+--         "give"  (after an answer that is not a failed try): gives count
+--                 taken tries back (1 when absent: a gateway's lease gives
+--                 all it held at once), up to full;
+--         "spend" (after a failed try that no take paid for: the gateway let
+--                 it through from memory): take one even if none is left,
+--                 down to 1,000,000 tries owed, so that it is paid for before
+--                 the next try.
 --
 -- The level is in units of 1/tries of a millisecond's refill: full is
 -- tries * window_ms, one try costs window_ms, each millisecond adds tries
@@ -16,10 +21,13 @@
 -- checks). The clock is Redis's own (TIME), so gateways with skewed clocks
 -- share one bucket consistently.
 --
--- Returns, for check, {1, 0} (a try is there) or {0, retry_ms}: empty, and
--- the milliseconds until the next whole try; for spend, {1, full_at}: when the
--- bucket is full again, in Redis's clock (ms since the epoch, TIME), which the
--- gateway then puts in guard:index and publishes (guard_index.lua).
+-- Returns, for take, {1, full_at} (taken) or {0, retry_ms}: empty, nothing
+-- written, and the milliseconds until the next whole try; for spend, {1,
+-- full_at}; for give, {1, 0}. full_at is when the bucket is full again, in
+-- Redis's clock (ms since the epoch, TIME), which the gateway puts in
+-- guard:index and publishes once the try turns out a failure (guard_index.lua).
+-- Every write may fail when Redis is full (OOM): the gateway then refuses the
+-- request (503), never lets it through unpaid.
 local MAX_DEBT = 1000000 -- GW_GUARD_MAX_DEBT, in tries
 local op = ARGV[1]
 local tries = tonumber(ARGV[2])
@@ -39,16 +47,24 @@ if now > at then
 end
 level = math.min(level, full)
 
-if op == 'check' then
+if op == 'take' then
   if level < window then
     return {0, math.max(1, math.ceil((window - level) / tries))}
   end
-  return {1, 0}
-elseif op ~= 'spend' then
+  level = level - window
+elseif op == 'give' then
+  level = level + window * (tonumber(ARGV[4]) or 1)
+  if level >= full then
+    -- Full: the same as absent.
+    redis.call('DEL', KEYS[1])
+    return {1, 0}
+  end
+elseif op == 'spend' then
+  level = math.max(-MAX_DEBT * window, level - window)
+else
   return redis.error_reply('guard_bucket: unknown op ' .. tostring(op))
 end
 
-level = math.max(-MAX_DEBT * window, level - window)
 redis.call('HSET', KEYS[1], 'level', string.format('%d', level), 'at', string.format('%d', now))
 -- Full again after this long: the key is then the same as absent.
 local to_full = math.ceil((full - level) / tries) + 1

@@ -335,6 +335,67 @@ START_TEST(client_address)
 }
 END_TEST
 
+/*
+ * Issue 42: at most GW_GUARD_MEMORY_IN_FLIGHT requests of a bucket pass from
+ * memory at a time; a lease keeps a success's taken try for the next request
+ * (a failure that uses it keeps it: paid), and goes back whole once idle.
+ */
+START_TEST(memory_in_flight_and_lease)
+{
+    static gw_guard_cache_t c; /* static: the leases make it large */
+    const gw_guard_rate_t ip100 = {100, 3600000};
+    const char *bucket = "guard:{ip:v:10.0.0.1}";
+    uint64_t ip = gw_guard_cache_key(bucket, &ip100);
+    uint64_t other = ip + GW_GUARD_CACHE_SLOTS; /* the same slot, another bucket */
+    gw_guard_lease_t out[4];
+    int64_t full_at;
+
+    gw_guard_cache_init(&c);
+    /* Memory: one at a time. */
+    ck_assert_int_eq(gw_guard_flight_enter(&c, ip), 1);
+    ck_assert_int_eq(gw_guard_flight_enter(&c, ip), GW_GUARD_MEMORY_IN_FLIGHT > 1);
+    gw_guard_flight_leave(&c, ip);
+    ck_assert_int_eq(gw_guard_flight_enter(&c, ip), 1);
+    gw_guard_flight_leave(&c, ip);
+
+    /* No lease yet: two requests take in Redis; another bucket of the slot gets none. */
+    ck_assert_int_eq(gw_guard_lease_enter(&c, ip, bucket, &ip100), GW_GUARD_LEASE_TAKEN);
+    ck_assert_int_eq(gw_guard_lease_enter(&c, ip, bucket, &ip100), GW_GUARD_LEASE_TAKEN);
+    ck_assert_int_eq(gw_guard_lease_enter(&c, other, "guard:{cu:v:1}", &hourly5),
+                     GW_GUARD_LEASE_NONE);
+    gw_guard_lease_taken(&c, ip, 5000);
+    /* The first succeeds: its try stays here, and the next request uses it. */
+    ck_assert_int_eq(gw_guard_lease_settle(&c, ip, GW_GUARD_LEASE_TAKEN, 1, 0, 10, &full_at), 0);
+    ck_assert_int_eq(full_at, 5000);
+    ck_assert_int_eq(gw_guard_lease_enter(&c, ip, bucket, &ip100), GW_GUARD_LEASE_USED);
+    /* The second failed: its try is spent, nothing kept. */
+    ck_assert_int_eq(gw_guard_lease_settle(&c, ip, GW_GUARD_LEASE_TAKEN, 1, 1, 10, &full_at), 0);
+    /* The lease's user failed: the try is gone (paid when taken); idle and empty: free. */
+    ck_assert_int_eq(gw_guard_lease_settle(&c, ip, GW_GUARD_LEASE_USED, 1, 1, 10, &full_at), 0);
+    ck_assert_int_eq(gw_guard_lease_sweep(&c, 1000, out, 4), 0);
+    ck_assert_int_eq(gw_guard_lease_enter(&c, other, "guard:{cu:v:1}", &hourly5),
+                     GW_GUARD_LEASE_TAKEN);
+    /* A take that found the bucket empty (got 0) keeps nothing. */
+    ck_assert_int_eq(gw_guard_lease_settle(&c, other, GW_GUARD_LEASE_TAKEN, 0, 0, 20, &full_at),
+                     0);
+
+    /* Two successes kept; swept only once idle for GW_GUARD_LEASE_IDLE_MS, whole. */
+    ck_assert_int_eq(gw_guard_lease_enter(&c, ip, bucket, &ip100), GW_GUARD_LEASE_TAKEN);
+    ck_assert_int_eq(gw_guard_lease_enter(&c, ip, bucket, &ip100), GW_GUARD_LEASE_TAKEN);
+    ck_assert_int_eq(gw_guard_lease_settle(&c, ip, GW_GUARD_LEASE_TAKEN, 1, 0, 100, &full_at), 0);
+    ck_assert_int_eq(gw_guard_lease_sweep(&c, 100 + GW_GUARD_LEASE_IDLE_MS, out, 4), 0);
+    ck_assert_int_eq(gw_guard_lease_settle(&c, ip, GW_GUARD_LEASE_TAKEN, 1, 0, 200, &full_at), 0);
+    ck_assert_int_eq(gw_guard_lease_sweep(&c, 200 + GW_GUARD_LEASE_IDLE_MS - 1, out, 4), 0);
+    ck_assert_int_eq(gw_guard_lease_sweep(&c, 200 + GW_GUARD_LEASE_IDLE_MS, out, 4), 1);
+    ck_assert_int_eq(out[0].held, 2);
+    ck_assert_str_eq(out[0].bucket, bucket);
+    ck_assert_int_eq(out[0].rate.tries, 100);
+    /* Given back: the slot is free for any bucket. */
+    ck_assert_int_eq(gw_guard_lease_enter(&c, other, "guard:{cu:v:1}", &hourly5),
+                     GW_GUARD_LEASE_TAKEN);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("guard");
@@ -347,6 +408,7 @@ int main(void)
     tcase_add_test(tc, bucket_check_and_spend_with_debt);
     tcase_add_test(tc, cache_remembers_a_try_until_a_failure);
     tcase_add_test(tc, spent_set_add_expire_overflow_sync);
+    tcase_add_test(tc, memory_in_flight_and_lease);
     tcase_add_test(tc, proxies_parse_and_contain);
     tcase_add_test(tc, client_address);
     suite_add_tcase(s, tc);
