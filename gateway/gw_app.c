@@ -166,6 +166,12 @@ int gw_app_publish(gw_app_t *app, const vc_event_t *ev, gw_kafka_delivery_cb cb,
                             strlen(ev->code), payload, len, cb, arg);
 }
 
+void gw_app_who(const gw_request_t *req, vc_audit_who_t *who)
+{
+    who->actor = req->actor ? req->actor : GW_ADMIN_ACTOR;
+    who->source = req->peer;
+}
+
 void gw_app_handle(void *ctx, gw_request_t *req)
 {
     gw_app_t *app = ctx;
@@ -177,8 +183,10 @@ void gw_app_handle(void *ctx, gw_request_t *req)
     req->route = (int)route.kind;
     switch (gw_route_auth(route.kind)) {
     case GW_AUTH_ADMIN:
-        if (gw_bearer_authorized(req->authorization, app->cfg->admin_token))
+        if (gw_bearer_authorized(req->authorization, app->cfg->admin_token)) {
+            req->actor = GW_ADMIN_ACTOR; /* VOUCHER_ADMIN_TOKEN's: one name for all who hold it */
             break;
+        }
         gw_app_reply_error(req, GW_E_UNAUTHORIZED,
                            app->cfg->admin_token[0]
                                ? "this route needs Authorization: Bearer <VOUCHER_ADMIN_TOKEN>"

@@ -17,6 +17,7 @@
 #include "gw_pgrun.h"
 #include "gw_redis.h"
 #include "gw_rules.h"
+#include "vc_audit.h"
 
 /* The registered Redis scripts, in gw_app_scripts[] order. */
 enum {
@@ -81,6 +82,16 @@ void gw_app_key(const char *code, const char *suffix, char key[GW_KEY_MAX]);
 
 /* A gw_redis_cb that ignores the reply, for commands nobody waits for. */
 void gw_app_ignore_cb(void *arg, int rc, const gw_redis_reply_t *reply);
+
+/* The actor of the shared VOUCHER_ADMIN_TOKEN in the admin audit. */
+#define GW_ADMIN_ACTOR "admin"
+
+/*
+ * Fills who with the admin an authenticated request acts as (req->actor,
+ * set by gw_app_handle) and its client's address, for the admin audit
+ * (vc_audit.h). who borrows from req: valid until req is answered.
+ */
+void gw_app_who(const gw_request_t *req, vc_audit_who_t *who);
 
 /* The gw_http_handler_cb of a worker: ctx is its gw_app_t. */
 void gw_app_handle(void *ctx, gw_request_t *req);
