@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_admins.h"
 #include "gw_campaign.h"
 #include "gw_guard.h"
 #include "gw_metrics.h"
@@ -172,6 +173,41 @@ void gw_app_who(const gw_request_t *req, vc_audit_who_t *who)
     who->source = req->peer;
 }
 
+/*
+ * Whether req carries an admin's token: a named one (gw_admins.h, its name
+ * the actor) or one of VOUCHER_ADMIN_TOKEN's (the actor "admin"). Both are
+ * checked, whatever the first found, so the time tells neither which. Sets
+ * req->actor (a copy in req's arena: the table may be swapped meanwhile) and
+ * returns 0; else answers req (401, or 503 when out of memory) and returns -1.
+ */
+static int admin_authorized(gw_app_t *app, gw_request_t *req)
+{
+    char name[GW_ADMIN_NAME_MAX + 1];
+    int named = gw_admins_authorized(req->authorization, name);
+    int shared = gw_bearer_authorized(req->authorization, app->cfg->admin_token);
+    char *actor;
+
+    if (named) {
+        if (!(actor = gw_request_alloc(req, strlen(name) + 1))) {
+            gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+            return -1;
+        }
+        memcpy(actor, name, strlen(name) + 1);
+        req->actor = actor;
+        return 0;
+    }
+    if (shared) {
+        req->actor = GW_ADMIN_ACTOR; /* VOUCHER_ADMIN_TOKEN's: one name for all who hold it */
+        return 0;
+    }
+    gw_app_reply_error(req, GW_E_UNAUTHORIZED,
+                       app->cfg->admin_token[0] || app->cfg->admin_tokens_file[0]
+                           ? "this route needs Authorization: Bearer <an admin token>"
+                           : "admin routes are off: neither VOUCHER_ADMIN_TOKEN nor "
+                             "VOUCHER_ADMIN_TOKENS_FILE is set");
+    return -1;
+}
+
 void gw_app_handle(void *ctx, gw_request_t *req)
 {
     gw_app_t *app = ctx;
@@ -183,14 +219,8 @@ void gw_app_handle(void *ctx, gw_request_t *req)
     req->route = (int)route.kind;
     switch (gw_route_auth(route.kind)) {
     case GW_AUTH_ADMIN:
-        if (gw_bearer_authorized(req->authorization, app->cfg->admin_token)) {
-            req->actor = GW_ADMIN_ACTOR; /* VOUCHER_ADMIN_TOKEN's: one name for all who hold it */
+        if (admin_authorized(app, req) == 0)
             break;
-        }
-        gw_app_reply_error(req, GW_E_UNAUTHORIZED,
-                           app->cfg->admin_token[0]
-                               ? "this route needs Authorization: Bearer <VOUCHER_ADMIN_TOKEN>"
-                               : "admin routes are off: VOUCHER_ADMIN_TOKEN is not set");
         return;
     case GW_AUTH_API:
         /* An empty VOUCHER_API_TOKEN leaves the order service's routes open. */

@@ -86,6 +86,10 @@ const vc_cfg_param_t gw_config_params[] = {
         "bearer tokens of POST /vouchers and GET /vouchers/{code}, comma-separated (rotation), "
         "each of at least 32 characters and not the template's CHANGE-ME (else the gateway "
         "exits 2); when empty (the default) the admin routes answer 401 to everyone"),
+    STR("admin-tokens-file", "VOUCHER_ADMIN_TOKENS_FILE", "", admin_tokens_file,
+        "a file of named admin tokens, lines \"NAME SHA256-HEX-OF-TOKEN\" ('#' comments): "
+        "each admin's name goes into the admin audit; read again on SIGHUP (a token rotated "
+        "without a restart); with VOUCHER_ADMIN_TOKEN too, both are accepted"),
     STR("api-token", "VOUCHER_API_TOKEN", "", api_token,
         "bearer tokens of the order service (reserve, confirm, release, quote), comma-separated "
         "(rotation), each of at least 32 characters and not the template's CHANGE-ME (else the "

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "gw_auth.h"
+#include "gw_admins.h"
 #include "gw_config.h"
 #include "gw_guard.h"
 #include "gw_kafka.h"
@@ -29,8 +30,9 @@
 
 #define SUMMARY                                                                                    \
     "voucher-gateway: reserves, confirms and cancels voucher uses over HTTP\n\n"                   \
-    "Admin routes (POST /vouchers, GET /vouchers/{code}) need Authorization: Bearer\n"             \
-    "$VOUCHER_ADMIN_TOKEN; with no token set they answer 401 to everyone.\n"                       \
+    "Admin routes (POST /vouchers, GET /vouchers/{code}, /campaigns...) need Authorization:\n"     \
+    "Bearer with a token of $VOUCHER_ADMIN_TOKEN (the audit's actor \"admin\") or a named one\n"    \
+    "of $VOUCHER_ADMIN_TOKENS_FILE (re-read on SIGHUP); with neither they answer 401.\n"           \
     "GET /healthz, /readyz and /metrics are served on the admin address (--admin-addr);\n"        \
     "the HTTP port serves the API and /healthz only."
 
@@ -40,6 +42,7 @@ typedef struct {
     gw_shared_t *shared;
     int64_t shutdown_timeout_ms;
     uv_async_t stop; /* woken by the stop signal; keeps the main loop running until then */
+    uv_signal_t hup; /* SIGHUP: read VOUCHER_ADMIN_TOKENS_FILE again */
 } app_t;
 
 /*
@@ -70,6 +73,32 @@ static void stop_cb(uv_async_t *async)
         gw_worker_stop(&a->workers[i]);
     atomic_store(&stop_async, NULL);
     uv_close((uv_handle_t *)&a->stop, NULL);
+    uv_close((uv_handle_t *)&a->hup, NULL);
+}
+
+/*
+ * SIGHUP, on the main loop: the named admin tokens are read again and swapped
+ * in (gw_admins.h), so that a token is added, rotated or revoked without a
+ * restart. A file that cannot be read or parsed leaves the tokens in use.
+ */
+static void hup_cb(uv_signal_t *h, int signum)
+{
+    app_t *a = h->data;
+    const char *path = a->shared->cfg->admin_tokens_file;
+    char err[512];
+    size_t n;
+    (void)signum;
+
+    if (!path[0]) {
+        vc_info("SIGHUP received: no VOUCHER_ADMIN_TOKENS_FILE to read again");
+        return;
+    }
+    if (gw_admins_load(path, &n, err, sizeof(err)) != 0)
+        vc_error("SIGHUP: VOUCHER_ADMIN_TOKENS_FILE not reloaded, the admin tokens in use stay: "
+                 "%s",
+                 err);
+    else
+        vc_info("SIGHUP: VOUCHER_ADMIN_TOKENS_FILE reloaded: %zu named admins", n);
 }
 
 /*
@@ -145,6 +174,15 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         return 2;
     }
     shared.cfg = &cfg;
+    if (cfg.admin_tokens_file[0]) {
+        size_t n;
+
+        if (gw_admins_load(cfg.admin_tokens_file, &n, err, sizeof(err)) != 0) {
+            fprintf(stderr, "voucher-gateway: VOUCHER_ADMIN_TOKENS_FILE %s\n", err);
+            return 2;
+        }
+        vc_info("VOUCHER_ADMIN_TOKENS_FILE: %zu named admins", n);
+    }
     if (vc_parse_host_port(cfg.http_addr, shared.http_host, sizeof(shared.http_host),
                            &shared.http_port) != 0) {
         fprintf(stderr, "voucher-gateway: VOUCHER_HTTP_ADDR \"%s\" is not host:port\n",
@@ -211,6 +249,9 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         vc_warn("%s", err);
     uv_async_init(loop, &a.stop, stop_cb);
     a.stop.data = &a;
+    uv_signal_init(loop, &a.hup);
+    a.hup.data = &a;
+    uv_signal_start(&a.hup, hup_cb, SIGHUP);
     atomic_store(&stop_async, &a.stop);
     if (atomic_load(&stop_signum))
         uv_async_send(&a.stop); /* a stop signal came while the workers started */
@@ -235,6 +276,7 @@ out:
         vc_warn("some events were not delivered before exit");
     gw_pg_pool_free(shared.pg);
     gw_http_ip_table_free(shared.per_ip);
+    gw_admins_unload();
     free(a.workers);
     free(shared.redis_up);
     uv_loop_close(loop);

@@ -4,12 +4,14 @@
 # /vouchers, the campaign routes (create, deactivate, export), voucher-admin's
 # campaign commands (actor --operator); a change the audit cannot record is not
 # made; the gateway's role may add rows but neither change nor delete them;
-# `voucher-admin audit` lists them with its filters.
+# `voucher-admin audit` lists them with its filters. Named admin tokens
+# (VOUCHER_ADMIN_TOKENS_FILE): each admin's name in the rows, and a token
+# rotated by rewriting the file and sending SIGHUP, without a restart.
 source "$(dirname "$0")/lib.sh"
-plan 31
+plan 43
 
 admin_cli=$VOUCHER_BUILD_DIR/admin/voucher-admin
-token=admin-$RANDOM$RANDOM
+token=$(new_token admin)
 export VOUCHER_ADMIN_TOKEN=$token
 start_gateway
 unset VOUCHER_ADMIN_TOKEN
@@ -113,3 +115,49 @@ list --since yesterday >/dev/null
 is "$?" 2 "--since of neither form: exit 2"
 VOUCHER_PG_DSN=$VOUCHER_GATEWAY_PG_DSN "$admin_cli" audit --target "$code" >/dev/null 2>&1
 is "$?" 1 "voucher-admin audit with the gateway's role: refused (it may not read the audit)"
+
+# ---- named admin tokens (VOUCHER_ADMIN_TOKENS_FILE), rotated on SIGHUP ----
+sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
+tok_a=alice-$RANDOM$RANDOM-0123456789abcdef0123456789 tok_b=bob-$RANDOM$RANDOM-0123456789abcdef0123456789
+tok_a2=alice2-$RANDOM$RANDOM-0123456789abcdef01234567
+name_a=alice-$RANDOM name_b=bob-$RANDOM
+printf '# the admins of this test\n%s %s\n\n%s %s  # bob\n' "$name_a" "$(sha "$tok_a")" "$name_b" "$(sha "$tok_b")" >"$scratch/admins"
+daemon_stop "$test_name-gateway"
+export VOUCHER_ADMIN_TOKEN=$token VOUCHER_ADMIN_TOKENS_FILE=$scratch/admins
+start_gateway
+unset VOUCHER_ADMIN_TOKEN VOUCHER_ADMIN_TOKENS_FILE
+pid=$(cat "$VOUCHER_STACK_DIR/run/$test_name-gateway.pid")
+as() { local t=$1; shift; http "$@" -H "Authorization: Bearer $t"; } # TOKEN METHOD PATH JSON
+as "$tok_a" PATCH "/vouchers/$code" '{"discountAmount":401}'
+is "$status $(audit_last "$code" voucher.update "actor || '|' || (after->>'discount_amount')")" "200 $name_a|401" \
+  "a PATCH with alice's named token: 200, the row names her"
+as "$tok_b" PATCH "/vouchers/$code" '{"discountAmount":402}'
+is "$status $(audit_last "$code" voucher.update "actor || '|' || (after->>'discount_amount')")" "200 $name_b|402" \
+  "with bob's: 200, the row names him"
+as "$token" PATCH "/vouchers/$code" '{"discountAmount":403}'
+is "$status $(audit_last "$code" voucher.update "actor")" "200 admin" "VOUCHER_ADMIN_TOKEN still works beside the file, as 'admin'"
+as "$(sha "$tok_a")" PATCH "/vouchers/$code" '{"discountAmount":1}'
+is "$status" 401 "the hash in the file is no token"
+
+# Rotate alice's token, revoke bob's: rewrite the file, SIGHUP, same process.
+printf '%s %s\n' "$name_a" "$(sha "$tok_a2")" >"$scratch/admins.new"
+mv "$scratch/admins.new" "$scratch/admins"
+kill -HUP "$pid"
+status_of() { as "$1" GET "/vouchers/$code" ''; echo "$status"; }
+is "$(wait_for 401 10 status_of "$tok_a")" 401 "after SIGHUP: alice's old token gets 401"
+is "$(status_of "$tok_a2")" 200 "her new one 200"
+is "$(status_of "$tok_b")" 401 "bob's, gone from the file, 401"
+as "$tok_a2" PATCH "/vouchers/$code" '{"discountAmount":404}'
+is "$status $(audit_last "$code" voucher.update "actor")" "200 $name_a" "a change with the new token names alice"
+kill -0 "$pid" 2>/dev/null
+is "$? $(cat "$VOUCHER_STACK_DIR/run/$test_name-gateway.pid")" "0 $pid" "no restart: the same process"
+
+# A file that does not parse: the tokens in use stay, and the log says why.
+printf 'alice not-a-hash\n' >"$scratch/admins"
+kill -HUP "$pid"
+log=$VOUCHER_STACK_DIR/logs/$test_name-gateway.log
+is "$(wait_for 1 10 bash -c "grep -c 'not reloaded' '$log'")" 1 "a bad file on SIGHUP: logged as not reloaded"
+is "$(status_of "$tok_a2")" 200 "and the tokens in use stay"
+daemon_stop "$test_name-gateway"
+VOUCHER_ADMIN_TOKENS_FILE=$scratch/admins "$bin_gateway" >"$scratch/bad.out" 2>&1
+is "$? $(grep -c 'VOUCHER_ADMIN_TOKENS_FILE.*line 1' "$scratch/bad.out")" "2 1" "at start, a bad file: exit 2, naming the setting and the line"
