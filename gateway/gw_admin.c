@@ -1,5 +1,6 @@
 /*
- * The admin routes (the token is checked by gw_app_handle):
+ * The admin routes, served on the admin address only (gw_app_handle_admin, which
+ * checks the token and names the admin):
  * POST /vouchers         creates a voucher in PostgreSQL (the truth), with
  *                        redis_loaded_at set in the same statement, then sets
  *                        its Redis counter with NX after the commit;

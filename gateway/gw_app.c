@@ -208,16 +208,29 @@ static int admin_authorized(gw_app_t *app, gw_request_t *req)
     return -1;
 }
 
-void gw_app_handle(void *ctx, gw_request_t *req)
+/*
+ * Routes req and answers it. on_admin: req came to the admin address. Each
+ * address serves its own routes only: an admin route asked on the API port,
+ * or an order-service route on the admin address, answers 404 as an unknown
+ * path does (the API port does not tell the order service's network where
+ * the admin routes are), before any token is looked at.
+ */
+static void dispatch(gw_app_t *app, gw_request_t *req, int on_admin)
 {
-    gw_app_t *app = ctx;
     gw_route_t route;
     char body[256], allow[64];
     size_t len;
+    int auth;
 
     gw_route(req->method, req->path, req->path_len, &route);
+    auth = gw_route_auth(route.kind);
+    /* /healthz (GW_AUTH_NONE) and a 405's Allow are the same on both. */
+    if (auth != GW_AUTH_NONE && (auth == GW_AUTH_ADMIN) != on_admin) {
+        route.kind = GW_ROUTE_NOT_FOUND;
+        auth = GW_AUTH_NONE;
+    }
     req->route = (int)route.kind;
-    switch (gw_route_auth(route.kind)) {
+    switch (auth) {
     case GW_AUTH_ADMIN:
         if (admin_authorized(app, req) == 0)
             break;
@@ -240,7 +253,7 @@ void gw_app_handle(void *ctx, gw_request_t *req)
         return;
     case GW_ROUTE_READYZ:
     case GW_ROUTE_METRICS:
-        /* Served on the admin address (main.c), so that the API's port serves only the API. */
+        /* Served on the admin address (gw_app_handle_admin), the API's port serves the API. */
         len = gw_body_error(body, sizeof(body), "NOT_FOUND",
                             "served on the admin address (VOUCHER_GATEWAY_ADMIN_ADDR)", NULL);
         gw_app_reply(req, 404, body, len);
@@ -287,4 +300,19 @@ void gw_app_handle(void *ctx, gw_request_t *req)
         gw_app_reply(req, 404, body, len);
         return;
     }
+}
+
+void gw_app_handle(void *ctx, gw_request_t *req)
+{
+    dispatch(ctx, req, 0);
+}
+
+void gw_app_handle_admin(void *ctx, gw_request_t *req)
+{
+    gw_app_t *app = ctx;
+
+    /* The probes and the metrics, as every daemon's admin endpoint answers them. */
+    if (vc_admin_respond(app->ready, app->ready_arg, req))
+        return;
+    dispatch(app, req, 1);
 }

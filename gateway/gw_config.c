@@ -21,8 +21,9 @@ const vc_cfg_param_t gw_config_params[] = {
         "address the HTTP API listens on (host:port)"),
     {"admin-addr", "VOUCHER_GATEWAY_ADMIN_ADDR,VOUCHER_ADMIN_ADDR", VC_CFG_STRING_OFF,
      "127.0.0.1:15414", offsetof(gw_config_t, admin_addr), 0, 0,
-     "address of /healthz, /readyz and /metrics (host:port), apart from the API's, which serves "
-     "only /healthz besides the API; empty = off"},
+     "address of the admin routes (POST, GET, PATCH /vouchers..., /campaigns...) and of "
+     "/healthz, /readyz and /metrics (host:port), apart from the API's, which serves only the "
+     "order service's routes and /healthz; empty = off (no admin route anywhere)"},
     STR("redis-url", "VOUCHER_REDIS_URL", "redis://127.0.0.1:15401/0", redis_url,
         "Redis holding the remaining uses and holds: redis://[user:password@]host:port/db, or "
         "redis+cluster://[user:password@]host:port,host:port,... (seed nodes) for a Redis Cluster"),

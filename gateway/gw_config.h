@@ -12,7 +12,7 @@
 
 typedef struct {
     const char *http_addr;       /* host:port every worker listens on (SO_REUSEPORT) */
-    const char *admin_addr;      /* host:port of /healthz, /readyz, /metrics; "" = off */
+    const char *admin_addr;      /* host:port of the admin routes and the probes; "" = off */
     const char *redis_url;       /* redis://host:port/db */
     const char *kafka_brokers;   /* bootstrap.servers */
     const char *kafka_topic;     /* where events go, keyed by voucher code */

@@ -37,8 +37,9 @@
     "the HTTP port serves the API and /healthz only."
 
 typedef struct {
-    gw_worker_t *workers;
-    int nworkers;
+    gw_worker_t *workers; /* the API workers, then the admin worker (if any) */
+    int nworkers;         /* API workers */
+    int nstarted;         /* workers running, the admin worker included */
     gw_shared_t *shared;
     int64_t shutdown_timeout_ms;
     uv_async_t stop; /* woken by the stop signal; keeps the main loop running until then */
@@ -69,7 +70,8 @@ static void stop_cb(uv_async_t *async)
     vc_info("%s received: finishing requests in flight (at most %lld ms)",
             strsignal(atomic_load(&stop_signum)), (long long)a->shutdown_timeout_ms);
     atomic_store(&a->shared->draining, 1);
-    for (int i = 0; i < a->nworkers; i++)
+    /* The admin worker last (run()): /readyz says "shutting down" while these drain. */
+    for (int i = 0; i < a->nstarted && i < a->nworkers; i++)
         gw_worker_stop(&a->workers[i]);
     atomic_store(&stop_async, NULL);
     uv_close((uv_handle_t *)&a->stop, NULL);
@@ -130,7 +132,6 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     static gw_shared_t shared;
     char err[512];
     app_t a = {0};
-    vc_admin_t *admin = NULL;
     gw_notify_t *notify = NULL;
     uv_loop_t *loop = uv_default_loop();
     int rc, started = 0, exit_code = 1;
@@ -189,6 +190,14 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                 cfg.http_addr);
         return 2;
     }
+    if (cfg.admin_addr[0] && vc_parse_host_port(cfg.admin_addr, shared.admin_host,
+                                                sizeof(shared.admin_host),
+                                                &shared.admin_port) != 0) {
+        fprintf(stderr, "voucher-gateway: VOUCHER_GATEWAY_ADMIN_ADDR \"%s\" is not host:port\n",
+                cfg.admin_addr);
+        return 2;
+    }
+    shared.ready = ready_cb;
     if (vc_parse_redis_url(cfg.redis_url, &shared.redis, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-gateway: VOUCHER_REDIS_URL %s\n", err);
         return 2;
@@ -212,8 +221,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     a.shared = &shared;
     a.shutdown_timeout_ms = cfg.shutdown_timeout_ms;
     shared.nworkers = a.nworkers;
-    if (!(a.workers = calloc((size_t)a.nworkers, sizeof(*a.workers))) ||
-        !(shared.redis_up = calloc((size_t)a.nworkers, sizeof(*shared.redis_up))))
+    if (!(a.workers = calloc((size_t)a.nworkers + 1, sizeof(*a.workers))) ||
+        !(shared.redis_up = calloc((size_t)a.nworkers + 1, sizeof(*shared.redis_up))))
         return 1;
     gw_metrics_init();
     if (!(shared.kafka = gw_kafka_new(cfg.kafka_brokers, cfg.kafka_timeout_ms, kafka_extra, err,
@@ -232,17 +241,17 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         vc_error("out of memory");
         goto out;
     }
-    for (; started < a.nworkers; started++) {
-        if (gw_worker_start(&a.workers[started], started, &shared, err, sizeof(err)) != 0) {
-            vc_error("%s", err);
+    /* The API workers, then the admin worker (gw_worker.h) on the admin address. */
+    for (; started < a.nworkers + (cfg.admin_addr[0] != '\0'); started++) {
+        int is_admin = started == a.nworkers;
+
+        if (gw_worker_start(&a.workers[started], started, is_admin, &shared, err, sizeof(err)) !=
+            0) {
+            vc_error("%s%s", is_admin ? "--admin-addr: " : "", err);
             gw_worker_join(&a.workers[started]);
             goto out;
         }
-    }
-    if (cfg.admin_addr[0] &&
-        vc_admin_start(cfg.admin_addr, ready_cb, &shared, &admin, err, sizeof(err)) != 0) {
-        vc_error("--admin-addr: %s", err);
-        goto out;
+        a.nstarted = started + 1;
     }
     /* Rule changes made through other gateways (gw_notify.h); else the rules ttl bounds them. */
     if (!(notify = gw_notify_start(cfg.redis_url, err, sizeof(err))))
@@ -263,11 +272,16 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
 out:
     /* Reached with workers running only when one failed to start: stop the others. */
     if (exit_code != 0)
-        for (int i = 0; i < started; i++)
+        for (int i = 0; i < a.nstarted; i++)
             gw_worker_stop(&a.workers[i]);
-    for (int i = 0; i < started; i++)
+    for (int i = 0; i < a.nstarted && i < a.nworkers; i++)
         gw_worker_join(&a.workers[i]);
-    vc_admin_stop(admin); /* /readyz said "shutting down" until here */
+    /* The admin worker: /readyz said "shutting down" until here. */
+    if (a.nstarted > a.nworkers) {
+        if (exit_code == 0)
+            gw_worker_stop(&a.workers[a.nworkers]);
+        gw_worker_join(&a.workers[a.nworkers]);
+    }
     gw_notify_stop(notify);
     /* What is left of the shutdown time goes to the producer's flush. */
     flush_ms = vc_shutdown_deadline_ms() ? vc_shutdown_deadline_ms() - vc_time_mono_ms() - 100

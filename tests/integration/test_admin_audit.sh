@@ -6,9 +6,10 @@
 # made; the gateway's role may add rows but neither change nor delete them;
 # `voucher-admin audit` lists them with its filters. Named admin tokens
 # (VOUCHER_ADMIN_TOKENS_FILE): each admin's name in the rows, and a token
-# rotated by rewriting the file and sending SIGHUP, without a restart.
+# rotated by rewriting the file and sending SIGHUP, without a restart. The
+# admin routes on the admin address only: 404 on the API port, token or not.
 source "$(dirname "$0")/lib.sh"
-plan 43
+plan 51
 
 admin_cli=$VOUCHER_BUILD_DIR/admin/voucher-admin
 token=$(new_token admin)
@@ -26,6 +27,32 @@ audit_last() { sql "SELECT $3 FROM admin_audit WHERE target = '$1' AND action = 
 # Put back what the atomicity check takes away, whatever happens to the test.
 restore_grant() { sql "GRANT INSERT (actor, action, target, before, after, detail, source) ON admin_audit TO voucher_gateway" >/dev/null; }
 trap 'restore_grant; finish' EXIT
+
+# ---- the admin routes on the admin address only ----
+api() { http_base=$base_url http "$@"; } # METHOD PATH [JSON] [CURL ARGS]: on the API port
+nocode=$(unique_code AUDIT)
+api POST /vouchers "{\"code\":\"$nocode\",\"discountAmount\":1000,\"minOrderAmount\":0,\"totalLimit\":50,\"perUserLimit\":1,$window}" "${auth[@]}"
+is "$status $(sql "SELECT count(*) FROM voucher WHERE code = '$nocode'") $(audit_rows "$nocode")" "404 0 0" \
+  "POST /vouchers on the API port, with the admin token: 404, no voucher, no row"
+new_voucher "$nocode" 5
+api PATCH "/vouchers/$nocode" '{"discountAmount":1}' "${auth[@]}"
+is "$status $(sql "SELECT discount_amount FROM voucher WHERE code = '$nocode'")" "404 100000" "PATCH on the API port: 404, unchanged"
+statuses=""
+for path in /vouchers "/vouchers/$nocode" "/vouchers/$nocode/reservations/o-1" /campaigns/1 /campaigns/1/codes; do
+  api GET "$path" '' "${auth[@]}"
+  statuses+="$status "
+done
+is "$statuses" "404 404 404 404 404 " "GET list, show, a reservation's lookup, a campaign, its export on the API port: 404"
+api POST /campaigns "{\"name\":\"api-port\",\"count\":5,\"discountAmount\":100,$window}" "${auth[@]}"
+is "$status" 404 "POST /campaigns on the API port: 404"
+api POST /campaigns/1/deactivate '' "${auth[@]}"
+is "$status" 404 "POST /campaigns/{id}/deactivate on the API port: 404"
+http GET "/vouchers/$nocode" '' "${auth[@]}"
+is "$status" 200 "the same GET on the admin address: 200"
+http_base=$admin_url http POST "/vouchers/$nocode/reservations" '{"customerId":1,"orderId":"o-1","orderAmount":1000}'
+is "$status" 404 "the order service's reserve on the admin address: 404"
+api GET /healthz
+is "$status" 200 "/healthz stays on the API port"
 
 # ---- the gateway: voucher create and PATCH ----
 admin POST /vouchers "{\"code\":\"$code\",\"discountAmount\":1000,\"minOrderAmount\":0,\"totalLimit\":50,\"perUserLimit\":1,$window}"
