@@ -39,7 +39,8 @@
 typedef struct {
     gw_worker_t *workers; /* the API workers, then the admin worker (if any) */
     int nworkers;         /* API workers */
-    int nstarted;         /* workers running, the admin worker included */
+    int nstarted;         /* API workers running */
+    int admin_started;    /* the admin worker runs */
     gw_shared_t *shared;
     int64_t shutdown_timeout_ms;
     uv_async_t stop; /* woken by the stop signal; keeps the main loop running until then */
@@ -71,7 +72,7 @@ static void stop_cb(uv_async_t *async)
             strsignal(atomic_load(&stop_signum)), (long long)a->shutdown_timeout_ms);
     atomic_store(&a->shared->draining, 1);
     /* The admin worker last (run()): /readyz says "shutting down" while these drain. */
-    for (int i = 0; i < a->nstarted && i < a->nworkers; i++)
+    for (int i = 0; i < a->nstarted; i++)
         gw_worker_stop(&a->workers[i]);
     atomic_store(&stop_async, NULL);
     uv_close((uv_handle_t *)&a->stop, NULL);
@@ -241,13 +242,22 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         vc_error("out of memory");
         goto out;
     }
-    /* The API workers, then the admin worker (gw_worker.h) on the admin address. */
-    for (; started < a.nworkers + (cfg.admin_addr[0] != '\0'); started++) {
-        int is_admin = started == a.nworkers;
-
-        if (gw_worker_start(&a.workers[started], started, is_admin, &shared, err, sizeof(err)) !=
+    /*
+     * The admin worker (gw_worker.h) first, on the admin address: once the API
+     * port answers, the admin routes do too.
+     */
+    if (cfg.admin_addr[0]) {
+        if (gw_worker_start(&a.workers[a.nworkers], a.nworkers, 1, &shared, err, sizeof(err)) !=
             0) {
-            vc_error("%s%s", is_admin ? "--admin-addr: " : "", err);
+            vc_error("--admin-addr: %s", err);
+            gw_worker_join(&a.workers[a.nworkers]);
+            goto out;
+        }
+        a.admin_started = 1;
+    }
+    for (; started < a.nworkers; started++) {
+        if (gw_worker_start(&a.workers[started], started, 0, &shared, err, sizeof(err)) != 0) {
+            vc_error("%s", err);
             gw_worker_join(&a.workers[started]);
             goto out;
         }
@@ -274,12 +284,11 @@ out:
     if (exit_code != 0)
         for (int i = 0; i < a.nstarted; i++)
             gw_worker_stop(&a.workers[i]);
-    for (int i = 0; i < a.nstarted && i < a.nworkers; i++)
+    for (int i = 0; i < a.nstarted; i++)
         gw_worker_join(&a.workers[i]);
-    /* The admin worker: /readyz said "shutting down" until here. */
-    if (a.nstarted > a.nworkers) {
-        if (exit_code == 0)
-            gw_worker_stop(&a.workers[a.nworkers]);
+    /* The admin worker last: /readyz said "shutting down" until here. */
+    if (a.admin_started) {
+        gw_worker_stop(&a.workers[a.nworkers]);
         gw_worker_join(&a.workers[a.nworkers]);
     }
     gw_notify_stop(notify);

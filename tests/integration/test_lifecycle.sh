@@ -85,7 +85,7 @@ reserve "${p}_P" "${p}-p1" 1
 pids=()
 for i in $(seq 1 40); do
   curl -s -o /dev/null --max-time 20 -X PATCH -H 'Content-Type: application/json' "${auth[@]}" \
-    --data-binary "{\"totalLimit\":$((100 + (i * 37) % 90))}" "$base_url/vouchers/${p}_P" &
+    --data-binary "{\"totalLimit\":$((100 + (i * 37) % 90))}" "$admin_url/vouchers/${p}_P" &
   pids+=($!)
 done
 wait "${pids[@]}"
