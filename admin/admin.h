@@ -1,7 +1,8 @@
 /*
  * voucher-admin's commands, across its files: main.c (campaigns), report.c
- * (the read-only views for support and finance), audit.c (the admin audit). Each returns the process's
- * exit status: 0, 1 (it failed: PostgreSQL, nothing found), 2 (usage).
+ * (the read-only views for support and finance), audit.c (the admin audit).
+ * Each returns the process's exit status: 0, 1 (it failed: PostgreSQL,
+ * nothing found), 2 (usage).
  */
 #ifndef ADMIN_H
 #define ADMIN_H

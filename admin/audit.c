@@ -35,8 +35,9 @@ static int parse_since(const char *s, int64_t *out)
     errno = 0;
     n = strtoll(s, &end, 10);
     if (errno || end == s || n < 0 || !*end || end[1]) {
-        fprintf(stderr, "voucher-admin: --since wants an RFC 3339 time or an age (30m, 12h, 7d),"
-                        " not '%s'\n",
+        fprintf(stderr,
+                "voucher-admin: --since wants an RFC 3339 time or an age (30m, 12h, 7d),"
+                " not '%s'\n",
                 s);
         return -1;
     }
@@ -63,8 +64,9 @@ int admin_audit(PGconn *conn, int argc, char **argv)
 {
     enum { O_ACTOR = 1, O_ACTION, O_TARGET, O_SINCE, O_LIMIT, O_JSON };
     static const struct option opts[] = {
-        {"actor", 1, NULL, O_ACTOR},   {"action", 1, NULL, O_ACTION}, {"target", 1, NULL, O_TARGET},
-        {"since", 1, NULL, O_SINCE},   {"limit", 1, NULL, O_LIMIT},   {"json", 0, NULL, O_JSON},
+        {"actor", 1, NULL, O_ACTOR},   {"action", 1, NULL, O_ACTION},
+        {"target", 1, NULL, O_TARGET}, {"since", 1, NULL, O_SINCE},
+        {"limit", 1, NULL, O_LIMIT},   {"json", 0, NULL, O_JSON},
         {"help", 0, NULL, 'h'},        {NULL, 0, NULL, 0},
     };
     static const char where[] =
@@ -148,4 +150,3 @@ int admin_audit(PGconn *conn, int argc, char **argv)
     PQclear(res);
     return 0;
 }
-

@@ -20,8 +20,8 @@
 int vc_audit_record(PGconn *conn, const vc_audit_who_t *who, const vc_audit_action_t *action,
                     char *err, size_t errlen)
 {
-    const char *params[] = {action->target, who->actor, action->action, action->before,
-                            action->detail, who->source};
+    const char *params[] = {action->target, who->actor,     action->action,
+                            action->before, action->detail, who->source};
     const char *sql;
     char why[256];
     PGresult *res;
@@ -63,8 +63,7 @@ int vc_audit_snapshot(PGconn *conn, vc_audit_kind_t kind, const char *target, ch
                                                     : "SELECT " CAMPAIGN_JSON "::text",
                            1, params, &rc, err, errlen)))
         return rc;
-    if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) &&
-        !(*json = strdup(PQgetvalue(res, 0, 0))))
+    if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) && !(*json = strdup(PQgetvalue(res, 0, 0))))
         rc = VC_ERR_NOMEM;
     PQclear(res);
     return rc;

@@ -24,8 +24,8 @@ struct gw_admins {
 
 static int name_char(char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '@' || c == '-';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '@' || c == '-';
 }
 
 static int hex_value(char c)
@@ -68,8 +68,10 @@ static int parse_line(const char *p, const char *end, int lineno, entry_t *e, ch
     while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
         p++;
     if (hlen != 2 * SHA256_DIGEST_LENGTH || (p < end && *p != '#')) {
-        snprintf(err, errlen, "line %d (%.*s): the token's SHA-256 is 64 hex digits, then nothing "
-                 "but a comment", lineno, (int)nlen, name);
+        snprintf(err, errlen,
+                 "line %d (%.*s): the token's SHA-256 is 64 hex digits, then nothing "
+                 "but a comment",
+                 lineno, (int)nlen, name);
         return -1;
     }
     memcpy(e->name, name, nlen);

@@ -31,9 +31,9 @@
 #define SUMMARY                                                                                    \
     "voucher-gateway: reserves, confirms and cancels voucher uses over HTTP\n\n"                   \
     "Admin routes (POST /vouchers, GET /vouchers/{code}, /campaigns...) need Authorization:\n"     \
-    "Bearer with a token of $VOUCHER_ADMIN_TOKEN (the audit's actor \"admin\") or a named one\n"    \
-    "of $VOUCHER_ADMIN_TOKENS_FILE (re-read on SIGHUP); with neither they answer 401.\n"           \
-    "GET /healthz, /readyz and /metrics are served on the admin address (--admin-addr);\n"        \
+    "Bearer with a token of $VOUCHER_ADMIN_TOKEN (the audit's actor \"admin\") or a named\n"       \
+    "one of $VOUCHER_ADMIN_TOKENS_FILE (re-read on SIGHUP); with neither they answer 401.\n"       \
+    "The admin routes, /readyz and /metrics are served on the admin address (--admin-addr);\n"     \
     "the HTTP port serves the API and /healthz only."
 
 typedef struct {
