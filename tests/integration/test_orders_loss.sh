@@ -30,7 +30,7 @@ rebuild() { # runs the reconciler once: a pass sees the loss, waits the delay, r
 }
 key() { echo "voucher:{$code}:$1"; }
 
-token=admin-$RANDOM$RANDOM
+token=$(new_token admin)
 VOUCHER_ADMIN_TOKEN=$token start_gateway
 start_writer
 admin() { http "$@" -H "Authorization: Bearer $token"; }
