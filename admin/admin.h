@@ -1,7 +1,8 @@
 /*
  * voucher-admin's commands, across its files: main.c (campaigns), report.c
- * (the read-only views for support and finance). Each returns the process's
- * exit status: 0, 1 (it failed: PostgreSQL, nothing found), 2 (usage).
+ * (the read-only views for support and finance), audit.c (the admin audit).
+ * Each returns the process's exit status: 0, 1 (it failed: PostgreSQL,
+ * nothing found), 2 (usage).
  */
 #ifndef ADMIN_H
 #define ADMIN_H
@@ -24,5 +25,8 @@ int admin_revoke(PGconn *conn, const char *typed);
 
 /* `report ...` (argv[0] is "report"): orders by state per period, CSV. */
 int admin_report(PGconn *conn, int argc, char **argv);
+
+/* `audit ...` (argv[0] is "audit"): the admin audit's rows, filtered. */
+int admin_audit(PGconn *conn, int argc, char **argv);
 
 #endif

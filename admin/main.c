@@ -5,12 +5,18 @@
  *   voucher-admin campaign create --name N --count C ...   create and generate
  *   voucher-admin campaign resume ID                         finish a stalled generation
  *   voucher-admin campaign show ID | deactivate ID | export ID [--partial]
+ *   voucher-admin audit [--actor A] [--action X] [--target T] [--since WHEN] ...
+ *
+ * A change (create, resume, deactivate) and an export write their row of the
+ * admin audit (deploy/sql/021_admin_audit.sql) as the gateway's routes do,
+ * the actor being --operator NAME, else $USER.
  *
  * Generation shows a progress bar when stderr is a terminal and one plain
  * line per batch otherwise (logs, CI).
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pwd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +25,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "vc_audit.h"
 #include "vc_campaign.h"
 #include "vc_campaign_pg.h"
 #include "vc_error.h"
@@ -27,9 +34,20 @@
 #include "vc_time.h"
 
 static const char usage[] =
-    "usage: voucher-admin campaign COMMAND [OPTIONS]\n"
+    "usage: voucher-admin [--operator NAME] campaign COMMAND [OPTIONS]\n"
+    "       voucher-admin audit [--actor NAME] [--action ACTION] [--target CODE|ID]\n"
+    "                           [--since WHEN] [--limit N] [--json]\n"
     "\n"
-    "commands:\n"
+    "--operator NAME: who acts, in the admin audit (default: $USER); create, resume,\n"
+    "deactivate and export each write one row, in the transaction of the change\n"
+    "\n"
+    "audit: the admin audit's rows, newest first (default --limit 100): who, when, what\n"
+    "  (voucher.create, voucher.update, campaign.create, campaign.deactivate,\n"
+    "  campaign.export, campaign.resume), on what, from where, and what changed;\n"
+    "  --since takes an RFC 3339 time or an age (30m, 12h, 7d); --json prints one JSON\n"
+    "  object a line with the rows before and after in full\n"
+    "\n"
+    "campaign commands:\n"
     "  create OPTIONS     create a campaign and generate its codes (proto/campaigns.md)\n"
     "  resume ID          generate the rest of a campaign that stopped (GENERATING or FAILED)\n"
     "  show ID            its state, progress, codes held, redeemed and free, and rules,\n"
@@ -61,7 +79,11 @@ static const char usage[] =
     "  --ends-at RFC3339           required\n"
     "  --customers FILE            customerIds, one a line: the first codes are bound to them\n"
     "\n"
-    "environment: VOUCHER_PG_DSN (libpq conninfo of the owner or the gateway's role)\n";
+    "environment: VOUCHER_PG_DSN (libpq conninfo of voucher-admin's role voucher_admin,\n"
+    "or the owner's)\n";
+
+/* Who acts (main()), for the admin audit rows this process writes. */
+static vc_audit_who_t who;
 
 typedef struct {
     int tty;
@@ -296,7 +318,7 @@ static int create(PGconn *conn, int argc, char **argv)
                 s.count);
         goto out;
     }
-    if ((rc = vc_campaign_create(conn, &s, &id, err, sizeof(err))) != 0) {
+    if ((rc = vc_campaign_create(conn, &s, &who, &id, err, sizeof(err))) != 0) {
         fprintf(stderr, "voucher-admin: %s\n", err);
         rc = rc > 0 ? 2 : 1;
         goto out;
@@ -342,6 +364,30 @@ static int export_ready(const vc_campaign_row_t *row, int64_t id, int partial)
     return 1;
 }
 
+/*
+ * Writes the audit row of action on campaign id by who, on its own (an export
+ * or a resume changes no row of its own in one transaction): the campaign's
+ * row as it is when the action starts is its before. Returns 0,
+ * VC_CAMPAIGN_E_NOT_FOUND, or a negative VC_ERR_* with err.
+ */
+static int record_with_row(PGconn *conn, const char *action, int64_t id, const char *detail,
+                           char *err, size_t errlen)
+{
+    char target[24], *before = NULL;
+    vc_audit_action_t audit = {action, target, VC_AUDIT_CAMPAIGN, 0, NULL, detail};
+    int rc;
+
+    snprintf(target, sizeof(target), "%" PRId64, id);
+    if ((rc = vc_audit_snapshot(conn, VC_AUDIT_CAMPAIGN, target, &before, err, errlen)) != 0)
+        return rc;
+    if (!before)
+        return VC_CAMPAIGN_E_NOT_FOUND;
+    audit.before = before;
+    rc = vc_audit_record(conn, &who, &audit, err, errlen);
+    free(before);
+    return rc;
+}
+
 /* cmd ID [option]; nargs counts what follows cmd (1 or 2, else a usage error). */
 static int with_id(PGconn *conn, const char *cmd, const char *arg, const char *option, int nargs)
 {
@@ -361,18 +407,27 @@ static int with_id(PGconn *conn, const char *cmd, const char *arg, const char *o
             rc = vc_campaign_load_usage(conn, id, &row, err, sizeof(err));
     }
     else if (strcmp(cmd, "deactivate") == 0)
-        rc = vc_campaign_deactivate(conn, id, &row, err, sizeof(err));
-    else if (strcmp(cmd, "resume") == 0)
-        rc = vc_campaign_generate(conn, id, NULL, 0, vc_random_fill, progress_cb, &p, err,
-                                  sizeof(err));
-    else if ((rc = vc_campaign_load(conn, id, &row, err, sizeof(err))) == 0) {
-        char *buf;
+        rc = vc_campaign_deactivate(conn, id, &who, &row, err, sizeof(err));
+    else if (strcmp(cmd, "resume") == 0) {
+        /* Recorded as it starts, as an export is: its batches commit one by one. */
+        if ((rc = record_with_row(conn, "campaign.resume", id, NULL, err, sizeof(err))) == 0)
+            rc = vc_campaign_generate(conn, id, NULL, 0, vc_random_fill, progress_cb, &p, err,
+                                      sizeof(err));
+    } else if ((rc = vc_campaign_load(conn, id, &row, err, sizeof(err))) == 0) {
+        char *buf, detail[80];
         int64_t after = 0;
         size_t len;
         int rows;
 
         if (!export_ready(&row, id, option != NULL))
             return 1;
+        /* Before the first code is written: an export that cannot be recorded does not start. */
+        snprintf(detail, sizeof(detail), "%s%" PRId64 " codes", option ? "partial, " : "",
+                 row.generated);
+        if ((rc = record_with_row(conn, "campaign.export", id, detail, err, sizeof(err))) != 0) {
+            fprintf(stderr, "voucher-admin: recording the export failed: %s\n", err);
+            return 1;
+        }
         buf = malloc(10000 * VC_CAMPAIGN_CSV_LINE_MAX);
 
         if (!buf)
@@ -415,9 +470,11 @@ static void print_peak_memory(void)
 int main(int argc, char **argv)
 {
     const char *dsn = getenv("VOUCHER_PG_DSN");
+    static char source[300];
+    char host[256] = "";
     PGconn *conn;
     char err[512];
-    int rc;
+    int rc, is_audit;
 
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         fputs(usage, stdout);
@@ -425,14 +482,37 @@ int main(int argc, char **argv)
     }
     if (argc >= 3 && strcmp(argv[1], "report") == 0 && strcmp(argv[2], "--help") == 0)
         return admin_report(NULL, argc - 1, argv + 1);
-    if (argc < 3 || (strcmp(argv[1], "campaign") != 0 && strcmp(argv[1], "report") != 0)) {
+    /* The login's name when neither --operator nor USER says who acts (cron, a container). */
+    if (!(who.actor = getenv("USER")) || !*who.actor) {
+        const struct passwd *pw = getpwuid(getuid());
+        who.actor = pw ? pw->pw_name : NULL;
+    }
+    if (argc >= 3 && strcmp(argv[1], "--operator") == 0) {
+        who.actor = argv[2];
+        argc -= 2;
+        argv += 2;
+    }
+    is_audit = argc >= 2 && strcmp(argv[1], "audit") == 0;
+    if (is_audit && argc >= 3 && strcmp(argv[2], "--help") == 0)
+        return admin_audit(NULL, argc - 1, argv + 1);
+    if (!is_audit && (argc < 3 || (strcmp(argv[1], "campaign") != 0 &&
+                                   strcmp(argv[1], "report") != 0))) {
         fputs(usage, stderr);
         return 2;
     }
-    if (strcmp(argv[2], "create") == 0 && argc >= 4 && strcmp(argv[3], "--help") == 0) {
+    if (!is_audit && strcmp(argv[2], "create") == 0 && argc >= 4 &&
+        strcmp(argv[3], "--help") == 0) {
         fputs(usage, stdout);
         return 0;
     }
+    /* The audit's actor CHECK: 1..64 characters; an anonymous change is refused here. */
+    if (!is_audit && (!who.actor || !*who.actor || strlen(who.actor) > 64)) {
+        fprintf(stderr, "voucher-admin: who acts? --operator NAME (1..64 characters)\n");
+        return 2;
+    }
+    (void)gethostname(host, sizeof(host) - 1);
+    snprintf(source, sizeof(source), "voucher-admin@%s", host);
+    who.source = source;
     if (!dsn || !*dsn) {
         fprintf(stderr, "voucher-admin: set VOUCHER_PG_DSN\n");
         return 2;
@@ -443,7 +523,9 @@ int main(int argc, char **argv)
     }
     /* A batch's COPY may take longer than the daemons' 30 s on a slow disk. */
     (void)vc_pg_command(conn, "SET statement_timeout = '10min'", NULL, 0);
-    if (strcmp(argv[1], "report") == 0)
+    if (is_audit)
+        rc = admin_audit(conn, argc - 1, argv + 1);
+    else if (strcmp(argv[1], "report") == 0)
         rc = admin_report(conn, argc - 1, argv + 1);
     else if (strcmp(argv[2], "code") == 0 && argc == 4)
         rc = admin_code(conn, argv[3]);

@@ -37,10 +37,10 @@ struct vc_admin {
 
 
 /* Answers /readyz: 200 or 503, with the daemon's detail. */
-static void respond_ready(vc_admin_t *a, vc_http_request_t *req)
+static void respond_ready(vc_admin_ready_cb ready_cb, void *arg, vc_http_request_t *req)
 {
     char detail[256] = "", text[1600];
-    int ready = a->ready ? a->ready(a->ready_arg, detail, sizeof(detail)) : 1;
+    int ready = ready_cb ? ready_cb(arg, detail, sizeof(detail)) : 1;
     size_t len = 0;
     vc_jgen_t g;
 
@@ -67,27 +67,41 @@ static void respond_metrics(vc_http_request_t *req)
     free(text);
 }
 
-/* The routes; called on the admin thread for each complete request. */
-static void handle_cb(void *ctx, vc_http_request_t *req)
+int vc_admin_respond(vc_admin_ready_cb ready, void *arg, vc_http_request_t *req)
 {
-    static const char ok[] = "{\"status\":\"ok\"}", not_found[] = "{\"error\":\"NOT_FOUND\"}",
+    static const char ok[] = "{\"status\":\"ok\"}",
                       not_allowed[] = "{\"error\":\"METHOD_NOT_ALLOWED\"}";
-    vc_admin_t *a = ctx;
     const char *q = strchr(req->path, '?');
     size_t path_len = q ? (size_t)(q - req->path) : req->path_len;
 
 #define PATH_IS(p) (path_len == sizeof(p) - 1 && memcmp(req->path, p, path_len) == 0)
+    if (!PATH_IS("/healthz") && !PATH_IS("/readyz") && !PATH_IS("/metrics"))
+        return 0;
     if (req->method != VC_HTTP_GET && req->method != VC_HTTP_HEAD)
-        vc_http_respond(req, 405, NULL, not_allowed, sizeof(not_allowed) - 1);
+        vc_http_respond(req, 405, "Allow: GET, HEAD\r\n", not_allowed, sizeof(not_allowed) - 1);
     else if (PATH_IS("/healthz"))
         vc_http_respond(req, 200, NULL, ok, sizeof(ok) - 1);
     else if (PATH_IS("/readyz"))
-        respond_ready(a, req);
-    else if (PATH_IS("/metrics"))
+        respond_ready(ready, arg, req);
+    else
         respond_metrics(req);
+#undef PATH_IS
+    return 1;
+}
+
+/* The routes; called on the admin thread for each complete request. */
+static void handle_cb(void *ctx, vc_http_request_t *req)
+{
+    static const char not_found[] = "{\"error\":\"NOT_FOUND\"}",
+                      not_allowed[] = "{\"error\":\"METHOD_NOT_ALLOWED\"}";
+    vc_admin_t *a = ctx;
+
+    if (vc_admin_respond(a->ready, a->ready_arg, req))
+        return;
+    if (req->method != VC_HTTP_GET && req->method != VC_HTTP_HEAD)
+        vc_http_respond(req, 405, NULL, not_allowed, sizeof(not_allowed) - 1);
     else
         vc_http_respond(req, 404, NULL, not_found, sizeof(not_found) - 1);
-#undef PATH_IS
 }
 
 static void server_done_cb(vc_http_server_t *server)

@@ -26,6 +26,15 @@ typedef struct vc_admin vc_admin_t;
 int vc_admin_start(const char *addr, vc_admin_ready_cb ready, void *arg, vc_admin_t **out,
                    char *err, size_t errlen);
 
+/*
+ * Answers req when it asks for /healthz, /readyz (ready and arg as above; on
+ * the caller's thread) or /metrics, and returns 1; returns 0, req untouched,
+ * for any other path. For a server that serves more than these on the admin
+ * address (the gateway's admin listener, gateway/gw_worker.h).
+ */
+struct vc_http_request;
+int vc_admin_respond(vc_admin_ready_cb ready, void *arg, struct vc_http_request *req);
+
 /* Stops serving, joins the thread and frees everything. NULL is fine. */
 void vc_admin_stop(vc_admin_t *admin);
 

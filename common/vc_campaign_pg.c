@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vc_audit.h"
 #include "vc_error.h"
 #include "vc_fault.h"
 #include "vc_pg.h"
@@ -26,11 +27,12 @@ static int run(PGconn *conn, const char *sql, int n, const char *const *params, 
     return rc;
 }
 
-int vc_campaign_create(PGconn *conn, const vc_campaign_spec_t *s, int64_t *id, char *err,
-                       size_t errlen)
+int vc_campaign_create(PGconn *conn, const vc_campaign_spec_t *s, const vc_audit_who_t *who,
+                       int64_t *id, char *err, size_t errlen)
 {
     char length[16], count[24], amount[24], percent[16], cap[24], min_order[24], per[24],
-        starts[24], ends[24];
+        starts[24], ends[24], target[24], detail[48];
+    vc_audit_action_t audit = {"campaign.create", target, VC_AUDIT_CAMPAIGN, 1, NULL, detail};
     const char *params[14];
     PGresult *res = NULL;
     int rc;
@@ -98,6 +100,11 @@ int vc_campaign_create(PGconn *conn, const vc_campaign_spec_t *s, int64_t *id, c
         goto fail;
     *id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
+    /* Recorded with the row it creates: the codes follow in their own transactions. */
+    snprintf(target, sizeof(target), "%" PRId64, *id);
+    snprintf(detail, sizeof(detail), "%" PRId64 " codes", s->count);
+    if ((rc = vc_audit_record(conn, who, &audit, err, errlen)) != 0)
+        goto fail;
     if ((rc = run(conn, "COMMIT", 0, NULL, NULL, err, errlen)) != 0)
         return rc;
     return 0;
@@ -225,15 +232,37 @@ int vc_campaign_load_usage(PGconn *conn, int64_t id, vc_campaign_row_t *out, cha
     return 0;
 }
 
-int vc_campaign_deactivate(PGconn *conn, int64_t id, vc_campaign_row_t *out, char *err,
-                           size_t errlen)
+int vc_campaign_deactivate(PGconn *conn, int64_t id, const vc_audit_who_t *who,
+                           vc_campaign_row_t *out, char *err, size_t errlen)
 {
-    /* updated_at moves only on a real change, so a repeat is a no-op. */
-    return load(conn,
-                "UPDATE campaign SET state = 'INACTIVE',"
-                " updated_at = CASE WHEN state = 'INACTIVE' THEN updated_at ELSE now() END"
-                " WHERE id = $1::bigint RETURNING " LOAD_COLUMNS,
-                id, out, err, errlen);
+    char target[24], *before = NULL;
+    vc_audit_action_t audit = {"campaign.deactivate", target, VC_AUDIT_CAMPAIGN, 1, NULL, NULL};
+    int rc;
+
+    snprintf(target, sizeof(target), "%" PRId64, id);
+    if ((rc = run(conn, "BEGIN", 0, NULL, NULL, err, errlen)) != 0)
+        return rc;
+    /* The row as the change finds it: the UPDATE below locks it for the rest. */
+    if ((rc = run(conn, "SELECT 1 FROM campaign WHERE id = $1::bigint FOR UPDATE", 1,
+                  (const char *const[]){target}, NULL, err, errlen)) != 0 ||
+        (rc = vc_audit_snapshot(conn, VC_AUDIT_CAMPAIGN, target, &before, err, errlen)) != 0)
+        goto fail;
+    /* updated_at moves only on a real change, so a repeat changes nothing (and is recorded). */
+    if ((rc = load(conn,
+                   "UPDATE campaign SET state = 'INACTIVE',"
+                   " updated_at = CASE WHEN state = 'INACTIVE' THEN updated_at ELSE now() END"
+                   " WHERE id = $1::bigint RETURNING " LOAD_COLUMNS,
+                   id, out, err, errlen)) != 0)
+        goto fail;
+    audit.before = before;
+    if ((rc = vc_audit_record(conn, who, &audit, err, errlen)) != 0)
+        goto fail;
+    free(before);
+    return run(conn, "COMMIT", 0, NULL, NULL, err, errlen);
+fail:
+    free(before);
+    vc_pg_rollback(conn);
+    return rc;
 }
 
 /* Appends v in decimal at buf + *n. */

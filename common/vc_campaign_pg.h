@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vc_audit.h"
 #include "vc_campaign.h"
 
 /*
@@ -47,10 +48,11 @@ typedef struct {
  * advisory lock and refuses a prefix equal to, starting, or started by
  * another campaign's. Returns 0 with *id set, VC_CAMPAIGN_E_PREFIX (err names
  * the other campaign), or a negative VC_ERR_* with err set. Nothing is
- * written unless it returns 0.
+ * written unless it returns 0; the campaign's admin_audit row by who
+ * (campaign.create, its count) is committed with it.
  */
-int vc_campaign_create(PGconn *conn, const vc_campaign_spec_t *spec, int64_t *id, char *err,
-                       size_t errlen);
+int vc_campaign_create(PGconn *conn, const vc_campaign_spec_t *spec, const vc_audit_who_t *who,
+                       int64_t *id, char *err, size_t errlen);
 
 /*
  * Reports progress after each committed batch; returns nonzero to stop
@@ -99,11 +101,13 @@ int vc_campaign_load_usage(PGconn *conn, int64_t id, vc_campaign_row_t *out, cha
                            size_t errlen);
 
 /*
- * Sets campaign id INACTIVE (final; again is fine) and reads it into out.
- * Returns 0, VC_CAMPAIGN_E_NOT_FOUND, or a negative VC_ERR_* with err.
+ * Sets campaign id INACTIVE (final; again is fine) and reads it into out,
+ * with its admin_audit row by who (campaign.deactivate, the row before and
+ * after) in the same transaction. Returns 0, VC_CAMPAIGN_E_NOT_FOUND, or a
+ * negative VC_ERR_* with err; nothing is written unless it returns 0.
  */
-int vc_campaign_deactivate(PGconn *conn, int64_t id, vc_campaign_row_t *out, char *err,
-                           size_t errlen);
+int vc_campaign_deactivate(PGconn *conn, int64_t id, const vc_audit_who_t *who,
+                           vc_campaign_row_t *out, char *err, size_t errlen);
 
 /*
  * Appends to buf (cap bytes) the CSV lines "DISPLAY-CODE,customerId\n"

@@ -93,6 +93,7 @@ typedef struct vc_http_request {
     const char *peer;          /* the socket peer's address as text, or NULL */
     const char *forwarded_for; /* X-Forwarded-For (its last VC_HTTP_MAX_AUTH bytes), or NULL */
     void *guard;               /* the handler's, NULL at dispatch (gw_guard.c's state) */
+    const char *actor;         /* the handler's: who the request authenticated as, or NULL */
     int route;                 /* the handler's, for the observer (gw_route_kind_t) */
     uint64_t start_ns;         /* uv_hrtime() when the request was complete */
     uint64_t id;               /* per-worker sequence, for logs */

@@ -1,5 +1,6 @@
 /*
- * The admin routes (the token is checked by gw_app_handle):
+ * The admin routes, served on the admin address only (gw_app_handle_admin, which
+ * checks the token and names the admin):
  * POST /vouchers         creates a voucher in PostgreSQL (the truth), with
  *                        redis_loaded_at set in the same statement, then sets
  *                        its Redis counter with NX after the commit;
@@ -10,6 +11,8 @@
  *                        (limit.lua), after PostgreSQL's commit for a raise,
  *                        before it for a lower, under the voucher's row lock
  *                        and limit lock (proto/redis-keys.md, "The limit key").
+ * POST and PATCH write their admin_audit row (vc_audit.h) in the transaction
+ * of the change, before its COMMIT: a change is never committed unrecorded.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,26 +75,34 @@ static int create_work(void *arg, struct pg_conn *conn, char *err, size_t errlen
     admin_t *a = arg;
     char stored[VC_CODE_MAX + 1];
     const char *params[] = {stored};
+    vc_audit_who_t who;
+    vc_audit_action_t audit = {"voucher.create", a->v.code, VC_AUDIT_VOUCHER, 1, NULL, NULL};
     PGresult *res;
     int rc = 0;
 
-    if (vc_campaign_normalize(a->v.code, strlen(a->v.code), stored) < 0)
-        return gw_store_create(conn, &a->v, err, errlen); /* '_': never a campaign's code */
-    if ((rc = vc_pg_command(conn, "BEGIN", err, errlen)) != 0 ||
-        (rc = vc_pg_command(conn,
-                            "SELECT pg_advisory_xact_lock(hashtext('" VC_CAMPAIGN_CODE_LOCK "'))",
-                            err, errlen)) != 0)
+    gw_app_who(a->req, &who);
+    if ((rc = vc_pg_command(conn, "BEGIN", err, errlen)) != 0)
         return rollback(conn, rc);
-    if (!(res = vc_pg_exec(conn, "SELECT campaign_id FROM campaign_code WHERE code = $1", 1,
-                           params, &rc, err, errlen)))
-        return rollback(conn, rc);
-    if (PQntuples(res) == 1) {
-        a->campaign_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    /* A code with '_' is never a campaign's: nothing to check. */
+    if (vc_campaign_normalize(a->v.code, strlen(a->v.code), stored) >= 0) {
+        if ((rc = vc_pg_command(conn,
+                                "SELECT pg_advisory_xact_lock(hashtext('" VC_CAMPAIGN_CODE_LOCK
+                                "'))",
+                                err, errlen)) != 0)
+            return rollback(conn, rc);
+        if (!(res = vc_pg_exec(conn, "SELECT campaign_id FROM campaign_code WHERE code = $1", 1,
+                               params, &rc, err, errlen)))
+            return rollback(conn, rc);
+        if (PQntuples(res) == 1) {
+            a->campaign_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+            PQclear(res);
+            return rollback(conn, GW_E_EXISTS);
+        }
         PQclear(res);
-        return rollback(conn, GW_E_EXISTS);
     }
-    PQclear(res);
+    /* The audit row is committed with the voucher, or neither is (vc_audit.h). */
     if ((rc = gw_store_create(conn, &a->v, err, errlen)) != 0 ||
+        (rc = vc_audit_record(conn, &who, &audit, err, errlen)) != 0 ||
         (rc = vc_pg_command(conn, "COMMIT", err, errlen)) != 0)
         return rollback(conn, rc);
     return 0;
@@ -284,18 +295,25 @@ typedef struct {
     int has_remaining;
     int64_t remaining, holds, limit_before;
     char note[256]; /* what went wrong in Redis after the commit (logged, not answered) */
+    char *before;   /* the row as the change found it, JSON for the audit (malloc'd) */
 } update_t;
 
 /*
- * Writes u->v's rules over the locked row and commits. Returns 0, GW_E_LIMIT
- * (PostgreSQL's CHECK refused the total), or an error.
+ * Writes u->v's rules over the locked row, and its audit row (the PATCH's
+ * body as the detail), and commits. Returns 0, GW_E_LIMIT (PostgreSQL's CHECK
+ * refused the total), or an error.
  */
 static int update_row(PGconn *conn, const update_t *u, char *err, size_t errlen)
 {
+    vc_audit_who_t who;
+    vc_audit_action_t audit = {"voucher.update", u->code, VC_AUDIT_VOUCHER, 1, u->before,
+                               u->req->body};
     PGresult *res;
     int rc;
 
-    if ((rc = gw_store_update(conn, &u->v, u->reload, err, errlen)) != 0)
+    gw_app_who(u->req, &who);
+    if ((rc = gw_store_update(conn, &u->v, u->reload, err, errlen)) != 0 ||
+        (rc = vc_audit_record(conn, &who, &audit, err, errlen)) != 0)
         return rc;
     if (!(res = vc_pg_exec(conn, "COMMIT", 0, NULL, &rc, err, errlen)))
         return rc;
@@ -338,6 +356,7 @@ static int update_locked(update_t *u, PGconn *conn, char *err, size_t errlen)
     PQclear(res);
     /* The row is locked: this read is what the change applies to. */
     if ((rc = vc_pg_load_voucher(conn, u->code, &u->cur, err, errlen)) != 0 ||
+        (rc = vc_audit_snapshot(conn, VC_AUDIT_VOUCHER, u->code, &u->before, err, errlen)) != 0 ||
         (rc = gw_voucher_patch_apply(&u->cur, &u->patch, &u->v, err, errlen)) != 0)
         return rollback(conn, rc);
     retired = u->loaded && vc_time_now_ms() >= u->cur.ends_at_ms + retention;
@@ -469,6 +488,8 @@ static int update_work(void *arg, PGconn *conn, char *err, size_t errlen)
         return rc;
     PQclear(res);
     rc = update_locked(u, conn, err, errlen);
+    free(u->before);
+    u->before = NULL;
     PQclear(PQexecParams(conn, VC_PG_LIMIT_UNLOCK, 1, NULL, params, NULL, NULL, 0));
     return rc;
 }

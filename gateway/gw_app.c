@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_admins.h"
 #include "gw_campaign.h"
 #include "gw_guard.h"
 #include "gw_metrics.h"
@@ -166,23 +167,73 @@ int gw_app_publish(gw_app_t *app, const vc_event_t *ev, gw_kafka_delivery_cb cb,
                             strlen(ev->code), payload, len, cb, arg);
 }
 
-void gw_app_handle(void *ctx, gw_request_t *req)
+void gw_app_who(const gw_request_t *req, vc_audit_who_t *who)
 {
-    gw_app_t *app = ctx;
+    who->actor = req->actor ? req->actor : GW_ADMIN_ACTOR;
+    who->source = req->peer;
+}
+
+/*
+ * Whether req carries an admin's token: a named one (gw_admins.h, its name
+ * the actor) or one of VOUCHER_ADMIN_TOKEN's (the actor "admin"). Both are
+ * checked, whatever the first found, so the time tells neither which. Sets
+ * req->actor (a copy in req's arena: the table may be swapped meanwhile) and
+ * returns 0; else answers req (401, or 503 when out of memory) and returns -1.
+ */
+static int admin_authorized(gw_app_t *app, gw_request_t *req)
+{
+    char name[GW_ADMIN_NAME_MAX + 1];
+    int named = gw_admins_authorized(req->authorization, name);
+    int shared = gw_bearer_authorized(req->authorization, app->cfg->admin_token);
+    char *actor;
+
+    if (named) {
+        if (!(actor = gw_request_alloc(req, strlen(name) + 1))) {
+            gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+            return -1;
+        }
+        memcpy(actor, name, strlen(name) + 1);
+        req->actor = actor;
+        return 0;
+    }
+    if (shared) {
+        req->actor = GW_ADMIN_ACTOR; /* VOUCHER_ADMIN_TOKEN's: one name for all who hold it */
+        return 0;
+    }
+    gw_app_reply_error(req, GW_E_UNAUTHORIZED,
+                       app->cfg->admin_token[0] || app->cfg->admin_tokens_file[0]
+                           ? "this route needs Authorization: Bearer <an admin token>"
+                           : "admin routes are off: neither VOUCHER_ADMIN_TOKEN nor "
+                             "VOUCHER_ADMIN_TOKENS_FILE is set");
+    return -1;
+}
+
+/*
+ * Routes req and answers it. on_admin: req came to the admin address. Each
+ * address serves its own routes only: an admin route asked on the API port,
+ * or an order-service route on the admin address, answers 404 as an unknown
+ * path does (the API port does not tell the order service's network where
+ * the admin routes are), before any token is looked at.
+ */
+static void dispatch(gw_app_t *app, gw_request_t *req, int on_admin)
+{
     gw_route_t route;
     char body[256], allow[64];
     size_t len;
+    int auth;
 
     gw_route(req->method, req->path, req->path_len, &route);
+    auth = gw_route_auth(route.kind);
+    /* /healthz (GW_AUTH_NONE) and a 405's Allow are the same on both. */
+    if (auth != GW_AUTH_NONE && (auth == GW_AUTH_ADMIN) != on_admin) {
+        route.kind = GW_ROUTE_NOT_FOUND;
+        auth = GW_AUTH_NONE;
+    }
     req->route = (int)route.kind;
-    switch (gw_route_auth(route.kind)) {
+    switch (auth) {
     case GW_AUTH_ADMIN:
-        if (gw_bearer_authorized(req->authorization, app->cfg->admin_token))
+        if (admin_authorized(app, req) == 0)
             break;
-        gw_app_reply_error(req, GW_E_UNAUTHORIZED,
-                           app->cfg->admin_token[0]
-                               ? "this route needs Authorization: Bearer <VOUCHER_ADMIN_TOKEN>"
-                               : "admin routes are off: VOUCHER_ADMIN_TOKEN is not set");
         return;
     case GW_AUTH_API:
         /* An empty VOUCHER_API_TOKEN leaves the order service's routes open. */
@@ -202,7 +253,7 @@ void gw_app_handle(void *ctx, gw_request_t *req)
         return;
     case GW_ROUTE_READYZ:
     case GW_ROUTE_METRICS:
-        /* Served on the admin address (main.c), so that the API's port serves only the API. */
+        /* Served on the admin address (gw_app_handle_admin), the API's port serves the API. */
         len = gw_body_error(body, sizeof(body), "NOT_FOUND",
                             "served on the admin address (VOUCHER_GATEWAY_ADMIN_ADDR)", NULL);
         gw_app_reply(req, 404, body, len);
@@ -249,4 +300,19 @@ void gw_app_handle(void *ctx, gw_request_t *req)
         gw_app_reply(req, 404, body, len);
         return;
     }
+}
+
+void gw_app_handle(void *ctx, gw_request_t *req)
+{
+    dispatch(ctx, req, 0);
+}
+
+void gw_app_handle_admin(void *ctx, gw_request_t *req)
+{
+    gw_app_t *app = ctx;
+
+    /* The probes and the metrics, as every daemon's admin endpoint answers them. */
+    if (vc_admin_respond(app->ready, app->ready_arg, req))
+        return;
+    dispatch(app, req, 1);
 }

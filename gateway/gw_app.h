@@ -17,6 +17,8 @@
 #include "gw_pgrun.h"
 #include "gw_redis.h"
 #include "gw_rules.h"
+#include "vc_admin.h"
+#include "vc_audit.h"
 
 /* The registered Redis scripts, in gw_app_scripts[] order. */
 enum {
@@ -51,6 +53,8 @@ typedef struct {
     gw_kafka_inbox_t *inbox;
     gw_pg_pool_t *pg; /* shared by all workers */
     atomic_int *draining; /* shared: 1 once shutdown began (background work stops between steps) */
+    vc_admin_ready_cb ready; /* /readyz, on the admin worker (gw_worker.h) */
+    void *ready_arg;
 } gw_app_t;
 
 /* The Redis keys of a voucher: the first six in the order of reserve.lua. */
@@ -82,8 +86,29 @@ void gw_app_key(const char *code, const char *suffix, char key[GW_KEY_MAX]);
 /* A gw_redis_cb that ignores the reply, for commands nobody waits for. */
 void gw_app_ignore_cb(void *arg, int rc, const gw_redis_reply_t *reply);
 
-/* The gw_http_handler_cb of a worker: ctx is its gw_app_t. */
+/* The actor of the shared VOUCHER_ADMIN_TOKEN in the admin audit. */
+#define GW_ADMIN_ACTOR "admin"
+
+/*
+ * Fills who with the admin an authenticated request acts as (req->actor,
+ * set by gw_app_handle) and its client's address, for the admin audit
+ * (vc_audit.h). who borrows from req: valid until req is answered.
+ */
+void gw_app_who(const gw_request_t *req, vc_audit_who_t *who);
+
+/*
+ * The gw_http_handler_cb of an API worker (ctx is its gw_app_t): the order
+ * service's routes and /healthz; the admin routes answer 404 there, as any
+ * path that is not the API's.
+ */
 void gw_app_handle(void *ctx, gw_request_t *req);
+
+/*
+ * The gw_http_handler_cb of the admin worker, on the admin address:
+ * /healthz, /readyz, /metrics and the admin routes (gw_route_auth() is
+ * GW_AUTH_ADMIN); the order service's routes answer 404 there.
+ */
+void gw_app_handle_admin(void *ctx, gw_request_t *req);
 
 /*
  * Answers req with the error body for rc (gw_status_for), detail (may be

@@ -154,9 +154,11 @@ static void job_start(campaign_t *a)
 static int create_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
 {
     campaign_t *a = arg;
+    vc_audit_who_t who;
     int rc;
 
-    if ((rc = vc_campaign_create(conn, &a->creq.spec, &a->id, err, errlen)) != 0)
+    gw_app_who(a->req, &who);
+    if ((rc = vc_campaign_create(conn, &a->creq.spec, &who, &a->id, err, errlen)) != 0)
         return rc;
     if (a->sync &&
         (rc = vc_campaign_generate(conn, a->id, a->customers, a->creq.ncustomers, vc_random_fill,
@@ -234,7 +236,42 @@ static int show_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
 static int deactivate_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
 {
     campaign_t *a = arg;
-    return vc_campaign_deactivate(conn, a->id, &a->row, err, errlen);
+    vc_audit_who_t who;
+
+    gw_app_who(a->req, &who);
+    return vc_campaign_deactivate(conn, a->id, &who, &a->row, err, errlen);
+}
+
+/* Whether the campaign's codes may be exported: all of them are generated. */
+static int export_ready(const vc_campaign_row_t *row)
+{
+    return strcmp(row->state, "GENERATING") != 0 && strcmp(row->state, "FAILED") != 0;
+}
+
+/*
+ * GET .../codes: the campaign, and the export's admin_audit row with its
+ * count of codes, written before the first code is read: an export that
+ * cannot be recorded does not start (503).
+ */
+static int codes_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
+{
+    campaign_t *a = arg;
+    char target[24], detail[48], *before = NULL;
+    vc_audit_action_t audit = {"campaign.export", target, VC_AUDIT_CAMPAIGN, 0, NULL, detail};
+    vc_audit_who_t who;
+    int rc;
+
+    if ((rc = vc_campaign_load(conn, a->id, &a->row, err, errlen)) != 0 || !export_ready(&a->row))
+        return rc;
+    gw_app_who(a->req, &who);
+    snprintf(target, sizeof(target), "%lld", (long long)a->id);
+    snprintf(detail, sizeof(detail), "%lld codes", (long long)a->row.generated);
+    if ((rc = vc_audit_snapshot(conn, VC_AUDIT_CAMPAIGN, target, &before, err, errlen)) != 0)
+        return rc;
+    audit.before = before;
+    rc = vc_audit_record(conn, &who, &audit, err, errlen);
+    free(before);
+    return rc;
 }
 
 static void shown_cb(void *arg, int rc, const char *err)
@@ -397,7 +434,7 @@ static void codes_loaded_cb(void *arg, int rc, const char *err)
         reply_failed(a, rc, err);
         return;
     }
-    if (strcmp(a->row.state, "GENERATING") == 0 || strcmp(a->row.state, "FAILED") == 0) {
+    if (!export_ready(&a->row)) {
         reply_plain(a->req, 409, "NOT_READY",
                     "the campaign's codes are not all generated yet: see GET /campaigns/{id}");
         return;
@@ -439,6 +476,7 @@ void gw_campaign_start(gw_app_t *app, gw_request_t *req, const gw_route_t *route
         work = deactivate_work;
         break;
     case GW_CAMPAIGN_CODES:
+        work = codes_work;
         done = codes_loaded_cb;
         break;
     default:

@@ -21,8 +21,9 @@ const vc_cfg_param_t gw_config_params[] = {
         "address the HTTP API listens on (host:port)"),
     {"admin-addr", "VOUCHER_GATEWAY_ADMIN_ADDR,VOUCHER_ADMIN_ADDR", VC_CFG_STRING_OFF,
      "127.0.0.1:15414", offsetof(gw_config_t, admin_addr), 0, 0,
-     "address of /healthz, /readyz and /metrics (host:port), apart from the API's, which serves "
-     "only /healthz besides the API; empty = off"},
+     "address of the admin routes (POST, GET, PATCH /vouchers..., /campaigns...) and of "
+     "/healthz, /readyz and /metrics (host:port), apart from the API's, which serves only the "
+     "order service's routes and /healthz; empty = off (no admin route anywhere)"},
     STR("redis-url", "VOUCHER_REDIS_URL", "redis://127.0.0.1:15401/0", redis_url,
         "Redis holding the remaining uses and holds: redis://[user:password@]host:port/db, or "
         "redis+cluster://[user:password@]host:port,host:port,... (seed nodes) for a Redis Cluster"),
@@ -86,6 +87,10 @@ const vc_cfg_param_t gw_config_params[] = {
         "bearer tokens of POST /vouchers and GET /vouchers/{code}, comma-separated (rotation), "
         "each of at least 32 characters and not the template's CHANGE-ME (else the gateway "
         "exits 2); when empty (the default) the admin routes answer 401 to everyone"),
+    STR("admin-tokens-file", "VOUCHER_ADMIN_TOKENS_FILE", "", admin_tokens_file,
+        "a file of named admin tokens, lines \"NAME SHA256-HEX-OF-TOKEN\" ('#' comments): "
+        "each admin's name goes into the admin audit; read again on SIGHUP (a token rotated "
+        "without a restart); with VOUCHER_ADMIN_TOKEN too, both are accepted"),
     STR("api-token", "VOUCHER_API_TOKEN", "", api_token,
         "bearer tokens of the order service (reserve, confirm, release, quote), comma-separated "
         "(rotation), each of at least 32 characters and not the template's CHANGE-ME (else the "

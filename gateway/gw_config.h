@@ -12,7 +12,7 @@
 
 typedef struct {
     const char *http_addr;       /* host:port every worker listens on (SO_REUSEPORT) */
-    const char *admin_addr;      /* host:port of /healthz, /readyz, /metrics; "" = off */
+    const char *admin_addr;      /* host:port of the admin routes and the probes; "" = off */
     const char *redis_url;       /* redis://host:port/db */
     const char *kafka_brokers;   /* bootstrap.servers */
     const char *kafka_topic;     /* where events go, keyed by voucher code */
@@ -36,6 +36,7 @@ typedef struct {
     int64_t write_timeout_ms;    /* time a client has to take one answer */
     int64_t pg_pool_size;        /* PostgreSQL connections for rule loads */
     const char *admin_token;     /* bearer tokens of the admin routes; "" refuses them all */
+    const char *admin_tokens_file; /* named admin tokens (gw_admins.h); "" none */
     const char *api_token;       /* bearer tokens of the order service's routes; "" = open */
     int64_t shutdown_timeout_ms; /* SIGTERM to exit, in-flight requests and flush included */
     const char *kafka_conf;      /* "key=value,key=value" passed to librdkafka */

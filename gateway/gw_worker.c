@@ -83,8 +83,28 @@ static void worker_main(void *arg)
             /* At the cap the connection idle longest makes room; none idle: 503. */
             .evict = VC_HTTP_EVICT_IDLE,
         };
-        rc = gw_http_listen(&w->http, &w->loop, sh->http_host, sh->http_port, &limits,
-                            gw_app_handle, &w->app, w->err, sizeof(w->err));
+        /*
+         * The admin address keeps the probes' limits (vc_admin.c): a few
+         * connections, the idlest evicted for a new one, one listener.
+         */
+        gw_http_limits_t admin_limits = {
+            .idle_timeout_ms = 10000,
+            .read_timeout_ms = 5000,
+            .write_timeout_ms = cfg->write_timeout_ms,
+            .connections = &w->admin_connections,
+            .max_connections = 64,
+            .evict = 1,
+            .exclusive = 1,
+        };
+        w->app.ready = sh->ready;
+        w->app.ready_arg = sh;
+        if (w->admin)
+            rc = gw_http_listen(&w->http, &w->loop, sh->admin_host, sh->admin_port,
+                                &admin_limits, gw_app_handle_admin, &w->app, w->err,
+                                sizeof(w->err));
+        else
+            rc = gw_http_listen(&w->http, &w->loop, sh->http_host, sh->http_port, &limits,
+                                gw_app_handle, &w->app, w->err, sizeof(w->err));
         w->http.observe = gw_app_observe;
     }
     w->start_rc = rc;
@@ -96,12 +116,15 @@ static void worker_main(void *arg)
         vc_error("worker %d: loop closed with handles open: %s", w->id, uv_strerror(rc));
 }
 
-int gw_worker_start(gw_worker_t *w, int id, gw_shared_t *shared, char *err, size_t errlen)
+int gw_worker_start(gw_worker_t *w, int id, int admin, gw_shared_t *shared, char *err,
+                    size_t errlen)
 {
     int rc;
 
     memset(w, 0, sizeof(*w));
     w->id = id;
+    w->admin = admin;
+    atomic_init(&w->admin_connections, 0);
     w->shared = shared;
     if ((rc = uv_loop_init(&w->loop)) != 0 || (rc = uv_sem_init(&w->ready, 0)) != 0) {
         snprintf(err, errlen, "worker %d: %s", id, uv_strerror(rc));

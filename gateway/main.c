@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "gw_auth.h"
+#include "gw_admins.h"
 #include "gw_config.h"
 #include "gw_guard.h"
 #include "gw_kafka.h"
@@ -29,17 +30,21 @@
 
 #define SUMMARY                                                                                    \
     "voucher-gateway: reserves, confirms and cancels voucher uses over HTTP\n\n"                   \
-    "Admin routes (POST /vouchers, GET /vouchers/{code}) need Authorization: Bearer\n"             \
-    "$VOUCHER_ADMIN_TOKEN; with no token set they answer 401 to everyone.\n"                       \
-    "GET /healthz, /readyz and /metrics are served on the admin address (--admin-addr);\n"        \
+    "Admin routes (POST /vouchers, GET /vouchers/{code}, /campaigns...) need Authorization:\n"     \
+    "Bearer with a token of $VOUCHER_ADMIN_TOKEN (the audit's actor \"admin\") or a named\n"       \
+    "one of $VOUCHER_ADMIN_TOKENS_FILE (re-read on SIGHUP); with neither they answer 401.\n"       \
+    "The admin routes, /readyz and /metrics are served on the admin address (--admin-addr);\n"     \
     "the HTTP port serves the API and /healthz only."
 
 typedef struct {
-    gw_worker_t *workers;
-    int nworkers;
+    gw_worker_t *workers; /* the API workers, then the admin worker (if any) */
+    int nworkers;         /* API workers */
+    int nstarted;         /* API workers running */
+    int admin_started;    /* the admin worker runs */
     gw_shared_t *shared;
     int64_t shutdown_timeout_ms;
     uv_async_t stop; /* woken by the stop signal; keeps the main loop running until then */
+    uv_signal_t hup; /* SIGHUP: read VOUCHER_ADMIN_TOKENS_FILE again */
 } app_t;
 
 /*
@@ -66,10 +71,37 @@ static void stop_cb(uv_async_t *async)
     vc_info("%s received: finishing requests in flight (at most %lld ms)",
             strsignal(atomic_load(&stop_signum)), (long long)a->shutdown_timeout_ms);
     atomic_store(&a->shared->draining, 1);
-    for (int i = 0; i < a->nworkers; i++)
+    /* The admin worker last (run()): /readyz says "shutting down" while these drain. */
+    for (int i = 0; i < a->nstarted; i++)
         gw_worker_stop(&a->workers[i]);
     atomic_store(&stop_async, NULL);
     uv_close((uv_handle_t *)&a->stop, NULL);
+    uv_close((uv_handle_t *)&a->hup, NULL);
+}
+
+/*
+ * SIGHUP, on the main loop: the named admin tokens are read again and swapped
+ * in (gw_admins.h), so that a token is added, rotated or revoked without a
+ * restart. A file that cannot be read or parsed leaves the tokens in use.
+ */
+static void hup_cb(uv_signal_t *h, int signum)
+{
+    app_t *a = h->data;
+    const char *path = a->shared->cfg->admin_tokens_file;
+    char err[512];
+    size_t n;
+    (void)signum;
+
+    if (!path[0]) {
+        vc_info("SIGHUP received: no VOUCHER_ADMIN_TOKENS_FILE to read again");
+        return;
+    }
+    if (gw_admins_load(path, &n, err, sizeof(err)) != 0)
+        vc_error("SIGHUP: VOUCHER_ADMIN_TOKENS_FILE not reloaded, the admin tokens in use stay: "
+                 "%s",
+                 err);
+    else
+        vc_info("SIGHUP: VOUCHER_ADMIN_TOKENS_FILE reloaded: %zu named admins", n);
 }
 
 /*
@@ -101,7 +133,6 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     static gw_shared_t shared;
     char err[512];
     app_t a = {0};
-    vc_admin_t *admin = NULL;
     gw_notify_t *notify = NULL;
     uv_loop_t *loop = uv_default_loop();
     int rc, started = 0, exit_code = 1;
@@ -145,12 +176,29 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         return 2;
     }
     shared.cfg = &cfg;
+    if (cfg.admin_tokens_file[0]) {
+        size_t n;
+
+        if (gw_admins_load(cfg.admin_tokens_file, &n, err, sizeof(err)) != 0) {
+            fprintf(stderr, "voucher-gateway: VOUCHER_ADMIN_TOKENS_FILE %s\n", err);
+            return 2;
+        }
+        vc_info("VOUCHER_ADMIN_TOKENS_FILE: %zu named admins", n);
+    }
     if (vc_parse_host_port(cfg.http_addr, shared.http_host, sizeof(shared.http_host),
                            &shared.http_port) != 0) {
         fprintf(stderr, "voucher-gateway: VOUCHER_HTTP_ADDR \"%s\" is not host:port\n",
                 cfg.http_addr);
         return 2;
     }
+    if (cfg.admin_addr[0] && vc_parse_host_port(cfg.admin_addr, shared.admin_host,
+                                                sizeof(shared.admin_host),
+                                                &shared.admin_port) != 0) {
+        fprintf(stderr, "voucher-gateway: VOUCHER_GATEWAY_ADMIN_ADDR \"%s\" is not host:port\n",
+                cfg.admin_addr);
+        return 2;
+    }
+    shared.ready = ready_cb;
     if (vc_parse_redis_url(cfg.redis_url, &shared.redis, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-gateway: VOUCHER_REDIS_URL %s\n", err);
         return 2;
@@ -174,8 +222,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     a.shared = &shared;
     a.shutdown_timeout_ms = cfg.shutdown_timeout_ms;
     shared.nworkers = a.nworkers;
-    if (!(a.workers = calloc((size_t)a.nworkers, sizeof(*a.workers))) ||
-        !(shared.redis_up = calloc((size_t)a.nworkers, sizeof(*shared.redis_up))))
+    if (!(a.workers = calloc((size_t)a.nworkers + 1, sizeof(*a.workers))) ||
+        !(shared.redis_up = calloc((size_t)a.nworkers + 1, sizeof(*shared.redis_up))))
         return 1;
     gw_metrics_init();
     if (!(shared.kafka = gw_kafka_new(cfg.kafka_brokers, cfg.kafka_timeout_ms, kafka_extra, err,
@@ -194,23 +242,35 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         vc_error("out of memory");
         goto out;
     }
+    /*
+     * The admin worker (gw_worker.h) first, on the admin address: once the API
+     * port answers, the admin routes do too.
+     */
+    if (cfg.admin_addr[0]) {
+        if (gw_worker_start(&a.workers[a.nworkers], a.nworkers, 1, &shared, err, sizeof(err)) !=
+            0) {
+            vc_error("--admin-addr: %s", err);
+            gw_worker_join(&a.workers[a.nworkers]);
+            goto out;
+        }
+        a.admin_started = 1;
+    }
     for (; started < a.nworkers; started++) {
-        if (gw_worker_start(&a.workers[started], started, &shared, err, sizeof(err)) != 0) {
+        if (gw_worker_start(&a.workers[started], started, 0, &shared, err, sizeof(err)) != 0) {
             vc_error("%s", err);
             gw_worker_join(&a.workers[started]);
             goto out;
         }
-    }
-    if (cfg.admin_addr[0] &&
-        vc_admin_start(cfg.admin_addr, ready_cb, &shared, &admin, err, sizeof(err)) != 0) {
-        vc_error("--admin-addr: %s", err);
-        goto out;
+        a.nstarted = started + 1;
     }
     /* Rule changes made through other gateways (gw_notify.h); else the rules ttl bounds them. */
     if (!(notify = gw_notify_start(cfg.redis_url, err, sizeof(err))))
         vc_warn("%s", err);
     uv_async_init(loop, &a.stop, stop_cb);
     a.stop.data = &a;
+    uv_signal_init(loop, &a.hup);
+    a.hup.data = &a;
+    uv_signal_start(&a.hup, hup_cb, SIGHUP);
     atomic_store(&stop_async, &a.stop);
     if (atomic_load(&stop_signum))
         uv_async_send(&a.stop); /* a stop signal came while the workers started */
@@ -222,11 +282,15 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
 out:
     /* Reached with workers running only when one failed to start: stop the others. */
     if (exit_code != 0)
-        for (int i = 0; i < started; i++)
+        for (int i = 0; i < a.nstarted; i++)
             gw_worker_stop(&a.workers[i]);
-    for (int i = 0; i < started; i++)
+    for (int i = 0; i < a.nstarted; i++)
         gw_worker_join(&a.workers[i]);
-    vc_admin_stop(admin); /* /readyz said "shutting down" until here */
+    /* The admin worker last: /readyz said "shutting down" until here. */
+    if (a.admin_started) {
+        gw_worker_stop(&a.workers[a.nworkers]);
+        gw_worker_join(&a.workers[a.nworkers]);
+    }
     gw_notify_stop(notify);
     /* What is left of the shutdown time goes to the producer's flush. */
     flush_ms = vc_shutdown_deadline_ms() ? vc_shutdown_deadline_ms() - vc_time_mono_ms() - 100
@@ -235,6 +299,7 @@ out:
         vc_warn("some events were not delivered before exit");
     gw_pg_pool_free(shared.pg);
     gw_http_ip_table_free(shared.per_ip);
+    gw_admins_unload();
     free(a.workers);
     free(shared.redis_up);
     uv_loop_close(loop);

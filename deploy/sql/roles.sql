@@ -1,5 +1,6 @@
 -- The daemons' login roles: one per daemon, each granted only what it uses by
--- migration 008_daemon_roles.sql. Roles belong to the whole PostgreSQL
+-- migration 008_daemon_roles.sql; and voucher_admin, voucher-admin's (021:
+-- its campaign commands and reading the admin audit). Roles belong to the whole PostgreSQL
 -- cluster, not to one database, so a migration (run as the database owner,
 -- who may not create roles) cannot make them: a superuser, or a role with
 -- CREATEROLE, runs this file once before 008, and again harmlessly later.
@@ -28,7 +29,7 @@ DO $$
 DECLARE
     r text;
 BEGIN
-    FOREACH r IN ARRAY ARRAY['voucher_gateway', 'voucher_writer', 'voucher_reconciler'] LOOP
+    FOREACH r IN ARRAY ARRAY['voucher_gateway', 'voucher_writer', 'voucher_reconciler', 'voucher_admin'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) THEN
             EXECUTE format('CREATE ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT', r);
         END IF;

@@ -24,7 +24,7 @@ codes() { sql "SELECT count(*) FROM campaign_code"; }
 db_csv() { sql "SELECT code || ',' || coalesce(customer_id::text, '') FROM campaign_code WHERE campaign_id = $1 ORDER BY seq"; }
 export_csv() { # ID: sets $status; $got is the export without its header line and dashes
   status=$(curl -s -D "$scratch/export.h" -o "$scratch/export.csv" -w '%{http_code}' --max-time 60 \
-    -H "Authorization: Bearer $token" "$base_url/campaigns/$1/codes")
+    -H "Authorization: Bearer $token" "$admin_url/campaigns/$1/codes")
   got=$(tail -n +2 "$scratch/export.csv" | tr -d '-')
 }
 
@@ -112,7 +112,7 @@ is "$status $(wc -l <<<"$got")" "200 120000" "the export has 120,000 codes (24 p
 is "$(sort -u <<<"$got" | wc -l)" 120000 "every code once"
 
 # A client that leaves in the middle of an export harms nothing.
-curl -s -H "Authorization: Bearer $token" "$base_url/campaigns/$large/codes" | head -c 1000 >/dev/null
+curl -s -H "Authorization: Bearer $token" "$admin_url/campaigns/$large/codes" | head -c 1000 >/dev/null
 http GET /healthz
 is "$status" 200 "the gateway answers after a client left mid-export"
 
@@ -135,14 +135,14 @@ start_gateway
 unset VOUCHER_ADMIN_TOKEN VOUCHER_PAUSE VOUCHER_PAUSE_DIR
 race=QB$(head -c 64 /dev/urandom | tr -dc '2-9A-HJ-NP-Z' | head -c 5)
 curl -s -o "$scratch/race1" -w '%{http_code}' --max-time 30 -H "Authorization: Bearer $token" \
-  -H 'Content-Type: application/json' -X POST "$base_url/campaigns" \
+  -H 'Content-Type: application/json' -X POST "$admin_url/campaigns" \
   --data-binary "{\"name\":\"race 1\",\"count\":5,\"prefix\":\"${race}\",\"discountAmount\":2000,$window}" \
   >"$scratch/race1.status" &
 first=$!
 pause_wait campaign-after-prefix-check; ok $? "the first creation checked its prefix and waits before its insert"
 # The second passes its own check only after the first committed; let every later stop go.
 curl -s -o "$scratch/race2" -w '%{http_code}' --max-time 30 -H "Authorization: Bearer $token" \
-  -H 'Content-Type: application/json' -X POST "$base_url/campaigns" \
+  -H 'Content-Type: application/json' -X POST "$admin_url/campaigns" \
   --data-binary "{\"name\":\"race 2\",\"count\":5,\"prefix\":\"${race}X\",\"discountAmount\":2000,$window}" \
   >"$scratch/race2.status" &
 second=$!

@@ -36,7 +36,8 @@ started=$(date +%s)
 # /readyz and /metrics are served on the admin address (their own servers in
 # the spec), which --url would replace: test_readiness and test_monitoring
 # cover them there.
-(cd "$scratch" && SCHEMATHESIS_HOOKS=hooks PYTHONPATH=$contract timeout 300 \
+# The admin routes go to the admin address (tests/contract/hooks.py).
+(cd "$scratch" && SCHEMATHESIS_HOOKS=hooks PYTHONPATH=$contract VOUCHER_CONTRACT_ADMIN_URL=$admin_url timeout 300 \
   "$(dirname "$py")/schemathesis" --config-file "$contract/schemathesis.toml" run \
   "$VOUCHER_SOURCE_DIR/proto/openapi.yaml" --url "$base_url" \
   -H "Authorization: Bearer $token" --generation-with-security-parameters false \

@@ -88,10 +88,7 @@ trap 'rcli CLIENT UNPAUSE >/dev/null 2>&1; pause_go reserve-before-unclaim; daem
 wait_http_ok "http://$addr2/healthz" 30
 ok $? "a second gateway on $addr2"
 via2() { # METHOD PATH [JSON]: lib.sh's http through the second gateway
-  local saved=$base_url
-  base_url=http://$addr2
-  http "$@"
-  base_url=$saved
+  base_url=http://$addr2 admin_base_url=http://127.0.0.1:$((VOUCHER_PORT_BASE + 17)) http "$@"
 }
 claimed=$(unique_code CLAIMED)
 other=$(unique_code OTHER)

@@ -85,7 +85,7 @@ reserve "${p}_P" "${p}-p1" 1
 pids=()
 for i in $(seq 1 40); do
   curl -s -o /dev/null --max-time 20 -X PATCH -H 'Content-Type: application/json' "${auth[@]}" \
-    --data-binary "{\"totalLimit\":$((100 + (i * 37) % 90))}" "$base_url/vouchers/${p}_P" &
+    --data-binary "{\"totalLimit\":$((100 + (i * 37) % 90))}" "$admin_url/vouchers/${p}_P" &
   pids+=($!)
 done
 wait "${pids[@]}"
@@ -103,11 +103,11 @@ VOUCHER_HTTP_ADDR=$gw3 VOUCHER_GATEWAY_ADMIN_ADDR=127.0.0.1:$((VOUCHER_PORT_BASE
 wait_http_ok "http://$gw3/healthz" 30 || { echo "Bail out! the third gateway did not start"; exit 1; }
 trap 'daemon_stop "$test_name-gateway2"; daemon_stop "$test_name-gateway3"; finish' EXIT
 curl -s -o /dev/null --max-time 30 -X PATCH -H 'Content-Type: application/json' "${auth[@]}" \
-  --data-binary '{"totalLimit":150}' "http://$gw3/vouchers/${p}_Q" &
+  --data-binary '{"totalLimit":150}' "http://127.0.0.1:$((VOUCHER_PORT_BASE + 21))/vouchers/${p}_Q" &
 first=$!
 pause_wait gateway-patch-after-commit 30 || { echo "Bail out! the raise never paused"; exit 1; }
 curl -s -o /dev/null --max-time 30 -X PATCH -H 'Content-Type: application/json' "${auth[@]}" \
-  --data-binary '{"totalLimit":120}' "$base_url/vouchers/${p}_Q" &
+  --data-binary '{"totalLimit":120}' "$admin_url/vouchers/${p}_Q" &
 second=$!
 waits=0
 for ((i = 0; i < 100; i++)); do

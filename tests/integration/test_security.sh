@@ -76,13 +76,14 @@ is "$(jq -c '[.byStatus["201"], ([.byStatus[]] | add)]' "$scratch/load.json")" '
   "vc-load --token: 3 reservations, 3 201s"
 
 # ---- Redis as an ACL user ----
-# Two workers, and the listener of rule changes (subscribed to voucher-rules).
+# Two workers, the admin worker (the admin address's: gateway/gw_worker.h), and the
+# listener of rule changes (subscribed to voucher-rules).
 for ((i = 0; i < 50; i++)); do
-  [ "$(rcli CLIENT LIST | grep -c "user=$redis_user ")" -ge 3 ] && break
+  [ "$(rcli CLIENT LIST | grep -c "user=$redis_user ")" -ge 4 ] && break
   sleep 0.1
 done
-is "$(rcli CLIENT LIST | grep -c "user=$redis_user ") $(rcli CLIENT LIST | grep "user=$redis_user " | grep -c 'cmd=subscribe')" "3 1" \
-  "the gateway's two workers and its rules listener are on Redis as the ACL user"
+is "$(rcli CLIENT LIST | grep -c "user=$redis_user ") $(rcli CLIENT LIST | grep "user=$redis_user " | grep -c 'cmd=subscribe')" "4 1" \
+  "the gateway's two workers, its admin worker and its rules listener are on Redis as the ACL user"
 # Ready also waits for the Kafka producer's id (about a second after start).
 wait_http_ok "http://$(gateway_admin)/readyz" 15
 ok $? "the gateway is ready (/readyz 200) on Redis as the ACL user"

@@ -6,6 +6,7 @@
 
 #include "ck_run.h"
 #include "json_same.h"
+#include "gw_admins.h"
 #include "gw_app.h"
 #include "gw_http.h"
 #include "vc_num.h"
@@ -1095,6 +1096,57 @@ START_TEST(i64_text_matches_printf)
 }
 END_TEST
 
+/* ---- named admin tokens (gw_admins.h) ---- */
+
+#define SHA_ONE "4c178b47e243199a7716a369a7b9ef4220286168a6bc142aaa2d4aa09b94324c"
+#define SHA_TWO "7dff714c82143fa7213371a5521190b43c506321a83631d4b44fa248b0b83a4f"
+
+START_TEST(admins_match_by_name)
+{
+    static const char text[] = "# admins\n\nalice " SHA_ONE "\n  bob.ops@x\t" SHA_TWO
+                               "  # on call\r\n";
+    char err[200], name[GW_ADMIN_NAME_MAX + 1];
+    gw_admins_t *t = gw_admins_parse(text, sizeof(text) - 1, err, sizeof(err));
+
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_uint_eq(gw_admins_count(t), 2);
+    ck_assert_int_eq(gw_admins_match(t, "admin-token-one", 15, name), 1);
+    ck_assert_str_eq(name, "alice");
+    ck_assert_int_eq(gw_admins_match(t, "admin-token-two", 15, name), 1);
+    ck_assert_str_eq(name, "bob.ops@x");
+    ck_assert_int_eq(gw_admins_match(t, "admin-token-on", 14, name), 0);
+    ck_assert_int_eq(gw_admins_match(t, SHA_ONE, 64, name), 0); /* the hash is no token */
+    ck_assert_int_eq(gw_admins_match(t, "", 0, name), 0);
+    ck_assert_int_eq(gw_admins_match(NULL, "admin-token-one", 15, name), 0);
+    gw_admins_free(t);
+}
+END_TEST
+
+static const struct {
+    const char *text, *why;
+} bad_admins[] = {
+    {"alice\n", "line 1"},
+    {"alice " SHA_ONE "0\n", "64 hex"},
+    {"alice " SHA_ONE " extra\n", "nothing but a comment"},
+    {"al ice " SHA_ONE "\n", "line 1"},
+    {"# ok\nalice " SHA_ONE "\nalice " SHA_TWO "\n", "line 3: the name alice is there twice"},
+    {"alice zz" SHA_ONE "\n", "64 hex"},
+    {"a234567890123456789012345678901234567890123456789012345678901234x " SHA_ONE, "line 1"},
+};
+
+START_TEST(admins_refused)
+{
+    char err[200] = "";
+    gw_admins_t *t = gw_admins_parse(bad_admins[_i].text, strlen(bad_admins[_i].text), err,
+                                     sizeof(err));
+
+    ck_assert_msg(t == NULL, "accepted: %s", bad_admins[_i].text);
+    ck_assert_msg(strstr(err, bad_admins[_i].why), "\"%s\" does not say \"%s\"", err,
+                  bad_admins[_i].why);
+    ck_assert_msg(!strstr(err, SHA_ONE), "the error shows the hash: %s", err);
+}
+END_TEST
+
 static Suite *gateway_suite(void)
 {
     Suite *s = suite_create("gateway");
@@ -1138,6 +1190,8 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, inactive_refuses_first);
     tcase_add_test(tc, claim_values);
     tcase_add_test(tc, claim_code_read_back);
+    tcase_add_test(tc, admins_match_by_name);
+    tcase_add_loop_test(tc, admins_refused, 0, sizeof(bad_admins) / sizeof(bad_admins[0]));
     suite_add_tcase(s, tc);
     return s;
 }
