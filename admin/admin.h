@@ -11,6 +11,8 @@
 
 #include <libpq-fe.h>
 
+#include "vc_audit.h"
+
 /* Parses s, the value of --opt, as a decimal integer; says why on stderr. 0 or -1. */
 int admin_parse_i64(const char *opt, const char *s, int64_t *out);
 
@@ -19,9 +21,10 @@ int admin_code(PGconn *conn, const char *typed);
 
 /*
  * `campaign revoke CODE`: the code answers as an unknown one to new
- * reservations and quotes (023); the orders holding it stand.
+ * reservations and quotes (023); the orders holding it stand. The revoke and
+ * its audit row (by who) commit together.
  */
-int admin_revoke(PGconn *conn, const char *typed);
+int admin_revoke(PGconn *conn, const char *typed, const vc_audit_who_t *who);
 
 /* `report ...` (argv[0] is "report"): orders by state per period, CSV. */
 int admin_report(PGconn *conn, int argc, char **argv);

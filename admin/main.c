@@ -39,7 +39,7 @@ static const char usage[] =
     "                           [--since WHEN] [--limit N] [--json]\n"
     "\n"
     "--operator NAME: who acts, in the admin audit (default: $USER); create, resume,\n"
-    "deactivate and export each write one row, in the transaction of the change\n"
+    "deactivate, export and revoke each write one row, in the transaction of the change\n"
     "\n"
     "audit: the admin audit's rows, newest first (default --limit 100): who, when, what\n"
     "  (voucher.create, voucher.update, campaign.create, campaign.deactivate,\n"
@@ -530,7 +530,7 @@ int main(int argc, char **argv)
     else if (strcmp(argv[2], "code") == 0 && argc == 4)
         rc = admin_code(conn, argv[3]);
     else if (strcmp(argv[2], "revoke") == 0 && argc == 4)
-        rc = admin_revoke(conn, argv[3]);
+        rc = admin_revoke(conn, argv[3], &who);
     else if (strcmp(argv[2], "create") == 0)
         rc = create(conn, argc - 2, argv + 2);
     else if (strcmp(argv[2], "show") == 0 || strcmp(argv[2], "deactivate") == 0 ||

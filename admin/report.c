@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vc_audit.h"
 #include "vc_campaign.h"
 #include "vc_error.h"
 #include "vc_pg.h"
@@ -91,9 +92,9 @@ int admin_code(PGconn *conn, const char *typed)
     return 0;
 }
 
-int admin_revoke(PGconn *conn, const char *typed)
+int admin_revoke(PGconn *conn, const char *typed, const vc_audit_who_t *who)
 {
-    char code[VC_CODE_MAX + 1], err[512];
+    char code[VC_CODE_MAX + 1], err[512], detail[48];
     const char *params[] = {code};
     PGresult *res;
     int rc, changed;
@@ -102,6 +103,11 @@ int admin_revoke(PGconn *conn, const char *typed)
         fprintf(stderr, "voucher-admin: campaign revoke: \"%s\" is not a code\n",
                 typed ? typed : "");
         return 2;
+    }
+    /* The revoke and its audit row commit together, or neither (021). */
+    if (vc_pg_command(conn, "BEGIN", err, sizeof(err)) != 0) {
+        fprintf(stderr, "voucher-admin: campaign revoke: %s\n", err);
+        return 1;
     }
     /* coalesce: a second revoke keeps the first instant, and says so. */
     if (!(res = vc_pg_exec(conn,
@@ -112,14 +118,27 @@ int admin_revoke(PGconn *conn, const char *typed)
                            "   AND r.status <> 'RELEASED')",
                            1, params, &rc, err, sizeof(err)))) {
         fprintf(stderr, "voucher-admin: campaign revoke: %s\n", err);
+        vc_pg_rollback(conn);
         return 1;
     }
     if (PQntuples(res) == 0) {
         PQclear(res);
+        vc_pg_rollback(conn);
         fprintf(stderr, "voucher-admin: campaign revoke: no campaign has the code %s\n", code);
         return 1;
     }
     changed = PQgetvalue(res, 0, 1)[0] == 't';
+    snprintf(detail, sizeof(detail), "campaign %s", PQgetvalue(res, 0, 0));
+    {
+        vc_audit_action_t audit = {"campaign.revoke", code, VC_AUDIT_NONE, 0, NULL, detail};
+        if ((changed && vc_audit_record(conn, who, &audit, err, sizeof(err)) != 0) ||
+            vc_pg_command(conn, "COMMIT", err, sizeof(err)) != 0) {
+            fprintf(stderr, "voucher-admin: campaign revoke: %s: not revoked\n", err);
+            PQclear(res);
+            vc_pg_rollback(conn);
+            return 1;
+        }
+    }
     printf("%s %s of campaign %s at %s: a new reservation or quote of it is answered as an unknown "
            "code (404)\nlive orders holding it: %s (they stand; cancel one with DELETE "
            "/vouchers/%s/reservations/{orderId} if the leak used it)\n",

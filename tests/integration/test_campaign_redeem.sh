@@ -117,8 +117,10 @@ is "$? $(head -1 "$scratch/report.csv") $(awk -F, 'NR > 1 {t += $2; h += $3; c +
 is "$?" 2 "report naming a campaign and a voucher: usage error (exit 2)"
 
 # ---- one leaked code revoked, its campaign still on ----
-"$admin_cli" campaign revoke "$(typed "$c5")" >"$scratch/revoke.txt"
-is "$? $(grep -c "^revoked $c5 of campaign $cid" "$scratch/revoke.txt")" "0 1" "voucher-admin campaign revoke: exit 0, and says what it did"
+# As voucher-admin's own role (021, 024), and recorded in the admin audit.
+VOUCHER_PG_DSN=$VOUCHER_ADMIN_PG_DSN "$admin_cli" --operator carol campaign revoke "$(typed "$c5")" >"$scratch/revoke.txt"
+is "$? $(grep -c "^revoked $c5 of campaign $cid" "$scratch/revoke.txt") $(sql "SELECT actor || ' ' || action || ' ' || target FROM admin_audit WHERE action = 'campaign.revoke' AND target = '$c5'")" \
+  "0 1 carol campaign.revoke $c5" "voucher-admin campaign revoke as its own role: exit 0, says what it did, one audit row"
 reserve "$c5" $((base + 50)) "$o-r1"
 revoked_answer="$status $body"
 reserve "${pfx}ZZZZZZZZZZZZ" $((base + 50)) "$o-r2"
