@@ -13,7 +13,7 @@ START_TEST(request_is_complete_http)
     char buf[1024];
     size_t n =
         vl_request_format(buf, sizeof(buf), "127.0.0.1:15410", NULL, "FLASH 50/x", 42, "o-\"1\"",
-                          250000);
+                          250000, 0);
     const char *body = "{\"customerId\":42,\"orderId\":\"o-\\\"1\\\"\",\"orderAmount\":250000}";
     char want[1024];
 
@@ -33,17 +33,28 @@ START_TEST(request_carries_the_token)
 {
     char buf[1024];
 
-    ck_assert_uint_gt(vl_request_format(buf, sizeof(buf), "h:1", "t0k", "C", 1, "o", 1), 0);
+    ck_assert_uint_gt(vl_request_format(buf, sizeof(buf), "h:1", "t0k", "C", 1, "o", 1, 0), 0);
     ck_assert_ptr_nonnull(strstr(buf, "\r\nAuthorization: Bearer t0k\r\n"));
-    ck_assert_uint_gt(vl_request_format(buf, sizeof(buf), "h:1", "", "C", 1, "o", 1), 0);
+    ck_assert_uint_gt(vl_request_format(buf, sizeof(buf), "h:1", "", "C", 1, "o", 1, 0), 0);
     ck_assert_ptr_null(strstr(buf, "Authorization"));
+}
+END_TEST
+
+START_TEST(request_forwards_the_customer_address)
+{
+    char buf[1024];
+
+    ck_assert_uint_gt(vl_request_format(buf, sizeof(buf), "h:1", NULL, "C", 70000, "o", 1, 1), 0);
+    ck_assert_ptr_nonnull(strstr(buf, "\r\nX-Forwarded-For: 10.1.17.112\r\n"));
+    ck_assert_uint_gt(vl_request_format(buf, sizeof(buf), "h:1", NULL, "C", 70000, "o", 1, 0), 0);
+    ck_assert_ptr_null(strstr(buf, "X-Forwarded-For"));
 }
 END_TEST
 
 START_TEST(request_too_long_is_refused)
 {
     char buf[64];
-    ck_assert_uint_eq(vl_request_format(buf, sizeof(buf), "h:1", NULL, "C", 1, "o", 1), 0);
+    ck_assert_uint_eq(vl_request_format(buf, sizeof(buf), "h:1", NULL, "C", 1, "o", 1, 0), 0);
 }
 END_TEST
 
@@ -94,6 +105,7 @@ int main(void)
 
     tcase_add_test(tc, request_is_complete_http);
     tcase_add_test(tc, request_carries_the_token);
+    tcase_add_test(tc, request_forwards_the_customer_address);
     tcase_add_test(tc, request_too_long_is_refused);
     tcase_add_test(tc, answers);
     tcase_add_test(tc, retry_after);

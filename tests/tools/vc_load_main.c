@@ -38,6 +38,7 @@ typedef struct {
     int64_t seed;
     const char *out;
     int json;
+    int forwarded;
     const char *token;
 } load_cfg_t;
 
@@ -78,6 +79,9 @@ static const vc_cfg_param_t params[] = {
     {"out", NULL, VC_CFG_STRING, NULL, OFF(out), 0, 0,
      "write one TSV line per attempt to this file (columns in its first line)"},
     {"json", NULL, VC_CFG_BOOL, "false", OFF(json), 0, 0, "print the summary as JSON"},
+    {"forwarded-for", NULL, VC_CFG_BOOL, "false", OFF(forwarded), 0, 0,
+     "send X-Forwarded-For with each customer's own address (10.x.y.z from its id), as an "
+     "order service the gateway trusts (VOUCHER_TRUSTED_PROXIES) forwards the shopper's"},
     {"token", "VOUCHER_API_TOKEN", VC_CFG_STRING, NULL, OFF(token), 0, 0,
      "bearer token sent as Authorization with every request; of a comma-separated list "
      "(the gateway's rotation setting) the first"},
@@ -143,6 +147,7 @@ int main(int argc, char **argv)
     opt.duration_ms = cfg.duration_ms;
     opt.connect_timeout_ms = cfg.connect_timeout_ms;
     opt.seed = (uint64_t)cfg.seed;
+    opt.forwarded = cfg.forwarded;
     /* The gateway takes a list for rotation; a client sends one: the first. */
     if (cfg.token) {
         size_t n = strcspn(cfg.token, ",");

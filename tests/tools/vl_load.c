@@ -452,7 +452,8 @@ static void conn_send(conn_t *c)
 
     c->request_len =
         vl_request_format(c->request, sizeof(c->request), l->host_header, l->opt->token,
-                          l->opt->code, a->customer_id, a->order_id, l->opt->amount);
+                          l->opt->code, a->customer_id, a->order_id, l->opt->amount,
+                          l->opt->forwarded);
     VC_ASSERT(c->request_len > 0); /* vl_run() checked the longest one fits */
     http_parser_init(&c->parser, HTTP_RESPONSE);
     c->parser.data = c;
@@ -811,7 +812,7 @@ static int setup(load_t *l, const vl_options_t *opt, char *err, size_t errlen)
             return VC_ERR_INVALID;
         }
         if (!vl_request_format(request, sizeof(request), l->host_header, opt->token, opt->code,
-                               INT64_MAX, order_id, opt->amount)) {
+                               INT64_MAX, order_id, opt->amount, opt->forwarded)) {
             snprintf(err, errlen, "the request does not fit in %d bytes: shorten --code or --token",
                      REQUEST_MAX);
             return VC_ERR_INVALID;

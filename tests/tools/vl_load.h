@@ -33,6 +33,7 @@ typedef struct {
     const char *code;         /* borrowed */
     const char *order_prefix; /* borrowed */
     const char *token;        /* bearer token sent with every request, or NULL; borrowed */
+    int forwarded;            /* send X-Forwarded-For: each customer's own address */
     int64_t attempts;
     int64_t connections;
     int64_t customers;     /* 0: attempt i gets its own customer, i + 1 */

@@ -32,9 +32,9 @@ static size_t path_escape(char *buf, size_t cap, const char *s)
 
 size_t vl_request_format(char *buf, size_t cap, const char *host, const char *token,
                          const char *code, int64_t customer_id, const char *order_id,
-                         int64_t order_amount)
+                         int64_t order_amount, int forwarded)
 {
-    char path_code[256], body[768];
+    char path_code[256], body[768], xff[64] = "";
     size_t body_len;
     int n;
     int with_token = token && *token;
@@ -50,17 +50,22 @@ size_t vl_request_format(char *buf, size_t cap, const char *host, const char *to
     /* An order id too long for the body is refused, not cut. */
     if (vc_jgen_finish(&g, body, sizeof(body), &body_len) != 0)
         return 0;
+    /* The shopper's address, as an order service in front of the gateway forwards it. */
+    if (forwarded)
+        snprintf(xff, sizeof(xff), "X-Forwarded-For: 10.%d.%d.%d\r\n",
+                 (int)((uint64_t)customer_id >> 16 & 255), (int)((uint64_t)customer_id >> 8 & 255),
+                 (int)((uint64_t)customer_id & 255));
     n = snprintf(buf, cap,
                  "POST /vouchers/%s/reservations HTTP/1.1\r\n"
                  "Host: %s\r\n"
                  "User-Agent: vc-load\r\n"
-                 "%s%s%s"
+                 "%s%s%s%s"
                  "Content-Type: application/json\r\n"
                  "Content-Length: %zu\r\n"
                  "\r\n"
                  "%s",
                  path_code, host, with_token ? "Authorization: Bearer " : "",
-                 with_token ? token : "", with_token ? "\r\n" : "", body_len, body);
+                 with_token ? token : "", with_token ? "\r\n" : "", xff, body_len, body);
     if (n < 0 || (size_t)n >= cap)
         return 0;
     return (size_t)n;

@@ -23,12 +23,14 @@ typedef struct {
  * {"customerId":..,"orderId":"..","orderAmount":..} into buf. host is the
  * Host header ("127.0.0.1:15410"); token, when neither NULL nor empty, is
  * sent as "Authorization: Bearer <token>"; code is percent-encoded into the
- * path and order_id escaped into the body. Returns the length, or 0 if it
- * did not fit.
+ * path and order_id escaped into the body; with forwarded, an
+ * X-Forwarded-For names the customer's own address (10.x.y.z from its id),
+ * as an order service that the gateway trusts forwards the shopper's.
+ * Returns the length, or 0 if it did not fit.
  */
 size_t vl_request_format(char *buf, size_t cap, const char *host, const char *token,
                          const char *code, int64_t customer_id, const char *order_id,
-                         int64_t order_amount);
+                         int64_t order_amount, int forwarded);
 
 /*
  * Reads "error" and "replayed" from a JSON body (len bytes). Returns 0, or
