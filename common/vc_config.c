@@ -1,5 +1,6 @@
 #include "vc_config.h"
 #include "vc_error.h"
+#include "vc_num.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -293,17 +294,6 @@ const char *vc_redis_url_redact(const char *url, char *buf, size_t cap)
     return buf;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes len bytes of s into out (cap bytes with the NUL). Returns 0 or -1. */
 static int percent_decode(const char *s, size_t len, char *out, size_t cap)
 {
@@ -314,8 +304,8 @@ static int percent_decode(const char *s, size_t len, char *out, size_t cap)
         if (c == '%') {
             int hi, lo;
             /* A NUL (%00) would cut the password short: refused too. */
-            if (i + 2 >= len || (hi = hex_value(s[i + 1])) < 0 ||
-                (lo = hex_value(s[i + 2])) < 0 || (hi == 0 && lo == 0))
+            if (i + 2 >= len || (hi = vc_hex_value(s[i + 1])) < 0 ||
+                (lo = vc_hex_value(s[i + 2])) < 0 || (hi == 0 && lo == 0))
                 return -1;
             c = (char)(hi * 16 + lo);
             i += 2;

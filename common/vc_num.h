@@ -32,4 +32,16 @@ static inline size_t vc_i64_text(char out[VC_I64_TEXT], int64_t v)
     return len;
 }
 
+/* The value of one hexadecimal digit (either case), or -1 for any other character. */
+static inline int vc_hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 #endif

@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "vc_error.h"
+#include "vc_num.h"
 
 #define FILE_MAX (1024 * 1024) /* a million bytes: ten thousand admins and more */
 
@@ -26,17 +27,6 @@ static int name_char(char c)
 {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
            c == '_' || c == '@' || c == '-';
-}
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 /* Parses one line (no newline) into e. 1: an entry, 0: blank or comment, -1: bad (err set). */
@@ -62,7 +52,7 @@ static int parse_line(const char *p, const char *end, int lineno, entry_t *e, ch
     }
     while (p < end && (*p == ' ' || *p == '\t'))
         p++;
-    for (hex = p; p < end && hex_value(*p) >= 0; p++)
+    for (hex = p; p < end && vc_hex_value(*p) >= 0; p++)
         ;
     hlen = (size_t)(p - hex);
     while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
@@ -77,7 +67,8 @@ static int parse_line(const char *p, const char *end, int lineno, entry_t *e, ch
     memcpy(e->name, name, nlen);
     e->name[nlen] = '\0';
     for (size_t i = 0; i < SHA256_DIGEST_LENGTH; i++)
-        e->digest[i] = (unsigned char)(hex_value(hex[2 * i]) << 4 | hex_value(hex[2 * i + 1]));
+        e->digest[i] =
+            (unsigned char)(vc_hex_value(hex[2 * i]) << 4 | vc_hex_value(hex[2 * i + 1]));
     return 1;
 }
 
