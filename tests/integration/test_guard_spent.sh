@@ -107,7 +107,11 @@ is "$status" 429 "C refuses X from the start (the index), not a pass from memory
 
 # --- A subscription that stops answering (Redis paused: no close, no data)
 # is a gap: B stops trusting the set until it subscribed and loaded again.
-rcli CLIENT PAUSE 4000 ALL >/dev/null
+# The pause outlasts the longest detection (a PING sent up to 1 s after the
+# last pong, then 3 s without its pong: gw_notify.c) with room to spare, so
+# that the gap is seen while it lasts: with 4 s it could close before a busy
+# listener noticed it (a fresh clone's run, once).
+rcli CLIENT PAUSE 6000 ALL >/dev/null
 is "$(wait_for 0 8 synced "$b_admin")" 0 "Redis paused: B's unanswered PING makes it stop trusting the set"
 is "$(wait_for 1 20 synced "$b_admin")" 1 "Redis back: B subscribed and loaded again"
 
