@@ -151,6 +151,19 @@ def build(src, bdir, log, gateway=False):
 VERDICT = re.compile(r"^(replay (\S+): FAILED \[([^:\]]+)|== (.+) found \[([^:\]]+))", re.M)
 
 
+
+def run_logged(cmd, log, timeout):
+    """Runs cmd in this folder, appending the command line and its output to log; returns the
+    output as text and the exit status."""
+    with open(log, "a") as f:
+        f.write("$ %s\n" % " ".join(cmd))
+        f.flush()
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=HERE,
+                              timeout=timeout)
+        out = proc.stdout.decode(errors="replace")
+        f.write(out)
+    return out, proc.returncode
+
 def run_one(m, a, src, bdir, logdir):
     """Applies m, builds, runs the explorer on it, takes m back out. Returns (caught, where, cls,
     seconds, problem)."""
@@ -172,13 +185,7 @@ def run_one(m, a, src, bdir, logdir):
             # The explorer's gateway steps are Python: a mutant of the C gateway is caught, if
             # at all, where the two are compared (gateway_calls.py), before the explorer runs.
             cmd = [a.python, os.path.join(HERE, "gateway_calls.py"), "--build", bdir]
-            with open(log, "a") as f:
-                f.write("$ %s\n" % " ".join(cmd))
-                f.flush()
-                proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      cwd=HERE, timeout=a.timeout)
-                f.write(proc.stdout.decode(errors="replace"))
-            diff = re.search(r"^DIFFERENT (.+):$", proc.stdout.decode(errors="replace"), re.M)
+            diff = re.search(r"^DIFFERENT (.+):$", run_logged(cmd, log, a.timeout)[0], re.M)
             if diff:
                 return True, "the gateway calls check (%s)" % diff.group(1), "gateway-calls", \
                     time.time() - t0, None
@@ -186,20 +193,14 @@ def run_one(m, a, src, bdir, logdir):
                "--mutant", m.name, "--first-failure"] + \
             (["--no-replays"] if a.search_only else []) + m.head.get("Explorer", "").split() + \
             a.explorer_args
-        with open(log, "a") as f:
-            f.write("$ %s\n" % " ".join(cmd))
-            f.flush()
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  cwd=HERE, timeout=a.timeout)
-            f.write(proc.stdout.decode(errors="replace"))
-        out = proc.stdout.decode(errors="replace")
+        out, status = run_logged(cmd, log, a.timeout)
         v = VERDICT.search(out)
         if v:
             where = "saved case %s" % v.group(2) if v.group(2) else v.group(4)
             return True, where, v.group(3) or v.group(5), time.time() - t0, None
-        if proc.returncode != 0:
+        if status != 0:
             return False, None, None, time.time() - t0, \
-                "the explorer failed without a broken promise (exit %d, %s)" % (proc.returncode, log)
+                "the explorer failed without a broken promise (exit %d, %s)" % (status, log)
         return False, None, None, time.time() - t0, None
     except subprocess.TimeoutExpired:
         return False, None, None, time.time() - t0, "timed out after %d s" % a.timeout
