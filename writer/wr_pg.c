@@ -149,8 +149,8 @@ static int check_schema(PGconn *conn, char *err, size_t errlen)
 
     if (res && strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
         snprintf(err, errlen,
-                 "function wr_apply_batch() is missing: apply the migrations up to "
-                 "deploy/sql/016_campaign_redemption.sql");
+                 "function wr_apply_batch() is missing: run deploy/migrate (the migrations, "
+                 "then deploy/sql/functions.sql)");
         rc = VC_ERR_INVALID;
     }
     PQclear(res);

@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""Checks the writer's SQL (deploy/sql/003, 005, 006, 007, 011) against a real PostgreSQL.
+"""Checks the writer's SQL (deploy/sql/functions.sql) against a real PostgreSQL.
+
+It first runs deploy/migrate, which applies deploy/sql/functions.sql (from
+VOUCHER_SQL_DIR when set) whenever the database has another version of it, so
+what is checked is the file, the one definition of the writer's functions, and
+not whatever the database last had. Then:
 
 1. Every sequence of up to four events of one order, applied one call per
    event and then redelivered as one batch, ends in the row the set of event
    types determines (proto/redemption-states.md), with used_count right, and
-   the figures of the confirm that confirmed it (deploy/sql/011).
+   the figures of the confirm that confirmed it (issue 24, deploy/sql/011).
 2. Random batches give the same outcomes, rows (timestamps and amounts
    included) and used_count through wr_apply_events_set() as through
    wr_apply_events_seq().
@@ -18,7 +23,7 @@
    where what a customer holds after the whole batch is within the limit but
    not after each event (a use taken before one given back) are refused by
    the walk, and the fresh and set paths either decline or give the very
-   same result, never apply them (deploy/sql/007).
+   same result, never apply them (wr_batch_customers_fit()).
 6. Under REPEATABLE READ the per-customer trigger refuses to count (it would
    read an old snapshot and let a second use through).
 
@@ -34,6 +39,7 @@ import subprocess
 import sys
 
 DSN = os.environ.get("VOUCHER_PG_DSN", "host=127.0.0.1 port=15400 dbname=voucher user=voucher")
+MIGRATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "migrate")
 
 
 def psql(sql, may_fail=False):
@@ -354,6 +360,9 @@ def per_customer_paths():
 
 if __name__ == "__main__":
     seed = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    r = subprocess.run([MIGRATE, DSN], capture_output=True, text=True)
+    if r.returncode:
+        sys.exit("deploy/migrate failed: " + r.stderr)
     ok = sequences()
     ok = differential(seed) and ok
     ok = differential(seed, "wr_apply_events_fresh") and ok
