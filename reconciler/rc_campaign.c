@@ -8,6 +8,7 @@
 #include "vc_fault.h"
 #include "vc_log.h"
 #include "vc_lua.h"
+#include "vc_metrics.h"
 #include "vc_order_value.h"
 #include "vc_pg.h"
 #include "vc_retention.h"
@@ -504,14 +505,26 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
                              : "the campaign's keys are lost; a rebuild comes first");
         return 0;
     }
-    if (status != 1 && status != 2)
+    if (status == 0 || status == -2 || status == -3)
         return 0; /* moved on since the read (confirmed, released, another hold): next pass */
+    /*
+     * Begun (1) or begun before (2), with the order as it is now: what the
+     * event says comes from it. Any other answer, or a begun release without
+     * an order value, is an answer this code does not know: an error, never
+     * a release published with the pass's guesses. A release begun stays
+     * begun (X or E, counted as taken) and the next pass resumes it.
+     */
+    if ((status != 1 && status != 2) || vc_order_value_parse(order, strlen(order), &cur) != 0) {
+        snprintf(err, errlen,
+                 "campaign %lld: release_begin.lua answered %lld, \"%.60s\" for order %s: not "
+                 "one of its answers",
+                 (long long)c->id, (long long)status, order, o->order_id);
+        return VC_ERR_PROTOCOL;
+    }
     memset(&ev, 0, sizeof(ev));
     ev.type = VC_EV_RELEASED;
     ev.version = VC_EVENT_VERSION;
     ev.campaign_id = c->id;
-    if (vc_order_value_parse(order, strlen(order), &cur) != 0)
-        cur = (vc_order_value_t){.customer_id = o->customer_id};
     ev.customer_id = cur.customer_id;
     /* Begun before by a cancel: published as the cancel it is (a discard's is a cancel too). */
     if (status == 2 && cur.state == 'X' && !o->discarded)
@@ -679,32 +692,109 @@ static int repair_full(rc_ctx_t *ctx, memory_t *m, campaign_t *c, int64_t ends_a
     return rc;
 }
 
-/* rc_campaign.h */
-int rc_campaign_numbers_parse(const char *line, rc_campaign_numbers_t *n)
+/*
+ * Splits s[0..len) at single spaces into exactly n counts, each of digits only
+ * (no sign, no other space; at most 18 digits, so no overflow). 0, or
+ * VC_ERR_PROTOCOL for fewer or more fields, or a field that is not a count.
+ */
+static int parse_counts(const char *s, size_t len, long long *out, int n)
 {
-    int end = -1;
+    const char *p = s, *end = s + len;
 
-    memset(n, 0, sizeof(*n));
-    if (sscanf(line, "%lld %lld %lld %d %d%n", &n->holds, &n->releasing, &n->orders, &n->lost,
-               &n->present, &end) != 5 ||
-        line[end] != '\0' || n->holds < 0 || n->releasing < 0 || n->orders < 0 ||
-        (n->lost != 0 && n->lost != 1) || n->present < 0 || n->present > 7)
+    for (int i = 0; i < n; i++) {
+        const char *space = memchr(p, ' ', (size_t)(end - p));
+        const char *stop = i == n - 1 ? end : space;
+        if (!stop || (i == n - 1 && space) || stop == p || stop - p > 18)
+            return VC_ERR_PROTOCOL;
+        out[i] = 0;
+        for (const char *c = p; c < stop; c++) {
+            if (*c < '0' || *c > '9')
+                return VC_ERR_PROTOCOL;
+            out[i] = out[i] * 10 + (*c - '0');
+        }
+        p = stop + 1;
+    }
+    return 0;
+}
+
+/* The numbers line of s[0..len) (rc_campaign_numbers_parse()). */
+static int parse_numbers(const char *s, size_t len, rc_campaign_numbers_t *n)
+{
+    long long v[5];
+
+    if (parse_counts(s, len, v, 5) != 0 || v[3] > 1 || v[4] > 7)
+        return VC_ERR_PROTOCOL;
+    *n = (rc_campaign_numbers_t){
+        .holds = v[0], .releasing = v[1], .orders = v[2], .lost = (int)v[3], .present = (int)v[4]};
+    return 0;
+}
+
+/*
+ * One due hold's line of s[0..len), "orderId heldUntilMs:state": the orderId
+ * (1 to VC_ORDER_ID_MAX bytes) up to the last space, then what the one
+ * order-value parser reads as a value's last two fields, given a customer and
+ * a discount of 0 before them. A value that parser refuses (a state no script
+ * writes, a heldUntil that is not a number) is not read as a due hold.
+ */
+static int parse_due_line(const char *s, size_t len)
+{
+    char value[48] = "0:0:";
+    size_t idlen = len, rest;
+    vc_order_value_t v;
+
+    while (idlen > 0 && s[idlen - 1] != ' ')
+        idlen--;
+    if (idlen < 2 || idlen - 1 > VC_ORDER_ID_MAX)
+        return VC_ERR_PROTOCOL;
+    rest = len - idlen;
+    if (rest + 4 > sizeof(value))
+        return VC_ERR_PROTOCOL;
+    memcpy(value + 4, s + idlen, rest);
+    if (vc_order_value_parse(value, rest + 4, &v) != 0 || v.held_until_ms < 0)
         return VC_ERR_PROTOCOL;
     return 0;
 }
 
+/* rc_campaign.h */
+int rc_campaign_numbers_parse(const char *line, rc_campaign_numbers_t *n)
+{
+    return parse_numbers(line, strlen(line), n);
+}
+
+/* rc_campaign.h */
+int rc_campaign_due_parse(const char *text, int max, rc_campaign_due_t *d)
+{
+    const char *end = text + strlen(text), *p = text;
+    int line = 0;
+
+    d->due = 0;
+    for (;;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *stop = nl ? nl : end;
+        int rc = line == 0 ? parse_numbers(p, (size_t)(stop - p), &d->numbers)
+                           : parse_due_line(p, (size_t)(stop - p));
+        if (rc != 0)
+            return VC_ERR_PROTOCOL;
+        if (line++ > 0 && ++d->due > max)
+            return VC_ERR_PROTOCOL;
+        if (!nl)
+            return 0;
+        p = nl + 1;
+    }
+}
+
 /* One campaign: its numbers, then (when they do not settle it) a full read and its repairs. */
-static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
-               int64_t ends_at_ms, int loaded, int repair, int64_t snapshot_ms, rc_summary_t *sum, char *err,
+static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live, int64_t ends_at_ms,
+               int loaded, int repair, int64_t snapshot_ms, rc_summary_t *sum, char *err,
                size_t errlen)
 {
     static const char *const suffix[] = {"taken", "holds", "releasing", "orders", "users"};
     static const char *const leader_suffix[] = {"leader"};
-    char k[5][64], max[24], limit[24], leader[1][64], *due, *line, *save = NULL;
+    char k[5][64], max[24], limit[24], leader[1][64], *due;
     const char *keys[] = {k[0], k[1], k[2], k[3], k[4]};
     const char *args[] = {max, limit};
-    rc_campaign_numbers_t nums;
-    int lost, ndue = 0, rc;
+    rc_campaign_due_t answer;
+    int lost, rc;
     size_t flying = 0;
     campaign_t c = {.id = id};
     memory_t *m = memory_of(id);
@@ -724,31 +814,31 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
         (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_due, 5, keys, 2, args, &taken, due,
                             RC_CAMPAIGN_DUE_BUF, err, errlen)) != 0)
         goto out;
-    if (!(line = strtok_r(due, "\n", &save)) || rc_campaign_numbers_parse(line, &nums) != 0) {
-        snprintf(err, errlen, "campaign %lld: campaign_due.lua answered \"%.80s\", not its numbers",
-                 (long long)id, line ? line : "");
+    if (taken < 0 || rc_campaign_due_parse(due, RC_CAMPAIGN_DUE_MAX, &answer) != 0) {
+        snprintf(err, errlen,
+                 "campaign %lld: campaign_due.lua answered %lld, \"%.80s\": not its codes taken, "
+                 "numbers and due holds",
+                 (long long)id, (long long)taken, due);
         rc = VC_ERR_PROTOCOL;
         goto out;
     }
-    lost = nums.lost;
+    lost = answer.numbers.lost;
     /*
      * Loaded once (campaign.redis_loaded_at): all its keys missing is a loss
      * too, unless the retention after endsAt took them (they expire together).
      */
-    if (loaded && (nums.present & 3) != 3 &&
+    if (loaded && (answer.numbers.present & 3) != 3 &&
         !(ctx->cfg->redis_retention_ms > 0 &&
           vc_time_now_ms() >= vc_redis_expire_at(ends_at_ms, ctx->cfg->redis_retention_ms)))
         lost = 1;
-    while (strtok_r(NULL, "\n", &save))
-        ndue++;
     if (lost)
         vc_warn("campaign %lld: Redis lost its taken codes or its customers' counts: new "
                 "orders are refused until they are rebuilt",
                 (long long)id);
-    else if (taken != live && flying == 0 && nums.releasing == 0)
+    else if (taken != live && flying == 0 && answer.numbers.releasing == 0)
         vc_warn("campaign %lld: %lld codes taken in Redis, %lld live rows in PostgreSQL, "
                 "%lld holds",
-                (long long)id, (long long)taken, (long long)live, nums.holds);
+                (long long)id, (long long)taken, (long long)live, answer.numbers.holds);
     /*
      * The campaign's numbers are read (as the vouchers' counters at
      * reconciler-after-remaining); its rows and orders are not yet: a test
@@ -759,7 +849,7 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
         goto out;
     /* Quiet by the numbers: read in full only every full_every_ms (always with --once). */
     if (!ctx->force_full &&
-        !rc_campaign_needs_full(lost, taken, live, nums.releasing, ndue, flying) &&
+        !rc_campaign_needs_full(lost, taken, live, answer.numbers.releasing, answer.due, flying) &&
         ctx->cfg->full_every_ms > 0 && m->last_full_ms &&
         mono - m->last_full_ms < ctx->cfg->full_every_ms)
         goto out;
@@ -791,7 +881,8 @@ int rc_campaign_pass(rc_ctx_t *ctx, const rc_vouchers_t *vs, int repair, int64_t
 {
     PGconn *conn = rc_pg_conn(ctx->pg);
     PGresult *res;
-    int rc = 0;
+    char first[256] = "";
+    int rc = 0, failed = 0;
 
     /* Numbers only: the live rows are counted on the (campaign_id, status) index. */
     if (!(res = vc_pg_exec(conn,
@@ -802,11 +893,35 @@ int rc_campaign_pass(rc_ctx_t *ctx, const rc_vouchers_t *vs, int repair, int64_t
                            " FROM campaign c WHERE c.state IN ('ACTIVE', 'INACTIVE') ORDER BY c.id",
                            0, NULL, &rc, err, errlen)))
         return rc;
-    for (int i = 0; rc == 0 && i < PQntuples(res); i++)
+    for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
         rc = one(ctx, vs, strtoll(PQgetvalue(res, i, 0), NULL, 10),
-                 strtoll(PQgetvalue(res, i, 1), NULL, 10),
-                 strtoll(PQgetvalue(res, i, 2), NULL, 10), PQgetvalue(res, i, 3)[0] == 't',
-                 repair, snapshot_ms, sum, err, errlen);
+                 strtoll(PQgetvalue(res, i, 1), NULL, 10), strtoll(PQgetvalue(res, i, 2), NULL, 10),
+                 PQgetvalue(res, i, 3)[0] == 't', repair, snapshot_ms, sum, err, errlen);
+        /*
+         * An answer of Redis about one campaign that does not parse fails that
+         * campaign's part of the pass, said and counted here, and the pass
+         * (its result "failed"); the other campaigns are still judged and
+         * repaired: their keys are others. Any other error (Redis or
+         * PostgreSQL unreachable, the lock lost) stops the pass at once.
+         */
+        if (rc == VC_ERR_PROTOCOL) {
+            vc_warn("%s: that campaign waits for the next pass", err);
+            vc_metric_add(vc_counter("voucher_reconciler_campaign_reply_errors_total",
+                                     "Campaigns whose pass failed on a Redis answer that did not "
+                                     "parse",
+                                     NULL),
+                          1);
+            if (!failed++)
+                snprintf(first, sizeof(first), "%s", err);
+            rc = 0;
+        }
+    }
     PQclear(res);
+    if (rc == 0 && failed) {
+        snprintf(err, errlen,
+                 "campaigns failed on an answer that did not parse: %d (the first: %s)", failed,
+                 first);
+        rc = VC_ERR_PROTOCOL;
+    }
     return rc;
 }

@@ -25,11 +25,29 @@ typedef struct {
 
 /*
  * Pure: parses campaign_due.lua's first line, "holds releasing orders lost keys"
- * (five integers, each within its range), into *n. Returns 0, or
- * VC_ERR_PROTOCOL when the line is anything else: a short or malformed answer
- * is an error, never numbers that read as "every key present, nothing lost".
+ * (five integers of digits only, one space between them, each within its
+ * range), into *n. Returns 0, or VC_ERR_PROTOCOL when the line is anything
+ * else: a short or malformed answer is an error, never numbers that read as
+ * "every key present, nothing lost".
  */
 int rc_campaign_numbers_parse(const char *line, rc_campaign_numbers_t *n);
+
+/* campaign_due.lua's text answer, parsed. */
+typedef struct {
+    rc_campaign_numbers_t numbers;
+    int due; /* the holds it listed as due (past heldUntil and the grace) */
+} rc_campaign_due_t;
+
+/*
+ * Pure: parses campaign_due.lua's text answer: the numbers line
+ * (rc_campaign_numbers_parse()), then one line "orderId heldUntilMs:state" per
+ * due hold, at most max of them, '\n' between lines and none after the last;
+ * heldUntilMs and the state are read by the one order-value parser
+ * (vc_order_value.h). Returns 0 with *d filled, or VC_ERR_PROTOCOL (d
+ * unspecified) for anything else: a line short, empty or malformed, more
+ * lines than asked for. text is borrowed.
+ */
+int rc_campaign_due_parse(const char *text, int max, rc_campaign_due_t *d);
 
 /*
  * Pure: whether the numbers of a campaign ask for a full read. lost is

@@ -1328,8 +1328,16 @@ int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *cons
                reply->element[0]->type == REDIS_REPLY_INTEGER) {
         *status = reply->element[0]->integer;
         if (order && ordercap && reply->elements >= 2 &&
-            reply->element[1]->type == REDIS_REPLY_STRING)
-            snprintf(order, ordercap, "%s", reply->element[1]->str);
+            reply->element[1]->type == REDIS_REPLY_STRING) {
+            /* Cut short, an answer would read as another (a due list one hold shorter). */
+            if (reply->element[1]->len >= ordercap) {
+                snprintf(err, errlen, "Redis: a script's answer of %zu bytes, %zu at most expected",
+                         reply->element[1]->len, ordercap - 1);
+                rc = VC_ERR_PROTOCOL;
+            } else {
+                memcpy(order, reply->element[1]->str, reply->element[1]->len + 1);
+            }
+        }
     } else {
         snprintf(err, errlen, "Redis: unexpected reply to a script");
         rc = VC_ERR_PROTOCOL;

@@ -201,7 +201,8 @@ int rc_redis_confirmed(rc_redis_t *r, const char *orders_key, const char *paid_k
 /*
  * Runs a script with the given keys and arguments (borrowed). Scripts answer
  * an integer or {status, order}: *status gets the integer, order (ordercap
- * bytes, may be NULL) the order value or "". A write, one of the rc_ scripts
+ * bytes, may be NULL) the order value or "" (an order that does not fit is
+ * VC_ERR_PROTOCOL, never cut short). A write, one of the rc_ scripts
  * (common/vc_lua.h: they start with leader.lua), also gets the leader key of
  * keys[0]'s hash tag as its last key and this connection's generation as its
  * last argument (rc_redis_lead()); it is not sent without one. Returns 0 or a

@@ -11,11 +11,24 @@
 #   given back;
 # - a release begun and never finished (the gateway died between its steps):
 #   published and finished.
+# And a campaign whose Redis answer does not parse (a due hold in a state no
+# script writes) fails that campaign's part of the pass, said and the pass
+# failed, while the campaign after it is still repaired.
 source "$(dirname "$0")/lib.sh"
-plan 17
+plan 20
 
 source "$(dirname "$0")/campaign_lib.sh"
-campaign_test QP '"name":"repairs","count":10,"discountAmount":500'
+# The unreadable campaign first: the pass takes campaigns in id order.
+start_campaign_stack
+new_campaign QB '"name":"unreadable","count":2,"discountAmount":500'
+cid_b=$cid
+new_campaign QP '"name":"repairs","count":10,"discountAmount":500'
+if [ "$status" != 201 ] || [ -z "$cid_b" ] || [ "$cid_b" -ge "$cid" ]; then
+  echo "Bail out! the campaigns were not made: $status $body"
+  exit 1
+fi
+k="campaign:{c$cid}"
+o=qp$base
 campaign_codes u k1 x r f1 f2
 state() { rcli HGET "$k:orders" "$1" | cut -d: -f4; }
 # hold ORDER CUSTOMER CODE HELD_UNTIL: a hold as campaign_reserve.lua writes it.
@@ -67,7 +80,26 @@ reserve "$r" $((base + 9)) "$o-s3"
 is "$a1 | $a2 | $(answer)" "409 ALREADY_USED | 409 ALREADY_USED | 409 ALREADY_USED" \
   "before the pass the three codes are taken for a stranger"
 
+# The unreadable campaign: a hold past heldUntil in state Z, which no script writes.
+kb="campaign:{c$cid_b}"
+rcli HSET "$kb:orders" "qb$base" "$((base + 20)):500:$past:Z" >/dev/null
+rcli HSET "$kb:taken" "$(cid=$cid_b code 1)" "qb$base" >/dev/null
+rcli HINCRBY "$kb:users" $((base + 20)) 1 >/dev/null
+rcli ZADD "$kb:holds" "$past" "qb$base" >/dev/null
+
 "$bin_reconciler" --once --grace 1s >"$scratch/pass.txt" 2>&1
+pass_rc=$?
+
+# ---- an answer that does not parse ----
+grep "campaign $cid_b: campaign_due.lua answered" "$scratch/pass.txt" |
+  grep -q "numbers and due holds: that campaign waits for the next pass"
+ok $? "the pass names the campaign whose answer does not parse" ||
+  sed 's/^/# /' "$scratch/pass.txt" | tail -5
+is "$pass_rc" 2 "and the pass fails (exit 2)"
+is "$(rcli HGET "$kb:orders" "qb$base")" "$((base + 20)):500:$past:Z" \
+  "its hold is left as it is, not released on a guess"
+# No later pass of any test may meet it.
+rcli DEL "$kb:orders" "$kb:taken" "$kb:users" "$kb:holds" >/dev/null
 
 # ---- undelivered ----
 is "$(state "$o-u") $(rcli HEXISTS "$k:taken" "$u") $(rcli HGET "$k:users" $((base + 1)))" "R 0 0" \

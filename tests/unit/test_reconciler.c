@@ -138,19 +138,72 @@ END_TEST
 START_TEST(campaign_numbers_strict)
 {
     static const char *const bad[] = {
-        "", "3 1 4 0", "3 1 4 0 7 9", "3 1 4 2 7", "3 1 4 0 8", "-1 1 4 0 7",
-        "3 1 4 0 7x", "three 1 4 0 7", "3 1 4 0 -1",
+        "",           "3 1 4 0",    "3 1 4 0 7 9", "3 1 4 2 7",
+        "3 1 4 0 8",  "-1 1 4 0 7", "3 1 4 0 7x",  "three 1 4 0 7",
+        "3 1 4 0 -1", "+3 1 4 0 7", " 3 1 4 0 7",  "3  1 4 0 7",
+        "3 1 4 0 7 ", "3\t1 4 0 7", "3 1 4 0 7\n", "1234567890123456789 0 0 0 7",
     };
     rc_campaign_numbers_t n;
 
     ck_assert_int_eq(rc_campaign_numbers_parse("3 1 4 0 7", &n), 0);
-    ck_assert(n.holds == 3 && n.releasing == 1 && n.orders == 4 && n.lost == 0 &&
-              n.present == 7);
+    ck_assert(n.holds == 3 && n.releasing == 1 && n.orders == 4 && n.lost == 0 && n.present == 7);
     ck_assert_int_eq(rc_campaign_numbers_parse("0 0 0 1 0", &n), 0);
     ck_assert(n.lost == 1 && n.present == 0);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(rc_campaign_numbers_parse(bad[i], &n) == VC_ERR_PROTOCOL, "accepted \"%s\"",
                       bad[i]);
+}
+END_TEST
+
+/*
+ * campaign_due.lua's whole text answer is parsed strictly: the numbers line,
+ * then one "orderId heldUntilMs:state" line per due hold. A short, empty or
+ * malformed line, or more holds than asked for, is an error; before, the due
+ * lines were only counted, so any text after the numbers read as due holds.
+ */
+START_TEST(campaign_due_strict)
+{
+    static const struct {
+        const char *text;
+        int due; /* -1: refused */
+    } cases[] = {
+        {"3 1 4 0 7", 0},
+        {"3 1 4 0 7\no1 1700000000000:H", 1},
+        {"2 0 2 0 7\norder-1 1700000000000:H\norder-2 5:E", 2},
+        {"0 0 0 1 0", 0},
+        {"", -1},                                  /* nothing: no numbers */
+        {"3 1 4 0", -1},                           /* the numbers short */
+        {"3 1 4 0 7\n", -1},                       /* an empty line after them */
+        {"3 1 4 0 7\n\no1 1:H", -1},               /* an empty line between */
+        {"3 1 4 0 7\no1", -1},                     /* a due line short: no heldUntil */
+        {"3 1 4 0 7\no1 17", -1},                  /* no state */
+        {"3 1 4 0 7\no1 17:", -1},                 /* an empty state */
+        {"3 1 4 0 7\no1 17:Z", -1},                /* a state no script writes */
+        {"3 1 4 0 7\no1 17:HH", -1},               /* two letters */
+        {"3 1 4 0 7\no1 :H", -1},                  /* an empty heldUntil */
+        {"3 1 4 0 7\no1 1x:H", -1},                /* not a number */
+        {"3 1 4 0 7\no1 -5:H", -1},                /* a negative heldUntil */
+        {"3 1 4 0 7\n 17:H", -1},                  /* an empty orderId */
+        {"3 1 4 0 7\no1 1:H\no2 2:H\no3 3:H", -1}, /* more holds than asked for (2) */
+        {"3 1 4 0 7\no1 2 3 4", -1},               /* another kind of line */
+        {"3 1 4 0 7\n"
+         "o1234567890123456789012345678901234567890123456789012345678901234 1:H",
+         -1}, /* an orderId of 65 bytes */
+    };
+    rc_campaign_due_t d;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc = rc_campaign_due_parse(cases[i].text, 2, &d);
+        if (cases[i].due < 0) {
+            ck_assert_msg(rc == VC_ERR_PROTOCOL, "accepted \"%s\"", cases[i].text);
+        } else {
+            ck_assert_msg(rc == 0, "refused \"%s\"", cases[i].text);
+            ck_assert_int_eq(d.due, cases[i].due);
+        }
+    }
+    ck_assert_int_eq(rc_campaign_due_parse("2 0 2 0 7\no1 1:H\no2 2:C", 2, &d), 0);
+    ck_assert(d.numbers.holds == 2 && d.numbers.orders == 2 && d.numbers.present == 7 &&
+              d.due == 2);
 }
 END_TEST
 
@@ -901,6 +954,7 @@ int main(void)
     tc = tcase_create("releases");
     tcase_add_test(tc, release_decisions);
     tcase_add_test(tc, campaign_numbers_strict);
+    tcase_add_test(tc, campaign_due_strict);
     tcase_add_test(tc, release_decisions_parked);
     tcase_add_test(tc, verdict_parked);
     tcase_add_test(tc, unsent_orders_and_hold_identity);
