@@ -15,6 +15,9 @@
 -- first), and it drops or renames nothing this file creates. A function
 -- whose arguments change is a new function: drop the old one here too, with
 -- DROP FUNCTION IF EXISTS and its old signature, before the new definition.
+-- A new trigger on a function of this file is made here too, after its
+-- function (CREATE OR REPLACE TRIGGER): a migration that made it would run
+-- before the function exists on a fresh database.
 --
 -- The voucher apply paths take parallel arrays, one element per event, in
 -- partition order:
