@@ -7,9 +7,16 @@ requests and limits; credentials come from Secrets, not literals (nor the
 ConfigMap); each daemon connects to PostgreSQL as its own role; the gateway
 requires an API token; every pod runs with the RuntimeDefault seccomp profile
 and without a service account token; a NetworkPolicy denies by default and
-one more opens each Deployment's traffic, in and out; the writer has no more
-replicas than voucher-events has partitions; the reconciler runs two
-replicas; every Deployment has a PodDisruptionBudget.
+one more opens each Deployment's traffic, in and out; every ingress rule of
+every NetworkPolicy names who may connect (a "from": a rule without one opens
+its ports to every pod), the gateway's API port to the order service's pods
+and the ingress controller's namespace, every admin port (9090) to the
+monitoring namespace and, on the gateway, the admin tooling, nothing more;
+every Ingress ends TLS (a tls entry with a Secret for each of its hosts), goes
+only to the gateway's API Service, and comes from a namespace the gateway's
+API rule admits; the writer has no more replicas than voucher-events has
+partitions; the reconciler runs two replicas; every Deployment has a
+PodDisruptionBudget.
 """
 import glob
 import os
@@ -23,6 +30,20 @@ PARTITIONS = 12
 SECRET_VARS = {"VOUCHER_PG_DSN", "VOUCHER_GATEWAY_PG_DSN", "VOUCHER_WRITER_PG_DSN",
                "VOUCHER_RECONCILER_PG_DSN", "VOUCHER_REDIS_URL", "VOUCHER_ADMIN_TOKEN",
                "VOUCHER_API_TOKEN"}
+# Who may reach each daemon's ports (deploy/README.md, "TLS" and "Authentication and
+# secrets"): the peers of each (daemon, port), as a NetworkPolicy's "from" names them.
+ORDER_SERVICE = ("pod", "voucher.example/order-service", "true")
+ADMIN_TOOLING = ("pod", "voucher.example/admin-tooling", "true")
+MONITORING = ("namespace", "kubernetes.io/metadata.name", "monitoring")
+INGRESS_NAMESPACE = ("namespace", "kubernetes.io/metadata.name", "ingress-nginx")
+ALLOWED_PEERS = {
+    ("voucher-gateway", 8080): {ORDER_SERVICE, INGRESS_NAMESPACE},
+    ("voucher-gateway", 9090): {ADMIN_TOOLING, MONITORING},
+    ("voucher-writer", 9090): {MONITORING},
+    ("voucher-reconciler", 9090): {MONITORING},
+}
+# The gateway's API Service and port, where an Ingress may send requests.
+API_SERVICE = ("voucher-gateway", "http")
 # Each daemon's own PostgreSQL role (deploy/sql/008_daemon_roles.sql).
 OWN_DSN = {"voucher-gateway": "VOUCHER_GATEWAY_PG_DSN", "voucher-writer": "VOUCHER_WRITER_PG_DSN",
            "voucher-reconciler": "VOUCHER_RECONCILER_PG_DSN"}
@@ -109,6 +130,81 @@ for name, d in deployments.items():
 check(deployments["voucher-writer"]["spec"]["replicas"] <= PARTITIONS,
       f"writer replicas <= {PARTITIONS} partitions")
 check(deployments["voucher-reconciler"]["spec"]["replicas"] == 2, "reconciler runs 2 replicas")
+
+
+
+def peer(entry):
+    """One entry of a "from" as (kind, label, value), or None for anything else (an ipBlock,
+    matchExpressions, several labels, or a pod and namespace selector together)."""
+    if set(entry) == {"podSelector"}:
+        kind, sel = "pod", entry["podSelector"]
+    elif set(entry) == {"namespaceSelector"}:
+        kind, sel = "namespace", entry["namespaceSelector"]
+    else:
+        return None
+    labels = sel.get("matchLabels", {})
+    if sel.get("matchExpressions") or len(labels) != 1:
+        return None
+    (k, v), = labels.items()
+    return (kind, k, v)
+
+
+def shown(peers):
+    """Peers as the runbook names them: "pods k=v", "namespace v", "something else"."""
+    def one(p):
+        if p is None:
+            return "something else"
+        return f"pods {p[1]}={p[2]}" if p[0] == "pod" else f"namespace {p[2]}"
+    return ", ".join(sorted(one(p) for p in peers)) or "nobody"
+
+
+# Every ingress rule names its peers, and those are the ones the runbook names for its port.
+for p in policies:
+    name = p["metadata"]["name"]
+    target = p["spec"].get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/name")
+    for i, rule in enumerate(p["spec"].get("ingress") or []):
+        check(rule.get("from"), f"NetworkPolicy {name}: ingress rule {i + 1} names who may connect "
+              "(a rule without 'from' admits every pod)")
+        ports = [pt.get("port") for pt in rule.get("ports") or []]
+        check(ports, f"NetworkPolicy {name}: ingress rule {i + 1} names its ports")
+        for port in ports:
+            allowed = ALLOWED_PEERS.get((target, port))
+            got = {peer(e) for e in rule.get("from") or []}
+            check(allowed is not None and got and got <= allowed,
+                  f"NetworkPolicy {name}: port {port} admits only "
+                  f"{shown(allowed) if allowed else 'nothing (no such port in the runbook)'}"
+                  f" (this rule: {shown(got) if rule.get('from') else 'every pod, no from'})")
+gateway_api_peers = {peer(e) for p in policies
+                     if p["spec"].get("podSelector", {}).get("matchLabels", {}).get(
+                         "app.kubernetes.io/name") == "voucher-gateway"
+                     for rule in p["spec"].get("ingress") or []
+                     if 8080 in [pt.get("port") for pt in rule.get("ports") or []]
+                     for e in rule.get("from") or []}
+check(ORDER_SERVICE in gateway_api_peers,
+      "the gateway's API port admits the order service's pods (voucher.example/order-service)")
+
+# Every Ingress ends TLS and leads only to the gateway's API port, from a namespace it admits.
+for _, ing in [(n, d) for n, d in docs if d["kind"] == "Ingress"]:
+    name = ing["metadata"]["name"]
+    spec = ing["spec"]
+    hosts = {r.get("host") for r in spec.get("rules") or []}
+    tls_hosts = {h for t in spec.get("tls") or [] if t.get("secretName") for h in t.get("hosts") or []}
+    check(hosts and None not in hosts and hosts <= tls_hosts,
+          f"Ingress {name}: ends TLS (a tls entry with a secretName) for every host of its rules")
+    backends = [(pth["backend"].get("service", {}).get("name"),
+                 pth["backend"].get("service", {}).get("port", {}).get("name"))
+                for r in spec.get("rules") or [] for pth in r.get("http", {}).get("paths", [])]
+    if spec.get("defaultBackend"):
+        backends.append((None, None))
+    check(backends and all(b == API_SERVICE for b in backends),
+          f"Ingress {name}: every path goes to the gateway's API Service ({API_SERVICE[0]}, "
+          f"port {API_SERVICE[1]}), never its admin address")
+    check(ing["metadata"].get("annotations", {}).get(
+        "nginx.ingress.kubernetes.io/force-ssl-redirect") == "true",
+        f"Ingress {name}: plain HTTP is redirected to HTTPS (force-ssl-redirect)")
+    check(INGRESS_NAMESPACE in gateway_api_peers,
+          f"Ingress {name}: the gateway's NetworkPolicy admits the ingress controller's namespace "
+          f"({INGRESS_NAMESPACE[2]}) on the API port")
 
 print(f"1..{len(results)}")
 for i, (ok, what) in enumerate(results, 1):
