@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "vc_error.h"
+#include "vc_utf8.h"
 
 static const vc_alphabet_t alphabets[] = {
     /* A-Z and 2-9 without the look-alikes 0 O 1 I: 24 letters and 8 digits. */
@@ -63,11 +64,14 @@ int vc_campaign_spec_check(const vc_campaign_spec_t *s, char *err, size_t errlen
     }
     for (size_t i = 0; i < plen; i++)
         if (symbol_value(s->alphabet, s->prefix[i]) < 0) {
+            /* The whole character is quoted, not its first byte: the detail stays UTF-8. */
+            size_t n = vc_utf8_char(s->prefix + i, plen - i);
+
             snprintf(err, errlen,
-                     "field \"prefix\" must be 1..%d symbols of the alphabet %s (%s); '%c' is "
+                     "field \"prefix\" must be 1..%d symbols of the alphabet %s (%s); '%.*s' is "
                      "not one",
                      VC_CAMPAIGN_PREFIX_MAX, s->alphabet->name, s->alphabet->symbols,
-                     s->prefix[i]);
+                     (int)(n ? n : 1), s->prefix + i);
             return VC_ERR_INVALID;
         }
     if (s->length < VC_CAMPAIGN_LENGTH_MIN || s->length > VC_CAMPAIGN_LENGTH_MAX) {

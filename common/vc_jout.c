@@ -4,6 +4,7 @@
 
 #include "vc_num.h"
 #include "vc_time.h"
+#include "vc_utf8.h"
 
 void vc_jout_init(vc_jout_t *o, char *buf, size_t cap)
 {
@@ -12,23 +13,42 @@ void vc_jout_init(vc_jout_t *o, char *buf, size_t cap)
     o->full = cap == 0;
 }
 
-void vc_jout_str(vc_jout_t *o, const char *s)
+void vc_jout_strn(vc_jout_t *o, const char *s, size_t len)
 {
     static const char hex[] = "0123456789ABCDEF"; /* yajl's case */
+    const char *end = s + len;
 
     vc_jout_raw(o, "\"", 1);
-    for (;;) {
+    while (s < end) {
         const char *run = s;
         unsigned char ch;
         char esc[6] = {'\\', 0, '0', '0', 0, 0};
         size_t n = 2;
 
-        /* The run of bytes a JSON string holds as they are; the NUL that ends s stops it too. */
-        while ((unsigned char)*s >= 0x20 && *s != '"' && *s != '\\')
+        /* The run of ASCII bytes a JSON string holds as they are. */
+        while (s < end && (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x80 && *s != '"' &&
+               *s != '\\')
             s++;
         vc_jout_raw(o, run, (size_t)(s - run));
-        if ((ch = (unsigned char)*s) == '\0')
+        if (s == end)
             break;
+        ch = (unsigned char)*s;
+        if (ch >= 0x80) {
+            /*
+             * A whole UTF-8 character goes as it is; a byte that is not one
+             * becomes U+FFFD, so that the text stays valid UTF-8 whatever
+             * it quotes (a client's bytes in an error's detail).
+             */
+            n = vc_utf8_char(s, (size_t)(end - s));
+            if (n > 0) {
+                vc_jout_raw(o, s, n);
+                s += n;
+            } else {
+                vc_jout_raw(o, VC_UTF8_REPLACEMENT, sizeof(VC_UTF8_REPLACEMENT) - 1);
+                s++;
+            }
+            continue;
+        }
         switch (ch) {
         case '"':
         case '\\':
@@ -60,6 +80,11 @@ void vc_jout_str(vc_jout_t *o, const char *s)
         s++;
     }
     vc_jout_raw(o, "\"", 1);
+}
+
+void vc_jout_str(vc_jout_t *o, const char *s)
+{
+    vc_jout_strn(o, s, strlen(s));
 }
 
 void vc_jout_int(vc_jout_t *o, int64_t v)

@@ -46,8 +46,15 @@ static inline void vc_jout_lit(vc_jout_t *o, const char *s)
     vc_jout_raw(o, s, strlen(s));
 }
 
-/* s as a JSON string, quoted and escaped. */
+/*
+ * s as a JSON string, quoted and escaped, always valid UTF-8: a byte of s
+ * that does not belong to a valid UTF-8 character is written as U+FFFD (the
+ * text of valid input is yajl's, byte for byte).
+ */
 void vc_jout_str(vc_jout_t *o, const char *s);
+
+/* The same for the len bytes at s, which may hold a NUL (written as \u0000). */
+void vc_jout_strn(vc_jout_t *o, const char *s, size_t len);
 
 /* v in decimal. */
 void vc_jout_int(vc_jout_t *o, int64_t v);

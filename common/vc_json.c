@@ -1,6 +1,7 @@
 #include "vc_json.h"
 #include "vc_error.h"
 #include "vc_time.h"
+#include "vc_utf8.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -331,8 +332,8 @@ static int on_string(void *ctx, const unsigned char *s, size_t len)
 
     if (memchr(s, '\0', len)) {
         if (b->depth > 0 && b->key[b->depth - 1])
-            return refuse(b, "field \"%.64s\" contains a NUL character (\\u0000)",
-                          b->key[b->depth - 1]);
+            return refuse(b, "field \"%.*s\" contains a NUL character (\\u0000)",
+                          vc_utf8_quote_len(b->key[b->depth - 1], 64), b->key[b->depth - 1]);
         return refuse(b, "a string contains a NUL character (\\u0000)");
     }
     if (!(v = value_new(yajl_t_string)) || !(v->u.string = malloc(len + 1))) {
@@ -396,7 +397,7 @@ static int on_map_key(void *ctx, const unsigned char *s, size_t len)
     for (size_t i = 0; i < obj->u.object.len; i++) {
         const char *k = obj->u.object.keys[i];
         if (strlen(k) == len && memcmp(k, s, len) == 0)
-            return refuse(b, "field \"%.64s\" given twice", k);
+            return refuse(b, "field \"%.*s\" given twice", vc_utf8_quote_len(k, 64), k);
     }
     if (!(key = malloc(len + 1)))
         return out_of_memory(b);
@@ -847,7 +848,7 @@ int vc_jdoc_check_keys(const vc_jdoc_t *doc, const char *const *allowed, char *e
             if (strcmp(*a, key) == 0)
                 break;
         if (!*a) {
-            snprintf(err, errlen, "unknown field \"%.64s\"", key);
+            snprintf(err, errlen, "unknown field \"%.*s\"", vc_utf8_quote_len(key, 64), key);
             return VC_ERR_INVALID;
         }
     }

@@ -7,6 +7,7 @@
 #include "vc_error.h"
 #include "vc_jout.h"
 #include "vc_time.h"
+#include "vc_utf8.h"
 
 int gw_status_for(int rc, const char **error, const char **reason)
 {
@@ -156,7 +157,13 @@ size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detai
     vc_jout_lit(&o, "{\"error\":");
     vc_jout_str(&o, error);
     vc_jout_lit(&o, ",\"detail\":");
-    vc_jout_str(&o, detail ? detail : "");
+    /*
+     * A detail cut short by its buffer may end inside a character: the cut
+     * moves back to the character's start (and vc_jout_strn() replaces any
+     * byte of it that is not UTF-8), so the body stays valid UTF-8 JSON.
+     */
+    detail = detail ? detail : "";
+    vc_jout_strn(&o, detail, vc_utf8_cut(detail, strlen(detail)));
     if (reason) {
         vc_jout_lit(&o, ",\"reason\":");
         vc_jout_str(&o, reason);

@@ -37,8 +37,10 @@
 int gw_status_for(int rc, const char **error, const char **reason);
 
 /*
- * Writes {"error":error,"detail":detail[,"reason":reason]} into buf.
- * Returns the length, or 0 if it does not fit. reason may be NULL.
+ * Writes {"error":error,"detail":detail[,"reason":reason]} into buf, valid
+ * UTF-8 JSON whatever detail holds: a character cut at detail's end is
+ * dropped, a byte that is not UTF-8 becomes U+FFFD. Returns the length, or 0
+ * if it does not fit. reason may be NULL.
  */
 size_t gw_body_error(char *buf, size_t cap, const char *error, const char *detail,
                      const char *reason);

@@ -8,6 +8,7 @@
 #include "json_same.h"
 #include "gw_admins.h"
 #include "gw_app.h"
+#include "gw_campaign.h"
 #include "gw_http.h"
 #include "vc_num.h"
 #include "gw_router.h"
@@ -312,6 +313,168 @@ START_TEST(bodies)
     gw_body_status(buf, sizeof(buf), "o-1", "FLASH100", "CONFIRMED", 0);
     ck_assert_json_eq(buf, "{\"orderId\":\"o-1\",\"code\":\"FLASH100\",\"status\":\"CONFIRMED\"}");
     ck_assert_uint_eq(gw_body_error(buf, 8, "BAD_REQUEST", "too long for the buffer", NULL), 0);
+}
+END_TEST
+
+/* ---- error bodies quote input: always valid UTF-8 JSON ---- */
+
+/*
+ * Whether the n bytes at s are valid UTF-8 (RFC 3629), decoded by code point
+ * here, apart from the code under test (common/vc_utf8.c checks byte ranges).
+ */
+static int utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+
+    for (size_t i = 0; i < n;) {
+        unsigned cp;
+        size_t len = u[i] < 0x80                   ? 1
+                     : u[i] >= 0xC0 && u[i] < 0xE0 ? 2
+                     : u[i] >= 0xE0 && u[i] < 0xF0 ? 3
+                     : u[i] >= 0xF0 && u[i] < 0xF8 ? 4
+                                                   : 0;
+
+        if (len == 0 || i + len > n)
+            return 0;
+        cp = len == 1 ? u[i] : u[i] & (0x7F >> len);
+        for (size_t k = 1; k < len; k++) {
+            if ((u[i + k] & 0xC0) != 0x80)
+                return 0;
+            cp = cp << 6 | (u[i + k] & 0x3F);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/*
+ * Checks that body is valid UTF-8 and JSON with a detail (the parser,
+ * yajl, refuses a string that is not UTF-8), and copies the detail out.
+ */
+static void assert_utf8_json(const char *body, size_t n, char *detail, size_t cap)
+{
+    char err[256];
+    vc_jdoc_t doc;
+
+    ck_assert_msg(n > 0, "the body was written");
+    ck_assert_msg(utf8_valid(body, n), "valid UTF-8: %s", body);
+    ck_assert_msg(vc_jdoc_parse(&doc, body, n, err, sizeof(err)) == 0, "JSON: %s (%s)", body, err);
+    ck_assert_int_eq(vc_jdoc_strcpy(&doc, "detail", detail, cap, err, sizeof(err)), 0);
+    vc_jdoc_free(&doc);
+}
+
+/*
+ * A detail that quotes input and is cut by its buffer (snprintf into err of
+ * every size) at every byte of a 2-, 3- and 4-byte character: the body is
+ * valid UTF-8 JSON, and its detail is the text up to the last whole
+ * character, nothing replaced.
+ */
+START_TEST(error_detail_cut_at_every_byte)
+{
+    static const char *const chars[] = {"\xC3\x84" /* Ä */, "\xE2\x82\xAC" /* € */,
+                                        "\xF0\x9F\x8E\x9F" /* a ticket, U+1F39F */};
+
+    for (size_t c = 0; c < sizeof(chars) / sizeof(chars[0]); c++) {
+        char whole[64], cut[64], body[256], detail[64];
+        int len = snprintf(whole, sizeof(whole), "prefix '%s%s' is not one", chars[c], chars[c]);
+
+        for (int errlen = 1; errlen <= len + 1; errlen++) {
+            size_t kept = (size_t)errlen - 1, want = kept;
+
+            snprintf(cut, (size_t)errlen, "%s", whole);
+            /* The whole characters of the cut: a character split by it is left out. */
+            for (size_t i = 0; i < kept;) {
+                size_t clen = whole[i] & 0x80 ? strlen(chars[c]) : 1;
+                if (i + clen > kept) {
+                    want = i;
+                    break;
+                }
+                i += clen;
+            }
+            assert_utf8_json(body, gw_body_error(body, sizeof(body), "BAD_REQUEST", cut, NULL),
+                             detail, sizeof(detail));
+            ck_assert_uint_eq(strlen(detail), want);
+            ck_assert_int_eq(memcmp(detail, whole, want), 0);
+        }
+    }
+}
+END_TEST
+
+/* Bytes that are not UTF-8 in a detail: each becomes U+FFFD, the rest stays as it was. */
+START_TEST(error_detail_invalid_bytes_replaced)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"a\x80z", "a\xEF\xBF\xBDz"},                                 /* a lone continuation byte */
+        {"a\xC3z", "a\xEF\xBF\xBDz"},                                 /* a lead without its byte */
+        {"a\xC0\xAFz", "a\xEF\xBF\xBD\xEF\xBF\xBDz"},                 /* an overlong '/' */
+        {"a\xE0\x80\x80z", "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDz"}, /* an overlong NUL */
+        {"a\xED\xA0\x80z", "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDz"}, /* a surrogate */
+        {"a\xF4\x90\x80\x80z",
+         "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDz"}, /* above U+10FFFF */
+        {"a\xF5z", "a\xEF\xBF\xBDz"},
+        {"a\xFFz", "a\xEF\xBF\xBDz"},
+        {"a\xE2\x82z", "a\xEF\xBF\xBD\xEF\xBF\xBDz"}, /* a 3-byte character cut inside */
+        {"\xC3\x84\xE2\x82\xAC\xF0\x9F\x8E\x9F", "\xC3\x84\xE2\x82\xAC\xF0\x9F\x8E\x9F"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char body[256], detail[64];
+
+        assert_utf8_json(body, gw_body_error(body, sizeof(body), "BAD_REQUEST", cases[i].in, NULL),
+                         detail, sizeof(detail));
+        ck_assert_str_eq(detail, cases[i].out);
+    }
+}
+END_TEST
+
+/*
+ * The parsers' details that quote a client's text: an unknown field's name
+ * of multibyte characters, cut at 64 bytes at every offset of its
+ * characters; a campaign prefix whose refused symbol is not ASCII.
+ */
+START_TEST(error_detail_quotes_input_whole_characters)
+{
+    static const char *const chars[] = {"\xC3\x84", "\xE2\x82\xAC", "\xF0\x9F\x8E\x9F"};
+    char json[512], err[256], body[512], detail[256];
+    gw_campaign_req_t campaign;
+    int64_t customers[GW_CAMPAIGN_CUSTOMERS_MAX];
+    gw_quote_req_t quote;
+
+    for (size_t c = 0; c < sizeof(chars) / sizeof(chars[0]); c++)
+        for (int pad = 0; pad < 4; pad++) {
+            char key[160] = "";
+            size_t n = 0;
+
+            for (int i = 0; i < pad; i++)
+                key[n++] = 'k';
+            while (n < 80) {
+                memcpy(key + n, chars[c], strlen(chars[c]));
+                n += strlen(chars[c]);
+            }
+            key[n] = '\0';
+            snprintf(json, sizeof(json), "{\"customerId\":1,\"orderAmount\":1,\"%s\":1}", key);
+            ck_assert_int_eq(gw_quote_req_parse(json, strlen(json), &quote, err, sizeof(err)),
+                             VC_ERR_INVALID);
+            assert_utf8_json(body, gw_body_error(body, sizeof(body), "BAD_REQUEST", err, NULL),
+                             detail, sizeof(detail));
+            /* The name is quoted up to a whole character, 64 bytes at most. */
+            ck_assert_ptr_nonnull(strstr(detail, "unknown field"));
+            ck_assert_ptr_null(strstr(detail, "\xEF\xBF\xBD"));
+        }
+    snprintf(json, sizeof(json),
+             "{\"name\":\"n\",\"count\":1,\"prefix\":\"\xC3\x84\",\"discountAmount\":1,"
+             "\"startsAt\":\"2026-01-01T00:00:00Z\",\"endsAt\":\"2026-02-01T00:00:00Z\"}");
+    ck_assert_int_eq(
+        gw_campaign_req_parse(json, strlen(json), &campaign, customers, err, sizeof(err)),
+        GW_CAMPAIGN_E_UNPROCESSABLE);
+    assert_utf8_json(body, gw_body_error(body, sizeof(body), "UNPROCESSABLE", err, NULL), detail,
+                     sizeof(detail));
+    ck_assert_ptr_nonnull(strstr(detail, "'\xC3\x84' is not one"));
 }
 END_TEST
 
@@ -1002,7 +1165,12 @@ static size_t reservation_by_jgen(char *buf, size_t cap, const char *order_id, c
     return vc_jgen_finish(&g, buf, cap, &len) == 0 ? len : 0;
 }
 
-/* Byte for byte the generator's text: every byte in an orderId, bounds of numbers and times, every cap. */
+/*
+ * Byte for byte the generator's text: every byte in an orderId, bounds of
+ * numbers and times, every cap. A byte of 0x80 and above alone is no UTF-8
+ * character: the generator copies it, gw_body_reservation() writes U+FFFD
+ * (error_detail_invalid_bytes_replaced); both write the same text otherwise.
+ */
 START_TEST(reservation_body_matches_the_generator)
 {
     static const int64_t discounts[] = {0, 1, -1, 100000, INT64_MAX, INT64_MIN};
@@ -1019,6 +1187,11 @@ START_TEST(reservation_body_matches_the_generator)
                                                times[t], replayed);
                 size_t m = reservation_by_jgen(want, sizeof(want), order_id, "FLASH100",
                                                discounts[d], times[t], replayed);
+                if (ch >= 0x80) {
+                    ck_assert_uint_eq(n, m + 2); /* one byte became the three of U+FFFD */
+                    ck_assert_msg(utf8_valid(got, n), "valid UTF-8: %s", got);
+                    continue;
+                }
                 ck_assert_uint_eq(n, m);
                 ck_assert_str_eq(got, want);
             }
@@ -1044,7 +1217,11 @@ static size_t error_by_jgen(char *buf, size_t cap, const char *error, const char
     return gw_body_confirm_refused(buf, cap, error, detail, reason, NULL, NULL);
 }
 
-/* Byte for byte the generator's text: every byte in the detail, with and without a reason, every cap. */
+/*
+ * Byte for byte the generator's text: every byte in the detail, with and
+ * without a reason, every cap; but a byte of 0x80 and above alone, which
+ * gw_body_error() writes as U+FFFD and the generator copies.
+ */
 START_TEST(error_body_matches_the_generator)
 {
     char detail[8], got[256], want[256];
@@ -1055,6 +1232,11 @@ START_TEST(error_body_matches_the_generator)
             const char *reason = r == 0 ? NULL : r == 1 ? "EXPIRED" : detail;
             size_t n = gw_body_error(got, sizeof(got), "OUT_OF_STOCK", detail, reason);
             size_t m = error_by_jgen(want, sizeof(want), "OUT_OF_STOCK", detail, reason);
+            if (ch >= 0x80) {
+                ck_assert_uint_eq(n, m + (r == 2 ? 4 : 2)); /* U+FFFD: 3 bytes for 1 */
+                ck_assert_msg(utf8_valid(got, n), "valid UTF-8: %s", got);
+                continue;
+            }
             ck_assert_uint_eq(n, m);
             ck_assert_str_eq(got, want);
         }
@@ -1155,6 +1337,9 @@ static Suite *gateway_suite(void)
     tcase_add_loop_test(tc, route_table, 0, sizeof(route_cases) / sizeof(route_cases[0]));
     tcase_add_test(tc, route_ignores_bytes_after_len);
     tcase_add_test(tc, body_valid);
+    tcase_add_test(tc, error_detail_cut_at_every_byte);
+    tcase_add_test(tc, error_detail_invalid_bytes_replaced);
+    tcase_add_test(tc, error_detail_quotes_input_whole_characters);
     tcase_add_test(tc, body_limits_accepted);
     tcase_add_loop_test(tc, body_rejected, 0, sizeof(bad_bodies) / sizeof(bad_bodies[0]));
     tcase_add_test(tc, body_order_id_too_long);
