@@ -32,6 +32,7 @@
 #include "vc_pg.h"
 #include "vc_random.h"
 #include "vc_time.h"
+#include "vc_utf8.h"
 
 static const char usage[] =
     "usage: voucher-admin [--operator NAME] campaign COMMAND [OPTIONS]\n"
@@ -250,7 +251,8 @@ static int create(PGconn *conn, int argc, char **argv)
         switch (c) {
         case O_NAME:
             snprintf(s.name, sizeof(s.name), "%s", optarg);
-            if (strlen(optarg) > VC_CAMPAIGN_NAME_MAX) {
+            /* Characters, as the gateway and PostgreSQL's check count them. */
+            if (vc_utf8_count(optarg) > VC_CAMPAIGN_NAME_MAX || strlen(optarg) >= sizeof(s.name)) {
                 fprintf(stderr, "voucher-admin: --name is at most 200 characters\n");
                 return 2;
             }

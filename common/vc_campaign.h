@@ -18,7 +18,7 @@
 #define VC_CAMPAIGN_LENGTH_MAX 24
 #define VC_CAMPAIGN_LENGTH_DEFAULT 12
 #define VC_CAMPAIGN_PREFIX_MAX 8
-#define VC_CAMPAIGN_NAME_MAX 200
+#define VC_CAMPAIGN_NAME_MAX 200 /* characters (code points), not bytes */
 /* One guess may hit one of a campaign's codes with a chance of at most 1 / this. */
 #define VC_CAMPAIGN_GUESS_MARGIN 1e9
 /* The display form: prefix, '-', then groups of 4 joined by '-'. */
@@ -35,7 +35,7 @@ const vc_alphabet_t *vc_alphabet_find(const char *name);
 
 /* What a campaign is: its codes and its rules. */
 typedef struct {
-    char name[VC_CAMPAIGN_NAME_MAX + 1];
+    char name[VC_CAMPAIGN_NAME_MAX * 4 + 1]; /* characters of up to 4 bytes each */
     const vc_alphabet_t *alphabet; /* borrowed: one of vc_alphabet_find()'s */
     char prefix[VC_CAMPAIGN_PREFIX_MAX + 1];
     int length;       /* symbols after the prefix, check symbol included */

@@ -66,3 +66,12 @@ int vc_utf8_quote_len(const char *s, size_t max)
 
     return (int)(n <= max ? n : vc_utf8_cut(s, max));
 }
+
+size_t vc_utf8_count(const char *s)
+{
+    size_t n = 0;
+
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}

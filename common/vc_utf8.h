@@ -35,4 +35,12 @@ size_t vc_utf8_cut(const char *s, size_t n);
  */
 int vc_utf8_quote_len(const char *s, size_t max);
 
+/*
+ * The characters (code points) of the NUL-terminated s, as PostgreSQL's
+ * length() counts them, for limits given in characters: the bytes that do
+ * not continue a character (all but 10xxxxxx). s is valid UTF-8 (a JSON
+ * string as the parser, which validates it, gives it).
+ */
+size_t vc_utf8_count(const char *s);
+
 #endif

@@ -6,6 +6,7 @@
 #include "vc_error.h"
 #include "vc_json.h"
 #include "vc_time.h"
+#include "vc_utf8.h"
 
 /* A campaign id: 1..19 decimal digits, no sign, no leading zero. */
 static int64_t parse_id(const char *s, int n)
@@ -112,8 +113,10 @@ int gw_campaign_req_parse(const char *body, size_t len, gw_campaign_req_t *out, 
         goto out;
     if ((rc = vc_jdoc_str(&doc, "name", &str, err, errlen)) != 0)
         goto out;
-    if (strlen(str) > VC_CAMPAIGN_NAME_MAX) {
-        snprintf(err, errlen, "field \"name\" must be at most %d bytes", VC_CAMPAIGN_NAME_MAX);
+    /* Characters, as the spec's maxLength and PostgreSQL's check count them, not bytes. */
+    if (vc_utf8_count(str) > VC_CAMPAIGN_NAME_MAX) {
+        snprintf(err, errlen, "field \"name\" must be at most %d characters",
+                 VC_CAMPAIGN_NAME_MAX);
         rc = GW_CAMPAIGN_E_UNPROCESSABLE;
         goto out;
     }

@@ -116,6 +116,38 @@ START_TEST(bodies)
 }
 END_TEST
 
+/*
+ * A name is at most 200 characters, as the spec's maxLength and PostgreSQL's
+ * check count them: 200 two-, three- or four-byte characters are accepted
+ * (up to 800 bytes) and kept whole; 201 are refused.
+ */
+START_TEST(name_counted_in_characters)
+{
+    static const char *const chars[] = {"\xC3\x84", "\xE2\x82\xAC", "\xF0\x9F\x8E\x9F", "a"};
+    static int64_t customers[GW_CAMPAIGN_CUSTOMERS_MAX];
+
+    for (size_t c = 0; c < sizeof(chars) / sizeof(chars[0]); c++)
+        for (int n = 199; n <= 201; n++) {
+            char name[1024] = "", body[1400], err[512] = "";
+            gw_campaign_req_t req;
+            int rc;
+
+            for (int i = 0; i < n; i++)
+                strcat(name, chars[c]);
+            snprintf(body, sizeof(body),
+                     "{\"name\":\"%s\",\"count\":10,\"discountAmount\":5," WINDOW "}", name);
+            rc = gw_campaign_req_parse(body, strlen(body), &req, customers, err, sizeof(err));
+            if (n <= 200) {
+                ck_assert_msg(rc == 0, "%d of %s: rc %d (%s)", n, chars[c], rc, err);
+                ck_assert_str_eq(req.spec.name, name);
+            } else {
+                ck_assert_int_eq(rc, GW_CAMPAIGN_E_UNPROCESSABLE);
+                ck_assert_ptr_nonnull(strstr(err, "at most 200 characters"));
+            }
+        }
+}
+END_TEST
+
 START_TEST(body_of_a_campaign)
 {
     vc_campaign_row_t row;
@@ -151,6 +183,7 @@ int main(void)
 
     tcase_add_test(tc, routes);
     tcase_add_test(tc, bodies);
+    tcase_add_test(tc, name_counted_in_characters);
     tcase_add_test(tc, body_of_a_campaign);
     suite_add_tcase(s, tc);
     return ck_run_suite(s);
