@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Checks the contracts under proto/: the OpenAPI document is strict YAML (no
 key given twice in a mapping: PyYAML keeps the last, a client generator's
-loader refuses the file) and valid OpenAPI 3.1, the event schema is valid JSON Schema, and events as the codec writes them
-(given as arguments or read from stdin, one JSON object per line) satisfy it,
-while events the codec must refuse do not. Every error name and reason the
+loader refuses the file) and valid OpenAPI 3.1, with an operationId on every
+operation, a named schema for every body and answer, and examples that
+satisfy their schemas; the event schema is valid JSON Schema, and events as
+the codec writes them (given as arguments or read from stdin, one JSON object
+per line) satisfy it, while events the codec must refuse do not. Every error name and reason the
 daemons' HTTP answers can carry (read from their sources) is one of the
 spec's: a reason added to the gateway and not to proto/openapi.yaml fails.
 TAP output; exit 1 on any failure.
@@ -114,10 +116,13 @@ inline = [f"{m.upper()} {p} {what} {mt}" for p, m, op in operations()
 check(not inline, f"every request body and answer has a named schema (inline: {inline or 'none'})")
 
 
+RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
 def _date_time(value):
     if not isinstance(value, str):
         return True
-    if not re.match(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$", value):
+    if not RFC3339.match(value):
         return False
     try:
         datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
