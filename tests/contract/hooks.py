@@ -107,11 +107,32 @@ def filter_body(context, body):
     return operation is None or _rules_ok(operation.path, body)
 
 
+# The 503s of a voucher whose Redis keys are gone while PostgreSQL says it runs
+# (gateway/gw_holds.c, gw_reserve.c, gw_admin.c): the spec documents them (Unavailable,
+# "being restored"), and the reconciler restores the keys, but this test runs none. A PATCH
+# that ends a voucher long ago makes its keys expire at once (its retention after the new
+# end); a later PATCH that moves the end back leaves it so.
+_RESTORED_BY_THE_RECONCILER = re.compile(
+    r"in Redis were lost|counter is missing from Redis|voucher is being restored")
+
+
+def _awaits_the_reconciler(response):
+    try:
+        detail = response.json().get("detail", "")
+    except (ValueError, AttributeError):
+        return False
+    return response.status_code == 503 and bool(_RESTORED_BY_THE_RECONCILER.search(str(detail)))
+
+
 @schemathesis.hook
 def filter_failure(context, failure, case, response):
+    code = getattr(failure, "code", None)
+    # A 5xx is a failure, but for those 503s, which only a reconciler ends.
+    if code == "ST101" and _awaits_the_reconciler(response):
+        return False
     # The coverage phase builds its bodies without filter_body: what they break of those
     # rules is refused (400, 422) as the schema's descriptions say, which is no mismatch.
-    return not (getattr(failure, "code", None) == "ST202" and response.status_code in (400, 422)
+    return not (code == "ST202" and response.status_code in (400, 422)
                 and not _rules_ok(case.path, case.body))
 
 
