@@ -81,6 +81,7 @@ typedef struct {
     char claim_value[VC_CLAIM_VALUE_MAX]; /* CODE:TOKEN, this request's own */
     gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys and scripts */
     int absent; /* no voucher or campaign has the code: 404 after a found code's work */
+    int voucher; /* a voucher has the code: logged as it is (vc_log_code()) */
     char soldout_key[GW_KEY_MAX];  /* voucher:{CODE}:soldout, the sold-out leases */
     int snapshot;                  /* 1 asking reserve.lua for the sold-out snapshot, 2 asked */
     gw_soldout_ticket_t ticket;    /* while snapshot is 1 */
@@ -89,11 +90,17 @@ typedef struct {
 static void with_rules(reserve_t *x);
 static void run_script(reserve_t *x);
 
+/* The code as this request's log lines show it: a campaign's, or a guess, as a keyed hash. */
+static const char *log_code(const reserve_t *x, char out[VC_LOG_CODE_MAX])
+{
+    return vc_log_code(x->code, !x->voucher, out);
+}
+
 /* Logs an infrastructure failure once, with the ids, and answers 503. */
 static void fail(reserve_t *x, int rc, const char *what)
 {
-    char detail[160];
-    vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
+    char detail[160], code[VC_LOG_CODE_MAX];
+    vc_log_field_t f[] = {{"code", log_code(x, code)}, {"orderId", x->in.order_id}};
 
     VC_LOG_F(VC_LOG_WARN, f, "reservation failed: %s: %s", what, vc_strerror(rc));
     snprintf(detail, sizeof(detail), "%s: %s", what, vc_strerror(rc));
@@ -176,7 +183,8 @@ static void reply_created(reserve_t *x, int64_t discount, int64_t held_until_ms,
  */
 static int64_t forgotten(reserve_t *x, int rc, const gw_redis_reply_t *reply)
 {
-    vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
+    char code[VC_LOG_CODE_MAX];
+    vc_log_field_t f[] = {{"code", log_code(x, code)}, {"orderId", x->in.order_id}};
     int64_t status = 0;
 
     if (rc == 0 && reply->n >= 1 && reply->item[0].type == GW_REDIS_INT)
@@ -272,7 +280,8 @@ static void publish(reserve_t *x, int64_t at_ms, gw_kafka_delivery_cb cb)
     ev.held_until_ms = x->held_until_ms;
     ev.campaign_id = x->camp.id;
     if ((rc = gw_app_publish(x->app, &ev, cb, x)) != 0) {
-        vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
+        char code[VC_LOG_CODE_MAX];
+        vc_log_field_t f[] = {{"code", log_code(x, code)}, {"orderId", x->in.order_id}};
         VC_LOG_F(VC_LOG_WARN, f, "publishing VoucherReserved failed: %s", vc_strerror(rc));
         /* As a failed delivery (delivered_cb()): the hold is kept. */
         fail(x, rc,
@@ -473,7 +482,8 @@ static void claim_load_done(void *arg, int rc, const char *err)
         if (rc > 0) {
             gw_app_reply_error(x->req, rc, NULL);
         } else {
-            vc_log_field_t f[] = {{"code", x->code}, {"orderId", x->in.order_id}};
+            char code[VC_LOG_CODE_MAX];
+            vc_log_field_t f[] = {{"code", log_code(x, code)}, {"orderId", x->in.order_id}};
             VC_LOG_F(VC_LOG_WARN, f, "claiming the first load failed: %s", err);
             fail(x, rc, "claiming the voucher's first load");
         }
@@ -941,6 +951,7 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
         return;
     }
     x->v = *v;
+    x->voucher = 1;
     with_rules(x);
 }
 
@@ -952,6 +963,7 @@ static void lookup(void *arg)
 
     if (rc == GW_RULES_PENDING)
         return;
+    x->voucher = rc == 0;
     if (rc == 0)
         with_rules(x);
     else
