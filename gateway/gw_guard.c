@@ -829,6 +829,11 @@ static _Thread_local struct {
     uint64_t ckey, skey;
 } last_address;
 
+int gw_guard_address(const gw_request_t *req, char out[GW_GUARD_ADDR_MAX])
+{
+    return gw_guard_client(&proxies, req->peer, req->forwarded_for, out);
+}
+
 /* Copies s into out (cap bytes) when it fits whole; returns whether it did. */
 static int keep_text(char *out, size_t cap, const char *s)
 {

@@ -410,6 +410,13 @@ int gw_guard_proxies_contain(const gw_guard_proxies_t *p, const char *addr);
 int gw_guard_client(const gw_guard_proxies_t *p, const char *peer, const char *forwarded_for,
                     char out[GW_GUARD_ADDR_MAX]);
 
+/*
+ * gw_guard_client() of req with the configured VOUCHER_TRUSTED_PROXIES: the
+ * address the guessing limits and the admin logins' limit (gw_login.h) name
+ * req's client by. Returns 0, or VC_ERR_INVALID when req has no address.
+ */
+int gw_guard_address(const gw_request_t *req, char out[GW_GUARD_ADDR_MAX]);
+
 /* ---- the gateway's side (I/O) ---- */
 
 /*

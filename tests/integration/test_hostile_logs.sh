@@ -31,8 +31,11 @@ paused_reserve() { # CODE CUSTOMER ORDER: prints the status
   wait_for PONG 10 rcli PING >/dev/null
   echo "$status"
 }
-is "$(paused_reserve "$paused" $((base + 1)) "$o-paused") $(paused_reserve "$unknown" $((base + 2)) "$o-unknown") $(paused_reserve "$voucher" $((base + 3)) "$o-voucher")" \
-  "503 503 503" "Redis paused: a campaign's code, an unknown code and a voucher's code get 503"
+s_paused=$(paused_reserve "$paused" $((base + 1)) "$o-paused")
+s_unknown=$(paused_reserve "$unknown" $((base + 2)) "$o-unknown")
+s_voucher=$(paused_reserve "$voucher" $((base + 3)) "$o-voucher")
+is "$s_paused $s_unknown $s_voucher" "503 503 503" \
+  "Redis paused: a campaign's code, an unknown code and a voucher's code get 503"
 gw_new() { tail -n +"$((gw_from + 1))" "$gateway_log"; }
 line() { gw_new | grep -F "\"orderId\":\"$1\"" | grep -F 'reservation failed' | head -1; }
 diag "the campaign code's line: $(line "$o-paused")"
@@ -51,7 +54,9 @@ is "$status" 201 "a hold of the campaign's second code"
 wait_sql "SELECT count(*) FROM campaign_redemption WHERE order_id = '$o-expired'" 1 30 >/dev/null
 rc_from=$( [ -f "$reconciler_log" ] && wc -l <"$reconciler_log" || echo 0)
 start_reconciler "" --grace 1s --interval 1s
-released() { tail -n +"$((rc_from + 1))" "$reconciler_log" | grep -F "order $o-expired of code" | head -1; }
+released() {
+  tail -n +"$((rc_from + 1))" "$reconciler_log" | grep -F "order $o-expired of code" | head -1
+}
 has_released() { [ -n "$(released)" ] && echo 1; }
 wait_for 1 30 has_released >/dev/null
 diag "the reconciler's line: $(released)"

@@ -10,6 +10,7 @@
 
 #include "ck_run.h"
 #include "gw_guard.h"
+#include "gw_login.h"
 #include "vc_error.h"
 
 static const gw_guard_rate_t hourly5 = {5, 3600000};
@@ -396,6 +397,31 @@ START_TEST(memory_in_flight_and_lease)
 }
 END_TEST
 
+/*
+ * The admin logins' bucket (gw_login.h): 5 tries per 60 s. Five failures at
+ * once leave none (a wait of one refill, 12 s), a try comes back 12 s later,
+ * and a bucket left alone for the window is full again.
+ */
+START_TEST(login_bucket_five_then_wait_one_refill)
+{
+    int64_t debt = 0, t = 1000000;
+
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(gw_login_bucket_wait_ms(debt, 5, 60000, t), 0);
+        debt = gw_login_bucket_spend(debt, 5, 60000, t);
+    }
+    ck_assert_int_eq(gw_login_bucket_wait_ms(debt, 5, 60000, t), 12000);
+    ck_assert_int_eq(gw_login_bucket_wait_ms(debt, 5, 60000, t + 11999), 1);
+    ck_assert_int_eq(gw_login_bucket_wait_ms(debt, 5, 60000, t + 12000), 0);
+    debt = gw_login_bucket_spend(debt, 5, 60000, t + 12000); /* the refilled try, failed */
+    ck_assert_int_eq(gw_login_bucket_wait_ms(debt, 5, 60000, t + 12000), 12000);
+    /* A debt in the past counts from now: a full bucket, not a saved-up one. */
+    debt = gw_login_bucket_spend(debt, 5, 60000, t + 600000);
+    ck_assert_int_eq(debt, t + 600000 + 12000);
+    ck_assert_int_eq(gw_login_bucket_wait_ms(debt, 5, 60000, t + 600000), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("guard");
@@ -405,6 +431,7 @@ int main(void)
     tcase_add_test(tc, bucket_check_takes_nothing);
     tcase_add_test(tc, bucket_refills_continuously_and_caps);
     tcase_add_test(tc, bucket_retry_rounds_up);
+    tcase_add_test(tc, login_bucket_five_then_wait_one_refill);
     tcase_add_test(tc, bucket_check_and_spend_with_debt);
     tcase_add_test(tc, cache_remembers_a_try_until_a_failure);
     tcase_add_test(tc, spent_set_add_expire_overflow_sync);
