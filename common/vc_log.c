@@ -1,5 +1,6 @@
 #include "vc_log.h"
 #include "vc_error.h"
+#include "vc_hash.h"
 #include "vc_json.h"
 #include "vc_time.h"
 
@@ -95,4 +96,12 @@ void vc_log_write(vc_log_level_t level, const vc_log_field_t *fields, size_t nfi
     vc_jgen_strn(&g, msg, cut_len(msg, sizeof(msg) - 2));
     vc_jgen_map_close(&g);
     vc_jgen_emit(&g, write_line, NULL);
+}
+
+const char *vc_log_code(const char *code, int one_time, char out[VC_LOG_CODE_MAX])
+{
+    if (!one_time || !code)
+        return code;
+    snprintf(out, VC_LOG_CODE_MAX, "#%016llx", (unsigned long long)vc_hash_str(code));
+    return out;
 }

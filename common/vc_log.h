@@ -35,6 +35,23 @@ int vc_log_init(const char *daemon, const char *level);
 /* Parses a level name; returns 0 and sets *out, or VC_ERR_INVALID. */
 int vc_log_level_parse(const char *name, vc_log_level_t *out);
 
+/* Room for vc_log_code()'s answer: '#', 16 hex digits, the terminating NUL. */
+#define VC_LOG_CODE_MAX 18
+
+/*
+ * A code as a log line may show it. A voucher's code (one_time 0) is shown as
+ * it is: many customers share it, and operators search the logs for it. A
+ * code that may be a campaign's one-time code (one_time 1: a campaign's, or
+ * one whose kind the caller does not know, such as a path code not looked up
+ * yet) is a secret worth a discount, so the line shows '#' and 16 hex digits
+ * of the process's keyed hash of it (vc_hash_str(): SipHash under a random key
+ * per process): the lines of one process about one code can be matched, and
+ * nobody who reads the logs can tell the code, nor test a guess against them
+ * (issue 42, item 8). Returns code, or out (VC_LOG_CODE_MAX bytes, the
+ * caller's); both borrowed.
+ */
+const char *vc_log_code(const char *code, int one_time, char out[VC_LOG_CODE_MAX]);
+
 /* Writes one line. Use the macros, which check the level first. */
 void vc_log_write(vc_log_level_t level, const vc_log_field_t *fields, size_t nfields,
                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));

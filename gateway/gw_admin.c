@@ -903,7 +903,9 @@ static void looked_up_cb(void *arg, int rc, const char *err)
     }
     if (rc != 0) {
         if (rc < 0) {
-            vc_log_field_t f[] = {{"code", k->code}, {"orderId", k->order_id}};
+            char code[VC_LOG_CODE_MAX]; /* maybe a campaign's one-time code */
+            vc_log_field_t f[] = {{"code", vc_log_code(k->code, 1, code)},
+                                  {"orderId", k->order_id}};
             VC_LOG_F(VC_LOG_WARN, f, "reading the reservation failed: %s", err);
         }
         gw_app_reply_error(k->req, rc, rc < 0 ? "PostgreSQL unavailable" : NULL);

@@ -7,11 +7,13 @@
 #include "gw_admins.h"
 #include "gw_campaign.h"
 #include "gw_guard.h"
+#include "gw_login.h"
 #include "gw_metrics.h"
 #include "vc_error.h"
 #include "vc_event.h"
 #include "vc_log.h"
 #include "vc_lua.h"
+#include "vc_time.h"
 
 const char *const gw_app_scripts[GW_SCRIPT_COUNT] = {
     /* A campaign's code (gw_campaign_redeem.c). */
@@ -182,10 +184,25 @@ void gw_app_who(const gw_request_t *req, vc_audit_who_t *who)
  */
 static int admin_authorized(gw_app_t *app, gw_request_t *req)
 {
-    char name[GW_ADMIN_NAME_MAX + 1];
-    int named = gw_admins_authorized(req->authorization, name);
-    int shared = gw_bearer_authorized(req->authorization, app->cfg->admin_token);
+    char name[GW_ADMIN_NAME_MAX + 1], body[160], headers[48];
+    int64_t now_ms = vc_time_now_ms(), wait_ms = gw_login_wait_ms(req, now_ms);
+    int named, shared;
     char *actor;
+    size_t len;
+
+    if (wait_ms > 0) {
+        /* Before the token is looked at: an empty bucket learns nothing of it (gw_login.h). */
+        len = gw_body_error(body, sizeof(body), "TOO_MANY_ATTEMPTS",
+                            "too many failed admin logins from this address: retry after the "
+                            "time in Retry-After",
+                            NULL);
+        snprintf(headers, sizeof(headers), "Retry-After: %lld\r\n",
+                 (long long)gw_guard_retry_after_s(wait_ms));
+        gw_http_respond(req, 429, headers, body, len);
+        return -1;
+    }
+    named = gw_admins_authorized(req->authorization, name);
+    shared = gw_bearer_authorized(req->authorization, app->cfg->admin_token);
 
     if (named) {
         if (!(actor = gw_request_alloc(req, strlen(name) + 1))) {
@@ -200,6 +217,7 @@ static int admin_authorized(gw_app_t *app, gw_request_t *req)
         req->actor = GW_ADMIN_ACTOR; /* VOUCHER_ADMIN_TOKEN's: one name for all who hold it */
         return 0;
     }
+    gw_login_failed(req, now_ms);
     gw_app_reply_error(req, GW_E_UNAUTHORIZED,
                        app->cfg->admin_token[0] || app->cfg->admin_tokens_file[0]
                            ? "this route needs Authorization: Bearer <an admin token>"

@@ -26,6 +26,12 @@
 typedef struct {
     int64_t id;
     int64_t bound_customer; /* 0: unbound */
+    /*
+     * After VC_E_NOT_FOUND, a campaign whose rules and keys were read in the
+     * code's stead (0: none): a flow that answers 404 does a found code's
+     * work with it, for the same time (gw_campaign_find()).
+     */
+    int64_t stand_in;
     int active;             /* the campaign is ACTIVE */
     int revoked;            /* the code was revoked (voucher-admin campaign revoke, 023) */
     int loaded;             /* campaign.redis_loaded_at is set: Redis had its keys */
@@ -49,6 +55,10 @@ typedef void (*gw_campaign_found_cb)(void *arg, int rc);
  * answer of an unknown code after the same one lookup; 0 checks nothing (the
  * order's own routes, where the order says who it is). ref and v are
  * borrowed until cb, which runs exactly once (maybe before this returns).
+ * On VC_E_NOT_FOUND ref->id is 0, and when some campaign exists ref (but its
+ * code) and v hold the rules and keys of ref->stand_in, read by the same
+ * query: a flow may run its refusal on them, so that a code nobody has takes
+ * the time of a campaign's code whose answer is also 404 (issue 42, item 5).
  */
 void gw_campaign_find(gw_app_t *app, const char *path_code, int64_t customer_id,
                       gw_campaign_ref_t *ref, vc_voucher_t *v, gw_campaign_found_cb cb,

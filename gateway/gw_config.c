@@ -91,6 +91,12 @@ const vc_cfg_param_t gw_config_params[] = {
         "a file of named admin tokens, lines \"NAME SHA256-HEX-OF-TOKEN\" ('#' comments): "
         "each admin's name goes into the admin audit; read again on SIGHUP (a token rotated "
         "without a restart); with VOUCHER_ADMIN_TOKEN too, both are accepted"),
+    INT("admin-login-tries", "VOUCHER_ADMIN_LOGIN_TRIES", "10", admin_login_tries, 0, 100000,
+        "failed admin logins (401) one client address may make per admin-login-window, "
+        "refilled evenly; beyond them its admin requests get 429 with Retry-After, whatever "
+        "their token; 0 turns the limit off"),
+    MS("admin-login-window", "VOUCHER_ADMIN_LOGIN_WINDOW", "10m", admin_login_window_ms, 1000,
+       86400000LL, "time in which an address's failed admin logins refill completely"),
     STR("api-token", "VOUCHER_API_TOKEN", "", api_token,
         "bearer tokens of the order service (reserve, confirm, release, quote), comma-separated "
         "(rotation), each of at least 32 characters and not the template's CHANGE-ME (else the "

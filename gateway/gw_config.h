@@ -45,6 +45,8 @@ typedef struct {
     int64_t guard_customer_window_ms;
     int64_t guard_ip_tries;           /* per guard_ip_window_ms; 0 = off */
     int64_t guard_ip_window_ms;
+    int64_t admin_login_tries; /* failed admin logins per address per window; 0 = off */
+    int64_t admin_login_window_ms;
     const char *trusted_proxies;      /* CIDRs whose X-Forwarded-For is believed */
 } gw_config_t;
 

@@ -440,9 +440,13 @@ int gw_guard_client(const gw_guard_proxies_t *p, const char *peer, const char *f
 
     if (!family)
         return VC_ERR_INVALID;
-    if (!forwarded_for || !contains(p, family, a)) {
+    if (!contains(p, family, a)) {
         bucket_name(family, a, out);
         return 0;
+    }
+    if (!forwarded_for) {
+        bucket_name(family, a, out);
+        return GW_GUARD_UNNAMED;
     }
     /*
      * From the right: each hop was appended by the proxy in front of it, so
@@ -472,7 +476,7 @@ int gw_guard_client(const gw_guard_proxies_t *p, const char *peer, const char *f
         end = start > forwarded_for ? start - 1 : start;
     }
     bucket_name(family, a, out);
-    return 0;
+    return contains(p, family, a) ? GW_GUARD_UNNAMED : 0;
 }
 
 /* ---- the gateway's side ---- */
@@ -493,6 +497,7 @@ static int cache_ready;
 static gw_guard_spent_t spent_set;
 static _Atomic int64_t redis_offset_ms; /* Redis's clock minus the monotonic one */
 static vc_metric_t *index_errors, *in_sync, *heard;
+static vc_metric_t *unnamed; /* requests from a trusted proxy that named no client */
 /* Bucket writes Redis refused or did not answer, by op (take, spend, give). */
 static vc_metric_t *write_errors[3];
 /* A bucket write failed and no take succeeded since: nothing is let through from memory. */
@@ -523,6 +528,10 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
     refused_customer = vc_counter("voucher_gateway_guard_refused_total", help,
                                   "bucket=\"customer\"");
     refused_ip = vc_counter("voucher_gateway_guard_refused_total", help, "bucket=\"ip\"");
+    unnamed = vc_counter("voucher_gateway_guard_unnamed_total",
+                         "Guarded requests from a trusted proxy that named no client (no "
+                         "X-Forwarded-For): limited per customer only, not per address.",
+                         NULL);
     spent = vc_counter("voucher_gateway_guard_failed_tries_total",
                        "Failed tries (unknown codes and the like) that spent a token.", NULL);
     errors = vc_counter("voucher_gateway_guard_errors_total",
@@ -825,9 +834,16 @@ static _Thread_local struct {
     gw_guard_rate_t rate;
     unsigned configured; /* the configuration (trusted proxies) it was made under */
     int valid;
+    int unnamed; /* a trusted proxy that named no client: no address bucket */
     char key[GW_GUARD_KEY_MAX];
     uint64_t ckey, skey;
 } last_address;
+
+int gw_guard_address(const gw_request_t *req, char out[GW_GUARD_ADDR_MAX])
+{
+    int rc = gw_guard_client(&proxies, req->peer, req->forwarded_for, out);
+    return rc == GW_GUARD_UNNAMED ? 0 : rc; /* the proxy's own address, then */
+}
 
 /* Copies s into out (cap bytes) when it fits whole; returns whether it did. */
 static int keep_text(char *out, size_t cap, const char *s)
@@ -841,23 +857,51 @@ static int keep_text(char *out, size_t cap, const char *s)
 }
 
 /*
+ * A request from a trusted proxy that named no client (gw_guard_client()'s
+ * GW_GUARD_UNNAMED): the order service calling for its shoppers without
+ * X-Forwarded-For, most likely. Its address is every shopper's, so it gets
+ * no address bucket (the customer's still applies): counted, and said once
+ * per process, since a proxy that should name clients and does not lets a
+ * guesser behind it off the address limit.
+ */
+static void unnamed_client(const gw_request_t *req)
+{
+    static atomic_flag warned = ATOMIC_FLAG_INIT;
+
+    vc_metric_add(unnamed, 1);
+    if (!atomic_flag_test_and_set(&warned))
+        vc_warn("guessing limits: %s, a trusted proxy (VOUCHER_TRUSTED_PROXIES), sent a guarded "
+                "request that names no client (no X-Forwarded-For): such requests are limited "
+                "per customer, not per address (voucher_gateway_guard_unnamed_total counts "
+                "them; said once). Fine for the order service calling for its shoppers; a "
+                "proxy in front of shoppers must send X-Forwarded-For",
+                req->peer);
+}
+
+/*
  * Makes last_address req's client's bucket (of rate *rate). Returns 0 when
- * req has no client address (not from a TCP socket), else 1.
+ * req has no address bucket: not from a TCP socket, or from a trusted proxy
+ * that named no client (unnamed_client()); else 1.
  */
 static int address_bucket(const gw_request_t *req, const gw_guard_rate_t *rate)
 {
     const char *forwarded = req->forwarded_for ? req->forwarded_for : "";
     char client[GW_GUARD_ADDR_MAX];
     unsigned now_configured = atomic_load(&configured);
+    int rc;
 
     if (last_address.valid && last_address.configured == now_configured && req->peer &&
         strcmp(last_address.peer, req->peer) == 0 &&
         strcmp(last_address.forwarded_for, forwarded) == 0 &&
-        last_address.rate.tries == rate->tries && last_address.rate.window_ms == rate->window_ms)
-        return 1;
+        last_address.rate.tries == rate->tries && last_address.rate.window_ms == rate->window_ms) {
+        if (last_address.unnamed)
+            unnamed_client(req);
+        return !last_address.unnamed;
+    }
     last_address.valid = 0;
-    if (gw_guard_client(&proxies, req->peer, req->forwarded_for, client) != 0)
+    if ((rc = gw_guard_client(&proxies, req->peer, req->forwarded_for, client)) < 0)
         return 0;
+    last_address.unnamed = rc == GW_GUARD_UNNAMED;
     bucket_key(last_address.key, "guard:{ip:v:", client);
     last_address.skey = gw_guard_spent_key(last_address.key, strlen(last_address.key));
     last_address.ckey = gw_guard_cache_key_of(last_address.skey, rate);
@@ -867,7 +911,9 @@ static int address_bucket(const gw_request_t *req, const gw_guard_rate_t *rate)
     last_address.valid = keep_text(last_address.peer, sizeof(last_address.peer), req->peer) &&
                          keep_text(last_address.forwarded_for,
                                    sizeof(last_address.forwarded_for), forwarded);
-    return 1;
+    if (last_address.unnamed)
+        unnamed_client(req);
+    return !last_address.unnamed;
 }
 
 int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_guard_cb cb,
@@ -885,7 +931,7 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_gua
     if (customer_id == 0)
         limits.customer.tries = 0;
     if (limits.ip.tries > 0 && !address_bucket(req, &limits.ip))
-        limits.ip.tries = 0; /* not from a socket (a unix one, in tests): no address */
+        limits.ip.tries = 0; /* no address: a unix socket (tests), or a proxy that named none */
     if (limits.customer.tries <= 0 && limits.ip.tries <= 0)
         return GW_GUARD_GO;
     if (!(g = gw_request_alloc(req, sizeof(*g)))) {

@@ -32,10 +32,12 @@
  * allowance plus GW_GUARD_MEMORY_IN_FLIGHT per gateway process, plus what
  * other gateways let through while a spend's message travels (their own
  * in-flight bound each). The price: honest requests of one bucket in flight
- * together beyond the bucket's level get 429 (an order service that calls for
- * shoppers must send their addresses, VOUCHER_TRUSTED_PROXIES), and each one
- * that is taken in Redis (not answered from memory) pays a round trip before
- * its lookup and a give-back write after it (not waited for).
+ * together beyond the bucket's level get 429, and each one that is taken in
+ * Redis (not answered from memory) pays a round trip before its lookup and a
+ * give-back write after it (not waited for). So a request from a trusted
+ * proxy that names no client (no X-Forwarded-For: the order service calling
+ * for all its shoppers, whose address is every shopper's) gets no address
+ * bucket, only its customer's: counted and said once (address_bucket()).
  * A take or a spend that Redis refuses (full at maxmemory) or does not answer
  * refuses the request with 503 and stops the memory answers until a take
  * succeeds: the limits never let a try through unpaid while Redis cannot
@@ -405,10 +407,21 @@ int gw_guard_proxies_contain(const gw_guard_proxies_t *p, const char *addr);
  * itself trusted (a hop that does not parse stops the walk: it is taken as
  * the client, so a forged value cannot hide behind it). IPv4 is written as
  * is; IPv6 as its /64 ("2001:db8:1:2::/64"): one home or phone gets one /64.
- * Returns 0, or VC_ERR_INVALID when peer is not an address.
+ * Returns 0; GW_GUARD_UNNAMED when the address believed is itself a trusted
+ * proxy (one that named no client: no X-Forwarded-For, or only trusted or
+ * empty hops; out is then that proxy's name); or VC_ERR_INVALID when peer is
+ * not an address.
  */
+#define GW_GUARD_UNNAMED 1
 int gw_guard_client(const gw_guard_proxies_t *p, const char *peer, const char *forwarded_for,
                     char out[GW_GUARD_ADDR_MAX]);
+
+/*
+ * gw_guard_client() of req with the configured VOUCHER_TRUSTED_PROXIES: the
+ * address the guessing limits and the admin logins' limit (gw_login.h) name
+ * req's client by. Returns 0, or VC_ERR_INVALID when req has no address.
+ */
+int gw_guard_address(const gw_request_t *req, char out[GW_GUARD_ADDR_MAX]);
 
 /* ---- the gateway's side (I/O) ---- */
 

@@ -62,6 +62,7 @@ typedef struct {
     gw_figures_t fig; /* what the order is confirmed at, for the event and the answer */
     char total_arg[24], price_arg[24];
     gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys and scripts */
+    int voucher; /* the rules found a voucher with the code: logged as it is (vc_log_code()) */
     int camp_looked;        /* the campaign lookup ran (once per request) */
     int counter_missing;    /* the script found no order and no counter (-8) */
     int was_loaded;         /* PostgreSQL: the voucher's keys were in Redis, not retired */
@@ -109,8 +110,9 @@ static const char *verb(const hold_t *h)
 
 static void fail(hold_t *h, int rc, const char *what)
 {
-    char detail[160];
-    vc_log_field_t f[] = {{"code", h->code}, {"orderId", h->order_id}};
+    char detail[160], code[VC_LOG_CODE_MAX];
+    vc_log_field_t f[] = {{"code", vc_log_code(h->code, !h->voucher || h->camp.id, code)},
+                          {"orderId", h->order_id}};
 
     VC_LOG_F(VC_LOG_WARN, f, "%s failed: %s: %s", verb(h), what, vc_strerror(rc));
     snprintf(detail, sizeof(detail), "%s: %s", what, vc_strerror(rc));
@@ -477,6 +479,7 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
     }
     if (v != &h->v)
         h->v = *v;
+    h->voucher = !h->camp.id;
     with_rules(h);
 }
 

@@ -31,6 +31,7 @@ typedef struct {
     int64_t remaining, used;
     char keys[GW_KEY_COUNT][GW_KEY_MAX];
     gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys */
+    int absent;             /* no voucher or campaign has the code: a found one's work, 404 */
 } quote_t;
 
 static void decide(quote_t *q)
@@ -127,6 +128,8 @@ static void with_rules(quote_t *q)
 
     if (q->camp.id)
         rc = gw_campaign_refusal(&q->camp, rc);
+    if (q->absent)
+        rc = VC_E_NOT_FOUND;
     if (rc != 0) {
         gw_app_reply_error(q->req, rc, NULL);
         return;
@@ -161,7 +164,12 @@ static void campaign_cb(void *arg, int rc)
 {
     quote_t *q = arg;
 
-    if (rc != 0) {
+    if (rc == VC_E_NOT_FOUND && q->camp.stand_in > 0) {
+        /* As gw_reserve.c: the refusal runs on the stand-in's rules, as for a campaign's code
+         * out of its window, so that its 404 takes that one's time (issue 42, item 5). */
+        q->absent = 1;
+        q->camp.id = q->camp.stand_in;
+    } else if (rc != 0) {
         gw_app_reply_error(q->req, rc, rc < 0 ? "reading the campaign code" : NULL);
         return;
     }

@@ -283,7 +283,9 @@ static void load_done_cb(void *arg, int rc, const char *err)
         if (e->list != LIST_UNKNOWN)
             lru_touch(r, e, LIST_UNKNOWN);
     } else {
-        vc_log_field_t f[] = {{"code", l->code}};
+        /* A code no voucher was known to have may be a campaign's one-time code. */
+        char code[VC_LOG_CODE_MAX];
+        vc_log_field_t f[] = {{"code", vc_log_code(l->code, e->state != ENTRY_PRESENT, code)}};
         VC_LOG_F(VC_LOG_WARN, f, "reading voucher rules failed: %s", err);
         /* Stale rules stay better than none: serve them a while before asking again. */
         if (e->state == ENTRY_PRESENT)

@@ -14,6 +14,7 @@
 #include "gw_admins.h"
 #include "gw_config.h"
 #include "gw_guard.h"
+#include "gw_login.h"
 #include "gw_kafka.h"
 #include "gw_metrics.h"
 #include "gw_notify.h"
@@ -166,6 +167,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         fprintf(stderr, "voucher-gateway: %s\n", err);
         return 2;
     }
+    gw_login_configure((int)cfg.admin_login_tries, cfg.admin_login_window_ms);
     /* A guessable admin or API token is refused before anything starts (gw_auth.h). */
     if (gw_token_list_check(cfg.admin_token, err, sizeof(err)) != 0) {
         fprintf(stderr, "voucher-gateway: VOUCHER_ADMIN_TOKEN (--admin-token): %s\n", err);

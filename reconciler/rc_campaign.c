@@ -464,6 +464,7 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     static const char *const suffix[] = {"orders", "holds", "releasing", "resent", "taken",
                                          "remaining", "users"};
     char k[7][64], now[24], read[48], since[24], order[128];
+    char shown[VC_LOG_CODE_MAX]; /* the code as the log shows it: a keyed hash */
     /* The guard's keys (users, orders, taken) and arguments (loaded, code) come last. */
     const char *begin_keys[] = {k[0], k[1], k[2], k[3], k[6], k[0], k[4]};
     const char *finish_keys[] = {k[5], k[6], k[0], k[2], k[6], k[0], k[4]};
@@ -500,7 +501,7 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
          * campaign-hold-stuck: a hold taken on another code than its row's).
          */
         vc_warn("campaign %lld: order %s cannot be released (%s) as the holder of code %s: %s",
-                (long long)c->id, o->order_id, why, code,
+                (long long)c->id, o->order_id, why, vc_log_code(code, 1, shown),
                 status == -1 ? "Redis has another order on that code, or none"
                              : "the campaign's keys are lost; a rebuild comes first");
         return 0;
@@ -554,7 +555,7 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     else if (strcmp(reason, "DISCARDED") == 0)
         sum->discarded++;
     vc_info("campaign %lld: order %s of code %s released (%s, %s): the code is free again",
-            (long long)c->id, o->order_id, code, why, reason);
+            (long long)c->id, o->order_id, vc_log_code(code, 1, shown), why, reason);
     return 0;
 }
 

@@ -321,7 +321,7 @@ out:
 int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delivered,
                      int64_t timeout_ms, char *err, size_t errlen)
 {
-    char buf[VC_EVENT_MAX_JSON], eerr[128];
+    char buf[VC_EVENT_MAX_JSON], eerr[128], shown[VC_LOG_CODE_MAX]; /* a campaign's code: a hash */
     size_t len;
 
     if (!k->producer) {
@@ -344,7 +344,8 @@ int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delive
     for (int i = 0; i < n; i++) {
         rd_kafka_resp_err_t e;
         if (vc_event_encode(&events[i], buf, sizeof(buf), &len, eerr, sizeof(eerr)) != 0) {
-            vc_warn("cannot encode a repair event for %s/%s: %s", events[i].code,
+            vc_warn("cannot encode a repair event for %s/%s: %s",
+                    vc_log_code(events[i].code, events[i].campaign_id > 0, shown),
                     events[i].order_id, eerr);
             k->results[i] = -1;
             continue;
@@ -360,7 +361,8 @@ int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delive
                               RD_KAFKA_V_VALUE(buf, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                               RD_KAFKA_V_OPAQUE(report_tag(k->call, i)), RD_KAFKA_V_END);
         if (e) {
-            vc_warn("cannot publish a repair event for %s/%s: %s", events[i].code,
+            vc_warn("cannot publish a repair event for %s/%s: %s",
+                    vc_log_code(events[i].code, events[i].campaign_id > 0, shown),
                     events[i].order_id, rd_kafka_err2str(e));
             k->results[i] = -1;
             continue;

@@ -127,7 +127,10 @@ int rc_repair_publish_confirm(rc_ctx_t *ctx, const char *code, int64_t campaign_
                               const rc_order_t *o, rc_summary_t *sum, char *err, size_t errlen)
 {
     char orders[VC_CODE_MAX + 32], paid_key[VC_CODE_MAX + 32], value[128], amount[24];
-    vc_log_field_t f[] = {{"code", code}, {"orderId", o->order_id}, {"orderAmount", amount}};
+    char shown[VC_LOG_CODE_MAX]; /* a campaign's code is a one-time secret */
+    vc_log_field_t f[] = {{"code", vc_log_code(code, campaign_id > 0, shown)},
+                          {"orderId", o->order_id},
+                          {"orderAmount", amount}};
     vc_order_value_t cur;
     vc_event_t ev;
     int64_t paid;

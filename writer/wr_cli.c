@@ -143,10 +143,14 @@ static const char *operator_of(const char *given)
 static void log_action(const char *action, const char *outcome, const char *operator_name,
                        const wr_letter_t *letter, const char *detail)
 {
-    char id[24];
-    vc_log_field_t f[] = {{"action", action},         {"outcome", outcome},
-                          {"operator", operator_name}, {"letter", id},
-                          {"code", letter->code},      {"orderId", letter->order_id},
+    char id[24], code[VC_LOG_CODE_MAX];
+    /* The letter may be a campaign's: its code a one-time secret (the letter id finds it). */
+    vc_log_field_t f[] = {{"action", action},
+                          {"outcome", outcome},
+                          {"operator", operator_name},
+                          {"letter", id},
+                          {"code", vc_log_code(letter->code, 1, code)},
+                          {"orderId", letter->order_id},
                           {"deadLetter", letter->dlt_at}};
 
     snprintf(id, sizeof(id), "%lld", (long long)letter->id);

@@ -4,13 +4,15 @@ from one source address, each sending one reservation of a code that does
 not exist, all at once, as an attacker would to get more guesses than the
 guessing limits allow (gateway/gw_guard.h, "Tries in flight").
 
-  hostile_guess.py HOST:PORT SOURCE CONNECTIONS PREFIX CUSTOMER
+  hostile_guess.py HOST:PORT SOURCE CONNECTIONS PREFIX CUSTOMER [honest]
       CONNECTIONS connections from address SOURCE (a 127.x.y.z of the
       loopback, so that each run has an address bucket of its own), all
       opened first; then each sends one POST /vouchers/PREFIX_N/reservations
       (a different unknown code each) in the same instant, and every answer
       is read. CUSTOMER is the customerId of every request, or 0 for a
-      different one each (PREFIX's hash plus N).
+      different one each (PREFIX's hash plus N). With "honest", every
+      request reserves the code PREFIX itself (a real one: shoppers of one
+      order service buying at once), each with its own orderId.
 
 Prints the count of each status ("404:101 429:399"; "reset" for a
 connection that ended without an answer, "connect" for one that could not be
@@ -64,14 +66,14 @@ async def one(conn, request, go):
         writer.close()
 
 
-async def run(addr, source, n, prefix, customer):
+async def run(addr, source, n, prefix, customer, honest):
     host, port = addr.rsplit(":", 1)
     conns = await asyncio.gather(*(open_from(host, int(port), source) for _ in range(n)))
     base = random.randint(1 << 20, 1 << 40)
     go = asyncio.Event()
-    tasks = [asyncio.ensure_future(one(c, reservation("%s_%d" % (prefix, i),
+    tasks = [asyncio.ensure_future(one(c, reservation(prefix if honest else "%s_%d" % (prefix, i),
                                                       customer or base + i,
-                                                      "%s-%d" % (prefix, i)), go))
+                                                      "%s-%d-%d" % (prefix, base, i)), go))
              for i, c in enumerate(conns)]
     await asyncio.sleep(0)  # every task waits on go: then they all write in one loop turn
     go.set()
@@ -82,10 +84,11 @@ async def run(addr, source, n, prefix, customer):
 
 
 def main(argv):
-    if len(argv) != 6:
+    if len(argv) not in (6, 7) or (len(argv) == 7 and argv[6] != "honest"):
         sys.stderr.write(__doc__)
         return 2
-    counts = asyncio.run(run(argv[1], argv[2], int(argv[3]), argv[4], int(argv[5])))
+    counts = asyncio.run(run(argv[1], argv[2], int(argv[3]), argv[4], int(argv[5]),
+                             len(argv) == 7))
     print(" ".join("%s:%d" % (k, counts[k]) for k in sorted(counts)))
     return 0
 

@@ -26,6 +26,10 @@ base_url="http://$VOUCHER_HTTP_ADDR"
 # expected 404 into a 429. test_guessing_limits turns them on with its own flags.
 export VOUCHER_GUARD_CUSTOMER_TRIES=${VOUCHER_GUARD_CUSTOMER_TRIES:-0}
 export VOUCHER_GUARD_IP_TRIES=${VOUCHER_GUARD_IP_TRIES:-0}
+# The admin login limit (gw_login.h) likewise: the contract test sends wrong
+# admin tokens by the hundred from one address, and test_hostile_logins turns
+# it on with its own flags.
+export VOUCHER_ADMIN_LOGIN_TRIES=${VOUCHER_ADMIN_LOGIN_TRIES:-0}
 test_name=$(basename "$0" .sh)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/voucher-$test_name.XXXXXX")
 

@@ -10,6 +10,7 @@
 
 #include "ck_run.h"
 #include "gw_guard.h"
+#include "gw_login.h"
 #include "vc_error.h"
 
 static const gw_guard_rate_t hourly5 = {5, 3600000};
@@ -291,42 +292,48 @@ START_TEST(proxies_parse_and_contain)
 }
 END_TEST
 
-/* The socket peer, or the right-most untrusted hop behind trusted proxies; IPv6 by /64. */
+/*
+ * The socket peer, or the right-most untrusted hop behind trusted proxies; IPv6 by /64. A
+ * trusted proxy that names no client: GW_GUARD_UNNAMED.
+ */
 START_TEST(client_address)
 {
     static const struct {
         const char *peer, *xff, *want;
+        int rc;
     } cases[] = {
-        {"203.0.113.9", NULL, "203.0.113.9"},
+        {"203.0.113.9", NULL, "203.0.113.9", 0},
         /* An untrusted peer's X-Forwarded-For is ignored: it could be forged. */
-        {"203.0.113.9", "198.51.100.1", "203.0.113.9"},
+        {"203.0.113.9", "198.51.100.1", "203.0.113.9", 0},
         /* A trusted proxy: the hop it appended. */
-        {"10.0.0.5", "198.51.100.1", "198.51.100.1"},
+        {"10.0.0.5", "198.51.100.1", "198.51.100.1", 0},
         /* The client forged a left part: only the right-most untrusted hop counts. */
-        {"10.0.0.5", "1.2.3.4, 198.51.100.1", "198.51.100.1"},
+        {"10.0.0.5", "1.2.3.4, 198.51.100.1", "198.51.100.1", 0},
         /* Two trusted proxies in a row. */
-        {"10.0.0.5", "198.51.100.1, 10.0.0.7", "198.51.100.1"},
+        {"10.0.0.5", "198.51.100.1, 10.0.0.7", "198.51.100.1", 0},
         /* Only trusted hops: the left-most of them. */
-        {"10.0.0.5", "10.0.0.8, 10.0.0.7", "10.0.0.8"},
+        {"10.0.0.5", "10.0.0.8, 10.0.0.7", "10.0.0.8", GW_GUARD_UNNAMED},
         /* Garbage stops the walk at the last hop believed. */
-        {"10.0.0.5", "198.51.100.1, junk", "10.0.0.5"},
-        {"10.0.0.5", "", "10.0.0.5"},
-        {"10.0.0.5", " , ", "10.0.0.5"},
+        {"10.0.0.5", "198.51.100.1, junk", "10.0.0.5", GW_GUARD_UNNAMED},
+        {"10.0.0.5", "", "10.0.0.5", GW_GUARD_UNNAMED},
+        {"10.0.0.5", " , ", "10.0.0.5", GW_GUARD_UNNAMED},
+        /* A trusted proxy that names no client (the order service calling directly). */
+        {"10.0.0.5", NULL, "10.0.0.5", GW_GUARD_UNNAMED},
         /* IPv6: the /64. */
-        {"2001:db8:1:2:3:4:5:6", NULL, "2001:db8:1:2::/64"},
-        {"10.0.0.5", "2001:db8:1:2::99", "2001:db8:1:2::/64"},
-        {"::ffff:203.0.113.9", NULL, "203.0.113.9"},
+        {"2001:db8:1:2:3:4:5:6", NULL, "2001:db8:1:2::/64", 0},
+        {"10.0.0.5", "2001:db8:1:2::99", "2001:db8:1:2::/64", 0},
+        {"::ffff:203.0.113.9", NULL, "203.0.113.9", 0},
         /* IPv4 written as inet_ntop() writes it, at the bounds of each byte. */
-        {"0.0.0.0", NULL, "0.0.0.0"},
-        {"255.255.255.255", NULL, "255.255.255.255"},
-        {"127.0.10.1", NULL, "127.0.10.1"},
+        {"0.0.0.0", NULL, "0.0.0.0", 0},
+        {"255.255.255.255", NULL, "255.255.255.255", 0},
+        {"127.0.10.1", NULL, "127.0.10.1", 0},
     };
     gw_guard_proxies_t p;
     char err[128], out[GW_GUARD_ADDR_MAX];
 
     ck_assert_int_eq(gw_guard_proxies_parse("10.0.0.0/8", &p, err, sizeof(err)), 0);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        ck_assert_int_eq(gw_guard_client(&p, cases[i].peer, cases[i].xff, out), 0);
+        ck_assert_int_eq(gw_guard_client(&p, cases[i].peer, cases[i].xff, out), cases[i].rc);
         ck_assert_msg(strcmp(out, cases[i].want) == 0, "case %zu: got %s, want %s", i, out,
                       cases[i].want);
     }
@@ -396,6 +403,31 @@ START_TEST(memory_in_flight_and_lease)
 }
 END_TEST
 
+/*
+ * The admin logins' bucket (gw_login.h): 5 tries per 60 s. Five failures at
+ * once leave none (a wait of one refill, 12 s), a try comes back 12 s later,
+ * and a bucket left alone for the window is full again.
+ */
+START_TEST(login_bucket_five_then_wait_one_refill)
+{
+    int64_t debt = 0, t = 1000000;
+
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(gw_login_bucket_wait_ms(debt, 5, 60000, t), 0);
+        debt = gw_login_bucket_spend(debt, 5, 60000, t);
+    }
+    ck_assert_int_eq(gw_login_bucket_wait_ms(debt, 5, 60000, t), 12000);
+    ck_assert_int_eq(gw_login_bucket_wait_ms(debt, 5, 60000, t + 11999), 1);
+    ck_assert_int_eq(gw_login_bucket_wait_ms(debt, 5, 60000, t + 12000), 0);
+    debt = gw_login_bucket_spend(debt, 5, 60000, t + 12000); /* the refilled try, failed */
+    ck_assert_int_eq(gw_login_bucket_wait_ms(debt, 5, 60000, t + 12000), 12000);
+    /* A debt in the past counts from now: a full bucket, not a saved-up one. */
+    debt = gw_login_bucket_spend(debt, 5, 60000, t + 600000);
+    ck_assert_int_eq(debt, t + 600000 + 12000);
+    ck_assert_int_eq(gw_login_bucket_wait_ms(debt, 5, 60000, t + 600000), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("guard");
@@ -405,6 +437,7 @@ int main(void)
     tcase_add_test(tc, bucket_check_takes_nothing);
     tcase_add_test(tc, bucket_refills_continuously_and_caps);
     tcase_add_test(tc, bucket_retry_rounds_up);
+    tcase_add_test(tc, login_bucket_five_then_wait_one_refill);
     tcase_add_test(tc, bucket_check_and_spend_with_debt);
     tcase_add_test(tc, cache_remembers_a_try_until_a_failure);
     tcase_add_test(tc, spent_set_add_expire_overflow_sync);

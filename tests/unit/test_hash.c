@@ -1,10 +1,15 @@
-/* vc_hash: SipHash-2-4 and SipHash-1-3 against reference vectors, and the process key. */
+/*
+ * vc_hash: SipHash-2-4 and SipHash-1-3 against reference vectors, and the process key; and
+ * vc_log_code(), the keyed hash a log line shows for a one-time code.
+ */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ck_run.h"
 #include "vc_hash.h"
+#include "vc_log.h"
 
 /*
  * Key 00..0f, message 00..len-1. SipHash-2-4: the paper's reference
@@ -49,6 +54,23 @@ START_TEST(process_key_is_stable_and_not_the_zero_key)
 }
 END_TEST
 
+/* A one-time code is shown as '#' and 16 hex digits of the keyed hash; a voucher's as it is. */
+START_TEST(log_code_hides_one_time_codes)
+{
+    char a[VC_LOG_CODE_MAX], b[VC_LOG_CODE_MAX];
+    const char *code = "HQ8N3CXGNTQNK2F4P3R";
+
+    ck_assert_str_eq(vc_log_code("SUMMER10", 0, a), "SUMMER10");
+    ck_assert_ptr_eq(vc_log_code(code, 1, a), a);
+    ck_assert_uint_eq(strlen(a), 17);
+    ck_assert_int_eq(a[0], '#');
+    ck_assert_uint_eq(strspn(a + 1, "0123456789abcdef"), 16);
+    ck_assert_ptr_null(strstr(a, "HQ8N"));
+    ck_assert_str_eq(vc_log_code(code, 1, b), a); /* the same code: the same line, to match */
+    ck_assert_str_ne(vc_log_code("HQ8N3CXGNTQNK2F4P3S", 1, b), a);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("hash");
@@ -56,6 +78,7 @@ int main(void)
 
     tcase_add_test(tc, siphash_reference_vectors);
     tcase_add_test(tc, process_key_is_stable_and_not_the_zero_key);
+    tcase_add_test(tc, log_code_hides_one_time_codes);
     suite_add_tcase(s, tc);
     return ck_run_suite(s);
 }
