@@ -8,7 +8,7 @@ base=$(( (RANDOM * 32768 + RANDOM) * 1000 ))
 # new_campaign PREFIX2 JSON-FIELDS: a campaign in its window with a prefix of PREFIX2 then 5
 # random symbols; sets $status, $body, $pfx and $cid.
 new_campaign() {
-  pfx=$1$(head -c 64 /dev/urandom | tr -dc '2-9A-HJ-NP-Z' | head -c 5)
+  pfx=$1$(random_symbols 5)
   http POST /campaigns "{\"prefix\":\"$pfx\",$2,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}" \
     -H "Authorization: Bearer $token"
   cid=$(jq -r .id <<<"$body")

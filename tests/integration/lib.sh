@@ -63,6 +63,16 @@ is() { # GOT WANT DESCRIPTION
 
 diag() { printf '%s\n' "$*" | sed 's/^/# /'; }
 
+# N symbols of the codes' alphabet (proto/campaigns.md), drawn at random: for a
+# campaign prefix no earlier run took. Drawn until there are N: 64 random bytes
+# hold fewer than 5 of the 31 symbols one time in ten, and a shorter prefix can
+# start another campaign's (422, overlap).
+random_symbols() {
+  local s=
+  while [ ${#s} -lt "$1" ]; do s+=$(head -c 256 /dev/urandom | tr -dc '2-9A-HJ-NP-Z'); done
+  printf '%s' "${s:0:$1}"
+}
+
 # SQL on the stack's database; prints unaligned tuples.
 sql() { psql -X -q -tA -v ON_ERROR_STOP=1 "$VOUCHER_PG_DSN" -c "$1"; }
 

@@ -17,7 +17,7 @@ admin() { http "$@" -H "Authorization: Bearer $token"; }
 answer() { echo "$status $(jq -r '.error // .state // empty' <<<"$body" 2>/dev/null)"; }
 window='"startsAt":"2020-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"'
 # A prefix of safe32 unique to this run: QA then 5 random symbols.
-pfx=QA$(head -c 64 /dev/urandom | tr -dc '2-9A-HJ-NP-Z' | head -c 5)
+pfx=QA$(random_symbols 5)
 campaigns() { sql "SELECT count(*) FROM campaign"; }
 codes() { sql "SELECT count(*) FROM campaign_code"; }
 # The CSV of campaign $1 as the database has it, in the export's order, separators dropped.
@@ -133,7 +133,7 @@ daemon_stop "$test_name-gateway"
 export VOUCHER_ADMIN_TOKEN=$token VOUCHER_PAUSE=campaign-after-prefix-check VOUCHER_PAUSE_DIR=$pause_dir
 start_gateway
 unset VOUCHER_ADMIN_TOKEN VOUCHER_PAUSE VOUCHER_PAUSE_DIR
-race=QB$(head -c 64 /dev/urandom | tr -dc '2-9A-HJ-NP-Z' | head -c 5)
+race=QB$(random_symbols 5)
 curl -s -o "$scratch/race1" -w '%{http_code}' --max-time 30 -H "Authorization: Bearer $token" \
   -H 'Content-Type: application/json' -X POST "$admin_url/campaigns" \
   --data-binary "{\"name\":\"race 1\",\"count\":5,\"prefix\":\"${race}\",\"discountAmount\":2000,$window}" \

@@ -24,7 +24,7 @@ ok "$([ "$status" -lt 300 ]; echo $?)" "a campaign deactivated ($status)"
 new_campaign HE '"name":"oracle-ended","count":1,"discountAmount":500'
 ended=$(code 1)
 sql "UPDATE campaign SET ends_at = now() - interval '1 minute', starts_at = now() - interval '1 day' WHERE id = $cid"
-http POST /campaigns '{"prefix":"HN'"$(head -c 64 /dev/urandom | tr -dc '2-9A-HJ-NP-Z' | head -c 5)"'","name":"oracle-later","count":1,"discountAmount":500,"startsAt":"2090-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"}' \
+http POST /campaigns '{"prefix":"HN'"$(random_symbols 5)"'","name":"oracle-later","count":1,"discountAmount":500,"startsAt":"2090-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"}' \
   -H "Authorization: Bearer $token"
 cid=$(jq -r .id <<<"$body")
 later=$(code 1)
