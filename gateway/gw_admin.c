@@ -28,6 +28,7 @@
 #include "vc_campaign.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_model.h"
 #include "vc_fault.h"
 #include "vc_json.h"
 #include "vc_pg.h"
@@ -758,13 +759,13 @@ static int lookup_work(void *arg, PGconn *conn, char *err, size_t errlen)
 static const char *state_name(char state)
 {
     switch (state) {
-    case 'H':
+    case VC_STATE_HELD:
         return "HELD";
-    case 'C':
+    case VC_STATE_CONFIRMED:
         return "CONFIRMED";
-    case 'X':
+    case VC_STATE_CANCEL_BEGUN:
         return "CANCELLING"; /* release begun by a cancel, use still taken */
-    case 'E':
+    case VC_STATE_EXPIRY_BEGUN:
         return "EXPIRING"; /* release begun by the reconciler, use still taken */
     default:
         return "RELEASED";

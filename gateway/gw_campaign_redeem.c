@@ -14,6 +14,7 @@
 #include "vc_campaign.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_model.h"
 #include "vc_pg.h"
 
 typedef struct {
@@ -219,13 +220,13 @@ static void reserved_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     int64_t *id;
 
     /*
-     * Taken (status 1) while PostgreSQL did not know Redis has the keys: it
+     * Taken (VC_RESERVE_TAKEN) while PostgreSQL did not know Redis has the keys: it
      * does now. The reservation's answer does not wait for it: until the mark
      * commits, a loss of every key at once looks like a fresh campaign, as it
      * did before the first use (proto/campaigns.md says what that costs).
      */
     if (rc == 0 && !r->loaded && reply && reply->n >= 1 && reply->item[0].type == GW_REDIS_INT &&
-        reply->item[0].integer == 1 && (id = malloc(sizeof(*id))) != NULL) {
+        reply->item[0].integer == VC_RESERVE_TAKEN && (id = malloc(sizeof(*id))) != NULL) {
         *id = r->id;
         if (gw_pg_run(r->app->loop, r->app->pg, mark_work, mark_done, id) != 0)
             free(id);

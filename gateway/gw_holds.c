@@ -42,6 +42,7 @@
 #include "vc_error.h"
 #include "vc_fault.h"
 #include "vc_log.h"
+#include "vc_model.h"
 #include "vc_order_value.h"
 #include "vc_pg.h"
 #include "vc_time.h"
@@ -229,12 +230,13 @@ static void finished_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     status = reply->item[0].integer;
-    if (status == 1) {
+    if (status == VC_RELEASE_FINISH_GIVEN_BACK) {
         /* A use is back: every worker may offer it again. */
         gw_soldout_clear(h->code);
-    } else if (status == 0) {
+    } else if (status == VC_RELEASE_FINISH_ALREADY_RELEASED) {
         h->replayed = 1; /* a racing request finished it first */
-    } else if (status == -7) {
+    } else if (status == VC_LOOKUP_KEYS_LOST) {
+        /* (A campaign's: campaign_guard.lua answers for release_finish.lua.) */
         /* Lost since the release began: the order stays X, the reconciler resumes it. */
         fail(h, VC_ERR_UNAVAILABLE, LOST_KEYS);
         return;
@@ -312,21 +314,21 @@ static void confirmed_total(hold_t *h, int64_t status, const gw_redis_reply_t *r
     }
     h->fig.discount = o->discount;
     switch (status) {
-    case 1: /* confirmed now, at the total */
-    case 0: /* confirmed before: at this total, or at one Redis no longer knows */
+    case VC_CONFIRM_CONFIRMED:         /* at the total */
+    case VC_CONFIRM_ALREADY_CONFIRMED: /* at this total, or at one Redis no longer knows */
         h->fig.has_amount = has_paid;
         h->fig.order_amount = paid;
-        h->replayed = status == 0;
+        h->replayed = status == VC_CONFIRM_ALREADY_CONFIRMED;
         publish_waited(h, o);
         return;
-    case -3:
+    case VC_CONFIRM_OTHER_TOTAL:
         h->fig.has_amount = 1;
         h->fig.order_amount = paid;
         snprintf(detail, sizeof(detail), "the order was confirmed at orderAmount %lld",
                  (long long)paid);
         reply_refused(h, GW_E_CONFIRMED_OTHER, detail, "confirmed");
         return;
-    case -4:
+    case VC_CONFIRM_TOTAL_REFUSED:
         /* Nothing changed: the hold and its quote stand, for a confirm with the right total. */
         h->fig.has_amount = has_amount;
         h->fig.order_amount = amount;
@@ -361,18 +363,18 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     status = reply->item[0].integer;
-    if ((status == -1 || status == -8) && !h->camp_looked) {
+    if ((status == VC_LOOKUP_NO_ORDER || status == VC_LOOKUP_COUNTER_LOST) && !h->camp_looked) {
         /* No such order of a voucher (nor its counter): the code may be a campaign's. */
-        h->counter_missing = status == -8;
+        h->counter_missing = status == VC_LOOKUP_COUNTER_LOST;
         h->camp_looked = 1;
         gw_campaign_find(h->app, h->code, 0, &h->camp, &h->v, campaign_cb, h);
         return;
     }
-    if (status == -1 || status == -8) {
+    if (status == VC_LOOKUP_NO_ORDER || status == VC_LOOKUP_COUNTER_LOST) {
         gw_app_reply_error(h->req, VC_E_NOT_FOUND, "no such reservation");
         return;
     }
-    if (status == -7) {
+    if (status == VC_LOOKUP_KEYS_LOST) {
         /*
          * The campaign's keys (campaign_guard.lua) or the voucher's orders
          * (orders_lost.lua) are lost: the order may exist in PostgreSQL, so a
@@ -388,27 +390,28 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     if (h->type == VC_EV_CONFIRMED) {
-        if (status == -2) {
+        if (status == VC_CONFIRM_TOO_LATE) {
             gw_app_reply_error(h->req, VC_E_HOLD_EXPIRED,
-                               o.state == 'H' ? "the hold expired before the confirmation"
-                                              : "the reservation was released");
+                               o.state == VC_STATE_HELD ? "the hold expired before the confirmation"
+                                                        : "the reservation was released");
             return;
         }
         if (h->in.has_total) {
             confirmed_total(h, status, reply, &o);
             return;
         }
-        h->replayed = status == 0;
+        h->replayed = status == VC_CONFIRM_ALREADY_CONFIRMED;
         publish_waited(h, &o);
         return;
     }
     switch (status) {
-    case 0: /* already R: its event was acknowledged before the use came back */
+    case VC_RELEASE_BEGIN_ALREADY_RELEASED: /* its event was acknowledged before the use came back
+                                             */
         h->replayed = 1;
         reply_released(h);
         return;
-    case 1: /* begun now */
-    case 2: /* begun before (a retry after a failed publish): publish again and finish */
+    case VC_RELEASE_BEGIN_BEGUN:
+    case VC_RELEASE_BEGIN_ALREADY_BEGUN: /* a retry after a failed publish: publish, finish */
         publish_waited(h, &o);
         return;
     default:

@@ -47,6 +47,7 @@
 #include "vc_error.h"
 #include "vc_fault.h"
 #include "vc_log.h"
+#include "vc_model.h"
 #include "vc_order_value.h"
 #include "vc_time.h"
 
@@ -180,9 +181,9 @@ static int64_t forgotten(reserve_t *x, int rc, const gw_redis_reply_t *reply)
 
     if (rc == 0 && reply->n >= 1 && reply->item[0].type == GW_REDIS_INT)
         status = reply->item[0].integer;
-    if (status == 1)
+    if (status == VC_FORGET_FORGOTTEN)
         gw_soldout_clear(x->code);
-    else if (status == -2)
+    else if (status == VC_FORGET_RESENT)
         VC_LOG_F(VC_LOG_INFO, f, "use kept: a retry published the reservation again");
     else
         VC_LOG_F(VC_LOG_WARN, f, "giving the use back failed (%s): the reconciler will",
@@ -311,7 +312,7 @@ static void replay(reserve_t *x, const gw_redis_reply_t *reply)
         fail(x, VC_ERR_PROTOCOL, "stored order value unreadable");
         return;
     }
-    if (o.state != 'H' && o.state != 'C') {
+    if (o.state != VC_STATE_HELD && o.state != VC_STATE_CONFIRMED) {
         gw_app_reply_error(x->req, VC_E_HOLD_EXPIRED,
                            "this order's reservation was released; use a new orderId");
         return;
@@ -592,7 +593,7 @@ static void snapshot_answer(reserve_t *x, const gw_redis_reply_t *reply)
         return;
     x->snapshot = 2;
     if (reply && reply->n >= 2 && reply->item[0].type == GW_REDIS_INT &&
-        reply->item[0].integer == -1 && reply->item[1].type == GW_REDIS_STR) {
+        reply->item[0].integer == VC_RESERVE_OUT_OF_STOCK && reply->item[1].type == GW_REDIS_STR) {
         ids = reply->item[1].str;
         len = reply->item[1].len;
     }
@@ -626,14 +627,14 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     status = reply->item[0].integer;
     if (x->refusal != 0) {
         /* reserve.lua "known": nothing was claimed, nothing can have been taken. */
-        if (status == 0)
+        if (status == VC_RESERVE_SAME_ORDER)
             replay(x, reply);
-        else if (status == -4)
+        else if (status == VC_RESERVE_OTHER_CUSTOMER)
             gw_app_reply_error(x->req, VC_E_ORDER_CONFLICT,
                                "this orderId was reserved by another customer");
-        else if (status == -5)
+        else if (status == VC_RESERVE_OTHER_AMOUNT)
             other_amount(x, reply);
-        else if (status == -6)
+        else if (status == VC_RESERVE_NEW_ORDER)
             refuse_new(x); /* forgotten since the probe */
         else
             fail(x, VC_ERR_PROTOCOL, "redis reserve");
@@ -642,7 +643,7 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     if (x->claim == CLAIM_OTHER || x->claim == CLAIM_FAILED || x->claim == CLAIM_PENDING) {
         int conflict = x->claim == CLAIM_OTHER;
         /* A use taken for an order that may not have it: give it back before answering. */
-        if (status == 1 &&
+        if (status == VC_RESERVE_TAKEN &&
             forget(x, conflict ? conflict_forgotten_cb : claim_failed_forgotten_cb) == 0)
             return;
         if (conflict)
@@ -653,7 +654,7 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     switch (status) {
-    case 1:
+    case VC_RESERVE_TAKEN:
         /* A use was there to take: any sold-out mark of this process is stale. */
         gw_soldout_clear(x->code);
         if (x->claim == CLAIM_OURS) {
@@ -666,10 +667,10 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         }
         after_leases(x, reply, taken);
         return;
-    case 0:
+    case VC_RESERVE_SAME_ORDER:
         replay(x, reply);
         return;
-    case -1:
+    case VC_RESERVE_OUT_OF_STOCK:
         /*
          * Sold out: once per process at a time, the script runs again for
          * this request to take the snapshot the next new orders are answered
@@ -683,7 +684,7 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         }
         reject(x, VC_E_OUT_OF_STOCK, NULL);
         return;
-    case -2:
+    case VC_RESERVE_ALREADY_USED:
         /*
          * A campaign's code taken by someone else tells that the code exists:
          * a failed try for the guessing limits, as an unknown code's 404 is.
@@ -692,18 +693,18 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
             gw_guard_mark(x->req, 1);
         reject(x, VC_E_ALREADY_USED, already_used_detail(x, reply));
         return;
-    case -3:
+    case VC_RESERVE_NOT_LOADED:
         load_into_redis(x);
         return;
-    case -4:
+    case VC_RESERVE_OTHER_CUSTOMER:
         /* The orderId is this voucher's: the claim, if this request made it, is right. */
         gw_app_reply_error(x->req, VC_E_ORDER_CONFLICT,
                            "this orderId was reserved by another customer");
         return;
-    case -5:
+    case VC_RESERVE_OTHER_AMOUNT:
         other_amount(x, reply);
         return;
-    case -7:
+    case VC_RESERVE_COUNTS_LOST:
         /* Nothing was taken: the claim goes, and the retry after the rebuild takes a use. */
         unclaim(x);
         fail(x, VC_ERR_UNAVAILABLE, "the customers' counts in Redis were lost; the reconciler rebuilds them");

@@ -8,6 +8,7 @@
 #include "vc_log.h"
 #include "vc_lua.h"
 #include "vc_metrics.h"
+#include "vc_model.h"
 #include "vc_pg.h"
 #include "vc_voucher.h"
 
@@ -114,11 +115,11 @@ int rc_limit_sync(PGconn *pg, rc_redis_t *redis, const char *code, int64_t snaps
                        sizeof(answer), err, errlen);
     /* The lock is held until Redis answered: a PATCH waits for this step to end. */
     end_tx(pg, 0);
-    if (rc == 0 && status == -3)
+    if (rc == 0 && status == VC_LIMIT_SYNC_ORDERS_LOST)
         vc_warn("%s: the limit sync waits: the voucher's orders hash is lost, and the rebuild "
                 "comes first (a lower counts the orders)",
                 code);
-    if (rc != 0 || status != 1)
+    if (rc != 0 || status != VC_LIMIT_SYNC_DONE)
         return rc;
     *changed = 1;
     {

@@ -6,6 +6,7 @@
 #include "vc_log.h"
 #include "vc_lua.h"
 #include "vc_metrics.h"
+#include "vc_model.h"
 #include "vc_order_value.h"
 #include "vc_retention.h"
 #include "vc_time.h"
@@ -72,7 +73,7 @@ static int begin_release(rc_ctx_t *ctx, rc_voucher_t *v, rc_order_t *o, const ch
     if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_release_begin, 4, keys, nargs, args, &status,
                             order, sizeof(order), err, errlen)) != 0)
         return rc;
-    if (status == -3) {
+    if (status == VC_RELEASE_BEGIN_CHANGED) {
         vc_log_field_t f[] = {{"code", v->code}, {"orderId", o->order_id}};
         VC_LOG_F(VC_LOG_INFO, f,
                  "not released (%s): the order changed, or a retry published it again, after "
@@ -80,13 +81,13 @@ static int begin_release(rc_ctx_t *ctx, rc_voucher_t *v, rc_order_t *o, const ch
                  why);
         return 0;
     }
-    if (status != 1 && status != 2)
+    if (status != VC_RELEASE_BEGIN_BEGUN && status != VC_RELEASE_BEGIN_ALREADY_BEGUN)
         return 0;
     if (order[0] && rc_order_parse(order, strlen(order), &current) == 0) {
         if (o->customer_id <= 0)
             o->customer_id = current.customer_id;
         /* Begun before by a cancel: publish it as the cancel it is. */
-        if (current.redis_state == 'X' && !o->discarded)
+        if (current.redis_state == VC_STATE_CANCEL_BEGUN && !o->discarded)
             reason = "CANCELLED";
     }
     return add_release(rs, v, o, reason);
@@ -113,7 +114,7 @@ static int repair_confirmed(rc_ctx_t *ctx, rc_voucher_t *v, const rc_order_t *o,
     if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_repair_confirmed, 2, keys, 2, args, &status, NULL,
                             0, err, errlen)) != 0)
         return rc;
-    if (status == 1) {
+    if (status == VC_REPAIR_CONFIRMED_REPAIRED) {
         vc_log_field_t f[] = {{"code", v->code}, {"orderId", o->order_id}};
         VC_LOG_F(VC_LOG_INFO, f,
                  "repair: held in Redis, confirmed in PostgreSQL: confirmed in Redis "
@@ -148,7 +149,7 @@ int rc_repair_publish_confirm(rc_ctx_t *ctx, const char *code, int64_t campaign_
      * Only the order the pass read. Cancelled since (X, R), the customer's
      * release decides; its VoucherReleased reaches PostgreSQL either way.
      */
-    if (vc_order_value_parse(value, strlen(value), &cur) != 0 || cur.state != 'C' ||
+    if (vc_order_value_parse(value, strlen(value), &cur) != 0 || cur.state != VC_STATE_CONFIRMED ||
         cur.held_until_ms != o->redis_held_until_ms) {
         snprintf(amount, sizeof(amount), "-");
         VC_LOG_F(VC_LOG_INFO, f,
@@ -397,7 +398,7 @@ static int customer_counts(const repair_args_t *a, int first, char (**pairs)[24]
          * is a bug of rc_plan_order_value(), which wrote it, and counts nobody.
          */
         if (vc_order_value_parse(value, strlen(value), &v) == 0 &&
-            (v.state == 'H' || v.state == 'C'))
+            (v.state == VC_STATE_HELD || v.state == VC_STATE_CONFIRMED))
             ids[held++] = v.customer_id;
     }
     qsort(ids, held, sizeof(*ids), cmp_customer);
@@ -498,7 +499,7 @@ static int repair_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *
         rc = rc_repair_eval(ctx, kind, "voucher", v->code, (size_t)nstaged, vc_lua_rc_restore_swap,
                             7, keys, 5, swap_args, status, answer, answercap, err, errlen);
     }
-    if (rc == 0 && *status == -2)
+    if (rc == 0 && *status == VC_REPAIR_ORDERS_STATE)
         vc_warn("%s: the %s in steps found the orders hash back (or no longer told lost), or a "
                 "staged order gone, at its last step: nothing written, the next pass judges the "
                 "voucher again",
@@ -546,7 +547,7 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
         rc = rc_repair_eval(ctx, "restore", "voucher", v->code, v->orders.len, vc_lua_rc_restore, 5,
                             keys, a.nargs, a.args, &status, answer, sizeof(answer), err, errlen);
     }
-    if (rc == 0 && status == 1) {
+    if (rc == 0 && status == VC_RESTORE_RESTORED) {
         parse_pair(answer, &live, &remaining);
         sum->restored++;
         if (steps > 1)
@@ -588,7 +589,7 @@ static int retake(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, 
                              keys, a.nargs, a.args, &status, answer, sizeof(answer), err,
                              errlen)) != 0 ||
         status < 0) {
-        if (rc == 0 && status == -2)
+        if (rc == 0 && status == VC_REPAIR_ORDERS_STATE)
             vc_warn("%s: the orders hash was lost since this pass read it: the retake wrote "
                     "nothing, the next pass rebuilds it",
                     v->code);
@@ -673,7 +674,7 @@ static int lower(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, s
     const char *args[] = {total, uncounted};
     if ((rc = rc_repair_eval(ctx, "lower", "voucher", v->code, v->orders.len, vc_lua_rc_lower, 2,
                              keys, 2, args, &status, answer, sizeof(answer), err, errlen)) == 0 &&
-        status == 1) {
+        status == VC_LOWER_LOWERED) {
         parse_pair(answer, &before, &after);
         sum->lowered++;
         log_repair(v, "lower",
@@ -717,7 +718,7 @@ int rc_repair_releases(rc_ctx_t *ctx, rc_releases_t *rs, rc_summary_t *sum, char
         const char *args[] = {r->ev.order_id};
         if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_release_finish, 4, keys, 1, args, &status,
                                 NULL, 0, err, errlen)) == 0 &&
-            status == 1) {
+            status == VC_RELEASE_FINISH_GIVEN_BACK) {
             sum->finished++;
             if (strcmp(r->ev.reason, "EXPIRED") == 0)
                 vc_metric_add(vc_counter("voucher_reconciler_holds_expired_total",
