@@ -172,6 +172,8 @@ class Model:
             for k in f['keys']:
                 o.append('    [VC_%s_KEY_%s] = "%s",\n' % (up, k.upper(), k))
             o.append('};\n')
+            o.append('static const unsigned char vc_%s_key_name_lens[VC_%s_KEY_COUNT] = {%s};\n'
+                     % (fam, up, ', '.join(str(len(k)) for k in f['keys'])))
             arg_c = 'const char *code' if fam == 'voucher' else 'long long id'
             spec = f['format'].replace('%s', '%s' if fam == 'voucher' else '%lld', 1)
             o.append('\n/*\n * Writes the key k of %s %s into buf (size bytes, NUL-terminated).\n'
@@ -182,6 +184,14 @@ class Model:
                      '{\n    int n = snprintf(buf, size, "%s", %s, vc_%s_key_names[k]);\n'
                      '    return n < 0 || (size_t)n >= size ? -1 : n;\n}\n' % (
                          fam, arg_c, fam, spec, 'code' if fam == 'voucher' else 'id', fam))
+        o.append('\n/*\n * Points keys[0..n) at the keys a script takes, in its order (order: one of\n'
+                 ' * the vc_SCRIPT_keys[] below), out of built: a family\'s keys as built, one\n'
+                 ' * every stride bytes (char built[VC_..._KEY_COUNT][stride]). Borrowed: keys\n'
+                 ' * point into built.\n */\n'
+                 'static inline void vc_script_keys(const int *order, int n, const char *built,\n'
+                 '                                  size_t stride, const char **keys)\n{\n'
+                 '    for (int i = 0; i < n; i++)\n'
+                 '        keys[i] = built + (size_t)order[i] * stride;\n}\n')
         for name, sc in sorted(self.scripts.items()):
             up = name.upper()
             o.append('\n/* %s.lua\'s keys, in order (those marked optional may be left off the '

@@ -53,7 +53,7 @@ typedef struct {
     vc_event_type_t type; /* VC_EV_CONFIRMED or VC_EV_RELEASED */
     char code[VC_CODE_MAX + 1];
     char order_id[VC_ORDER_ID_MAX + 1];
-    char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX];
     int replayed;
     /* A confirm given the final total (in.has_total) only: */
     gw_confirm_req_t in;
@@ -98,9 +98,9 @@ static int eval(hold_t *h, size_t script, gw_redis_cb cb, int nkeys, const char 
  * loss (campaign_lost.lua) and takes its keys off the end, so the voucher
  * script sees only its first ones.
  */
-static int lost_keys(const hold_t *h, int nkeys)
+static int lost_keys(const hold_t *h, int campaign_nkeys, int nkeys)
 {
-    return h->camp.id ? nkeys : 7;
+    return h->camp.id ? campaign_nkeys : nkeys;
 }
 
 static const char *verb(const hold_t *h)
@@ -202,8 +202,9 @@ static void publish_waited(hold_t *h, const vc_order_value_t *o)
         publish(h, &h->order);
         return;
     }
-    rc = gw_redis_wait(h->app->redis, h->keys[GW_KEY_ORDERS], h->app->cfg->redis_wait_replicas,
-                       h->app->cfg->redis_wait_timeout_ms, waited_cb, h);
+    rc = gw_redis_wait(h->app->redis, h->keys[VC_VOUCHER_KEY_ORDERS],
+                       h->app->cfg->redis_wait_replicas, h->app->cfg->redis_wait_timeout_ms,
+                       waited_cb, h);
     if (rc != 0)
         fail(h, rc, "redis WAIT for a replica");
 }
@@ -257,12 +258,13 @@ static void finished_cb(void *arg, int rc, const gw_redis_reply_t *reply)
  */
 static void finish_release(hold_t *h)
 {
-    const char *keys[] = {h->keys[GW_KEY_REMAINING], h->keys[GW_KEY_USERS], h->keys[GW_KEY_ORDERS],
-                          h->keys[GW_KEY_RELEASING]};
+    const char *keys[VC_RELEASE_FINISH_NKEYS];
     const char *args[] = {h->order_id};
     int rc;
 
-    if ((rc = eval(h, GW_SCRIPT_RELEASE_FINISH, finished_cb, 4, keys, 1, args)) != 0)
+    vc_script_keys(vc_release_finish_keys, VC_RELEASE_FINISH_NKEYS, h->keys[0], GW_KEY_MAX, keys);
+    if ((rc = eval(h, GW_SCRIPT_RELEASE_FINISH, finished_cb, VC_RELEASE_FINISH_NKEYS, keys, 1,
+                   args)) != 0)
         fail(h, rc, "redis release finish");
 }
 
@@ -424,20 +426,20 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 static void run_confirm(hold_t *h)
 {
     char now[24];
-    const char *keys[] = {h->keys[GW_KEY_ORDERS],  h->keys[GW_KEY_HOLDS], h->keys[GW_KEY_RESENT],
-                          h->keys[GW_KEY_AMOUNTS], h->keys[GW_KEY_PAID],  h->keys[GW_KEY_USERS],
-                          h->keys[GW_KEY_REMAINING]};
+    const char *keys[VC_CONFIRM_NKEYS];
     const char *args[] = {h->order_id, now, h->total_arg, h->price_arg};
     int rc;
 
+    vc_script_keys(vc_confirm_keys, VC_CONFIRM_NKEYS, h->keys[0], GW_KEY_MAX, keys);
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
     /*
      * confirm.lua marks a confirm of a confirmed order in resent (it publishes
      * again), and records the total every confirm is made at (paid), so that a
      * later confirm with a total is compared with it.
      */
-    rc = eval(h, GW_SCRIPT_CONFIRM, script_cb, lost_keys(h, 5), keys, h->in.has_total ? 4 : 2,
-              args);
+    rc = eval(h, GW_SCRIPT_CONFIRM, script_cb,
+              lost_keys(h, VC_CONFIRM_KEY_PAID + 1, VC_CONFIRM_NKEYS), keys,
+              h->in.has_total ? 4 : 2, args);
     if (rc != 0)
         fail(h, rc, "redis");
 }
@@ -562,7 +564,7 @@ static void proceed(void *arg)
 {
     hold_t *h = arg;
     char now[24];
-    const char *keys[7], *args[3];
+    const char *keys[VC_RELEASE_BEGIN_NKEYS], *args[3];
     int rc;
 
     if (h->type == VC_EV_CONFIRMED) {
@@ -581,18 +583,13 @@ static void proceed(void *arg)
         return;
     }
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
-    keys[0] = h->keys[GW_KEY_ORDERS];
-    keys[1] = h->keys[GW_KEY_HOLDS];
+    vc_script_keys(vc_release_begin_keys, VC_RELEASE_BEGIN_NKEYS, h->keys[0], GW_KEY_MAX, keys);
     args[0] = h->order_id;
-    keys[2] = h->keys[GW_KEY_RELEASING];
-    keys[3] = h->keys[GW_KEY_RESENT];
-    keys[4] = h->keys[GW_KEY_USERS];
-    keys[5] = h->keys[GW_KEY_AMOUNTS];
-    keys[6] = h->keys[GW_KEY_REMAINING];
     args[1] = "cancel";
     args[2] = now;
     /* resent too: release_begin.lua marks a release begun before (status 2) there. */
-    rc = eval(h, GW_SCRIPT_RELEASE_BEGIN, script_cb, lost_keys(h, 4), keys, 3, args);
+    rc = eval(h, GW_SCRIPT_RELEASE_BEGIN, script_cb,
+              lost_keys(h, VC_RELEASE_BEGIN_KEY_RESENT + 1, VC_RELEASE_BEGIN_NKEYS), keys, 3, args);
     if (rc != 0)
         fail(h, rc, "redis");
 }

@@ -77,11 +77,10 @@ typedef struct {
     int claim_waited;  /* WAIT sent to the claim's master too (a cluster: another master) */
     void (*after_wait)(void *x); /* what the replicas' WAIT leads to: a publish, new or again */
     int64_t load_remaining, load_total;
-    char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX];
     char claim_key[VC_CLAIM_KEY_MAX];
     char claim_value[VC_CLAIM_VALUE_MAX]; /* CODE:TOKEN, this request's own */
-    gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys and scripts */
-    char soldout_key[GW_KEY_MAX];  /* voucher:{CODE}:soldout, the sold-out leases */
+    gw_campaign_ref_t camp;               /* a campaign's code (id > 0): its keys and scripts */
     int snapshot;                  /* 1 asking reserve.lua for the sold-out snapshot, 2 asked */
     gw_soldout_ticket_t ticket;    /* while snapshot is 1 */
 } reserve_t;
@@ -199,15 +198,14 @@ static int64_t forgotten(reserve_t *x, int rc, const gw_redis_reply_t *reply)
  */
 static int forget(reserve_t *x, gw_redis_cb cb)
 {
-    const char *keys[GW_KEY_FORGET];
+    const char *keys[VC_FORGET_NKEYS];
     const char *args[] = {x->in.order_id};
 
-    for (int i = 0; i < GW_KEY_FORGET; i++)
-        keys[i] = x->keys[i];
+    vc_script_keys(vc_forget_keys, VC_FORGET_NKEYS, x->keys[0], GW_KEY_MAX, keys);
     if (x->camp.id)
-        return gw_campaign_eval(x->app, &x->camp, GW_SCRIPT_FORGET, cb, x, GW_KEY_FORGET, keys, 1,
+        return gw_campaign_eval(x->app, &x->camp, GW_SCRIPT_FORGET, cb, x, VC_FORGET_NKEYS, keys, 1,
                                 args);
-    return gw_redis_eval(x->app->redis, GW_SCRIPT_FORGET, cb, x, GW_KEY_FORGET, keys, 1, args);
+    return gw_redis_eval(x->app->redis, GW_SCRIPT_FORGET, cb, x, VC_FORGET_NKEYS, keys, 1, args);
 }
 
 /* The claim could not be made this request's: the use it took is forgotten, then 503. */
@@ -460,7 +458,7 @@ static void claim_load_done(void *arg, int rc, const char *err)
 {
     reserve_t *x = arg;
     char remaining[32], total[24], expire_at[24];
-    const char *keys[] = {x->keys[GW_KEY_REMAINING], x->keys[GW_KEY_LIMIT]};
+    const char *keys[] = {x->keys[VC_VOUCHER_KEY_REMAINING], x->keys[VC_VOUCHER_KEY_LIMIT]};
     const char *args[] = {remaining, total, expire_at};
 
     if (rc == VC_E_REPLAYED) {
@@ -750,15 +748,14 @@ static int send_script(reserve_t *x)
 {
     char customer[VC_I64_TEXT], limit[VC_I64_TEXT], discount[VC_I64_TEXT], held[VC_I64_TEXT],
         now[VC_I64_TEXT], amount[VC_I64_TEXT], snapshot[40];
-    const char *keys[GW_KEY_RESERVE + 1];
+    const char *keys[VC_RESERVE_NKEYS];
     const char *args[] = {customer, limit, x->in.order_id,
                           discount, held,  now,
                           amount,   x->refusal ? "known" : x->snapshot == 1 ? snapshot : "take",
                           gw_soldout_token()};
 
-    for (int i = 0; i < GW_KEY_RESERVE; i++)
-        keys[i] = x->keys[i];
-    keys[GW_KEY_RESERVE] = x->soldout_key;
+    /* All seven, the sold-out leases last (a campaign's reservation takes its own). */
+    vc_script_keys(vc_reserve_keys, VC_RESERVE_NKEYS, x->keys[0], GW_KEY_MAX, keys);
     /* "take", and on -1 the snapshot with its lease (reserve.lua ARGV[8]); rare, off the success path. */
     if (x->snapshot == 1)
         snprintf(snapshot, sizeof(snapshot), "snapshot:%lld",
@@ -773,8 +770,8 @@ static int send_script(reserve_t *x)
         return gw_campaign_reserve_eval(x->app, &x->camp, x->keys, args,
                                         x->v.ends_at_ms + x->app->cfg->redis_retention_ms,
                                         script_cb, x);
-    return gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_RESERVE + 1, keys,
-                         9, args);
+    return gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, VC_RESERVE_NKEYS, keys, 9,
+                         args);
 }
 
 static void run_script(reserve_t *x)
@@ -846,7 +843,7 @@ static void probe_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 
 static void with_rules(reserve_t *x)
 {
-    const char *argv[] = {"HGET", x->keys[GW_KEY_ORDERS], x->in.order_id};
+    const char *argv[] = {"HGET", x->keys[VC_VOUCHER_KEY_ORDERS], x->in.order_id};
     size_t argvlen[3];
     int rc, sold = GW_SOLDOUT_NO;
 
@@ -863,10 +860,8 @@ static void with_rules(reserve_t *x)
         return;
     }
     /* Named here, once the answer needs Redis (a campaign's came with its code). */
-    if (!x->camp.id) {
-        gw_app_keys(x->code, x->keys);
-        gw_app_key(x->code, "}:soldout", x->soldout_key); /* the voucher's sold-out leases */
-    }
+    if (!x->camp.id)
+        gw_app_keys(x->code, x->keys); /* the sold-out leases too, :soldout */
     vc_claim_key(x->in.order_id, x->claim_key);
     if (sold == GW_SOLDOUT_KNOWN) {
         /* A retry (most likely): reserve.lua "known" answers it, takes nothing. */
@@ -915,7 +910,7 @@ static void absent_cb(void *arg, int rc, const gw_redis_reply_t *reply)
  */
 static void answer_absent(reserve_t *x)
 {
-    const char *argv[] = {"HGET", x->keys[GW_KEY_ORDERS], x->in.order_id};
+    const char *argv[] = {"HGET", x->keys[VC_VOUCHER_KEY_ORDERS], x->in.order_id};
     size_t argvlen[3];
     int rc;
 

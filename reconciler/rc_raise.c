@@ -106,10 +106,8 @@ int rc_limit_sync(PGconn *pg, rc_redis_t *redis, const char *code, int64_t snaps
     snprintf(uncounted_s, sizeof(uncounted_s), "%lld", (long long)uncounted);
     if (present)
         snprintf(limit_s, sizeof(limit_s), "%lld", (long long)limit);
-    /* The limit key beside the counter: the same hash tag as the others. */
-    char limit_key[VC_CODE_MAX + 32];
-    snprintf(limit_key, sizeof(limit_key), "voucher:{%s}:limit", code);
-    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_ORDERS], limit_key};
+    const char *keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_ORDERS],
+                          k.name[VC_VOUCHER_KEY_LIMIT]};
     const char *args[] = {total_s, uncounted_s, limit_s};
     rc = rc_redis_eval(redis, vc_lua_rc_limit_sync, 3, keys, 3, args, &status, answer,
                        sizeof(answer), err, errlen);
