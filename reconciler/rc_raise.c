@@ -106,11 +106,11 @@ int rc_limit_sync(PGconn *pg, rc_redis_t *redis, const char *code, int64_t snaps
     snprintf(uncounted_s, sizeof(uncounted_s), "%lld", (long long)uncounted);
     if (present)
         snprintf(limit_s, sizeof(limit_s), "%lld", (long long)limit);
-    const char *keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_ORDERS],
-                          k.name[VC_VOUCHER_KEY_LIMIT]};
+    const char *keys[VC_LIMIT_SYNC_NKEYS];
     const char *args[] = {total_s, uncounted_s, limit_s};
-    rc = rc_redis_eval(redis, vc_lua_rc_limit_sync, 3, keys, 3, args, &status, answer,
-                       sizeof(answer), err, errlen);
+    rc_script_keys(&k, vc_limit_sync_keys, VC_LIMIT_SYNC_NKEYS, keys);
+    rc = rc_redis_eval(redis, vc_lua_rc_limit_sync, VC_LIMIT_SYNC_NKEYS, keys, 3, args, &status,
+                       answer, sizeof(answer), err, errlen);
     /* The lock is held until Redis answered: a PATCH waits for this step to end. */
     end_tx(pg, 0);
     if (rc == 0 && status == VC_LIMIT_SYNC_ORDERS_LOST)

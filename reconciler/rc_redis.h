@@ -23,6 +23,16 @@ typedef struct {
 void rc_keys_of(const char *code, rc_keys_t *k);
 
 /*
+ * Points keys[0..n) at k's names of the keys a script takes, in the script's
+ * order (order: vc_SCRIPT_keys of vc_model.h; n: VC_SCRIPT_NKEYS, or fewer to
+ * leave its optional keys off). Borrowed from k.
+ */
+static inline void rc_script_keys(const rc_keys_t *k, const int *order, int n, const char **keys)
+{
+    vc_script_keys(order, n, k->name[0], sizeof(k->name[0]), keys);
+}
+
+/*
  * A fresh random token (32 hex digits), so that two readers, or two restores
  * in steps, never share keys: a read in pieces's, a restore's staged keys.
  */

@@ -67,11 +67,12 @@ static int begin_release(rc_ctx_t *ctx, rc_voucher_t *v, rc_order_t *o, const ch
     snprintf(since, sizeof(since), "%lld", (long long)(snapshot_ms - ctx->cfg->grace_ms));
     if (strcmp(why, "resume") != 0)
         nargs = strcmp(why, "undelivered") == 0 ? 5 : 4;
-    const char *keys[] = {k.name[VC_VOUCHER_KEY_ORDERS], k.name[VC_VOUCHER_KEY_HOLDS],
-                          k.name[VC_VOUCHER_KEY_RELEASING], k.name[VC_VOUCHER_KEY_RESENT]};
+    /* Up to resent: the others tell a lost hash apart for the gateway (release_begin.lua). */
+    const char *keys[VC_RELEASE_BEGIN_KEY_RESENT + 1];
     const char *args[] = {o->order_id, why, now, read, since};
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_release_begin, 4, keys, nargs, args, &status,
-                            order, sizeof(order), err, errlen)) != 0)
+    rc_script_keys(&k, vc_release_begin_keys, VC_RELEASE_BEGIN_KEY_RESENT + 1, keys);
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_release_begin, VC_RELEASE_BEGIN_KEY_RESENT + 1,
+                            keys, nargs, args, &status, order, sizeof(order), err, errlen)) != 0)
         return rc;
     if (status == VC_RELEASE_BEGIN_CHANGED) {
         vc_log_field_t f[] = {{"code", v->code}, {"orderId", o->order_id}};
@@ -109,10 +110,11 @@ static int repair_confirmed(rc_ctx_t *ctx, rc_voucher_t *v, const rc_order_t *o,
         return rc;
     rc_keys_of(v->code, &k);
     snprintf(held, sizeof(held), "%lld", (long long)o->redis_held_until_ms);
-    const char *keys[] = {k.name[VC_VOUCHER_KEY_ORDERS], k.name[VC_VOUCHER_KEY_HOLDS]};
+    const char *keys[VC_REPAIR_CONFIRMED_NKEYS];
     const char *args[] = {o->order_id, held};
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_repair_confirmed, 2, keys, 2, args, &status, NULL,
-                            0, err, errlen)) != 0)
+    rc_script_keys(&k, vc_repair_confirmed_keys, VC_REPAIR_CONFIRMED_NKEYS, keys);
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_repair_confirmed, VC_REPAIR_CONFIRMED_NKEYS, keys,
+                            2, args, &status, NULL, 0, err, errlen)) != 0)
         return rc;
     if (status == VC_REPAIR_CONFIRMED_REPAIRED) {
         vc_log_field_t f[] = {{"code", v->code}, {"orderId", o->order_id}};
@@ -547,11 +549,11 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
                              err, errlen);
     } else {
         rc_keys_of(v->code, &k);
-        const char *keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_USERS],
-                              k.name[VC_VOUCHER_KEY_ORDERS], k.name[VC_VOUCHER_KEY_HOLDS],
-                              k.name[VC_VOUCHER_KEY_RELEASING]};
-        rc = rc_repair_eval(ctx, "restore", "voucher", v->code, v->orders.len, vc_lua_rc_restore, 5,
-                            keys, a.nargs, a.args, &status, answer, sizeof(answer), err, errlen);
+        const char *keys[VC_RESTORE_NKEYS];
+        rc_script_keys(&k, vc_restore_keys, VC_RESTORE_NKEYS, keys);
+        rc = rc_repair_eval(ctx, "restore", "voucher", v->code, v->orders.len, vc_lua_rc_restore,
+                            VC_RESTORE_NKEYS, keys, a.nargs, a.args, &status, answer,
+                            sizeof(answer), err, errlen);
     }
     if (rc == 0 && status == VC_RESTORE_RESTORED) {
         parse_pair(answer, &live, &remaining);
@@ -589,12 +591,11 @@ static int retake(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, 
     if ((rc = repair_args(v, 0, extra, 1, &a)) != 0)
         goto out;
     rc_keys_of(v->code, &k);
-    const char *keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_USERS],
-                          k.name[VC_VOUCHER_KEY_ORDERS], k.name[VC_VOUCHER_KEY_HOLDS],
-                          k.name[VC_VOUCHER_KEY_RELEASING]};
-    if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_rc_retake, 5,
-                             keys, a.nargs, a.args, &status, answer, sizeof(answer), err,
-                             errlen)) != 0 ||
+    const char *keys[VC_RETAKE_NKEYS];
+    rc_script_keys(&k, vc_retake_keys, VC_RETAKE_NKEYS, keys);
+    if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_rc_retake,
+                             VC_RETAKE_NKEYS, keys, a.nargs, a.args, &status, answer,
+                             sizeof(answer), err, errlen)) != 0 ||
         status < 0) {
         if (rc == 0 && status == VC_REPAIR_ORDERS_STATE)
             vc_warn("%s: the orders hash was lost since this pass read it: the retake wrote "
@@ -643,11 +644,11 @@ static int rebuild(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
                              err, errlen);
     } else {
         rc_keys_of(v->code, &k);
-        const char *keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_USERS],
-                              k.name[VC_VOUCHER_KEY_ORDERS],    k.name[VC_VOUCHER_KEY_HOLDS],
-                              k.name[VC_VOUCHER_KEY_RELEASING], k.name[VC_VOUCHER_KEY_AMOUNTS]};
-        rc = rc_repair_eval(ctx, "rebuild", "voucher", v->code, v->orders.len, vc_lua_rc_rebuild, 6,
-                            keys, a.nargs, a.args, &status, answer, sizeof(answer), err, errlen);
+        const char *keys[VC_REBUILD_NKEYS];
+        rc_script_keys(&k, vc_rebuild_keys, VC_REBUILD_NKEYS, keys);
+        rc = rc_repair_eval(ctx, "rebuild", "voucher", v->code, v->orders.len, vc_lua_rc_rebuild,
+                            VC_REBUILD_NKEYS, keys, a.nargs, a.args, &status, answer,
+                            sizeof(answer), err, errlen);
     }
     if (rc != 0 || status < 0)
         goto out;
@@ -676,10 +677,12 @@ static int lower(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, s
     rc_keys_of(v->code, &k);
     snprintf(total, sizeof(total), "%lld", (long long)v->n.total_limit);
     snprintf(uncounted, sizeof(uncounted), "%lld", (long long)v->n.uncounted);
-    const char *keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_ORDERS]};
+    const char *keys[VC_LOWER_NKEYS];
     const char *args[] = {total, uncounted};
-    if ((rc = rc_repair_eval(ctx, "lower", "voucher", v->code, v->orders.len, vc_lua_rc_lower, 2,
-                             keys, 2, args, &status, answer, sizeof(answer), err, errlen)) == 0 &&
+    rc_script_keys(&k, vc_lower_keys, VC_LOWER_NKEYS, keys);
+    if ((rc = rc_repair_eval(ctx, "lower", "voucher", v->code, v->orders.len, vc_lua_rc_lower,
+                             VC_LOWER_NKEYS, keys, 2, args, &status, answer, sizeof(answer), err,
+                             errlen)) == 0 &&
         status == VC_LOWER_LOWERED) {
         parse_pair(answer, &before, &after);
         sum->lowered++;
@@ -719,11 +722,11 @@ int rc_repair_releases(rc_ctx_t *ctx, rc_releases_t *rs, rc_summary_t *sum, char
         if (delivered[i] != 1)
             continue; /* still X or E: the next pass publishes again */
         rc_keys_of(r->v->code, &k);
-        const char *keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_USERS],
-                              k.name[VC_VOUCHER_KEY_ORDERS], k.name[VC_VOUCHER_KEY_RELEASING]};
+        const char *keys[VC_RELEASE_FINISH_NKEYS];
         const char *args[] = {r->ev.order_id};
-        if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_release_finish, 4, keys, 1, args, &status,
-                                NULL, 0, err, errlen)) == 0 &&
+        rc_script_keys(&k, vc_release_finish_keys, VC_RELEASE_FINISH_NKEYS, keys);
+        if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_release_finish, VC_RELEASE_FINISH_NKEYS, keys,
+                                1, args, &status, NULL, 0, err, errlen)) == 0 &&
             status == VC_RELEASE_FINISH_GIVEN_BACK) {
             sum->finished++;
             if (strcmp(r->ev.reason, "EXPIRED") == 0)
