@@ -3,7 +3,7 @@
 more Lua files, concatenated in order (a shared Lua prelude, then the script),
 each with its includes expanded.
 
-Usage: embed.py [--lua LUA_OUT] [--depfile DEP_OUT] C_OUT NAME INPUT...
+Usage: embed.py [--model MODEL] [--lua LUA_OUT] [--depfile DEP_OUT] C_OUT NAME INPUT...
 
 A Redis script sent with EVAL cannot load another, so a rule two scripts share
 lives in one fragment that each of them includes at build time. A line that is
@@ -16,6 +16,13 @@ folder of the file that holds the line, itself expanded the same way. NAME is
 a plain file name: no folders. A missing file, a cycle and a file included
 twice into one script are build errors, said with the file and line.
 
+--model puts in the constants of the Redis order model that the script names
+(MODEL, proto/redis-model.json; common/redis_model.py writes them): STATE,
+the order states by name, STATE_TAKEN, the states counted as taken, and the
+answer tables (RESERVE.TAKEN: the table RESERVE), right before the first
+input that names one (expand_all()). A script says a state or an answer by
+these names, never by its letter or number (the lint model_names).
+
 --lua writes the expanded script alone (what Redis runs: the tests, the bench
 and the explorer read it); --depfile writes a Make rule naming every file
 read, so that the build runs again when a fragment changes.
@@ -23,6 +30,9 @@ read, so that the build runs again when a fragment changes.
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import redis_model  # noqa: E402
 
 INCLUDE = re.compile(r'^\s*--\s*@include\b(.*)$')
 NAME = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]*\.lua$')
@@ -79,9 +89,12 @@ def expand(path, _stack=None, _seen=None):
     return ''.join(out), files
 
 
-def expand_all(srcs):
+def expand_all(srcs, model=None):
     """The inputs concatenated in order, each expanded (one script: a file is
-    included at most once across all of them)."""
+    included at most once across all of them). With model (a
+    redis_model.Model), its constants that the script names go right before
+    the first input that names one: a guard put first (leader.lua) stays the
+    script's first text, and a script that names none is unchanged."""
     seen = {}
     texts, files = [], []
     for src in srcs:
@@ -89,6 +102,11 @@ def expand_all(srcs):
         text, fs = expand(src, [], seen)
         texts.append(text)
         files += fs
+    if model:
+        prelude = model.lua_prelude(''.join(texts))
+        at = next((i for i, t in enumerate(texts) if model.lua_prelude(t)), None)
+        if at is not None:
+            texts.insert(at, prelude)
     return ''.join(texts), files
 
 
@@ -105,12 +123,14 @@ def c_source(name, srcs, text):
 
 def main(argv):
     args = argv[1:]
-    lua_out = dep_out = None
+    lua_out = dep_out = model_path = None
     while args and args[0].startswith('--'):
         if args[0] == '--lua' and len(args) > 1:
             lua_out = args[1]
         elif args[0] == '--depfile' and len(args) > 1:
             dep_out = args[1]
+        elif args[0] == '--model' and len(args) > 1:
+            model_path = args[1]
         else:
             break
         args = args[2:]
@@ -119,8 +139,11 @@ def main(argv):
         return 2
     c_out, name, srcs = args[0], args[1], args[2:]
     try:
-        text, files = expand_all(srcs)
-    except EmbedError as e:
+        model = redis_model.load(model_path) if model_path else None
+        text, files = expand_all(srcs, model)
+        if model_path:
+            files += [model_path, redis_model.__file__]
+    except (EmbedError, redis_model.ModelError) as e:
         sys.stderr.write('embed.py: %s\n' % e)
         return 1
     with open(c_out, 'w') as f:

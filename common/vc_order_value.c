@@ -49,7 +49,7 @@ int vc_order_value_parse(const char *s, size_t len, vc_order_value_t *out)
         parse_i64(field[2], flen[2], &out->held_until_ms) != 0)
         return VC_ERR_PROTOCOL;
     out->state = field[3][0];
-    if (out->state == '\0' || !strchr("HCXER", out->state))
+    if (!vc_state_known(out->state))
         return VC_ERR_PROTOCOL;
     return 0;
 }

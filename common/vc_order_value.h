@@ -9,11 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vc_model.h"
+
 typedef struct {
     int64_t customer_id;
     int64_t discount;
     int64_t held_until_ms;
-    char state; /* 'H' held, 'C' confirmed, 'X'/'E' release begun, 'R' released */
+    char state; /* one of the VC_STATE_ letters (vc_model.h) */
 } vc_order_value_t;
 
 /*

@@ -28,6 +28,7 @@
 #include "vc_campaign.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_model.h"
 #include "vc_fault.h"
 #include "vc_json.h"
 #include "vc_pg.h"
@@ -39,7 +40,7 @@ typedef struct {
     gw_app_t *app;
     gw_request_t *req;
     vc_voucher_t v;
-    char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX];
     int answers, failed, has_remaining;
     int64_t remaining, holds;
     int64_t campaign_id; /* POST /vouchers: the campaign whose one-time code this is, or 0 */
@@ -131,7 +132,7 @@ static void created_cb(void *arg, int rc, const char *err)
 {
     admin_t *a = arg;
     char total[24], expire_at[24];
-    const char *keys[] = {a->keys[GW_KEY_REMAINING], a->keys[GW_KEY_LIMIT]};
+    const char *keys[] = {a->keys[VC_VOUCHER_KEY_REMAINING], a->keys[VC_VOUCHER_KEY_LIMIT]};
     const char *args[] = {total, total, expire_at};
 
     if (rc != 0) {
@@ -239,9 +240,9 @@ static void holds_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 static void loaded_cb(void *arg, int rc, const char *err)
 {
     admin_t *a = arg;
-    const char *get[] = {"GET", a->keys[GW_KEY_REMAINING]};
+    const char *get[] = {"GET", a->keys[VC_VOUCHER_KEY_REMAINING]};
     size_t get_len[] = {3, strlen(get[1])};
-    const char *zcard[] = {"ZCARD", a->keys[GW_KEY_HOLDS]};
+    const char *zcard[] = {"ZCARD", a->keys[VC_VOUCHER_KEY_HOLDS]};
     size_t zcard_len[] = {5, strlen(zcard[1])};
 
     if (rc != 0) {
@@ -686,7 +687,7 @@ struct lookup {
     gw_app_t *app;
     gw_request_t *req;
     char code[VC_CODE_MAX + 1], order_id[VC_ORDER_ID_MAX + 1];
-    char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX];
     /* A campaign's code (no voucher has it): its campaign, and its rules unused. */
     int campaign;
     gw_campaign_ref_t ref;
@@ -758,13 +759,13 @@ static int lookup_work(void *arg, PGconn *conn, char *err, size_t errlen)
 static const char *state_name(char state)
 {
     switch (state) {
-    case 'H':
+    case VC_STATE_HELD:
         return "HELD";
-    case 'C':
+    case VC_STATE_CONFIRMED:
         return "CONFIRMED";
-    case 'X':
+    case VC_STATE_CANCEL_BEGUN:
         return "CANCELLING"; /* release begun by a cancel, use still taken */
-    case 'E':
+    case VC_STATE_EXPIRY_BEGUN:
         return "EXPIRING"; /* release begun by the reconciler, use still taken */
     default:
         return "RELEASED";
@@ -889,9 +890,9 @@ static void lookup_found_cb(void *arg, int rc)
 static void looked_up_cb(void *arg, int rc, const char *err)
 {
     lookup_t *k = arg;
-    const char *order[] = {"HGET", k->keys[GW_KEY_ORDERS], k->order_id};
-    const char *amount[] = {"HGET", k->keys[GW_KEY_AMOUNTS], k->order_id};
-    const char *begun[] = {"ZSCORE", k->keys[GW_KEY_RELEASING], k->order_id};
+    const char *order[] = {"HGET", k->keys[VC_VOUCHER_KEY_ORDERS], k->order_id};
+    const char *amount[] = {"HGET", k->keys[VC_VOUCHER_KEY_AMOUNTS], k->order_id};
+    const char *begun[] = {"ZSCORE", k->keys[VC_VOUCHER_KEY_RELEASING], k->order_id};
     const char *const *cmds[] = {order, amount, begun};
     char *outs[] = {k->order, k->amount, k->begun};
     size_t caps[] = {sizeof(k->order), sizeof(k->amount), sizeof(k->begun)};

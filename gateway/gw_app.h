@@ -19,6 +19,7 @@
 #include "gw_rules.h"
 #include "vc_admin.h"
 #include "vc_audit.h"
+#include "vc_model.h"
 
 /* The registered Redis scripts, in gw_app_scripts[] order. */
 enum {
@@ -58,30 +59,14 @@ typedef struct {
 } gw_app_t;
 
 /* The Redis keys of a voucher: the first six in the order of reserve.lua. */
-enum {
-    GW_KEY_REMAINING,
-    GW_KEY_USERS,
-    GW_KEY_ORDERS,
-    GW_KEY_HOLDS,
-    GW_KEY_RESENT,
-    GW_KEY_AMOUNTS,
-    GW_KEY_PAID, /* confirm.lua, with a final total */
-    GW_KEY_RELEASING,
-    GW_KEY_LIMIT,
-    GW_KEY_COUNT
-};
-#define GW_KEY_RESERVE 6 /* reserve.lua takes the first six */
-#define GW_KEY_FORGET 5  /* forget.lua the first five */
 #define GW_KEY_MAX (VC_CODE_MAX + 32)
 
 /*
- * Fills keys with voucher:{code}:remaining, :users, :orders, :holds, :resent,
- * :amounts, :paid, :releasing, :limit.
+ * Fills keys with every key of voucher code, voucher:{code}:NAME, by the model's names
+ * (vc_model.h: keys[VC_VOUCHER_KEY_ORDERS] is voucher:{code}:orders). A script's keys, in
+ * its order: vc_script_keys(vc_SCRIPT_keys, VC_SCRIPT_NKEYS, keys[0], GW_KEY_MAX, out).
  */
-void gw_app_keys(const char *code, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
-
-/* Fills key with voucher:{code}SUFFIX (suffix begins with "}:"), as gw_app_keys() does. */
-void gw_app_key(const char *code, const char *suffix, char key[GW_KEY_MAX]);
+void gw_app_keys(const char *code, char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX]);
 
 /* A gw_redis_cb that ignores the reply, for commands nobody waits for. */
 void gw_app_ignore_cb(void *arg, int rc, const gw_redis_reply_t *reply);

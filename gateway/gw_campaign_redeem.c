@@ -15,6 +15,7 @@
 #include "vc_campaign.h"
 #include "vc_error.h"
 #include "vc_log.h"
+#include "vc_model.h"
 #include "vc_pg.h"
 
 typedef struct {
@@ -108,16 +109,16 @@ static int find_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
 static void find_done(void *arg, int rc, const char *err)
 {
     find_t *f = arg;
-    char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX];
 
     (void)err; /* the caller logs with its own ids */
     if (rc == 0 || (rc == VC_E_NOT_FOUND && f->ref->id > 0)) {
         /* A stand-in's keys as well: the same work for a code that does not exist. */
         gw_campaign_keys(f->ref->id, keys);
-        memcpy(f->ref->users, keys[GW_KEY_USERS], sizeof(f->ref->users));
-        memcpy(f->ref->orders, keys[GW_KEY_ORDERS], sizeof(f->ref->orders));
-        snprintf(f->ref->taken, sizeof(f->ref->taken), "campaign:{c%lld}:taken",
-                 (long long)f->ref->id);
+        memcpy(f->ref->users, keys[VC_VOUCHER_KEY_USERS], sizeof(f->ref->users));
+        memcpy(f->ref->orders, keys[VC_VOUCHER_KEY_ORDERS], sizeof(f->ref->orders));
+        (void)vc_campaign_key(f->ref->taken, sizeof(f->ref->taken), f->ref->id,
+                              VC_CAMPAIGN_KEY_TAKEN);
     }
     if (rc != 0) {
         f->ref->stand_in = rc == VC_E_NOT_FOUND ? f->ref->id : 0;
@@ -150,14 +151,14 @@ void gw_campaign_find(gw_app_t *app, const char *path_code, int64_t customer_id,
     }
 }
 
-void gw_campaign_keys(int64_t id, char keys[GW_KEY_COUNT][GW_KEY_MAX])
+void gw_campaign_keys(int64_t id, char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX])
 {
     char tag[32];
 
     snprintf(tag, sizeof(tag), "c%lld", (long long)id);
     gw_app_keys(tag, keys);
     /* gw_app_keys() writes voucher:{tag}:...; a campaign's keys are campaign:{tag}:... */
-    for (int i = 0; i < GW_KEY_COUNT; i++) {
+    for (int i = 0; i < VC_VOUCHER_KEY_COUNT; i++) {
         char k[GW_KEY_MAX];
         snprintf(k, sizeof(k), "campaign%s", keys[i] + strlen("voucher"));
         memcpy(keys[i], k, GW_KEY_MAX);
@@ -165,7 +166,7 @@ void gw_campaign_keys(int64_t id, char keys[GW_KEY_COUNT][GW_KEY_MAX])
 }
 
 void gw_campaign_take(const gw_campaign_ref_t *ref, char *code,
-                      char keys[GW_KEY_COUNT][GW_KEY_MAX])
+                      char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX])
 {
     memcpy(code, ref->code, VC_CODE_MAX + 1);
     gw_campaign_keys(ref->id, keys);
@@ -249,13 +250,13 @@ static void reserved_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     int64_t *id;
 
     /*
-     * Taken (status 1) while PostgreSQL did not know Redis has the keys: it
+     * Taken (VC_RESERVE_TAKEN) while PostgreSQL did not know Redis has the keys: it
      * does now. The reservation's answer does not wait for it: until the mark
      * commits, a loss of every key at once looks like a fresh campaign, as it
      * did before the first use (proto/campaigns.md says what that costs).
      */
     if (rc == 0 && !r->loaded && reply && reply->n >= 1 && reply->item[0].type == GW_REDIS_INT &&
-        reply->item[0].integer == 1 && (id = malloc(sizeof(*id))) != NULL) {
+        reply->item[0].integer == VC_RESERVE_TAKEN && (id = malloc(sizeof(*id))) != NULL) {
         *id = r->id;
         if (gw_pg_run(r->app->loop, r->app->pg, mark_work, mark_done, id) != 0)
             free(id);
@@ -269,8 +270,12 @@ int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref,
                              int64_t expire_at_ms, gw_redis_cb cb, void *arg)
 {
     char expire[32];
-    const char *k[] = {ref->taken,        keys[GW_KEY_USERS],  keys[GW_KEY_ORDERS],
-                       keys[GW_KEY_HOLDS], keys[GW_KEY_RESENT], keys[GW_KEY_AMOUNTS]};
+    const char *k[] = {ref->taken,
+                       keys[VC_VOUCHER_KEY_USERS],
+                       keys[VC_VOUCHER_KEY_ORDERS],
+                       keys[VC_VOUCHER_KEY_HOLDS],
+                       keys[VC_VOUCHER_KEY_RESENT],
+                       keys[VC_VOUCHER_KEY_AMOUNTS]};
     const char *a[10];
     reserved_t *r = malloc(sizeof(*r));
     int rc;

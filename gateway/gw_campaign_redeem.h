@@ -69,10 +69,10 @@ void gw_campaign_find(gw_app_t *app, const char *path_code, int64_t customer_id,
  * the campaign's (code: VC_CODE_MAX + 1 bytes).
  */
 void gw_campaign_take(const gw_campaign_ref_t *ref, char *code,
-                      char keys[GW_KEY_COUNT][GW_KEY_MAX]);
+                      char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX]);
 
 /* Fills keys as gw_app_keys() does, for the campaign's hash tag: campaign:{c<id>}:... */
-void gw_campaign_keys(int64_t id, char keys[GW_KEY_COUNT][GW_KEY_MAX]);
+void gw_campaign_keys(int64_t id, char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX]);
 
 /*
  * Runs the campaign's form of a voucher script (GW_SCRIPT_FORGET,

@@ -42,6 +42,7 @@
 #include "vc_error.h"
 #include "vc_fault.h"
 #include "vc_log.h"
+#include "vc_model.h"
 #include "vc_order_value.h"
 #include "vc_pg.h"
 #include "vc_time.h"
@@ -52,7 +53,7 @@ typedef struct {
     vc_event_type_t type; /* VC_EV_CONFIRMED or VC_EV_RELEASED */
     char code[VC_CODE_MAX + 1];
     char order_id[VC_ORDER_ID_MAX + 1];
-    char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX];
     int replayed;
     /* A confirm given the final total (in.has_total) only: */
     gw_confirm_req_t in;
@@ -98,9 +99,9 @@ static int eval(hold_t *h, size_t script, gw_redis_cb cb, int nkeys, const char 
  * loss (campaign_lost.lua) and takes its keys off the end, so the voucher
  * script sees only its first ones.
  */
-static int lost_keys(const hold_t *h, int nkeys)
+static int lost_keys(const hold_t *h, int campaign_nkeys, int nkeys)
 {
-    return h->camp.id ? nkeys : 7;
+    return h->camp.id ? campaign_nkeys : nkeys;
 }
 
 static const char *verb(const hold_t *h)
@@ -203,8 +204,9 @@ static void publish_waited(hold_t *h, const vc_order_value_t *o)
         publish(h, &h->order);
         return;
     }
-    rc = gw_redis_wait(h->app->redis, h->keys[GW_KEY_ORDERS], h->app->cfg->redis_wait_replicas,
-                       h->app->cfg->redis_wait_timeout_ms, waited_cb, h);
+    rc = gw_redis_wait(h->app->redis, h->keys[VC_VOUCHER_KEY_ORDERS],
+                       h->app->cfg->redis_wait_replicas, h->app->cfg->redis_wait_timeout_ms,
+                       waited_cb, h);
     if (rc != 0)
         fail(h, rc, "redis WAIT for a replica");
 }
@@ -231,12 +233,13 @@ static void finished_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     status = reply->item[0].integer;
-    if (status == 1) {
+    if (status == VC_RELEASE_FINISH_GIVEN_BACK) {
         /* A use is back: every worker may offer it again. */
         gw_soldout_clear(h->code);
-    } else if (status == 0) {
+    } else if (status == VC_RELEASE_FINISH_ALREADY_RELEASED) {
         h->replayed = 1; /* a racing request finished it first */
-    } else if (status == -7) {
+    } else if (status == VC_LOOKUP_KEYS_LOST) {
+        /* (A campaign's: campaign_guard.lua answers for release_finish.lua.) */
         /* Lost since the release began: the order stays X, the reconciler resumes it. */
         fail(h, VC_ERR_UNAVAILABLE, LOST_KEYS);
         return;
@@ -257,12 +260,13 @@ static void finished_cb(void *arg, int rc, const gw_redis_reply_t *reply)
  */
 static void finish_release(hold_t *h)
 {
-    const char *keys[] = {h->keys[GW_KEY_REMAINING], h->keys[GW_KEY_USERS], h->keys[GW_KEY_ORDERS],
-                          h->keys[GW_KEY_RELEASING]};
+    const char *keys[VC_RELEASE_FINISH_NKEYS];
     const char *args[] = {h->order_id};
     int rc;
 
-    if ((rc = eval(h, GW_SCRIPT_RELEASE_FINISH, finished_cb, 4, keys, 1, args)) != 0)
+    vc_script_keys(vc_release_finish_keys, VC_RELEASE_FINISH_NKEYS, h->keys[0], GW_KEY_MAX, keys);
+    if ((rc = eval(h, GW_SCRIPT_RELEASE_FINISH, finished_cb, VC_RELEASE_FINISH_NKEYS, keys, 1,
+                   args)) != 0)
         fail(h, rc, "redis release finish");
 }
 
@@ -314,21 +318,21 @@ static void confirmed_total(hold_t *h, int64_t status, const gw_redis_reply_t *r
     }
     h->fig.discount = o->discount;
     switch (status) {
-    case 1: /* confirmed now, at the total */
-    case 0: /* confirmed before: at this total, or at one Redis no longer knows */
+    case VC_CONFIRM_CONFIRMED:         /* at the total */
+    case VC_CONFIRM_ALREADY_CONFIRMED: /* at this total, or at one Redis no longer knows */
         h->fig.has_amount = has_paid;
         h->fig.order_amount = paid;
-        h->replayed = status == 0;
+        h->replayed = status == VC_CONFIRM_ALREADY_CONFIRMED;
         publish_waited(h, o);
         return;
-    case -3:
+    case VC_CONFIRM_OTHER_TOTAL:
         h->fig.has_amount = 1;
         h->fig.order_amount = paid;
         snprintf(detail, sizeof(detail), "the order was confirmed at orderAmount %lld",
                  (long long)paid);
         reply_refused(h, GW_E_CONFIRMED_OTHER, detail, "confirmed");
         return;
-    case -4:
+    case VC_CONFIRM_TOTAL_REFUSED:
         /* Nothing changed: the hold and its quote stand, for a confirm with the right total. */
         h->fig.has_amount = has_amount;
         h->fig.order_amount = amount;
@@ -363,18 +367,18 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     status = reply->item[0].integer;
-    if ((status == -1 || status == -8) && !h->camp_looked) {
+    if ((status == VC_LOOKUP_NO_ORDER || status == VC_LOOKUP_COUNTER_LOST) && !h->camp_looked) {
         /* No such order of a voucher (nor its counter): the code may be a campaign's. */
-        h->counter_missing = status == -8;
+        h->counter_missing = status == VC_LOOKUP_COUNTER_LOST;
         h->camp_looked = 1;
         gw_campaign_find(h->app, h->code, 0, &h->camp, &h->v, campaign_cb, h);
         return;
     }
-    if (status == -1 || status == -8) {
+    if (status == VC_LOOKUP_NO_ORDER || status == VC_LOOKUP_COUNTER_LOST) {
         gw_app_reply_error(h->req, VC_E_NOT_FOUND, "no such reservation");
         return;
     }
-    if (status == -7) {
+    if (status == VC_LOOKUP_KEYS_LOST) {
         /*
          * The campaign's keys (campaign_guard.lua) or the voucher's orders
          * (orders_lost.lua) are lost: the order may exist in PostgreSQL, so a
@@ -390,27 +394,28 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     if (h->type == VC_EV_CONFIRMED) {
-        if (status == -2) {
+        if (status == VC_CONFIRM_TOO_LATE) {
             gw_app_reply_error(h->req, VC_E_HOLD_EXPIRED,
-                               o.state == 'H' ? "the hold expired before the confirmation"
-                                              : "the reservation was released");
+                               o.state == VC_STATE_HELD ? "the hold expired before the confirmation"
+                                                        : "the reservation was released");
             return;
         }
         if (h->in.has_total) {
             confirmed_total(h, status, reply, &o);
             return;
         }
-        h->replayed = status == 0;
+        h->replayed = status == VC_CONFIRM_ALREADY_CONFIRMED;
         publish_waited(h, &o);
         return;
     }
     switch (status) {
-    case 0: /* already R: its event was acknowledged before the use came back */
+    case VC_RELEASE_BEGIN_ALREADY_RELEASED: /* its event was acknowledged before the use came back
+                                             */
         h->replayed = 1;
         reply_released(h);
         return;
-    case 1: /* begun now */
-    case 2: /* begun before (a retry after a failed publish): publish again and finish */
+    case VC_RELEASE_BEGIN_BEGUN:
+    case VC_RELEASE_BEGIN_ALREADY_BEGUN: /* a retry after a failed publish: publish, finish */
         publish_waited(h, &o);
         return;
     default:
@@ -423,20 +428,20 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 static void run_confirm(hold_t *h)
 {
     char now[24];
-    const char *keys[] = {h->keys[GW_KEY_ORDERS],  h->keys[GW_KEY_HOLDS], h->keys[GW_KEY_RESENT],
-                          h->keys[GW_KEY_AMOUNTS], h->keys[GW_KEY_PAID],  h->keys[GW_KEY_USERS],
-                          h->keys[GW_KEY_REMAINING]};
+    const char *keys[VC_CONFIRM_NKEYS];
     const char *args[] = {h->order_id, now, h->total_arg, h->price_arg};
     int rc;
 
+    vc_script_keys(vc_confirm_keys, VC_CONFIRM_NKEYS, h->keys[0], GW_KEY_MAX, keys);
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
     /*
      * confirm.lua marks a confirm of a confirmed order in resent (it publishes
      * again), and records the total every confirm is made at (paid), so that a
      * later confirm with a total is compared with it.
      */
-    rc = eval(h, GW_SCRIPT_CONFIRM, script_cb, lost_keys(h, 5), keys, h->in.has_total ? 4 : 2,
-              args);
+    rc = eval(h, GW_SCRIPT_CONFIRM, script_cb,
+              lost_keys(h, VC_CONFIRM_KEY_PAID + 1, VC_CONFIRM_NKEYS), keys,
+              h->in.has_total ? 4 : 2, args);
     if (rc != 0)
         fail(h, rc, "redis");
 }
@@ -562,7 +567,7 @@ static void proceed(void *arg)
 {
     hold_t *h = arg;
     char now[24];
-    const char *keys[7], *args[3];
+    const char *keys[VC_RELEASE_BEGIN_NKEYS], *args[3];
     int rc;
 
     if (h->type == VC_EV_CONFIRMED) {
@@ -581,18 +586,13 @@ static void proceed(void *arg)
         return;
     }
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
-    keys[0] = h->keys[GW_KEY_ORDERS];
-    keys[1] = h->keys[GW_KEY_HOLDS];
+    vc_script_keys(vc_release_begin_keys, VC_RELEASE_BEGIN_NKEYS, h->keys[0], GW_KEY_MAX, keys);
     args[0] = h->order_id;
-    keys[2] = h->keys[GW_KEY_RELEASING];
-    keys[3] = h->keys[GW_KEY_RESENT];
-    keys[4] = h->keys[GW_KEY_USERS];
-    keys[5] = h->keys[GW_KEY_AMOUNTS];
-    keys[6] = h->keys[GW_KEY_REMAINING];
     args[1] = "cancel";
     args[2] = now;
     /* resent too: release_begin.lua marks a release begun before (status 2) there. */
-    rc = eval(h, GW_SCRIPT_RELEASE_BEGIN, script_cb, lost_keys(h, 4), keys, 3, args);
+    rc = eval(h, GW_SCRIPT_RELEASE_BEGIN, script_cb,
+              lost_keys(h, VC_RELEASE_BEGIN_KEY_RESENT + 1, VC_RELEASE_BEGIN_NKEYS), keys, 3, args);
     if (rc != 0)
         fail(h, rc, "redis");
 }

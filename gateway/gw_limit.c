@@ -72,14 +72,14 @@ static int64_t reply_int(const redisReply *r)
 int gw_limit_move(gw_limit_redis_t *r, const char *code, int64_t base, int64_t want, int *status,
                   int64_t *remaining, int64_t *before, char *err, size_t errlen)
 {
-    char keys[GW_KEY_COUNT][GW_KEY_MAX], b[24], w[24];
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX], b[24], w[24];
     const char *argv[] = {"EVAL", vc_lua_limit, "2", NULL, NULL, b, w};
     size_t argvlen[7];
     redisReply *reply;
 
     gw_app_keys(code, keys);
-    argv[3] = keys[GW_KEY_REMAINING];
-    argv[4] = keys[GW_KEY_LIMIT];
+    argv[3] = keys[VC_VOUCHER_KEY_REMAINING];
+    argv[4] = keys[VC_VOUCHER_KEY_LIMIT];
     snprintf(b, sizeof(b), "%lld", (long long)base);
     snprintf(w, sizeof(w), "%lld", (long long)want);
     for (int i = 0; i < 7; i++)
@@ -192,21 +192,21 @@ done:
 int gw_limit_extend(gw_limit_redis_t *r, const char *code, int64_t expire_at_ms, char *err,
                     size_t errlen)
 {
-    char keys[GW_KEY_COUNT][GW_KEY_MAX], outside[GW_KEY_MAX], at[24], cursor[24] = "0";
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX], at[24], cursor[24] = "0";
     /*
      * The outside key too (common/lua/outside.lua): expired before the
      * counter, it would read as 0, and a voucher holding uses back for no
      * order, with no orders hash, would look lost (503) until the rebuild.
      */
-    const char *slot_keys[] = {keys[GW_KEY_REMAINING], keys[GW_KEY_USERS], keys[GW_KEY_ORDERS],
-                               keys[GW_KEY_HOLDS],     keys[GW_KEY_AMOUNTS], keys[GW_KEY_LIMIT],
-                               outside};
+    const char *slot_keys[] = {keys[VC_VOUCHER_KEY_REMAINING], keys[VC_VOUCHER_KEY_USERS],
+                               keys[VC_VOUCHER_KEY_ORDERS],    keys[VC_VOUCHER_KEY_HOLDS],
+                               keys[VC_VOUCHER_KEY_AMOUNTS],   keys[VC_VOUCHER_KEY_LIMIT],
+                               keys[VC_VOUCHER_KEY_OUTSIDE]};
     unsigned slot = vc_redis_tag_slot(code);
     redisReply *reply;
     int rc = 0;
 
     gw_app_keys(code, keys);
-    gw_app_key(code, "}:outside", outside);
     snprintf(at, sizeof(at), "%lld", (long long)expire_at_ms);
     for (size_t i = 0; i < sizeof(slot_keys) / sizeof(slot_keys[0]); i++) {
         const char *argv[] = {"PEXPIREAT", slot_keys[i], at, "GT"};
@@ -217,7 +217,7 @@ int gw_limit_extend(gw_limit_redis_t *r, const char *code, int64_t expire_at_ms,
     }
     /* One HSCAN page of orders at a time. */
     do {
-        const char *argv[] = {"HSCAN", keys[GW_KEY_ORDERS], cursor, "COUNT", "500"};
+        const char *argv[] = {"HSCAN", keys[VC_VOUCHER_KEY_ORDERS], cursor, "COUNT", "500"};
         size_t argvlen[] = {5, strlen(argv[1]), strlen(cursor), 5, 3};
 
         if (!(reply = run(r, slot, 5, argv, argvlen, err, errlen)))
@@ -251,9 +251,9 @@ int gw_limit_publish(gw_limit_redis_t *r, const char *code, char *err, size_t er
 int gw_limit_counters(gw_limit_redis_t *r, const char *code, int *has_remaining,
                       int64_t *remaining, int64_t *holds, char *err, size_t errlen)
 {
-    char keys[GW_KEY_COUNT][GW_KEY_MAX];
-    const char *get[] = {"GET", keys[GW_KEY_REMAINING]};
-    const char *zcard[] = {"ZCARD", keys[GW_KEY_HOLDS]};
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX];
+    const char *get[] = {"GET", keys[VC_VOUCHER_KEY_REMAINING]};
+    const char *zcard[] = {"ZCARD", keys[VC_VOUCHER_KEY_HOLDS]};
     size_t get_len[2], zcard_len[2];
     redisReply *reply;
 

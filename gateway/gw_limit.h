@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vc_model.h"
+
 /*
  * The blocking client itself (vc_redis_block.h): on a cluster each step goes
  * to the master of the keys it touches, the voucher's slot or a claim's.
@@ -29,8 +31,12 @@ gw_limit_redis_t *gw_limit_connect(const char *url, int64_t timeout_ms, int fenc
                                    size_t errlen);
 void gw_limit_close(gw_limit_redis_t *r);
 
-/* What limit.lua said. */
-enum { GW_LIMIT_MOVED = 1, GW_LIMIT_NOT_LOADED = -1, GW_LIMIT_TOO_LOW = -2 };
+/* What limit.lua said (its answers, proto/redis-model.json). */
+enum {
+    GW_LIMIT_MOVED = VC_LIMIT_DONE,
+    GW_LIMIT_NOT_LOADED = VC_LIMIT_COUNTER_MISSING,
+    GW_LIMIT_TOO_LOW = VC_LIMIT_BELOW_ZERO
+};
 
 /*
  * Runs limit.lua for code: moves the counter by want minus the total it

@@ -29,7 +29,7 @@ typedef struct {
     int failed;        /* rc of a failed read, or 0 */
     int has_remaining; /* the counter exists */
     int64_t remaining, used;
-    char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX];
     gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys */
     int absent;             /* no voucher or campaign has the code: a found one's work, 404 */
 } quote_t;
@@ -118,9 +118,9 @@ static void remaining_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 
 static void with_rules(quote_t *q)
 {
-    const char *used_argv[] = {"HGET", q->keys[GW_KEY_USERS], q->customer};
+    const char *used_argv[] = {"HGET", q->keys[VC_VOUCHER_KEY_USERS], q->customer};
     size_t used_len[3];
-    const char *rem_argv[] = {"GET", q->keys[GW_KEY_REMAINING]};
+    const char *rem_argv[] = {"GET", q->keys[VC_VOUCHER_KEY_REMAINING]};
     size_t rem_len[] = {3, strlen(rem_argv[1])};
     const char *taken_argv[] = {"HEXISTS", q->camp.taken, q->camp.code};
     size_t taken_len[] = {7, strlen(q->camp.taken), strlen(q->camp.code)};

@@ -47,6 +47,7 @@
 #include "vc_error.h"
 #include "vc_fault.h"
 #include "vc_log.h"
+#include "vc_model.h"
 #include "vc_order_value.h"
 #include "vc_time.h"
 
@@ -76,13 +77,12 @@ typedef struct {
     int claim_waited;  /* WAIT sent to the claim's master too (a cluster: another master) */
     void (*after_wait)(void *x); /* what the replicas' WAIT leads to: a publish, new or again */
     int64_t load_remaining, load_total;
-    char keys[GW_KEY_COUNT][GW_KEY_MAX];
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX];
     char claim_key[VC_CLAIM_KEY_MAX];
     char claim_value[VC_CLAIM_VALUE_MAX]; /* CODE:TOKEN, this request's own */
     gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys and scripts */
     int absent; /* no voucher or campaign has the code: 404 after a found code's work */
     int voucher; /* a voucher has the code: logged as it is (vc_log_code()) */
-    char soldout_key[GW_KEY_MAX];  /* voucher:{CODE}:soldout, the sold-out leases */
     int snapshot;                  /* 1 asking reserve.lua for the sold-out snapshot, 2 asked */
     gw_soldout_ticket_t ticket;    /* while snapshot is 1 */
 } reserve_t;
@@ -189,9 +189,9 @@ static int64_t forgotten(reserve_t *x, int rc, const gw_redis_reply_t *reply)
 
     if (rc == 0 && reply->n >= 1 && reply->item[0].type == GW_REDIS_INT)
         status = reply->item[0].integer;
-    if (status == 1)
+    if (status == VC_FORGET_FORGOTTEN)
         gw_soldout_clear(x->code);
-    else if (status == -2)
+    else if (status == VC_FORGET_RESENT)
         VC_LOG_F(VC_LOG_INFO, f, "use kept: a retry published the reservation again");
     else
         VC_LOG_F(VC_LOG_WARN, f, "giving the use back failed (%s): the reconciler will",
@@ -207,15 +207,14 @@ static int64_t forgotten(reserve_t *x, int rc, const gw_redis_reply_t *reply)
  */
 static int forget(reserve_t *x, gw_redis_cb cb)
 {
-    const char *keys[GW_KEY_FORGET];
+    const char *keys[VC_FORGET_NKEYS];
     const char *args[] = {x->in.order_id};
 
-    for (int i = 0; i < GW_KEY_FORGET; i++)
-        keys[i] = x->keys[i];
+    vc_script_keys(vc_forget_keys, VC_FORGET_NKEYS, x->keys[0], GW_KEY_MAX, keys);
     if (x->camp.id)
-        return gw_campaign_eval(x->app, &x->camp, GW_SCRIPT_FORGET, cb, x, GW_KEY_FORGET, keys, 1,
+        return gw_campaign_eval(x->app, &x->camp, GW_SCRIPT_FORGET, cb, x, VC_FORGET_NKEYS, keys, 1,
                                 args);
-    return gw_redis_eval(x->app->redis, GW_SCRIPT_FORGET, cb, x, GW_KEY_FORGET, keys, 1, args);
+    return gw_redis_eval(x->app->redis, GW_SCRIPT_FORGET, cb, x, VC_FORGET_NKEYS, keys, 1, args);
 }
 
 /* The claim could not be made this request's: the use it took is forgotten, then 503. */
@@ -321,7 +320,7 @@ static void replay(reserve_t *x, const gw_redis_reply_t *reply)
         fail(x, VC_ERR_PROTOCOL, "stored order value unreadable");
         return;
     }
-    if (o.state != 'H' && o.state != 'C') {
+    if (o.state != VC_STATE_HELD && o.state != VC_STATE_CONFIRMED) {
         gw_app_reply_error(x->req, VC_E_HOLD_EXPIRED,
                            "this order's reservation was released; use a new orderId");
         return;
@@ -469,7 +468,7 @@ static void claim_load_done(void *arg, int rc, const char *err)
 {
     reserve_t *x = arg;
     char remaining[32], total[24], expire_at[24];
-    const char *keys[] = {x->keys[GW_KEY_REMAINING], x->keys[GW_KEY_LIMIT]};
+    const char *keys[] = {x->keys[VC_VOUCHER_KEY_REMAINING], x->keys[VC_VOUCHER_KEY_LIMIT]};
     const char *args[] = {remaining, total, expire_at};
 
     if (rc == VC_E_REPLAYED) {
@@ -603,7 +602,7 @@ static void snapshot_answer(reserve_t *x, const gw_redis_reply_t *reply)
         return;
     x->snapshot = 2;
     if (reply && reply->n >= 2 && reply->item[0].type == GW_REDIS_INT &&
-        reply->item[0].integer == -1 && reply->item[1].type == GW_REDIS_STR) {
+        reply->item[0].integer == VC_RESERVE_OUT_OF_STOCK && reply->item[1].type == GW_REDIS_STR) {
         ids = reply->item[1].str;
         len = reply->item[1].len;
     }
@@ -637,14 +636,14 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     status = reply->item[0].integer;
     if (x->refusal != 0) {
         /* reserve.lua "known": nothing was claimed, nothing can have been taken. */
-        if (status == 0)
+        if (status == VC_RESERVE_SAME_ORDER)
             replay(x, reply);
-        else if (status == -4)
+        else if (status == VC_RESERVE_OTHER_CUSTOMER)
             gw_app_reply_error(x->req, VC_E_ORDER_CONFLICT,
                                "this orderId was reserved by another customer");
-        else if (status == -5)
+        else if (status == VC_RESERVE_OTHER_AMOUNT)
             other_amount(x, reply);
-        else if (status == -6)
+        else if (status == VC_RESERVE_NEW_ORDER)
             refuse_new(x); /* forgotten since the probe */
         else
             fail(x, VC_ERR_PROTOCOL, "redis reserve");
@@ -653,7 +652,7 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     if (x->claim == CLAIM_OTHER || x->claim == CLAIM_FAILED || x->claim == CLAIM_PENDING) {
         int conflict = x->claim == CLAIM_OTHER;
         /* A use taken for an order that may not have it: give it back before answering. */
-        if (status == 1 &&
+        if (status == VC_RESERVE_TAKEN &&
             forget(x, conflict ? conflict_forgotten_cb : claim_failed_forgotten_cb) == 0)
             return;
         if (conflict)
@@ -664,7 +663,7 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         return;
     }
     switch (status) {
-    case 1:
+    case VC_RESERVE_TAKEN:
         /* A use was there to take: any sold-out mark of this process is stale. */
         gw_soldout_clear(x->code);
         if (x->claim == CLAIM_OURS) {
@@ -677,10 +676,10 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         }
         after_leases(x, reply, taken);
         return;
-    case 0:
+    case VC_RESERVE_SAME_ORDER:
         replay(x, reply);
         return;
-    case -1:
+    case VC_RESERVE_OUT_OF_STOCK:
         /*
          * Sold out: once per process at a time, the script runs again for
          * this request to take the snapshot the next new orders are answered
@@ -694,7 +693,7 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
         }
         reject(x, VC_E_OUT_OF_STOCK, NULL);
         return;
-    case -2:
+    case VC_RESERVE_ALREADY_USED:
         /*
          * A campaign's code taken by someone else tells that the code exists:
          * a failed try for the guessing limits, as an unknown code's 404 is.
@@ -703,18 +702,18 @@ static void script_cb(void *arg, int rc, const gw_redis_reply_t *reply)
             gw_guard_mark(x->req, 1);
         reject(x, VC_E_ALREADY_USED, already_used_detail(x, reply));
         return;
-    case -3:
+    case VC_RESERVE_NOT_LOADED:
         load_into_redis(x);
         return;
-    case -4:
+    case VC_RESERVE_OTHER_CUSTOMER:
         /* The orderId is this voucher's: the claim, if this request made it, is right. */
         gw_app_reply_error(x->req, VC_E_ORDER_CONFLICT,
                            "this orderId was reserved by another customer");
         return;
-    case -5:
+    case VC_RESERVE_OTHER_AMOUNT:
         other_amount(x, reply);
         return;
-    case -7:
+    case VC_RESERVE_COUNTS_LOST:
         /* Nothing was taken: the claim goes, and the retry after the rebuild takes a use. */
         unclaim(x);
         fail(x, VC_ERR_UNAVAILABLE, "the customers' counts in Redis were lost; the reconciler rebuilds them");
@@ -760,15 +759,14 @@ static int send_script(reserve_t *x)
 {
     char customer[VC_I64_TEXT], limit[VC_I64_TEXT], discount[VC_I64_TEXT], held[VC_I64_TEXT],
         now[VC_I64_TEXT], amount[VC_I64_TEXT], snapshot[40];
-    const char *keys[GW_KEY_RESERVE + 1];
+    const char *keys[VC_RESERVE_NKEYS];
     const char *args[] = {customer, limit, x->in.order_id,
                           discount, held,  now,
                           amount,   x->refusal ? "known" : x->snapshot == 1 ? snapshot : "take",
                           gw_soldout_token()};
 
-    for (int i = 0; i < GW_KEY_RESERVE; i++)
-        keys[i] = x->keys[i];
-    keys[GW_KEY_RESERVE] = x->soldout_key;
+    /* All seven, the sold-out leases last (a campaign's reservation takes its own). */
+    vc_script_keys(vc_reserve_keys, VC_RESERVE_NKEYS, x->keys[0], GW_KEY_MAX, keys);
     /* "take", and on -1 the snapshot with its lease (reserve.lua ARGV[8]); rare, off the success path. */
     if (x->snapshot == 1)
         snprintf(snapshot, sizeof(snapshot), "snapshot:%lld",
@@ -783,8 +781,8 @@ static int send_script(reserve_t *x)
         return gw_campaign_reserve_eval(x->app, &x->camp, x->keys, args,
                                         x->v.ends_at_ms + x->app->cfg->redis_retention_ms,
                                         script_cb, x);
-    return gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, GW_KEY_RESERVE + 1, keys,
-                         9, args);
+    return gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, VC_RESERVE_NKEYS, keys, 9,
+                         args);
 }
 
 static void run_script(reserve_t *x)
@@ -856,7 +854,7 @@ static void probe_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 
 static void with_rules(reserve_t *x)
 {
-    const char *argv[] = {"HGET", x->keys[GW_KEY_ORDERS], x->in.order_id};
+    const char *argv[] = {"HGET", x->keys[VC_VOUCHER_KEY_ORDERS], x->in.order_id};
     size_t argvlen[3];
     int rc, sold = GW_SOLDOUT_NO;
 
@@ -875,10 +873,8 @@ static void with_rules(reserve_t *x)
         return;
     }
     /* Named here, once the answer needs Redis (a campaign's came with its code). */
-    if (!x->camp.id) {
-        gw_app_keys(x->code, x->keys);
-        gw_app_key(x->code, "}:soldout", x->soldout_key); /* the voucher's sold-out leases */
-    }
+    if (!x->camp.id)
+        gw_app_keys(x->code, x->keys); /* the sold-out leases too, :soldout */
     vc_claim_key(x->in.order_id, x->claim_key);
     if (sold == GW_SOLDOUT_KNOWN) {
         /* A retry (most likely): reserve.lua "known" answers it, takes nothing. */

@@ -9,6 +9,7 @@
 #include "vc_log.h"
 #include "vc_lua.h"
 #include "vc_metrics.h"
+#include "vc_model.h"
 #include "vc_order_value.h"
 #include "vc_pg.h"
 #include "vc_retention.h"
@@ -258,11 +259,6 @@ static int read_redis(rc_ctx_t *ctx, campaign_t *c, char *err, size_t errlen)
     return rc;
 }
 
-static int taken_state(char s)
-{
-    return s == 'H' || s == 'C' || s == 'X' || s == 'E';
-}
-
 /*
  * Every order is in c->orders now: each gets its code, PostgreSQL's or an
  * event's first, else the one Redis's taken hash maps to it.
@@ -304,7 +300,7 @@ static int claimed_codes(rc_ctx_t *ctx, campaign_t *c, char *err, size_t errlen)
     snprintf(id, sizeof(id), "%lld", (long long)c->id);
     for (size_t i = 0; i < c->orders.cap && rc == 0; i++) {
         PGresult *res;
-        if (!(o = rc_orders_at(&c->orders, i)) || !taken_state(o->redis_state) ||
+        if (!(o = rc_orders_at(&c->orders, i)) || !vc_state_taken(o->redis_state) ||
             code_of(c, o)[0])
             continue;
         if ((rc = rc_redis_claim_code(ctx->redis, o->order_id, code, err, errlen)) != 0 ||
@@ -364,7 +360,7 @@ static int needs_rebuild(const campaign_t *c)
         /* Lost from Redis: counted, or released (a retry would take the code anew). */
         if ((vc_rd_counts(o->pg_after) || o->pg_after == VC_RD_RELEASED) && !o->redis_state)
             return 1;
-        if (taken_state(o->redis_state) && !rc_orders_find(&c->in_taken, o->order_id))
+        if (vc_state_taken(o->redis_state) && !rc_orders_find(&c->in_taken, o->order_id))
             return 1;
     }
     return 0;
@@ -411,7 +407,7 @@ static int rebuild(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, rc_summary_
             /* What the snapshot knows of, with its code (the voucher's restore merges the same). */
             rc_plan_order_value(o, values[j], sizeof(values[j]));
             snprintf(held[j], sizeof(held[j]), "%lld", (long long)o->held_until_ms);
-        } else if (taken_state(o->redis_state)) {
+        } else if (vc_state_taken(o->redis_state)) {
             /* Only Redis holds it: its code alone (claimed_codes()), a value that writes nothing. */
             snprintf(held[j], sizeof(held[j]), "0");
         } else {
@@ -438,7 +434,9 @@ static int rebuild(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, rc_summary_
     } else {
         vc_warn("campaign %lld: not rebuilt (%s %s): new orders stay refused until a pass "
                 "can rebuild it",
-                (long long)c->id, status == -2 ? "no code known for order" : "two orders hold code",
+                (long long)c->id,
+                status == VC_CAMPAIGN_REBUILD_CODE_UNKNOWN ? "no code known for order"
+                                                           : "two orders hold code",
                 answer);
     }
 out:
@@ -493,20 +491,22 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
         (rc = rc_redis_eval(ctx->redis, vc_lua_rc_campaign_release_begin, 7, begin_keys, nargs,
                             begin_args, &status, order, sizeof(order), err, errlen)) != 0)
         return rc;
-    if (status == -1 || status == -7) {
+    if (status == VC_LOOKUP_NO_ORDER || status == VC_LOOKUP_KEYS_LOST) {
         /*
-         * The guard refused: the order does not hold the code the pass knows
-         * for it (-1), or the campaign's keys are lost (-7). Said every pass,
+         * The guard refused (campaign_guard.lua): the order does not hold the
+         * code the pass knows for it, or the campaign's keys are lost. Said every pass,
          * so that an operator sees a hold no repair can reach (the explorer's
          * campaign-hold-stuck: a hold taken on another code than its row's).
          */
         vc_warn("campaign %lld: order %s cannot be released (%s) as the holder of code %s: %s",
                 (long long)c->id, o->order_id, why, vc_log_code(code, 1, shown),
-                status == -1 ? "Redis has another order on that code, or none"
-                             : "the campaign's keys are lost; a rebuild comes first");
+                status == VC_LOOKUP_NO_ORDER
+                    ? "Redis has another order on that code, or none"
+                    : "the campaign's keys are lost; a rebuild comes first");
         return 0;
     }
-    if (status == 0 || status == -2 || status == -3)
+    if (status == VC_RELEASE_BEGIN_ALREADY_RELEASED || status == VC_RELEASE_BEGIN_NOT_RELEASABLE ||
+        status == VC_RELEASE_BEGIN_CHANGED)
         return 0; /* moved on since the read (confirmed, released, another hold): next pass */
     /*
      * Begun (1) or begun before (2), with the order as it is now: what the
@@ -515,7 +515,8 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
      * a release published with the pass's guesses. A release begun stays
      * begun (X or E, counted as taken) and the next pass resumes it.
      */
-    if ((status != 1 && status != 2) || vc_order_value_parse(order, strlen(order), &cur) != 0) {
+    if ((status != VC_RELEASE_BEGIN_BEGUN && status != VC_RELEASE_BEGIN_ALREADY_BEGUN) ||
+        vc_order_value_parse(order, strlen(order), &cur) != 0) {
         snprintf(err, errlen,
                  "campaign %lld: release_begin.lua answered %lld, \"%.60s\" for order %s: not "
                  "one of its answers",
@@ -528,7 +529,8 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     ev.campaign_id = c->id;
     ev.customer_id = cur.customer_id;
     /* Begun before by a cancel: published as the cancel it is (a discard's is a cancel too). */
-    if (status == 2 && cur.state == 'X' && !o->discarded)
+    if (status == VC_RELEASE_BEGIN_ALREADY_BEGUN && cur.state == VC_STATE_CANCEL_BEGUN &&
+        !o->discarded)
         reason = "CANCELLED";
     ev.at_ms = vc_time_now_ms();
     snprintf(ev.code, sizeof(ev.code), "%s", code);
@@ -545,7 +547,7 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_campaign_release_finish, 7, finish_keys, 3,
                             finish_args, &status, NULL, 0, err, errlen)) != 0)
         return rc;
-    if (status != 1)
+    if (status != VC_RELEASE_FINISH_GIVEN_BACK)
         return 0;
     sum->finished++;
     if (strcmp(why, "expire") == 0)
@@ -576,7 +578,7 @@ static int reconfirm(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, rc
         (rc = rc_redis_eval(ctx->redis, vc_lua_rc_repair_confirmed, 2, keys, 2, args, &status, NULL,
                             0, err, errlen)) != 0)
         return rc;
-    if (status == 1) {
+    if (status == VC_REPAIR_CONFIRMED_REPAIRED) {
         sum->reconfirmed++;
         vc_info("campaign %lld: order %s held in Redis, confirmed in PostgreSQL: confirmed in "
                 "Redis (never expired)",
@@ -648,10 +650,14 @@ static int repair_full(rc_ctx_t *ctx, memory_t *m, campaign_t *c, int64_t ends_a
     /* Releases begun more than a grace ago and never finished: published again, finished. */
     for (size_t i = 0; i < c->nreleasing && rc == 0; i++) {
         rc_order_t *o = rc_orders_find(&c->orders, c->releasing[i]);
-        if (!o || (o->redis_state != 'X' && o->redis_state != 'E') || !code_of(c, o)[0])
+        if (!o ||
+            (o->redis_state != VC_STATE_CANCEL_BEGUN && o->redis_state != VC_STATE_EXPIRY_BEGUN) ||
+            !code_of(c, o)[0])
             continue;
         rc = release(ctx, c, o, "resume",
-                     o->discarded ? "DISCARDED" : o->redis_state == 'X' ? "CANCELLED" : "EXPIRED",
+                     o->discarded                              ? "DISCARDED"
+                     : o->redis_state == VC_STATE_CANCEL_BEGUN ? "CANCELLED"
+                                                               : "EXPIRED",
                      snapshot_ms, sum, err, errlen);
     }
     for (size_t i = 0; i < c->orders.cap && rc == 0; i++) {

@@ -119,11 +119,6 @@ static int pg_live(vc_rd_status_t s)
     return vc_rd_counts(s);
 }
 
-static int redis_taken_state(char s)
-{
-    return s == 'H' || s == 'C' || s == 'X' || s == 'E';
-}
-
 static int cmp_customer(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -143,7 +138,7 @@ static int64_t customers_holding(const rc_orders_t *orders)
     if (!ids)
         return 0;
     for (size_t i = 0; i < orders->cap; i++)
-        if ((o = rc_orders_at(orders, i)) && redis_taken_state(o->redis_state))
+        if ((o = rc_orders_at(orders, i)) && vc_state_taken(o->redis_state))
             ids[n++] = o->customer_id;
     qsort(ids, (size_t)n, sizeof(*ids), cmp_customer);
     for (int64_t i = 0; i < n; i++)
@@ -182,20 +177,20 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
             n->pg_live_after++;
         if (o->pg_after != o->pg)
             n->pending_changes++;
-        if (redis_taken_state(o->redis_state))
+        if (vc_state_taken(o->redis_state))
             n->redis_counted++;
-        if (o->redis_state == 'X' || o->redis_state == 'E') {
+        if (o->redis_state == VC_STATE_CANCEL_BEGUN || o->redis_state == VC_STATE_EXPIRY_BEGUN) {
             n->releasing++;
             if (!pg_live(o->pg_after))
                 n->releasing_not_live++;
-        } else if (o->redis_state == 'H' || o->redis_state == 'C') {
+        } else if (o->redis_state == VC_STATE_HELD || o->redis_state == VC_STATE_CONFIRMED) {
             if (o->pg_after == VC_RD_RELEASED) {
                 n->released_in_pg++;
             } else if (o->pg_after == VC_RD_NONE && o->parked) {
                 n->parked_held++; /* waits for an operator, not for an event */
             } else if (o->pg_after == VC_RD_NONE && o->discarded) {
                 n->discarding++;
-            } else if (o->pg_after == VC_RD_NONE && o->redis_state == 'H') {
+            } else if (o->pg_after == VC_RD_NONE && o->redis_state == VC_STATE_HELD) {
                 if (!o->first_unsent_ms)
                     o->first_unsent_ms = now_ms;
                 if (now_ms - o->first_unsent_ms >= grace_ms)
@@ -213,8 +208,8 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
                     n->confirmed_unsent++;
                 else
                     n->confirmed_unknown++;
-            } else if (o->redis_state == 'C' && o->pg_after == VC_RD_RESERVED && !o->parked &&
-                       !o->discarded) {
+            } else if (o->redis_state == VC_STATE_CONFIRMED && o->pg_after == VC_RD_RESERVED &&
+                       !o->parked && !o->discarded) {
                 /*
                  * Confirmed in Redis, only reserved downstream: the confirm's
                  * event is on its way until heldUntil and a grace have passed
@@ -238,14 +233,14 @@ rc_verdict_t rc_model_judge(rc_orders_t *orders, rc_numbers_t *n, int64_t now_ms
          */
         if (o->pg_after == VC_RD_RELEASED && !o->redis_state && n->redis_loaded)
             n->released_unknown++;
-        if (pg_live(o->pg_after) && !redis_taken_state(o->redis_state)) {
+        if (pg_live(o->pg_after) && !vc_state_taken(o->redis_state)) {
             /*
              * Given back in Redis: by a release the snapshot may be too old to
              * show (a cancel since the tail was read), unless an earlier pass
              * saw it so too. Lost from Redis (no order): nothing gives an
              * order back by deleting it once Kafka has its event.
              */
-            if (o->redis_state == 'R' && !o->revivable)
+            if (o->redis_state == VC_STATE_RELEASED && !o->revivable)
                 n->released_after++;
             else if (n->redis_loaded)
                 n->missing_in_redis++;
@@ -371,7 +366,8 @@ const char *rc_verdict_name(rc_verdict_t v)
 
 int rc_order_unsent(const rc_order_t *o)
 {
-    return (o->redis_state == 'H' || o->redis_state == 'C') && o->pg_after == VC_RD_NONE;
+    return (o->redis_state == VC_STATE_HELD || o->redis_state == VC_STATE_CONFIRMED) &&
+           o->pg_after == VC_RD_NONE;
 }
 
 int rc_order_same_hold(const rc_order_t *a, const rc_order_t *b)
@@ -381,24 +377,24 @@ int rc_order_same_hold(const rc_order_t *a, const rc_order_t *b)
 
 rc_release_t rc_model_release(const rc_order_t *o, int64_t snapshot_ms, int64_t grace_ms)
 {
-    if (o->redis_state != 'H' && o->redis_state != 'C')
+    if (o->redis_state != VC_STATE_HELD && o->redis_state != VC_STATE_CONFIRMED)
         return RC_RELEASE_NONE;
     if (o->pg_after == VC_RD_RELEASED)
         return RC_RELEASE_CANCEL;
     if (o->pg_after == VC_RD_CONFIRMED)
-        return o->redis_state == 'H' ? RC_RELEASE_TO_CONFIRMED : RC_RELEASE_NONE;
+        return o->redis_state == VC_STATE_HELD ? RC_RELEASE_TO_CONFIRMED : RC_RELEASE_NONE;
     /* A parked letter's use stays taken until an operator decides (issue 13). */
     if (o->parked)
         return RC_RELEASE_NONE;
     if (o->discarded && o->pg_after == VC_RD_NONE)
         return RC_RELEASE_DISCARD;
-    if (o->redis_state == 'C' && o->pg_after == VC_RD_RESERVED) {
+    if (o->redis_state == VC_STATE_CONFIRMED && o->pg_after == VC_RD_RESERVED) {
         /* The confirm's event is in the snapshot by now if it ever comes; never released. */
         if (!o->discarded && o->redis_held_until_ms <= snapshot_ms - grace_ms)
             return RC_RELEASE_CONFIRM_LOST;
         return RC_RELEASE_NONE;
     }
-    if (o->redis_state == 'H' && o->redis_held_until_ms <= snapshot_ms - grace_ms)
+    if (o->redis_state == VC_STATE_HELD && o->redis_held_until_ms <= snapshot_ms - grace_ms)
         return RC_RELEASE_EXPIRE;
     if (rc_order_unsent(o) && o->first_unsent_ms && o->first_unsent_ms <= snapshot_ms - grace_ms)
         return RC_RELEASE_UNDELIVERED;

@@ -20,7 +20,7 @@ typedef struct {
     int64_t customer_id;
     int64_t discount;
     int64_t held_until_ms;
-    char redis_state;        /* 'H', 'C', 'X', 'E', 'R', or 0 when Redis has no such order */
+    char redis_state;            /* a VC_STATE_ letter, or 0 when Redis has no such order */
     int64_t redis_held_until_ms; /* heldUntil in Redis's value: with the state, which hold it is */
     vc_rd_status_t pg;       /* as PostgreSQL has it now */
     vc_rd_status_t pg_after; /* once the writer applied the events in flight */

@@ -1,6 +1,7 @@
 #include "rc_plan.h"
 #include "rc_grow.h"
 #include "vc_error.h"
+#include "vc_model.h"
 #include "vc_voucher.h"
 
 #include <stdio.h>
@@ -182,8 +183,9 @@ static void released_before(rc_voucher_t *v)
     rc_order_t *seen, *o;
 
     for (size_t i = 0; i < v->mem->released_seen.cap; i++)
-        if ((seen = rc_orders_at(&v->mem->released_seen, i)) && seen->redis_state == 'R' &&
-            (o = rc_orders_find(&v->orders, seen->order_id)) && o->redis_state == 'R')
+        if ((seen = rc_orders_at(&v->mem->released_seen, i)) &&
+            seen->redis_state == VC_STATE_RELEASED &&
+            (o = rc_orders_find(&v->orders, seen->order_id)) && o->redis_state == VC_STATE_RELEASED)
             o->revivable = 1;
 }
 
@@ -194,11 +196,12 @@ static int released_after(rc_voucher_t *v)
 
     rc_orders_free(&v->mem->released_seen);
     for (size_t i = 0; i < v->orders.cap; i++) {
-        if (!(o = rc_orders_at(&v->orders, i)) || o->redis_state != 'R' || !vc_rd_counts(o->pg_after))
+        if (!(o = rc_orders_at(&v->orders, i)) || o->redis_state != VC_STATE_RELEASED ||
+            !vc_rd_counts(o->pg_after))
             continue;
         if (!(seen = rc_orders_get(&v->mem->released_seen, o->order_id)))
             return VC_ERR_NOMEM;
-        seen->redis_state = 'R';
+        seen->redis_state = VC_STATE_RELEASED;
     }
     return 0;
 }
@@ -343,10 +346,12 @@ const char *rc_plan_resume_reason(const rc_voucher_t *v, const char *order_id,
 {
     rc_order_t *o = rc_orders_find(&v->orders, order_id);
 
-    if (!o || (o->redis_state != 'X' && o->redis_state != 'E'))
+    if (!o || (o->redis_state != VC_STATE_CANCEL_BEGUN && o->redis_state != VC_STATE_EXPIRY_BEGUN))
         return NULL;
     *order = o;
-    return o->discarded ? "DISCARDED" : o->redis_state == 'X' ? "CANCELLED" : "EXPIRED";
+    return o->discarded                              ? "DISCARDED"
+           : o->redis_state == VC_STATE_CANCEL_BEGUN ? "CANCELLED"
+                                                     : "EXPIRED";
 }
 
 static int by_last_full(const void *a, const void *b)
@@ -382,13 +387,16 @@ int rc_plan_merges(const rc_order_t *o, int every_order)
     /* Released and unknown to Redis: written R, so that a retry is answered as released. */
     if (o->pg_after == VC_RD_RELEASED && !o->redis_state)
         return 1;
-    return every_order || (vc_rd_counts(o->pg_after) &&
-                           (!o->redis_state || (o->redis_state == 'R' && o->revivable)));
+    return every_order ||
+           (vc_rd_counts(o->pg_after) &&
+            (!o->redis_state || (o->redis_state == VC_STATE_RELEASED && o->revivable)));
 }
 
 void rc_plan_order_value(const rc_order_t *o, char *buf, size_t cap)
 {
-    char state = o->pg_after == VC_RD_RESERVED ? 'H' : o->pg_after == VC_RD_CONFIRMED ? 'C' : 'R';
+    char state = o->pg_after == VC_RD_RESERVED    ? VC_STATE_HELD
+                 : o->pg_after == VC_RD_CONFIRMED ? VC_STATE_CONFIRMED
+                                                  : VC_STATE_RELEASED;
 
     snprintf(buf, cap, "%lld:%lld:%lld:%c", (long long)o->customer_id, (long long)o->discount,
              (long long)o->held_until_ms, state);

@@ -40,7 +40,7 @@ typedef struct {
     int64_t last_full_ms;     /* monotonic: when the voucher was last read in full */
     /*
      * Orders the last full read saw R in Redis and live in its snapshot
-     * (redis_state 'R'; 0 once taken again): seen so again, they are
+     * (redis_state VC_STATE_RELEASED; 0 once taken again): seen so again, they are
      * revivable (rc_model.h).
      */
     rc_orders_t released_seen;

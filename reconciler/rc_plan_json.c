@@ -183,7 +183,7 @@ static int read_memory(const vc_jdoc_t *d, rc_memory_entry_t *e, char *err, size
         if ((rc = vc_jdoc_str_at(d, "releasedSeen", i, &id, err, errlen)) != 0 ||
             (rc = order_of(&e->released_seen, id, &o, err, errlen)) != 0)
             return located(rc, "releasedSeen", i, err, errlen);
-        o->redis_state = 'R';
+        o->redis_state = VC_STATE_RELEASED;
     }
     return 0;
 }
@@ -412,7 +412,7 @@ static void write_memory(vc_jgen_t *g, const rc_memory_entry_t *e)
     vc_jgen_key(g, "releasedSeen");
     vc_jgen_array_open(g);
     for (size_t i = 0; i < e->released_seen.cap; i++)
-        if ((o = rc_orders_at(&e->released_seen, i)) && o->redis_state == 'R')
+        if ((o = rc_orders_at(&e->released_seen, i)) && o->redis_state == VC_STATE_RELEASED)
             vc_jgen_str(g, o->order_id);
     vc_jgen_array_close(g);
     vc_jgen_map_close(g);

@@ -8,6 +8,7 @@
 #include "vc_log.h"
 #include "vc_lua.h"
 #include "vc_metrics.h"
+#include "vc_model.h"
 #include "vc_pg.h"
 #include "vc_voucher.h"
 
@@ -105,20 +106,18 @@ int rc_limit_sync(PGconn *pg, rc_redis_t *redis, const char *code, int64_t snaps
     snprintf(uncounted_s, sizeof(uncounted_s), "%lld", (long long)uncounted);
     if (present)
         snprintf(limit_s, sizeof(limit_s), "%lld", (long long)limit);
-    /* The limit key beside the counter: the same hash tag as the others. */
-    char limit_key[VC_CODE_MAX + 32];
-    snprintf(limit_key, sizeof(limit_key), "voucher:{%s}:limit", code);
-    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_ORDERS], limit_key};
+    const char *keys[VC_LIMIT_SYNC_NKEYS];
     const char *args[] = {total_s, uncounted_s, limit_s};
-    rc = rc_redis_eval(redis, vc_lua_rc_limit_sync, 3, keys, 3, args, &status, answer,
-                       sizeof(answer), err, errlen);
+    rc_script_keys(&k, vc_limit_sync_keys, VC_LIMIT_SYNC_NKEYS, keys);
+    rc = rc_redis_eval(redis, vc_lua_rc_limit_sync, VC_LIMIT_SYNC_NKEYS, keys, 3, args, &status,
+                       answer, sizeof(answer), err, errlen);
     /* The lock is held until Redis answered: a PATCH waits for this step to end. */
     end_tx(pg, 0);
-    if (rc == 0 && status == -3)
+    if (rc == 0 && status == VC_LIMIT_SYNC_ORDERS_LOST)
         vc_warn("%s: the limit sync waits: the voucher's orders hash is lost, and the rebuild "
                 "comes first (a lower counts the orders)",
                 code);
-    if (rc != 0 || status != 1)
+    if (rc != 0 || status != VC_LIMIT_SYNC_DONE)
         return rc;
     *changed = 1;
     {

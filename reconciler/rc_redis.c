@@ -34,11 +34,8 @@ struct rc_redis {
 
 void rc_keys_of(const char *code, rc_keys_t *k)
 {
-    static const char *const suffix[RC_KEY_COUNT] = {
-        "remaining", "users", "orders", "holds", "releasing", "resent", "amounts", "scan",
-        "touched", "leader"};
-    for (int i = 0; i < RC_KEY_COUNT; i++)
-        snprintf(k->name[i], sizeof(k->name[i]), "voucher:{%s}:%s", code, suffix[i]);
+    for (int i = 0; i < VC_VOUCHER_KEY_COUNT; i++)
+        (void)vc_voucher_key(k->name[i], sizeof(k->name[i]), code, (vc_voucher_key_t)i);
 }
 
 rc_redis_t *rc_redis_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen)
@@ -236,7 +233,7 @@ int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *re
                        size_t errlen)
 {
     rc_keys_t k;
-    const char *argv[2] = {"GET", k.name[RC_KEY_REMAINING]};
+    const char *argv[2] = {"GET", k.name[VC_VOUCHER_KEY_REMAINING]};
     redisReply *reply;
     int rc;
 
@@ -264,9 +261,9 @@ int rc_redis_remaining_marked(rc_redis_t *r, const char *code, int64_t expire_at
     if (!(ctx = conn_for(r, code, err, errlen)))
         return VC_ERR_UNAVAILABLE;
     /* Pipelined: the mark, then the counter; one round trip, as the GET alone was. */
-    argc = mark_argv(r, k.name[RC_KEY_LEADER], expire_at_ms, argv, gen, expire);
+    argc = mark_argv(r, k.name[VC_VOUCHER_KEY_LEADER], expire_at_ms, argv, gen, expire);
     redisAppendCommandArgv(ctx, argc, argv, NULL);
-    redisAppendCommand(ctx, "GET %s", k.name[RC_KEY_REMAINING]);
+    redisAppendCommand(ctx, "GET %s", k.name[VC_VOUCHER_KEY_REMAINING]);
     for (int i = 0; i < 2; i++) {
         redisReply *reply;
         void *got = NULL;
@@ -298,7 +295,7 @@ int rc_redis_limit(rc_redis_t *r, const char *code, int *present, int64_t *limit
     redisReply *reply;
     int rc;
 
-    snprintf(key, sizeof(key), "voucher:{%s}:limit", code);
+    (void)vc_voucher_key(key, sizeof(key), code, VC_VOUCHER_KEY_LIMIT);
     reply = command_on(r, vc_redis_tag_slot(code), 2, argv);
     if ((rc = check_reply(r, reply, "GET limit", err, errlen)) != 0)
         return rc;
@@ -312,13 +309,15 @@ int rc_redis_activity(rc_redis_t *r, const char *code, int64_t now_ms, int64_t *
 {
     int64_t *out[2] = {due_holds, releasing};
     redisContext *ctx = conn_for(r, code, err, errlen);
+    rc_keys_t k;
     int rc = 0;
 
     if (!ctx)
         return VC_ERR_UNAVAILABLE;
+    rc_keys_of(code, &k);
     /* Pipelined: both commands go out before either reply is read. */
-    redisAppendCommand(ctx, "ZCOUNT voucher:{%s}:holds -inf %lld", code, (long long)now_ms);
-    redisAppendCommand(ctx, "ZCARD voucher:{%s}:releasing", code);
+    redisAppendCommand(ctx, "ZCOUNT %s -inf %lld", k.name[VC_VOUCHER_KEY_HOLDS], (long long)now_ms);
+    redisAppendCommand(ctx, "ZCARD %s", k.name[VC_VOUCHER_KEY_RELEASING]);
     for (int i = 0; i < 2; i++) {
         redisReply *reply;
         void *got = NULL;
@@ -377,22 +376,24 @@ static int orders_at_once(rc_redis_t *r, const char *code, rc_orders_t *m, rc_re
 {
     redisReply *reply = NULL, *orders;
     redisContext *ctx = conn_for(r, code, err, errlen);
+    rc_keys_t k;
     int rc = 0, present;
 
     *bad = 0;
     if (!ctx)
         return VC_ERR_UNAVAILABLE;
+    rc_keys_of(code, &k);
     /*
      * Pipelined: MULTI, GET, HGETALL, HLEN, EXISTS, GET, GET, EXEC; only
      * EXEC's reply carries the values.
      */
     redisAppendCommand(ctx, "MULTI");
-    redisAppendCommand(ctx, "GET voucher:{%s}:remaining", code);
-    redisAppendCommand(ctx, "HGETALL voucher:{%s}:orders", code);
-    redisAppendCommand(ctx, "HLEN voucher:{%s}:users", code);
-    redisAppendCommand(ctx, "EXISTS voucher:{%s}:amounts", code);
-    redisAppendCommand(ctx, "GET voucher:{%s}:limit", code);
-    redisAppendCommand(ctx, "GET voucher:{%s}:outside", code);
+    redisAppendCommand(ctx, "GET %s", k.name[VC_VOUCHER_KEY_REMAINING]);
+    redisAppendCommand(ctx, "HGETALL %s", k.name[VC_VOUCHER_KEY_ORDERS]);
+    redisAppendCommand(ctx, "HLEN %s", k.name[VC_VOUCHER_KEY_USERS]);
+    redisAppendCommand(ctx, "EXISTS %s", k.name[VC_VOUCHER_KEY_AMOUNTS]);
+    redisAppendCommand(ctx, "GET %s", k.name[VC_VOUCHER_KEY_LIMIT]);
+    redisAppendCommand(ctx, "GET %s", k.name[VC_VOUCHER_KEY_OUTSIDE]);
     redisAppendCommand(ctx, "EXEC");
     if ((rc = exec_reply(ctx, 6, "MULTI GET HGETALL HLEN EXISTS GET GET EXEC", code, &reply, err,
                          errlen)) != 0)
@@ -602,7 +603,8 @@ static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k,
     int rc;
 
     *kept = 0;
-    if ((rc = scan_hash(r, slot, k->name[RC_KEY_ORDERS], code, order_piece, t, err, errlen)) != 0)
+    if ((rc = scan_hash(r, slot, k->name[VC_VOUCHER_KEY_ORDERS], code, order_piece, t, err,
+                        errlen)) != 0)
         return rc;
 
     /* The explorer (tests/model) lands gateway steps here: writes the finish must see. */
@@ -611,12 +613,12 @@ static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k,
         const char *argv[] = {"EVAL",
                               vc_lua_scan_finish,
                               "6",
-                              k->name[RC_KEY_REMAINING],
-                              k->name[RC_KEY_ORDERS],
-                              k->name[RC_KEY_USERS],
-                              k->name[RC_KEY_AMOUNTS],
-                              k->name[RC_KEY_SCAN],
-                              k->name[RC_KEY_TOUCHED],
+                              k->name[VC_VOUCHER_KEY_REMAINING],
+                              k->name[VC_VOUCHER_KEY_ORDERS],
+                              k->name[VC_VOUCHER_KEY_USERS],
+                              k->name[VC_VOUCHER_KEY_AMOUNTS],
+                              k->name[VC_VOUCHER_KEY_SCAN],
+                              k->name[VC_VOUCHER_KEY_TOUCHED],
                               token};
         reply = command_on(r, slot, 10, argv);
     }
@@ -747,8 +749,8 @@ int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orde
         return orders_at_once(r, code, m, c, bad, err, errlen);
     rc_keys_of(code, &k);
     {
-        const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_SCAN],
-                              k.name[RC_KEY_TOUCHED]};
+        const char *keys[] = {k.name[VC_VOUCHER_KEY_ORDERS], k.name[VC_VOUCHER_KEY_SCAN],
+                              k.name[VC_VOUCHER_KEY_TOUCHED]};
         if ((rc = pieces_begin(r, vc_redis_tag_slot(code), keys, 3, scan_above, token, &begun,
                                err, errlen)) != 0)
             return rc;
@@ -1118,8 +1120,9 @@ int rc_redis_campaign(rc_redis_t *r, int64_t campaign_id, int64_t scan_above,
     return campaign_at_once(r, &k, max, limit, sink, keys, err, errlen);
 }
 
-int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_score, int limit,
-                 void (*cb)(void *arg, const char *order_id), void *arg, char *err, size_t errlen)
+int rc_redis_due(rc_redis_t *r, const char *code, vc_voucher_key_t set, int64_t max_score,
+                 int limit, void (*cb)(void *arg, const char *order_id), void *arg, char *err,
+                 size_t errlen)
 {
     rc_keys_t k;
     char max[24], count[16];

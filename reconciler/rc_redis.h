@@ -6,31 +6,31 @@
 #include <stdint.h>
 
 #include "rc_model.h"
+#include "vc_model.h"
 #include "vc_redis_block.h"
 
 typedef struct rc_redis rc_redis_t;
 
-/* The keys of one voucher, in the order the scripts take them. */
-typedef enum {
-    RC_KEY_REMAINING,
-    RC_KEY_USERS,
-    RC_KEY_ORDERS,
-    RC_KEY_HOLDS,
-    RC_KEY_RELEASING,
-    RC_KEY_RESENT, /* orders a retry published again (reserve.lua, confirm.lua) */
-    RC_KEY_AMOUNTS,
-    RC_KEY_SCAN,    /* reads of orders in pieces under way (scan_begin.lua) */
-    RC_KEY_TOUCHED, /* orders written during such a read (orders_write.lua) */
-    RC_KEY_LEADER,  /* the generation that marked it last (leader_mark.lua, rc_leader.h) */
-    RC_KEY_COUNT,
-} rc_key_t;
-
+/*
+ * The keys of one voucher, by the model's names (vc_model.h: VC_VOUCHER_KEY_ORDERS...,
+ * proto/redis-model.json), the gateway's too; each script's own order is the definition's.
+ */
 typedef struct {
-    char name[RC_KEY_COUNT][VC_CODE_MAX + 32];
+    char name[VC_VOUCHER_KEY_COUNT][VC_CODE_MAX + 32];
 } rc_keys_t;
 
-/* Fills the key names of voucher code. */
+/* Fills the key names of voucher code (vc_voucher_key()). */
 void rc_keys_of(const char *code, rc_keys_t *k);
+
+/*
+ * Points keys[0..n) at k's names of the keys a script takes, in the script's
+ * order (order: vc_SCRIPT_keys of vc_model.h; n: VC_SCRIPT_NKEYS, or fewer to
+ * leave its optional keys off). Borrowed from k.
+ */
+static inline void rc_script_keys(const rc_keys_t *k, const int *order, int n, const char **keys)
+{
+    vc_script_keys(order, n, k->name[0], sizeof(k->name[0]), keys);
+}
 
 /*
  * A fresh random token (32 hex digits), so that two readers, or two restores
@@ -154,8 +154,8 @@ int rc_redis_campaign(rc_redis_t *r, int64_t campaign_id, int64_t scan_above,
                       const rc_campaign_sink_t *sink, int *keys, char *err, size_t errlen);
 
 /*
- * Lists up to limit members of a sorted set (RC_KEY_HOLDS or
- * RC_KEY_RELEASING) scored at most max_score, calling cb for each.
+ * Lists up to limit members of a sorted set (VC_VOUCHER_KEY_HOLDS or
+ * VC_VOUCHER_KEY_RELEASING) scored at most max_score, calling cb for each.
  * Returns 0 or a negative error with err set.
  */
 /*
@@ -174,8 +174,9 @@ int rc_redis_limit(rc_redis_t *r, const char *code, int *present, int64_t *limit
 int rc_redis_activity(rc_redis_t *r, const char *code, int64_t now_ms, int64_t *due_holds,
                       int64_t *releasing, char *err, size_t errlen);
 
-int rc_redis_due(rc_redis_t *r, const char *code, rc_key_t set, int64_t max_score, int limit,
-                 void (*cb)(void *arg, const char *order_id), void *arg, char *err, size_t errlen);
+int rc_redis_due(rc_redis_t *r, const char *code, vc_voucher_key_t set, int64_t max_score,
+                 int limit, void (*cb)(void *arg, const char *order_id), void *arg, char *err,
+                 size_t errlen);
 
 /*
  * The code order_id's claim names (voucher-order:{ORDERID}, vc_claim.h), into

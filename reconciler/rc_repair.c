@@ -6,6 +6,7 @@
 #include "vc_log.h"
 #include "vc_lua.h"
 #include "vc_metrics.h"
+#include "vc_model.h"
 #include "vc_order_value.h"
 #include "vc_retention.h"
 #include "vc_time.h"
@@ -66,13 +67,14 @@ static int begin_release(rc_ctx_t *ctx, rc_voucher_t *v, rc_order_t *o, const ch
     snprintf(since, sizeof(since), "%lld", (long long)(snapshot_ms - ctx->cfg->grace_ms));
     if (strcmp(why, "resume") != 0)
         nargs = strcmp(why, "undelivered") == 0 ? 5 : 4;
-    const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING],
-                          k.name[RC_KEY_RESENT]};
+    /* Up to resent: the others tell a lost hash apart for the gateway (release_begin.lua). */
+    const char *keys[VC_RELEASE_BEGIN_KEY_RESENT + 1];
     const char *args[] = {o->order_id, why, now, read, since};
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_release_begin, 4, keys, nargs, args, &status,
-                            order, sizeof(order), err, errlen)) != 0)
+    rc_script_keys(&k, vc_release_begin_keys, VC_RELEASE_BEGIN_KEY_RESENT + 1, keys);
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_release_begin, VC_RELEASE_BEGIN_KEY_RESENT + 1,
+                            keys, nargs, args, &status, order, sizeof(order), err, errlen)) != 0)
         return rc;
-    if (status == -3) {
+    if (status == VC_RELEASE_BEGIN_CHANGED) {
         vc_log_field_t f[] = {{"code", v->code}, {"orderId", o->order_id}};
         VC_LOG_F(VC_LOG_INFO, f,
                  "not released (%s): the order changed, or a retry published it again, after "
@@ -80,13 +82,13 @@ static int begin_release(rc_ctx_t *ctx, rc_voucher_t *v, rc_order_t *o, const ch
                  why);
         return 0;
     }
-    if (status != 1 && status != 2)
+    if (status != VC_RELEASE_BEGIN_BEGUN && status != VC_RELEASE_BEGIN_ALREADY_BEGUN)
         return 0;
     if (order[0] && rc_order_parse(order, strlen(order), &current) == 0) {
         if (o->customer_id <= 0)
             o->customer_id = current.customer_id;
         /* Begun before by a cancel: publish it as the cancel it is. */
-        if (current.redis_state == 'X' && !o->discarded)
+        if (current.redis_state == VC_STATE_CANCEL_BEGUN && !o->discarded)
             reason = "CANCELLED";
     }
     return add_release(rs, v, o, reason);
@@ -108,12 +110,13 @@ static int repair_confirmed(rc_ctx_t *ctx, rc_voucher_t *v, const rc_order_t *o,
         return rc;
     rc_keys_of(v->code, &k);
     snprintf(held, sizeof(held), "%lld", (long long)o->redis_held_until_ms);
-    const char *keys[] = {k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS]};
+    const char *keys[VC_REPAIR_CONFIRMED_NKEYS];
     const char *args[] = {o->order_id, held};
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_repair_confirmed, 2, keys, 2, args, &status, NULL,
-                            0, err, errlen)) != 0)
+    rc_script_keys(&k, vc_repair_confirmed_keys, VC_REPAIR_CONFIRMED_NKEYS, keys);
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_repair_confirmed, VC_REPAIR_CONFIRMED_NKEYS, keys,
+                            2, args, &status, NULL, 0, err, errlen)) != 0)
         return rc;
-    if (status == 1) {
+    if (status == VC_REPAIR_CONFIRMED_REPAIRED) {
         vc_log_field_t f[] = {{"code", v->code}, {"orderId", o->order_id}};
         VC_LOG_F(VC_LOG_INFO, f,
                  "repair: held in Redis, confirmed in PostgreSQL: confirmed in Redis "
@@ -137,11 +140,11 @@ int rc_repair_publish_confirm(rc_ctx_t *ctx, const char *code, int64_t campaign_
     int delivered = 0, rc;
 
     if (campaign_id > 0) {
-        snprintf(orders, sizeof(orders), "campaign:{c%lld}:orders", (long long)campaign_id);
-        snprintf(paid_key, sizeof(paid_key), "campaign:{c%lld}:paid", (long long)campaign_id);
+        (void)vc_campaign_key(orders, sizeof(orders), campaign_id, VC_CAMPAIGN_KEY_ORDERS);
+        (void)vc_campaign_key(paid_key, sizeof(paid_key), campaign_id, VC_CAMPAIGN_KEY_PAID);
     } else {
-        snprintf(orders, sizeof(orders), "voucher:{%s}:orders", code);
-        snprintf(paid_key, sizeof(paid_key), "voucher:{%s}:paid", code);
+        (void)vc_voucher_key(orders, sizeof(orders), code, VC_VOUCHER_KEY_ORDERS);
+        (void)vc_voucher_key(paid_key, sizeof(paid_key), code, VC_VOUCHER_KEY_PAID);
     }
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
         (rc = rc_redis_confirmed(ctx->redis, orders, paid_key, o->order_id, value, sizeof(value),
@@ -151,7 +154,7 @@ int rc_repair_publish_confirm(rc_ctx_t *ctx, const char *code, int64_t campaign_
      * Only the order the pass read. Cancelled since (X, R), the customer's
      * release decides; its VoucherReleased reaches PostgreSQL either way.
      */
-    if (vc_order_value_parse(value, strlen(value), &cur) != 0 || cur.state != 'C' ||
+    if (vc_order_value_parse(value, strlen(value), &cur) != 0 || cur.state != VC_STATE_CONFIRMED ||
         cur.held_until_ms != o->redis_held_until_ms) {
         snprintf(amount, sizeof(amount), "-");
         VC_LOG_F(VC_LOG_INFO, f,
@@ -400,7 +403,7 @@ static int customer_counts(const repair_args_t *a, int first, char (**pairs)[24]
          * is a bug of rc_plan_order_value(), which wrote it, and counts nobody.
          */
         if (vc_order_value_parse(value, strlen(value), &v) == 0 &&
-            (v.state == 'H' || v.state == 'C'))
+            (v.state == VC_STATE_HELD || v.state == VC_STATE_CONFIRMED))
             ids[held++] = v.customer_id;
     }
     qsort(ids, held, sizeof(*ids), cmp_customer);
@@ -434,7 +437,7 @@ static int repair_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *
     const char *kind = rebuild ? "rebuild" : "restore";
     size_t norders = (size_t)(a->nargs - first) / 4, ncust = 0, slices = 0;
     char (*pairs)[24] = NULL, token[33], staged[3][VC_CODE_MAX + 80], got[64], ucount[24];
-    char live[24], count[24], amounts[VC_CODE_MAX + 32];
+    char live[24], count[24];
     const char **args = calloc(3 + 2 * RESTORE_SLICE + 4 * RESTORE_SLICE, sizeof(*args));
     int64_t st = 0, nstaged = 0, taken = 0;
     rc_keys_t k;
@@ -451,9 +454,8 @@ static int repair_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *
     snprintf(staged[0], sizeof(staged[0]), "voucher:{%s}:restoring:%s:orders", v->code, token);
     snprintf(staged[1], sizeof(staged[1]), "voucher:{%s}:restoring:%s:holds", v->code, token);
     snprintf(staged[2], sizeof(staged[2]), "voucher:{%s}:restoring:%s:users", v->code, token);
-    snprintf(amounts, sizeof(amounts), "voucher:{%s}:amounts", v->code);
-    const char *stage_keys[] = {staged[0], staged[1], staged[2], k.name[RC_KEY_RELEASING],
-                                k.name[RC_KEY_REMAINING]};
+    const char *stage_keys[] = {staged[0], staged[1], staged[2], k.name[VC_VOUCHER_KEY_RELEASING],
+                                k.name[VC_VOUCHER_KEY_REMAINING]};
     for (size_t o = 0, u = 0; o < norders || u < ncust; slices++) {
         size_t no = norders - o < RESTORE_SLICE ? norders - o : RESTORE_SLICE;
         size_t nu = ncust - u < RESTORE_SLICE ? ncust - u : RESTORE_SLICE;
@@ -486,22 +488,29 @@ static int repair_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)
         goto out;
     if (rebuild) {
-        const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
-                              k.name[RC_KEY_ORDERS],    k.name[RC_KEY_HOLDS],
-                              k.name[RC_KEY_RELEASING], amounts,
-                              staged[0],                staged[2],
+        const char *keys[] = {k.name[VC_VOUCHER_KEY_REMAINING],
+                              k.name[VC_VOUCHER_KEY_USERS],
+                              k.name[VC_VOUCHER_KEY_ORDERS],
+                              k.name[VC_VOUCHER_KEY_HOLDS],
+                              k.name[VC_VOUCHER_KEY_RELEASING],
+                              k.name[VC_VOUCHER_KEY_AMOUNTS],
+                              staged[0],
+                              staged[2],
                               staged[1]};
         rc = rc_repair_eval(ctx, kind, "voucher", v->code, (size_t)nstaged, vc_lua_rc_rebuild_swap,
                             9, keys, 5, swap_args, status, answer, answercap, err, errlen);
     } else {
-        const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
-                              k.name[RC_KEY_ORDERS],    k.name[RC_KEY_HOLDS],
-                              staged[0],                staged[2],
+        const char *keys[] = {k.name[VC_VOUCHER_KEY_REMAINING],
+                              k.name[VC_VOUCHER_KEY_USERS],
+                              k.name[VC_VOUCHER_KEY_ORDERS],
+                              k.name[VC_VOUCHER_KEY_HOLDS],
+                              staged[0],
+                              staged[2],
                               staged[1]};
         rc = rc_repair_eval(ctx, kind, "voucher", v->code, (size_t)nstaged, vc_lua_rc_restore_swap,
                             7, keys, 5, swap_args, status, answer, answercap, err, errlen);
     }
-    if (rc == 0 && *status == -2)
+    if (rc == 0 && *status == VC_REPAIR_ORDERS_STATE)
         vc_warn("%s: the %s in steps found the orders hash back (or no longer told lost), or a "
                 "staged order gone, at its last step: nothing written, the next pass judges the "
                 "voucher again",
@@ -543,13 +552,13 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
                              err, errlen);
     } else {
         rc_keys_of(v->code, &k);
-        const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
-                              k.name[RC_KEY_ORDERS], k.name[RC_KEY_HOLDS],
-                              k.name[RC_KEY_RELEASING]};
-        rc = rc_repair_eval(ctx, "restore", "voucher", v->code, v->orders.len, vc_lua_rc_restore, 5,
-                            keys, a.nargs, a.args, &status, answer, sizeof(answer), err, errlen);
+        const char *keys[VC_RESTORE_NKEYS];
+        rc_script_keys(&k, vc_restore_keys, VC_RESTORE_NKEYS, keys);
+        rc = rc_repair_eval(ctx, "restore", "voucher", v->code, v->orders.len, vc_lua_rc_restore,
+                            VC_RESTORE_NKEYS, keys, a.nargs, a.args, &status, answer,
+                            sizeof(answer), err, errlen);
     }
-    if (rc == 0 && status == 1) {
+    if (rc == 0 && status == VC_RESTORE_RESTORED) {
         parse_pair(answer, &live, &remaining);
         sum->restored++;
         if (steps > 1)
@@ -585,13 +594,13 @@ static int retake(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, 
     if ((rc = repair_args(v, 0, extra, 1, &a)) != 0)
         goto out;
     rc_keys_of(v->code, &k);
-    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS], k.name[RC_KEY_ORDERS],
-                          k.name[RC_KEY_HOLDS], k.name[RC_KEY_RELEASING]};
-    if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_rc_retake, 5,
-                             keys, a.nargs, a.args, &status, answer, sizeof(answer), err,
-                             errlen)) != 0 ||
+    const char *keys[VC_RETAKE_NKEYS];
+    rc_script_keys(&k, vc_retake_keys, VC_RETAKE_NKEYS, keys);
+    if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_rc_retake,
+                             VC_RETAKE_NKEYS, keys, a.nargs, a.args, &status, answer,
+                             sizeof(answer), err, errlen)) != 0 ||
         status < 0) {
-        if (rc == 0 && status == -2)
+        if (rc == 0 && status == VC_REPAIR_ORDERS_STATE)
             vc_warn("%s: the orders hash was lost since this pass read it: the retake wrote "
                     "nothing, the next pass rebuilds it",
                     v->code);
@@ -624,7 +633,7 @@ static int rebuild(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
 {
     repair_args_t a;
     rc_keys_t k;
-    char expire[24], answer[64], amounts[VC_CODE_MAX + 32], what[240], many[40];
+    char expire[24], answer[64], what[240], many[40];
     int64_t status = 0, before, after;
     size_t steps = 1;
     int rc;
@@ -638,12 +647,11 @@ static int rebuild(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
                              err, errlen);
     } else {
         rc_keys_of(v->code, &k);
-        snprintf(amounts, sizeof(amounts), "voucher:{%s}:amounts", v->code);
-        const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
-                              k.name[RC_KEY_ORDERS],    k.name[RC_KEY_HOLDS],
-                              k.name[RC_KEY_RELEASING], amounts};
-        rc = rc_repair_eval(ctx, "rebuild", "voucher", v->code, v->orders.len, vc_lua_rc_rebuild, 6,
-                            keys, a.nargs, a.args, &status, answer, sizeof(answer), err, errlen);
+        const char *keys[VC_REBUILD_NKEYS];
+        rc_script_keys(&k, vc_rebuild_keys, VC_REBUILD_NKEYS, keys);
+        rc = rc_repair_eval(ctx, "rebuild", "voucher", v->code, v->orders.len, vc_lua_rc_rebuild,
+                            VC_REBUILD_NKEYS, keys, a.nargs, a.args, &status, answer,
+                            sizeof(answer), err, errlen);
     }
     if (rc != 0 || status < 0)
         goto out;
@@ -672,11 +680,13 @@ static int lower(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, s
     rc_keys_of(v->code, &k);
     snprintf(total, sizeof(total), "%lld", (long long)v->n.total_limit);
     snprintf(uncounted, sizeof(uncounted), "%lld", (long long)v->n.uncounted);
-    const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_ORDERS]};
+    const char *keys[VC_LOWER_NKEYS];
     const char *args[] = {total, uncounted};
-    if ((rc = rc_repair_eval(ctx, "lower", "voucher", v->code, v->orders.len, vc_lua_rc_lower, 2,
-                             keys, 2, args, &status, answer, sizeof(answer), err, errlen)) == 0 &&
-        status == 1) {
+    rc_script_keys(&k, vc_lower_keys, VC_LOWER_NKEYS, keys);
+    if ((rc = rc_repair_eval(ctx, "lower", "voucher", v->code, v->orders.len, vc_lua_rc_lower,
+                             VC_LOWER_NKEYS, keys, 2, args, &status, answer, sizeof(answer), err,
+                             errlen)) == 0 &&
+        status == VC_LOWER_LOWERED) {
         parse_pair(answer, &before, &after);
         sum->lowered++;
         log_repair(v, "lower",
@@ -715,12 +725,12 @@ int rc_repair_releases(rc_ctx_t *ctx, rc_releases_t *rs, rc_summary_t *sum, char
         if (delivered[i] != 1)
             continue; /* still X or E: the next pass publishes again */
         rc_keys_of(r->v->code, &k);
-        const char *keys[] = {k.name[RC_KEY_REMAINING], k.name[RC_KEY_USERS],
-                              k.name[RC_KEY_ORDERS], k.name[RC_KEY_RELEASING]};
+        const char *keys[VC_RELEASE_FINISH_NKEYS];
         const char *args[] = {r->ev.order_id};
-        if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_release_finish, 4, keys, 1, args, &status,
-                                NULL, 0, err, errlen)) == 0 &&
-            status == 1) {
+        rc_script_keys(&k, vc_release_finish_keys, VC_RELEASE_FINISH_NKEYS, keys);
+        if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_release_finish, VC_RELEASE_FINISH_NKEYS, keys,
+                                1, args, &status, NULL, 0, err, errlen)) == 0 &&
+            status == VC_RELEASE_FINISH_GIVEN_BACK) {
             sum->finished++;
             if (strcmp(r->ev.reason, "EXPIRED") == 0)
                 vc_metric_add(vc_counter("voucher_reconciler_holds_expired_total",
@@ -781,7 +791,7 @@ int rc_repair_voucher(rc_ctx_t *ctx, rc_voucher_t *v, const rc_plan_t *plan, int
             break;
         case RC_ACT_RESUME_DUE: {
             due_t d = {ctx, v, snapshot_ms, rs, 0, err, errlen};
-            if ((rc = rc_redis_due(ctx->redis, v->code, RC_KEY_RELEASING,
+            if ((rc = rc_redis_due(ctx->redis, v->code, VC_VOUCHER_KEY_RELEASING,
                                    vc_time_now_ms() - ctx->cfg->grace_ms, ctx->cfg->batch, due_cb,
                                    &d, err, errlen)) == 0)
                 rc = d.rc;

@@ -21,10 +21,10 @@ local campaign_code = table.remove(ARGV)
 local campaign_loaded = table.remove(ARGV)
 if redis.call('HGET', campaign_taken, campaign_code) ~= ARGV[1] then
   local o = redis.call('HGET', campaign_orders, ARGV[1])
-  if not (o and string.sub(o, -1) == 'R') then
+  if not (o and string.sub(o, -1) == STATE.RELEASED) then
     if campaign_keys_lost(campaign_taken, campaign_users, campaign_orders, campaign_loaded) then
-      return {-7, false}
+      return {LOOKUP.KEYS_LOST, false}
     end
-    return {-1, false}
+    return {LOOKUP.NO_ORDER, false}
   end
 end

@@ -71,8 +71,8 @@ local holder = {}
 local function claim(id, state)
   if not taken_state(state) then return nil end
   local code = code_of[id]
-  if not code then return {-2, id} end
-  if holder[code] and holder[code] ~= id then return {-3, code} end
+  if not code then return {CAMPAIGN_REBUILD.CODE_UNKNOWN, id} end
+  if holder[code] and holder[code] ~= id then return {CAMPAIGN_REBUILD.CODE_TWICE, code} end
   holder[code] = id
   return nil
 end
@@ -91,7 +91,7 @@ for code, id in pairs(holder) do
   local have = taken_by[code]
   if have and have ~= id then
     local v = redis.call('HGET', KEYS[3], have)
-    if v and taken_state(string.sub(v, -1)) then return {-3, code} end
+    if v and taken_state(string.sub(v, -1)) then return {CAMPAIGN_REBUILD.CODE_TWICE, code} end
   end
 end
 local written = write_lacking(KEYS[3], KEYS[4], write)

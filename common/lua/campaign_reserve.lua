@@ -39,20 +39,22 @@
 -- another of its codes is -4 (the gateway's ORDER_CONFLICT). Taken codes keep
 -- their orderId until the use is back (R) or forgotten.
 local function holds_code(state)
-  return state == 'R' or redis.call('HGET', KEYS[1], ARGV[9]) == ARGV[3]
+  return state == STATE.RELEASED or redis.call('HGET', KEYS[1], ARGV[9]) == ARGV[3]
 end
 local order = redis.call('HGET', KEYS[3], ARGV[3])
 if order then return retry_answer(order, holds_code) end
-if ARGV[8] ~= 'take' then return {-6, false} end
+if ARGV[8] ~= 'take' then return {RESERVE.NEW_ORDER, false} end
 local expire_at, loaded = string.match(ARGV[10], '^(%d+):([01])$')
-if campaign_keys_lost(KEYS[1], KEYS[2], KEYS[3], loaded) then return {-7, false} end
+if campaign_keys_lost(KEYS[1], KEYS[2], KEYS[3], loaded) then
+  return {RESERVE.COUNTS_LOST, false}
+end
 -- -2 either way, with why: the gateway's 409 ALREADY_USED says which (both
 -- tell that the code exists, and both are failed tries for the guessing limits).
-if redis.call('HEXISTS', KEYS[1], ARGV[9]) == 1 then return {-2, 'taken'} end
+if redis.call('HEXISTS', KEYS[1], ARGV[9]) == 1 then return {RESERVE.ALREADY_USED, 'taken'} end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
-if used >= tonumber(ARGV[2]) then return {-2, 'limit'} end
+if used >= tonumber(ARGV[2]) then return {RESERVE.ALREADY_USED, 'limit'} end
 write_codes(KEYS[1], ARGV[9], ARGV[3], '!', '0')
 order = write_hold()
 -- Retention: the campaign's keys expire together, at its endsAt plus the retention.
 for _, i in ipairs({1, 2, 3, 4, 6}) do redis.call('PEXPIREAT', KEYS[i], expire_at) end
-return {1, order}
+return {RESERVE.TAKEN, order}

@@ -52,16 +52,18 @@ if KEYS[5] then
   amount = redis.call('HGET', KEYS[4], ARGV[1])
   paid = redis.call('HGET', KEYS[5], ARGV[1])
 end
-if state == 'C' then
-  if total and paid and paid ~= total then return {-3, order, amount, paid} end
+if state == STATE.CONFIRMED then
+  if total and paid and paid ~= total then return {CONFIRM.OTHER_TOTAL, order, amount, paid} end
   if KEYS[3] then mark_resent(KEYS[3], ARGV[1], tonumber(ARGV[2])) end
-  return {0, order, amount, paid}
+  return {CONFIRM.ALREADY_CONFIRMED, order, amount, paid}
 end
-if state ~= 'H' or tonumber(held) < tonumber(ARGV[2]) then return {-2, order} end
+if state ~= STATE.HELD or tonumber(held) < tonumber(ARGV[2]) then
+  return {CONFIRM.TOO_LATE, order}
+end
 -- The reservation's own total keeps its quote (the basket did not change,
 -- whatever the rules say now); another total takes the rules' verdict.
 if total and total ~= amount then
-  if ARGV[4] == '' then return {-4, order, amount, false} end
+  if ARGV[4] == '' then return {CONFIRM.TOTAL_REFUSED, order, amount, false} end
   discount = ARGV[4]
 end
 paid = total or amount
@@ -71,7 +73,7 @@ if paid and KEYS[5] then
   local expire_at = redis.call('PEXPIRETIME', KEYS[1])
   if expire_at > 0 then redis.call('PEXPIREAT', KEYS[5], expire_at) end
 end
-order = customer .. ':' .. discount .. ':' .. held .. ':C'
+order = customer .. ':' .. discount .. ':' .. held .. ':' .. STATE.CONFIRMED
 write_order(KEYS[1], ARGV[1], order)
 redis.call('ZREM', KEYS[2], ARGV[1])
-return {1, order, amount, paid}
+return {CONFIRM.CONFIRMED, order, amount, paid}

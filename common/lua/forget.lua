@@ -26,10 +26,10 @@
 -- @include give_back.lua
 -- @include orders_write.lua
 local order = redis.call('HGET', KEYS[3], ARGV[1])
-if not order then return {-1, false} end
+if not order then return {FORGET.NO_ORDER, false} end
 local customer, state = string.match(order, '^([^:]*):[^:]*:[^:]*:(.)$')
-if state ~= 'H' then return {0, order} end
-if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return {-2, order} end
+if state ~= STATE.HELD then return {FORGET.NOT_HELD, order} end
+if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return {FORGET.RESENT, order} end
 local amounts = string.gsub(KEYS[3], ':orders$', ':amounts')
 drop_order(KEYS[3], ARGV[1])
 -- Its amount goes with it: a campaign reads an amount without its order as
@@ -47,4 +47,4 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 if redis.call('EXISTS', KEYS[3]) == 0 and string.sub(KEYS[3], 1, 8) == 'voucher:' then
   redis.call('DEL', KEYS[2], amounts)
 end
-return {1, order}
+return {FORGET.FORGOTTEN, order}

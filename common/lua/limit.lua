@@ -21,14 +21,14 @@
 -- (nothing written: whoever sets it reads PostgreSQL's total), or
 -- {-2, remaining, total before}: a lower would take the counter below 0.
 local remaining = redis.call('GET', KEYS[1])
-if not remaining then return {-1} end
+if not remaining then return {LIMIT.COUNTER_MISSING} end
 remaining = tonumber(remaining)
 local have = tonumber(redis.call('GET', KEYS[2]) or ARGV[1])
 local want = tonumber(ARGV[2])
 local delta = want - have
-if delta < 0 and remaining + delta < 0 then return {-2, remaining, have} end
+if delta < 0 and remaining + delta < 0 then return {LIMIT.BELOW_ZERO, remaining, have} end
 if delta ~= 0 then redis.call('INCRBY', KEYS[1], delta) end
 redis.call('SET', KEYS[2], want)
 local expire_at = redis.call('PEXPIRETIME', KEYS[1])
 if expire_at > 0 then redis.call('PEXPIREAT', KEYS[2], expire_at) end
-return {1, remaining + delta, have}
+return {LIMIT.DONE, remaining + delta, have}

@@ -25,9 +25,9 @@
 -- A lower and an adoption set the outside key (outside.lua) with the orders
 -- they count.
 local before = redis.call('GET', KEYS[1])
-if not before then return {-1, false} end
+if not before then return {LIMIT_SYNC.COUNTER_MISSING, false} end
 local have = redis.call('GET', KEYS[3])
-if (have or '') ~= ARGV[3] then return {-2, false} end
+if (have or '') ~= ARGV[3] then return {LIMIT_SYNC.LIMIT_MOVED, false} end
 local total = tonumber(ARGV[1])
 before = tonumber(before)
 local after, live = before, nil
@@ -38,7 +38,7 @@ elseif not have or total < tonumber(have) then
   -- count none, and the lower would move the counter by less than the limit
   -- key (or the adoption record the lost orders' uses as held back for no
   -- order), hiding the loss reserve.lua refuses by. The rebuild first.
-  if voucher_orders_lost(KEYS[1], KEYS[2]) then return {-3, false} end
+  if voucher_orders_lost(KEYS[1], KEYS[2]) then return {LIMIT_SYNC.ORDERS_LOST, false} end
   live = count_taken(KEYS[2])
   if have then after = math.min(before, remaining_bound(total, tonumber(ARGV[2]), live)) end
 end
@@ -50,4 +50,4 @@ if expire_at > 0 then redis.call('PEXPIREAT', KEYS[3], expire_at) end
 -- holds back for no order (outside.lua) is unchanged. A lower, and a limit
 -- key adopted, change it: recorded with the orders counted now.
 if live then set_outside(KEYS[1], live) end
-return {1, before .. ':' .. after}
+return {LIMIT_SYNC.DONE, before .. ':' .. after}

@@ -25,8 +25,8 @@ end
 -- that tells the order service there is no such order. Without the keys
 -- (users, amounts, remaining: nil) it is -1, as before they were passed.
 local function no_order(orders, users, amounts, remaining)
-  if not remaining then return -1 end
-  if redis.call('EXISTS', remaining) == 0 then return -8 end
-  if orders_lost(orders, users, amounts, remaining) then return -7 end
-  return -1
+  if not remaining then return LOOKUP.NO_ORDER end
+  if redis.call('EXISTS', remaining) == 0 then return LOOKUP.COUNTER_LOST end
+  if orders_lost(orders, users, amounts, remaining) then return LOOKUP.KEYS_LOST end
+  return LOOKUP.NO_ORDER
 end

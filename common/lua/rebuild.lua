@@ -25,14 +25,15 @@
 -- after; {-1, false} the counter is missing (the restore's case); {-2, false}
 -- the orders hash is not lost (it exists, or nothing tells a loss:
 -- orders_lost.lua): nothing written, the next pass judges again.
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, false} end
-if not orders_lost(KEYS[3], KEYS[2], KEYS[6], KEYS[1]) then return {-2, false} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {REPAIR.COUNTER_MISSING, false} end
+if not orders_lost(KEYS[3], KEYS[2], KEYS[6], KEYS[1]) then return {REPAIR.ORDERS_STATE, false} end
 local written, orders = merge(KEYS[3], KEYS[4], KEYS[5], 4)
 -- The orders hash holds what merge() wrote, nothing else (it was lost).
 local live, per = count_pairs(orders)
 -- The sets follow the orders written: holds of orders lost and not written
 -- again go (nothing holds them), releases begun stay only for X and E.
-for _, set in ipairs({{KEYS[4], 'H'}, {KEYS[5], 'XE'}}) do
+local begun = STATE.CANCEL_BEGUN .. STATE.EXPIRY_BEGUN
+for _, set in ipairs({{KEYS[4], STATE.HELD}, {KEYS[5], begun}}) do
   local ids, stale = redis.call('ZRANGE', set[1], 0, -1), {}
   local values = hmget_all(KEYS[3], ids)
   for i, id in ipairs(ids) do

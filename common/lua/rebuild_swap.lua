@@ -24,12 +24,12 @@
 local function drop_staged() redis.call('UNLINK', KEYS[7], KEYS[8], KEYS[9]) end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   drop_staged()
-  return {-1, false}
+  return {REPAIR.COUNTER_MISSING, false}
 end
 if not orders_lost(KEYS[3], KEYS[2], KEYS[6], KEYS[1]) or
    redis.call('HLEN', KEYS[7]) ~= tonumber(ARGV[4]) then
   drop_staged()
-  return {-2, false}
+  return {REPAIR.ORDERS_STATE, false}
 end
 local written = tonumber(ARGV[4])
 if written > 0 then replace_orders(KEYS[7], KEYS[3]) end
@@ -42,7 +42,7 @@ local ids, stale = redis.call('ZRANGE', KEYS[5], 0, -1), {}
 local values = hmget_all(KEYS[3], ids)
 for i, id in ipairs(ids) do
   local state = values[i] and string.sub(values[i], -1)
-  if state ~= 'X' and state ~= 'E' then stale[#stale + 1] = id end
+  if state ~= STATE.CANCEL_BEGUN and state ~= STATE.EXPIRY_BEGUN then stale[#stale + 1] = id end
 end
 call_in_slices('ZREM', KEYS[5], stale, 1000)
 if written == 0 then

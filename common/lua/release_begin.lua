@@ -45,27 +45,28 @@
 local order = redis.call('HGET', KEYS[1], ARGV[1])
 if not order then return {no_order(KEYS[1], KEYS[5], KEYS[6], KEYS[7]), false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
-if state == 'R' then return {0, order} end
-if state == 'X' or state == 'E' then
+if state == STATE.RELEASED then return {RELEASE_BEGIN.ALREADY_RELEASED, order} end
+if state == STATE.CANCEL_BEGUN or state == STATE.EXPIRY_BEGUN then
   if KEYS[4] then mark_resent(KEYS[4], ARGV[1], tonumber(ARGV[3])) end
-  return {2, order}
+  return {RELEASE_BEGIN.ALREADY_BEGUN, order}
 end
-if ARGV[2] == 'resume' then return {-2, order} end
-if ARGV[4] and ARGV[4] ~= held .. ':' .. state then return {-3, order} end
+if ARGV[2] == 'resume' then return {RELEASE_BEGIN.NOT_RELEASABLE, order} end
+if ARGV[4] and ARGV[4] ~= held .. ':' .. state then return {RELEASE_BEGIN.CHANGED, order} end
 local next
-if ARGV[2] == 'cancel' and (state == 'H' or state == 'C') then
-  next = 'X'
-elseif ARGV[2] == 'expire' and state == 'H' and tonumber(held) <= tonumber(ARGV[3]) then
-  next = 'E'
-elseif ARGV[2] == 'undelivered' and (state == 'H' or state == 'C') and ARGV[5] then
+if ARGV[2] == 'cancel' and (state == STATE.HELD or state == STATE.CONFIRMED) then
+  next = STATE.CANCEL_BEGUN
+elseif ARGV[2] == 'expire' and state == STATE.HELD and tonumber(held) <= tonumber(ARGV[3]) then
+  next = STATE.EXPIRY_BEGUN
+elseif ARGV[2] == 'undelivered' and (state == STATE.HELD or state == STATE.CONFIRMED) and
+    ARGV[5] then
   local marked = redis.call('ZSCORE', KEYS[4], ARGV[1])
-  if marked and tonumber(marked) >= tonumber(ARGV[5]) then return {-3, order} end
-  next = 'E'
+  if marked and tonumber(marked) >= tonumber(ARGV[5]) then return {RELEASE_BEGIN.CHANGED, order} end
+  next = STATE.EXPIRY_BEGUN
 else
-  return {-2, order}
+  return {RELEASE_BEGIN.NOT_RELEASABLE, order}
 end
 order = customer .. ':' .. discount .. ':' .. held .. ':' .. next
 write_order(KEYS[1], ARGV[1], order)
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-return {1, order}
+return {RELEASE_BEGIN.BEGUN, order}

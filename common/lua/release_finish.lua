@@ -10,12 +10,14 @@
 -- @include give_back.lua
 -- @include orders_write.lua
 local order = redis.call('HGET', KEYS[3], ARGV[1])
-if not order then return {-1, false} end
+if not order then return {RELEASE_FINISH.NO_ORDER, false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
-if state == 'R' then return {0, order} end
-if state ~= 'X' and state ~= 'E' then return {-2, order} end
-order = customer .. ':' .. discount .. ':' .. held .. ':R'
+if state == STATE.RELEASED then return {RELEASE_FINISH.ALREADY_RELEASED, order} end
+if state ~= STATE.CANCEL_BEGUN and state ~= STATE.EXPIRY_BEGUN then
+  return {RELEASE_FINISH.NOT_BEGUN, order}
+end
+order = customer .. ':' .. discount .. ':' .. held .. ':' .. STATE.RELEASED
 write_order(KEYS[3], ARGV[1], order)
 give_back(KEYS[1], KEYS[2], customer)
 redis.call('ZREM', KEYS[4], ARGV[1])
-return {1, order}
+return {RELEASE_FINISH.GIVEN_BACK, order}

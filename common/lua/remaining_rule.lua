@@ -36,7 +36,7 @@ local function limit_total(remaining_key, snapshot_total)
 end
 
 local function taken_state(state)
-  return state == 'H' or state == 'C' or state == 'X' or state == 'E'
+  return STATE_TAKEN[state] == true
 end
 
 -- Counts the orders of all ({orderId, value, orderId, value, ...}) held as
@@ -132,7 +132,7 @@ local function lacking_orders(releasing_key, lacking)
     for j = 1, #ids do
       local o = lacking[i + j - 1]
       if scores[j] and taken_state(o[4]) then
-        o[2], o[4] = string.sub(o[2], 1, -2) .. 'X', 'X'
+        o[2], o[4] = string.sub(o[2], 1, -2) .. STATE.CANCEL_BEGUN, STATE.CANCEL_BEGUN
       end
     end
   end
@@ -146,7 +146,7 @@ local function write_lacking(orders_key, holds_key, list)
   for _, o in ipairs(list) do
     pairs_[#pairs_ + 1] = o[1]
     pairs_[#pairs_ + 1] = o[2]
-    if o[4] == 'H' then
+    if o[4] == STATE.HELD then
       holds[#holds + 1] = o[3]
       holds[#holds + 1] = o[1]
     end
@@ -177,7 +177,7 @@ local function merge(orders_key, holds_key, releasing_key, first)
     -- would have with one HGET each.
     local had = seen[id] or have[n]
     if state and (not had or
-        (proven == '1' and string.sub(had, -1) == 'R' and taken_state(state))) then
+        (proven == '1' and string.sub(had, -1) == STATE.RELEASED and taken_state(state))) then
       local o = {id, value, held, state}
       if had then revived[#revived + 1] = o else lacking[#lacking + 1] = o end
       seen[id] = value

@@ -17,11 +17,11 @@
 -- order as it is now.
 -- @include orders_write.lua
 local order = redis.call('HGET', KEYS[1], ARGV[1])
-if not order then return {-1, false} end
+if not order then return {REPAIR_CONFIRMED.NO_ORDER, false} end
 local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
-if state == 'C' then return {0, order} end
-if state ~= 'H' or held ~= ARGV[2] then return {-2, order} end
-order = customer .. ':' .. discount .. ':' .. held .. ':C'
+if state == STATE.CONFIRMED then return {REPAIR_CONFIRMED.ALREADY_CONFIRMED, order} end
+if state ~= STATE.HELD or held ~= ARGV[2] then return {REPAIR_CONFIRMED.CHANGED, order} end
+order = customer .. ':' .. discount .. ':' .. held .. ':' .. STATE.CONFIRMED
 write_order(KEYS[1], ARGV[1], order)
 redis.call('ZREM', KEYS[2], ARGV[1])
-return {1, order}
+return {REPAIR_CONFIRMED.REPAIRED, order}

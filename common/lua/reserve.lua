@@ -62,16 +62,16 @@ end
 local order = redis.call('HGET', KEYS[3], ARGV[3])
 if order then return retry_answer(order, nil, lease_wait) end
 local snapshot_lease = tonumber(string.match(ARGV[8], '^snapshot:(%d+)$'))
-if ARGV[8] ~= 'take' and not snapshot_lease then return {-6, false} end
+if ARGV[8] ~= 'take' and not snapshot_lease then return {RESERVE.NEW_ORDER, false} end
 local remaining = redis.call('GET', KEYS[1])
-if not remaining then return {-3, false} end
+if not remaining then return {RESERVE.NOT_LOADED, false} end
 -- Orders without users: the customers' counts were lost (every script that
 -- writes an order keeps a field in users). A count read as 0 would let a
 -- customer past their limit, and PostgreSQL would refuse the event of a 201:
 -- refuse until the reconciler rebuilds the counts from the orders.
 local has_orders = redis.call('EXISTS', KEYS[3]) == 1
 if has_orders and redis.call('EXISTS', KEYS[2]) == 0 then
-  return {-7, false}
+  return {RESERVE.COUNTS_LOST, false}
 end
 -- No orders, but users or amounts, or a counter below its limit key by more
 -- than the uses it holds back for no order: the orders hash was lost
@@ -81,11 +81,13 @@ end
 -- nothing there), and a retry of a held one would take its use twice. Refuse
 -- until the reconciler rebuilds orders from PostgreSQL (rebuild.lua,
 -- proto/redis-keys.md "A lost orders hash").
-if not has_orders and orders_lost(KEYS[3], KEYS[2], KEYS[6], KEYS[1]) then return {-7, false} end
+if not has_orders and orders_lost(KEYS[3], KEYS[2], KEYS[6], KEYS[1]) then
+  return {RESERVE.COUNTS_LOST, false}
+end
 local used = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
-if used >= tonumber(ARGV[2]) then return {-2, false} end
+if used >= tonumber(ARGV[2]) then return {RESERVE.ALREADY_USED, false} end
 if tonumber(remaining) <= 0 then
-  if not snapshot_lease or not KEYS[7] then return {-1, false} end
+  if not snapshot_lease or not KEYS[7] then return {RESERVE.OUT_OF_STOCK, false} end
   -- With remaining at 0 no order can be added until a use comes back; the
   -- lease makes every other gateway's 201 wait until this snapshot is void.
   local now, lease = redis_ms(), snapshot_lease
@@ -95,7 +97,7 @@ if tonumber(remaining) <= 0 then
   end
   redis.call('HSET', KEYS[7], ARGV[9], now + lease)
   if redis.call('PTTL', KEYS[7]) < lease then redis.call('PEXPIRE', KEYS[7], lease) end
-  return {-1, table.concat(redis.call('HKEYS', KEYS[3]), '\n')}
+  return {RESERVE.OUT_OF_STOCK, table.concat(redis.call('HKEYS', KEYS[3]), '\n')}
 end
 redis.call('DECR', KEYS[1])
 order = write_hold()
@@ -106,4 +108,4 @@ local expire_at = redis.call('PEXPIRETIME', KEYS[1])
 if expire_at > 0 then
   for _, i in ipairs({2, 3, 4, 6}) do redis.call('PEXPIREAT', KEYS[i], expire_at) end
 end
-return {1, order, false, lease_wait()}
+return {RESERVE.TAKEN, order, false, lease_wait()}

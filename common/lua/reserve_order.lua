@@ -18,25 +18,25 @@
 -- or confirmed one is marked resent (the retry publishes VoucherReserved again).
 local function retry_answer(order, holds_use, wait)
   local customer = string.match(order, '^([^:]*):')
-  if customer ~= ARGV[1] then return {-4, order} end
+  if customer ~= ARGV[1] then return {RESERVE.OTHER_CUSTOMER, order} end
   local state = string.sub(order, -1)
-  if holds_use and not holds_use(state) then return {-4, order} end
+  if holds_use and not holds_use(state) then return {RESERVE.OTHER_CUSTOMER, order} end
   -- Orders taken before amounts were kept, or restored by the reconciler,
   -- have none: such a retry cannot be compared and is answered as the same.
   local amount = redis.call('HGET', KEYS[6], ARGV[3])
-  if amount and amount ~= ARGV[7] then return {-5, order, amount} end
-  if state == 'H' or state == 'C' then
+  if amount and amount ~= ARGV[7] then return {RESERVE.OTHER_AMOUNT, order, amount} end
+  if state == STATE.HELD or state == STATE.CONFIRMED then
     mark_resent(KEYS[5], ARGV[3], tonumber(ARGV[6]))
-    if wait then return {0, order, false, wait()} end
+    if wait then return {RESERVE.SAME_ORDER, order, false, wait()} end
   end
-  return {0, order}
+  return {RESERVE.SAME_ORDER, order}
 end
 
 -- A new hold of ARGV[3] (the caller took the use): the customer's count, the
 -- order held (H) until heldUntilMs, its amount. Returns the order's value.
 local function write_hold()
   redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-  local order = ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':H'
+  local order = ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':' .. STATE.HELD
   write_order(KEYS[3], ARGV[3], order)
   redis.call('HSET', KEYS[6], ARGV[3], ARGV[7])
   redis.call('ZADD', KEYS[4], ARGV[5], ARGV[3])

@@ -14,17 +14,17 @@
 -- then fours as merge() takes them (every order of the snapshot)
 --
 -- Returns {1, "live:remaining"} restored, {0, false} the counter exists.
-if redis.call('EXISTS', KEYS[1]) == 1 then return {0, false} end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {RESTORE.COUNTER_EXISTS, false} end
 merge(KEYS[3], KEYS[4], KEYS[5], 5)
 -- The sets follow the merged orders: every hold by its heldUntil, every
 -- release begun (kept with its start, or due after the grace from now).
 local holds, releasing = {}, {}
 local live, per = count_taken(KEYS[3], function(id, value, state)
   local held = tonumber(string.match(value, '^[^:]*:[^:]*:([^:]*):'))
-  if state == 'H' and held then
+  if state == STATE.HELD and held then
     holds[#holds + 1] = held
     holds[#holds + 1] = id
-  elseif state == 'X' or state == 'E' then
+  elseif state == STATE.CANCEL_BEGUN or state == STATE.EXPIRY_BEGUN then
     releasing[#releasing + 1] = ARGV[3]
     releasing[#releasing + 1] = id
   end
@@ -47,4 +47,4 @@ end
 -- rows, or all of them when the orders hold more than the limit): with the
 -- orders merged whole, what reserve.lua compares with (outside.lua).
 set_outside(KEYS[1], live)
-return {1, live .. ':' .. remaining}
+return {RESTORE.RESTORED, live .. ':' .. remaining}

@@ -26,7 +26,9 @@
 -- Returns {n, "taken"}: n orders staged, taken of them held as taken (H, C
 -- or X); {-1, false}: the counter is not as ARGV[1] wants (restored or loaded
 -- meanwhile, or lost), nothing written.
-if redis.call('EXISTS', KEYS[5]) ~= tonumber(ARGV[1]) then return {-1, false} end
+if redis.call('EXISTS', KEYS[5]) ~= tonumber(ARGV[1]) then
+  return {REPAIR.COUNTER_MISSING, false}
+end
 local u = tonumber(ARGV[3])
 local counts = {}
 for i = 4, 3 + 2 * u do counts[#counts + 1] = ARGV[i] end

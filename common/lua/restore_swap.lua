@@ -20,11 +20,11 @@
 local function drop_staged() redis.call('UNLINK', KEYS[5], KEYS[6], KEYS[7]) end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   drop_staged()
-  return {0, false}
+  return {RESTORE.COUNTER_EXISTS, false}
 end
 if redis.call('EXISTS', KEYS[3]) == 1 or redis.call('HLEN', KEYS[5]) ~= tonumber(ARGV[4]) then
   drop_staged()
-  return {-2, false}
+  return {REPAIR.ORDERS_STATE, false}
 end
 if redis.call('EXISTS', KEYS[5]) == 1 then replace_orders(KEYS[5], KEYS[3]) end
 -- Each count set to the orders held, lowered too, as set_users() does.
@@ -46,4 +46,4 @@ expire_placed(KEYS, expire_at)
 redis.call('SET', limit_key(KEYS[1]), ARGV[1])
 if expire_at and expire_at > 0 then redis.call('PEXPIREAT', limit_key(KEYS[1]), expire_at) end
 set_outside(KEYS[1], live)
-return {1, live .. ':' .. remaining}
+return {RESTORE.RESTORED, live .. ':' .. remaining}

@@ -21,12 +21,12 @@
 -- orders hash is lost (orders_lost.lua): the rebuild's case, nothing written.
 -- The outside key (outside.lua) is set to what the counter then holds back
 -- for no order.
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, false} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {REPAIR.COUNTER_MISSING, false} end
 -- The orders hash lost since the pass read it: writing the snapshot's live
 -- orders would end the loss's sign without the orders taken after that read,
 -- or the released ones, and a retry of one would be a new order. The next
 -- pass sees the loss and rebuilds (rebuild.lua).
-if voucher_orders_lost(KEYS[1], KEYS[3]) then return {-2, false} end
+if voucher_orders_lost(KEYS[1], KEYS[3]) then return {REPAIR.ORDERS_STATE, false} end
 local written = merge(KEYS[3], KEYS[4], KEYS[5], 4)
 local live, per = count_taken(KEYS[3])
 -- Every customer, not only those written: the users hash may be what was lost.

@@ -62,6 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BASES = os.path.join(HERE, "bases")
 sys.path.insert(0, os.path.join(HERE, "..", "..", "common"))
 import embed  # noqa: E402  (common/embed.py: a script's "-- @include" lines)
+import redis_model  # noqa: E402  (common/redis_model.py: proto/redis-model.json)
 import mutants  # noqa: E402  (tests/model/mutants.py: the mutants' files)
 TOPIC = os.environ.get("VOUCHER_KAFKA_TOPIC", "voucher-events")
 GROUP = os.environ.get("VOUCHER_WRITER_GROUP", "voucher-writer")
@@ -116,6 +117,21 @@ SAFE32 = "23456789ABCDEFGHJKLMNPQRSTUVWXYZ"
 # The restart fence (proto/redis-keys.md, "The restart fence"): the key holds the run_id of the
 # Redis whose state the reconciler last verified; while it differs the gateway refuses (503).
 FENCE_KEY = "voucher:fence"
+# The order model, as the scripts have it (proto/redis-model.json): the state letters by name
+# (S.HELD), the states counted as taken (TAKEN), each script's answers by name
+# (A.reserve.NOT_LOADED) and keys in order (script_keys()). Sets of letters are tuples: ""
+# (no order) is in no set.
+MODEL = redis_model.load()
+S, A = MODEL.names()
+TAKEN = tuple(MODEL.taken_letters())
+HELD_OR_CONFIRMED = (S.HELD, S.CONFIRMED)   # an order that may still be confirmed or replayed
+BEGUN = (S.CANCEL_BEGUN, S.EXPIRY_BEGUN)    # a release begun, not finished
+
+
+def script_keys(k, script, n=None):
+    """The keys script takes (proto/redis-model.json), in order, as k names them (the first n)."""
+    names = [name.rstrip("?") for name in MODEL.scripts[script]["keys"]]
+    return [getattr(k, name) for name in names[:n]]
 # Whether the gateway steps obey the fence (--no-fence, or a saved case's "fence": false:
 # off); the reconciler, the real one, verifies and sets it either way.
 FENCE = {"gateway": True}
@@ -280,7 +296,7 @@ class Keys:
         self.code = code
 
     def __getattr__(self, name):
-        return "voucher:{%s}:%s" % (self.code, name)
+        return MODEL.families["voucher"]["format"] % (self.code, name)
 
 
 class CampaignKeys:
@@ -290,7 +306,7 @@ class CampaignKeys:
         self.cid = cid
 
     def __getattr__(self, name):
-        return "campaign:{c%d}:%s" % (self.cid, name)
+        return MODEL.families["campaign"]["format"] % (self.cid, name)
 
 
 class CurrentScripts:
@@ -305,10 +321,12 @@ class CurrentScripts:
         self.r = r
         self.src = {}
         # The build's folder holds each script as the gateway sends it; a source
-        # folder (another version's common/lua) has its includes expanded here.
+        # folder (common/lua, with its meson.build) has its includes expanded here, and the
+        # model's constants put in where a script names them (embed.py --model).
+        model = MODEL if os.path.exists(os.path.join(lua_dir, "meson.build")) else None
         for f in os.listdir(lua_dir):
             if f.endswith(".lua"):
-                self.src[f[:-4]] = embed.expand(os.path.join(lua_dir, f))[0]
+                self.src[f[:-4]] = embed.expand_all([os.path.join(lua_dir, f)], model)[0]
 
     def ev(self, script, keys, args):
         return self.r.eval(self.src[script], len(keys), *keys, *args)
@@ -333,8 +351,7 @@ class CurrentScripts:
         """As gw_reserve.c sends it (tests/model/gateway_calls.py checks it): seven keys (the
         sold-out leases last), eight arguments and the gateway's id, in "take" mode. The
         explorer takes no sold-out snapshot, so no lease is ever there to wait for."""
-        return self.ev("reserve", [k.remaining, k.users, k.orders, k.holds, k.resent, k.amounts,
-                                   k.soldout],
+        return self.ev("reserve", script_keys(k, "reserve"),
                        [customer, PER_USER, order_id, discount, held, now, amount, "take",
                         self.gateway_id])
 
@@ -342,19 +359,18 @@ class CurrentScripts:
         """As gw_holds.c run_confirm() sends it: the seven keys (users and remaining tell a lost
         orders hash, -7, or a lost counter, -8, from an unknown order), a confirm without a
         total (no rule is read)."""
-        return self.ev("confirm", [k.orders, k.holds, k.resent, k.amounts, k.paid, k.users,
-                                   k.remaining], [order_id, now])
+        return self.ev("confirm", script_keys(k, "confirm"), [order_id, now])
 
     def cancel_begin(self, k, order_id, now):
         """As gw_holds.c proceed() sends it: the seven keys, the reason "cancel"."""
-        return self.ev("release_begin", [k.orders, k.holds, k.releasing, k.resent, k.users,
-                                         k.amounts, k.remaining], [order_id, "cancel", now])
+        return self.ev("release_begin", script_keys(k, "release_begin"),
+                       [order_id, "cancel", now])
 
     def cancel_finish(self, k, order_id):
-        return self.ev("release_finish", [k.remaining, k.users, k.orders, k.releasing], [order_id])
+        return self.ev("release_finish", script_keys(k, "release_finish"), [order_id])
 
     def forget(self, k, order_id):
-        return self.ev("forget", [k.remaining, k.users, k.orders, k.holds, k.resent], [order_id])
+        return self.ev("forget", script_keys(k, "forget"), [order_id])
 
     def claim_release(self, claim_key, value, code):
         return self.ev("claim", [claim_key], ["release", value, code])
@@ -383,27 +399,23 @@ class CurrentScripts:
 
     def c_reserve(self, k, customer, limit, order_id, discount, held, now, amount, code,
                   expire_loaded):
-        return self.ev("campaign_reserve",
-                       [k.taken, k.users, k.orders, k.holds, k.resent, k.amounts],
+        return self.ev("campaign_reserve", script_keys(k, "campaign_reserve"),
                        [customer, limit, order_id, discount, held, now, amount, "take", code,
                         expire_loaded])
 
     def c_confirm(self, k, order_id, now, code):
-        return self.cev("confirm", [k.orders, k.holds, k.resent, k.amounts, k.paid],
-                        [order_id, now], k, code)
+        return self.cev("confirm", script_keys(k, "confirm", 5), [order_id, now], k, code)
 
     def c_cancel_begin(self, k, order_id, now, code):
         """resent too: a release begun before is marked there, so that the WAIT covers it."""
-        return self.cev("release_begin", [k.orders, k.holds, k.releasing, k.resent],
+        return self.cev("release_begin", script_keys(k, "release_begin", 4),
                         [order_id, "cancel", now], k, code)
 
     def c_cancel_finish(self, k, order_id, code):
-        return self.cev("release_finish", [k.remaining, k.users, k.orders, k.releasing],
-                        [order_id], k, code)
+        return self.cev("release_finish", script_keys(k, "release_finish"), [order_id], k, code)
 
     def c_forget(self, k, order_id, code):
-        return self.cev("forget", [k.remaining, k.users, k.orders, k.holds, k.resent],
-                        [order_id], k, code)
+        return self.cev("forget", script_keys(k, "forget"), [order_id], k, code)
 
 
 class OldScripts(CurrentScripts):
@@ -1080,7 +1092,7 @@ class Explorer(RuleBasedStateMachine):
         res = w.scripts.reserve(self.k, self.customer(o), oid, 100, held, now, 500000)
         status, value = res[0], res[1] if len(res) > 1 else None
         what = "reserve o%d (%s): status %d" % (o, ttl, status)
-        if status == 1:
+        if status == A.reserve.TAKEN:
             if claim == "ours":
                 w.scripts.claim_keep(claim_key, claim_value, self.code)
             self.created.setdefault(o, {})[held] = len(self.story)
@@ -1090,11 +1102,11 @@ class Explorer(RuleBasedStateMachine):
                 self.queue(Call("reserve", o, self.reserved_event(o, value, now),
                                 (claim, claim_key, claim_value)))
                 what += ", event queued"
-        elif status == 0:
+        elif status == A.reserve.SAME_ORDER:
             state = value.split(":")[3]
-            if state in "HC" and self.replicas_short():
+            if state in HELD_OR_CONFIRMED and self.replicas_short():
                 what += " (a retry of %s), WAIT short: 503, no event" % state
-            elif state in "HC":
+            elif state in HELD_OR_CONFIRMED:
                 self.queue(Call("replay", o, self.reserved_event(o, value, now), None))
                 what += " (a retry of %s), event queued" % state
             else:
@@ -1102,10 +1114,13 @@ class Explorer(RuleBasedStateMachine):
         else:
             if claim == "new":
                 w.scripts.claim_release(claim_key, claim_value, self.code)
-            what += ": refused (%s)" % {-1: "409 OUT_OF_STOCK", -2: "409 ALREADY_USED",
-                                        -3: "503 being restored", -4: "409 ORDER_CONFLICT",
-                                        -5: "409 ORDER_CONFLICT",
-                                        -7: "503 being restored"}.get(status, "?")
+            what += ": refused (%s)" % {A.reserve.OUT_OF_STOCK: "409 OUT_OF_STOCK",
+                                        A.reserve.ALREADY_USED: "409 ALREADY_USED",
+                                        A.reserve.NOT_LOADED: "503 being restored",
+                                        A.reserve.OTHER_CUSTOMER: "409 ORDER_CONFLICT",
+                                        A.reserve.OTHER_AMOUNT: "409 ORDER_CONFLICT",
+                                        A.reserve.COUNTS_LOST: "503 being restored"
+                                        }.get(status, "?")
         self.record(what, "reserve", {"o": o, "ttl": ttl})
 
     def redeem(self, o, ttl, c):
@@ -1131,10 +1146,10 @@ class Explorer(RuleBasedStateMachine):
                                   500000, code, "%d:%d" % (expire, 1 if loaded else 0))
         status, value = res[0], res[1] if len(res) > 1 else None
         what = "reserve o%d %s (%s): status %d" % (o, self.kname(code), ttl, status)
-        if status == 1 and claim == "other":
+        if status == A.reserve.TAKEN and claim == "other":
             f = w.scripts.c_forget(self.k, oid, code)
             what += ", claimed with another code: forget status %d, 409 ORDER_CONFLICT" % f[0]
-        elif status == 1:
+        elif status == A.reserve.TAKEN:
             if claim == "ours":
                 w.scripts.claim_keep(claim_key, claim_value, code)
             if not loaded:
@@ -1146,9 +1161,9 @@ class Explorer(RuleBasedStateMachine):
             self.queue(Call("reserve", o, self.reserved_event(o, value, now, code),
                             (claim, claim_key, claim_value)))
             what += ", event queued"
-        elif status == 0:
+        elif status == A.reserve.SAME_ORDER:
             state = value.split(":")[3]
-            if state in "HC":
+            if state in HELD_OR_CONFIRMED:
                 self.queue(Call("replay", o, self.reserved_event(o, value, now, code), None))
                 what += " (a retry of %s), event queued" % state
             else:
@@ -1156,9 +1171,10 @@ class Explorer(RuleBasedStateMachine):
         else:
             if claim == "new":
                 w.scripts.claim_release(claim_key, claim_value, code)
-            what += ": refused (%s)" % {-2: "409 ALREADY_USED", -4: "409 ORDER_CONFLICT",
-                                        -5: "409 ORDER_CONFLICT",
-                                        -7: "503 keys lost"}.get(status, "?")
+            what += ": refused (%s)" % {A.reserve.ALREADY_USED: "409 ALREADY_USED",
+                                        A.reserve.OTHER_CUSTOMER: "409 ORDER_CONFLICT",
+                                        A.reserve.OTHER_AMOUNT: "409 ORDER_CONFLICT",
+                                        A.reserve.COUNTS_LOST: "503 keys lost"}.get(status, "?")
         self.record(what, "reserve", {"o": o, "ttl": ttl, "c": c})
 
     @only("confirm")
@@ -1176,9 +1192,10 @@ class Explorer(RuleBasedStateMachine):
             res = self.w.scripts.confirm(self.k, self.oid(o), now_ms())
         status = res[0]
         what = "confirm o%d: status %d" % (o, status) + self.lost_answer(status)
-        if status in (0, 1) and self.replicas_short():
+        done = (A.confirm.CONFIRMED, A.confirm.ALREADY_CONFIRMED)
+        if status in done and self.replicas_short():
             what += ", WAIT short: 503, no event"
-        elif status in (0, 1):
+        elif status in done:
             c = self.customer(o)
             self.queue(Call("confirm", o, self.event({
                 "type": "VoucherConfirmed", "version": 1, "code": code, "customerId": c,
@@ -1201,10 +1218,11 @@ class Explorer(RuleBasedStateMachine):
             res = self.w.scripts.cancel_begin(self.k, self.oid(o), now_ms())
         status = res[0]
         what = "cancel o%d: status %d" % (o, status) + self.lost_answer(status)
-        if status in (1, 2) and self.replicas_short():
+        begun = (A.release_begin.BEGUN, A.release_begin.ALREADY_BEGUN)
+        if status in begun and self.replicas_short():
             self.owner_cancel.add(o)
             what += ", WAIT short: 503, no event"
-        elif status in (1, 2):
+        elif status in begun:
             self.owner_cancel.add(o)
             customer = int(res[1].split(":")[0])
             self.queue(Call("cancel", o, self.event({
@@ -1227,29 +1245,30 @@ class Explorer(RuleBasedStateMachine):
             res = self.w.scripts.c_cancel_finish(self.k, self.oid(o), code)
         else:
             res = self.w.scripts.cancel_finish(self.k, self.oid(o))
-        if res[0] in (0, 1):
+        if res[0] in (A.release_finish.GIVEN_BACK, A.release_finish.ALREADY_RELEASED):
             self.cancelled.setdefault(o, len(self.story))
             what = "cancel o%d finish: status %d, 200" % (o, res[0])
         else:
             # gw_holds.c finished_cb(): -7 (keys lost) 503; not releasing (-1, -2) an error:
             # no 200, the order stays as Redis has it.
             what = "cancel o%d finish: status %d, %s" % (o, res[0],
-                                                          "503" if res[0] == -7 else "500")
+                                                          "503" if res[0] == A.lookup.KEYS_LOST
+                                                          else "500")
         self.record(what, "cancel_finish", {"i": i})
 
     def lost_answer(self, status):
         """gw_holds.c script_cb()'s answer to a confirm's or a cancel's -7 (the orders hash, or a
         campaign's keys, lost: 503) and -8 (no order and no counter: 503 when PostgreSQL says the
         voucher's keys were in Redis, its redis_loaded_at, else 404), and to -1 (404)."""
-        if status in (-7, -8):
+        if status in (A.lookup.KEYS_LOST, A.lookup.COUNTER_LOST):
             self.w.lost_answers[status] += 1
-        if status == -7:
+        if status == A.lookup.KEYS_LOST:
             return ": 503 (keys lost)"
-        if status == -8:
+        if status == A.lookup.COUNTER_LOST:
             loaded = self.w.sql("SELECT redis_loaded_at IS NOT NULL FROM voucher WHERE code = %s",
                                 (self.code,))
             return ": 503 (keys lost)" if loaded and loaded[0][0] else ": 404"
-        if status == -1:
+        if status == A.lookup.NO_ORDER:
             return ": 404"
         return ""
 
@@ -1348,7 +1367,7 @@ class Explorer(RuleBasedStateMachine):
             else:
                 res = self.w.scripts.forget(self.k, self.oid(c.order))
             what += ", forget status %d" % res[0]
-            if res[0] == 1:
+            if res[0] == A.forget.FORGOTTEN:
                 self.forgotten.setdefault(c.order, []).append(len(self.story))
                 if c.claim and c.claim[0] == "new":
                     self.w.scripts.claim_release(c.claim[1], c.claim[2], c.event["code"])
@@ -1507,7 +1526,7 @@ class Explorer(RuleBasedStateMachine):
 
         def st_(orders, o):
             return orders.get(o, "")[-1:]
-        taken0 = {o for o, v in ord0.items() if v[-1] in "HCXE"}
+        taken0 = {o for o, v in ord0.items() if v[-1] in TAKEN}
         correct = not self.camp and rem0 is not None and rem0 + len(taken0 | live0) <= self.total
         if self.camp:
             # campaign_rebuild.lua: taken (rem here), users or orders written again.
@@ -1516,8 +1535,9 @@ class Explorer(RuleBasedStateMachine):
                 out.append(("rebuild", {"orders": sorted(self.short(o) for o in ord1),
                                         "remaining": (len(rem0 or {}), len(rem1 or {}))}))
         elif rem0 is None and rem1 is not None:
-            dropped = sorted(self.short(o) for o in taken0 if st_(ord1, o) not in ("H", "C", "X", "E"))
-            demoted = sorted(self.short(o) for o in ord0 if st_(ord0, o) == "C" and st_(ord1, o) == "H")
+            dropped = sorted(self.short(o) for o in taken0 if st_(ord1, o) not in TAKEN)
+            demoted = sorted(self.short(o) for o in ord0
+                             if st_(ord0, o) == S.CONFIRMED and st_(ord1, o) == S.HELD)
             # With the orders hash lost too (and --orders-scan-above 0), the reconciler
             # restores in steps: restore_stage.lua, then restore_swap.lua (a rebuild the same,
             # then rebuild_swap.lua).
@@ -1529,7 +1549,8 @@ class Explorer(RuleBasedStateMachine):
             out.append(("rebuild", {"orders": sorted(self.short(o) for o in ord1),
                                     "remaining": (rem0, rem1), "in_steps": bool(ord1)}))
         else:
-            revived = sorted(o for o in ord1 if st_(ord1, o) in ("H", "C") and o not in taken0)
+            revived = sorted(o for o in ord1
+                             if st_(ord1, o) in HELD_OR_CONFIRMED and o not in taken0)
             if revived:
                 out.append(("retake", {"orders": [self.short(o) for o in revived],
                                        "was": [st_(ord0, o) or "-" for o in revived],
@@ -1538,15 +1559,16 @@ class Explorer(RuleBasedStateMachine):
                                                               and rem1 < rem0)}))
             elif rem0 is not None and rem1 is not None and rem1 < rem0:
                 out.append(("lower", {"remaining": (rem0, rem1), "made_undersell": correct}))
-        begun = sorted(self.short(o) for o in ord1 if st_(ord1, o) in ("E", "X") and
-                       st_(ord0, o) in ("H", "C"))
+        begun = sorted(self.short(o) for o in ord1 if st_(ord1, o) in BEGUN and
+                       st_(ord0, o) in HELD_OR_CONFIRMED)
         if begun:
             out.append(("release_begin", {"orders": begun}))
-        finished = sorted(self.short(o) for o in ord1 if st_(ord1, o) == "R" and
-                          st_(ord0, o) in ("E", "X"))
+        finished = sorted(self.short(o) for o in ord1 if st_(ord1, o) == S.RELEASED and
+                          st_(ord0, o) in BEGUN)
         if finished:
             out.append(("release_finish", {"orders": finished}))
-        to_c = sorted(self.short(o) for o in ord1 if st_(ord1, o) == "C" and st_(ord0, o) == "H")
+        to_c = sorted(self.short(o) for o in ord1
+                      if st_(ord1, o) == S.CONFIRMED and st_(ord0, o) == S.HELD)
         if to_c and not (rem0 is None and rem1 is not None):
             out.append(("repair_to_c", {"orders": to_c}))
         for e in published:
@@ -1673,12 +1695,13 @@ class Explorer(RuleBasedStateMachine):
         """Redis loses a confirm's write (a crash under appendfsync everysec): C back to H. The
         i-th confirmed order (saved cases may name the order: o)."""
         if o is None:
-            conf = sorted(x for x, v in self.w.r.hgetall(self.k.orders).items() if v.endswith(":C"))
+            conf = sorted(x for x, v in self.w.r.hgetall(self.k.orders).items()
+                          if v.endswith(":" + S.CONFIRMED))
             o = int(conf[i % len(conf)].rsplit("-o", 1)[1]) if conf else 0
         v = self.w.r.hget(self.k.orders, self.oid(o))
         what = "FAULT: Redis loses o%d's confirm" % o
-        if v and v.endswith(":C"):
-            self.w.r.hset(self.k.orders, self.oid(o), v[:-1] + "H")
+        if v and v.endswith(":" + S.CONFIRMED):
+            self.w.r.hset(self.k.orders, self.oid(o), v[:-1] + S.HELD)
             self.w.r.zadd(self.k.holds, {self.oid(o): int(v.split(":")[2])})
         else:
             what += " (not confirmed: nothing)"
@@ -1896,7 +1919,7 @@ class Explorer(RuleBasedStateMachine):
         want = {code: x for x, code, _ in live}
         have = {c: x for c, x in taken.items() if c != "!"}
         for c, x in sorted(have.items()):
-            if want.get(c) is None and orders.get(x, "R")[-1] not in "HCXE":
+            if want.get(c) is None and orders.get(x, S.RELEASED)[-1] not in TAKEN:
                 return "taken keeps %s for %s, which holds nothing (no live row, %s in Redis):" \
                     " the code is never offered again" % (self.kname(c), self.short(x),
                                                          (orders.get(x) or "no order")[-1:] if x in orders else "no order")
@@ -2019,7 +2042,7 @@ class Explorer(RuleBasedStateMachine):
             return self.check_campaign()
         rem, orders, _ = self.redis_state()
         used, rows = self.pg_state()
-        redis_taken = {o for o, v in orders.items() if v[-1] in "HCXE"}
+        redis_taken = {o for o, v in orders.items() if v[-1] in TAKEN}
         live = self.kafka_live()
         if len(live) > self.total:
             self.fail("OVERSOLD: %d orders live in Kafka (%s) for a total of %d"
@@ -2049,10 +2072,10 @@ class Explorer(RuleBasedStateMachine):
             oid = self.oid(o)
             v = orders.get(oid)
             if o in self.paid and o not in self.owner_cancel:
-                if rows.get(oid) == "RELEASED" or (v and v[-1] in "ER"):
+                if rows.get(oid) == "RELEASED" or (v and v[-1] in (S.EXPIRY_BEGUN, S.RELEASED)):
                     self.fail("a paid order was released by someone else than its owner: o%d"
                               " (redis %s, pg %s)" % (o, v, rows.get(oid)))
-            if v and v[-1] in "ER" and o not in self.owner_cancel:
+            if v and v[-1] in (S.EXPIRY_BEGUN, S.RELEASED) and o not in self.owner_cancel:
                 held = int(v.split(":")[2])
                 if held in self.acked.get(o, ()) and held > now:
                     self.fail("o%d, answered 201 with heldUntil in the future, was released by"
@@ -2065,7 +2088,7 @@ class Explorer(RuleBasedStateMachine):
         by_order = {x: c for c, x in (taken or {}).items() if c != "!"}
         out = [("kafka", o, code) for o, (code, _) in self.kafka_live_info().items()]
         for x, v in orders.items():
-            if v[-1] in "HCXE":
+            if v[-1] in TAKEN:
                 o = int(x.rsplit("-o", 1)[1])
                 out.append(("redis", x, by_order.get(x) or self.took.get(o)))
         return out
@@ -2091,7 +2114,7 @@ class Explorer(RuleBasedStateMachine):
                 if src == "kafka":
                     by_customer[customer].add(x)
             for x, v in orders.items():
-                if src == "redis" and v[-1] in "HCXE":
+                if src == "redis" and v[-1] in TAKEN:
                     by_customer[int(v.split(":")[0])].add(x)
             for code, xs in by_code.items():
                 if len(xs) > 1:
@@ -2136,7 +2159,8 @@ class Explorer(RuleBasedStateMachine):
         # C too: a confirm answered 503 whose event was lost leaves C in Redis and RESERVED in
         # PostgreSQL, and the reconciler publishes the confirm once heldUntil and a grace have
         # passed (proto/redis-keys.md, "A confirm answered 503"): no promise is excused.
-        later = [int(v.split(":")[2]) for v in self.redis_state()[1].values() if v[-1] in "HC"]
+        later = [int(v.split(":")[2]) for v in self.redis_state()[1].values()
+                 if v[-1] in HELD_OR_CONFIRMED]
         if later and max(later) + GRACE >= now_ms():
             self.settle(final=False)
             if self.muted:
@@ -2188,13 +2212,13 @@ class Explorer(RuleBasedStateMachine):
             return ("Redis offers %d, PostgreSQL %d (%s)" %
                     (rem, self.total - used,
                      "undersold" if rem < self.total - used else "oversold"))
-        want = {"RESERVED": "H", "CONFIRMED": "C", "RELEASED": "R"}
+        want = {"RESERVED": S.HELD, "CONFIRMED": S.CONFIRMED, "RELEASED": S.RELEASED}
         for oid in set(rows) | set(orders):
             s = orders.get(oid, "")[-1:] or None
             p = rows.get(oid)
             if not (want.get(p) == s or (p in (None, "RELEASED") and s is None)):
                 return "%s: Redis %s, PostgreSQL %s" % (self.short(oid), s, p)
-        count = collections.Counter(v.split(":")[0] for v in orders.values() if v[-1] in "HCXE")
+        count = collections.Counter(v.split(":")[0] for v in orders.values() if v[-1] in TAKEN)
         for c in set(count) | set(users):
             if int(users.get(c, 0)) != count.get(c, 0):
                 return "customer %s: users says %s, orders hold %d" % (c, users.get(c), count[c])
@@ -2660,7 +2684,7 @@ def main():
     print("   reconciler effects: " + ", ".join("%s %d" % kv for kv in WORLD.repairs.most_common()))
     print("   " + scripts_line())
     print("   confirms and cancels answered -7 (keys lost) %d, -8 (counter and order lost) %d" % (
-        WORLD.lost_answers[-7], WORLD.lost_answers[-8]))
+        WORLD.lost_answers[A.lookup.KEYS_LOST], WORLD.lost_answers[A.lookup.COUNTER_LOST]))
     if WORLD.replica is not None:
         print("   under WAIT: gateway WAITs met %d, short %d; failovers %d" % (
             WORLD.waits["met"], WORLD.waits["short"], WORLD.failovers))

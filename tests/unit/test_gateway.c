@@ -1073,17 +1073,17 @@ END_TEST
 
 START_TEST(redis_keys)
 {
-    char keys[GW_KEY_COUNT][GW_KEY_MAX], claim[VC_CLAIM_KEY_MAX];
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX], claim[VC_CLAIM_KEY_MAX];
     char code[VC_CODE_MAX + 1], order[VC_ORDER_ID_MAX + 1];
 
     gw_app_keys("FLASH100", keys);
-    ck_assert_str_eq(keys[GW_KEY_REMAINING], "voucher:{FLASH100}:remaining");
-    ck_assert_str_eq(keys[GW_KEY_ORDERS], "voucher:{FLASH100}:orders");
-    ck_assert_str_eq(keys[GW_KEY_RESENT], "voucher:{FLASH100}:resent");
-    ck_assert_str_eq(keys[GW_KEY_AMOUNTS], "voucher:{FLASH100}:amounts");
-    ck_assert_str_eq(keys[GW_KEY_PAID], "voucher:{FLASH100}:paid");
-    ck_assert_str_eq(keys[GW_KEY_RELEASING], "voucher:{FLASH100}:releasing");
-    ck_assert_str_eq(keys[GW_KEY_LIMIT], "voucher:{FLASH100}:limit");
+    ck_assert_str_eq(keys[VC_VOUCHER_KEY_REMAINING], "voucher:{FLASH100}:remaining");
+    ck_assert_str_eq(keys[VC_VOUCHER_KEY_ORDERS], "voucher:{FLASH100}:orders");
+    ck_assert_str_eq(keys[VC_VOUCHER_KEY_RESENT], "voucher:{FLASH100}:resent");
+    ck_assert_str_eq(keys[VC_VOUCHER_KEY_AMOUNTS], "voucher:{FLASH100}:amounts");
+    ck_assert_str_eq(keys[VC_VOUCHER_KEY_PAID], "voucher:{FLASH100}:paid");
+    ck_assert_str_eq(keys[VC_VOUCHER_KEY_RELEASING], "voucher:{FLASH100}:releasing");
+    ck_assert_str_eq(keys[VC_VOUCHER_KEY_LIMIT], "voucher:{FLASH100}:limit");
     vc_claim_key("order-7", claim);
     ck_assert_str_eq(claim, "voucher-order:{order-7}");
     /* The longest code and orderId fit whole. */
@@ -1092,7 +1092,8 @@ START_TEST(redis_keys)
     memset(order, 'o', VC_ORDER_ID_MAX);
     order[VC_ORDER_ID_MAX] = '\0';
     gw_app_keys(code, keys);
-    ck_assert_uint_eq(strlen(keys[GW_KEY_RELEASING]), strlen("voucher:{}:releasing") + VC_CODE_MAX);
+    ck_assert_uint_eq(strlen(keys[VC_VOUCHER_KEY_RELEASING]),
+                      strlen("voucher:{}:releasing") + VC_CODE_MAX);
     vc_claim_key(order, claim);
     ck_assert_uint_eq(strlen(claim), strlen("voucher-order:{}") + VC_ORDER_ID_MAX);
 }

@@ -63,9 +63,9 @@ START_TEST(key)
     /* The key the pass marks (rc_keys_of()) is the one the scripts check (rc_redis_eval()). */
     rc_keys_t k;
     rc_keys_of("FLASH100", &k);
-    for (int i = 0; i < RC_KEY_COUNT; i++) {
+    for (int i = 0; i < VC_VOUCHER_KEY_COUNT; i++) {
         ck_assert_int_eq(rc_leader_key(k.name[i], out, sizeof(out)), 0);
-        ck_assert_str_eq(out, k.name[RC_KEY_LEADER]);
+        ck_assert_str_eq(out, k.name[VC_VOUCHER_KEY_LEADER]);
     }
     /* No hash tag, or an empty one: no slot of a voucher's to put it in. */
     ck_assert_int_eq(rc_leader_key("voucher:fence", out, sizeof(out)), VC_ERR_INVALID);
