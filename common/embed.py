@@ -13,8 +13,12 @@ exactly
 
 (spaces around allowed) is replaced by the text of NAME.lua, found in the
 folder of the file that holds the line, itself expanded the same way. NAME is
-a plain file name: no folders. A missing file, a cycle and a file included
-twice into one script are build errors, said with the file and line.
+a plain file name: no folders. A missing file and a cycle are build errors,
+said with the file and line. A file is put into one script once: a later
+include of it (two fragments that both need the order parser, a prelude and
+the script) is expanded to nothing, since what the first one defined is in
+scope from there on. Every fragment defines locals at the top level of the
+script, so an include inside a function or a block is not supported.
 
 --model puts in the constants of the Redis order model that the script names
 (MODEL, proto/redis-model.json; common/redis_model.py writes them): STATE,
@@ -74,11 +78,12 @@ def expand(path, _stack=None, _seen=None):
             cycle = stack[stack.index(inc_real):] + [inc_real]
             raise EmbedError('%s: @include %s: a cycle: %s' % (
                 where, name, ' -> '.join(os.path.basename(p) for p in cycle)))
-        if inc_real in seen:
-            raise EmbedError('%s: @include %s: already included (at %s)' % (
-                where, name, seen[inc_real]))
         if not os.path.isfile(inc):
             raise EmbedError('%s: @include %s: no such file %s' % (where, name, inc))
+        if inc_real in seen:
+            # In the script since seen[inc_real], above this line: its locals are in
+            # scope here. A second copy would only cost Lua locals (200 a chunk).
+            continue
         seen[inc_real] = where
         text, inc_files = expand(inc, stack, seen)
         if text and not text.endswith('\n'):
@@ -91,7 +96,7 @@ def expand(path, _stack=None, _seen=None):
 
 def expand_all(srcs, model=None):
     """The inputs concatenated in order, each expanded (one script: a file is
-    included at most once across all of them). With model (a
+    put in at most once across all of them, at its first include). With model (a
     redis_model.Model), its constants that the script names go right before
     the first input that names one: a guard put first (leader.lua) stays the
     script's first text, and a script that names none is unchanged."""

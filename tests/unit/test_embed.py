@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The Lua embedder's include mechanism (common/embed.py): an include is
-expanded in place, nested; a missing file, a cycle, a file included twice and
+expanded in place, nested, a file once per script; a missing file, a cycle and
 a malformed name fail the build with the file and line; the C array and the
 expanded script hold the same text; the depfile names every file read.
 
@@ -96,19 +96,26 @@ class Include(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn('a cycle: a.lua -> a.lua', p.stderr)
 
-    def test_twice_in_one_script_fails(self):
+    def test_twice_in_one_script_is_put_in_once(self):
         self.write('f.lua', 'local function f() end\n')
-        self.write('g.lua', '-- @include f.lua\n')
-        self.write('main.lua', '-- @include f.lua\n-- @include g.lua\n')
-        p, _, _, _ = self.run_embed('main.lua')
-        self.assertEqual(p.returncode, 1)
-        self.assertIn('g.lua:1: @include f.lua: already included', p.stderr)
+        self.write('g.lua', '-- @include f.lua\nlocal function g() return f() end\n')
+        main = self.write('main.lua', '-- @include f.lua\n-- @include g.lua\nreturn g()\n')
+        text, files = embed.expand(main)
+        self.assertEqual(text, 'local function f() end\nlocal function g() return f() end\n'
+                               'return g()\n')
+        self.assertEqual([os.path.basename(f) for f in files], ['main.lua', 'f.lua', 'g.lua'])
         # Across the inputs of one script too: a prelude and the script.
         self.write('pre.lua', '-- @include f.lua\n')
-        self.write('main2.lua', '-- @include f.lua\n')
-        p, _, _, _ = self.run_embed('pre.lua', 'main2.lua')
+        self.write('main2.lua', '-- @include f.lua\nreturn f()\n')
+        p, _, lua_out, _ = self.run_embed('pre.lua', 'main2.lua')
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(lua_out) as f:
+            self.assertEqual(f.read(), 'local function f() end\nreturn f()\n')
+        # A missing file is still one, the second time too.
+        self.write('main3.lua', '-- @include f.lua\n-- @include f.lua\n-- @include gone.lua\n')
+        p, _, _, _ = self.run_embed('main3.lua')
         self.assertEqual(p.returncode, 1)
-        self.assertIn('main2.lua:1: @include f.lua: already included', p.stderr)
+        self.assertIn('main3.lua:3: @include gone.lua: no such file', p.stderr)
 
     def test_name_must_be_a_plain_lua_file(self):
         for bad in ('../x.lua', 'sub/x.lua', 'x.txt', '', 'a.lua b.lua'):
