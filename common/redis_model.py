@@ -114,7 +114,8 @@ class Model:
         answer tables (RESERVE for RESERVE.TAKEN...), each when text names it;
         "" when it names none."""
         out = []
-        if re.search(r'\bSTATE\.', text):
+        # STATE named as a table too (order_value.lua's pairs(STATE)), not only STATE.HELD.
+        if re.search(r'\bSTATE\b', text):
             out.append('local STATE = {%s}\n' % ', '.join(
                 "%s = '%s'" % (s['name'], s['letter']) for s in self.states))
         if re.search(r'\bSTATE_TAKEN\b', text):

@@ -1,7 +1,8 @@
 /*
  * The value the Redis scripts store for one order in voucher:{CODE}:orders,
  * "customerId:discount:heldUntilMs:state" (proto/redis-keys.md). One strict
- * parser, used by the gateway and the reconciler alike. Pure.
+ * parser, used by the gateway and the reconciler alike; the scripts' twin,
+ * common/lua/order_value.lua, accepts the same values. Pure.
  */
 #ifndef VC_ORDER_VALUE_H
 #define VC_ORDER_VALUE_H

@@ -14,6 +14,7 @@
 -- keys is 1 when taken exists, plus 2 for users, plus 4 for orders.
 -- Nothing is changed.
 -- @include campaign_lost.lua
+-- @include order_value.lua
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local t, u = redis.call('EXISTS', KEYS[1]), redis.call('EXISTS', KEYS[5])
 -- Without redis_loaded_at: the reconciler adds it (rc_campaign.c).
@@ -25,7 +26,7 @@ local out = {redis.call('ZCARD', KEYS[2]) .. ' ' .. redis.call('ZCARD', KEYS[3])
 for _, o in ipairs(due) do
   local v = redis.call('HGET', KEYS[4], o)
   if v then
-    local held, state = string.match(v, '^[^:]*:[^:]*:([^:]*):(.)$')
+    local _, _, held, state = parse_order(v)
     if held then out[#out + 1] = o .. ' ' .. held .. ':' .. state end
   end
 end

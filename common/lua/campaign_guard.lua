@@ -1,6 +1,6 @@
--- Put before a voucher script (release_begin, confirm; with
--- campaign_give_back_*.lua around them, forget and release_finish) to make it
--- act on a campaign's code. The caller appends to
+-- Put before a voucher script (release_begin, confirm; included by
+-- campaign_forget.lua and campaign_release_finish.lua) to make it act on a
+-- campaign's code. The caller appends to
 -- KEYS the campaign's users, orders and taken hashes and to ARGV whether
 -- PostgreSQL says Redis had the campaign's keys ("1" or "0", as
 -- campaign_reserve.lua's loaded) and the code; they are taken off here, so the
@@ -14,6 +14,7 @@
 -- outcome is unknown until the reconciler rebuilds them (the gateway's 503,
 -- never a 404 that tells the order service there is no such order).
 -- @include campaign_lost.lua
+-- @include order_value.lua
 local campaign_taken = table.remove(KEYS)
 local campaign_orders = table.remove(KEYS)
 local campaign_users = table.remove(KEYS)
@@ -21,7 +22,7 @@ local campaign_code = table.remove(ARGV)
 local campaign_loaded = table.remove(ARGV)
 if redis.call('HGET', campaign_taken, campaign_code) ~= ARGV[1] then
   local o = redis.call('HGET', campaign_orders, ARGV[1])
-  if not (o and string.sub(o, -1) == STATE.RELEASED) then
+  if not (o and order_state(o) == STATE.RELEASED) then
     if campaign_keys_lost(campaign_taken, campaign_users, campaign_orders, campaign_loaded) then
       return {LOOKUP.KEYS_LOST, false}
     end

@@ -29,6 +29,7 @@
 -- and the customers counted after, the codes freed (orders lost: taken by no
 -- order the snapshot or Redis holds); {-2, orderId}: an order holds a use and its code
 -- is unknown; {-3, code}: two orders hold one code. Nothing is written then.
+-- @include order_value.lua
 -- @include taken_write.lua
 -- taken lost: the reconciler waited the restore delay from the loss to its
 -- snapshot (rc_campaign.c), and campaign_reserve.lua refused every new order
@@ -53,7 +54,7 @@ for n, id in ipairs(ids) do
   local i = 2 + 4 * (n - 1)
   local code, value, held = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   code_of[id] = code
-  local state = string.match(value, '^[^:]*:[^:]*:[^:]*:(.)$')
+  local state = order_state(value)
   if state and not have[n] and not queued[id] then
     queued[id] = true
     write[#write + 1] = {id, value, held, state}
@@ -78,7 +79,7 @@ local function claim(id, state)
 end
 local orders = redis.call('HGETALL', KEYS[3])
 for i = 1, #orders, 2 do
-  local refused = claim(orders[i], string.match(orders[i + 1], ':(.)$') or '')
+  local refused = claim(orders[i], order_state(orders[i + 1]) or '')
   if refused then return refused end
 end
 for _, w in ipairs(write) do
@@ -91,7 +92,7 @@ for code, id in pairs(holder) do
   local have = taken_by[code]
   if have and have ~= id then
     local v = redis.call('HGET', KEYS[3], have)
-    if v and taken_state(string.sub(v, -1)) then return {CAMPAIGN_REBUILD.CODE_TWICE, code} end
+    if v and taken_state(order_state(v)) then return {CAMPAIGN_REBUILD.CODE_TWICE, code} end
   end
 end
 local written = write_lacking(KEYS[3], KEYS[4], write)

@@ -43,9 +43,10 @@
 -- @include resent_mark.lua
 -- @include orders_lost.lua
 -- @include orders_write.lua
+-- @include order_value.lua
 local order = redis.call('HGET', KEYS[1], ARGV[1])
 if not order then return {no_order(KEYS[1], KEYS[6], KEYS[4], KEYS[7]), false} end
-local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
+local customer, discount, held, state = parse_order(order)
 local total = ARGV[3]
 local amount, paid = false, false
 if KEYS[5] then
@@ -73,7 +74,7 @@ if paid and KEYS[5] then
   local expire_at = redis.call('PEXPIRETIME', KEYS[1])
   if expire_at > 0 then redis.call('PEXPIREAT', KEYS[5], expire_at) end
 end
-order = customer .. ':' .. discount .. ':' .. held .. ':' .. STATE.CONFIRMED
+order = order_value(customer, discount, held, STATE.CONFIRMED)
 write_order(KEYS[1], ARGV[1], order)
 redis.call('ZREM', KEYS[2], ARGV[1])
 return {CONFIRM.CONFIRMED, order, amount, paid}

@@ -24,27 +24,5 @@
 -- released: kept), -1 no such order, -2 held and published again by a retry
 -- (kept); order is the stored value as it was.
 -- @include give_back.lua
--- @include orders_write.lua
-local order = redis.call('HGET', KEYS[3], ARGV[1])
-if not order then return {FORGET.NO_ORDER, false} end
-local customer, state = string.match(order, '^([^:]*):[^:]*:[^:]*:(.)$')
-if state ~= STATE.HELD then return {FORGET.NOT_HELD, order} end
-if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return {FORGET.RESENT, order} end
-local amounts = string.gsub(KEYS[3], ':orders$', ':amounts')
-drop_order(KEYS[3], ARGV[1])
--- Its amount goes with it: a campaign reads an amount without its order as
--- the orders hash lost (campaign_lost.lua); a voucher drops the whole hash
--- with the last order below.
-redis.call('HDEL', amounts, ARGV[1])
-give_back(KEYS[1], KEYS[2], customer)
-redis.call('ZREM', KEYS[4], ARGV[1])
--- The last order gone: users and amounts go too (every count is 0, and no
--- order needs its amount). reserve.lua reads users or amounts without orders
--- as an orders hash lost, and refuses new orders until it is rebuilt. amounts
--- sits beside orders (the same hash tag). A campaign's users is kept: there
--- it is never emptied, and missing beside taken means lost
--- (campaign_reserve.lua).
-if redis.call('EXISTS', KEYS[3]) == 0 and string.sub(KEYS[3], 1, 8) == 'voucher:' then
-  redis.call('DEL', KEYS[2], amounts)
-end
-return {FORGET.FORGOTTEN, order}
+-- @include forget_hold.lua
+return forget_hold(give_back)

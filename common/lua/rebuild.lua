@@ -37,7 +37,7 @@ for _, set in ipairs({{KEYS[4], STATE.HELD}, {KEYS[5], begun}}) do
   local ids, stale = redis.call('ZRANGE', set[1], 0, -1), {}
   local values = hmget_all(KEYS[3], ids)
   for i, id in ipairs(ids) do
-    local state = values[i] and string.sub(values[i], -1)
+    local state = values[i] and order_state(values[i])
     if not state or not string.find(set[2], state, 1, true) then stale[#stale + 1] = id end
   end
   call_in_slices('ZREM', set[1], stale, 1000)

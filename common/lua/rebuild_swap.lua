@@ -41,7 +41,7 @@ if redis.call('EXISTS', KEYS[9]) == 1 then redis.call('RENAME', KEYS[9], KEYS[4]
 local ids, stale = redis.call('ZRANGE', KEYS[5], 0, -1), {}
 local values = hmget_all(KEYS[3], ids)
 for i, id in ipairs(ids) do
-  local state = values[i] and string.sub(values[i], -1)
+  local state = values[i] and order_state(values[i])
   if state ~= STATE.CANCEL_BEGUN and state ~= STATE.EXPIRY_BEGUN then stale[#stale + 1] = id end
 end
 call_in_slices('ZREM', KEYS[5], stale, 1000)

@@ -42,9 +42,10 @@
 -- @include resent_mark.lua
 -- @include orders_lost.lua
 -- @include orders_write.lua
+-- @include order_value.lua
 local order = redis.call('HGET', KEYS[1], ARGV[1])
 if not order then return {no_order(KEYS[1], KEYS[5], KEYS[6], KEYS[7]), false} end
-local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
+local customer, discount, held, state = parse_order(order)
 if state == STATE.RELEASED then return {RELEASE_BEGIN.ALREADY_RELEASED, order} end
 if state == STATE.CANCEL_BEGUN or state == STATE.EXPIRY_BEGUN then
   if KEYS[4] then mark_resent(KEYS[4], ARGV[1], tonumber(ARGV[3])) end
@@ -65,7 +66,7 @@ elseif ARGV[2] == 'undelivered' and (state == STATE.HELD or state == STATE.CONFI
 else
   return {RELEASE_BEGIN.NOT_RELEASABLE, order}
 end
-order = customer .. ':' .. discount .. ':' .. held .. ':' .. next
+order = order_value(customer, discount, held, next)
 write_order(KEYS[1], ARGV[1], order)
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])

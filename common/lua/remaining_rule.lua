@@ -13,6 +13,7 @@
 
 -- @include orders_write.lua
 -- @include orders_lost.lua
+-- @include order_value.lua
 
 local function remaining_bound(total, uncounted, live)
   local bound = total - uncounted - live
@@ -45,7 +46,7 @@ end
 local function count_pairs(all, each, live, per)
   live, per = live or 0, per or {}
   for i = 1, #all, 2 do
-    local customer, state = string.match(all[i + 1], '^([^:]*):[^:]*:[^:]*:(.)$')
+    local customer, _, _, state = parse_order(all[i + 1])
     if state and taken_state(state) then
       live = live + 1
       per[customer] = (per[customer] or 0) + 1
@@ -91,7 +92,7 @@ local function raise_users(users_key, per, orders_key)
   call_in_slices('HSET', users_key, raise, 1000)
   if redis.call('EXISTS', users_key) == 0 then
     local any = redis.call('HRANDFIELD', orders_key)
-    local customer = any and string.match(redis.call('HGET', orders_key, any) or '', '^([^:]*):')
+    local customer = any and parse_order(redis.call('HGET', orders_key, any) or '')
     if customer then redis.call('HSETNX', users_key, customer, 0) end
   end
 end
@@ -132,7 +133,8 @@ local function lacking_orders(releasing_key, lacking)
     for j = 1, #ids do
       local o = lacking[i + j - 1]
       if scores[j] and taken_state(o[4]) then
-        o[2], o[4] = string.sub(o[2], 1, -2) .. STATE.CANCEL_BEGUN, STATE.CANCEL_BEGUN
+        local customer, discount, held = parse_order(o[2])
+        o[2], o[4] = order_value(customer, discount, held, STATE.CANCEL_BEGUN), STATE.CANCEL_BEGUN
       end
     end
   end
@@ -172,12 +174,12 @@ local function merge(orders_key, holds_key, releasing_key, first)
   for n, id in ipairs(ids) do
     local i = first + 4 * (n - 1)
     local value, held, proven = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-    local state = string.match(value, '^[^:]*:[^:]*:[^:]*:(.)$')
+    local state = order_state(value)
     -- An orderId twice in the arguments: the first one written wins, as it
     -- would have with one HGET each.
     local had = seen[id] or have[n]
     if state and (not had or
-        (proven == '1' and string.sub(had, -1) == STATE.RELEASED and taken_state(state))) then
+        (proven == '1' and order_state(had) == STATE.RELEASED and taken_state(state))) then
       local o = {id, value, held, state}
       if had then revived[#revived + 1] = o else lacking[#lacking + 1] = o end
       seen[id] = value

@@ -16,12 +16,13 @@
 -- order, -2 another hold or another state now (the next pass looks again);
 -- order as it is now.
 -- @include orders_write.lua
+-- @include order_value.lua
 local order = redis.call('HGET', KEYS[1], ARGV[1])
 if not order then return {REPAIR_CONFIRMED.NO_ORDER, false} end
-local customer, discount, held, state = string.match(order, '^([^:]*):([^:]*):([^:]*):(.)$')
+local customer, discount, held, state = parse_order(order)
 if state == STATE.CONFIRMED then return {REPAIR_CONFIRMED.ALREADY_CONFIRMED, order} end
 if state ~= STATE.HELD or held ~= ARGV[2] then return {REPAIR_CONFIRMED.CHANGED, order} end
-order = customer .. ':' .. discount .. ':' .. held .. ':' .. STATE.CONFIRMED
+order = order_value(customer, discount, held, STATE.CONFIRMED)
 write_order(KEYS[1], ARGV[1], order)
 redis.call('ZREM', KEYS[2], ARGV[1])
 return {REPAIR_CONFIRMED.REPAIRED, order}

@@ -6,6 +6,7 @@
 -- ARGV[6] nowMs       ARGV[7] orderAmount
 -- @include resent_mark.lua
 -- @include orders_write.lua
+-- @include order_value.lua
 
 -- The answer to a retry: order is the stored value of ARGV[3]. holds_use(state),
 -- when given, says whether the order is still the one of this request's use
@@ -17,9 +18,8 @@
 -- {0, order[, false, wait]} the same order again: nothing is taken, and a held
 -- or confirmed one is marked resent (the retry publishes VoucherReserved again).
 local function retry_answer(order, holds_use, wait)
-  local customer = string.match(order, '^([^:]*):')
+  local customer, _, _, state = parse_order(order)
   if customer ~= ARGV[1] then return {RESERVE.OTHER_CUSTOMER, order} end
-  local state = string.sub(order, -1)
   if holds_use and not holds_use(state) then return {RESERVE.OTHER_CUSTOMER, order} end
   -- Orders taken before amounts were kept, or restored by the reconciler,
   -- have none: such a retry cannot be compared and is answered as the same.
@@ -36,7 +36,7 @@ end
 -- order held (H) until heldUntilMs, its amount. Returns the order's value.
 local function write_hold()
   redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-  local order = ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[5] .. ':' .. STATE.HELD
+  local order = order_value(ARGV[1], ARGV[4], ARGV[5], STATE.HELD)
   write_order(KEYS[3], ARGV[3], order)
   redis.call('HSET', KEYS[6], ARGV[3], ARGV[7])
   redis.call('ZADD', KEYS[4], ARGV[5], ARGV[3])

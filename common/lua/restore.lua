@@ -20,7 +20,8 @@ merge(KEYS[3], KEYS[4], KEYS[5], 5)
 -- release begun (kept with its start, or due after the grace from now).
 local holds, releasing = {}, {}
 local live, per = count_taken(KEYS[3], function(id, value, state)
-  local held = tonumber(string.match(value, '^[^:]*:[^:]*:([^:]*):'))
+  local _, _, held = parse_order(value)
+  held = tonumber(held)
   if state == STATE.HELD and held then
     holds[#holds + 1] = held
     holds[#holds + 1] = id

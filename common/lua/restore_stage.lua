@@ -36,7 +36,7 @@ call_in_slices('HSET', KEYS[3], counts, 1000)
 local list, taken = {}, 0
 for i = 4 + 2 * u, #ARGV - 3, 4 do
   local value = ARGV[i + 1]
-  local state = string.match(value, '^[^:]*:[^:]*:[^:]*:(.)$')
+  local state = order_state(value)
   if state then
     list[#list + 1] = {ARGV[i], value, ARGV[i + 2], state}
     if taken_state(state) then taken = taken + 1 end

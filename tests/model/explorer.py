@@ -379,8 +379,9 @@ class CurrentScripts:
         return self.ev("claim", [claim_key], ["keep", value, code])
 
     # A campaign's scripts, called as gw_campaign_redeem.c calls them. The guarded ones
-    # (common/lua/meson.build): campaign_guard.lua before the voucher script, and
-    # campaign_give_back_*.lua around forget and release_finish; the build writes each
+    # (common/lua/meson.build): campaign_guard.lua before confirm and release_begin, and
+    # campaign_forget.lua and campaign_release_finish.lua, scripts of their own (the guard
+    # and the voucher's work with the campaign's give-back); the build writes each
     # expanded as campaign_SCRIPT.lua. The caller appends the campaign's users, orders and
     # taken keys, and whether PostgreSQL says Redis had the campaign (campaign_loaded(),
     # set per example) and the code.
@@ -389,9 +390,7 @@ class CurrentScripts:
     def cev(self, script, keys, args, k, code):
         name = "campaign_" + script
         if name not in self.src:
-            parts = ["campaign_guard"] + (["campaign_give_back_begin", script,
-                                           "campaign_give_back_end"]
-                                          if script in ("forget", "release_finish") else [script])
+            parts = ["campaign_guard", script]
             self.src[name] = "".join(self.src[p] if self.src[p].endswith("\n") else
                                      self.src[p] + "\n" for p in parts)
         loaded = "1" if self.campaign_loaded() else "0"
