@@ -99,18 +99,17 @@ class Include(unittest.TestCase):
     def test_twice_in_one_script_is_put_in_once(self):
         self.write('f.lua', 'local function f() end\n')
         self.write('g.lua', '-- @include f.lua\nlocal function g() return f() end\n')
-        main = self.write('main.lua', '-- @include f.lua\n-- @include g.lua\nreturn g()\n')
-        text, files = embed.expand(main)
-        self.assertEqual(text, 'local function f() end\nlocal function g() return f() end\n'
-                               'return g()\n')
-        self.assertEqual([os.path.basename(f) for f in files], ['main.lua', 'f.lua', 'g.lua'])
-        # Across the inputs of one script too: a prelude and the script.
+        self.write('main.lua', '-- @include f.lua\n-- @include g.lua\nreturn g()\n')
         self.write('pre.lua', '-- @include f.lua\n')
         self.write('main2.lua', '-- @include f.lua\nreturn f()\n')
-        p, _, lua_out, _ = self.run_embed('pre.lua', 'main2.lua')
-        self.assertEqual(p.returncode, 0, p.stderr)
-        with open(lua_out) as f:
-            self.assertEqual(f.read(), 'local function f() end\nreturn f()\n')
+        # (inputs, the script): nested in one input, and across a prelude and the script.
+        for inputs, want in ((['main.lua'], 'local function f() end\n'
+                              'local function g() return f() end\nreturn g()\n'),
+                             (['pre.lua', 'main2.lua'], 'local function f() end\nreturn f()\n')):
+            p, _, lua_out, _ = self.run_embed(*inputs)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(lua_out) as out:
+                self.assertEqual(out.read(), want, inputs)
         # A missing file is still one, the second time too.
         self.write('main3.lua', '-- @include f.lua\n-- @include f.lua\n-- @include gone.lua\n')
         p, _, _, _ = self.run_embed('main3.lua')
