@@ -372,6 +372,13 @@ static void keys_of(int64_t id, const char *const *suffix, int n, char k[][64])
         snprintf(k[i], 64, "campaign:{c%lld}:%s", (long long)id, suffix[i]);
 }
 
+/* Every key of campaign id, by the model's names (k[VC_CAMPAIGN_KEY_ORDERS]...; vc_model.h). */
+static void campaign_keys(int64_t id, char k[VC_CAMPAIGN_KEY_COUNT][64])
+{
+    for (int i = 0; i < VC_CAMPAIGN_KEY_COUNT; i++)
+        (void)vc_campaign_key(k[i], sizeof(k[i]), id, (vc_campaign_key_t)i);
+}
+
 /*
  * Rebuilds what Redis lost (campaign_rebuild.lua): the orders PostgreSQL and
  * the events in flight count, the taken codes, the customers' counts. Until
@@ -380,9 +387,8 @@ static void keys_of(int64_t id, const char *const *suffix, int n, char k[][64])
 static int rebuild(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, rc_summary_t *sum,
                    char *err, size_t errlen)
 {
-    static const char *const suffix[] = {"taken", "users", "orders", "holds", "releasing"};
-    char k[5][64], expire[24], answer[128], name[24];
-    const char *keys[] = {k[0], k[1], k[2], k[3], k[4]};
+    char k[VC_CAMPAIGN_KEY_COUNT][64], expire[24], answer[128], name[24];
+    const char *keys[VC_CAMPAIGN_REBUILD_NKEYS];
     const char **args = calloc(1 + 4 * c->orders.len, sizeof(*args));
     char (*values)[128] = calloc(c->orders.len + 1, sizeof(*values));
     char (*held)[24] = calloc(c->orders.len + 1, sizeof(*held));
@@ -393,7 +399,8 @@ static int rebuild(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, rc_summary_
         rc = VC_ERR_NOMEM;
         goto out;
     }
-    keys_of(c->id, suffix, 5, k);
+    campaign_keys(c->id, k);
+    vc_script_keys(vc_campaign_rebuild_keys, VC_CAMPAIGN_REBUILD_NKEYS, k[0], sizeof(k[0]), keys);
     snprintf(expire, sizeof(expire), "%lld",
              (long long)(ctx->cfg->redis_retention_ms > 0
                              ? vc_redis_expire_at(ends_at_ms, ctx->cfg->redis_retention_ms)
@@ -422,8 +429,8 @@ static int rebuild(rc_ctx_t *ctx, campaign_t *c, int64_t ends_at_ms, rc_summary_
     snprintf(name, sizeof(name), "%lld", (long long)c->id);
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
         (rc = rc_repair_eval(ctx, "rebuild", "campaign", name, c->orders.len,
-                             vc_lua_rc_campaign_rebuild, 5, keys, n, args, &status, answer,
-                             sizeof(answer), err, errlen)) != 0)
+                             vc_lua_rc_campaign_rebuild, VC_CAMPAIGN_REBUILD_NKEYS, keys, n, args,
+                             &status, answer, sizeof(answer), err, errlen)) != 0)
         goto out;
     if (status >= 0) {
         sum->restored++;
@@ -565,18 +572,20 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
 static int reconfirm(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, rc_summary_t *sum,
                      char *err, size_t errlen)
 {
-    static const char *const suffix[] = {"orders", "holds"};
-    char k[2][64], held[24];
-    const char *keys[] = {k[0], k[1]};
+    char k[VC_CAMPAIGN_KEY_COUNT][64], held[24];
+    /* repair_confirmed.lua's keys (vc_repair_confirmed_keys): the campaign's orders, holds. */
+    const char *keys[VC_REPAIR_CONFIRMED_NKEYS] = {
+        [VC_REPAIR_CONFIRMED_KEY_ORDERS] = k[VC_CAMPAIGN_KEY_ORDERS],
+        [VC_REPAIR_CONFIRMED_KEY_HOLDS] = k[VC_CAMPAIGN_KEY_HOLDS]};
     const char *args[] = {o->order_id, held};
     int64_t status;
     int rc;
 
-    keys_of(c->id, suffix, 2, k);
+    campaign_keys(c->id, k);
     snprintf(held, sizeof(held), "%lld", (long long)o->redis_held_until_ms);
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-        (rc = rc_redis_eval(ctx->redis, vc_lua_rc_repair_confirmed, 2, keys, 2, args, &status, NULL,
-                            0, err, errlen)) != 0)
+        (rc = rc_redis_eval(ctx->redis, vc_lua_rc_repair_confirmed, VC_REPAIR_CONFIRMED_NKEYS, keys,
+                            2, args, &status, NULL, 0, err, errlen)) != 0)
         return rc;
     if (status == VC_REPAIR_CONFIRMED_REPAIRED) {
         sum->reconfirmed++;
@@ -795,10 +804,8 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
                int loaded, int repair, int64_t snapshot_ms, rc_summary_t *sum, char *err,
                size_t errlen)
 {
-    static const char *const suffix[] = {"taken", "holds", "releasing", "orders", "users"};
-    static const char *const leader_suffix[] = {"leader"};
-    char k[5][64], max[24], limit[24], leader[1][64], *due;
-    const char *keys[] = {k[0], k[1], k[2], k[3], k[4]};
+    char k[VC_CAMPAIGN_KEY_COUNT][64], max[24], limit[24], *due;
+    const char *keys[VC_CAMPAIGN_DUE_NKEYS];
     const char *args[] = {max, limit};
     rc_campaign_due_t answer;
     int lost, rc;
@@ -811,15 +818,15 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
         return VC_ERR_NOMEM;
     for (size_t i = 0; i < vs->ncampaign_events; i++)
         flying += vs->campaign_events[i].campaign_id == id;
-    keys_of(id, suffix, 5, k);
+    campaign_keys(id, k);
+    vc_script_keys(vc_campaign_due_keys, VC_CAMPAIGN_DUE_NKEYS, k[0], sizeof(k[0]), keys);
     snprintf(max, sizeof(max), "%lld", (long long)(snapshot_ms - ctx->cfg->grace_ms));
     snprintf(limit, sizeof(limit), "%d", RC_CAMPAIGN_DUE_MAX);
-    keys_of(id, leader_suffix, 1, leader);
     /* The acting reconciler marks the campaign before anything of the pass writes to it. */
-    if ((rc = rc_redis_mark(ctx->redis, leader[0], rc_ctx_expire_at(ctx, ends_at_ms), err,
-                            errlen)) != 0 ||
-        (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_due, 5, keys, 2, args, &taken, due,
-                            RC_CAMPAIGN_DUE_BUF, err, errlen)) != 0)
+    if ((rc = rc_redis_mark(ctx->redis, k[VC_CAMPAIGN_KEY_LEADER],
+                            rc_ctx_expire_at(ctx, ends_at_ms), err, errlen)) != 0 ||
+        (rc = rc_redis_eval(ctx->redis, vc_lua_campaign_due, VC_CAMPAIGN_DUE_NKEYS, keys, 2, args,
+                            &taken, due, RC_CAMPAIGN_DUE_BUF, err, errlen)) != 0)
         goto out;
     if (taken < 0 || rc_campaign_due_parse(due, RC_CAMPAIGN_DUE_MAX, &answer) != 0) {
         snprintf(err, errlen,

@@ -610,17 +610,14 @@ static int orders_in_pieces(rc_redis_t *r, const char *code, const rc_keys_t *k,
     /* The explorer (tests/model) lands gateway steps here: writes the finish must see. */
     VC_PAUSE("reconciler-orders-scanned");
     {
-        const char *argv[] = {"EVAL",
-                              vc_lua_scan_finish,
-                              "6",
-                              k->name[VC_VOUCHER_KEY_REMAINING],
-                              k->name[VC_VOUCHER_KEY_ORDERS],
-                              k->name[VC_VOUCHER_KEY_USERS],
-                              k->name[VC_VOUCHER_KEY_AMOUNTS],
-                              k->name[VC_VOUCHER_KEY_SCAN],
-                              k->name[VC_VOUCHER_KEY_TOUCHED],
-                              token};
-        reply = command_on(r, slot, 10, argv);
+        /* EVAL, the script, how many keys, its keys in the definition's order, the token. */
+        char numkeys[8];
+        const char *argv[3 + VC_SCAN_FINISH_NKEYS + 1] = {"EVAL", vc_lua_scan_finish, numkeys};
+
+        snprintf(numkeys, sizeof(numkeys), "%d", VC_SCAN_FINISH_NKEYS);
+        rc_script_keys(k, vc_scan_finish_keys, VC_SCAN_FINISH_NKEYS, argv + 3);
+        argv[3 + VC_SCAN_FINISH_NKEYS] = token;
+        reply = command_on(r, slot, 3 + VC_SCAN_FINISH_NKEYS + 1, argv);
     }
     if ((rc = check_reply(r, reply, "EVAL scan_finish", err, errlen)) != 0)
         return rc;
@@ -749,10 +746,11 @@ int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orde
         return orders_at_once(r, code, m, c, bad, err, errlen);
     rc_keys_of(code, &k);
     {
-        const char *keys[] = {k.name[VC_VOUCHER_KEY_ORDERS], k.name[VC_VOUCHER_KEY_SCAN],
-                              k.name[VC_VOUCHER_KEY_TOUCHED]};
-        if ((rc = pieces_begin(r, vc_redis_tag_slot(code), keys, 3, scan_above, token, &begun,
-                               err, errlen)) != 0)
+        const char *keys[VC_SCAN_BEGIN_NKEYS];
+
+        rc_script_keys(&k, vc_scan_begin_keys, VC_SCAN_BEGIN_NKEYS, keys);
+        if ((rc = pieces_begin(r, vc_redis_tag_slot(code), keys, VC_SCAN_BEGIN_NKEYS, scan_above,
+                               token, &begun, err, errlen)) != 0)
             return rc;
     }
     if (!begun)
