@@ -788,30 +788,17 @@ int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orde
     return orders_at_once(r, code, m, c, bad, err, errlen);
 }
 
-/* A campaign's keys, in the order rc_redis_campaign() uses them. */
-enum {
-    CK_ORDERS,
-    CK_TAKEN,
-    CK_USERS,
-    CK_RELEASING,
-    CK_SCAN,
-    CK_TOUCHED,
-    CK_TOUCHED_CODES,
-    CK_COUNT
-};
-
+/* A campaign's keys, by the model's names (vc_model.h: VC_CAMPAIGN_KEY_ORDERS...). */
 typedef struct {
     char tag[24]; /* "c<ID>", the keys' hash tag */
-    char name[CK_COUNT][48];
+    char name[VC_CAMPAIGN_KEY_COUNT][48];
 } campaign_keys_t;
 
 static void campaign_keys_of(int64_t id, campaign_keys_t *k)
 {
-    static const char *const suffix[CK_COUNT] = {"orders", "taken", "users", "releasing",
-                                                 "scan", "touched", "touched_codes"};
     snprintf(k->tag, sizeof(k->tag), "c%lld", (long long)id);
-    for (int i = 0; i < CK_COUNT; i++)
-        snprintf(k->name[i], sizeof(k->name[i]), "campaign:{%s}:%s", k->tag, suffix[i]);
+    for (int i = 0; i < VC_CAMPAIGN_KEY_COUNT; i++)
+        (void)vc_campaign_key(k->name[i], sizeof(k->name[i]), id, (vc_campaign_key_t)i);
 }
 
 /* A field of taken (code, orderId), as the pieces hold it until the finish. */
@@ -914,13 +901,13 @@ static int campaign_at_once(rc_redis_t *r, const campaign_keys_t *k, const char 
     if (!ctx)
         return VC_ERR_UNAVAILABLE;
     redisAppendCommand(ctx, "MULTI");
-    redisAppendCommand(ctx, "HGETALL %s", k->name[CK_ORDERS]);
-    redisAppendCommand(ctx, "HGETALL %s", k->name[CK_TAKEN]);
-    redisAppendCommand(ctx, "ZRANGEBYSCORE %s -inf %s LIMIT 0 %s", k->name[CK_RELEASING], max,
-                       limit);
-    redisAppendCommand(ctx, "EXISTS %s", k->name[CK_TAKEN]);
-    redisAppendCommand(ctx, "EXISTS %s", k->name[CK_USERS]);
-    redisAppendCommand(ctx, "EXISTS %s", k->name[CK_ORDERS]);
+    redisAppendCommand(ctx, "HGETALL %s", k->name[VC_CAMPAIGN_KEY_ORDERS]);
+    redisAppendCommand(ctx, "HGETALL %s", k->name[VC_CAMPAIGN_KEY_TAKEN]);
+    redisAppendCommand(ctx, "ZRANGEBYSCORE %s -inf %s LIMIT 0 %s",
+                       k->name[VC_CAMPAIGN_KEY_RELEASING], max, limit);
+    redisAppendCommand(ctx, "EXISTS %s", k->name[VC_CAMPAIGN_KEY_TAKEN]);
+    redisAppendCommand(ctx, "EXISTS %s", k->name[VC_CAMPAIGN_KEY_USERS]);
+    redisAppendCommand(ctx, "EXISTS %s", k->name[VC_CAMPAIGN_KEY_ORDERS]);
     redisAppendCommand(ctx, "EXEC");
     if ((rc = exec_reply(ctx, 6, "MULTI HGETALL HGETALL ZRANGEBYSCORE EXISTS EXEC", k->tag, &reply,
                          err, errlen)) != 0)
@@ -977,26 +964,26 @@ static int campaign_in_pieces(rc_redis_t *r, const campaign_keys_t *k, const cha
     *kept = 0;
     rc_orders_init(&t);
     rc_orders_init(&codes_again);
-    if ((rc = scan_hash(r, slot, k->name[CK_ORDERS], k->tag, order_piece, &t, err, errlen)) != 0 ||
-        (rc = scan_hash(r, slot, k->name[CK_TAKEN], k->tag, taken_piece, &p, err, errlen)) != 0)
+    if ((rc = scan_hash(r, slot, k->name[VC_CAMPAIGN_KEY_ORDERS], k->tag, order_piece, &t, err,
+                        errlen)) != 0 ||
+        (rc = scan_hash(r, slot, k->name[VC_CAMPAIGN_KEY_TAKEN], k->tag, taken_piece, &p, err,
+                        errlen)) != 0)
         goto out;
     /* The explorer (tests/model) lands gateway steps here: writes the finish must see. */
     VC_PAUSE("reconciler-orders-scanned");
     {
-        const char *argv[] = {"EVAL",
-                              vc_lua_campaign_scan_finish,
-                              "7",
-                              k->name[CK_ORDERS],
-                              k->name[CK_TAKEN],
-                              k->name[CK_USERS],
-                              k->name[CK_RELEASING],
-                              k->name[CK_SCAN],
-                              k->name[CK_TOUCHED],
-                              k->name[CK_TOUCHED_CODES],
-                              token,
-                              max,
-                              limit};
-        reply = command_on(r, slot, 13, argv);
+        /* EVAL, the script, how many keys, its keys in the definition's order, 3 arguments. */
+        enum { NKEYS = VC_CAMPAIGN_SCAN_FINISH_NKEYS };
+        char numkeys[8];
+        const char *argv[3 + NKEYS + 3] = {"EVAL", vc_lua_campaign_scan_finish, numkeys};
+
+        snprintf(numkeys, sizeof(numkeys), "%d", NKEYS);
+        vc_script_keys(vc_campaign_scan_finish_keys, NKEYS, k->name[0], sizeof(k->name[0]),
+                       argv + 3);
+        argv[3 + NKEYS] = token;
+        argv[3 + NKEYS + 1] = max;
+        argv[3 + NKEYS + 2] = limit;
+        reply = command_on(r, slot, 3 + NKEYS + 3, argv);
     }
     if ((rc = check_reply(r, reply, "EVAL campaign_scan_finish", err, errlen)) != 0) {
         reply = NULL;
@@ -1098,8 +1085,9 @@ int rc_redis_campaign(rc_redis_t *r, int64_t campaign_id, int64_t scan_above,
     snprintf(limit, sizeof(limit), "%d", releasing_limit);
     *keys = 0;
     if (scan_above >= 0) {
-        const char *names[] = {k.name[CK_ORDERS], k.name[CK_SCAN], k.name[CK_TOUCHED],
-                               k.name[CK_TOUCHED_CODES]};
+        const char *names[] = {k.name[VC_CAMPAIGN_KEY_ORDERS], k.name[VC_CAMPAIGN_KEY_SCAN],
+                               k.name[VC_CAMPAIGN_KEY_TOUCHED],
+                               k.name[VC_CAMPAIGN_KEY_TOUCHED_CODES]};
         if ((rc = pieces_begin(r, vc_redis_tag_slot(k.tag), names, 4, scan_above, token, &begun,
                                err, errlen)) != 0)
             return rc;
