@@ -366,17 +366,44 @@ static int needs_rebuild(const campaign_t *c)
     return 0;
 }
 
-static void keys_of(int64_t id, const char *const *suffix, int n, char k[][64])
-{
-    for (int i = 0; i < n; i++)
-        snprintf(k[i], 64, "campaign:{c%lld}:%s", (long long)id, suffix[i]);
-}
-
 /* Every key of campaign id, by the model's names (k[VC_CAMPAIGN_KEY_ORDERS]...; vc_model.h). */
 static void campaign_keys(int64_t id, char k[VC_CAMPAIGN_KEY_COUNT][64])
 {
     for (int i = 0; i < VC_CAMPAIGN_KEY_COUNT; i++)
         (void)vc_campaign_key(k[i], sizeof(k[i]), id, (vc_campaign_key_t)i);
+}
+
+/*
+ * Points keys[0..n) at the campaign's keys (k, as campaign_keys() fills it)
+ * that a voucher script run on a campaign takes, in the script's order
+ * (order: its vc_SCRIPT_keys, voucher keys): each the campaign's key of the
+ * same name. Borrowed from k.
+ */
+static void voucher_script_keys(char k[VC_CAMPAIGN_KEY_COUNT][64], const int *order, int n,
+                                const char **keys)
+{
+    for (int i = 0; i < n; i++) {
+        int j = 0;
+
+        while (j < VC_CAMPAIGN_KEY_COUNT &&
+               strcmp(vc_campaign_key_names[j], vc_voucher_key_names[order[i]]) != 0)
+            j++;
+        /* The definition gives a campaign every key a voucher script it runs takes. */
+        VC_ASSERT(j < VC_CAMPAIGN_KEY_COUNT);
+        keys[i] = k[j];
+    }
+}
+
+/*
+ * Appends what campaign_guard.lua takes off the end of a voucher script's
+ * keys: the campaign's users, orders and taken, to keys[n..n+3). Returns n + 3.
+ */
+static int guard_keys(char k[VC_CAMPAIGN_KEY_COUNT][64], const char **keys, int n)
+{
+    keys[n++] = k[VC_CAMPAIGN_KEY_USERS];
+    keys[n++] = k[VC_CAMPAIGN_KEY_ORDERS];
+    keys[n++] = k[VC_CAMPAIGN_KEY_TAKEN];
+    return n;
 }
 
 /*
@@ -466,13 +493,12 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
                    const char *reason, int64_t snapshot_ms, rc_summary_t *sum, char *err,
                    size_t errlen)
 {
-    static const char *const suffix[] = {"orders", "holds", "releasing", "resent", "taken",
-                                         "remaining", "users"};
-    char k[7][64], now[24], read[48], since[24], order[128];
+    char k[VC_CAMPAIGN_KEY_COUNT][64], now[24], read[48], since[24], order[128];
     char shown[VC_LOG_CODE_MAX]; /* the code as the log shows it: a keyed hash */
     /* The guard's keys (users, orders, taken) and arguments (loaded, code) come last. */
-    const char *begin_keys[] = {k[0], k[1], k[2], k[3], k[6], k[0], k[4]};
-    const char *finish_keys[] = {k[5], k[6], k[0], k[2], k[6], k[0], k[4]};
+    const char *begin_keys[VC_RELEASE_BEGIN_KEY_RESENT + 1 + 3];
+    const char *finish_keys[VC_RELEASE_FINISH_NKEYS + 3];
+    int nbegin = VC_RELEASE_BEGIN_KEY_RESENT + 1, nfinish = VC_RELEASE_FINISH_NKEYS;
     const char *code = code_of(c, o), *loaded = c->loaded ? "1" : "0";
     const char *begin_args[7], *finish_args[] = {o->order_id, loaded, code};
     int nargs = 0, delivered = 0, rc;
@@ -480,7 +506,11 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     vc_event_t ev;
     int64_t status;
 
-    keys_of(c->id, suffix, 7, k);
+    campaign_keys(c->id, k);
+    voucher_script_keys(k, vc_release_begin_keys, nbegin, begin_keys);
+    nbegin = guard_keys(k, begin_keys, nbegin);
+    voucher_script_keys(k, vc_release_finish_keys, nfinish, finish_keys);
+    nfinish = guard_keys(k, finish_keys, nfinish);
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
     snprintf(read, sizeof(read), "%lld:%c", (long long)o->redis_held_until_ms,
              o->redis_state ? o->redis_state : '?');
@@ -495,7 +525,7 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     begin_args[nargs++] = loaded;
     begin_args[nargs++] = code;
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-        (rc = rc_redis_eval(ctx->redis, vc_lua_rc_campaign_release_begin, 7, begin_keys, nargs,
+        (rc = rc_redis_eval(ctx->redis, vc_lua_rc_campaign_release_begin, nbegin, begin_keys, nargs,
                             begin_args, &status, order, sizeof(order), err, errlen)) != 0)
         return rc;
     if (status == VC_LOOKUP_NO_ORDER || status == VC_LOOKUP_KEYS_LOST) {
@@ -551,7 +581,7 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
                 (long long)c->id, o->order_id);
         return 0;
     }
-    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_campaign_release_finish, 7, finish_keys, 3,
+    if ((rc = rc_redis_eval(ctx->redis, vc_lua_rc_campaign_release_finish, nfinish, finish_keys, 3,
                             finish_args, &status, NULL, 0, err, errlen)) != 0)
         return rc;
     if (status != VC_RELEASE_FINISH_GIVEN_BACK)
@@ -573,15 +603,13 @@ static int reconfirm(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, rc
                      char *err, size_t errlen)
 {
     char k[VC_CAMPAIGN_KEY_COUNT][64], held[24];
-    /* repair_confirmed.lua's keys (vc_repair_confirmed_keys): the campaign's orders, holds. */
-    const char *keys[VC_REPAIR_CONFIRMED_NKEYS] = {
-        [VC_REPAIR_CONFIRMED_KEY_ORDERS] = k[VC_CAMPAIGN_KEY_ORDERS],
-        [VC_REPAIR_CONFIRMED_KEY_HOLDS] = k[VC_CAMPAIGN_KEY_HOLDS]};
+    const char *keys[VC_REPAIR_CONFIRMED_NKEYS];
     const char *args[] = {o->order_id, held};
     int64_t status;
     int rc;
 
     campaign_keys(c->id, k);
+    voucher_script_keys(k, vc_repair_confirmed_keys, VC_REPAIR_CONFIRMED_NKEYS, keys);
     snprintf(held, sizeof(held), "%lld", (long long)o->redis_held_until_ms);
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
         (rc = rc_redis_eval(ctx->redis, vc_lua_rc_repair_confirmed, VC_REPAIR_CONFIRMED_NKEYS, keys,
