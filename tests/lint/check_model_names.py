@@ -11,7 +11,11 @@ definition (proto/redis-model.json, issue 41).
    Say RESERVE.NOT_LOADED in Lua and VC_RESERVE_NOT_LOADED in C. (0 and positive answers are
    named too where the code handles a script's answer, but the lint cannot tell a script's 1
    from a libuv status 0: it checks the negative ones, which mean something else per script.)
-3. proto/redis-keys.md against the definition: its order states table (each letter, and
+3. No order value read around its parser: in common/lua/*.lua other than order_value.lua (code,
+   not comments) no string.sub(..., -N) (a state read from a value's last character) and no
+   pattern with a field of a value ('[^:]*:', ':(.)$'). Say parse_order(), order_state() and
+   order_value() (common/lua/order_value.lua, as vc_order_value.h in C).
+4. proto/redis-keys.md against the definition: its order states table (each letter, and
    whether it is counted as taken) and its voucher keys table (voucher:{CODE}:NAME) name what
    the definition names, no more, no less.
 
@@ -71,6 +75,15 @@ def c_code(text):
     return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
 
 
+LUA_PARSER = "order_value.lua"
+LUA_ADHOC = re.compile(r"string\.sub\([^)]*,\s*-\s*\d|\[\^:\]|:\(\.\)\$")
+
+
+def adhoc_parses(text):
+    """The lines of text (Lua) that read an order's value without order_value.lua."""
+    return [line.strip() for line in map(lua_code, text.splitlines()) if LUA_ADHOC.search(line)]
+
+
 def lua_findings(text):
     return [line.strip() for line in map(lua_code, text.splitlines())
             if LUA_LETTERS.search(line) or LUA_ANSWER.search(line)]
@@ -105,13 +118,28 @@ check(got == ["2: if (o.state == 'H')", "3: if (status == -3)", "4: case -7:",
               "5: if (reply->item[0].integer == -1 &&"],
       "the check finds bare letters and answers in a C sample", str(got))
 
+sample = ("-- string.sub(v, -1) in a comment\nlocal s = string.sub(v, -1)\n"
+          "local c, s = string.match(v, '^([^:]*):[^:]*:[^:]*:(.)$')\n"
+          "local t = string.match(v, ':(.)$')\nlocal p = string.sub(k, 1, 8)\n"
+          "local c, d, h, s = parse_order(v)\n")
+got = adhoc_parses(sample)
+check(got == ["local s = string.sub(v, -1)",
+              "local c, s = string.match(v, '^([^:]*):[^:]*:[^:]*:(.)$')",
+              "local t = string.match(v, ':(.)$')"],
+      "the check finds order values read around the parser in a Lua sample", str(got))
+
 scripts = sorted(glob.glob(os.path.join(root, "common", "lua", "*.lua")))
 check(len(scripts) >= 30, f"the scripts are read ({len(scripts)} in common/lua)")
 for path in scripts:
     with open(path) as f:
-        found = lua_findings(f.read())
+        text = f.read()
+    found = lua_findings(text)
     check(not found, "%s says states and answers by name" % os.path.relpath(path, root),
           "; ".join(found))
+    if os.path.basename(path) != LUA_PARSER:
+        found = adhoc_parses(text)
+        check(not found, "%s reads order values only through %s" % (
+            os.path.relpath(path, root), LUA_PARSER), "; ".join(found))
 
 sources = sorted(p for d in ("common", "gateway", "reconciler", "writer", "admin")
                  for p in glob.glob(os.path.join(root, d, "**", "*.[ch]"), recursive=True))
