@@ -9,10 +9,10 @@
 --
 -- Returns {codes taken (the "!" field not counted), "ZCARD holds ZCARD
 -- releasing HLEN orders lost keys\n" then one line per due hold: "orderId
--- heldUntilMs:state"}; lost is 1 when taken or users is missing beside
--- another of the campaign's keys (campaign_reserve.lua refuses then: -7);
--- keys is 1 when taken exists, plus 2 for users, plus 4 for orders.
--- Nothing is changed.
+-- heldUntilMs:state", or "orderId ?" for a value that is no order's}; lost
+-- is 1 when taken or users is missing beside another of the campaign's keys
+-- (campaign_reserve.lua refuses then: -7); keys is 1 when taken exists, plus
+-- 2 for users, plus 4 for orders. Nothing is changed.
 -- @include campaign_lost.lua
 -- @include order_value.lua
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
@@ -27,7 +27,10 @@ for _, o in ipairs(due) do
   local v = redis.call('HGET', KEYS[4], o)
   if v then
     local _, _, held, state = parse_order(v)
-    if held then out[#out + 1] = o .. ' ' .. held .. ':' .. state end
+    -- A value that is no order's (parse_order() refuses it, as the reconciler's
+    -- parser would) is listed as "orderId ?", which the reconciler refuses: the
+    -- pass names the campaign and leaves it to the next, never skips the hold.
+    out[#out + 1] = o .. ' ' .. (held and held .. ':' .. state or '?')
   end
 end
 return {redis.call('HLEN', KEYS[1]) - redis.call('HEXISTS', KEYS[1], '!'), table.concat(out, '\n')}
