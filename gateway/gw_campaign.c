@@ -9,6 +9,7 @@
  * process at a time: it holds a threadpool thread and a pooled connection
  * for about 10 s per million codes.
  */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,8 +356,9 @@ static void list_start(campaign_t *a)
         gw_app_reply_error(a->req, rc, err);
         return;
     }
+    errno = 0;
     a->list_after = lq.after[0] ? strtoll(lq.after, &end, 10) : 0;
-    if (lq.after[0] && (*end || a->list_after < 1)) {
+    if (lq.after[0] && (*end || errno == ERANGE || a->list_after < 1)) {
         gw_app_reply_error(a->req, VC_ERR_INVALID,
                            "after: a campaign's id (the next of the previous page)");
         return;

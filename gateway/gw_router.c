@@ -212,7 +212,7 @@ int gw_list_query_parse(const char *query, size_t len, gw_list_query_t *out, cha
             out->active = value[0] == 't';
         } else if (seg_is(p, klen, "after") && !seen_after++) {
             if (vlen < 0 || !vc_code_valid(value, (size_t)vlen)) {
-                snprintf(err, errlen, "parameter \"after\" must be a voucher code");
+                snprintf(err, errlen, "parameter \"after\" must be the previous page's next");
                 return VC_ERR_INVALID;
             }
             memcpy(out->after, value, (size_t)vlen + 1);
