@@ -141,8 +141,19 @@ _RUN = os.urandom(6).hex()
 _turns = {}
 
 
-# Up to this many codes a campaign is made within the request (GW_CAMPAIGN_SYNC_MAX).
-_CAMPAIGN_SYNC_MAX = 10000
+def _campaign_sync_max():
+    """Up to this many codes a campaign is made within the request: GW_CAMPAIGN_SYNC_MAX, read
+    from the gateway's header so that the two cannot drift apart."""
+    header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gateway",
+                          "gw_campaign.h")
+    with open(header, encoding="utf-8") as f:
+        m = re.search(r"^#define GW_CAMPAIGN_SYNC_MAX (\d+)$", f.read(), re.M)
+    if not m:
+        raise RuntimeError(f"{header}: no #define GW_CAMPAIGN_SYNC_MAX")
+    return int(m.group(1))
+
+
+_CAMPAIGN_SYNC_MAX = _campaign_sync_max()
 
 
 @schemathesis.hook
