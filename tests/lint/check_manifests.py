@@ -20,6 +20,7 @@ PodDisruptionBudget.
 """
 import glob
 import os
+import re
 import sys
 
 import kubernetes_validate
@@ -30,25 +31,43 @@ PARTITIONS = 12
 SECRET_VARS = {"VOUCHER_PG_DSN", "VOUCHER_GATEWAY_PG_DSN", "VOUCHER_WRITER_PG_DSN",
                "VOUCHER_RECONCILER_PG_DSN", "VOUCHER_REDIS_URL", "VOUCHER_ADMIN_TOKEN",
                "VOUCHER_API_TOKEN"}
-# Who may reach each daemon's ports (deploy/README.md, "TLS" and "Authentication and
-# secrets"): the peers of each (daemon, port), as a NetworkPolicy's "from" names them.
+# Who may reach each daemon's ports: read from the runbook's table (deploy/README.md,
+# "Kubernetes hardening": | port | open to |), so that the two cannot drift apart; the peers
+# of each (daemon, port), as a NetworkPolicy's "from" names them.
 ORDER_SERVICE = ("pod", "voucher.example/order-service", "true")
-ADMIN_TOOLING = ("pod", "voucher.example/admin-tooling", "true")
-MONITORING = ("namespace", "kubernetes.io/metadata.name", "monitoring")
 INGRESS_NAMESPACE = ("namespace", "kubernetes.io/metadata.name", "ingress-nginx")
-ALLOWED_PEERS = {
-    ("voucher-gateway", 8080): {ORDER_SERVICE, INGRESS_NAMESPACE},
-    ("voucher-gateway", 9090): {ADMIN_TOOLING, MONITORING},
-    ("voucher-writer", 9090): {MONITORING},
-    ("voucher-reconciler", 9090): {MONITORING},
-}
+
+
+def runbook_peers(path):
+    """{(daemon, port): {peer}} from the runbook's "| port | open to |" table: a port cell names
+    "gateway 8080 (API)" or several "writer 9090, reconciler 9090"; an open-to cell names pods
+    labelled `k: "v"` and namespaces `n`."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    if "| port | open to |" not in lines:
+        sys.exit(f"{path}: no \"| port | open to |\" table (Kubernetes hardening) to check against")
+    start = lines.index("| port | open to |")
+    table = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        port_cell, open_cell = [c.strip() for c in line.strip("|").split("|")]
+        peers = {("pod", k, v) for k, v in re.findall(r'labelled \**`([^`:]+): "([^"]+)"`', open_cell)}
+        peers |= {("namespace", "kubernetes.io/metadata.name", n)
+                  for n in re.findall(r"namespace `([^`]+)`", open_cell)}
+        for daemon, port in re.findall(r"(gateway|writer|reconciler) (\d+)", port_cell):
+            table[("voucher-" + daemon, int(port))] = peers
+    return table
+
+
+root = os.environ.get("VOUCHER_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+ALLOWED_PEERS = runbook_peers(os.path.join(root, "deploy", "README.md"))
 # The gateway's API Service and port, where an Ingress may send requests.
 API_SERVICE = ("voucher-gateway", "http")
 # Each daemon's own PostgreSQL role (deploy/sql/008_daemon_roles.sql).
 OWN_DSN = {"voucher-gateway": "VOUCHER_GATEWAY_PG_DSN", "voucher-writer": "VOUCHER_WRITER_PG_DSN",
            "voucher-reconciler": "VOUCHER_RECONCILER_PG_DSN"}
 
-root = os.environ.get("VOUCHER_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 results = []
 
 
