@@ -4,7 +4,7 @@
  * gw_reserve_start(). The flow is one explicit state, gw_reserve_t.step: each
  * file moves it only through gw_reserve_go(), which checks the step it leaves.
  *
- *   gw_reserve.c          the steps, their transitions, and the start (body, guard)
+ *   gw_reserve.c          the map of the steps and who moves them; the start (body, guard)
  *   gw_reserve_rules.c    the code's rules (a voucher's or a campaign's), the
  *                         verdict, and which way the request goes from it
  *   gw_reserve_claim.c    the orderId's claim (voucher-order:{orderId})
@@ -15,7 +15,9 @@
  *
  * A gw_reserve_t lives in its request's arena: it is freed with the request,
  * when the flow answers (gw_reserve_answer.c, the step GW_RESERVE_DONE).
- * Nothing may touch it after an answer.
+ * Nothing may touch it after an answer. Every function below takes x so
+ * borrowed; a reply passed along is borrowed for the call only (a Redis
+ * reply lives until its callback returns): what is kept is copied out.
  */
 #ifndef GW_RESERVE_INT_H
 #define GW_RESERVE_INT_H
@@ -56,6 +58,8 @@ typedef enum {
     GW_RESERVE_DONE,           /* answered: the request, and this state with it, is freed */
     GW_RESERVE_STEPS,
 } gw_reserve_step_t;
+
+_Static_assert(GW_RESERVE_STEPS <= 32, "a set of steps is the bits of an unsigned");
 
 /* A set of steps, for gw_reserve_go(): GW_RESERVE_FROM(GW_RESERVE_SCRIPT) | ... */
 #define GW_RESERVE_FROM(step) (1u << (step))
@@ -193,7 +197,7 @@ int gw_reserve_timer(gw_reserve_t *x, uint64_t ms, void (*then)(void *x));
 /* The code as this request's log lines show it: a campaign's, or a guess, as a keyed hash. */
 const char *gw_reserve_log_code(const gw_reserve_t *x, char out[VC_LOG_CODE_MAX]);
 
-/* Logs an infrastructure failure once, with the ids, and answers 503 (rc's status). */
+/* Logs an infrastructure failure once, with the ids, and answers rc (503 for most). */
 void gw_reserve_fail(gw_reserve_t *x, int rc, const char *what);
 
 /* Answers rc's error with detail (NULL: the code's message). */
