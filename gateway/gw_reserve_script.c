@@ -175,7 +175,10 @@ static void take_answered(gw_reserve_t *x, int64_t status, const gw_redis_reply_
         /*
          * The claim is another request's, which may be rejected and release
          * it: make it ours, so that its release finds another token and
-         * leaves it (claim.lua).
+         * leaves it (claim.lua). Sent before any WAIT of this request, on the
+         * connection of the claim's node: a WAIT there covers it
+         * (gw_redis_wait()), the one node's or, on a cluster, the claim's
+         * master's (GW_RESERVE_CLAIM_REPLICAS).
          */
         if (x->claim == GW_CLAIM_OURS)
             gw_reserve_keep_claim(x);
