@@ -22,7 +22,7 @@ typedef struct gw_kafka_report gw_kafka_report_t;
  * VC_ERR_UNAVAILABLE (this message definitely not persisted), or
  * VC_ERR_UNKNOWN_OUTCOME (may have been persisted). Neither says that nothing
  * downstream knows the change: a reservation keeps its hold on both
- * (gw_reserve.c delivered_cb()).
+ * (gw_reserve_publish.c delivered_cb()).
  */
 typedef void (*gw_kafka_delivery_cb)(void *arg, int rc);
 
