@@ -95,6 +95,14 @@ usage=$(sql "SELECT count(*) FILTER (WHERE status = 'RESERVED') || ' ' || count(
 is "$status $(jq -r '"\(.codes.held) \(.codes.redeemed) \(.codes.free)"' <<<"$body")" "200 $usage" \
   "GET /campaigns/{id} counts the codes held, redeemed and free as PostgreSQL has them: $usage"
 # ---- the campaigns listed, newest first, a page at a time ----
+# A second campaign, so that a page of one has a next even on a stack this test has to itself.
+keep_cid=$cid keep_pfx=$pfx
+new_campaign QL '"name":"listed","count":1,"discountAmount":100'
+if [ "$status" != 201 ]; then
+  echo "Bail out! the second campaign was not made: $status $body"
+  exit 1
+fi
+cid=$keep_cid pfx=$keep_pfx
 newest=$(sql "SELECT string_agg(id::text, ' ' ORDER BY id DESC) FROM (SELECT id FROM campaign ORDER BY id DESC LIMIT 2) t")
 http GET "/campaigns?limit=1" "" -H "Authorization: Bearer $token"
 first=$(jq -r '.campaigns[0].id' <<<"$body")
