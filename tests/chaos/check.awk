@@ -43,6 +43,11 @@ FILENAME == attempts_file {
     if ($1 ~ /^#/ || NF < 5)
         next
     out["attempts"]++
+    # A 429 refuses before the order is read: after earlier tries of the same orderId (tries
+    # > 1, each unknown: vc-load retries only those), it says nothing about whether one of them
+    # took the use, so the attempt's outcome is unknown, not rejected.
+    if ($4 == "429" && $8 + 0 > 1)
+        $4 = "429-after-unknown"
     reservation[$2] = $4
     reservation_error[$2] = $5
     reservation_customer[$2] = $3

@@ -44,7 +44,7 @@ check() {
 
 reset() { clean >"$scratch/a.tsv"; clean_ops >"$scratch/o.tsv"; clean_rows >"$scratch/r.tsv"; clean_samples >"$scratch/s.tsv"; }
 
-echo "1..28"
+echo "1..30"
 reset
 for key in oversold duplicates over_per_user used_vs_rows lost_reservation lost_confirm lost_release phantom_row phantom_confirm customer_mismatch; do
   [ "$key" = oversold ] && check "a clean history passes" oversold 0 3 || check "a clean history has no $key" "$key" 0 3
@@ -112,5 +112,12 @@ reset
 check "a 409 HOLD_EXPIRED with a RELEASED row is no phantom" phantom_row 0 3
 { clean_rows; printf 'o7\t7\tRESERVED\n'; } >"$scratch/r.tsv"
 check "a 409 HOLD_EXPIRED with a live row is a phantom" phantom_row 1 4
+
+reset
+{ clean; printf '6\to7\t7\t429\tTOO_MANY_ATTEMPTS\t0\t1\t3\t0\t1\n'; } >"$scratch/a.tsv"
+{ clean_rows; printf 'o7\t7\tRELEASED\n'; } >"$scratch/r.tsv"
+check "a 429 after unknown tries with a row is no phantom (a try before it may have taken the use)" phantom_row 0 3
+{ clean; printf '6\to7\t7\t429\tTOO_MANY_ATTEMPTS\t0\t1\t1\t0\t1\n'; } >"$scratch/a.tsv"
+check "a 429 at the first try with a row is a phantom" phantom_row 1 3
 
 [ "$failed" -eq 0 ]
