@@ -450,8 +450,9 @@ def main():
         o = ours[n] if n < len(ours) else None
         if t != o:
             bad += 1
-            print("DIFFERENT statement %d %s:\n  writer:   %s\n  explorer: %s" % (
-                n + 1, describe((t[1] if t else None) or (o[1] if o else None)), t, o))
+            orders = describe((t[1] if t else None) or (o[1] if o else None))
+            print("DIFFERENT statement %d%s:\n  writer:   %s\n  explorer: %s" % (
+                n + 1, " " + orders if orders else "", t, o))
             break
     if not bad:
         for text, params in ours:
