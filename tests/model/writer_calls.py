@@ -367,7 +367,7 @@ def run_writer(a, f, group, offsets):
     return applies(logged_statements(log, start, pids)), dead
 
 
-def run_explorer(f, items, offsets):
+def run_explorer(items, offsets):
     """explorer.Writer over the same batches in the second database; returns its statements
     and dead letters."""
     sent = []
@@ -437,7 +437,7 @@ def main():
             commit_to_end(explorer.GROUP, [f.part], {f.part: offsets[-1] + 1})
         except Exception as err:   # a writer of the group is running: it reads them then
             print("note: the writer group's offset left as it was (%s)" % err)
-    ours, our_dead = run_explorer(f, items, offsets)
+    ours, our_dead = run_explorer(items, offsets)
     ours = as_read(pgs[1], ours)
     bad = 0
     if not theirs:
