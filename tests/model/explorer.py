@@ -11,8 +11,9 @@ rule, against the stack's PostgreSQL, Redis and Kafka:
 - Kafka delivery: a queued event is produced to the voucher's partition (ack),
   reported "not persisted" (the gateway's forget path runs), stored without an
   answer (possibly persisted), or lost (timed out);
-- writer steps: the next N events of the partition through the real
-  wr_apply_events() and a commit of the writer group's offsets, or a crash
+- writer steps: the next N events of the partition through the writer's batch
+  (Writer: the real wr_apply_batch(), a refused batch bisected under
+  savepoints as wr_pg.c does) and a commit of the writer group's offsets, or a crash
   before the commit; a restart from the committed offsets; a redelivery;
 - reconciler steps: the real voucher-reconciler daemon, stopped at its pause
   points (after the tail, after the counters, before the repairs, before each
@@ -683,14 +684,180 @@ class Call:
         return "%s %s" % (self.kind, self.order)
 
 
-def event_columns(evs):
-    """The eight arrays every writer apply function takes, one entry per event (wr_pg.c)."""
-    return ([TYPES[e["type"]] for e in evs], [e["code"] for e in evs],
-            [e["customerId"] for e in evs], [e["orderId"] for e in evs],
-            [e.get("discountAmount", 0) for e in evs], [e.get("orderAmount", 0) for e in evs],
-            [parse_ms(e.get("reservedAt") or e.get("confirmedAt") or e["releasedAt"])
-             for e in evs],
-            [parse_ms(e["heldUntil"]) if "heldUntil" in e else 0 for e in evs])
+# The writer's batch statement, word for word as writer/wr_pg.c prepares it (apply_sql).
+APPLY_SQL = ("SELECT wr_apply_batch($1::smallint[], $2::text[], $3::bigint[], $4::text[],"
+             " $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[],"
+             " $11::bigint[])")
+CODE_RE = re.compile(r"[A-Z0-9_-]{1,32}")
+AT_KEYS = {"VoucherReserved": "reservedAt", "VoucherConfirmed": "confirmedAt",
+           "VoucherReleased": "releasedAt"}
+OUT_CONFLICT = 5   # wr_apply_batch()'s outcome: the orderId is another voucher's (WR_OUT_CONFLICT)
+
+
+def malformed(e):
+    """Why vc_event_decode() refuses event e (a dead letter of class "malformed", never sent to
+    PostgreSQL), or None: its checks of a decoded JSON value, in words of its own (the class is
+    what counts), not the JSON parser's limits. The writer calls check (writer_calls.py) holds
+    it to the real decoder on the malformed events it sends."""
+    def has_int(k):
+        return isinstance(e.get(k), int) and not isinstance(e.get(k), bool)
+
+    def time_ms(k):
+        try:
+            return parse_ms(e[k]) if isinstance(e.get(k), str) else None
+        except ValueError:
+            return None
+    if not isinstance(e, dict):
+        return "not a JSON object"
+    if e.get("type") not in TYPES:
+        return "unknown event type %r" % e.get("type")
+    if not has_int("version") or e["version"] != 1:
+        return "unsupported event version %r" % e.get("version")
+    for k in ("code", "orderId"):
+        if not isinstance(e.get(k), str):
+            return "field %r is missing or not a string" % k
+    if not has_int("customerId") or time_ms(AT_KEYS[e["type"]]) is None:
+        return "field customerId or %s is missing or wrong" % AT_KEYS[e["type"]]
+    amounts = e["type"] == "VoucherReserved" or (
+        e["type"] == "VoucherConfirmed" and ("discountAmount" in e or "orderAmount" in e))
+    if amounts and not (has_int("discountAmount") and has_int("orderAmount")):
+        return "field discountAmount or orderAmount is missing or not an integer"
+    if e["type"] == "VoucherReserved" and "heldUntil" in e and time_ms("heldUntil") is None:
+        return "field heldUntil is not a time"
+    if e["type"] == "VoucherReleased" and not (isinstance(e.get("reason"), str) and
+                                               len(e["reason"].encode()) <= 16):
+        return "field reason is missing, not a string or longer than 16 bytes"
+    if "campaignId" in e and (not has_int("campaignId") or e["campaignId"] < 1):
+        return "field campaignId must be a positive integer"
+    if not CODE_RE.fullmatch(e["code"]):
+        return "field code must match [A-Z0-9_-]{1,32}"
+    if not 1 <= len(e["orderId"]) <= 64 or any(
+            not 0x21 <= ord(c) <= 0x7e or c in "/?#%" for c in e["orderId"]):
+        return "field orderId must be 1..64 printable characters"
+    if e["customerId"] <= 0:
+        return "field customerId must be a positive integer"
+    if amounts and (e["discountAmount"] < 0 or e["orderAmount"] < 0):
+        return "amounts must not be negative"
+    if e["type"] == "VoucherReleased" and not e["reason"]:
+        return "field reason is required for VoucherReleased"
+    return None
+
+
+def batch_params(evs):
+    """The statement's eleven array literals for evs, as writer/wr_pg.c params_build() writes
+    them: a confirm without figures passes NULL amounts (text_amount()), an event's texts quoted
+    with " and \\ escaped (text_quoted()), heldUntil of a reservation only, the reason of a
+    release only, no replayed letter, campaignId 0 for a voucher's event."""
+    def quoted(s):
+        return '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"')
+
+    def amount(e, k):
+        none = e["type"] == "VoucherConfirmed" and "discountAmount" not in e and \
+            "orderAmount" not in e
+        return "NULL" if none else str(e.get(k, 0) if e["type"] != "VoucherReleased" else 0)
+    cols = ([str(TYPES[e["type"]]) for e in evs], [quoted(e["code"]) for e in evs],
+            [str(e["customerId"]) for e in evs], [quoted(e["orderId"]) for e in evs],
+            [amount(e, "discountAmount") for e in evs], [amount(e, "orderAmount") for e in evs],
+            [str(parse_ms(e[AT_KEYS[e["type"]]])) for e in evs],
+            [str(parse_ms(e["heldUntil"]) if e["type"] == "VoucherReserved" and "heldUntil" in e
+                 else 0) for e in evs],
+            [quoted(e["reason"] if e["type"] == "VoucherReleased" else "") for e in evs],
+            [quoted("") for e in evs], [str(e.get("campaignId", 0)) for e in evs])
+    return ["{%s}" % ",".join(c) for c in cols]
+
+
+def dlt_class(sqlstate):
+    """writer/wr_pg.c wr_pg_dlt_class(): a refused event's class by its SQLSTATE."""
+    if sqlstate == "23503":
+        return "unknown-voucher"
+    return "constraint" if sqlstate.startswith("23") else "rejected"
+
+
+class Writer:
+    """The writer's batch, in Python around the writer's real SQL, on a psycopg2 connection in
+    autocommit (pg). apply() mirrors writer/wr_writer.c send_batch() and finish_batch() with
+    writer/wr_pg.c wr_pg_send() and wr_pg_finish(): the decodable events of the batch in one
+    statement, wr_apply_batch() with the eleven arrays (APPLY_SQL, batch_params()), a
+    transaction of its own; when PostgreSQL refuses it for the data (SQLSTATE class 22 or 23:
+    apply_error_class()), after_first(): BEGIN, wr_batch.c wr_bisect() over the batch with
+    try_range() (each range under SAVEPOINT wr_range, undone with ROLLBACK TO and RELEASE when
+    refused; a single event refused is poison, dead-lettered with wr_pg_dlt_class()'s class),
+    COMMIT. An event whose outcome is OUT_CONFLICT is dead-lettered as "order-conflict"
+    (read_outcomes()), a malformed one as "malformed" (wr_msg_decode()). Any other error is
+    raised: the writer would try the batch again later. Parking the letters (wr_pg_park()) is
+    left out. sent, when a list, records each statement as (text, array literals or None)."""
+
+    def __init__(self, pg, sent=None):
+        self.pg, self.sent = pg, sent
+
+    def execute(self, sql, params=None):
+        if self.sent is not None:
+            self.sent.append((sql, params))
+        with self.pg.cursor() as cur:
+            if params is None:
+                cur.execute(sql)
+                return None
+            cur.execute(re.sub(r"\$\d+", "%s", sql), params)
+            return cur.fetchone()[0]
+
+    def apply(self, events):
+        """Applies the batch events (dicts, in order); returns its dead letters as (index in
+        events, class, error)."""
+        dead = [(i, "malformed", malformed(e)) for i, e in enumerate(events) if malformed(e)]
+        sql = [i for i, e in enumerate(events) if not malformed(e)]
+        if not sql:
+            return dead
+        outcomes = {}
+        try:
+            self.apply_range(events, sql, outcomes)
+        except psycopg2.Error as err:
+            if not (err.pgcode or "").startswith(("22", "23")):
+                raise
+            self.after_first(events, sql, outcomes, dead)
+        for i in sql:
+            if outcomes.get(i) == OUT_CONFLICT:
+                e = events[i]
+                dead.append((i, "order-conflict", "%s for order %s of voucher %s: the order is"
+                             " redeemed on another voucher" % (e["type"], e["orderId"],
+                                                               e["code"])))
+        return sorted(dead)
+
+    def apply_range(self, events, idx, outcomes):
+        """wr_pg.c apply_range(): one statement over events idx, their outcomes recorded."""
+        got = self.execute(APPLY_SQL, batch_params([events[i] for i in idx]))
+        outcomes.update(zip(idx, got))
+
+    def after_first(self, events, sql, outcomes, dead):
+        """wr_pg.c after_first(): the poison isolated under savepoints, the rest committed."""
+        self.execute("BEGIN")
+        try:
+            self.bisect(events, sql, outcomes, dead)
+            self.execute("COMMIT")
+        except Exception:
+            self.execute("ROLLBACK")   # vc_pg_rollback(): the batch is tried again later
+            raise
+
+    def bisect(self, events, idx, outcomes, dead):
+        """wr_batch.c bisect() with wr_pg.c try_range() and mark_poison()."""
+        if not idx:
+            return
+        self.execute("SAVEPOINT wr_range")
+        try:
+            self.apply_range(events, idx, outcomes)
+            self.execute("RELEASE SAVEPOINT wr_range")
+            return
+        except psycopg2.Error as err:
+            if not (err.pgcode or "").startswith(("22", "23")):
+                raise
+            error = "%s: %s" % (err.pgcode, err.diag.message_primary)
+        self.execute("ROLLBACK TO SAVEPOINT wr_range")
+        self.execute("RELEASE SAVEPOINT wr_range")
+        if len(idx) == 1:
+            dead.append((idx[0], dlt_class(error[:5]), error))
+            return
+        mid = len(idx) // 2
+        self.bisect(events, idx[:mid], outcomes, dead)
+        self.bisect(events, idx[mid:], outcomes, dead)
 
 
 class Explorer(RuleBasedStateMachine):
@@ -1384,50 +1551,12 @@ class Explorer(RuleBasedStateMachine):
             self.log.extend(self.w.read(self.part, have, high))
 
     def apply(self, events):
-        """wr_apply_events() on one batch; a refused batch is applied one event at a time, and
-        the events that still fail are dead-lettered (the real writer bisects)."""
+        """The example's events of one batch through the writer's batch (Writer: one statement in
+        a transaction of its own; a refused batch bisected under savepoints, as the writer does);
+        what it dead-letters is kept in self.dlt as (event, class, error)."""
         mine = [e for e in events if self.mine_event(e)]
-        if not mine:
-            return
-        try:
-            self.call_apply(mine)
-        except psycopg2.Error:
-            for e in mine:
-                try:
-                    self.call_apply([e])
-                except psycopg2.Error as err:
-                    self.dlt.append((e, str(err).strip().split("\n")[0]))
-
-    def call_apply(self, evs):
-        if self.camp:
-            return self.call_apply_campaign(evs)
-        self.apply_in_tx("SELECT wr_apply_events(%s::smallint[], %s::text[], %s::bigint[],"
-                         " %s::text[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])",
-                         event_columns(evs))
-
-    def call_apply_campaign(self, evs):
-        """A campaign's events as the writer sends them (writer/wr_pg.c): wr_apply_batch() with
-        the 11th array, campaignId, which hands them to wr_apply_campaign_events() (016), under
-        017's per-customer trigger; in one transaction."""
-        cols = event_columns(evs) + ([e.get("reason", "") for e in evs], ["" for e in evs],
-                                     [e.get("campaignId", 0) for e in evs])
-        self.apply_in_tx("SELECT wr_apply_batch(%s::smallint[], %s::text[], %s::bigint[],"
-                         " %s::text[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],"
-                         " %s::text[], %s::text[], %s::bigint[])", cols)
-
-    def apply_in_tx(self, sql, cols):
-        """One call of a writer apply function in its own transaction, as the writer makes it."""
-        pg = self.w.pg
-        pg.autocommit = False
-        try:
-            with pg.cursor() as cur:
-                cur.execute(sql, cols)
-            pg.commit()
-        except Exception:
-            pg.rollback()
-            raise
-        finally:
-            pg.autocommit = True
+        for i, cls, err in Writer(self.w.pg).apply(mine):
+            self.dlt.append((mine[i], cls, err))
 
     @only("writer_apply")
     @precondition(lambda self: self.created)
@@ -2133,9 +2262,9 @@ class Explorer(RuleBasedStateMachine):
         if self.dlt:
             answered = {self.oid(o) for o in self.acked}
             self.fail("the writer refused events%s: %s" % (
-                " answered 201" if any(e["orderId"] in answered for e, _ in self.dlt) else "",
-                [(e["type"], self.short(e["orderId"]), self.kname(e["code"]), err)
-                 for e, err in self.dlt]))
+                " answered 201" if any(e["orderId"] in answered for e, _, _ in self.dlt) else "",
+                [(e["type"], self.short(e["orderId"]), self.kname(e["code"]), cls, err)
+                 for e, cls, err in self.dlt]))
         self.check_answers(orders, rows)
 
     def quiesce(self):

@@ -10,7 +10,9 @@ lists the keys and the mutants.
 
 copies the tree into BUILD/mutants/src (only the files that changed since the last copy are
 written, so the build there stays incremental), and for each mutant: applies its diff, builds the
-reconciler and the scripts in BUILD/mutants/build, runs the explorer's bounded run on it
+reconciler and the scripts in BUILD/mutants/build (and the gateway or the writer, for a mutant of
+it: its calls check runs first, gateway_calls.py or writer_calls.py), runs the explorer's bounded
+run on it
 (explorer.py --mutant NAME --first-failure: its saved cases and its aimed searches first, then
 everything else the bounded run does), takes the diff back out, and says whether the run failed,
 where, and on which broken promise. It ends with `mutation score: K of N`. Exit status 0 when every
@@ -136,16 +138,18 @@ def sh(cmd, log, **kw):
         return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, **kw).returncode
 
 
-def build(src, bdir, log, gateway=False):
-    """The reconciler and the scripts the explorer runs (and the gateway, for a mutant of it),
-    from src, in bdir (made the first time, with the fault points the explorer needs)."""
+def build(src, bdir, log, gateway=False, writer=False):
+    """The reconciler and the scripts the explorer runs (and the gateway or the writer, for a
+    mutant of it), from src, in bdir (made the first time, with the fault points the explorer
+    needs)."""
     if not os.path.isfile(os.path.join(bdir, "build.ninja")):
         rc = sh(["meson", "setup", bdir, src, "-Dwerror=true", "-Dbuildtype=debugoptimized",
                  "-Dfault_points=true"], log)
         if rc:
             return rc
     return sh(["meson", "compile", "-C", bdir, "voucher-reconciler"] +
-              (["voucher-gateway"] if gateway else []), log)
+              (["voucher-gateway"] if gateway else []) + (["voucher-writer"] if writer else []),
+              log)
 
 
 VERDICT = re.compile(r"^(replay (\S+): FAILED \[([^:\]]+)|== (.+) found \[([^:\]]+))", re.M)
@@ -179,7 +183,8 @@ def run_one(m, a, src, bdir, logdir):
             sh(patch, log)
             applied = True
         gateway = any(f.startswith("gateway/") for f in m.files())
-        if build(src, bdir, log, gateway) != 0:
+        writer = any(f.startswith("writer/") for f in m.files())
+        if build(src, bdir, log, gateway, writer) != 0:
             return False, None, None, time.time() - t0, "the mutant does not build (%s)" % log
         if gateway:
             # The explorer's gateway steps are Python: a mutant of the C gateway is caught, if
@@ -188,6 +193,14 @@ def run_one(m, a, src, bdir, logdir):
             diff = re.search(r"^DIFFERENT (.+):$", run_logged(cmd, log, a.timeout)[0], re.M)
             if diff:
                 return True, "the gateway calls check (%s)" % diff.group(1), "gateway-calls", \
+                    time.time() - t0, None
+        if writer:
+            # So are its writer steps (explorer.Writer): a mutant of the writer is caught, if at
+            # all, where the two are compared (writer_calls.py), before the explorer runs.
+            cmd = [a.python, os.path.join(HERE, "writer_calls.py"), "--build", bdir]
+            diff = re.search(r"^DIFFERENT (.+?):?$", run_logged(cmd, log, a.timeout)[0], re.M)
+            if diff:
+                return True, "the writer calls check (%s)" % diff.group(1), "writer-calls", \
                     time.time() - t0, None
         cmd = [a.python, os.path.join(HERE, "explorer.py"), "--build", bdir, "--shim", a.shim,
                "--mutant", m.name, "--first-failure"] + \
