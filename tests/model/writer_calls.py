@@ -4,7 +4,7 @@
 The explorer writes the writer's batching in Python (explorer.Writer: one wr_apply_batch() call
 per batch, a refused batch bisected under savepoints, the poison dead-lettered with the writer's
 class) around the writer's real SQL. This check runs the real voucher-writer over event
-sequences of a voucher and a campaign produced to the stack's topic, and applies the same
+sequences of a voucher and a campaign produced to a topic of its own, and applies the same
 batches with explorer.Writer into a second database of the same schema, with the same vouchers
 and campaign. Then it compares:
 
@@ -26,11 +26,11 @@ same every run, and three of them have a poison event between good ones, so that
 
     writer_calls.py --build BUILD        (tests/model/run --writer-calls; suite model)
 
-It needs the stack (eval "$(deploy/stack env)") and, while it runs, owns it as the explorer
-does (no other producer on the topic). It makes, once, the login role voucher_writer_calls and
-the database voucher_writer_calls (migrated at every run, as deploy/migrate does), and leaves
-them. The events it leaves in the topic are skipped for the writer group (voucher-writer) when
-that group had read the partition to its end before the check began.
+It needs the stack (eval "$(deploy/stack env)"). Its events go to a topic made for the run
+(and its dead-letter topic), deleted at the end: the stack's voucher-events never holds them, so
+no later writer of the stack applies or dead-letters them. It makes, once, the login role
+voucher_writer_calls and the database voucher_writer_calls (migrated at every run, as
+deploy/migrate does), and leaves them.
 """
 import argparse
 import json
@@ -44,6 +44,7 @@ import time
 
 import psycopg2
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -53,7 +54,30 @@ import explorer  # noqa: E402
 ROLE = "voucher_writer_calls"
 DB = "voucher_writer_calls"
 BATCH = 6
-TOPIC = explorer.TOPIC
+TOPIC = "writer-calls-%d-%d" % (os.getpid(), int(time.time()))   # the run's own topic
+
+
+def topics(create):
+    """Makes (or deletes) the run's topic, with the stack topic's partitions, and its
+    dead-letter topic."""
+    admin = AdminClient({"bootstrap.servers": os.environ["VOUCHER_KAFKA_BROKERS"]})
+    names = [TOPIC, TOPIC + ".dlt"]
+    if create:
+        done = admin.create_topics([NewTopic(TOPIC, explorer.PARTITIONS, 1),
+                                    NewTopic(TOPIC + ".dlt", 1, 1)], operation_timeout=30)
+    else:
+        done = admin.delete_topics(names, operation_timeout=30)
+    for name, future in done.items():
+        future.result(60)
+    deadline = time.time() + 60
+    while create:   # a new topic's partitions have no leader for a moment
+        meta = admin.list_topics(TOPIC, timeout=10).topics.get(TOPIC)
+        if meta and not meta.error and len(meta.partitions) == explorer.PARTITIONS and all(
+                q.leader >= 0 for q in meta.partitions.values()):
+            break
+        if time.time() > deadline:
+            raise SystemExit("writer calls: topic %s has no leader for every partition" % TOPIC)
+        time.sleep(0.1)
 
 
 def dsn_with(dsn, **kw):
@@ -214,14 +238,13 @@ class Fixture:
         return e
 
 
-def commit_to_end(group, parts, ends=None):
-    """The group's committed offsets at the end of parts (or at ends)."""
+def commit_to_start(group, parts):
+    """The group's committed offsets at the start of parts (the run's topic is new: its writer
+    reads every event of it)."""
     c = Consumer({"bootstrap.servers": os.environ["VOUCHER_KAFKA_BROKERS"], "group.id": group,
                   "enable.auto.commit": False})
     try:
-        tps = [TopicPartition(TOPIC, p, ends[p] if ends else
-                              c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10,
-                                                      cached=False)[1]) for p in parts]
+        tps = [TopicPartition(TOPIC, p, 0) for p in parts]
         c.commit(offsets=tps, asynchronous=False)
     finally:
         c.close()
@@ -329,6 +352,7 @@ def run_writer(a, f, group, offsets):
     log = os.path.join(os.environ["VOUCHER_STACK_DIR"], "logs", "postgres.log")
     start = os.path.getsize(log)
     env = dict(os.environ, VOUCHER_WRITER_GROUP=group, VOUCHER_WRITER_BATCH=str(BATCH),
+               VOUCHER_WRITER_TOPIC=TOPIC, VOUCHER_WRITER_DLT_TOPIC=TOPIC + ".dlt",
                VOUCHER_WRITER_LANES="1", VOUCHER_WRITER_LINGER_MS="60s", VOUCHER_ADMIN_ADDR="",
                VOUCHER_WRITER_PG_DSN=dsn_with(os.environ["VOUCHER_WRITER_PG_DSN"], user=ROLE),
                VOUCHER_LOG_LEVEL="info")
@@ -425,18 +449,14 @@ def main():
     f = Fixture(pgs)
     items = f.events()
     assert len(items) % BATCH == 0
-    default_at, default_high = committed(explorer.GROUP, f.part)
-    group = "writer-calls-%d-%d" % (os.getpid(), int(time.time()))
-    commit_to_end(group, range(explorer.PARTITIONS))   # its writer reads from the events on
-    offsets = produce(items, f.part)
-    theirs, their_dead = run_writer(a, f, group, offsets)
-    if default_at == default_high:
-        # The writer group had read the partition to its end: these events are skipped for it,
-        # so that a later writer of the stack does not dead-letter them again.
-        try:
-            commit_to_end(explorer.GROUP, [f.part], {f.part: offsets[-1] + 1})
-        except Exception as err:   # a writer of the group is running: it reads them then
-            print("note: the writer group's offset left as it was (%s)" % err)
+    group = TOPIC
+    topics(create=True)
+    try:
+        commit_to_start(group, range(explorer.PARTITIONS))
+        offsets = produce(items, f.part)
+        theirs, their_dead = run_writer(a, f, group, offsets)
+    finally:
+        topics(create=False)
     ours, our_dead = run_explorer(items, offsets)
     ours = as_read(pgs[1], ours)
     bad = 0
