@@ -24,7 +24,8 @@ definition (proto/redis-model.json, issue 41).
    text of its format before its first argument ("voucher:{", "campaign:{c", "guard:index"):
    a key is built by vc_model.h's builders (vc_voucher_key(), vc_campaign_key(),
    vc_key_claim()...) or named by its macro (VC_KEY_FENCE), and a script tells a family by
-   KEY_HEAD (embed.py puts it in).
+   KEY_HEAD (embed.py puts it in). A script that finds a key beside another by its name
+   (string.gsub(orders_key, ':orders$', ':amounts')) names keys of the definition.
 6. A script's answer handled by name, positive ones too: in a C function that compares a
    value with a script's named answer (status == VC_CONFIRM_CONFIRMED, case
    VC_RESERVE_TAKEN:), the same value compared with a bare number that the set names
@@ -180,6 +181,9 @@ def c_strings_only(text):
 # "guard:%s") builds one by pieces.
 WORDS = sorted({re.split(r"[:{]", h)[0] for h in HEADS})
 PIECE = re.compile(r"""^["'](?:%s)[:%%]""" % "|".join(map(re.escape, WORDS)))
+# A script has no text but keys: its literal naming a family or key's first word and a ':'
+# anywhere ('^(voucher:.*):remaining$') is a key built by hand.
+LUA_PIECE = re.compile(r"(?:%s):" % "|".join(map(re.escape, WORDS)))
 # (file, literal): a string of that shape that is no Redis key, with why.
 NOT_KEYS = [
     ("gateway/gw_app.c", '"campaign:%lld"'),  # a campaign event's Kafka key (proto/events.md)
@@ -187,15 +191,15 @@ NOT_KEYS = [
 ]
 
 
-def raw_heads(lines, string_re, path=""):
+def raw_heads(lines, string_re, path="", piece=PIECE):
     """(line number, line) of lines whose string literals hold a key's raw head, or start
-    with a key's first word and a ':' or a conversion."""
+    with a key's first word and a ':' or a conversion (piece: a Lua script's anywhere)."""
     out = []
     for n, line in enumerate(lines, 1):
         for s in string_re.findall(line):
             if any(path.endswith(f) and s == lit for f, lit in NOT_KEYS):
                 continue
-            if any(h in s for h in HEADS) or PIECE.match(s):
+            if any(h in s for h in HEADS) or piece.search(s):
                 out.append("%d: %s" % (n, line.strip()))
                 break
     return out
@@ -214,9 +218,11 @@ check([g.split(":")[0] for g in got] == ["2", "3", "6", "7"],
       "the check finds raw key heads in a C sample", str(got))
 got = raw_heads([lua_code(line) for line in (
     "-- 'voucher:{' in a comment", "if string.sub(k, 1, 9) == 'voucher:{' then",
-    "local k = KEY_HEAD.campaign .. id", 'local c = "voucher-order:{" .. id .. "}"')],
-    LUA_STRING)
-check([g.split(":")[0] for g in got] == ["2", "4"],
+    "local k = KEY_HEAD.campaign .. id", 'local c = "voucher-order:{" .. id .. "}"',
+    "local key = string.gsub(k, '^(voucher:.*):remaining$', '%1:' .. name)",
+    "local p = '^(' .. KEY_HEAD.voucher .. '.*):remaining$'")],
+    LUA_STRING, piece=LUA_PIECE)
+check([g.split(":")[0] for g in got] == ["2", "4", "5"],
       "the check finds raw key heads in a Lua sample", str(got))
 check(len(HEADS) >= 6 and "voucher:{" in HEADS and "voucher-order:{" in HEADS,
       "the heads are the definition's (%d)" % len(HEADS), str(HEADS))
@@ -231,9 +237,36 @@ check(not bad, "the C builds no key by hand: no raw key head in a string (vc_mod
 bad = []
 for path in scripts:
     with open(path) as f:
-        for line in raw_heads([lua_code(line) for line in f.read().splitlines()], LUA_STRING):
+        for line in raw_heads([lua_code(line) for line in f.read().splitlines()], LUA_STRING,
+                              piece=LUA_PIECE):
             bad.append("%s:%s" % (os.path.relpath(path, root), line))
 check(not bad, "the scripts hold no raw key head (KEY_HEAD)", "; ".join(bad))
+
+# A script finds a sibling key by its name (string.gsub(orders_key, ':orders$', ':amounts')):
+# each name so written is a key the definition names, so that renaming a key there is a
+# finding here.
+KEY_NAMES = {k for f in MODEL.families.values() for k in f["keys"]}
+SIBLING = re.compile(r"^['\"]:([a-z_]+)\$?['\"]$")
+
+
+def sibling_names(lines):
+    """(line number, name) of each key name a script writes as ':NAME' or ':NAME$' that the
+    definition does not name."""
+    return [(n, m.group(1)) for n, line in enumerate(lines, 1)
+            for m in map(SIBLING.match, LUA_STRING.findall(line))
+            if m and m.group(1) not in KEY_NAMES]
+
+
+got = sibling_names(["local a = string.gsub(k, ':orders$', ':amount')",
+                     "local s = string.gsub(k, ':taken$', ':touched_codes')", "x = ':'"])
+check(got == [(1, "amount")], "the check finds a sibling key the definition lacks in a Lua "
+      "sample", str(got))
+bad = []
+for path in scripts:
+    with open(path) as f:
+        for n, name in sibling_names([lua_code(line) for line in f.read().splitlines()]):
+            bad.append("%s:%d: %s" % (os.path.relpath(path, root), n, name))
+check(not bad, "the scripts name sibling keys the definition names", "; ".join(bad))
 
 # Rule 6: a script's answer, compared by name in a function, is not also compared by number.
 ANSWER_NAMES = {"VC_%s_%s" % (s.upper(), a): (s, n) for s, answers in MODEL.sets.items()
