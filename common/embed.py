@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes a C file that defines `const char NAME[]` holding the text of one or
-more Lua files, concatenated in order (a shared Lua prelude, then the script),
-each with its includes expanded.
+more Lua files, concatenated in order (a guard put first, leader.lua for the
+reconciler's form of a script, then the script), each with its includes
+expanded.
 
 Usage: embed.py [--model MODEL] [--lua LUA_OUT] [--depfile DEP_OUT] C_OUT NAME INPUT...
 

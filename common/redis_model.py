@@ -6,13 +6,16 @@ gen_model.py (the C header vc_model.h), the explorer, and the lint.
     redis_model.py MODEL.json HEADER_OUT     writes the C header (gen_model)
 
 A definition that does not hold together (a state letter twice, an answer
-number twice in one script's answers, a script's key its family lacks) is an
-error said with what is wrong, so the build stops there.
+number twice in one script's answers, a script's key its family lacks, a key
+a voucher script run on a campaign takes and the campaign family lacks, a
+format whose arguments are not its %s) is an error said with what is wrong,
+so the build stops there.
 """
 import json
 import os
 import re
 import sys
+import textwrap
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,6 +54,13 @@ class Model:
                 merged[a] = (n, what)
             self._check_set(name, merged)
             self.sets[name] = merged
+        self.keys = data.get('keys', {})
+        for fam, f in self.families.items():
+            self._check_format('key family %s' % fam, f['format'], len(f['args']) + 1)
+        for name, k in self.keys.items():
+            if not re.match(r'^[a-z][a-z0-9_]*$', name):
+                raise ModelError('key %r: a lower-case name' % name)
+            self._check_format('key %s' % name, k['format'], len(k['args']))
         self.scripts = data['scripts']
         for name, sc in self.scripts.items():
             fam = self.families.get(sc['family'])
@@ -62,6 +72,51 @@ class Model:
                         name, k, sc['family']))
             if 'answers' in sc and sc['answers'] not in self.sets:
                 raise ModelError('script %s: no answer set %r' % (name, sc['answers']))
+        self._check_voucher_scripts()
+
+    def _check_voucher_scripts(self):
+        """Each voucher script a family runs on its own keys (campaign: forget, confirm...)
+        takes there the family's key of the same name: a key the family lacks is an error
+        naming the script and the key, at build time (not an assert when it first runs)."""
+        for fam, f in self.families.items():
+            for script in f.get('voucher_scripts', {}).get('scripts', []):
+                sc = self.scripts.get(script)
+                if sc is None or sc['family'] != 'voucher':
+                    raise ModelError('key family %s runs %r on its keys, which is no voucher '
+                                     'script' % (fam, script))
+                for k in sc['keys']:
+                    if k.rstrip('?') not in f['keys']:
+                        raise ModelError('script %s runs on a %s\'s keys (key_families.%s.'
+                                         'voucher_scripts), and a %s has no key %r' % (
+                                             script, fam, fam, fam, k.rstrip('?')))
+                if '%s_%s' % (script, fam) in self.scripts:
+                    raise ModelError('script %s_%s: its name is taken by the keys of %s on a %s'
+                                     % (script, fam, script, fam))
+
+    @staticmethod
+    def _check_format(what, fmt, n):
+        if fmt.count('%') != fmt.count('%s') or fmt.count('%s') != n:
+            raise ModelError('%s: format %r takes %d %%s (its arguments%s), and nothing else'
+                             % (what, fmt, n, ' and the name' if 'family' in what else ''))
+
+    def voucher_scripts(self, fam):
+        """The voucher scripts family fam runs on its keys, in definition order."""
+        return self.families[fam].get('voucher_scripts', {}).get('scripts', [])
+
+    def family_script_keys(self, fam, script):
+        """The keys voucher script script takes on family fam's keys, in its order: the
+        family's keys of the same names (optional keys marked with '?' as the script's)."""
+        return self.scripts[script]['keys']
+
+    def heads(self):
+        """Every key's raw head: the literal text before its first argument (or the whole
+        key when it takes none), by family or key name. Only generated files hold them."""
+        out = {}
+        for fam, f in self.families.items():
+            out['family ' + fam] = f['format'].split('%s')[0]
+        for name, k in self.keys.items():
+            out['key ' + name] = k['format'].split('%s')[0]
+        return out
 
     @staticmethod
     def _set(data, name):
@@ -121,6 +176,10 @@ class Model:
         if re.search(r'\bSTATE_TAKEN\b', text):
             out.append('local STATE_TAKEN = {%s}\n' % ', '.join(
                 '%s = true' % s['letter'] for s in self.states if s['taken']))
+        if re.search(r'\bKEY_HEAD\b', text):
+            out.append('local KEY_HEAD = {%s}\n' % ', '.join(
+                "%s = '%s'" % (fam, self.families[fam]['format'].split('%s')[0])
+                for fam in sorted(self.families)))
         for name in sorted(self.sets):
             table = name.upper()
             if not re.search(r'\b%s\.' % table, text):
@@ -140,7 +199,7 @@ class Model:
              ' * script\'s answers by name, the keys of a voucher and of a campaign and\n',
              ' * each script\'s keys in order (proto/redis-keys.md explains them). Pure.\n */\n',
              '#ifndef VC_MODEL_H\n#define VC_MODEL_H\n\n',
-             '#include <stdbool.h>\n#include <stdio.h>\n\n',
+             '#include <stdbool.h>\n#include <stdio.h>\n#include <string.h>\n\n',
              '/* The order states: the last field of an order\'s value, %s. */\n'
              % self.c_comment(json.dumps(self.order_value()))]
         for s in self.states:
@@ -161,10 +220,12 @@ class Model:
                 o.append('    VC_%s_%s = %d, /* %s */\n' % (name.upper(), a, n,
                                                           self.c_comment(what)))
             o.append('};\n')
+        o.append(JOIN)
         for fam, f in sorted(self.families.items()):
             up = fam.upper()
-            o.append('\n/* The keys of a %s, %s. */\ntypedef enum {\n' % (
-                fam, self.c_comment(f['format'] % ('<' + f['args'][0] + '>', 'NAME'))))
+            o.append('\n/* The keys of the family %s, %s. */\ntypedef enum {\n' % (
+                fam, self.c_comment(f['format'] % tuple(
+                    ['<' + a + '>' for a in f['args']] + ['NAME']))))
             for k, what in f['keys'].items():
                 o.append('    VC_%s_KEY_%s, /* %s */\n' % (up, k.upper(), self.c_comment(what)))
             o.append('    VC_%s_KEY_COUNT\n} vc_%s_key_t;\n' % (up, fam))
@@ -175,16 +236,35 @@ class Model:
             o.append('};\n')
             o.append('static const unsigned char vc_%s_key_name_lens[VC_%s_KEY_COUNT] = {%s};\n'
                      % (fam, up, ', '.join(str(len(k)) for k in f['keys'])))
-            arg_c = 'const char *code' if fam == 'voucher' else 'long long id'
-            spec = f['format'].replace('%s', '%s' if fam == 'voucher' else '%lld', 1)
-            o.append('\n/*\n * Writes the key k of %s %s into buf (size bytes, NUL-terminated).\n'
-                     % ('voucher' if fam == 'voucher' else 'campaign',
-                        'code' if fam == 'voucher' else 'id'))
-            o.append(' * Returns the key\'s length, or -1 when it does not fit.\n */\n')
-            o.append('static inline int vc_%s_key(char *buf, size_t size, %s, vc_%s_key_t k)\n'
-                     '{\n    int n = snprintf(buf, size, "%s", %s, vc_%s_key_names[k]);\n'
-                     '    return n < 0 || (size_t)n >= size ? -1 : n;\n}\n' % (
-                         fam, arg_c, fam, spec, 'code' if fam == 'voucher' else 'id', fam))
+            o.append(self._c_builder('vc_%s_key' % fam, f['format'], f['args'],
+                                     'vc_%s_key_t k' % fam, 'vc_%s_key_names[k]' % fam,
+                                     'vc_%s_key_name_lens[k]' % fam,
+                                     'the key k of the %s named by %s' % (fam, ' and '.join(
+                                         a.replace(' ', '_') for a in f['args']))))
+        for name, k in sorted(self.keys.items()):
+            if not k['args']:
+                o.append('\n/* %s: %s. */\n#define VC_KEY_%s "%s"\n' % (
+                    name, self.c_comment(k['holds']), name.upper(), k['format']))
+            else:
+                o.append(self._c_builder('vc_key_%s' % name, k['format'], k['args'], None,
+                                         None, None, 'the key %s of %s (%s)' % (
+                                             name, ' and '.join(a.replace(' ', '_')
+                                                                for a in k['args']),
+                                             self.c_comment(k['holds']))))
+        for fam in sorted(self.families):
+            runs = self.voucher_scripts(fam)
+            if not runs:
+                continue
+            o.append('\n/*\n * The %s\'s key of the same name as each voucher key (-1: none), so\n'
+                     ' * that a %s\'s keys fill an array a voucher\'s flow indexes by\n'
+                     ' * VC_VOUCHER_KEY_* (no voucher script a %s runs takes one it lacks).\n */\n'
+                     % (fam, fam, fam))
+            o.append('static const int vc_%s_key_of_voucher[VC_VOUCHER_KEY_COUNT] = {\n' % fam)
+            for vk in self.families['voucher']['keys']:
+                o.append('    [VC_VOUCHER_KEY_%s] = %s,\n' % (
+                    vk.upper(), 'VC_%s_KEY_%s' % (fam.upper(), vk.upper())
+                    if vk in self.families[fam]['keys'] else '-1'))
+            o.append('};\n')
         o.append('\n/*\n * Points keys[0..n) at the keys a script takes, in its order (order: one of\n'
                  ' * the vc_SCRIPT_keys[] below), out of built: a family\'s keys as built, one\n'
                  ' * every stride bytes (char built[VC_..._KEY_COUNT][stride]). Borrowed: keys\n'
@@ -205,7 +285,72 @@ class Model:
                 name, up, ', '.join('VC_%s_KEY_%s' % (sc['family'].upper(),
                                                       k.rstrip('?').upper())
                                     for k in sc['keys'])))
+            for fam in sorted(self.families):
+                if name not in self.voucher_scripts(fam):
+                    continue
+                o.append('/* %s.lua\'s keys on a %s: the %s\'s keys of the same names. */\n'
+                         % (name, fam, fam))
+                o.append('static const int vc_%s_%s_keys[VC_%s_NKEYS] = {%s};\n' % (
+                    name, fam, up, ', '.join('VC_%s_KEY_%s' % (fam.upper(),
+                                                               k.rstrip('?').upper())
+                                             for k in sc['keys'])))
         o.append('\n#endif\n')
+        return ''.join(o)
+
+    @staticmethod
+    def _c_builder(fn, fmt, args, key_param, key_name, key_len, what):
+        """A C builder of fmt's keys: fn(buf, size, args...[, key_param]). A string argument
+        is copied (vc_model_join(): no format parsed, as it runs for every key of every
+        request); a campaign id is written by snprintf. key_name and key_len, when given,
+        are the last piece (a family's key name)."""
+        params = []
+        for a in args:
+            c = a.replace(' ', '_')
+            params.append(('long long id' if a == 'campaign id' else 'const char *' + c, c,
+                           a == 'campaign id'))
+        sig = ', '.join(['char *buf', 'size_t size'] + [p[0] for p in params] +
+                        ([key_param] if key_param else []))
+        doc = textwrap.wrap('Writes %s into buf (size bytes, NUL-terminated, cut as snprintf '
+                            'cuts). Returns the key\'s length, or -1 when it did not fit.' % what,
+                            80)
+        o = ['\n/*\n%s\n */\n' % '\n'.join(' * ' + line for line in doc)]
+        pieces = fmt.split('%s')
+        if len(params) == 1 and not params[0][2] and key_name:
+            # One text argument: a variant given its length, for a caller that builds every
+            # key of one code (gw_app_keys(): strlen() per key cost 8% of a sold-out answer).
+            c = params[0][1]
+            sig_n = sig.replace('const char *%s' % c, 'const char *%s, size_t %s_len' % (c, c))
+            o.append('static inline int %s_n(%s)\n{\n' % (fn, sig_n))
+            o.append('    const char *const piece[] = {"%s", %s, "%s", %s};\n' % (
+                pieces[0], c, pieces[1], key_name))
+            o.append('    const size_t len[] = {%d, %s_len, %d, %s};\n\n' % (
+                len(pieces[0]), c, len(pieces[1]), key_len))
+            o.append('    return vc_model_join(buf, size, piece, len, 4);\n}\n\n')
+            o.append('/* As %s_n(), %s given NUL-terminated. */\n' % (fn, c))
+            o.append('static inline int %s(%s)\n{\n    return %s_n(buf, size, %s, strlen(%s), k);'
+                     '\n}\n' % (fn, sig, fn, c, c))
+            return ''.join(o)
+        o.append('static inline int %s(%s)\n{\n' % (fn, sig))
+        if any(p[2] for p in params):
+            spec = fmt.replace('%s', '%lld', 1) if params[0][2] else fmt
+            vals = [('id' if p[2] else p[1]) for p in params] + ([key_name] if key_name else [])
+            o.append('    int n = snprintf(buf, size, "%s", %s);\n' % (spec, ', '.join(vals)))
+            o.append('    return n < 0 || (size_t)n >= size ? -1 : n;\n}\n')
+            return ''.join(o)
+        texts, lens = [], []
+        for i, lit in enumerate(pieces):
+            if lit:
+                texts.append('"%s"' % lit)
+                lens.append(str(len(lit)))
+            if i < len(params):
+                texts.append(params[i][1])
+                lens.append('strlen(%s)' % params[i][1])
+            elif i == len(params) and key_name:
+                texts.append(key_name)
+                lens.append(key_len)
+        o.append('    const char *const piece[] = {%s};\n' % ', '.join(texts))
+        o.append('    const size_t len[] = {%s};\n\n' % ', '.join(lens))
+        o.append('    return vc_model_join(buf, size, piece, len, %d);\n}\n' % len(texts))
         return ''.join(o)
 
     def order_value(self):
@@ -214,6 +359,34 @@ class Model:
     @staticmethod
     def c_comment(s):
         return s.replace('*/', '* /')
+
+
+JOIN = """
+/*
+ * Joins the n pieces (piece[i], len[i] bytes each) into buf (size bytes,
+ * NUL-terminated), cut as snprintf cuts. Returns the length, or -1 when it was
+ * cut. The key builders below use it for every key whose arguments are text.
+ */
+static inline int vc_model_join(char *buf, size_t size, const char *const *piece,
+                                const size_t *len, int n)
+{
+    size_t at = 0, total = 0;
+
+    for (int i = 0; i < n; i++) {
+        size_t l = len[i];
+        total += l;
+        if (size == 0 || at >= size - 1)
+            continue;
+        if (l > size - 1 - at)
+            l = size - 1 - at;
+        memcpy(buf + at, piece[i], l);
+        at += l;
+    }
+    if (size > 0)
+        buf[at] = '\\0';
+    return total >= size ? -1 : (int)total;
+}
+"""
 
 
 def load(path=None):

@@ -1,18 +1,16 @@
 #include "vc_claim.h"
 #include "vc_event.h"
+#include "vc_model.h"
 
 #include <string.h>
 
 void vc_claim_key(const char *order_id, char key[VC_CLAIM_KEY_MAX])
 {
-    /* Built on every reservation: copies, no format parsing (as gw_app_keys()). */
-    static const char head[] = "voucher-order:{";
-    size_t n = strnlen(order_id, VC_CLAIM_KEY_MAX - sizeof(head) - 1);
-
-    memcpy(key, head, sizeof(head) - 1);
-    memcpy(key + sizeof(head) - 1, order_id, n);
-    key[sizeof(head) - 1 + n] = '}';
-    key[sizeof(head) + n] = '\0';
+    /*
+     * Built on every reservation: copies, no format parsing (as gw_app_keys()). An
+     * orderId is at most VC_ORDER_ID_MAX bytes: the key fits.
+     */
+    (void)vc_key_claim(key, VC_CLAIM_KEY_MAX, order_id);
 }
 
 /* Writes v as 16 hex digits. */

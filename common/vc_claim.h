@@ -21,7 +21,10 @@
 #define VC_CLAIM_VALUE_MAX (VC_CODE_MAX + 40)
 #define VC_CLAIM_KEY_MAX (VC_ORDER_ID_MAX + 32)
 
-/* Fills key with voucher-order:{order_id}, in its own slot on Redis Cluster. */
+/*
+ * Fills key with order_id's claim key (vc_model.h's vc_key_claim(): voucher-order:{order_id}),
+ * in its own slot on Redis Cluster.
+ */
 void vc_claim_key(const char *order_id, char key[VC_CLAIM_KEY_MAX]);
 
 /* Writes "code:TOKEN" into out, TOKEN being process and seq as 32 hex digits. */

@@ -2,6 +2,8 @@
 #ifndef VC_LUA_H
 #define VC_LUA_H
 
+#include "vc_model.h"
+
 /* A campaign's code (proto/campaigns.md): its own reserve, the others are the voucher's guarded. */
 extern const char vc_lua_campaign_reserve[];
 extern const char vc_lua_campaign_due[]; /* the reconciler's read of a campaign */
@@ -32,7 +34,7 @@ extern const char vc_lua_limit_sync[];
 extern const char vc_lua_guard_bucket[]; /* gateway/gw_guard.h */
 extern const char vc_lua_guard_index[];  /* gateway/gw_guard.h, the spent set */
 extern const char vc_lua_fence[]; /* the restart fence: gw_redis.c, reconciler/rc_fence.c */
-#define VC_FENCE_KEY "voucher:fence" /* fence.lua's key: the run_id the reconciler verified */
+/* fence.lua's key is VC_KEY_FENCE, and its leader key VC_KEY_FENCE_LEADER (vc_model.h). */
 /* The reconciler's read of a large orders hash in pieces: reconciler/rc_redis.c. */
 extern const char vc_lua_scan_begin[];
 extern const char vc_lua_scan_finish[];
@@ -44,7 +46,6 @@ extern const char vc_lua_scan_finish[];
  */
 extern const char vc_lua_leader[];
 extern const char vc_lua_leader_mark[];
-#define VC_FENCE_LEADER_KEY "voucher:fence:leader" /* the restart fence's leader key */
 extern const char vc_lua_rc_restore[];
 extern const char vc_lua_rc_retake[];
 extern const char vc_lua_rc_lower[];

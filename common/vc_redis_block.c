@@ -229,13 +229,13 @@ int vc_redis_block_node(const vc_redis_block_t *c, unsigned slot)
 int vc_redis_block_fence(vc_redis_block_t *c, const char *set_run_id, char run_id[VC_RUN_ID_MAX],
                          int *verified, char *err, size_t errlen)
 {
-    const char *argv[] = {"EVAL", vc_lua_fence, "1", VC_FENCE_KEY, set_run_id ? "set" : "check",
+    const char *argv[] = {"EVAL", vc_lua_fence, "1", VC_KEY_FENCE, set_run_id ? "set" : "check",
                           set_run_id};
     redisReply *reply;
     int rc = 0;
 
     *verified = 0;
-    if (!(reply = vc_redis_block_command(c, vc_redis_key_slot(VC_FENCE_KEY, strlen(VC_FENCE_KEY)),
+    if (!(reply = vc_redis_block_command(c, vc_redis_key_slot(VC_KEY_FENCE, strlen(VC_KEY_FENCE)),
                                          set_run_id ? 6 : 5, argv, NULL, err, errlen)))
         return VC_ERR_UNAVAILABLE;
     if (reply->type == REDIS_REPLY_ERROR) {

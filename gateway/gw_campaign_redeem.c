@@ -153,15 +153,17 @@ void gw_campaign_find(gw_app_t *app, const char *path_code, int64_t customer_id,
 
 void gw_campaign_keys(int64_t id, char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX])
 {
-    char tag[32];
-
-    snprintf(tag, sizeof(tag), "c%lld", (long long)id);
-    gw_app_keys(tag, keys);
-    /* gw_app_keys() writes voucher:{tag}:...; a campaign's keys are campaign:{tag}:... */
     for (int i = 0; i < VC_VOUCHER_KEY_COUNT; i++) {
-        char k[GW_KEY_MAX];
-        snprintf(k, sizeof(k), "campaign%s", keys[i] + strlen("voucher"));
-        memcpy(keys[i], k, GW_KEY_MAX);
+        int k = vc_campaign_key_of_voucher[i];
+
+        /*
+         * The campaign's key of the voucher key's name; none (limit, outside, soldout):
+         * empty, since no voucher script a campaign runs takes one (the build checks it,
+         * common/redis_model.py) and no campaign flow reads one.
+         */
+        keys[i][0] = '\0';
+        if (k >= 0)
+            (void)vc_campaign_key(keys[i], GW_KEY_MAX, (long long)id, (vc_campaign_key_t)k);
     }
 }
 
@@ -269,18 +271,23 @@ int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref,
                              char (*keys)[GW_KEY_MAX], const char *const *args,
                              int64_t expire_at_ms, gw_redis_cb cb, void *arg)
 {
-    char expire[32];
-    const char *k[] = {ref->taken,
-                       keys[VC_VOUCHER_KEY_USERS],
-                       keys[VC_VOUCHER_KEY_ORDERS],
-                       keys[VC_VOUCHER_KEY_HOLDS],
-                       keys[VC_VOUCHER_KEY_RESENT],
-                       keys[VC_VOUCHER_KEY_AMOUNTS]};
+    char expire[32], built[VC_CAMPAIGN_RESERVE_NKEYS][GW_KEY_MAX];
+    const char *k[VC_CAMPAIGN_RESERVE_NKEYS];
     const char *a[10];
-    reserved_t *r = malloc(sizeof(*r));
+    reserved_t *r;
     int rc;
 
-    if (!r)
+    /*
+     * campaign_reserve.lua's keys are the campaign family's, in its order (taken is no
+     * voucher key): built here from the id, not picked out of the flow's keys.
+     */
+    (void)keys;
+    for (int i = 0; i < VC_CAMPAIGN_RESERVE_NKEYS; i++) {
+        (void)vc_campaign_key(built[i], GW_KEY_MAX, (long long)ref->id,
+                              (vc_campaign_key_t)vc_campaign_reserve_keys[i]);
+        k[i] = built[i];
+    }
+    if (!(r = malloc(sizeof(*r))))
         return VC_ERR_NOMEM;
     *r = (reserved_t){.app = app, .id = ref->id, .loaded = ref->loaded, .cb = cb, .arg = arg};
     /* One argument for both: the gateway's scripts take 16 keys and arguments at most. */
@@ -288,8 +295,8 @@ int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref,
     memcpy(a, args, 8 * sizeof(*a));
     a[8] = ref->code;
     a[9] = expire;
-    if ((rc = gw_redis_eval(app->redis, GW_SCRIPT_CAMPAIGN_RESERVE, reserved_cb, r, 6, k, 10, a)) !=
-        0)
+    if ((rc = gw_redis_eval(app->redis, GW_SCRIPT_CAMPAIGN_RESERVE, reserved_cb, r,
+                            VC_CAMPAIGN_RESERVE_NKEYS, k, 10, a)) != 0)
         free(r);
     return rc;
 }

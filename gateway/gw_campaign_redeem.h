@@ -71,7 +71,11 @@ void gw_campaign_find(gw_app_t *app, const char *path_code, int64_t customer_id,
 void gw_campaign_take(const gw_campaign_ref_t *ref, char *code,
                       char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX]);
 
-/* Fills keys as gw_app_keys() does, for the campaign's hash tag: campaign:{c<id>}:... */
+/*
+ * Fills keys, indexed as gw_app_keys() fills a voucher's (VC_VOUCHER_KEY_*), with the
+ * campaign id's keys of the same names (vc_model.h: the campaign family); a voucher key
+ * no campaign has (limit, outside, soldout) is left empty.
+ */
 void gw_campaign_keys(int64_t id, char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX]);
 
 /*
@@ -88,8 +92,10 @@ int gw_campaign_eval(gw_app_t *app, const gw_campaign_ref_t *ref, size_t script,
                      const char *const *args);
 
 /*
- * campaign_reserve.lua for a request: reserve.lua's arguments, then the code,
- * the expiry and whether Redis had the campaign's keys before (ref->loaded).
+ * campaign_reserve.lua for a request, on the campaign family's keys built from
+ * ref->id (keys, the flow's, is not read: it goes when gw_reserve.c stops passing
+ * it): reserve.lua's arguments, then the code, the expiry and whether Redis had
+ * the campaign's keys before (ref->loaded).
  * The first use of a campaign that took a code (status 1) then sets
  * campaign.redis_loaded_at (deploy/sql/017), so that losing all its keys later
  * is refused (503) until the reconciler rebuilds them, not taken as a fresh

@@ -549,10 +549,11 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
                               "Spends that could not be indexed and published (guard_index.lua): "
                               "other gateways learn them only from their own failures.",
                               NULL);
-    in_sync = vc_gauge("voucher_gateway_guard_spent_synced",
-                       "1 while the spent set is trusted: subscribed to voucher-guard and "
-                       "guard:index loaded since (gw_guard.h); 0: every check asks Redis.",
-                       NULL);
+    in_sync = vc_gauge(
+        "voucher_gateway_guard_spent_synced",
+        "1 while the spent set is trusted: subscribed to voucher-guard and " VC_KEY_GUARD_INDEX
+        " loaded since (gw_guard.h); 0: every check asks Redis.",
+        NULL);
     heard = vc_counter("voucher_gateway_guard_spends_heard_total",
                        "Spends of other gateways (and this one's) heard on voucher-guard.", NULL);
     for (int op = 0; op < 3; op++) {
@@ -606,26 +607,6 @@ typedef struct {
     gw_guard_rate_t rate[B_COUNT];
     char key[B_COUNT][GW_GUARD_KEY_MAX];
 } guard_t;
-
-/*
- * out = prefix id '}', cut to GW_GUARD_KEY_MAX - 1 bytes as snprintf
- * would (never: the parts are bounded). On every guarded request, twice:
- * snprintf's format parsing showed in the profile.
- */
-static void bucket_key(char out[GW_GUARD_KEY_MAX], const char *prefix, const char *id)
-{
-    const char *part[] = {prefix, id, "}"};
-    size_t n = 0;
-
-    for (size_t i = 0; i < sizeof(part) / sizeof(part[0]); i++) {
-        size_t len = strlen(part[i]);
-        if (len > GW_GUARD_KEY_MAX - 1 - n)
-            len = GW_GUARD_KEY_MAX - 1 - n;
-        memcpy(out + n, part[i], len);
-        n += len;
-    }
-    out[n] = '\0';
-}
 
 /* Runs guard_bucket.lua's op on bucket b of g; a give gives n tries back. */
 static int run_bucket_n(guard_t *g, int b, const char *op, int n, gw_redis_cb cb, void *arg)
@@ -902,7 +883,8 @@ static int address_bucket(const gw_request_t *req, const gw_guard_rate_t *rate)
     if ((rc = gw_guard_client(&proxies, req->peer, req->forwarded_for, client)) < 0)
         return 0;
     last_address.unnamed = rc == GW_GUARD_UNNAMED;
-    bucket_key(last_address.key, "guard:{ip:v:", client);
+    /* Cut to GW_GUARD_KEY_MAX - 1 bytes as snprintf would (never: the parts are bounded). */
+    (void)vc_key_guard_address(last_address.key, GW_GUARD_KEY_MAX, GW_GUARD_SCOPE, client);
     last_address.skey = gw_guard_spent_key(last_address.key, strlen(last_address.key));
     last_address.ckey = gw_guard_cache_key_of(last_address.skey, rate);
     last_address.rate = *rate;
@@ -946,7 +928,7 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_gua
     g->rate[B_CUSTOMER] = limits.customer;
     g->rate[B_IP] = limits.ip;
     vc_i64_text(customer, customer_id);
-    bucket_key(g->key[B_CUSTOMER], "guard:{cu:v:", customer);
+    (void)vc_key_guard_customer(g->key[B_CUSTOMER], GW_GUARD_KEY_MAX, GW_GUARD_SCOPE, customer);
     if (g->rate[B_IP].tries > 0) {
         memcpy(g->key[B_IP], last_address.key, sizeof(g->key[B_IP]));
         g->ckey[B_IP] = last_address.ckey;
@@ -1072,7 +1054,7 @@ static void indexed_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 static void index_spends(settle_t *st)
 {
     char at[B_COUNT][VC_I64_TEXT];
-    const char *keys[] = {GW_GUARD_INDEX_KEY};
+    const char *keys[] = {VC_KEY_GUARD_INDEX};
     const char *args[2 * B_COUNT];
     int nargs = 0, irc;
 

@@ -189,6 +189,11 @@ int64_t gw_guard_retry_after_s(int64_t retry_ms);
 #define GW_GUARD_LEASE_MAX 256
 #define GW_GUARD_LEASE_IDLE_MS 100
 #define GW_GUARD_KEY_MAX 96 /* guard:{cu:SCOPE:ID} and guard:{ip:SCOPE:ADDR} */
+/*
+ * The SCOPE of every bucket (vc_key_guard_customer(), vc_key_guard_address()): every
+ * code has the same limits (proto/redis-keys.md, "Guessing limits").
+ */
+#define GW_GUARD_SCOPE "v"
 
 typedef struct {
     uint64_t key;    /* the bucket (a cache key), or 0: free */
@@ -467,7 +472,7 @@ void gw_guard_settle(gw_request_t *req, int status);
 /* ---- the spent set's feed (gw_notify.c, the listener thread) ---- */
 
 #define GW_GUARD_CHANNEL "voucher-guard"
-#define GW_GUARD_INDEX_KEY "guard:index"
+/* The index of spent buckets is VC_KEY_GUARD_INDEX (vc_model.h). */
 
 /*
  * The listener's share of the leases (gw_guard.h, the lease): up to max

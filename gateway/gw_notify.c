@@ -183,15 +183,15 @@ static redisReply *index_command(gw_notify_t *n, int argc, const char **argv)
 
     if (!n->block &&
         !(n->block = vc_redis_block_connect(n->url, 2000, err, sizeof(err)))) {
-        vc_warn("guessing limits: cannot read %s: %s", GW_GUARD_INDEX_KEY, err);
+        vc_warn("guessing limits: cannot read %s: %s", VC_KEY_GUARD_INDEX, err);
         return NULL;
     }
     for (int i = 0; i < argc; i++)
         len[i] = strlen(argv[i]);
-    r = vc_redis_block_command(n->block, vc_redis_tag_slot(GW_GUARD_INDEX_KEY), argc, argv, len,
+    r = vc_redis_block_command(n->block, vc_redis_tag_slot(VC_KEY_GUARD_INDEX), argc, argv, len,
                                err, sizeof(err));
     if (!r)
-        vc_warn("guessing limits: cannot read %s: %s", GW_GUARD_INDEX_KEY, err);
+        vc_warn("guessing limits: cannot read %s: %s", VC_KEY_GUARD_INDEX, err);
     return r;
 }
 
@@ -234,9 +234,9 @@ static int64_t read_clock(gw_notify_t *n)
 static int load_index(gw_notify_t *n)
 {
     char min[32], limit[32];
-    const char *range[] = {"ZRANGEBYSCORE", GW_GUARD_INDEX_KEY, min, "+inf", "WITHSCORES",
+    const char *range[] = {"ZRANGEBYSCORE", VC_KEY_GUARD_INDEX, min, "+inf", "WITHSCORES",
                            "LIMIT", "0", limit};
-    const char *last[] = {"ZRANGE", GW_GUARD_INDEX_KEY, "-1", "-1", "WITHSCORES"};
+    const char *last[] = {"ZRANGE", VC_KEY_GUARD_INDEX, "-1", "-1", "WITHSCORES"};
     int64_t now = read_clock(n), dropped = 0;
     redisReply *r;
 
@@ -247,7 +247,7 @@ static int load_index(gw_notify_t *n)
     if (!(r = index_command(n, 8, range)))
         return -1;
     if (r->type != REDIS_REPLY_ARRAY) {
-        vc_warn("guessing limits: cannot read %s: %s", GW_GUARD_INDEX_KEY,
+        vc_warn("guessing limits: cannot read %s: %s", VC_KEY_GUARD_INDEX,
                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
         freeReplyObject(r);
         return -1;

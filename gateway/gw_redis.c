@@ -852,7 +852,7 @@ static void fence_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     if (len >= sizeof(r->fence_refused_run_id) ||
         strncmp(r->fence_refused_run_id, id, sizeof(r->fence_refused_run_id)) != 0) {
         snprintf(r->fence_refused_run_id, sizeof(r->fence_refused_run_id), "%.*s", (int)len, id);
-        vc_warn("redis %s:%d: run_id %s not verified (voucher:fence %s%.*s): refusing commands "
+        vc_warn("redis %s:%d: run_id %s not verified (" VC_KEY_FENCE " %s%.*s): refusing commands "
                 "until the reconciler has verified its state (Redis restarted, or lost its keys)",
                 r->host, r->port, r->fence_refused_run_id, reply->item[1].len ? "holds " : "absent",
                 (int)reply->item[1].len, reply->item[1].str);
@@ -862,7 +862,7 @@ static void fence_cb(void *arg, int rc, const gw_redis_reply_t *reply)
 /* Sends fence.lua's check unless one is pending. */
 static void fence_check(gw_redis_t *r)
 {
-    const char *argv[] = {"EVAL", vc_lua_fence, "1", VC_FENCE_KEY, "check"};
+    const char *argv[] = {"EVAL", vc_lua_fence, "1", VC_KEY_FENCE, "check"};
     size_t argvlen[5];
 
     if (r->fence_checking)

@@ -22,6 +22,7 @@
 #include "vc_kafka_conf.h"
 #include "vc_log.h"
 #include "vc_metrics.h"
+#include "vc_model.h"
 #include "vc_pg.h"
 #include "vc_retention.h"
 #include "vc_shutdown.h"
@@ -130,7 +131,7 @@ static const vc_cfg_param_t params[] = {
     {"redis-fence", "VOUCHER_REDIS_FENCE", VC_CFG_BOOL, "false",
      offsetof(rc_settings_t, redis_fence), 0, 1,
      "keep the restart fence: verify each new Redis process (full passes once the restore delay "
-     "has passed since it appeared) and then write its run_id to voucher:fence, which the "
+     "has passed since it appeared) and then write its run_id to " VC_KEY_FENCE ", which the "
      "gateways with the same setting wait for; one node only (proto/redis-keys.md)"},
     {"kafka", "VOUCHER_KAFKA_CONF", VC_CFG_STRING, "", offsetof(rc_settings_t, kafka_conf), 0, 0,
      "librdkafka settings for every Kafka client of the reconciler (SASL, TLS...), "

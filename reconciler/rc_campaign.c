@@ -374,27 +374,6 @@ static void campaign_keys(int64_t id, char k[VC_CAMPAIGN_KEY_COUNT][64])
 }
 
 /*
- * Points keys[0..n) at the campaign's keys (k, as campaign_keys() fills it)
- * that a voucher script run on a campaign takes, in the script's order
- * (order: its vc_SCRIPT_keys, voucher keys): each the campaign's key of the
- * same name. Borrowed from k.
- */
-static void voucher_script_keys(char k[VC_CAMPAIGN_KEY_COUNT][64], const int *order, int n,
-                                const char **keys)
-{
-    for (int i = 0; i < n; i++) {
-        int j = 0;
-
-        while (j < VC_CAMPAIGN_KEY_COUNT &&
-               strcmp(vc_campaign_key_names[j], vc_voucher_key_names[order[i]]) != 0)
-            j++;
-        /* The definition gives a campaign every key a voucher script it runs takes. */
-        VC_ASSERT(j < VC_CAMPAIGN_KEY_COUNT);
-        keys[i] = k[j];
-    }
-}
-
-/*
  * Appends what campaign_guard.lua takes off the end of a voucher script's
  * keys: the campaign's users, orders and taken, to keys[n..n+3). Returns n + 3.
  */
@@ -507,9 +486,10 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     int64_t status;
 
     campaign_keys(c->id, k);
-    voucher_script_keys(k, vc_release_begin_keys, nbegin, begin_keys);
+    /* A voucher script's keys on a campaign: the campaign's of the same names (vc_model.h). */
+    vc_script_keys(vc_release_begin_campaign_keys, nbegin, k[0], sizeof(k[0]), begin_keys);
     nbegin = guard_keys(k, begin_keys, nbegin);
-    voucher_script_keys(k, vc_release_finish_keys, nfinish, finish_keys);
+    vc_script_keys(vc_release_finish_campaign_keys, nfinish, k[0], sizeof(k[0]), finish_keys);
     nfinish = guard_keys(k, finish_keys, nfinish);
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
     snprintf(read, sizeof(read), "%lld:%c", (long long)o->redis_held_until_ms,
@@ -609,7 +589,8 @@ static int reconfirm(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, rc
     int rc;
 
     campaign_keys(c->id, k);
-    voucher_script_keys(k, vc_repair_confirmed_keys, VC_REPAIR_CONFIRMED_NKEYS, keys);
+    vc_script_keys(vc_repair_confirmed_campaign_keys, VC_REPAIR_CONFIRMED_NKEYS, k[0],
+                   sizeof(k[0]), keys);
     snprintf(held, sizeof(held), "%lld", (long long)o->redis_held_until_ms);
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
         (rc = rc_redis_eval(ctx->redis, vc_lua_rc_repair_confirmed, VC_REPAIR_CONFIRMED_NKEYS, keys,

@@ -34,7 +34,7 @@ int rc_fence_clean(const rc_summary_t *sum)
 static void set_gauge(int verified)
 {
     vc_metric_set(vc_gauge("voucher_reconciler_redis_verified",
-                           "1 when voucher:fence holds the run_id of the Redis process now "
+                           "1 when " VC_KEY_FENCE " holds the run_id of the Redis process now "
                            "running (the gateways with VOUCHER_REDIS_FENCE write to it), 0 while "
                            "it waits for a clean full pass",
                            NULL),
@@ -92,14 +92,15 @@ int rc_fence_pass(rc_ctx_t *ctx, rc_fence_t *f, int repair, FILE *table, rc_summ
     if (strcmp(f->run_id, id) != 0) {
         memcpy(f->run_id, id, sizeof(f->run_id));
         f->first_seen_ms = now;
-        vc_warn("Redis run_id %s is not verified (it restarted, or lost voucher:fence): gateways "
-                "with the fence on refuse to write to it; a full pass checks it in %lld ms, once "
+        vc_warn("Redis run_id %s is not verified (it restarted, or lost " VC_KEY_FENCE
+                "): gateways with the fence on refuse to write to it; a full pass checks it in "
+                "%lld ms, once "
                 "the events in flight before it started have reached Kafka",
                 id, (long long)ctx->cfg->restore_delay_ms);
     }
     due = now - f->first_seen_ms >= ctx->cfg->restore_delay_ms;
     /* Marked before the pass the set follows: a newer reconciler's mark then refuses the set. */
-    if (due && (rc = rc_redis_mark(ctx->redis, VC_FENCE_LEADER_KEY, 0, err, errlen)) != 0)
+    if (due && (rc = rc_redis_mark(ctx->redis, VC_KEY_FENCE_LEADER, 0, err, errlen)) != 0)
         return redis_failed(ctx, rc_ctx_refused(ctx, rc, err));
     ctx->force_full = due;
     rc = rc_pass(ctx, repair, table, sum, err, errlen);
@@ -149,7 +150,7 @@ int rc_fence_report(rc_ctx_t *ctx, const rc_fence_t *f, FILE *out, char *err, si
     if (rc != 0)
         return rc;
     fprintf(out,
-            verified ? "Redis run_id %s: verified (voucher:fence holds it)\n"
+            verified ? "Redis run_id %s: verified (" VC_KEY_FENCE " holds it)\n"
                      : "Redis run_id %s: NOT verified: gateways with VOUCHER_REDIS_FENCE refuse to "
                        "write until the reconciler daemon has checked it\n",
             id);

@@ -200,12 +200,14 @@ int rc_redis_mark(rc_redis_t *r, const char *leader_key, int64_t expire_at_ms, c
 
 /* Parses a counter's value: 0, or VC_ERR_PROTOCOL with err set. */
 /*
- * A GET of voucher:{code}:suffix, a number: *present 1 and *value set, or
- * *present 0 and *value 0 for nil. 0, or an error with err set.
+ * A GET of code's key key, a number: *present 1 and *value set, or *present 0
+ * and *value 0 for nil. 0, or an error with err set (naming the key).
  */
-static int parse_number(const redisReply *reply, const char *code, const char *suffix, int *present,
-                        int64_t *value, char *err, size_t errlen)
+static int parse_number(const redisReply *reply, const char *code, vc_voucher_key_t key,
+                        int *present, int64_t *value, char *err, size_t errlen)
 {
+    char name[VC_CODE_MAX + 32] = "";
+
     *present = 0;
     *value = 0;
     if (reply->type == REDIS_REPLY_STRING) {
@@ -213,11 +215,13 @@ static int parse_number(const redisReply *reply, const char *code, const char *s
         *value = strtoll(reply->str, &end, 10);
         *present = 1;
         if (*end || reply->len == 0) {
-            snprintf(err, errlen, "Redis: voucher:{%s}:%s is not a number", code, suffix);
+            (void)vc_voucher_key(name, sizeof(name), code, key);
+            snprintf(err, errlen, "Redis: %s is not a number", name);
             return VC_ERR_PROTOCOL;
         }
     } else if (reply->type != REDIS_REPLY_NIL) {
-        snprintf(err, errlen, "Redis: unexpected reply to GET voucher:{%s}:%s", code, suffix);
+        (void)vc_voucher_key(name, sizeof(name), code, key);
+        snprintf(err, errlen, "Redis: unexpected reply to GET %s", name);
         return VC_ERR_PROTOCOL;
     }
     return 0;
@@ -226,7 +230,7 @@ static int parse_number(const redisReply *reply, const char *code, const char *s
 static int parse_remaining(const redisReply *reply, const char *code, int *loaded,
                            int64_t *remaining, char *err, size_t errlen)
 {
-    return parse_number(reply, code, "remaining", loaded, remaining, err, errlen);
+    return parse_number(reply, code, VC_VOUCHER_KEY_REMAINING, loaded, remaining, err, errlen);
 }
 
 int rc_redis_remaining(rc_redis_t *r, const char *code, int *loaded, int64_t *remaining, char *err,
@@ -299,7 +303,7 @@ int rc_redis_limit(rc_redis_t *r, const char *code, int *present, int64_t *limit
     reply = command_on(r, vc_redis_tag_slot(code), 2, argv);
     if ((rc = check_reply(r, reply, "GET limit", err, errlen)) != 0)
         return rc;
-    rc = parse_number(reply, code, "limit", present, limit, err, errlen);
+    rc = parse_number(reply, code, VC_VOUCHER_KEY_LIMIT, present, limit, err, errlen);
     freeReplyObject(reply);
     return rc;
 }
@@ -410,13 +414,13 @@ static int orders_at_once(rc_redis_t *r, const char *code, rc_orders_t *m, rc_re
     }
     if ((rc = parse_remaining(reply->element[0], code, &c->loaded, &c->remaining, err, errlen)) !=
             0 ||
-        (rc = parse_number(reply->element[4], code, "limit", &present, &c->limit, err, errlen)) !=
-            0)
+        (rc = parse_number(reply->element[4], code, VC_VOUCHER_KEY_LIMIT, &present, &c->limit, err,
+                           errlen)) != 0)
         goto out;
     if (!present)
         c->limit = -1;
-    if ((rc = parse_number(reply->element[5], code, "outside", &present, &c->outside, err,
-                           errlen)) != 0)
+    if ((rc = parse_number(reply->element[5], code, VC_VOUCHER_KEY_OUTSIDE, &present, &c->outside,
+                           err, errlen)) != 0)
         goto out;
     c->users = reply->element[2]->integer;
     c->amounts = reply->element[3]->integer;
@@ -1346,7 +1350,7 @@ int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *cons
 int rc_redis_fence(rc_redis_t *r, const char *set_run_id, char run_id[VC_RUN_ID_MAX],
                    int *verified, char *err, size_t errlen)
 {
-    const char *keys[] = {VC_FENCE_KEY}, *args[] = {"set", set_run_id};
+    const char *keys[] = {VC_KEY_FENCE}, *args[] = {"set", set_run_id};
     redisReply *reply;
     int rc;
 
@@ -1358,8 +1362,8 @@ int rc_redis_fence(rc_redis_t *r, const char *set_run_id, char run_id[VC_RUN_ID_
         snprintf(err, errlen, "the restart fence's set without a fencing token: not sent");
         return VC_ERR_INVALID;
     }
-    if ((rc = eval_reply(r, vc_redis_key_slot(VC_FENCE_KEY, strlen(VC_FENCE_KEY)),
-                         vc_lua_rc_fence, 1, keys, 2, args, VC_FENCE_LEADER_KEY, &reply, err,
+    if ((rc = eval_reply(r, vc_redis_key_slot(VC_KEY_FENCE, strlen(VC_KEY_FENCE)),
+                         vc_lua_rc_fence, 1, keys, 2, args, VC_KEY_FENCE_LEADER, &reply, err,
                          errlen)) != 0)
         return rc;
     if (reply->type == REDIS_REPLY_INTEGER) {

@@ -221,7 +221,7 @@ int rc_redis_eval(rc_redis_t *r, const char *script, int nkeys, const char *cons
 /*
  * vc_redis_block_fence() on the reconciler's connection; the set through
  * rc_fence.lua (fence.lua behind leader.lua), carrying this connection's
- * generation, checked against voucher:fence:leader (VC_FENCE_LEADER_KEY,
+ * generation, checked against voucher:fence:leader (VC_KEY_FENCE_LEADER,
  * marked with rc_redis_mark() first): VC_ERR_STALE_LEADER or
  * VC_ERR_LEADER_UNMARKED when Redis refused it.
  */

@@ -436,8 +436,8 @@ static int repair_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *
 {
     const char *kind = rebuild ? "rebuild" : "restore";
     size_t norders = (size_t)(a->nargs - first) / 4, ncust = 0, slices = 0;
-    char (*pairs)[24] = NULL, token[33], staged[3][VC_CODE_MAX + 80], got[64], ucount[24];
-    char live[24], count[24];
+    char (*pairs)[24] = NULL, token[33], got[64], ucount[24];
+    char staged[VC_RESTORING_KEY_COUNT][VC_CODE_MAX + 80], live[24], count[24];
     const char **args = calloc(3 + 2 * RESTORE_SLICE + 4 * RESTORE_SLICE, sizeof(*args));
     int64_t st = 0, nstaged = 0, taken = 0;
     rc_keys_t k;
@@ -451,10 +451,10 @@ static int repair_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *
         goto out;
     rc_redis_token(token);
     rc_keys_of(v->code, &k);
-    snprintf(staged[0], sizeof(staged[0]), "voucher:{%s}:restoring:%s:orders", v->code, token);
-    snprintf(staged[1], sizeof(staged[1]), "voucher:{%s}:restoring:%s:holds", v->code, token);
-    snprintf(staged[2], sizeof(staged[2]), "voucher:{%s}:restoring:%s:users", v->code, token);
-    const char *stage_keys[] = {staged[0], staged[1], staged[2], k.name[VC_VOUCHER_KEY_RELEASING],
+    for (int i = 0; i < VC_RESTORING_KEY_COUNT; i++)
+        (void)vc_restoring_key(staged[i], sizeof(staged[i]), v->code, token, (vc_restoring_key_t)i);
+    const char *stage_keys[] = {staged[VC_RESTORING_KEY_ORDERS], staged[VC_RESTORING_KEY_HOLDS],
+                                staged[VC_RESTORING_KEY_USERS], k.name[VC_VOUCHER_KEY_RELEASING],
                                 k.name[VC_VOUCHER_KEY_REMAINING]};
     for (size_t o = 0, u = 0; o < norders || u < ncust; slices++) {
         size_t no = norders - o < RESTORE_SLICE ? norders - o : RESTORE_SLICE;
@@ -494,9 +494,9 @@ static int repair_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *
                               k.name[VC_VOUCHER_KEY_HOLDS],
                               k.name[VC_VOUCHER_KEY_RELEASING],
                               k.name[VC_VOUCHER_KEY_AMOUNTS],
-                              staged[0],
-                              staged[2],
-                              staged[1]};
+                              staged[VC_RESTORING_KEY_ORDERS],
+                              staged[VC_RESTORING_KEY_USERS],
+                              staged[VC_RESTORING_KEY_HOLDS]};
         rc = rc_repair_eval(ctx, kind, "voucher", v->code, (size_t)nstaged, vc_lua_rc_rebuild_swap,
                             9, keys, 5, swap_args, status, answer, answercap, err, errlen);
     } else {
@@ -504,9 +504,9 @@ static int repair_in_steps(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *
                               k.name[VC_VOUCHER_KEY_USERS],
                               k.name[VC_VOUCHER_KEY_ORDERS],
                               k.name[VC_VOUCHER_KEY_HOLDS],
-                              staged[0],
-                              staged[2],
-                              staged[1]};
+                              staged[VC_RESTORING_KEY_ORDERS],
+                              staged[VC_RESTORING_KEY_USERS],
+                              staged[VC_RESTORING_KEY_HOLDS]};
         rc = rc_repair_eval(ctx, kind, "voucher", v->code, (size_t)nstaged, vc_lua_rc_restore_swap,
                             7, keys, 5, swap_args, status, answer, answercap, err, errlen);
     }

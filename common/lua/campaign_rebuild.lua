@@ -29,6 +29,7 @@
 -- and the customers counted after, the codes freed (orders lost: taken by no
 -- order the snapshot or Redis holds); {-2, orderId}: an order holds a use and its code
 -- is unknown; {-3, code}: two orders hold one code. Nothing is written then.
+-- @include remaining_rule.lua
 -- @include order_value.lua
 -- @include taken_write.lua
 -- taken lost: the reconciler waited the restore delay from the loss to its

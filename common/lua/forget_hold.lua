@@ -28,8 +28,10 @@ local function forget_hold(give_back)
   -- as an orders hash lost, and refuses new orders until it is rebuilt. amounts
   -- sits beside orders (the same hash tag). A campaign's users is kept: there
   -- it is never emptied, and missing beside taken means lost
-  -- (campaign_reserve.lua).
-  if redis.call('EXISTS', KEYS[3]) == 0 and string.sub(KEYS[3], 1, 8) == 'voucher:' then
+  -- (campaign_reserve.lua). A voucher's keys start with its family's head
+  -- (KEY_HEAD, proto/redis-model.json).
+  local of_voucher = string.sub(KEYS[3], 1, #KEY_HEAD.voucher) == KEY_HEAD.voucher
+  if redis.call('EXISTS', KEYS[3]) == 0 and of_voucher then
     redis.call('DEL', KEYS[2], amounts)
   end
   return {FORGET.FORGOTTEN, order}

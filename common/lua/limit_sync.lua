@@ -24,6 +24,7 @@
 -- (orders_lost.lua): nothing written, the sync runs again after the rebuild.
 -- A lower and an adoption set the outside key (outside.lua) with the orders
 -- they count.
+-- @include remaining_rule.lua
 local before = redis.call('GET', KEYS[1])
 if not before then return {LIMIT_SYNC.COUNTER_MISSING, false} end
 local have = redis.call('GET', KEYS[3])

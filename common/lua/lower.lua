@@ -10,6 +10,7 @@
 --
 -- Returns {1, "before:after"} lowered, {0, "before:before"} it already
 -- obeys the rule, {-1, false} it is missing.
+-- @include remaining_rule.lua
 if redis.call('EXISTS', KEYS[1]) == 0 then return {LOWER.COUNTER_MISSING, false} end
 local lost = voucher_orders_lost(KEYS[1], KEYS[2])
 local live = count_taken(KEYS[2])

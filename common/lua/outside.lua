@@ -16,9 +16,11 @@
 
 -- A key of the voucher whose counter is remaining_key (the same hash tag, so
 -- the same slot), or nil for a key that is not a voucher's counter (a
--- campaign's keys have no counter).
+-- campaign's keys have no counter). KEY_HEAD.voucher, the voucher family's
+-- head ('voucher:{'), holds no character magic in a pattern.
 local function voucher_key(remaining_key, name)
-  local key, n = string.gsub(remaining_key, '^(voucher:.*):remaining$', '%1:' .. name)
+  local pattern = '^(' .. KEY_HEAD.voucher .. '.*):remaining$'
+  local key, n = string.gsub(remaining_key, pattern, '%1:' .. name)
   if n ~= 1 then return nil end
   return key
 end

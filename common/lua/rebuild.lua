@@ -25,6 +25,7 @@
 -- after; {-1, false} the counter is missing (the restore's case); {-2, false}
 -- the orders hash is not lost (it exists, or nothing tells a loss:
 -- orders_lost.lua): nothing written, the next pass judges again.
+-- @include remaining_rule.lua
 if redis.call('EXISTS', KEYS[1]) == 0 then return {REPAIR.COUNTER_MISSING, false} end
 if not orders_lost(KEYS[3], KEYS[2], KEYS[6], KEYS[1]) then return {REPAIR.ORDERS_STATE, false} end
 local written, orders = merge(KEYS[3], KEYS[4], KEYS[5], 4)

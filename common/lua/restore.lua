@@ -14,6 +14,7 @@
 -- then fours as merge() takes them (every order of the snapshot)
 --
 -- Returns {1, "live:remaining"} restored, {0, false} the counter exists.
+-- @include remaining_rule.lua
 if redis.call('EXISTS', KEYS[1]) == 1 then return {RESTORE.COUNTER_EXISTS, false} end
 merge(KEYS[3], KEYS[4], KEYS[5], 5)
 -- The sets follow the merged orders: every hold by its heldUntil, every

@@ -26,6 +26,7 @@
 -- Returns {n, "taken"}: n orders staged, taken of them held as taken (H, C
 -- or X); {-1, false}: the counter is not as ARGV[1] wants (restored or loaded
 -- meanwhile, or lost), nothing written.
+-- @include remaining_rule.lua
 if redis.call('EXISTS', KEYS[5]) ~= tonumber(ARGV[1]) then
   return {REPAIR.COUNTER_MISSING, false}
 end

@@ -21,6 +21,7 @@
 -- orders hash is lost (orders_lost.lua): the rebuild's case, nothing written.
 -- The outside key (outside.lua) is set to what the counter then holds back
 -- for no order.
+-- @include remaining_rule.lua
 if redis.call('EXISTS', KEYS[1]) == 0 then return {REPAIR.COUNTER_MISSING, false} end
 -- The orders hash lost since the pass read it: writing the snapshot's live
 -- orders would end the loss's sign without the orders taken after that read,

@@ -8,16 +8,30 @@ definition (proto/redis-model.json, issue 41).
    STATE.HELD in Lua (embed.py puts the constants in) and VC_STATE_HELD in C (vc_model.h).
 2. No bare answer number: in Lua no `return -N` nor `return {-N, ...}`; in C no
    `status == -N` (nor !=, nor a variable named st, nor `.integer == -N`) and no `case -N:`.
-   Say RESERVE.NOT_LOADED in Lua and VC_RESERVE_NOT_LOADED in C. (0 and positive answers are
-   named too where the code handles a script's answer, but the lint cannot tell a script's 1
-   from a libuv status 0: it checks the negative ones, which mean something else per script.)
+   Say RESERVE.NOT_LOADED in Lua and VC_RESERVE_NOT_LOADED in C. (0 and positive answers
+   are checked where the code handles a script's answer by name: rule 6. Elsewhere the lint
+   cannot tell a script's 1 from a libuv status 0.)
 3. No order value read around its parser: in common/lua/*.lua other than order_value.lua (code,
    not comments) no string.sub(..., -N) (a state read from a value's last character) and no
    pattern with a field of a value ('[^:]*:', ':(.)$'). Say parse_order(), order_state() and
    order_value() (common/lua/order_value.lua, as vc_order_value.h in C).
 4. proto/redis-keys.md against the definition: its order states table (each letter, and
-   whether it is counted as taken) and its voucher keys table (voucher:{CODE}:NAME) name what
-   the definition names, no more, no less.
+   whether it is counted as taken) and its keys tables (the voucher's keys voucher:{CODE}:NAME,
+   a restore's staged keys, and the keys of no voucher or campaign, each with its arguments
+   in capitals: voucher-order:{ORDERID}) name what the definition names, no more, no less.
+5. No key built by hand: no string literal in the daemons' C (common/, gateway/, reconciler/,
+   writer/, admin/) nor in common/lua/*.lua (code, not comments) holds a key's raw head, the
+   text of its format before its first argument ("voucher:{", "campaign:{c", "guard:index"):
+   a key is built by vc_model.h's builders (vc_voucher_key(), vc_campaign_key(),
+   vc_key_claim()...) or named by its macro (VC_KEY_FENCE), and a script tells a family by
+   KEY_HEAD (embed.py puts it in). A script that finds a key beside another by its name
+   (string.gsub(orders_key, ':orders$', ':amounts')) names keys of the definition.
+6. A script's answer handled by name, positive ones too: in a C function that compares a
+   value with a script's named answer (status == VC_CONFIRM_CONFIRMED, case
+   VC_RESERVE_TAKEN:), the same value compared with a bare number that the set names
+   (status == 1), or a bare case label that it names (case 0:), is a finding; so is, in a
+   function that runs a script with named answers (vc_lua_rc_restore, GW_SCRIPT_CONFIRM),
+   status, *status or st compared with a bare number its set names.
 
 The generated files (BUILD/common/vc_model.h, the constants before each script) are not read:
 they are the definition's. A line the rule must let through is in ALLOWED, with why. TAP
@@ -151,6 +165,199 @@ for path in sources:
             bad.append("%s:%s" % (os.path.relpath(path, root), line))
 check(not bad, "the C says states and answers by name (vc_model.h)", "; ".join(bad))
 
+# Rule 5: no key's raw head outside the generated files.
+HEADS = sorted(set(MODEL.heads().values()), key=len, reverse=True)
+C_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
+LUA_STRING = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
+
+
+def c_strings_only(text):
+    """text without its comments, line by line kept (string literals kept)."""
+    text = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+# A literal that starts with a key's first word and a ':' or a conversion ("campaign%s",
+# "guard:%s") builds one by pieces.
+WORDS = sorted({re.split(r"[:{]", h)[0] for h in HEADS})
+PIECE = re.compile(r"""^["'](?:%s)[:%%]""" % "|".join(map(re.escape, WORDS)))
+# A script has no text but keys: its literal naming a family or key's first word and a ':'
+# anywhere ('^(voucher:.*):remaining$') is a key built by hand.
+LUA_PIECE = re.compile(r"(?:%s):" % "|".join(map(re.escape, WORDS)))
+# (file, literal): a string of that shape that is no Redis key, with why.
+NOT_KEYS = [
+    ("gateway/gw_app.c", '"campaign:%lld"'),  # a campaign event's Kafka key (proto/events.md)
+    ("reconciler/rc_kafka.c", '"campaign:%lld"'),  # the same, for the events it publishes
+]
+
+
+def raw_heads(lines, string_re, path="", piece=PIECE):
+    """(line number, line) of lines whose string literals hold a key's raw head, or start
+    with a key's first word and a ':' or a conversion (piece: a Lua script's anywhere)."""
+    out = []
+    for n, line in enumerate(lines, 1):
+        for s in string_re.findall(line):
+            if any(path.endswith(f) and s == lit for f, lit in NOT_KEYS):
+                continue
+            if any(h in s for h in HEADS) or piece.search(s):
+                out.append("%d: %s" % (n, line.strip()))
+                break
+    return out
+
+
+got = raw_heads(c_strings_only('/* "voucher:{%s}:x" in a comment */\n'
+                               'snprintf(k, n, "voucher:{%s}:restoring:%s:orders", c, t);\n'
+                               'bucket_key(k, "guard:{ip:v:", client);\n'
+                               'snprintf(k, n, "campaign:%lld", id); /* a Kafka key */\n'
+                               'x = "needs " VC_KEY_GUARD_INDEX;\n'
+                               'const char *keys[] = {"voucher:fence"};\n'
+                               'snprintf(k, n, "campaign%s", v + strlen("voucher"));\n'
+                               'log("campaign %lld: %s", id, "voucher %s refused");\n'
+                               ).splitlines(), C_STRING, "gateway/gw_app.c")
+check([g.split(":")[0] for g in got] == ["2", "3", "6", "7"],
+      "the check finds raw key heads in a C sample", str(got))
+got = raw_heads([lua_code(line) for line in (
+    "-- 'voucher:{' in a comment", "if string.sub(k, 1, 9) == 'voucher:{' then",
+    "local k = KEY_HEAD.campaign .. id", 'local c = "voucher-order:{" .. id .. "}"',
+    "local key = string.gsub(k, '^(voucher:.*):remaining$', '%1:' .. name)",
+    "local p = '^(' .. KEY_HEAD.voucher .. '.*):remaining$'")],
+    LUA_STRING, piece=LUA_PIECE)
+check([g.split(":")[0] for g in got] == ["2", "4", "5"],
+      "the check finds raw key heads in a Lua sample", str(got))
+check(len(HEADS) >= 6 and "voucher:{" in HEADS and "voucher-order:{" in HEADS,
+      "the heads are the definition's (%d)" % len(HEADS), str(HEADS))
+bad = []
+for path in sources:
+    with open(path, errors="replace") as f:
+        for line in raw_heads(c_strings_only(f.read()).splitlines(), C_STRING,
+                              os.path.relpath(path, root)):
+            bad.append("%s:%s" % (os.path.relpath(path, root), line))
+check(not bad, "the C builds no key by hand: no raw key head in a string (vc_model.h's builders)",
+      "; ".join(bad))
+bad = []
+for path in scripts:
+    with open(path) as f:
+        for line in raw_heads([lua_code(line) for line in f.read().splitlines()], LUA_STRING,
+                              piece=LUA_PIECE):
+            bad.append("%s:%s" % (os.path.relpath(path, root), line))
+check(not bad, "the scripts hold no raw key head (KEY_HEAD)", "; ".join(bad))
+
+# A script finds a sibling key by its name (string.gsub(orders_key, ':orders$', ':amounts')):
+# each name so written is a key the definition names, so that renaming a key there is a
+# finding here.
+KEY_NAMES = {k for f in MODEL.families.values() for k in f["keys"]}
+SIBLING = re.compile(r"^['\"]:([a-z_]+)\$?['\"]$")
+
+
+def sibling_names(lines):
+    """(line number, name) of each key name a script writes as ':NAME' or ':NAME$' that the
+    definition does not name."""
+    return [(n, m.group(1)) for n, line in enumerate(lines, 1)
+            for m in map(SIBLING.match, LUA_STRING.findall(line))
+            if m and m.group(1) not in KEY_NAMES]
+
+
+got = sibling_names(["local a = string.gsub(k, ':orders$', ':amount')",
+                     "local s = string.gsub(k, ':taken$', ':touched_codes')", "x = ':'"])
+check(got == [(1, "amount")], "the check finds a sibling key the definition lacks in a Lua "
+      "sample", str(got))
+bad = []
+for path in scripts:
+    with open(path) as f:
+        for n, name in sibling_names([lua_code(line) for line in f.read().splitlines()]):
+            bad.append("%s:%d: %s" % (os.path.relpath(path, root), n, name))
+check(not bad, "the scripts name sibling keys the definition names", "; ".join(bad))
+
+# Rule 6: a script's answer, compared by name in a function, is not also compared by number.
+ANSWER_NAMES = {"VC_%s_%s" % (s.upper(), a): (s, n) for s, answers in MODEL.sets.items()
+                for a, (n, _) in answers.items()}
+EXPR = r"\*?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]\n]*\])*"
+BY_NAME = re.compile(r"(%s)\s*[!=]=\s*(VC_[A-Z0-9_]+)\b" % EXPR)
+CASE_NAME = re.compile(r"\bcase\s+(VC_[A-Z0-9_]+)\s*:")
+
+
+SCRIPT_REF = re.compile(r"\b(?:vc_lua_(?:rc_)?([a-z_]+)|GW_SCRIPT_([A-Z_]+))\b")
+STATUS_EXPRS = ("status", "*status", "st")
+
+
+def functions(code):
+    """(first line, body) of each top-level brace block of code (C, comments blanked)."""
+    out, depth, start = [], 0, None
+    for i, ch in enumerate(code):
+        if ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                out.append((code.count("\n", 0, start) + 1, code[start:i + 1]))
+    return out
+
+
+def bare_answers(text):
+    """(line, what) where a function compares a value it also compares with a script's named
+    answers with a bare number of those answers, or has a bare case label of them."""
+    # Character literals blanked too: a '{' must not open a function.
+    code = re.sub(r"'(?:\\.|[^'\\\n])+'", lambda m: "'%s'" % (" " * (len(m.group(0)) - 2)),
+                  c_code(text))
+    raw = text.splitlines()
+    out = []
+    for first, body in functions(code):
+        numbers = {}  # the value compared -> the numbers its answer sets name
+        for expr, name in BY_NAME.findall(body):
+            if name in ANSWER_NAMES:
+                s = ANSWER_NAMES[name][0]
+                numbers.setdefault(expr, set()).update(n for n, _ in MODEL.sets[s].values())
+        # A function that runs a script with named answers (vc_lua_rc_restore,
+        # GW_SCRIPT_CONFIRM) handles its answer in the usual names too.
+        for lua, gw in SCRIPT_REF.findall(body):
+            sc = MODEL.scripts.get(lua or gw.lower())
+            if sc and "answers" in sc:
+                for expr in STATUS_EXPRS:
+                    numbers.setdefault(expr, set()).update(
+                        n for n, _ in MODEL.sets[sc["answers"]].values())
+        cased = set()
+        for name in CASE_NAME.findall(body):
+            if name in ANSWER_NAMES:
+                cased.update(n for n, _ in MODEL.sets[ANSWER_NAMES[name][0]].values())
+        found = []
+        for expr, nums in numbers.items():
+            e = re.escape(expr)
+            pat = re.compile(r"(?<![\w>.])%s\s*[!=]=\s*(\d+)\b|\b(\d+)\s*[!=]=\s*%s(?![\w\[.-])"
+                             % (e, e))
+            found += [m for m in pat.finditer(body) if int(m.group(1) or m.group(2)) in nums]
+        if cased:
+            found += [m for m in re.finditer(r"\bcase\s+(\d+)\s*:", body)
+                      if int(m.group(1)) in cased]
+        for m in found:
+            n = first + body.count("\n", 0, m.start())
+            out.append("%d: %s" % (n, raw[n - 1].strip()))
+    return sorted(set(out), key=lambda s: int(s.split(":")[0]))
+
+
+sample = ("static void a(int64_t status)\n{\n    if (status == VC_CONFIRM_CONFIRMED)\n"
+          "        x();\n    else if (status == 0)\n        y();\n    if (status == 7)\n"
+          "        z();\n}\n"
+          "static void b(const r_t *reply)\n{\n    switch (reply->item[0].integer) {\n"
+          "    case VC_RESERVE_TAKEN:\n        break;\n    case 0:\n        break;\n    }\n}\n"
+          "static void c(int status)\n{\n    if (status == 0)\n        w();\n}\n"
+          "static void d(int64_t *status)\n{\n    if (*status == VC_REPAIR_ORDERS_STATE || "
+          "*status == 1)\n        v();\n    if (other == 1 && st == VC_LOWER_LOWERED)\n"
+          "        u();\n}\n"
+          "static int e(void)\n{\n    rc = eval(vc_lua_rc_restore, &status);\n"
+          "    if (rc == 0 && status == 1)\n        t();\n}\n")
+got = bare_answers(sample)
+check([g.split(":")[0] for g in got] == ["5", "15", "34"],
+      "the check finds bare positive answers in a C sample", str(got))
+bad = []
+for path in sources:
+    with open(path, errors="replace") as f:
+        for line in bare_answers(f.read()):
+            bad.append("%s:%s" % (os.path.relpath(path, root), line))
+check(not bad, "the C handles a script's answers by name wherever it names them, 0 and "
+      "positive ones too", "; ".join(bad))
+
 # proto/redis-keys.md against the definition.
 with open(os.path.join(root, "proto", "redis-keys.md")) as f:
     page = f.read()
@@ -165,11 +372,28 @@ rows = re.findall(r"^\| `([A-Z])` \| [^|]* \| (yes|no) \|", section("Order state
 want = [(s["letter"], "yes" if s["taken"] else "no") for s in MODEL.states]
 check(rows == want, "proto/redis-keys.md's order states table is the definition's "
       "(letters, in order, and counted as taken)", "page %s, definition %s" % (rows, want))
-keys = re.findall(r"^\| `voucher:\{CODE\}:([a-z_]+)`", section("Keys"), re.M)
-want = list(MODEL.families["voucher"]["keys"])
-check(sorted(keys) == sorted(want), "proto/redis-keys.md's keys table names the definition's "
-      "voucher keys", "page only %s, definition only %s" % (
-          sorted(set(keys) - set(want)), sorted(set(want) - set(keys))))
+
+
+def rendered(fmt, args):
+    """A key as the page writes it: each argument in capitals (order id: ORDERID)."""
+    return fmt % tuple(a.upper().replace(" ", "") for a in args)
+
+
+# The page's tables of keys (a campaign's are proto/campaigns.md's): the voucher's, a
+# restore's staged ones, and the keys of no voucher or campaign.
+page_keys = set(re.findall(r"^\| `([^`]+)` \|", section("Keys"), re.M))
+for fam in ("voucher", "restoring"):
+    f = MODEL.families[fam]
+    shape = rendered(f["format"], f["args"] + ["name"])  # voucher:{CODE}:NAME
+    want = {shape.replace("NAME", k) for k in f["keys"]}
+    got = {k for k in page_keys if re.fullmatch(re.escape(shape).replace("NAME", "[a-z_]+"), k)}
+    check(got == want, "proto/redis-keys.md's keys table names the definition's %s keys" % fam,
+          "page only %s, definition only %s" % (sorted(got - want), sorted(want - got)))
+    page_keys -= got
+want = {rendered(k["format"], k["args"]) for k in MODEL.keys.values()}
+check(page_keys == want, "proto/redis-keys.md's table of the keys of no voucher or campaign names "
+      "the definition's other keys", "page only %s, definition only %s" % (
+          sorted(page_keys - want), sorted(want - page_keys)))
 check("`%s`" % MODEL.raw["order_value"] in page,
       "proto/redis-keys.md gives an order's value as the definition does",
       MODEL.raw["order_value"])

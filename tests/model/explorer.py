@@ -379,11 +379,12 @@ class CurrentScripts:
     def claim_keep(self, claim_key, value, code):
         return self.ev("claim", [claim_key], ["keep", value, code])
 
-    # A campaign's scripts, called as gw_campaign_redeem.c calls them. The guarded ones
-    # (common/lua/meson.build): campaign_guard.lua before confirm and release_begin, and
-    # campaign_forget.lua and campaign_release_finish.lua, scripts of their own (the guard
-    # and the voucher's work with the campaign's give-back); the build writes each
-    # expanded as campaign_SCRIPT.lua. The caller appends the campaign's users, orders and
+    # A campaign's scripts, called as gw_campaign_redeem.c calls them. The guarded ones:
+    # campaign_confirm.lua and campaign_release_begin.lua (campaign_guard.lua, then the
+    # voucher's script), campaign_forget.lua and campaign_release_finish.lua (the guard and
+    # the voucher's work with the campaign's give-back); the build writes each expanded as
+    # campaign_SCRIPT.lua. An older version's folder without the first two gets them
+    # concatenated here, as its build did. The caller appends the campaign's users, orders and
     # taken keys, and whether PostgreSQL says Redis had the campaign (campaign_loaded(),
     # set per example) and the code.
     campaign_loaded = staticmethod(lambda: True)

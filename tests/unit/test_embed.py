@@ -124,6 +124,36 @@ class Include(unittest.TestCase):
             self.assertIn('main.lua:1: @include takes one file name', p.stderr)
 
 
+class CampaignKeys(unittest.TestCase):
+    """The definition fails to load (so the build stops) when the campaign family lacks a
+    key a voucher script run on a campaign takes, naming the script and the key."""
+
+    def test_every_key_of_each_script_run_on_a_campaign(self):
+        import copy
+        import json
+        redis_model = embed.redis_model
+        with open(redis_model.DEFAULT) as f:
+            data = json.load(f)
+        redis_model.Model(copy.deepcopy(data), 'model')  # the definition itself loads
+        runs = data['key_families']['campaign']['voucher_scripts']['scripts']
+        self.assertIn('confirm', runs)
+        cases = sorted({(s, k.rstrip('?')) for s in runs for k in data['scripts'][s]['keys']})
+        self.assertGreater(len(cases), 10)
+        for script, key in cases:
+            broken = copy.deepcopy(data)
+            del broken['key_families']['campaign']['keys'][key]
+            for sc in broken['scripts'].values():  # the campaign's own scripts let it go
+                if sc['family'] == 'campaign':
+                    sc['keys'] = [k for k in sc['keys'] if k.rstrip('?') != key]
+            with self.assertRaises(redis_model.ModelError) as e:
+                redis_model.Model(broken, 'model')
+            # The first script (in definition order) that takes the key is named.
+            first = next(s for s in runs if key in (k.rstrip('?') for k in
+                                                     data['scripts'][s]['keys']))
+            self.assertIn('script %s runs on a campaign' % first, str(e.exception), key)
+            self.assertIn("no key '%s'" % key, str(e.exception))
+
+
 class Tree(unittest.TestCase):
     """Every script of common/lua expands (no include left, none missing)."""
 

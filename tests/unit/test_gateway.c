@@ -9,6 +9,8 @@
 #include "gw_admins.h"
 #include "gw_app.h"
 #include "gw_campaign.h"
+#include "gw_campaign_redeem.h"
+#include "gw_guard.h"
 #include "gw_http.h"
 #include "vc_num.h"
 #include "gw_router.h"
@@ -1099,6 +1101,43 @@ START_TEST(redis_keys)
 }
 END_TEST
 
+/*
+ * A campaign's keys in a voucher flow's array: each the campaign's key of the voucher
+ * key's name, as the gateway wrote them by hand before (campaign:{c<id>}:NAME); none for a
+ * key no campaign has. The other keys the model names, as Redis has them today.
+ */
+START_TEST(redis_model_keys)
+{
+    char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX], want[GW_KEY_MAX], key[GW_GUARD_KEY_MAX];
+    int n = 0;
+
+    gw_campaign_keys(7, keys);
+    for (int i = 0; i < VC_VOUCHER_KEY_COUNT; i++) {
+        if (vc_campaign_key_of_voucher[i] < 0) {
+            ck_assert_str_eq(keys[i], "");
+            continue;
+        }
+        snprintf(want, sizeof(want), "campaign:{c7}:%s", vc_voucher_key_names[i]);
+        ck_assert_str_eq(keys[i], want);
+        n++;
+    }
+    ck_assert_int_eq(n, VC_VOUCHER_KEY_COUNT - 3); /* limit, outside, soldout */
+    ck_assert_str_eq(keys[VC_VOUCHER_KEY_ORDERS], "campaign:{c7}:orders");
+    ck_assert_int_eq(vc_key_guard_customer(key, sizeof(key), GW_GUARD_SCOPE, "42"), 15);
+    ck_assert_str_eq(key, "guard:{cu:v:42}");
+    vc_key_guard_address(key, sizeof(key), GW_GUARD_SCOPE, "2001:db8:1:2::/64");
+    ck_assert_str_eq(key, "guard:{ip:v:2001:db8:1:2::/64}");
+    vc_restoring_key(key, sizeof(key), "A-1", "ab12", VC_RESTORING_KEY_HOLDS);
+    ck_assert_str_eq(key, "voucher:{A-1}:restoring:ab12:holds");
+    ck_assert_str_eq(VC_KEY_GUARD_INDEX, "guard:index");
+    ck_assert_str_eq(VC_KEY_FENCE, "voucher:fence");
+    ck_assert_str_eq(VC_KEY_FENCE_LEADER, "voucher:fence:leader");
+    /* Cut as snprintf cuts, and said. */
+    ck_assert_int_eq(vc_key_claim(key, 10, "order-7"), -1);
+    ck_assert_str_eq(key, "voucher-o");
+}
+END_TEST
+
 /* A claim's value names the code and the request; which code it names, and only that. */
 START_TEST(claim_values)
 {
@@ -1370,6 +1409,7 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, soldout_snapshot_tells_known_orders);
     tcase_add_test(tc, answer_head);
     tcase_add_test(tc, redis_keys);
+    tcase_add_test(tc, redis_model_keys);
     tcase_add_loop_test(tc, patch_body, 0, sizeof(patch_bodies) / sizeof(patch_bodies[0]));
     tcase_add_test(tc, patch_apply);
     tcase_add_loop_test(tc, list_query, 0, sizeof(list_queries) / sizeof(list_queries[0]));

@@ -1,0 +1,7 @@
+-- campaign_confirm: confirm.lua on a campaign's code. campaign_guard.lua takes
+-- the campaign's keys and arguments off the end of KEYS and ARGV and answers an
+-- order that does not hold the code; confirm.lua then runs on the campaign's
+-- keys of its names (proto/redis-model.json, the campaign family's
+-- voucher_scripts).
+-- @include campaign_guard.lua
+-- @include confirm.lua

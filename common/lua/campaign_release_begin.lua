@@ -1,0 +1,5 @@
+-- campaign_release_begin: release_begin.lua on a campaign's code, as
+-- campaign_confirm.lua is confirm.lua: campaign_guard.lua first, then the
+-- voucher script on the campaign's keys of its names.
+-- @include campaign_guard.lua
+-- @include release_begin.lua
