@@ -267,8 +267,7 @@ static void reserved_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     free(r);
 }
 
-int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref,
-                             char (*keys)[GW_KEY_MAX], const char *const *args,
+int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref, const char *const *args,
                              int64_t expire_at_ms, gw_redis_cb cb, void *arg)
 {
     char expire[32], built[VC_CAMPAIGN_RESERVE_NKEYS][GW_KEY_MAX];
@@ -281,7 +280,6 @@ int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref,
      * campaign_reserve.lua's keys are the campaign family's, in its order (taken is no
      * voucher key): built here from the id, not picked out of the flow's keys.
      */
-    (void)keys;
     for (int i = 0; i < VC_CAMPAIGN_RESERVE_NKEYS; i++) {
         (void)vc_campaign_key(built[i], GW_KEY_MAX, (long long)ref->id,
                               (vc_campaign_key_t)vc_campaign_reserve_keys[i]);

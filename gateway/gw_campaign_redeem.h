@@ -93,16 +93,14 @@ int gw_campaign_eval(gw_app_t *app, const gw_campaign_ref_t *ref, size_t script,
 
 /*
  * campaign_reserve.lua for a request, on the campaign family's keys built from
- * ref->id (keys, the flow's, is not read: it goes when gw_reserve.c stops passing
- * it): reserve.lua's arguments, then the code, the expiry and whether Redis had
- * the campaign's keys before (ref->loaded).
+ * ref->id: reserve.lua's arguments, then the code, the expiry and whether Redis
+ * had the campaign's keys before (ref->loaded).
  * The first use of a campaign that took a code (status 1) then sets
  * campaign.redis_loaded_at (deploy/sql/017), so that losing all its keys later
  * is refused (503) until the reconciler rebuilds them, not taken as a fresh
  * campaign. cb gets the script's answer unchanged.
  */
-int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref,
-                             char (*keys)[GW_KEY_MAX], const char *const *args,
+int gw_campaign_reserve_eval(gw_app_t *app, const gw_campaign_ref_t *ref, const char *const *args,
                              int64_t expire_at_ms, gw_redis_cb cb, void *arg);
 
 /* The refusal a campaign's request gets for a new order: an inactive campaign, a revoked code

@@ -271,7 +271,7 @@ int gw_reserve_send_script(gw_reserve_t *x)
     vc_i64_text(now, x->now_ms);
     vc_i64_text(amount, x->in.order_amount);
     if (x->camp.id)
-        return gw_campaign_reserve_eval(x->app, &x->camp, x->keys, args,
+        return gw_campaign_reserve_eval(x->app, &x->camp, args,
                                         x->v.ends_at_ms + x->app->cfg->redis_retention_ms,
                                         script_cb, x);
     return gw_redis_eval(x->app->redis, GW_SCRIPT_RESERVE, script_cb, x, VC_RESERVE_NKEYS, keys, 9,

@@ -1,6 +1,6 @@
 -- Forgets a held use for which no event was ever published: the gateway took
 -- it under an orderId's claim that is not the request's (another code's, or a
--- claim that failed or did not answer; gw_reserve.c script_cb()). Nothing
+-- claim that failed or did not answer; gw_reserve_script.c script_cb()). Nothing
 -- downstream knows such an order, so it is deleted and its use goes straight
 -- back to the pool. Every other give-back goes through release_begin.lua and
 -- release_finish.lua, after its event is in Kafka (proto/redis-keys.md).
