@@ -341,12 +341,22 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                                    "read (the others were judged by their numbers)",
                                    NULL),
                           sum.read_in_full);
+            vc_metric_set(vc_gauge("voucher_reconciler_vouchers_read_targeted",
+                                   "Vouchers of the last pass busy only with events in flight, "
+                                   "judged by the orders those events name and their newest "
+                                   "holds, not read in full",
+                                   NULL),
+                          sum.targeted);
+            vc_metric_add(vc_counter("voucher_reconciler_targeted_reads_total",
+                                     "Vouchers judged by a targeted read instead of a full one, "
+                                     "over all passes",
+                                     NULL),
+                          sum.targeted);
             last_pass_ok = 1;
-            vc_debug("pass: %d vouchers (%d read in full), %d consistent, %d behind, %d undersold, "
-                     "%d drifted",
-                     sum.vouchers, sum.read_in_full, sum.verdicts[RC_CONSISTENT],
-                     sum.verdicts[RC_BEHIND], sum.verdicts[RC_UNDERSOLD],
-                     sum.verdicts[RC_DRIFTED]);
+            vc_debug("pass: %d vouchers (%d read in full, %d targeted), %d consistent, %d behind, "
+                     "%d undersold, %d drifted",
+                     sum.vouchers, sum.read_in_full, sum.targeted, sum.verdicts[RC_CONSISTENT],
+                     sum.verdicts[RC_BEHIND], sum.verdicts[RC_UNDERSOLD], sum.verdicts[RC_DRIFTED]);
         }
         sleep_interval(s.interval_ms);
     }

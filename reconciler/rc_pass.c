@@ -141,40 +141,132 @@ static void tail_cb(void *arg, const vc_event_t *ev)
 }
 
 /*
- * Whether this pass reads v in full (every row, every Redis order) or judges
- * it by its numbers alone. A quiet voucher (Redis takes exactly the uses
- * PostgreSQL counts, no event in flight, no hold due, no release under way)
- * would be judged consistent by a full read too, except for drift that
- * cancels out in the counts (one use Redis gave back and PostgreSQL counts,
- * one Redis holds and nothing downstream knows): so each voucher is still
- * read in full once full_every_ms has passed since its last full read: such a
- * voucher gets *due_periodic, and the caller reads at most an eighth of the
- * vouchers so, the longest unread first (rc_plan_pick_periodic()), so that
- * they spread over passes instead of all coming due together. Reading everything every pass costs time and
- * memory in proportion to every row of every active voucher.
+ * Whether this pass reads v in full (every row, every Redis order), by a
+ * targeted read, or judges it by its numbers alone. A quiet voucher (Redis
+ * takes exactly the uses PostgreSQL counts, no event in flight, no hold due,
+ * no release under way) would be judged consistent by a full read too, except
+ * for drift that cancels out in the counts (one use Redis gave back and
+ * PostgreSQL counts, one Redis holds and nothing downstream knows). A voucher
+ * busy only because events of it are in flight (no hold due, no release under
+ * way, no dead letter parked) gets v->targeted: the pass reads the orders
+ * those events name and the newest holds, and reads it in full only when
+ * those do not settle it (rc_plan_judge_targeted()); during a flash sale the
+ * writer is never caught up, and a full read every pass costs every row and
+ * Redis order of the sale. So each voucher is still read in full once
+ * full_every_ms has passed since its last full read: such a voucher gets
+ * *due_periodic, and the caller reads at most an eighth of the vouchers so,
+ * the longest unread first (rc_plan_pick_periodic()), so that they spread
+ * over passes instead of all coming due together. Reading everything every
+ * pass costs time and memory in proportion to every row of every active
+ * voucher.
  */
 static int choose_full(rc_ctx_t *ctx, rc_voucher_t *v, int *due_periodic, char *err,
                        size_t errlen)
 {
     int64_t due = 0, releasing = 0;
-    int rc = 0;
+    int rc = 0, quiet;
 
     v->full = 1;
     if (ctx->force_full || ctx->cfg->full_every_ms <= 0 || !v->mem->last_full_ms)
         return 0; /* always in full, or never read in full yet */
     if (v->n.redis_loaded) {
         /* The numbers first: the two counts cost a round trip only when they agree. */
-        if (!rc_model_quiet(&v->n, 0, 0) ||
-            (rc = rc_redis_activity(ctx->redis, v->code, vc_time_now_ms() - ctx->cfg->grace_ms,
+        quiet = rc_model_quiet(&v->n, 0, 0);
+        if (!quiet && (v->n.in_flight_events == 0 || v->n.parked > 0))
+            return 0;
+        if ((rc = rc_redis_activity(ctx->redis, v->code, vc_time_now_ms() - ctx->cfg->grace_ms,
                                     &due, &releasing, err, errlen)) != 0 ||
-            !rc_model_quiet(&v->n, due, releasing))
+            due > 0 || releasing > 0)
             return rc;
+        v->targeted = !quiet;
     } else if (v->claimed || v->n.in_flight_events > 0) {
         return 0; /* loaded once and lost: restore it (never loaded: nothing to compare) */
     }
     v->full = 0;
     *due_periodic = vc_time_mono_ms() - v->mem->last_full_ms >= ctx->cfg->full_every_ms;
     return 0;
+}
+
+/*
+ * The newest holds a targeted read lists: more holds taken between the tail's
+ * read and the targeted one than this (2,000 reservations a second on one
+ * voucher for half a second) and the voucher is read in full.
+ */
+#define RC_TARGETED_NEWEST 1000
+/*
+ * The most orders a targeted read names: its HMGET of as many costs Redis what
+ * a read at once of as many does, about 5 ms (VOUCHER_RECONCILE_ORDERS_SCAN_ABOVE's
+ * default); beyond it, a full read in pieces.
+ */
+#define RC_TARGETED_ORDERS_MAX 10000
+
+/* Forgets what a targeted read of v put in it, so that it is read in full instead. */
+static void untarget(rc_voucher_t *v)
+{
+    rc_orders_free(&v->orders);
+    rc_orders_init(&v->orders);
+    free(v->newest);
+    v->newest = NULL;
+    v->nnewest = 0;
+    v->targeted = 0;
+    v->full = 1;
+}
+
+/*
+ * The targeted reads of the pass (choose_full()), in the snapshot the full
+ * reads' rows came from, which is still open: Redis (the orders the events in
+ * flight name, the newest holds), then their rows, the events replayed, the
+ * judgement. A voucher they do not settle is read in full: its rows read here,
+ * in the same snapshot. *settled counts the others.
+ */
+static int targeted_reads(rc_ctx_t *ctx, rc_vouchers_t *vs, int *settled, char *err, size_t errlen)
+{
+    int rc = 0, any = 0;
+
+    for (size_t i = 0; i < vs->len; i++) {
+        rc_voucher_t *v = &vs->v[i];
+        int bad = 0;
+
+        if (!v->targeted)
+            continue;
+        for (size_t j = 0; j < v->nevents && v->targeted; j++)
+            if (!rc_orders_get(&v->orders, v->events[j].order_id))
+                untarget(v); /* out of memory: read in full, which fails the pass as it would */
+        /* A writer far behind: one HMGET of so many would hold Redis up. */
+        if (v->targeted && v->orders.len > RC_TARGETED_ORDERS_MAX)
+            untarget(v);
+        if (!v->targeted)
+            continue;
+        if ((rc = rc_redis_targeted(ctx->redis, v->code, &v->orders, RC_TARGETED_NEWEST, &v->newest,
+                                    &v->nnewest, &v->n.redis_loaded, &v->n.redis_remaining, &bad,
+                                    err, errlen)) != 0)
+            return rc;
+        if (bad) {
+            vc_warn("%s: %d orders in Redis could not be read: read in full", v->code, bad);
+            untarget(v);
+            continue;
+        }
+        any = 1;
+    }
+    if (any && (rc = rc_pg_read_orders(ctx->pg, vs, err, errlen)) != 0)
+        return rc;
+    for (size_t i = 0; i < vs->len; i++) {
+        rc_voucher_t *v = &vs->v[i];
+
+        if (!v->targeted)
+            continue;
+        if ((rc = rc_plan_replay(v)) != 0)
+            return rc;
+        if (rc_plan_judge_targeted(v, vc_time_now_ms(), ctx->cfg->grace_ms)) {
+            (*settled)++;
+            continue;
+        }
+        vc_debug("%s: the orders its events in flight name do not settle it: read in full",
+                 v->code);
+        untarget(v);
+    }
+    /* The rows of those read in full instead (none: no query). */
+    return rc_pg_read_rows(ctx->pg, vs, err, errlen);
 }
 
 static void record_metrics(const rc_voucher_t *v)
@@ -193,6 +285,13 @@ static void record_metrics(const rc_voucher_t *v)
                            "6 parked (dead letters wait for an operator)",
                            labels),
                   (int64_t)v->verdict);
+    vc_metric_set(vc_gauge("voucher_reconciler_read",
+                           "How the last pass read each voucher: 0 by its numbers alone, 1 by "
+                           "the orders its events in flight name (a targeted read), 2 in full",
+                           labels),
+                  v->full       ? 2
+                  : v->targeted ? 1
+                                : 0);
     vc_metric_set(vc_gauge("voucher_reconciler_parked_letters",
                            "Dead letters parked per voucher, waiting for an operator "
                            "(voucher-writer dlt replay or discard); their uses stay taken",
@@ -311,16 +410,22 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     }
     rc_plan_pick_periodic(due, ndue, vs.len / 8 + 1);
     for (size_t i = 0; i < vs.len; i++)
-        sum->read_in_full += vs.v[i].full;
+        vs.v[i].targeted &= !vs.v[i].full; /* a periodic full read comes first */
     VC_PAUSE("reconciler-after-remaining");
-    if ((rc = rc_pg_read_rows(ctx->pg, &vs, err, errlen)) != 0)
+    if ((rc = rc_pg_read_rows(ctx->pg, &vs, err, errlen)) != 0 ||
+        (rc = targeted_reads(ctx, &vs, &sum->targeted, err, errlen)) != 0)
         goto out;
+    rc_pg_end_snapshot(ctx->pg);
+    for (size_t i = 0; i < vs.len; i++)
+        sum->read_in_full += vs.v[i].full;
 
     for (size_t i = 0; i < vs.len; i++) {
         rc_voucher_t *v = &vs.v[i];
         rc_redis_counts_t c;
         int bad = 0;
 
+        if (v->targeted)
+            continue; /* judged by rc_plan_judge_targeted() */
         if (!v->full) {
             rc_plan_judge_numbers(v);
             continue;

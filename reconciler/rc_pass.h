@@ -11,7 +11,9 @@
  * A voucher is read in full when its numbers do not settle it (Redis takes
  * other than the uses PostgreSQL counts, events in flight, holds due,
  * releases under way), and at least every full_every_ms anyway; a quiet one
- * costs a few commands, not its history.
+ * costs a few commands, not its history. One busy only with events in flight
+ * is read by the orders those events name and its newest holds (a targeted
+ * read), and in full only when those do not balance its numbers.
  *
  * Read in that order, everything PostgreSQL or the events count was taken
  * in Redis before Redis is read, so a quiet voucher never looks as if Redis
@@ -92,6 +94,7 @@ typedef struct {
     int64_t parked;      /* dead letters parked, waiting for an operator */
     int awaiting_restore; /* vouchers missing from Redis, waiting out the restore delay */
     int read_in_full;     /* vouchers whose rows and orders were read (the others: numbers only) */
+    int targeted;         /* vouchers judged by the orders their events in flight name */
     int offering_excess;  /* vouchers read in full whose counter offers more than the bound */
 } rc_summary_t;
 

@@ -1,4 +1,5 @@
 #include "rc_pg.h"
+#include "rc_grow.h"
 #include "rc_leader.h"
 #include "vc_error.h"
 #include "vc_pg.h"
@@ -235,9 +236,9 @@ static int read_letters(rc_pg_t *pg, rc_vouchers_t *vs, const char *codes, char 
                         size_t errlen);
 
 /*
- * Step 2, second half: every row of the vouchers read in full, from the
- * snapshot rc_pg_read_vouchers() took; then the transaction ends. Their live rows
- * are counted here.
+ * Step 2, second half: every row of the vouchers read in full whose rows are
+ * not read yet, from the snapshot rc_pg_read_vouchers() took, which stays
+ * open. Their live rows are counted here.
  */
 int rc_pg_read_rows(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
 {
@@ -249,14 +250,15 @@ int rc_pg_read_rows(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
 
     /* The codes as an array literal, {A,B}: [A-Z0-9_-], nothing to quote. */
     for (size_t i = 0; i < vs->len; i++)
-        cap += vs->v[i].full ? strlen(vs->v[i].code) + 1 : 0;
+        cap += vs->v[i].full && !vs->v[i].rows_read ? strlen(vs->v[i].code) + 1 : 0;
     if (!(codes = malloc(cap)))
         return VC_ERR_NOMEM;
     codes[len++] = '{';
     for (size_t i = 0; i < vs->len; i++) {
         size_t n = strlen(vs->v[i].code);
-        if (!vs->v[i].full)
+        if (!vs->v[i].full || vs->v[i].rows_read)
             continue;
+        vs->v[i].rows_read = 1;
         vs->v[i].n.live_rows = 0;
         if (len > 1)
             codes[len++] = ',';
@@ -292,8 +294,110 @@ int rc_pg_read_rows(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
 out:
     PQclear(res);
     free(codes);
-    /* Read only: ending it either way changes nothing. */
-    (void)vc_pg_command(pg->conn, "COMMIT", NULL, 0);
+    return rc;
+}
+
+/* A growing array literal of quoted text elements; out of memory is sticky. */
+typedef struct {
+    char *s;
+    size_t len, cap;
+    int nomem;
+} text_array_t;
+
+static void text_put(text_array_t *t, char c)
+{
+    if (t->nomem)
+        return;
+    if (rc_grow((void **)&t->s, &t->cap, t->len, 1, 256) != 0) {
+        t->nomem = 1;
+        return;
+    }
+    t->s[t->len++] = c;
+}
+
+/* Appends s as an element: "..." with " and \ escaped (an orderId is the client's text). */
+static void text_quoted(text_array_t *t, const char *s)
+{
+    if (t->len > 1)
+        text_put(t, ','); /* after the opening brace and an element */
+    text_put(t, '"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            text_put(t, '\\');
+        text_put(t, *s);
+    }
+    text_put(t, '"');
+}
+
+/*
+ * The rows and dead letters of the orders of the targeted vouchers (every
+ * order in their maps: those their events in flight name, their newest
+ * holds), from the snapshot rc_pg_read_vouchers() took: one query by orderId
+ * (UNIQUE), whatever voucher a row is of; a row of another voucher than the
+ * order's is not the order's.
+ */
+int rc_pg_read_orders(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
+{
+    text_array_t ids = {0};
+    PGresult *res = NULL;
+    const char *params[1];
+    int rc = 0;
+
+    text_put(&ids, '{');
+    for (size_t i = 0; i < vs->len; i++) {
+        rc_order_t *o;
+        for (size_t j = 0; vs->v[i].targeted && j < vs->v[i].orders.cap; j++)
+            if ((o = rc_orders_at(&vs->v[i].orders, j)))
+                text_quoted(&ids, o->order_id);
+    }
+    text_put(&ids, '}');
+    text_put(&ids, '\0');
+    if (ids.nomem) {
+        rc = VC_ERR_NOMEM;
+        goto out;
+    }
+    if (ids.len == 3)
+        goto out; /* no order to read */
+    params[0] = ids.s;
+    if (!(res = vc_pg_exec(pg->conn,
+                           "SELECT r.voucher_code, r.order_id, r.customer_id, r.discount_amount,"
+                           " r.status,"
+                           " coalesce((extract(epoch FROM r.held_until) * 1000)::bigint, 0)"
+                           " FROM voucher_redemption r WHERE r.order_id = ANY ($1::text[])",
+                           1, params, &rc, err, errlen)))
+        goto out;
+    for (int r = 0; r < PQntuples(res); r++) {
+        rc_voucher_t *v = rc_vouchers_find(vs, PQgetvalue(res, r, 0));
+        rc_order_t *o;
+
+        if (!v || !v->targeted || !(o = rc_orders_find(&v->orders, PQgetvalue(res, r, 1))))
+            continue;
+        o->customer_id = strtoll(PQgetvalue(res, r, 2), NULL, 10);
+        o->discount = strtoll(PQgetvalue(res, r, 3), NULL, 10);
+        o->pg = o->pg_after = vc_rd_status_parse(PQgetvalue(res, r, 4));
+        o->held_until_ms = strtoll(PQgetvalue(res, r, 5), NULL, 10);
+    }
+    PQclear(res);
+    /* Their dead letters, parked or discarded, with a row or without (read_letters()). */
+    if (!(res = vc_pg_exec(pg->conn,
+                           "SELECT d.voucher_code, d.order_id, bool_or(d.state = 'parked'),"
+                           " bool_or(d.state = 'discarded')"
+                           " FROM dead_letter d WHERE d.order_id = ANY ($1::text[])"
+                           " AND d.state IN ('parked', 'discarded') GROUP BY 1, 2",
+                           1, params, &rc, err, errlen)))
+        goto out;
+    for (int r = 0; r < PQntuples(res); r++) {
+        rc_voucher_t *v = rc_vouchers_find(vs, PQgetvalue(res, r, 0));
+        rc_order_t *o;
+
+        if (!v || !v->targeted || !(o = rc_orders_find(&v->orders, PQgetvalue(res, r, 1))))
+            continue;
+        o->parked = strcmp(PQgetvalue(res, r, 2), "t") == 0;
+        o->discarded = strcmp(PQgetvalue(res, r, 3), "t") == 0;
+    }
+out:
+    PQclear(res);
+    free(ids.s);
     return rc;
 }
 

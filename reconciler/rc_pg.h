@@ -66,13 +66,24 @@ int rc_pg_read_vouchers(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen
 
 /*
  * Step 2, second half: every row and every parked or discarded dead letter
- * of the vouchers with full set, from the snapshot rc_pg_read_vouchers()
- * took; then the transaction ends. Their live rows are counted here.
- * Returns 0 or a negative error with err set.
+ * of the vouchers with full set and rows_read not (then set), from the
+ * snapshot rc_pg_read_vouchers() took, which stays open (a targeted read may
+ * fall back to a full one: rc_pg_read_orders()) until rc_pg_end_snapshot().
+ * Their live rows are counted here. Returns 0 or a negative error with err
+ * set.
  */
 int rc_pg_read_rows(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen);
 
-/* Ends the snapshot if a failed pass left it open. */
+/*
+ * The rows and parked or discarded dead letters of every order in the maps
+ * of the vouchers with targeted set (the orders their events in flight name,
+ * their newest holds: rc_plan_judge_targeted()), from the same snapshot: one
+ * query by orderId. Orders without a row keep pg VC_RD_NONE. Returns 0 or a
+ * negative error with err set.
+ */
+int rc_pg_read_orders(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen);
+
+/* Ends the snapshot rc_pg_read_vouchers() opened (read only: nothing to commit); NULL is fine. */
 void rc_pg_end_snapshot(rc_pg_t *pg);
 
 #endif

@@ -40,6 +40,7 @@ void rc_vouchers_free(rc_vouchers_t *vs)
     for (size_t i = 0; i < vs->len; i++) {
         rc_orders_free(&vs->v[i].orders);
         free(vs->v[i].events);
+        free(vs->v[i].newest);
     }
     free(vs->v);
     vs->v = NULL;
@@ -231,6 +232,107 @@ void rc_plan_judge_numbers(rc_voucher_t *v)
     v->verdict = !v->n.redis_loaded      ? RC_NOT_LOADED
                  : v->mem->uncounted > 0 ? RC_USED_WITHOUT_ROWS
                                          : RC_CONSISTENT;
+}
+
+/*
+ * Whether Redis holds o (an order an event in flight names) as its row after
+ * the events explains; a confirm Redis ran whose event may still come (before
+ * heldUntil and the grace) counts in *confirm_pending.
+ */
+static int explained(const rc_order_t *o, int64_t now_ms, int64_t grace_ms,
+                     int64_t *confirm_pending)
+{
+    /* An operator decides a dead letter's order: only a full read plans for it. */
+    if (o->parked || o->discarded)
+        return 0;
+    switch (o->pg_after) {
+    case VC_RD_RESERVED:
+        if (o->redis_state == VC_STATE_HELD)
+            return 1;
+        if (o->redis_state != VC_STATE_CONFIRMED || now_ms >= o->redis_held_until_ms + grace_ms)
+            return 0;
+        (*confirm_pending)++;
+        return 1;
+    case VC_RD_CONFIRMED:
+        return o->redis_state == VC_STATE_CONFIRMED;
+    case VC_RD_RELEASED:
+        return o->redis_state == VC_STATE_RELEASED;
+    default:
+        return 0; /* events that leave no row: a full read says what Redis holds for them */
+    }
+}
+
+int rc_plan_judge_targeted(rc_voucher_t *v, int64_t now_ms, int64_t grace_ms)
+{
+    int64_t delta = 0, pending = 0, confirm_pending = 0, fresh = 0, need, taken;
+    int64_t uncounted = v->mem->uncounted;
+    rc_order_t *o, *seen;
+    size_t i, last = 0;
+
+    if (!v->n.redis_loaded)
+        return 0;
+    for (i = 0; i < v->orders.cap; i++) {
+        if (!(o = rc_orders_at(&v->orders, i)) || !o->in_flight)
+            continue;
+        if (!explained(o, now_ms, grace_ms, &confirm_pending))
+            return 0;
+        delta += vc_rd_counts(o->pg_after) - vc_rd_counts(o->pg);
+        pending += o->pg_after != o->pg;
+    }
+    /* The uses Redis took that neither PostgreSQL nor the events in flight count. */
+    taken = v->n.total_limit - v->n.redis_remaining;
+    need = taken - v->n.used_count - delta;
+    if (need < 0)
+        return 0; /* Redis gave back a use PostgreSQL will count: a full read says which */
+    /*
+     * The newest holds explain them, if anything does: a hold taken since
+     * the tail was read is newer than every hold whose event it read (the
+     * same hold time); an older one unknown downstream is one the full read
+     * must see, and stops the walk.
+     */
+    for (i = 0; i < v->nnewest && fresh < need; i++) {
+        if (!(o = rc_orders_find(&v->orders, v->newest[i])))
+            return 0;
+        if (o->in_flight)
+            continue;
+        if (o->pg != VC_RD_NONE || o->parked || o->discarded || o->redis_state != VC_STATE_HELD)
+            return 0;
+        seen = rc_orders_find(&v->mem->seen, o->order_id);
+        o->first_unsent_ms = seen && seen->first_unsent_ms && rc_order_same_hold(o, seen)
+                                 ? seen->first_unsent_ms
+                                 : now_ms;
+        if (now_ms - o->first_unsent_ms >= grace_ms)
+            return 0; /* stranded: a full read releases it */
+        fresh++;
+        last = i + 1;
+    }
+    if (fresh < need)
+        return 0;
+    /* Settled: the fresh holds are remembered as a full read remembers them (remember_after). */
+    for (i = 0; i < last; i++) {
+        o = rc_orders_find(&v->orders, v->newest[i]);
+        if (o->in_flight)
+            continue;
+        if (!(seen = rc_orders_get(&v->mem->seen, o->order_id)))
+            return 0;
+        seen->first_unsent_ms = o->first_unsent_ms;
+        seen->redis_state = o->redis_state;
+        seen->redis_held_until_ms = o->redis_held_until_ms;
+    }
+    v->n.uncounted = uncounted;
+    v->n.live_rows = v->n.used_count - uncounted;
+    v->n.pg_live_after = v->n.live_rows + delta;
+    v->n.pending_changes = pending;
+    v->n.redis_taken = taken;
+    v->n.redis_counted = taken - uncounted;
+    v->n.unsent_fresh = fresh;
+    v->n.confirm_pending = confirm_pending;
+    v->n.bound = vc_remaining_bound(v->n.total_limit, uncounted, v->n.redis_counted);
+    if (fresh == 0 && pending == 0 && confirm_pending == 0)
+        v->verdict = uncounted > 0 ? RC_USED_WITHOUT_ROWS : RC_CONSISTENT;
+    else
+        v->verdict = RC_BEHIND;
+    return 1;
 }
 
 void rc_plan_free(rc_plan_t *p)

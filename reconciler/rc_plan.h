@@ -62,11 +62,21 @@ typedef struct {
     char code[VC_CODE_MAX + 1];
     int claimed;        /* voucher.redis_loaded_at is set: Redis had it once */
     int full;           /* read in full this pass: every row, every Redis order (else numbers) */
+    /*
+     * Busy only with events in flight: read this pass by the orders those
+     * events name and the newest holds (rc_plan_judge_targeted()), not in
+     * full, unless that read does not settle it.
+     */
+    int targeted;
+    int rows_read;      /* its rows are read (rc_pg_read_rows()) */
     int64_t ends_at_ms; /* voucher.ends_at: its Redis keys expire a retention after it */
     rc_numbers_t n;
     rc_orders_t orders;
     vc_event_t *events; /* its events in flight, in order, replayed once its rows are read */
     size_t nevents, cap;
+    /* A targeted read: the newest holds of Redis's holds set, newest first (in orders too). */
+    char (*newest)[VC_ORDER_ID_MAX + 1];
+    size_t nnewest;
     rc_memory_entry_t *mem; /* its entry in the memory, this pass (rc_memory_align()) */
     rc_verdict_t verdict;
 } rc_voucher_t;
@@ -129,6 +139,40 @@ int rc_plan_judge_full(rc_voucher_t *v, int64_t now_ms, int64_t mono_ms, int64_t
  * them in v->mem; the writer never changes that difference). Sets v->verdict.
  */
 void rc_plan_judge_numbers(rc_voucher_t *v);
+
+/*
+ * Judges a voucher busy only with events in flight (Redis loaded, no hold
+ * due, no release under way, no dead letter parked) from a targeted read:
+ * v->orders holds the orders its events name, with their rows (the pass's
+ * snapshot) and Redis's values, and the newest holds of Redis's holds set
+ * (v->newest, newest first, read with the counter at one moment), with their
+ * rows; the events are replayed (rc_plan_replay()). It settles the voucher
+ * when the numbers balance:
+ *
+ *   Redis's taken = used_count + (live after - live now, over the orders
+ *                   the events name) + fresh,
+ *
+ * fresh being the newest holds, not named by an event, that PostgreSQL has
+ * no row and no dead letter of, each first seen (v->mem) less than grace_ms
+ * ago: holds taken since the tail was read, whose events are on their way
+ * (a full read judges them so too). used_count counts the uses without rows
+ * (v->mem->uncounted) on both sides, as rc_plan_judge_numbers() takes them.
+ * Every order an event names must be in Redis as its replayed row explains:
+ * H for RESERVED (C too, a confirm whose event may still come, before
+ * heldUntil + grace_ms), C for CONFIRMED, R for RELEASED. Anything else (a
+ * negative fresh, a hold of the newest known to PostgreSQL before fresh is
+ * found, a hold unsent past the grace, a state its row does not explain, an
+ * unreadable value) does not settle it: the caller reads it in full this
+ * pass. A hold whose event was lost takes a use no event explains: it is
+ * one of fresh until the grace has passed, then the voucher is read in full
+ * and the hold released, as a full read every pass would. Drift that cancels
+ * out in the counts is left to the periodic full read (full_every_ms).
+ *
+ * Returns 1 with v->verdict (consistent, used-without-rows or behind) and
+ * v->n set and the fresh holds remembered (v->mem), or 0 (v unchanged but
+ * first_unsent_ms of its orders). Pure.
+ */
+int rc_plan_judge_targeted(rc_voucher_t *v, int64_t now_ms, int64_t grace_ms);
 
 /* The settings the repairs are planned with (rc_config_t's). */
 typedef struct {

@@ -451,6 +451,121 @@ out:
     return rc;
 }
 
+/* Parses a ZREVRANGE WITHSCORES entry's score, a heldUntil in ms: 0, or -1. */
+static int parse_score(const redisReply *score, int64_t *ms)
+{
+    char buf[32], *end;
+
+    if (score->type != REDIS_REPLY_STRING || score->len == 0 || score->len >= sizeof(buf))
+        return -1;
+    memcpy(buf, score->str, score->len);
+    buf[score->len] = '\0';
+    *ms = strtoll(buf, &end, 10);
+    return *end ? -1 : 0;
+}
+
+int rc_redis_targeted(rc_redis_t *r, const char *code, rc_orders_t *m, size_t newest_max,
+                      char (**newest)[VC_ORDER_ID_MAX + 1], size_t *nnewest, int *loaded,
+                      int64_t *remaining, int *bad, char *err, size_t errlen)
+{
+    redisReply *reply = NULL, *values, *holds;
+    redisContext *ctx = conn_for(r, code, err, errlen);
+    size_t n = 0, argc = 2, j;
+    const char **argv = NULL;
+    char stop[24];
+    rc_order_t *o;
+    rc_keys_t k;
+    int rc = 0;
+
+    *newest = NULL;
+    *nnewest = 0;
+    *bad = 0;
+    if (!ctx)
+        return VC_ERR_UNAVAILABLE;
+    rc_keys_of(code, &k);
+    if (!(argv = malloc((m->len + 2) * sizeof(*argv))) ||
+        (newest_max && !(*newest = calloc(newest_max, sizeof(**newest))))) {
+        snprintf(err, errlen, "out of memory");
+        rc = VC_ERR_NOMEM;
+        goto out;
+    }
+    argv[0] = "HMGET";
+    argv[1] = k.name[VC_VOUCHER_KEY_ORDERS];
+    for (size_t i = 0; i < m->cap; i++)
+        if ((o = rc_orders_at(m, i)))
+            argv[argc++] = o->order_id;
+    snprintf(stop, sizeof(stop), "%zu", newest_max ? newest_max - 1 : 0);
+    /* Pipelined: MULTI, GET, HMGET, ZREVRANGE, EXEC; only EXEC's reply carries the values. */
+    redisAppendCommand(ctx, "MULTI");
+    redisAppendCommand(ctx, "GET %s", k.name[VC_VOUCHER_KEY_REMAINING]);
+    if (argc > 2)
+        redisAppendCommandArgv(ctx, (int)argc, argv, NULL);
+    else
+        redisAppendCommand(ctx, "EXISTS %s", k.name[VC_VOUCHER_KEY_ORDERS]);
+    redisAppendCommand(ctx, "ZREVRANGE %s 0 %s WITHSCORES", k.name[VC_VOUCHER_KEY_HOLDS], stop);
+    redisAppendCommand(ctx, "EXEC");
+    if ((rc = exec_reply(ctx, 3, "MULTI GET HMGET ZREVRANGE EXEC", code, &reply, err, errlen)) != 0)
+        goto out;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+        (argc > 2 && (reply->element[1]->type != REDIS_REPLY_ARRAY ||
+                      reply->element[1]->elements != argc - 2)) ||
+        reply->element[2]->type != REDIS_REPLY_ARRAY) {
+        snprintf(err, errlen, "Redis: unexpected reply to EXEC (GET, HMGET, ZREVRANGE) of %s",
+                 code);
+        rc = VC_ERR_PROTOCOL;
+        goto out;
+    }
+    if ((rc = parse_remaining(reply->element[0], code, loaded, remaining, err, errlen)) != 0)
+        goto out;
+    values = reply->element[1];
+    for (j = 2; argc > 2 && j < argc; j++) {
+        redisReply *v = values->element[j - 2];
+        vc_order_value_t parsed;
+
+        if (v->type == REDIS_REPLY_NIL)
+            continue; /* not in Redis: redis_state stays 0 */
+        if (v->type != REDIS_REPLY_STRING || vc_order_value_parse(v->str, v->len, &parsed) != 0) {
+            (*bad)++;
+            continue;
+        }
+        rc_order_merge_redis(rc_orders_find(m, argv[j]), &parsed);
+    }
+    holds = reply->element[2];
+    for (j = 0; j + 1 < holds->elements && n < newest_max; j += 2) {
+        redisReply *id = holds->element[j];
+        int64_t held_until;
+
+        if (id->type != REDIS_REPLY_STRING || id->len == 0 || id->len > VC_ORDER_ID_MAX ||
+            parse_score(holds->element[j + 1], &held_until) != 0) {
+            (*bad)++;
+            continue;
+        }
+        memcpy((*newest)[n], id->str, id->len);
+        (*newest)[n][id->len] = '\0';
+        if (!rc_orders_find(m, (*newest)[n])) {
+            /* The holds set lists the orders Redis holds H, and only those. */
+            if (!(o = rc_orders_get(m, (*newest)[n]))) {
+                snprintf(err, errlen, "out of memory");
+                rc = VC_ERR_NOMEM;
+                goto out;
+            }
+            o->redis_state = VC_STATE_HELD;
+            o->redis_held_until_ms = o->held_until_ms = held_until;
+        }
+        n++;
+    }
+    *nnewest = n;
+out:
+    if (reply)
+        freeReplyObject(reply);
+    free(argv);
+    if (rc != 0) {
+        free(*newest);
+        *newest = NULL;
+    }
+    return rc;
+}
+
 /* Orders per HSCAN call of a read in pieces: 0.4 to 1.2 ms of Redis each (measured). */
 #define SCAN_COUNT "1000"
 /* How long a read in pieces may take before its keys expire and it is not kept. */

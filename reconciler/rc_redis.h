@@ -124,6 +124,21 @@ int rc_redis_orders(rc_redis_t *r, const char *code, int64_t scan_above, rc_orde
                     rc_redis_counts_t *c, int *bad, char *err, size_t errlen);
 
 /*
+ * A targeted read of a voucher (rc_plan_judge_targeted()), at one moment
+ * (MULTI/EXEC): the counter into *loaded and *remaining, the value of every
+ * order already in m (HMGET of the orders hash, each parsed strictly by
+ * vc_order_value_parse(): an order Redis lacks keeps redis_state 0), and the
+ * newest_max newest holds of the holds set (ZREVRANGE by heldUntil) into
+ * *newest (newest first, *nnewest of them; the caller frees it), each added
+ * to m as held until its score unless m has it already. A value that does not
+ * parse, or a field the model cannot hold, counts in *bad. Returns 0 or a
+ * negative error with err set (then *newest is NULL).
+ */
+int rc_redis_targeted(rc_redis_t *r, const char *code, rc_orders_t *m, size_t newest_max,
+                      char (**newest)[VC_ORDER_ID_MAX + 1], size_t *nnewest, int *loaded,
+                      int64_t *remaining, int *bad, char *err, size_t errlen);
+
+/*
  * What a read of a campaign's Redis keys found (rc_redis_campaign()), handed
  * item by item to callbacks that return 0, or an error that ends the read.
  * Strings are borrowed for the call.

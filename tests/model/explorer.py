@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 import traceback
+import urllib.request
 
 import psycopg2
 import redis
@@ -113,6 +114,12 @@ WAIT_MS = 300
 WAITED = ("reserve", "confirm", "release_begin")
 # Which examples are of a campaign (--campaign): drawn per example ("mix"), all, or none.
 CAMPAIGN = {"mode": "mix"}
+# Which voucher examples run the reconciler with its periodic full read (--targeted): then a
+# voucher busy only with events in flight is judged by a targeted read (rc_plan_judge_targeted()),
+# a quiet one by its numbers, and only the first pass reads it in full (VOUCHER_RECONCILE_FULL_EVERY
+# counts real time, which no step moves: 1 h). The others read it in full every pass.
+TARGETED = {"mode": "mix"}
+TARGETED_DRAW = {"mix": [False, True], "only": [True], "never": [False]}
 CAMPAIGN_DRAW = {"mix": [False, True], "only": [True], "never": [False]}
 SAFE32 = "23456789ABCDEFGHJKLMNPQRSTUVWXYZ"
 # The restart fence (proto/redis-keys.md, "The restart fence"): the key holds the run_id of the
@@ -500,6 +507,9 @@ class World:
         self.flaky_seeds = []        # seeds that ended on an example run differently twice
         self.thawed = collections.Counter()  # frozen leaders' scripts: refused, or ran (coverage)
         self.waits = collections.Counter()   # the gateway steps' WAITs: met, short (coverage)
+        # Examples run with the periodic full read (TARGETED), their passes, and the vouchers
+        # those passes judged by a targeted read, not in full (coverage).
+        self.targeted_examples = self.targeted_passes = self.targeted_reads = 0
         self.failovers = 0
         # Whether the build's reconciler fences its writes (the leader's token: rc_ scripts).
         self.fencing = "rc_restore" in self.scripts.src
@@ -876,9 +886,10 @@ class Explorer(RuleBasedStateMachine):
                 orders=st.deferred(lambda: st.sampled_from(SHAPE["orders"])),
                 campaign=st.deferred(lambda: st.sampled_from(CAMPAIGN_DRAW[CAMPAIGN["mode"]])),
                 limit=st.integers(1, 2),
-                replicated=st.deferred(lambda: st.sampled_from(REPLICA_DRAW[REPLICA["mode"]])))
+                replicated=st.deferred(lambda: st.sampled_from(REPLICA_DRAW[REPLICA["mode"]])),
+                targeted=st.deferred(lambda: st.sampled_from(TARGETED_DRAW[TARGETED["mode"]])))
     def init_voucher(self, total, orders=ORDERS, campaign=False, limit=PER_USER,
-                     replicated=False):
+                     replicated=False, targeted=False):
         """orders: how many of o0..o2 this example uses (every race of issue 22 needs only one
         order; fewer orders make the steps of one sequence meet on the same order more often).
         A step's o is taken modulo it. campaign: the example is a one-time code campaign of
@@ -895,6 +906,13 @@ class Explorer(RuleBasedStateMachine):
         # Under WAIT with a replica, the restart fence off, as on a Redis Cluster (voucher
         # examples only): README, "Failover under WAIT".
         self.replicated = bool(replicated) and not self.camp
+        # A voucher's example on one Redis: the reconciler reads it in full only on its first
+        # pass (TARGETED). Redis's own faults (delete_key, lose_confirm, rollback) are off in it:
+        # the drift they leave can cancel out in the counts, which only the periodic full read
+        # finds, and no step moves the real time it waits for.
+        self.targeted = bool(targeted) and not self.camp and not self.replicated
+        if self.targeted:
+            w.targeted_examples += 1
         if self.replicated and w.replica is None:
             w.start_replica()    # a saved case under WAIT, replayed without --replica
         self.link_broken = False
@@ -956,6 +974,9 @@ class Explorer(RuleBasedStateMachine):
             w.sql("UPDATE voucher SET redis_loaded_at = now() WHERE code = %s", (self.code,))
         self.frozen = None     # a leader frozen before a script (freeze_leader), while another acts
         self.leaders = 0       # the reconciler daemons this example started
+        self.pass_clock = []   # the clock at which each pass began (its snapshot): pass i at i - 1
+        self.judged_clock = {}  # pass -> the clock when it stood judged (before-repair)
+        self.unsent_seen = {}  # (orderId, value) held in Redis, unknown downstream -> passes then
         self.start_rc()
         self.rc_at = None
         self.rc_script = None   # at each-repair: the script the reconciler is about to send
@@ -969,11 +990,14 @@ class Explorer(RuleBasedStateMachine):
                            self.limit, orders, self.part), "init_voucher",
                         {"total": total, "orders": orders, "campaign": True, "limit": self.limit})
         else:
-            self.record("voucher %s, total %d, %d order(s) (partition %d)%s" % (
+            self.record("voucher %s, total %d, %d order(s) (partition %d)%s%s" % (
                 self.code, total, orders, self.part,
-                ", with a replica and WAIT, no fence" if self.replicated else ""), "init_voucher",
+                ", with a replica and WAIT, no fence" if self.replicated else "",
+                ", the periodic full read (targeted reads)" if self.targeted else ""),
+                "init_voucher",
                 dict({"total": total, "orders": orders},
-                     **({"replicated": True} if self.replicated else {})))
+                     **({"replicated": True} if self.replicated else {}),
+                     **({"targeted": True} if self.targeted else {})))
 
     def make_campaign(self, n, limit):
         """A campaign as vc_campaign_generate() leaves it (the admin API's POST /campaigns and
@@ -1035,15 +1059,31 @@ class Explorer(RuleBasedStateMachine):
         self.rc_logf = open(os.path.join(w.scratch, name + ".log"), "w")
         self.rc = subprocess.Popen(
             [w.bin_reconciler, "--interval", "100ms", "--grace", "%dms" % GRACE,
-             "--restore-delay", "%dms" % GRACE, "--full-every", "0", "--timeout", "3s",
+             "--restore-delay", "%dms" % GRACE, "--full-every", "1h" if self.targeted else "0",
+             "--timeout", "3s",
              "--admin-addr", "127.0.0.1:%d" % (ADMIN_PORT + self.leaders % 2)] +
             (w.scan_flags if SCAN["on"] else []),
             env=env, stdout=self.rc_logf, stderr=subprocess.STDOUT)
         LIVE.add(self.rc)
         self.leaders += 1
 
+    def targeted_reads(self):
+        """The targeted reads of this example's acting reconciler (its /metrics), 0 if none."""
+        port = ADMIN_PORT + (self.leaders - 1) % 2
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=2) as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith("voucher_reconciler_targeted_reads_total"):
+                        return int(float(line.split()[-1]))
+        except (OSError, ValueError):
+            pass
+        return 0
+
     def stop(self):
         self.ready = False
+        if getattr(self, "targeted", False) and self.rc is not None and self.rc.poll() is None:
+            self.w.targeted_reads += self.targeted_reads()
+            self.w.targeted_passes += self.passes
         if getattr(self, "link_broken", False):
             self.w.replica_attach()   # the next example starts with a replica that follows
             self.link_broken = False
@@ -1604,6 +1644,9 @@ class Explorer(RuleBasedStateMachine):
                     if p == "reconciler-after-tail":
                         self.passes += 1
                         self.window_writes = 0   # a new pass: its reads are ahead of it
+                        self.pass_clock.append(now_ms())
+                    if p == "reconciler-before-repair":
+                        self.judged_clock.setdefault(self.passes, now_ms())
                     return
             if self.rc.poll() is not None:
                 raise RuntimeError("the reconciler exited (%s)" % self.rc.returncode)
@@ -1807,7 +1850,7 @@ class Explorer(RuleBasedStateMachine):
         return sum(1 for p in self.drifts if self.passes >= p + 2)
 
     @only("delete_key")
-    @precondition(lambda self: self.created)
+    @precondition(lambda self: self.created and not self.targeted)
     @rule(key=st.deferred(lambda: st.sampled_from(FAULT_KEYS)))
     @guarded
     def delete_key(self, key):
@@ -1817,7 +1860,7 @@ class Explorer(RuleBasedStateMachine):
         self.record("FAULT: Redis loses %s" % key, "delete_key", {"key": key})
 
     @only("lose_confirm")
-    @precondition(lambda self: self.created)
+    @precondition(lambda self: self.created and not self.targeted)
     @rule(i=st.integers(0, 2))
     @guarded
     def lose_confirm(self, i=0, o=None):
@@ -1837,7 +1880,7 @@ class Explorer(RuleBasedStateMachine):
         self.record(what, "lose_confirm", {"o": o})
 
     @only("rollback")
-    @precondition(lambda self: self.created and not self.replicated)
+    @precondition(lambda self: self.created and not self.replicated and not self.targeted)
     @rule(k=st.integers(1, 3))
     @guarded
     def rollback(self, k):
@@ -2193,6 +2236,37 @@ class Explorer(RuleBasedStateMachine):
         if self.dlt:
             self.fail("the writer refused events: %s" % self.dlt)
         self.check_answers(orders, rows)
+        if self.targeted:
+            self.check_unsent(orders)
+
+    def check_unsent(self, orders):
+        """A hold Redis took whose event never reaches Kafka is given back once a grace has passed
+        since a pass judged it, whatever else is in flight: the pass that began a grace after the
+        first pass to see it judged it releases it (rc_model_release(), UNDELIVERED), by a full
+        read if a targeted one would settle the voucher instead. Checked in the examples with
+        the periodic full read (TARGETED), where a busy voucher is not read in full every pass;
+        not while another reconciler acts (freeze_leader) or nobody trusts Redis."""
+        if self.leaders > 1 or self.frozen or self.untrusted():
+            self.unsent_seen = {}
+            return
+        logged = {e.get("orderId") for _, _, e in self.log}
+        waiting = {self.oid(c.order) for c in self.pending}
+        seen = {}
+        for oid, v in orders.items():
+            if v[-1] != S.HELD or oid in logged or oid in waiting:
+                continue
+            first = seen[(oid, v)] = self.unsent_seen.get((oid, v), self.passes)
+            judged = self.judged_clock.get(first + 1)  # the first pass that began after it
+            if judged is None:
+                continue
+            late = [i for i, c in enumerate(self.pass_clock, 1)
+                    if i > first + 1 and c >= judged + GRACE + 50]
+            if late and self.passes > late[0]:
+                self.fail("undersold: %s is held in Redis (%s) and no event of it ever reached"
+                          " Kafka; pass %d began %d ms after pass %d judged it and gave nothing"
+                          " back" % (self.short(oid), v, late[0],
+                                     self.pass_clock[late[0] - 1] - judged, first + 1))
+        self.unsent_seen = seen
 
     def check_answers(self, orders, rows):
         """A paid order released only by its owner; a 201 not released before its heldUntil."""
@@ -2296,7 +2370,26 @@ class Explorer(RuleBasedStateMachine):
                 return
             self.story.append("     --- the clock moves past every heldUntil: holds expire ---")
             CLOCK.set(max(later) + GRACE + 50)
+        if self.targeted and not self.muted:
+            self.full_read_due()
         self.settle()
+
+    def full_read_due(self):
+        """Targeted examples, at quiescence: the periodic full read comes due. It counts real time
+        (VOUCHER_RECONCILE_FULL_EVERY), which no step moves, so the daemon is started again: a new
+        one reads every voucher in full on its first pass, as the periodic read would. Without it,
+        what only a full read finds (a confirm answered 503 after Redis ran it: C in Redis and
+        RESERVED in PostgreSQL, the counts agreeing) would wait past the example."""
+        self.w.targeted_reads += self.targeted_reads()
+        if self.rc.poll() is None:
+            self.rc.send_signal(signal.SIGKILL)
+            self.rc.wait()
+        LIVE.discard(self.rc)
+        self.rc_logf.close()
+        self.story.append("     --- the periodic full read comes due: the reconciler starts again ---")
+        self.start_rc()
+        self.rc_at = self.rc_script = None
+        self.rc_wait()
 
     def settle(self, final=True):
         """The writer catches up and the reconciler runs passes a grace apart (two at least, six at
@@ -2680,6 +2773,10 @@ def main():
     ap.add_argument("--replica", choices=sorted(REPLICA_DRAW), default="never",
                     help="which voucher examples run with a replica of the stack's Redis and"
                          " WAIT instead of the fence, as on a Redis Cluster: never, mix, only")
+    ap.add_argument("--targeted", choices=sorted(TARGETED_DRAW), default="mix",
+                    help="which voucher examples run the reconciler with its periodic full read"
+                         " (1 h), so that it judges a voucher busy only with events in flight by a"
+                         " targeted read: never, mix, only")
     ap.add_argument("--forget-not-persisted", action="store_true",
                     help="the gateway steps forget a hold whose event Kafka reported not persisted,"
                          " as the gateway did before f8f39b0 (a mutant's adapter)")
@@ -2703,6 +2800,7 @@ def main():
     if a.forget_not_persisted:
         WORLD.scripts.forget_not_persisted = True
     REPLICA["mode"] = a.replica
+    TARGETED["mode"] = a.targeted
     if a.replica != "never":
         WORLD.start_replica()
     started = time.time()
@@ -2817,6 +2915,9 @@ def main():
     if WORLD.replica is not None:
         print("   under WAIT: gateway WAITs met %d, short %d; failovers %d" % (
             WORLD.waits["met"], WORLD.waits["short"], WORLD.failovers))
+    print("   targeted reads (a voucher busy only with events in flight, not read in full): %d in"
+          " %d passes of %d examples with the periodic full read" % (
+              WORLD.targeted_reads, WORLD.targeted_passes, WORLD.targeted_examples))
     print("   frozen leaders woken: %d, their script refused %d, ran %d" % (
         sum(WORLD.thawed.values()), WORLD.thawed["refused"], WORLD.thawed["ran"]))
     # Which steps ran while the reconciler stood at each pause: a point no gateway step
@@ -2883,7 +2984,8 @@ def violation_in(e):
 
 def settings_of(a):
     """The search settings of the command line (an aimed search overrides some: aim_settings())."""
-    return {"rules": RULES["on"], "campaign": a.campaign, "fault_keys": list(FAULT_KEYS),
+    return {"rules": RULES["on"], "campaign": a.campaign, "targeted": a.targeted,
+            "fault_keys": list(FAULT_KEYS),
             "total": list(SHAPE["total"]), "orders": list(SHAPE["orders"]),
             "fence": not a.no_fence, "examples": a.examples, "steps": a.steps, "text": ""}
 
@@ -2894,6 +2996,7 @@ def aim_settings(base, spec):
     p = argparse.ArgumentParser(prog="Aim:", add_help=False)
     p.add_argument("--rules")
     p.add_argument("--campaign", choices=sorted(CAMPAIGN_DRAW))
+    p.add_argument("--targeted", choices=sorted(TARGETED_DRAW))
     p.add_argument("--fault-keys")
     p.add_argument("--total")
     p.add_argument("--orders")
@@ -2928,7 +3031,8 @@ def aim_settings(base, spec):
             raise SystemExit("aim %r: no such rule %s (rules: %s)" % (
                 spec, ", ".join(sorted(unknown)), ", ".join(RULE_NAMES)))
         job["rules"] = set(o.rules.split(","))
-    for key, val in (("campaign", o.campaign), ("examples", o.examples), ("steps", o.steps)):
+    for key, val in (("campaign", o.campaign), ("targeted", o.targeted), ("examples", o.examples),
+                     ("steps", o.steps)):
         if val is not None:
             job[key] = val
     if o.fault_keys:
@@ -2945,6 +3049,7 @@ def aim_settings(base, spec):
 def apply_settings(job):
     RULES["on"] = job["rules"]
     CAMPAIGN["mode"] = job["campaign"]
+    TARGETED["mode"] = job["targeted"]
     FAULT_KEYS[:] = job["fault_keys"]
     SHAPE["total"], SHAPE["orders"] = job["total"], job["orders"]
     FENCE["gateway"] = job["fence"]

@@ -423,6 +423,125 @@ START_TEST(numbers_only_plans_nothing)
 }
 END_TEST
 
+/*
+ * A targeted read (rc_plan_judge_targeted()): the orders its events in flight
+ * name and the newest holds, in the format of cases[], with newest the holds
+ * set's newest first ("b,a"), and first_seen remembered unsent a grace ago.
+ */
+typedef struct {
+    const char *name;
+    int64_t total, used, remaining, uncounted;
+    const char *orders[4];
+    const char *newest;
+    const char *first_seen;
+    int settled;
+    rc_verdict_t verdict;
+    int64_t fresh;
+} targeted_case_t;
+
+/* One case a line or two, as cases[]. */
+/* clang-format off */
+static const targeted_case_t targeted_cases[] = {
+    {"a reservation in flight, held in Redis: behind", 10, 0, 9, 0, {"a:H:-:60000:R"}, "a", NULL,
+     1, RC_BEHIND, 0},
+    {"a confirm in flight, confirmed in Redis: behind", 10, 1, 9, 0, {"a:C:R:60000:C"}, "", NULL,
+     1, RC_BEHIND, 0},
+    {"a cancel in flight, given back in Redis: behind", 10, 1, 10, 0, {"a:R:R:60000:X"}, "",
+     NULL, 1, RC_BEHIND, 0},
+    {"events applied, their offsets not committed: consistent", 10, 1, 9, 0, {"a:H:R:60000:R"},
+     "a", NULL, 1, RC_CONSISTENT, 0},
+    {"uses counted without rows on both sides", 10, 2, 7, 1, {"a:H:-:60000:R"}, "a", NULL, 1,
+     RC_BEHIND, 0},
+    {"a hold taken since the tail was read: fresh, behind", 10, 0, 8, 0,
+     {"a:H:-:60000:R", "b:H:-:60001"}, "b,a", NULL, 1, RC_BEHIND, 1},
+    {"a confirm Redis ran, its event still to come before heldUntil: behind", 10, 0, 9, 0,
+     {"a:C:-:60000:R"}, "", NULL, 1, RC_BEHIND, 0},
+    {"the same past heldUntil and the grace: read in full", 10, 0, 9, 0, {"a:C:-:-40000:R"}, "",
+     NULL, 0, RC_CONSISTENT, 0},
+    {"a hold whose event was lost, first seen a grace ago: read in full", 10, 0, 8, 0,
+     {"a:H:-:60000:R", "b:H:-:60001"}, "b,a", "b", 0, RC_CONSISTENT, 0},
+    {"a use Redis took that no newest hold explains: read in full", 10, 0, 8, 0,
+     {"a:H:-:60000:R"}, "a", NULL, 0, RC_CONSISTENT, 0},
+    {"an unsent hold older than one PostgreSQL knows: read in full", 10, 1, 7, 0,
+     {"a:H:-:60000:R", "c:H:R:60002", "b:H:-:50000"}, "c,a,b", NULL, 0, RC_CONSISTENT, 0},
+    {"Redis gave back a use PostgreSQL will count: read in full", 10, 2, 9, 0, {"a:H:-:60000:R"},
+     "a", NULL, 0, RC_CONSISTENT, 0},
+    {"a cancel in flight, still held in Redis: read in full", 10, 1, 9, 0, {"a:H:R:60000:X"}, "a",
+     NULL, 0, RC_CONSISTENT, 0},
+    {"a reservation in flight, no order in Redis: read in full", 10, 0, 9, 0, {"a:-:-:60000:R"},
+     "", NULL, 0, RC_CONSISTENT, 0},
+};
+/* clang-format on */
+
+START_TEST(targeted_reads_settle_or_fall_back)
+{
+    const targeted_case_t *c = &targeted_cases[_i];
+    rc_vouchers_t vs;
+    rc_memory_entry_t mem = {0};
+    rc_voucher_t *v;
+    char list[64], *tok, *save = NULL;
+
+    v = voucher(&vs, &mem, c->total, c->used, c->remaining);
+    v->full = 0;
+    v->targeted = 1;
+    mem.uncounted = c->uncounted;
+    mem.last_full_ms = 1;
+    for (size_t i = 0; i < 4 && c->orders[i]; i++) {
+        char id[16], redis, pg, flying = 0;
+        long long held;
+        rc_order_t *o;
+        ck_assert_int_ge(sscanf(c->orders[i], "%15[^:]:%c:%c:%lld:%c", id, &redis, &pg, &held,
+                                &flying),
+                         4);
+        ck_assert_ptr_nonnull(o = rc_orders_get(&v->orders, id));
+        o->customer_id = 7;
+        o->held_until_ms = o->redis_held_until_ms = NOW + held;
+        o->redis_state = redis == '-' ? 0 : redis;
+        o->pg = o->pg_after = pg_of(pg);
+        if (flying) {
+            vc_event_t ev = {.type = flying == 'R'   ? VC_EV_RESERVED
+                                     : flying == 'C' ? VC_EV_CONFIRMED
+                                                     : VC_EV_RELEASED,
+                             .customer_id = 7};
+            strcpy(ev.code, v->code);
+            strcpy(ev.order_id, id);
+            rc_vouchers_add_event(&vs, &ev);
+            ck_assert_int_eq(vs.nomem, 0);
+        }
+    }
+    ck_assert_ptr_nonnull(v->newest = calloc(4, sizeof(*v->newest)));
+    snprintf(list, sizeof(list), "%s", c->newest);
+    for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        strcpy(v->newest[v->nnewest++], tok);
+    if (c->first_seen) {
+        rc_order_t *seen = rc_orders_get(&mem.seen, c->first_seen);
+        const rc_order_t *o = rc_orders_find(&v->orders, c->first_seen);
+        seen->first_unsent_ms = NOW - 2 * GRACE;
+        seen->redis_state = o->redis_state;
+        seen->redis_held_until_ms = o->redis_held_until_ms;
+    }
+    ck_assert_int_eq(rc_plan_replay(v), 0);
+    v->verdict = RC_CONSISTENT;
+    ck_assert_msg(rc_plan_judge_targeted(v, NOW, GRACE) == c->settled, "%s: settled %d, want %d",
+                  c->name, !c->settled, c->settled);
+    ck_assert_msg(v->verdict == c->verdict, "%s: verdict %s, want %s", c->name,
+                  rc_verdict_name(v->verdict), rc_verdict_name(c->verdict));
+    if (c->settled) {
+        ck_assert_int_eq(v->n.unsent_fresh, c->fresh);
+        /* What the metrics call drift: the fresh holds, as after a full read. */
+        ck_assert_int_eq(v->n.redis_taken - v->n.pg_live_after - v->n.uncounted, c->fresh);
+        /* A fresh hold is remembered, so that a full read after the grace releases it. */
+        for (size_t i = 0; i < v->nnewest && c->fresh; i++) {
+            const rc_order_t *o = rc_orders_find(&v->orders, v->newest[i]);
+            if (!o->in_flight)
+                ck_assert_int_eq(rc_orders_find(&mem.seen, o->order_id)->first_unsent_ms, NOW);
+        }
+    }
+    rc_memory_entry_free(&mem);
+    rc_vouchers_free(&vs);
+}
+END_TEST
+
 /* ---- the JSON form ---- */
 
 /* Plans json and returns the voucher of the output at index i (borrowed from *out). */
@@ -628,6 +747,8 @@ static Suite *planner_suite(void)
     tcase_add_test(tc, expiries_are_bounded_by_batch);
     tcase_add_test(tc, numbers_only_plans_nothing);
     tcase_add_test(tc, periodic_full_reads_go_round);
+    tcase_add_loop_test(tc, targeted_reads_settle_or_fall_back, 0,
+                        (int)(sizeof(targeted_cases) / sizeof(targeted_cases[0])));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("json");
