@@ -330,6 +330,19 @@ static void text_quoted(text_array_t *t, const char *s)
 }
 
 /*
+ * The order row r of res names (its voucher code in column 0, its orderId in
+ * column 1) when that voucher is read by a targeted read and has the order in
+ * its map; else NULL (a row of another voucher than the order's is not the
+ * order's).
+ */
+static rc_order_t *targeted_order(rc_vouchers_t *vs, const PGresult *res, int r)
+{
+    rc_voucher_t *v = rc_vouchers_find(vs, PQgetvalue(res, r, 0));
+
+    return v && v->targeted ? rc_orders_find(&v->orders, PQgetvalue(res, r, 1)) : NULL;
+}
+
+/*
  * The rows and dead letters of the orders of the targeted vouchers (every
  * order in their maps: those their events in flight name, their newest
  * holds), from the snapshot rc_pg_read_vouchers() took: one query by orderId
@@ -367,10 +380,9 @@ int rc_pg_read_orders(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
                            1, params, &rc, err, errlen)))
         goto out;
     for (int r = 0; r < PQntuples(res); r++) {
-        rc_voucher_t *v = rc_vouchers_find(vs, PQgetvalue(res, r, 0));
-        rc_order_t *o;
+        rc_order_t *o = targeted_order(vs, res, r);
 
-        if (!v || !v->targeted || !(o = rc_orders_find(&v->orders, PQgetvalue(res, r, 1))))
+        if (!o)
             continue;
         o->customer_id = strtoll(PQgetvalue(res, r, 2), NULL, 10);
         o->discount = strtoll(PQgetvalue(res, r, 3), NULL, 10);
@@ -387,10 +399,9 @@ int rc_pg_read_orders(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
                            1, params, &rc, err, errlen)))
         goto out;
     for (int r = 0; r < PQntuples(res); r++) {
-        rc_voucher_t *v = rc_vouchers_find(vs, PQgetvalue(res, r, 0));
-        rc_order_t *o;
+        rc_order_t *o = targeted_order(vs, res, r);
 
-        if (!v || !v->targeted || !(o = rc_orders_find(&v->orders, PQgetvalue(res, r, 1))))
+        if (!o)
             continue;
         o->parked = strcmp(PQgetvalue(res, r, 2), "t") == 0;
         o->discarded = strcmp(PQgetvalue(res, r, 3), "t") == 0;

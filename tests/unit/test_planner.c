@@ -149,6 +149,48 @@ static rc_voucher_t *voucher(rc_vouchers_t *vs, rc_memory_entry_t *mem, int64_t 
     return v;
 }
 
+/*
+ * Adds to v the order spec describes, "id:redis:pg:heldInMs[:flying]": redis a
+ * state letter or '-'; pg R reserved, C confirmed, X released or '-'; flying
+ * the type of an event of it in flight (R reserved, C confirmed, anything else
+ * released), which is added to vs. Returns the order.
+ */
+static rc_order_t *add_order(rc_vouchers_t *vs, rc_voucher_t *v, const char *spec)
+{
+    char id[16], redis, pg, flying = 0;
+    long long held;
+    rc_order_t *o;
+
+    ck_assert_int_ge(sscanf(spec, "%15[^:]:%c:%c:%lld:%c", id, &redis, &pg, &held, &flying), 4);
+    ck_assert_ptr_nonnull(o = rc_orders_get(&v->orders, id));
+    o->customer_id = 7;
+    o->held_until_ms = o->redis_held_until_ms = NOW + held;
+    o->redis_state = redis == '-' ? 0 : redis;
+    o->pg = o->pg_after = pg_of(pg);
+    if (flying) {
+        vc_event_t ev = {.type = flying == 'R'   ? VC_EV_RESERVED
+                                 : flying == 'C' ? VC_EV_CONFIRMED
+                                                 : VC_EV_RELEASED,
+                         .customer_id = 7};
+        strcpy(ev.code, v->code);
+        strcpy(ev.order_id, id);
+        rc_vouchers_add_event(vs, &ev);
+        ck_assert_int_eq(vs->nomem, 0);
+    }
+    return o;
+}
+
+/* Remembers order_id of v as first seen unsent two graces ago, in its present state. */
+static void first_seen_long_ago(rc_memory_entry_t *mem, rc_voucher_t *v, const char *order_id)
+{
+    rc_order_t *seen = rc_orders_get(&mem->seen, order_id);
+    const rc_order_t *o = rc_orders_find(&v->orders, order_id);
+
+    seen->first_unsent_ms = NOW - 2 * GRACE;
+    seen->redis_state = o->redis_state;
+    seen->redis_held_until_ms = o->redis_held_until_ms;
+}
+
 /* Judges and plans case c with Redis's limit key (-1: absent) and outside key. */
 static void check_plan(const plan_case_t *c, int64_t limit_key, int64_t outside)
 {
@@ -163,37 +205,10 @@ static void check_plan(const plan_case_t *c, int64_t limit_key, int64_t outside)
     v->n.redis_limit = limit_key;
     v->n.redis_outside = outside;
     mem.missing_since_ms = c->missing_since ? NOW - c->missing_since : 0;
-    for (size_t i = 0; i < 6 && c->orders[i]; i++) {
-        char id[16], redis, pg, flying = 0;
-        long long held;
-        rc_order_t *o;
-        ck_assert_int_ge(sscanf(c->orders[i], "%15[^:]:%c:%c:%lld:%c", id, &redis, &pg, &held,
-                                &flying),
-                         4);
-        ck_assert_ptr_nonnull(o = rc_orders_get(&v->orders, id));
-        o->customer_id = 7;
-        o->held_until_ms = o->redis_held_until_ms = NOW + held;
-        o->redis_state = redis == '-' ? 0 : redis;
-        o->pg = o->pg_after = pg_of(pg);
-        v->n.live_rows += vc_rd_counts(o->pg);
-        if (flying) {
-            vc_event_t ev = {.type = flying == 'R'   ? VC_EV_RESERVED
-                                     : flying == 'C' ? VC_EV_CONFIRMED
-                                                     : VC_EV_RELEASED,
-                             .customer_id = 7};
-            strcpy(ev.code, v->code);
-            strcpy(ev.order_id, id);
-            rc_vouchers_add_event(&vs, &ev);
-            ck_assert_int_eq(vs.nomem, 0);
-        }
-    }
-    if (c->first_seen) {
-        rc_order_t *seen = rc_orders_get(&mem.seen, c->first_seen);
-        const rc_order_t *o = rc_orders_find(&v->orders, c->first_seen);
-        seen->first_unsent_ms = NOW - 2 * GRACE;
-        seen->redis_state = o->redis_state;
-        seen->redis_held_until_ms = o->redis_held_until_ms;
-    }
+    for (size_t i = 0; i < 6 && c->orders[i]; i++)
+        v->n.live_rows += vc_rd_counts(add_order(&vs, v, c->orders[i])->pg);
+    if (c->first_seen)
+        first_seen_long_ago(&mem, v, c->first_seen);
     if (c->seen_released)
         rc_orders_get(&mem.released_seen, c->seen_released)->redis_state = 'R';
     ck_assert_int_eq(rc_plan_replay(v), 0);
@@ -486,40 +501,14 @@ START_TEST(targeted_reads_settle_or_fall_back)
     v->targeted = 1;
     mem.uncounted = c->uncounted;
     mem.last_full_ms = 1;
-    for (size_t i = 0; i < 4 && c->orders[i]; i++) {
-        char id[16], redis, pg, flying = 0;
-        long long held;
-        rc_order_t *o;
-        ck_assert_int_ge(sscanf(c->orders[i], "%15[^:]:%c:%c:%lld:%c", id, &redis, &pg, &held,
-                                &flying),
-                         4);
-        ck_assert_ptr_nonnull(o = rc_orders_get(&v->orders, id));
-        o->customer_id = 7;
-        o->held_until_ms = o->redis_held_until_ms = NOW + held;
-        o->redis_state = redis == '-' ? 0 : redis;
-        o->pg = o->pg_after = pg_of(pg);
-        if (flying) {
-            vc_event_t ev = {.type = flying == 'R'   ? VC_EV_RESERVED
-                                     : flying == 'C' ? VC_EV_CONFIRMED
-                                                     : VC_EV_RELEASED,
-                             .customer_id = 7};
-            strcpy(ev.code, v->code);
-            strcpy(ev.order_id, id);
-            rc_vouchers_add_event(&vs, &ev);
-            ck_assert_int_eq(vs.nomem, 0);
-        }
-    }
+    for (size_t i = 0; i < 4 && c->orders[i]; i++)
+        (void)add_order(&vs, v, c->orders[i]);
     ck_assert_ptr_nonnull(v->newest = calloc(4, sizeof(*v->newest)));
     snprintf(list, sizeof(list), "%s", c->newest);
     for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
         strcpy(v->newest[v->nnewest++], tok);
-    if (c->first_seen) {
-        rc_order_t *seen = rc_orders_get(&mem.seen, c->first_seen);
-        const rc_order_t *o = rc_orders_find(&v->orders, c->first_seen);
-        seen->first_unsent_ms = NOW - 2 * GRACE;
-        seen->redis_state = o->redis_state;
-        seen->redis_held_until_ms = o->redis_held_until_ms;
-    }
+    if (c->first_seen)
+        first_seen_long_ago(&mem, v, c->first_seen);
     ck_assert_int_eq(rc_plan_replay(v), 0);
     v->verdict = RC_CONSISTENT;
     ck_assert_msg(rc_plan_judge_targeted(v, NOW, GRACE) == c->settled, "%s: settled %d, want %d",
