@@ -153,8 +153,8 @@ typedef struct {
 /*
  * The login limit's decision for a's request (gw_login_try()): 429 when its
  * address is out of tries, whatever the token (an empty bucket learns nothing
- * of it); else the route for an admin's token (req->actor set: a copy in
- * req's arena, as the table may be swapped meanwhile), and 401 for any other.
+ * of it); else the route for an admin's token (req->actor set), and 401 for
+ * any other.
  */
 static void admin_tried_cb(void *arg, int64_t wait_ms)
 {
@@ -162,7 +162,6 @@ static void admin_tried_cb(void *arg, int64_t wait_ms)
     gw_request_t *req = a->req;
     char body[160], headers[48];
     size_t len;
-    char *actor;
 
     if (wait_ms > 0) {
         len = gw_body_error(body, sizeof(body), "TOO_MANY_ATTEMPTS",
@@ -175,12 +174,7 @@ static void admin_tried_cb(void *arg, int64_t wait_ms)
         return;
     }
     if (a->named) {
-        if (!(actor = gw_request_alloc(req, strlen(a->name) + 1))) {
-            gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
-            return;
-        }
-        memcpy(actor, a->name, strlen(a->name) + 1);
-        req->actor = actor;
+        req->actor = a->name; /* a copy in req's arena: the table may be swapped meanwhile */
         serve(a->app, req, &a->route);
         return;
     }

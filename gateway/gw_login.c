@@ -43,9 +43,9 @@ void gw_login_configure(int tries, int64_t window_ms)
     login_tries = tries;
     login_window_ms = window_ms;
     refused = vc_counter("voucher_gateway_admin_logins_refused_total",
-                         "requests to admin routes refused (429) before their token was looked "
-                         "at: their address had used up its failed logins (VOUCHER_ADMIN_LOGIN_"
-                         "TRIES per VOUCHER_ADMIN_LOGIN_WINDOW)",
+                         "requests to admin routes refused (429) whatever their token: their "
+                         "address had used up its failed logins over every gateway "
+                         "(VOUCHER_ADMIN_LOGIN_TRIES per VOUCHER_ADMIN_LOGIN_WINDOW)",
                          NULL);
     fallback = vc_counter("voucher_gateway_admin_login_fallback_total",
                           "requests to admin routes whose failed logins were counted in this "

@@ -16,7 +16,7 @@
 # own memory (the fallback, gw_login.h): the limit is then per gateway, never
 # off, and an admin is not locked out by the outage.
 source "$(dirname "$0")/lib.sh"
-plan 18
+plan 20
 
 # The addresses this test sends from; their buckets are the stack's Redis's,
 # emptied before and after so that a run starts full and leaves nothing.
@@ -97,6 +97,16 @@ is "$(get 127.0.0.3 "$(new_token wrong)" | cut -d' ' -f1)" 429 \
   "a wrong token from the address after the first gateway's restart: still 429"
 is "$(get 127.0.0.2 "$token" | cut -d' ' -f1)" 200 \
   "a right token from another address after the restart: 200"
+
+# --- Redis late (paused past the gateway's timeout, VOUCHER_REDIS_TIMEOUT 500 ms): the
+# gateway decides from its own count at the timeout, without waiting for Redis.
+fallback0=$(metric "$admin" voucher_gateway_admin_login_fallback_total)
+rcli CLIENT PAUSE 2000 ALL >/dev/null
+is "$(get 127.0.0.5 "$(new_token wrong)" | cut -d' ' -f1)" 401 \
+  "Redis late: a wrong token from a fresh address gets 401 (the gateway's own count)"
+rcli PING >/dev/null # waits behind the pause: Redis answers again
+is "$(($(metric "$admin" voucher_gateway_admin_login_fallback_total) - ${fallback0:-0}))" 1 \
+  "Redis late: voucher_gateway_admin_login_fallback_total counts it"
 
 # --- Redis unreachable (a gateway whose Redis port is closed): each gateway
 # counts in its own memory, the limit per gateway, and a right token still
