@@ -33,6 +33,7 @@ extern const char vc_lua_limit[];
 extern const char vc_lua_limit_sync[];
 extern const char vc_lua_guard_bucket[]; /* gateway/gw_guard.h */
 extern const char vc_lua_guard_index[];  /* gateway/gw_guard.h, the spent set */
+extern const char vc_lua_admin_login[];  /* gateway/gw_login.h */
 extern const char vc_lua_fence[]; /* the restart fence: gw_redis.c, reconciler/rc_fence.c */
 /* fence.lua's key is VC_KEY_FENCE, and its leader key VC_KEY_FENCE_LEADER (vc_model.h). */
 /* The reconciler's read of a large orders hash in pieces: reconciler/rc_redis.c. */

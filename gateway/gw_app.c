@@ -32,6 +32,7 @@ const char *const gw_app_scripts[GW_SCRIPT_COUNT] = {
     [GW_SCRIPT_LIMIT] = vc_lua_limit,
     [GW_SCRIPT_GUARD] = vc_lua_guard_bucket,
     [GW_SCRIPT_GUARD_INDEX] = vc_lua_guard_index,
+    [GW_SCRIPT_ADMIN_LOGIN] = vc_lua_admin_login,
 };
 
 void gw_app_keys(const char *code, char keys[VC_VOUCHER_KEY_COUNT][GW_KEY_MAX])
@@ -138,23 +139,31 @@ void gw_app_who(const gw_request_t *req, vc_audit_who_t *who)
     who->source = req->peer;
 }
 
-/*
- * Whether req carries an admin's token: a named one (gw_admins.h, its name
- * the actor) or one of VOUCHER_ADMIN_TOKEN's (the actor "admin"). Both are
- * checked, whatever the first found, so the time tells neither which. Sets
- * req->actor (a copy in req's arena: the table may be swapped meanwhile) and
- * returns 0; else answers req (401, or 503 when out of memory) and returns -1.
- */
-static int admin_authorized(gw_app_t *app, gw_request_t *req)
-{
-    char name[GW_ADMIN_NAME_MAX + 1], body[160], headers[48];
-    int64_t now_ms = vc_time_now_ms(), wait_ms = gw_login_wait_ms(req, now_ms);
+static void serve(gw_app_t *app, gw_request_t *req, const gw_route_t *route);
+
+/* An admin route's request while its client's failed logins are looked at (gw_login.h). */
+typedef struct {
+    gw_app_t *app;
+    gw_request_t *req;
+    gw_route_t route;
     int named, shared;
-    char *actor;
+    char name[GW_ADMIN_NAME_MAX + 1];
+} admin_try_t;
+
+/*
+ * The login limit's decision for a's request (gw_login_try()): 429 when its
+ * address is out of tries, whatever the token (an empty bucket learns nothing
+ * of it); else the route for an admin's token (req->actor set), and 401 for
+ * any other.
+ */
+static void admin_tried_cb(void *arg, int64_t wait_ms)
+{
+    admin_try_t *a = arg;
+    gw_request_t *req = a->req;
+    char body[160], headers[48];
     size_t len;
 
     if (wait_ms > 0) {
-        /* Before the token is looked at: an empty bucket learns nothing of it (gw_login.h). */
         len = gw_body_error(body, sizeof(body), "TOO_MANY_ATTEMPTS",
                             "too many failed admin logins from this address: retry after the "
                             "time in Retry-After",
@@ -162,31 +171,48 @@ static int admin_authorized(gw_app_t *app, gw_request_t *req)
         snprintf(headers, sizeof(headers), "Retry-After: %lld\r\n",
                  (long long)gw_guard_retry_after_s(wait_ms));
         gw_http_respond(req, 429, headers, body, len);
-        return -1;
+        return;
     }
-    named = gw_admins_authorized(req->authorization, name);
-    shared = gw_bearer_authorized(req->authorization, app->cfg->admin_token);
-
-    if (named) {
-        if (!(actor = gw_request_alloc(req, strlen(name) + 1))) {
-            gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
-            return -1;
-        }
-        memcpy(actor, name, strlen(name) + 1);
-        req->actor = actor;
-        return 0;
+    if (a->named) {
+        req->actor = a->name; /* a copy in req's arena: the table may be swapped meanwhile */
+        serve(a->app, req, &a->route);
+        return;
     }
-    if (shared) {
+    if (a->shared) {
         req->actor = GW_ADMIN_ACTOR; /* VOUCHER_ADMIN_TOKEN's: one name for all who hold it */
-        return 0;
+        serve(a->app, req, &a->route);
+        return;
     }
-    gw_login_failed(req, now_ms);
     gw_app_reply_error(req, GW_E_UNAUTHORIZED,
-                       app->cfg->admin_token[0] || app->cfg->admin_tokens_file[0]
+                       a->app->cfg->admin_token[0] || a->app->cfg->admin_tokens_file[0]
                            ? "this route needs Authorization: Bearer <an admin token>"
                            : "admin routes are off: neither VOUCHER_ADMIN_TOKEN nor "
                              "VOUCHER_ADMIN_TOKENS_FILE is set");
-    return -1;
+}
+
+/*
+ * An admin route: whether req carries an admin's token, a named one
+ * (gw_admins.h, its name the actor) or one of VOUCHER_ADMIN_TOKEN's (the
+ * actor "admin"), then whether its address may try a token (gw_login.h),
+ * then admin_tried_cb() answers or serves route. Both tokens are checked,
+ * whatever the first found, so the time tells neither which.
+ */
+static void admin_route(gw_app_t *app, gw_request_t *req, const gw_route_t *route)
+{
+    admin_try_t *a;
+    int64_t wait_ms;
+
+    if (!(a = gw_request_alloc(req, sizeof(*a)))) {
+        gw_app_reply_error(req, VC_ERR_NOMEM, NULL);
+        return;
+    }
+    a->app = app;
+    a->req = req;
+    a->route = *route;
+    a->named = gw_admins_authorized(req->authorization, a->name);
+    a->shared = gw_bearer_authorized(req->authorization, app->cfg->admin_token);
+    if (gw_login_try(app, req, a->named || a->shared, admin_tried_cb, a, &wait_ms) == GW_LOGIN_GO)
+        admin_tried_cb(a, wait_ms);
 }
 
 /*
@@ -199,8 +225,6 @@ static int admin_authorized(gw_app_t *app, gw_request_t *req)
 static void dispatch(gw_app_t *app, gw_request_t *req, int on_admin)
 {
     gw_route_t route;
-    char body[256], allow[64];
-    size_t len;
     int auth;
 
     gw_route(req->method, req->path, req->path_len, &route);
@@ -213,8 +237,7 @@ static void dispatch(gw_app_t *app, gw_request_t *req, int on_admin)
     req->route = (int)route.kind;
     switch (auth) {
     case GW_AUTH_ADMIN:
-        if (admin_authorized(app, req) == 0)
-            break;
+        admin_route(app, req, &route); /* serve() once its token and its tries are looked at */
         return;
     case GW_AUTH_API:
         /* An empty VOUCHER_API_TOKEN leaves the order service's routes open. */
@@ -227,7 +250,16 @@ static void dispatch(gw_app_t *app, gw_request_t *req, int on_admin)
     default:
         break;
     }
-    switch (route.kind) {
+    serve(app, req, &route);
+}
+
+/* Answers req, whose access was granted, by its route. */
+static void serve(gw_app_t *app, gw_request_t *req, const gw_route_t *route)
+{
+    char body[256], allow[64];
+    size_t len;
+
+    switch (route->kind) {
     case GW_ROUTE_HEALTHZ:
         len = (size_t)snprintf(body, sizeof(body), "{\"status\":\"ok\"}");
         gw_app_reply(req, 200, body, len);
@@ -240,39 +272,39 @@ static void dispatch(gw_app_t *app, gw_request_t *req, int on_admin)
         gw_app_reply(req, 404, body, len);
         return;
     case GW_ROUTE_RESERVE:
-        gw_reserve_start(app, req, route.code);
+        gw_reserve_start(app, req, route->code);
         return;
     case GW_ROUTE_CONFIRM:
-        gw_confirm_start(app, req, route.code, route.order_id);
+        gw_confirm_start(app, req, route->code, route->order_id);
         return;
     case GW_ROUTE_CANCEL:
-        gw_cancel_start(app, req, route.code, route.order_id);
+        gw_cancel_start(app, req, route->code, route->order_id);
         return;
     case GW_ROUTE_QUOTE:
-        gw_quote_start(app, req, route.code);
+        gw_quote_start(app, req, route->code);
         return;
     case GW_ROUTE_CREATE:
         gw_create_start(app, req);
         return;
     case GW_ROUTE_SHOW:
-        gw_show_start(app, req, route.code);
+        gw_show_start(app, req, route->code);
         return;
     case GW_ROUTE_CAMPAIGN:
-        gw_campaign_start(app, req, &route);
+        gw_campaign_start(app, req, route);
         return;
     case GW_ROUTE_UPDATE:
-        gw_update_start(app, req, route.code);
+        gw_update_start(app, req, route->code);
         return;
     case GW_ROUTE_LIST:
         gw_list_start(app, req);
         return;
     case GW_ROUTE_LOOKUP:
-        gw_lookup_start(app, req, route.code, route.order_id);
+        gw_lookup_start(app, req, route->code, route->order_id);
         return;
     case GW_ROUTE_BAD_METHOD:
         len = gw_body_error(body, sizeof(body), "METHOD_NOT_ALLOWED",
                             "this path does not take that method", NULL);
-        snprintf(allow, sizeof(allow), "Allow: %s\r\n", route.allow);
+        snprintf(allow, sizeof(allow), "Allow: %s\r\n", route->allow);
         gw_http_respond(req, 405, allow, body, len);
         return;
     case GW_ROUTE_NOT_FOUND:

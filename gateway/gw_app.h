@@ -39,6 +39,7 @@ enum {
     GW_SCRIPT_LIMIT,
     GW_SCRIPT_GUARD, /* guard_bucket.lua (gw_guard.h) */
     GW_SCRIPT_GUARD_INDEX, /* guard_index.lua (gw_guard.h, the spent set) */
+    GW_SCRIPT_ADMIN_LOGIN, /* admin_login.lua (gw_login.h) */
     GW_SCRIPT_COUNT,
 };
 

@@ -15,11 +15,7 @@
 --                 down to 1,000,000 tries owed, so that it is paid for before
 --                 the next try.
 --
--- The level is in units of 1/tries of a millisecond's refill: full is
--- tries * window_ms, one try costs window_ms, each millisecond adds tries
--- (the arithmetic of gw_guard_bucket_*(), which tests/unit/test_guard.c
--- checks). The clock is Redis's own (TIME), so gateways with skewed clocks
--- share one bucket consistently.
+-- The level and its refill: bucket_level.lua.
 --
 -- Returns, for take, {1, full_at} (taken) or {0, retry_ms}: empty, nothing
 -- written, and the milliseconds until the next whole try; for spend, {1,
@@ -28,24 +24,12 @@
 -- guard:index and publishes once the try turns out a failure (guard_index.lua).
 -- Every write may fail when Redis is full (OOM): the gateway then refuses the
 -- request (503), never lets it through unpaid.
+-- @include bucket_level.lua
 local MAX_DEBT = 1000000 -- GW_GUARD_MAX_DEBT, in tries
 local op = ARGV[1]
 local tries = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local full = tries * window
-
-local v = redis.call('HMGET', KEYS[1], 'level', 'at')
-local level, at = tonumber(v[1]), tonumber(v[2])
-if level == nil or at == nil then
-  level, at = full, now
-end
-if now > at then
-  local to_full = math.floor((full - level) / tries) + 1
-  level = level + math.min(now - at, to_full) * tries
-end
-level = math.min(level, full)
+local level, now, full = bucket_level(KEYS[1], tries, window)
 
 if op == 'take' then
   if level < window then
@@ -65,8 +49,4 @@ else
   return redis.error_reply('guard_bucket: unknown op ' .. tostring(op))
 end
 
-redis.call('HSET', KEYS[1], 'level', string.format('%d', level), 'at', string.format('%d', now))
--- Full again after this long: the key is then the same as absent.
-local to_full = math.ceil((full - level) / tries) + 1
-redis.call('PEXPIRE', KEYS[1], to_full)
-return {1, now + to_full}
+return {1, bucket_write(KEYS[1], level, now, full, tries)}
