@@ -186,22 +186,17 @@ def run_one(m, a, src, bdir, logdir):
         writer = any(f.startswith("writer/") for f in m.files())
         if build(src, bdir, log, gateway, writer) != 0:
             return False, None, None, time.time() - t0, "the mutant does not build (%s)" % log
-        if gateway:
-            # The explorer's gateway steps are Python: a mutant of the C gateway is caught, if
-            # at all, where the two are compared (gateway_calls.py), before the explorer runs.
-            cmd = [a.python, os.path.join(HERE, "gateway_calls.py"), "--build", bdir]
-            diff = re.search(r"^DIFFERENT (.+):$", run_logged(cmd, log, a.timeout)[0], re.M)
-            if diff:
-                return True, "the gateway calls check (%s)" % diff.group(1), "gateway-calls", \
-                    time.time() - t0, None
-        if writer:
-            # So are its writer steps (explorer.Writer): a mutant of the writer is caught, if at
-            # all, where the two are compared (writer_calls.py), before the explorer runs.
-            cmd = [a.python, os.path.join(HERE, "writer_calls.py"), "--build", bdir]
+        # The explorer's gateway steps and its writer (explorer.Writer) are Python: a mutant of
+        # the C gateway or writer is caught, if at all, where the two are compared
+        # (gateway_calls.py, writer_calls.py), before the explorer runs.
+        for changed, what in ((gateway, "gateway"), (writer, "writer")):
+            if not changed:
+                continue
+            cmd = [a.python, os.path.join(HERE, what + "_calls.py"), "--build", bdir]
             diff = re.search(r"^DIFFERENT (.+?):?$", run_logged(cmd, log, a.timeout)[0], re.M)
             if diff:
-                return True, "the writer calls check (%s)" % diff.group(1), "writer-calls", \
-                    time.time() - t0, None
+                return True, "the %s calls check (%s)" % (what, diff.group(1)), \
+                    what + "-calls", time.time() - t0, None
         cmd = [a.python, os.path.join(HERE, "explorer.py"), "--build", bdir, "--shim", a.shim,
                "--mutant", m.name, "--first-failure"] + \
             (["--no-replays"] if a.search_only else []) + m.head.get("Explorer", "").split() + \
