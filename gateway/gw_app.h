@@ -1,7 +1,7 @@
 /*
  * What a worker's request handlers share: the settings and the worker's
  * adapters, the route dispatch, and the helpers that turn result codes into
- * answers. The flows themselves live in gw_reserve.c and gw_holds.c.
+ * answers. The flows themselves live in gw_reserve*.c and gw_holds.c.
  */
 #ifndef GW_APP_H
 #define GW_APP_H

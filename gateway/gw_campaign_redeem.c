@@ -1,7 +1,7 @@
 /*
  * A campaign's code on the voucher routes: the lookup (one primary-key read of
  * campaign_code joined to its campaign), the campaign's keys, and its
- * scripts. The flows stay in gw_reserve.c and gw_holds.c; see
+ * scripts. The flows stay in gw_reserve*.c and gw_holds.c; see
  * gw_campaign_redeem.h and proto/campaigns.md.
  */
 #include "gw_campaign_redeem.h"

@@ -1,7 +1,7 @@
 /*
  * Redemption of a campaign's one-time codes on the voucher routes
  * (proto/campaigns.md, "How a code reaches the campaign"). The voucher flows
- * (gw_reserve.c, gw_holds.c) call in here only on their not-found path: a code
+ * (gw_reserve*.c, gw_holds.c) call in here only on their not-found path: a code
  * no voucher has is normalized and looked up in campaign_code, and the flow
  * then runs on the campaign's keys, {c<ID>}, with the campaign's scripts.
  */

@@ -165,7 +165,7 @@ static void campaign_cb(void *arg, int rc)
     quote_t *q = arg;
 
     if (rc == VC_E_NOT_FOUND && q->camp.stand_in > 0) {
-        /* As gw_reserve.c: the refusal runs on the stand-in's rules, as for a campaign's code
+        /* As gw_reserve_rules.c: the refusal runs on the stand-in's rules, as for a campaign's code
          * out of its window, so that its 404 takes that one's time (issue 42, item 5). */
         q->absent = 1;
         q->camp.id = q->camp.stand_in;

@@ -108,7 +108,7 @@ REPLICA_DRAW = {"mix": [False, True], "only": [True], "never": [False]}
 # link is up answers at once (a timeout only bounds the wait, in real time: 20 ms came short on
 # a loaded machine with the link up), one whose link is down never.
 WAIT_MS = 300
-# The scripts after which a gateway step waits for the replica (replicas_short()), as gw_reserve.c
+# The scripts after which a gateway step waits for the replica (replicas_short()), as gw_reserve_publish.c
 # and gw_holds.c do: a reservation (new or a retry), a confirm, a cancel's begin; not a cancel's
 # finish (proto/redis-keys.md, "Redis Cluster"). tests/model/gateway_calls.py checks the gateway.
 WAITED = ("reserve", "confirm", "release_begin")
@@ -356,7 +356,7 @@ class CurrentScripts:
     gateway_id = "%032x" % random.SystemRandom().getrandbits(128)
 
     def reserve(self, k, customer, order_id, discount, held, now, amount):
-        """As gw_reserve.c sends it (tests/model/gateway_calls.py checks it): seven keys (the
+        """As gw_reserve_script.c sends it (tests/model/gateway_calls.py checks it): seven keys (the
         sold-out leases last), eight arguments and the gateway's id, in "take" mode. The
         explorer takes no sold-out snapshot, so no lease is ever there to wait for."""
         return self.ev("reserve", script_keys(k, "reserve"),
@@ -1331,7 +1331,7 @@ class Explorer(RuleBasedStateMachine):
         self.record(what, "reserve", {"o": o, "ttl": ttl})
 
     def redeem(self, o, ttl, c):
-        """A campaign's POST reservations (gw_reserve.c on a campaign's code): the lookup's
+        """A campaign's POST reservations (gw_reserve_*.c on a campaign's code): the lookup's
         redis_loaded_at, the claim with the stored code, campaign_reserve.lua with perCustomerLimit
         and "expireAtMs:loaded", the first take marking the campaign loaded; a use taken under
         another code's claim is forgotten and answered 409 ORDER_CONFLICT."""
@@ -1566,7 +1566,7 @@ class Explorer(RuleBasedStateMachine):
             what += ", 503"
         elif outcome == "not_persisted" and c.kind == "reserve" and not \
                 self.w.scripts.forget_not_persisted:
-            # gw_reserve.c delivered_cb(): not stored is answered as possibly stored.
+            # gw_reserve_publish.c delivered_cb(): not stored is answered as possibly stored.
             what += ", hold kept, 503"
         elif outcome == "not_persisted" and c.kind == "reserve":
             if self.camp:

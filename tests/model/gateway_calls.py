@@ -3,7 +3,7 @@
 WAITs.
 
 The explorer writes the gateway's side in Python (CurrentScripts and the gateway rules in
-explorer.py): it sends the build's scripts with the keys and arguments gw_reserve.c, gw_holds.c
+explorer.py): it sends the build's scripts with the keys and arguments gw_reserve_*.c, gw_holds.c
 and gw_campaign_redeem.c send, and under WAIT (--replica) it waits for a replica where they do.
 This check runs the real voucher-gateway against the stack and records every script call and
 every WAIT Redis receives (MONITOR) for a reservation, its retry, a confirm and a cancel over
