@@ -108,9 +108,10 @@ REPLICA_DRAW = {"mix": [False, True], "only": [True], "never": [False]}
 # link is up answers at once (a timeout only bounds the wait, in real time: 20 ms came short on
 # a loaded machine with the link up), one whose link is down never.
 WAIT_MS = 300
-# The scripts after which a gateway step waits for the replica (replicas_short()), as gw_reserve_publish.c
-# and gw_holds.c do: a reservation (new or a retry), a confirm, a cancel's begin; not a cancel's
-# finish (proto/redis-keys.md, "Redis Cluster"). tests/model/gateway_calls.py checks the gateway.
+# The scripts after which a gateway step waits for the replica (replicas_short()), as
+# gw_reserve_publish.c and gw_holds.c do: a reservation (new or a retry), a confirm, a cancel's
+# begin; not a cancel's finish (proto/redis-keys.md, "Redis Cluster"). tests/model/gateway_calls.py
+# checks the gateway.
 WAITED = ("reserve", "confirm", "release_begin")
 # Which examples are of a campaign (--campaign): drawn per example ("mix"), all, or none.
 CAMPAIGN = {"mode": "mix"}
