@@ -350,6 +350,13 @@ static void parse_pair(const char *s, int64_t *a, int64_t *b)
 
 /* Orders, and customers' counts, per restore_stage.lua of a repair in steps: ms of Redis each. */
 #define RESTORE_SLICE 1000
+/*
+ * Orders per restore_slice.lua of a restore in slices: it merges as many of
+ * the snapshot and reads as many of the hash (HSCAN's COUNT), about 4 ms of
+ * Redis a call (tests/bench/repairs.py).
+ */
+#define RESTORE_SLICE_READ 500
+#define RESTORE_SLICE_READ_ARG "500"
 /* How long staged keys outlive a reconciler that stops midway (ms, as an argument). */
 #define RESTORE_STAGED_MS "600000"
 
@@ -526,13 +533,13 @@ out:
  * counter lost, the orders hash kept, more orders than --orders-scan-above.
  * scan_begin.lua puts this repair's token in the voucher's scan key, so that
  * every order a script writes from then on is noted in touched;
- * restore_slice.lua, a call at a time, merges RESTORE_SLICE of the
+ * restore_slice.lua, a call at a time, merges RESTORE_SLICE_READ of the
  * snapshot's orders (a's fours, from first on) and reads the next piece of
  * the orders hash (HSCAN), copying what it read into the staged orders and
  * counting the customers' uses into the staged users; restore_finish.lua
  * counts again what was written since and sets the counter at one moment,
  * or gives up (the next pass judges again). No script holds Redis for more
- * than RESTORE_SLICE orders plus the orders written during the restore.
+ * than RESTORE_SLICE_READ orders plus the orders written during the restore.
  * a holds the repair's arguments (total, uncounted, nowMs, expireAt, then the
  * fours); *status and answer are restore_finish.lua's (as restore.lua's),
  * *steps the scripts it took.
@@ -544,7 +551,7 @@ static int restore_in_slices(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t
     size_t norders = (size_t)(a->nargs - first) / 4, slices = 0;
     char staged[VC_RESTORING_KEY_COUNT][VC_CODE_MAX + 80], token[33], cursor[64] = "0";
     char got[96], live[24];
-    const char **args = calloc(4 + 4 * RESTORE_SLICE, sizeof(*args));
+    const char **args = calloc(5 + 4 * RESTORE_SLICE_READ, sizeof(*args));
     int64_t st = 0, taken = 0;
     rc_keys_t k;
     int rc;
@@ -567,7 +574,7 @@ static int restore_in_slices(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t
                                 k.name[VC_VOUCHER_KEY_SCAN],      staged[VC_RESTORING_KEY_ORDERS],
                                 staged[VC_RESTORING_KEY_USERS]};
     for (size_t o = 0; o < norders || cursor[0]; slices++) {
-        size_t no = norders - o < RESTORE_SLICE ? norders - o : RESTORE_SLICE;
+        size_t no = norders - o < RESTORE_SLICE_READ ? norders - o : RESTORE_SLICE_READ;
         char *colon;
         long long t;
         int n = 0;
@@ -575,6 +582,7 @@ static int restore_in_slices(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t
         args[n++] = cursor;
         args[n++] = a->args[2]; /* nowMs */
         args[n++] = RESTORE_STAGED_MS;
+        args[n++] = RESTORE_SLICE_READ_ARG;
         for (size_t i = 0; i < 4 * no; i++)
             args[n++] = a->args[first + 4 * o + i];
         if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||

@@ -10,9 +10,9 @@
 -- token in scan (scan_begin.lua, orders_write.lua): restore_finish.lua
 -- counts those again at one moment before it sets the counter.
 --
--- Each call: merges up to 1,000 of the snapshot's orders that Redis lacks (as
--- restore.lua's merge(), noted in touched like any write), then reads the
--- next piece of the orders hash (HSCAN ... COUNT 1000 from ARGV[2]) and, for
+-- Each call: merges up to ARGV[5] of the snapshot's orders that Redis lacks
+-- (as restore.lua's merge(), noted in touched like any write), then reads the
+-- next piece of the orders hash (HSCAN ... COUNT ARGV[5] from ARGV[2]) and, for
 -- each order not read before (HSCAN may return one twice), copies its value
 -- into the staged orders, adds one to its customer's staged count when it is
 -- held as taken, puts an H among the holds and an X or E among the releases
@@ -24,7 +24,8 @@
 -- ARGV[1] the read's token (in scan since scan_begin.lua)
 -- ARGV[2] the HSCAN cursor to read from, "" when the read is done
 -- ARGV[3] nowMs  ARGV[4] how long the staged keys live (ms): a reconciler
--- that stops midway leaves nothing for good
+-- that stops midway leaves nothing for good  ARGV[5] the slice: how many
+-- orders a call merges and reads (HSCAN's COUNT; the reconciler sends 500)
 -- then fours as merge() takes them (orders of the snapshot)
 --
 -- Returns {READ, "cursor:taken"}: the next cursor ("0" at the end of
@@ -35,10 +36,10 @@
 -- @include remaining_rule.lua
 if redis.call('EXISTS', KEYS[1]) == 1 then return {RESTORE.COUNTER_EXISTS, false} end
 if redis.call('SISMEMBER', KEYS[5], ARGV[1]) == 0 then return {REPAIR.NOTES_LOST, false} end
-merge(KEYS[2], KEYS[3], KEYS[4], 5)
+merge(KEYS[2], KEYS[3], KEYS[4], 6)
 local cursor, taken = '', 0
 if ARGV[2] ~= '' then
-  local got = redis.call('HSCAN', KEYS[2], ARGV[2], 'COUNT', 1000)
+  local got = redis.call('HSCAN', KEYS[2], ARGV[2], 'COUNT', tonumber(ARGV[5]))
   cursor = got[1]
   local read, ids = got[2], {}
   for i = 1, #read, 2 do ids[#ids + 1] = read[i] end

@@ -105,8 +105,9 @@ ok "$(diff "$scratch/once.dump" "$scratch/slices.dump" >"$scratch/dump.diff"; ec
   "in slices Redis ends exactly as after restore.lua in one script: counter, limit, orders, customers' counts, holds, releases, expiries"
 diag "$(wc -l <"$scratch/once.dump") lines of Redis's state compared"
 [ -s "$scratch/dump.diff" ] && diag "$(head -20 "$scratch/dump.diff")"
-is "$(grep -c "\"code\":\"$code\".*read in slices, in 5 steps\|read in slices, in 5 steps.*\"code\":\"$code\"" "$scratch/slices.txt")" 1 \
-  "the log says the voucher was restored in slices, in 5 steps (the notes begun, 3 slices of 2,100 orders, the last step)"
+steps=$(grep "$code" "$scratch/slices.txt" | grep -o "read in slices, in [0-9]* steps" | grep -o "[0-9]*")
+ok "$( [ "${steps:-0}" -ge 7 ]; echo $?)" \
+  "the log says the voucher was restored in slices, in ${steps:-no} steps (the notes begun, at least 5 slices of 500 for 2,100 orders, the last step)"
 grep -q "read in slices" "$scratch/slices.txt" ||
   diag "$(grep -v '"level":"debug"' "$scratch/slices.txt" | grep "$code" | tail -5)"
 is "$(grep "$code" "$scratch/once.txt" | grep -c "in slices") $(grep "$code" "$scratch/once.txt" | grep -c "restored a lost counter")" \
