@@ -350,6 +350,13 @@ static void parse_pair(const char *s, int64_t *a, int64_t *b)
 
 /* Orders, and customers' counts, per restore_stage.lua of a repair in steps: ms of Redis each. */
 #define RESTORE_SLICE 1000
+/*
+ * Orders per restore_slice.lua of a restore in slices: it merges as many of
+ * the snapshot and reads as many of the hash (HSCAN's COUNT), about 4 ms of
+ * Redis a call (tests/bench/repairs.py).
+ */
+#define RESTORE_SLICE_READ 500
+#define RESTORE_SLICE_READ_ARG "500"
 /* How long staged keys outlive a reconciler that stops midway (ms, as an argument). */
 #define RESTORE_STAGED_MS "600000"
 
@@ -521,6 +528,112 @@ out:
     return rc;
 }
 
+/*
+ * A restore in slices (proto/redis-keys.md, "A restore in slices"): the
+ * counter lost, the orders hash kept, more orders than --orders-scan-above.
+ * scan_begin.lua puts this repair's token in the voucher's scan key, so that
+ * every order a script writes from then on is noted in touched;
+ * restore_slice.lua, a call at a time, merges RESTORE_SLICE_READ of the
+ * snapshot's orders (a's fours, from first on) and reads the next piece of
+ * the orders hash (HSCAN), copying what it read into the staged orders and
+ * counting the customers' uses into the staged users; restore_finish.lua
+ * counts again what was written since and sets the counter at one moment,
+ * or gives up (the next pass judges again). No script holds Redis for more
+ * than RESTORE_SLICE_READ orders plus the orders written during the restore.
+ * a holds the repair's arguments (total, uncounted, nowMs, expireAt, then the
+ * fours); *status and answer are restore_finish.lua's (as restore.lua's),
+ * *steps the scripts it took.
+ */
+static int restore_in_slices(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *a, int first,
+                             int64_t *status, char *answer, size_t answercap, size_t *steps,
+                             char *err, size_t errlen)
+{
+    size_t norders = (size_t)(a->nargs - first) / 4, slices = 0;
+    char staged[VC_RESTORING_KEY_COUNT][VC_CODE_MAX + 80], token[33], cursor[64] = "0";
+    char got[96], live[24];
+    const char **args = calloc(5 + 4 * RESTORE_SLICE_READ, sizeof(*args));
+    int64_t st = 0, taken = 0;
+    rc_keys_t k;
+    int rc;
+
+    if (!args)
+        return VC_ERR_NOMEM;
+    rc_redis_token(token);
+    rc_keys_of(v->code, &k);
+    for (int i = 0; i < VC_RESTORING_KEY_COUNT; i++)
+        (void)vc_restoring_key(staged[i], sizeof(staged[i]), v->code, token, (vc_restoring_key_t)i);
+    /* The notes begin before the first slice: every write after it is in touched. */
+    const char *begin_keys[] = {k.name[VC_VOUCHER_KEY_ORDERS], k.name[VC_VOUCHER_KEY_SCAN],
+                                k.name[VC_VOUCHER_KEY_TOUCHED]};
+    const char *begin_args[] = {token, "-1", RESTORE_STAGED_MS};
+    if ((rc = rc_repair_eval(ctx, "restore", "voucher", v->code, 0, vc_lua_scan_begin, 3,
+                             begin_keys, 3, begin_args, &st, got, sizeof(got), err, errlen)) != 0)
+        goto out;
+    const char *slice_keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_ORDERS],
+                                k.name[VC_VOUCHER_KEY_HOLDS],     k.name[VC_VOUCHER_KEY_RELEASING],
+                                k.name[VC_VOUCHER_KEY_SCAN],      staged[VC_RESTORING_KEY_ORDERS],
+                                staged[VC_RESTORING_KEY_USERS]};
+    for (size_t o = 0; o < norders || cursor[0]; slices++) {
+        size_t no = norders - o < RESTORE_SLICE_READ ? norders - o : RESTORE_SLICE_READ;
+        char *colon;
+        long long t;
+        int n = 0;
+        args[n++] = token;
+        args[n++] = cursor;
+        args[n++] = a->args[2]; /* nowMs */
+        args[n++] = RESTORE_STAGED_MS;
+        args[n++] = RESTORE_SLICE_READ_ARG;
+        for (size_t i = 0; i < 4 * no; i++)
+            args[n++] = a->args[first + 4 * o + i];
+        if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
+            (rc = rc_repair_eval(ctx, "restore", "voucher", v->code, no, vc_lua_rc_restore_slice,
+                                 7, slice_keys, n, args, &st, got, sizeof(got), err, errlen)) != 0)
+            goto out;
+        if (st != VC_RESTORE_SLICE_READ)
+            break; /* the counter is back, or the notes lost: the finish drops what was staged */
+        if (!(colon = strchr(got, ':')) || sscanf(colon + 1, "%lld", &t) != 1 ||
+            (size_t)(colon - got) >= sizeof(cursor)) {
+            snprintf(err, errlen, "restore_slice.lua of %s: unexpected answer", v->code);
+            rc = VC_ERR_PROTOCOL;
+            goto out;
+        }
+        taken += t;
+        o += no;
+        /* "0": HSCAN came back to the start, the whole hash read; "": no read asked. */
+        if (cursor[0] && memcmp(got, "0:", 2) == 0)
+            cursor[0] = '\0';
+        else if (cursor[0])
+            snprintf(cursor, sizeof(cursor), "%.*s", (int)(colon - got), got);
+    }
+    *steps = slices + 2;
+    snprintf(live, sizeof(live), "%lld", (long long)taken);
+    const char *finish_keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_USERS],
+                                 k.name[VC_VOUCHER_KEY_ORDERS],    k.name[VC_VOUCHER_KEY_HOLDS],
+                                 k.name[VC_VOUCHER_KEY_RELEASING], k.name[VC_VOUCHER_KEY_SCAN],
+                                 k.name[VC_VOUCHER_KEY_TOUCHED],   staged[VC_RESTORING_KEY_ORDERS],
+                                 staged[VC_RESTORING_KEY_USERS]};
+    const char *finish_args[] = {a->args[0], a->args[1], live, a->args[2], a->args[3], token};
+    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)
+        goto out;
+    rc = rc_repair_eval(ctx, "restore", "voucher", v->code, v->orders.len, vc_lua_rc_restore_finish,
+                        9, finish_keys, 6, finish_args, status, answer, answercap, err, errlen);
+    if (rc == 0 && (*status == VC_REPAIR_ORDERS_STATE || *status == VC_REPAIR_NOTES_LOST))
+        vc_warn("%s: the restore in slices found the orders hash changed without a note, or its "
+                "notes of what was written meanwhile lost, at its last step: nothing written, the "
+                "next pass judges the voucher again",
+                v->code);
+out:
+    free(args);
+    return rc;
+}
+
+/* Whether a restore of a voucher whose Redis still holds orders goes in slices. */
+static int in_slices(const rc_ctx_t *ctx, const rc_voucher_t *v)
+{
+    return ctx->cfg->orders_scan_above >= 0 && redis_has_orders(v) &&
+           v->orders.len > (size_t)ctx->cfg->orders_scan_above;
+}
+
 /* Whether a repair of a's orders (from first on) goes in steps: see repair_in_steps(). */
 static int in_steps(const rc_ctx_t *ctx, const rc_voucher_t *v, const repair_args_t *a, int first)
 {
@@ -540,6 +653,7 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
     char now[24], expire[24], answer[64], what[200], many[40];
     int64_t status = 0, live, remaining;
     size_t steps = 1;
+    int sliced = 0;
     int rc;
 
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
@@ -550,6 +664,10 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
     if (in_steps(ctx, v, &a, 4)) {
         rc = repair_in_steps(ctx, v, &a, 4, expire, 0, &status, answer, sizeof(answer), &steps,
                              err, errlen);
+    } else if (in_slices(ctx, v)) {
+        rc = restore_in_slices(ctx, v, &a, 4, &status, answer, sizeof(answer), &steps, err,
+                               errlen);
+        sliced = 1;
     } else {
         rc_keys_of(v->code, &k);
         const char *keys[VC_RESTORE_NKEYS];
@@ -561,7 +679,12 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
     if (rc == 0 && status == VC_RESTORE_RESTORED) {
         parse_pair(answer, &live, &remaining);
         sum->restored++;
-        if (steps > 1)
+        if (sliced)
+            snprintf(what, sizeof(what),
+                     "restored a lost counter from PostgreSQL, the events in flight and the "
+                     "orders Redis still holds, read in slices%s",
+                     steps_text(steps, many, sizeof(many)));
+        else if (steps > 1)
             snprintf(what, sizeof(what),
                      "restored a lost counter and orders hash from PostgreSQL and the events in "
                      "flight%s",

@@ -981,6 +981,7 @@ class Explorer(RuleBasedStateMachine):
         self.start_rc()
         self.rc_at = None
         self.rc_script = None   # at each-repair: the script the reconciler is about to send
+        self.hop_script = None  # the script the last hop from each-repair ran
         self.passes = 0
         self.ready = True
         self.rc_wait()
@@ -1667,6 +1668,8 @@ class Explorer(RuleBasedStateMachine):
         if was == "reconciler-each-repair" and self.rc_script:
             # The script it stood before runs now (unless its connection is gone: a rollback).
             self.w.scripts_run[self.rc_script] += 1
+        # restore_finish.lua ends a restore in slices (the counter lost, the orders kept).
+        self.hop_script = self.rc_script if was == "reconciler-each-repair" else None
         self.rc_at = self.rc_script = None
         self.fence_seen = None
         windows = self.window_writes
@@ -1682,6 +1685,8 @@ class Explorer(RuleBasedStateMachine):
             self.w.repairs[kind] += 1
             if info.get("in_steps"):
                 self.w.repairs[kind + "_in_steps"] += 1
+            if info.get("in_slices"):
+                self.w.repairs[kind + "_in_slices"] += 1
         if effects and windows:
             self.stale += windows
         return effects
@@ -1714,8 +1719,12 @@ class Explorer(RuleBasedStateMachine):
             # With the orders hash lost too (and --orders-scan-above 0), the reconciler
             # restores in steps: restore_stage.lua, then restore_swap.lua (a rebuild the same,
             # then rebuild_swap.lua).
+            # With the orders kept (and --orders-scan-above 0), in slices: scan_begin.lua,
+            # restore_slice.lua, then restore_finish.lua, which sets the counter.
             out.append(("restore", {"dropped": dropped, "c_to_h": demoted, "remaining": rem1,
-                                    "in_steps": not ord0 and bool(ord1)}))
+                                    "in_steps": not ord0 and bool(ord1),
+                                    "in_slices": self.hop_script
+                                    == "restore_finish"}))
         elif rem0 is not None and rem1 is not None and not ord0 and (ord1 or rem1 > rem0):
             # rebuild.lua: the orders hash lost, written again from the snapshot (released
             # orders too), the counter set to the rule's bound (raised as well as lowered).
@@ -2953,7 +2962,8 @@ def main():
 
 # Every script the reconciler may send in a pass's repairs (rc_pass.c, rc_campaign.c), so that the
 # coverage line names the ones the run never reached (0) as well as the others.
-REPAIR_SCRIPTS = ["restore", "restore_stage", "restore_swap", "retake", "lower", "rebuild",
+REPAIR_SCRIPTS = ["restore", "restore_stage", "restore_swap", "restore_slice", "restore_finish",
+                  "retake", "lower", "rebuild",
                   "rebuild_swap", "release_begin", "release_finish", "repair_confirmed",
                   "limit_sync", "campaign_rebuild", "campaign_release_begin",
                   "campaign_release_finish"]

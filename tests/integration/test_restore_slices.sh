@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# A restore in slices (proto/redis-keys.md, "A restore in slices"; issue 43):
+# Redis lost a voucher's counter and kept its orders hash, and the voucher has
+# more orders than --orders-scan-above. restore.lua, in one script, holds Redis
+# for every order (704 ms for 100,000: tests/bench/repairs.py). In slices,
+# restore_slice.lua merges the snapshot and reads the orders hash 1,000 at a
+# time, and restore_finish.lua counts again what was written meanwhile and sets
+# the counter at one moment. The state must be the one restore.lua leaves; a
+# cancel landing between two slices must be counted as it is at the end (the
+# counter and the customer's count right); notes lost or an order gone without
+# a note make the last step give up, and the next pass restores.
+source "$(dirname "$0")/lib.sh"
+plan 14
+
+key() { echo "voucher:{$code}:$1"; }
+reserve() { http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"; }
+# Everything Redis holds of the voucher, as a restore writes it.
+dump() {
+  local k
+  for k in remaining limit outside; do echo "$k $(rcli GET "$(key $k)")"; done
+  for k in remaining users orders holds limit; do echo "$k expires $(rcli PEXPIRETIME "$(key $k)")"; done
+  rcli HGETALL "$(key orders)" | paste - - | sort
+  rcli HGETALL "$(key users)" | paste - - | sed 's/^/user /' | sort
+  rcli ZRANGE "$(key holds)" 0 -1 WITHSCORES | paste - - | sed 's/^/hold /' | sort
+  rcli ZRANGE "$(key releasing)" 0 -1 | sed 's/^/releasing /' | sort
+}
+# Redis loses the counter (and what the restore writes again from the orders:
+# the limit key, the customers' counts, the holds), and keeps the orders but
+# 100 holds, which the restore merges back from PostgreSQL: in slices, some
+# land where HSCAN has passed, and only the notes count them.
+lose() {
+  rcli DEL "$(key remaining)" "$(key limit)" "$(key users)" "$(key holds)" >/dev/null
+  rcli HDEL "$(key orders)" $(seq -f "$code-%g" 1000 1099) >/dev/null
+}
+staged_keys() { rcli --scan --pattern "voucher:{$code}:restoring:*" | wc -l; }
+# restore NAME ABOVE: one pass (--once) restoring with --orders-scan-above ABOVE.
+restore() {
+  "$bin_reconciler" --once --grace 60s --restore-delay 0s --orders-scan-above "$2" \
+    --admin-addr "" >"$scratch/$1.txt" 2>&1
+}
+# restore_paused NAME: the same in the background, stopping before each repair script.
+restore_paused() {
+  VOUCHER_PAUSE=reconciler-each-repair VOUCHER_PAUSE_DIR=$pause_dir "$bin_reconciler" --once \
+    --grace 60s --restore-delay 0s --orders-scan-above 100 --admin-addr "" >"$scratch/$1.txt" 2>&1 &
+  rc_pid=$!
+}
+# between_slices N: lets the reconciler past every stop until the slices read
+# at least N orders (its next script is another slice or the last step); 1 if never.
+between_slices() {
+  local i staged
+  for ((i = 0; i < 1200; i++)); do
+    if [ -e "$pause_dir/reconciler-each-repair" ]; then
+      staged=$(rcli --scan --pattern "voucher:{$code}:restoring:*:orders" | head -1)
+      [ -n "$staged" ] && [ "$(rcli HLEN "$staged")" -ge "$1" ] && return 0
+      pause_go reconciler-each-repair
+    fi
+    sleep 0.05
+  done
+  return 1
+}
+run_out() { # lets the paused reconciler go until it exits
+  while kill -0 "$rc_pid" 2>/dev/null; do
+    pause_go reconciler-each-repair
+    sleep 0.02
+  done
+  wait "$rc_pid"
+  return 0
+}
+# An order the slices read so far, held (H) both in what they read and now.
+read_hold() {
+  local staged id
+  staged=$(rcli --scan --pattern "voucher:{$code}:restoring:*:orders" | head -1)
+  for id in $(rcli HRANDFIELD "$staged" 50); do
+    if [ "$(rcli HGET "$staged" "$id" | cut -d: -f4)$(rcli HGET "$(key orders)" "$id" | cut -d: -f4)" = HH ]; then
+      echo "$id"
+      return
+    fi
+  done
+}
+
+start_gateway
+start_writer
+
+# A voucher of 3,000 uses, two a customer: 2,100 holds of 1,500 customers,
+# 40 confirmed, 20 cancelled (their uses back).
+code=$(unique_code SLICES)
+new_voucher "$code" 3000 2
+"$bin_load" --code "$code" --attempts 2100 --connections 50 --customers 1500 \
+  --customer-base 8000000 --order-prefix "$code-" --amount 500000 >"$scratch/load.txt" 2>&1
+ok $? "2,100 holds taken on a voucher of 3,000"
+for i in $(seq 0 39); do http POST "/vouchers/$code/reservations/$code-$i/confirm" >/dev/null; done
+for i in $(seq 40 59); do http DELETE "/vouchers/$code/reservations/$code-$i" >/dev/null; done
+is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 2080 60) $(wait_sql \
+  "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' AND status = 'CONFIRMED'" 40 30)" \
+  "2080 40" "PostgreSQL counts 2,080 uses, 40 confirmed"
+
+# 1. The restore in one script, then the same loss restored in slices: the same state.
+lose
+restore once -1
+dump >"$scratch/once.dump"
+lose
+restore slices 100
+dump >"$scratch/slices.dump"
+ok "$(diff "$scratch/once.dump" "$scratch/slices.dump" >"$scratch/dump.diff"; echo $?)" \
+  "in slices Redis ends exactly as after restore.lua in one script: counter, limit, orders, customers' counts, holds, releases, expiries"
+diag "$(wc -l <"$scratch/once.dump") lines of Redis's state compared"
+[ -s "$scratch/dump.diff" ] && diag "$(head -20 "$scratch/dump.diff")"
+steps=$(grep "$code" "$scratch/slices.txt" | grep -o "read in slices, in [0-9]* steps" | grep -o "[0-9]*")
+ok "$( [ "${steps:-0}" -ge 7 ]; echo $?)" \
+  "the log says the voucher was restored in slices, in ${steps:-no} steps (the notes begun, at least 5 slices of 500 for 2,100 orders, the last step)"
+grep -q "read in slices" "$scratch/slices.txt" ||
+  diag "$(grep -v '"level":"debug"' "$scratch/slices.txt" | grep "$code" | tail -5)"
+is "$(grep "$code" "$scratch/once.txt" | grep -c "in slices") $(grep "$code" "$scratch/once.txt" | grep -c "restored a lost counter")" \
+  "0 1" "with --orders-scan-above -1 it was restored in one script"
+is "$(rcli GET "$(key remaining)") $(rcli ZCARD "$(key holds)") $(staged_keys) $(rcli EXISTS "$(key scan)" "$(key touched)")" \
+  "920 2040 0 0" "the counter offers 3,000 - 2,080 uses; 2,040 holds; no staged key or note left"
+
+# 2. A cancel between two slices, of an order a slice already read held: the
+# last step counts it as it is then (R), so the counter and its customer's count
+# are right, not what the slice read.
+lose
+restore_paused cancel
+between_slices 1000
+ok $? "the reconciler read 1,000 orders or more in slices and stops before its next step"
+id=$(read_hold)
+customer=$(rcli HGET "$(key orders)" "$id" | cut -d: -f1)
+users_before=$(rcli HGET "$(key users)" "$customer")
+http DELETE "/vouchers/$code/reservations/$id" >/dev/null
+is "$status $(rcli HGET "$(key orders)" "$id" | cut -d: -f4)" "200 R" \
+  "a cancel between the slices is answered 200 and gives its use back (R)"
+run_out
+want_users=$(($(rcli HVALS "$(key orders)" | grep -c "^$customer:.*:[HCXE]$")))
+users_after=$(rcli HGET "$(key users)" "$customer")
+is "$(rcli GET "$(key remaining)") ${users_after:-0} $(staged_keys)" \
+  "921 $want_users 0" \
+  "the counter offers the cancelled use too (3,000 - 2,079), and the customer's count is their orders held ($want_users, was ${users_before:-none})"
+diag "$(grep -c "read in slices" "$scratch/cancel.txt") restore in slices logged"
+
+# 3. The notes lost between two slices (the read's token gone): the last step
+# gives up and writes nothing; the next pass restores.
+lose
+restore_paused notes-lost
+between_slices 1000
+ok $? "again the reconciler stops between two slices"
+rcli DEL "$(key scan)" >/dev/null
+run_out
+is "$(rcli EXISTS "$(key remaining)") $(staged_keys)" "0 0" \
+  "its read's token gone, the last step sets no counter and drops what was staged"
+ok "$(grep -q "$code: the restore in slices found the orders hash changed without a note, or its notes" \
+  "$scratch/notes-lost.txt"; echo $?)" "and the reconciler says why"
+
+# 4. An order the slices read, gone without a note before the last step (an
+# HDEL by hand, as a partial loss of the hash would): the same. Every order is
+# read by then, so no later slice reads the hash again.
+restore_paused unnoted
+between_slices "$(rcli HLEN "$(key orders)")"
+rcli HDEL "$(key orders)" "$code-40" >/dev/null
+run_out
+is "$(rcli EXISTS "$(key remaining)") $(staged_keys)" "0 0" \
+  "an order gone without a note: no counter set, the staged keys dropped"
+restore again 100
+is "$(rcli GET "$(key remaining)") $(rcli HGET "$(key orders)" "$code-40" | cut -d: -f4) $(staged_keys)" \
+  "921 R 0" "the next pass restores it in slices, the released order written back from PostgreSQL"
+
+finish
