@@ -40,6 +40,28 @@ local function taken_state(state)
   return STATE_TAKEN[state] == true
 end
 
+-- Counts one order's value (orderId id) into a tally: sign (1 or -1) times
+-- the use it holds into per[customer], and with sign 1 its hold into holds
+-- ({heldUntil, orderId, ...}) or its release begun into releasing
+-- ({release_at, orderId, ...}), as restore.lua stages an order. Returns sign
+-- when it holds a use, else 0.
+local function tally_order(value, id, sign, per, holds, releasing, release_at)
+  local customer, _, held, state = parse_order(value)
+  local used = 0
+  if state and taken_state(state) then
+    used = sign
+    per[customer] = (per[customer] or 0) + sign
+  end
+  if sign > 0 and state == STATE.HELD and tonumber(held) then
+    holds[#holds + 1] = tonumber(held)
+    holds[#holds + 1] = id
+  elseif sign > 0 and (state == STATE.CANCEL_BEGUN or state == STATE.EXPIRY_BEGUN) then
+    releasing[#releasing + 1] = release_at
+    releasing[#releasing + 1] = id
+  end
+  return used
+end
+
 -- Counts the orders of all ({orderId, value, orderId, value, ...}) held as
 -- taken, adding to live and per (how many, and how many per customer), and
 -- calls each(orderId, value, state) for every order when given.

@@ -46,27 +46,8 @@ end
 local was, now = hmget_all(KEYS[8], written), hmget_all(KEYS[3], written)
 local per, holds, releasing = {}, {}, {}
 for n, id in ipairs(written) do
-  if was[n] then
-    local customer, _, _, state = parse_order(was[n])
-    if state and taken_state(state) then
-      live = live - 1
-      per[customer] = (per[customer] or 0) - 1
-    end
-  end
-  if now[n] then
-    local customer, _, held, state = parse_order(now[n])
-    if state and taken_state(state) then
-      live = live + 1
-      per[customer] = (per[customer] or 0) + 1
-    end
-    if state == STATE.HELD and tonumber(held) then
-      holds[#holds + 1] = tonumber(held)
-      holds[#holds + 1] = id
-    elseif state == STATE.CANCEL_BEGUN or state == STATE.EXPIRY_BEGUN then
-      releasing[#releasing + 1] = ARGV[4]
-      releasing[#releasing + 1] = id
-    end
-  end
+  if was[n] then live = live + tally_order(was[n], id, -1, per) end
+  if now[n] then live = live + tally_order(now[n], id, 1, per, holds, releasing, ARGV[4]) end
   if now[n] and not was[n] then size = size + 1 end
   if was[n] and not now[n] then size = size - 1 end
 end

@@ -51,18 +51,7 @@ if ARGV[2] ~= '' then
       seen[id] = true -- an orderId twice in one piece: counted once
       copy[#copy + 1] = id
       copy[#copy + 1] = value
-      local customer, _, held, state = parse_order(value)
-      if state and taken_state(state) then
-        taken = taken + 1
-        per[customer] = (per[customer] or 0) + 1
-      end
-      if state == STATE.HELD and tonumber(held) then
-        holds[#holds + 1] = tonumber(held)
-        holds[#holds + 1] = id
-      elseif state == STATE.CANCEL_BEGUN or state == STATE.EXPIRY_BEGUN then
-        releasing[#releasing + 1] = ARGV[3]
-        releasing[#releasing + 1] = id
-      end
+      taken = taken + tally_order(value, id, 1, per, holds, releasing, ARGV[3])
     end
   end
   call_in_slices('HSET', KEYS[6], copy, 1000)
