@@ -5,9 +5,11 @@
 # take a use only within the limits (total, per customer, window, active),
 # leave nothing behind a refusal, write exactly one outbox row per change, and
 # meet two requests of one orderId on the unique index. The gateway's role
-# writes no table itself. No daemon runs: the functions alone.
+# writes no table itself. The functions are called with psql, as the daemons
+# will (slice 2); then the API of slice 1: a voucher's mode in POST, GET and
+# the list, and PATCH refusing to change it.
 source "$(dirname "$0")/lib.sh"
-plan 52
+plan 64
 
 gw_dsn=${VOUCHER_GATEWAY_PG_DSN:-${VOUCHER_PG_DSN/user=voucher/user=voucher_gateway}}
 rc_dsn=${VOUCHER_RECONCILER_PG_DSN:-${VOUCHER_PG_DSN/user=voucher/user=voucher_reconciler}}
@@ -245,3 +247,53 @@ psql -X -q -tA -v ON_ERROR_STOP=1 "$gw_dsn" -f "$scratch/cost.sql" >/dev/null
 spent=$(($(now_ms) - start))
 is "$(used "$cost")" 50 "50 reservations in one session, one statement each"
 diag "50 reservations, one round trip each: ${spent} ms in all ($((spent / 50)) ms each, psql's start included)"
+
+# ---- the API: a voucher's mode (slice 1 stores and shows it) ----
+token=$(new_token admin)
+export VOUCHER_ADMIN_TOKEN=$token
+start_gateway
+unset VOUCHER_ADMIN_TOKEN
+admin() { http "$@" -H "Authorization: Bearer $token"; }
+# create CODE [, "mode": ...]: POST /vouchers with the rest of a valid body.
+create() {
+  admin POST /vouchers "{\"code\":\"$1\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,
+    \"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"${2:-}}"
+}
+api_direct=$(unique_code APIDIRECT)
+create "$api_direct" ',"mode":"direct"'
+is "$status $(jq -r .mode <<<"$body") $(sql "SELECT mode FROM voucher WHERE code = '$api_direct'")" \
+  "201 direct direct" "POST /vouchers with mode direct: 201, stored and answered"
+is "$(sql "SELECT after->>'mode' FROM admin_audit WHERE target = '$api_direct' AND action = 'voucher.create'")" \
+  direct "the admin audit's voucher.create row records the mode"
+api_flash=$(unique_code APIFLASH)
+create "$api_flash" ',"mode":"flash"'
+is "$status $(jq -r .mode <<<"$body") $(sql "SELECT mode FROM voucher WHERE code = '$api_flash'")" \
+  "201 flash flash" "POST /vouchers with mode flash: 201, stored"
+api_default=$(unique_code APIDEFAULT)
+create "$api_default"
+is "$status $(jq -r .mode <<<"$body") $(sql "SELECT mode FROM voucher WHERE code = '$api_default'")" \
+  "201 flash flash" "POST /vouchers without a mode: the column's default, flash until slice 2, answered"
+api_bogus=$(unique_code APIBOGUS)
+create "$api_bogus" ',"mode":"turbo"'
+is "$(answer) $(jq -r .detail <<<"$body") $(sql "SELECT count(*) FROM voucher WHERE code = '$api_bogus'")" \
+  '400 BAD_REQUEST field "mode" must be "direct" or "flash" 0' \
+  "another mode: 400 BAD_REQUEST naming the field, as any bad field; nothing created"
+create "$api_bogus" ',"mode":1'
+is "$(answer) $(sql "SELECT count(*) FROM voucher WHERE code = '$api_bogus'")" "400 BAD_REQUEST 0" "a mode not a string: 400"
+admin GET "/vouchers/$api_direct" ''
+is "$status $(jq -r .mode <<<"$body")" "200 direct" "GET /vouchers/{code} shows the mode"
+admin GET "/vouchers?after=$(sed 's/_.*//' <<<"$api_direct")&limit=100" ''
+
+is "$(jq -r --arg c "$api_direct" '.vouchers[] | select(.code == $c) | .mode' <<<"$body")" direct \
+  "GET /vouchers (the list) shows it"
+admin PATCH "/vouchers/$api_direct" '{"mode":"flash"}'
+is "$(answer)|$(jq -r .detail <<<"$body")|$(sql "SELECT mode FROM voucher WHERE code = '$api_direct'")" \
+  "409 MODE_LOCKED|a voucher's mode is fixed at creation: create a new voucher|direct" \
+  "PATCH to another mode: 409 MODE_LOCKED, the mode unchanged"
+admin PATCH "/vouchers/$api_direct" '{"mode":"direct","totalLimit":9}'
+is "$(answer) $(sql "SELECT mode || total_limit FROM voucher WHERE code = '$api_direct'")" "409 MODE_LOCKED direct5" \
+  "PATCH naming the mode it has, beside another change: 409 MODE_LOCKED, nothing changed"
+is "$(sql "SELECT count(*) FROM admin_audit WHERE target = '$api_direct' AND action = 'voucher.update'")" 0 \
+  "a refused PATCH writes no audit row"
+admin PATCH "/vouchers/NOSUCH_$api_direct" '{"mode":"flash"}'
+is "$(answer)" "404 NOT_FOUND" "PATCH with a mode of no voucher: 404"
