@@ -9,7 +9,7 @@
 # will (slice 2); then the API of slice 1: a voucher's mode in POST, GET and
 # the list, and PATCH refusing to change it.
 source "$(dirname "$0")/lib.sh"
-plan 64
+plan 67
 
 gw_dsn=${VOUCHER_GATEWAY_PG_DSN:-${VOUCHER_PG_DSN/user=voucher/user=voucher_gateway}}
 rc_dsn=${VOUCHER_RECONCILER_PG_DSN:-${VOUCHER_PG_DSN/user=voucher/user=voucher_reconciler}}
@@ -73,10 +73,13 @@ is "$(first "$(reserve "$code" "$o1" 8 1000)")" "ORDER_CONFLICT" "the orderId by
 is "$(reserve "$code" "$o1" 7 2000)" "ORDER_CONFLICT||1000||" \
   "with another amount: ORDER_CONFLICT naming the amount it was reserved with"
 camp_order=$(order camp)
+# A row as the writer applies a campaign's event (campaign_redemption has no
+# foreign key): a campaign id no campaign has, so no other test's limits count.
 sql "INSERT INTO campaign_redemption (order_id, code, campaign_id, customer_id, status)
-     VALUES ('$camp_order', '$(unique_code CAMP)', 1, 9, 'RESERVED')"
-is "$(first "$(reserve "$code" "$camp_order" 9 1000)")/$(rows "$code")" "ORDER_CONFLICT/1" \
-  "an orderId a campaign's code holds: ORDER_CONFLICT, no row"
+     VALUES ('$camp_order', '$(unique_code CAMP)', $((RANDOM * 32768 + RANDOM + 2000000000)), 9,
+             'RESERVED')"
+is "$(sql "SELECT count(*) FROM campaign_redemption WHERE order_id = '$camp_order'")/$(first "$(reserve "$code" "$camp_order" 9 1000)")/$(rows "$code")" \
+  "1/ORDER_CONFLICT/1" "an orderId a campaign's code holds: ORDER_CONFLICT, no row"
 is "$(first "$(reserve "$code" "$(order b)" 7 1000)")/$(used "$code")/$(rows "$code")" "ALREADY_USED/1/1" \
   "the customer at the per-customer limit (005's trigger): ALREADY_USED, no row, no use"
 o2=$(order c)
@@ -297,3 +300,16 @@ is "$(sql "SELECT count(*) FROM admin_audit WHERE target = '$api_direct' AND act
   "a refused PATCH writes no audit row"
 admin PATCH "/vouchers/NOSUCH_$api_direct" '{"mode":"flash"}'
 is "$(answer)" "404 NOT_FOUND" "PATCH with a mode of no voucher: 404"
+
+# ---- voucher-admin, as its own role: the mode in show and list (read only) ----
+admin_cli() { VOUCHER_PG_DSN=${VOUCHER_ADMIN_PG_DSN:-${VOUCHER_PG_DSN/user=voucher/user=voucher_admin}} \
+  "$VOUCHER_BUILD_DIR/admin/voucher-admin" --operator test "$@"; }
+is "$(admin_cli voucher show "$api_direct" | grep -E '^(code|mode|totalLimit):' | tr '\n' ' ')" \
+  "code: $api_direct mode: direct totalLimit: 5 " "voucher-admin voucher show: its mode"
+listed=$(admin_cli voucher list --mode direct)
+grep -qx "$api_direct,direct,true,0,5" <<<"$listed" && ! grep -q "^$api_flash," <<<"$listed"
+ok $? "voucher-admin voucher list --mode direct: the direct voucher, not the flash one"
+admin_cli voucher list --mode turbo >/dev/null 2>&1
+is "$?/$(admin_cli voucher show "NOSUCH_$api_direct" 2>&1; echo "/$?")" \
+  "2/voucher-admin: no voucher NOSUCH_$api_direct
+/1" "another --mode: usage (2); show of no voucher: 1, said"
