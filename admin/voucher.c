@@ -156,8 +156,7 @@ int admin_voucher(PGconn *conn, int argc, char **argv, const vc_audit_who_t *who
         }
         return list(conn, argv[3]);
     }
-    fprintf(stderr,
-            "usage: voucher-admin voucher create BODY|- | voucher show CODE |"
-            " voucher list [--mode direct|flash]\n");
+    fprintf(stderr, "usage: voucher-admin voucher create BODY|- | voucher show CODE |"
+                    " voucher list [--mode direct|flash]\n");
     return 2;
 }

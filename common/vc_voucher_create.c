@@ -66,7 +66,7 @@ int vc_voucher_parse(const char *body, size_t len, vc_voucher_t *out, char *err,
     }
     if (vc_jdoc_has(&doc, "discountAmount")) {
         if ((rc = vc_jdoc_whole_in(&doc, "discountAmount", 1, INT64_MAX, &out->discount_amount, err,
-                            errlen)) != 0)
+                                   errlen)) != 0)
             goto out;
         if (vc_jdoc_has(&doc, "maxDiscountAmount")) {
             snprintf(err, errlen, "field \"maxDiscountAmount\" goes with \"discountPercent\" only");
@@ -78,18 +78,19 @@ int vc_voucher_parse(const char *body, size_t len, vc_voucher_t *out, char *err,
             goto out;
         out->discount_percent = (int)percent;
         if (vc_jdoc_has(&doc, "maxDiscountAmount") &&
-            (rc = vc_jdoc_whole_in(&doc, "maxDiscountAmount", 1, INT64_MAX, &out->max_discount_amount, err,
-                            errlen)) != 0)
+            (rc = vc_jdoc_whole_in(&doc, "maxDiscountAmount", 1, INT64_MAX,
+                                   &out->max_discount_amount, err, errlen)) != 0)
             goto out;
     }
     if ((rc = vc_jdoc_whole_in(&doc, "minOrderAmount", 0, INT64_MAX, &out->min_order_amount, err,
-                        errlen)) != 0 ||
-        (rc = vc_jdoc_whole_in(&doc, "totalLimit", 1, INT32_MAX, &out->total_limit, err, errlen)) != 0)
+                               errlen)) != 0 ||
+        (rc = vc_jdoc_whole_in(&doc, "totalLimit", 1, INT32_MAX, &out->total_limit, err, errlen)) !=
+            0)
         goto out;
     out->per_customer_limit = 1;
     if (vc_jdoc_has(&doc, "perUserLimit") &&
         (rc = vc_jdoc_whole_in(&doc, "perUserLimit", 1, INT32_MAX, &out->per_customer_limit, err,
-                        errlen)) != 0)
+                               errlen)) != 0)
         goto out;
     if ((rc = vc_jdoc_time(&doc, "startsAt", 1, &out->starts_at_ms, err, errlen)) != 0 ||
         (rc = vc_jdoc_time(&doc, "endsAt", 1, &out->ends_at_ms, err, errlen)) != 0)
@@ -182,10 +183,9 @@ int vc_voucher_create(PGconn *conn, vc_voucher_t *v, const vc_audit_who_t *who, 
      * '_' is never a campaign's: nothing to check.
      */
     if (vc_campaign_normalize(v->code, strlen(v->code), stored) >= 0) {
-        if ((rc = vc_pg_command(conn,
-                                "SELECT pg_advisory_xact_lock(hashtext('" VC_CAMPAIGN_CODE_LOCK
-                                "'))",
-                                err, errlen)) != 0)
+        if ((rc = vc_pg_command(
+                 conn, "SELECT pg_advisory_xact_lock(hashtext('" VC_CAMPAIGN_CODE_LOCK "'))", err,
+                 errlen)) != 0)
             return rollback(conn, rc);
         if (!(res = vc_pg_exec(conn, "SELECT campaign_id FROM campaign_code WHERE code = $1", 1,
                                params, &rc, err, errlen)))

@@ -98,7 +98,8 @@ int gw_quote_req_parse(const char *body, size_t len, gw_quote_req_t *out, char *
     if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
         return rc;
     if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) == 0 &&
-        (rc = vc_jdoc_whole_in(&doc, "customerId", 1, INT64_MAX, &out->customer_id, err, errlen)) == 0)
+        (rc = vc_jdoc_whole_in(&doc, "customerId", 1, INT64_MAX, &out->customer_id, err, errlen)) ==
+            0)
         rc = vc_jdoc_whole_in(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err, errlen);
     vc_jdoc_free(&doc);
     return rc;
@@ -113,9 +114,8 @@ int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, ch
     int rc;
 
     memset(out, 0, sizeof(*out));
-    for (i = 0; i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' ||
-                            body[i] == '\n');
-         i++)
+    for (i = 0;
+         i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n'); i++)
         ;
     if (i == len)
         return 0; /* no body: the confirm of old */
@@ -123,7 +123,8 @@ int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, ch
         return rc;
     if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) == 0 &&
         vc_jdoc_has(&doc, "orderAmount") &&
-        (rc = vc_jdoc_whole_in(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err, errlen)) == 0)
+        (rc = vc_jdoc_whole_in(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err,
+                               errlen)) == 0)
         out->has_total = 1;
     vc_jdoc_free(&doc);
     if (rc != 0)
@@ -155,7 +156,7 @@ int gw_voucher_patch_parse(const char *body, size_t len, gw_voucher_patch_t *out
         goto out;
 #define PATCH_INT(key, flag, field, lo, hi)                                                        \
     if ((out->flag = vc_jdoc_has(&doc, key)) &&                                                    \
-        (rc = vc_jdoc_whole_in(&doc, key, lo, hi, &out->field, err, errlen)) != 0)                        \
+        (rc = vc_jdoc_whole_in(&doc, key, lo, hi, &out->field, err, errlen)) != 0)                 \
         goto out;
     PATCH_INT("totalLimit", has_total, total_limit, 1, INT32_MAX)
     PATCH_INT("perUserLimit", has_per_user, per_user_limit, 1, INT32_MAX)
