@@ -987,10 +987,16 @@ $fn$;
 -- changed (the writer applies a batch in a few statements), after the voucher
 -- rows are locked in code order, as the per-customer check locks them: two
 -- transactions that touch the same vouchers wait for each other instead of
--- deadlocking. A NULL aggregate (not counted yet) stays NULL.
+-- deadlocking. A NULL aggregate (not counted yet) stays NULL. SECURITY DEFINER
+-- (the schema's owner, which applies this file): every role that changes
+-- redemptions (the writer, a function that runs as a role of its own) keeps
+-- the aggregates without a grant on their columns, and none may write them
+-- otherwise.
 CREATE OR REPLACE FUNCTION voucher_redemption_aggregate()
 RETURNS trigger
 LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path FROM CURRENT
 AS $fn$
 DECLARE
     codes    text[];
