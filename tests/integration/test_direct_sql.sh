@@ -167,8 +167,9 @@ reserve "$exp" "$o_grace" 2 1000 "$now" $((now - 1000)) >/dev/null
 sql "INSERT INTO voucher_redemption (voucher_code, customer_id, order_id, status, held_until)
      VALUES ('$flash', 3, '$o_flash', 'RESERVED', now() - interval '1 hour')"
 sql "UPDATE voucher SET used_count = 1 WHERE code = '$flash'"
-# (Holds an earlier run left due may be released too: only this run's are looked at.)
-expired=$(as "$rc_dsn" "SELECT code, order_id, held_until_ms FROM dr_expire(100, $now, 30000)
+# (Holds an earlier run left due are released too, oldest first: the limit takes them all,
+# and only this run's are looked at.)
+expired=$(as "$rc_dsn" "SELECT code, order_id, held_until_ms FROM dr_expire(1000000, $now, 30000)
                          WHERE code IN ('$exp', '$flash')")
 is "$expired" "$exp|$o_due|$((now - 60000))" \
   "dr_expire: the hold past heldUntil + grace only (not the one within the grace, not a flash voucher's)"
