@@ -71,29 +71,37 @@ end
 lacking_orders(KEYS[5], lacking)
 local lacking_of = {}
 for _, o in ipairs(lacking) do lacking_of[o[1]] = o[2] end
--- Every claim checked before anything is written.
-local claims, claimed, held, per = {}, {}, 0, {}
+-- Every claim checked before anything is written; the staged and taken
+-- codes read in bulk (HMGET), not one call per order.
+local holding, claims, claimed, held, per = {}, {}, {}, 0, {}
 for _, o in ipairs(counted) do
-  local id, code = o[1], o[2]
-  o[3] = lacking_of[id] or o[3]
+  o[3] = lacking_of[o[1]] or o[3]
   local customer, _, _, state = parse_order(o[3])
   if state and taken_state(state) then
-    if code == '' then return {CAMPAIGN_REBUILD.CODE_UNKNOWN, id} end
-    local other = claimed[code] or redis.call('HGET', KEYS[8], code)
-    if other and other ~= id then return {CAMPAIGN_REBUILD.CODE_TWICE, code} end
-    local mapped = mode == '0' and redis.call('HGET', KEYS[1], code)
-    if mapped and mapped ~= id then
-      local v = redis.call('HGET', KEYS[3], mapped)
-      if v and taken_state(order_state(v)) then return {CAMPAIGN_REBUILD.CODE_TWICE, code} end
-    end
-    claimed[code] = id
-    if mapped ~= id then
-      claims[#claims + 1] = code
-      claims[#claims + 1] = id
-    end
-    held = held + 1
-    per[customer] = (per[customer] or 0) + 1
+    if o[2] == '' then return {CAMPAIGN_REBUILD.CODE_UNKNOWN, o[1]} end
+    holding[#holding + 1] = {o[1], o[2], customer}
   end
+end
+local codes = {}
+for n, h in ipairs(holding) do codes[n] = h[2] end
+local staged_by = hmget_all(KEYS[8], codes)
+local mapped_by = mode == '0' and hmget_all(KEYS[1], codes) or {}
+for n, h in ipairs(holding) do
+  local id, code, customer = h[1], h[2], h[3]
+  local other = claimed[code] or staged_by[n]
+  if other and other ~= id then return {CAMPAIGN_REBUILD.CODE_TWICE, code} end
+  local mapped = mapped_by[n]
+  if mapped and mapped ~= id then
+    local v = redis.call('HGET', KEYS[3], mapped)
+    if v and taken_state(order_state(v)) then return {CAMPAIGN_REBUILD.CODE_TWICE, code} end
+  end
+  claimed[code] = id
+  if mapped ~= id then
+    claims[#claims + 1] = code
+    claims[#claims + 1] = id
+  end
+  held = held + 1
+  per[customer] = (per[customer] or 0) + 1
 end
 write_lacking(KEYS[3], KEYS[4], lacking)
 local copy = {}
@@ -103,7 +111,14 @@ for _, o in ipairs(counted) do
 end
 call_in_slices('HSET', KEYS[7], copy, 1000)
 call_in_slices('HSET', KEYS[8], claims, 1000)
-for customer, n in pairs(per) do redis.call('HINCRBY', KEYS[9], customer, n) end
+local customers, counts = {}, {}
+for customer in pairs(per) do customers[#customers + 1] = customer end
+local had = hmget_all(KEYS[9], customers)
+for n, customer in ipairs(customers) do
+  counts[#counts + 1] = customer
+  counts[#counts + 1] = (tonumber(had[n]) or 0) + per[customer]
+end
+call_in_slices('HSET', KEYS[9], counts, 1000)
 for i = 7, 9 do
   if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
 end
