@@ -9,6 +9,8 @@ extern const char vc_lua_campaign_reserve[];
 extern const char vc_lua_campaign_due[]; /* the reconciler's read of a campaign */
 extern const char vc_lua_campaign_scan_finish[]; /* the finish of a campaign read in pieces */
 extern const char vc_lua_campaign_rebuild[]; /* the reconciler's rebuild of lost keys */
+extern const char vc_lua_campaign_rebuild_slice[];  /* a rebuild in slices: a slice of it */
+extern const char vc_lua_campaign_rebuild_finish[]; /* ... and its last step */
 extern const char vc_lua_campaign_release_begin[];
 extern const char vc_lua_campaign_confirm[];
 extern const char vc_lua_campaign_forget[];
@@ -64,6 +66,8 @@ extern const char vc_lua_rc_restore_finish[];
 extern const char vc_lua_rc_limit_sync[];
 extern const char vc_lua_rc_fence[];
 extern const char vc_lua_rc_campaign_rebuild[];
+extern const char vc_lua_rc_campaign_rebuild_slice[];
+extern const char vc_lua_rc_campaign_rebuild_finish[];
 extern const char vc_lua_rc_campaign_release_begin[];
 extern const char vc_lua_rc_campaign_release_finish[];
 

@@ -31,3 +31,12 @@ local function drop_code(taken_key, code)
   redis.call('HDEL', taken_key, code)
   note_codes(taken_key, 1, code)
 end
+
+-- replace_codes(staged_key, taken_key): a whole taken hash put in place at
+-- once (RENAME; campaign_rebuild_finish.lua). A read in pieces under way
+-- cannot note its every code: its token goes, and the read is done again at
+-- once, as replace_orders() does for the orders.
+local function replace_codes(staged_key, taken_key)
+  redis.call('RENAME', staged_key, taken_key)
+  redis.call('DEL', (string.gsub(taken_key, ':taken$', ':scan')))
+end

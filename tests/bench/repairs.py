@@ -30,6 +30,10 @@ Redis's own time for it from the slowlog:
   lower         a counter above the remaining rule (lower.lua)
   campaign      a campaign's taken hash lost (campaign_rebuild.lua, every
                 order and its code)
+  campaign in slices  the same, rebuilt as the reconciler does above
+                --orders-scan-above: scan_begin.lua, campaign_rebuild_slice.lua
+                per 500 orders (each with its code), then
+                campaign_rebuild_finish.lua; the longest step, and the total
 
 The scripts are read from --lua-dir (default $VOUCHER_BUILD_DIR/common/lua,
 else build/common/lua): the expanded text the daemons send, so two builds can
@@ -174,6 +178,8 @@ def campaign_snapshot(n):
 
 # A repair in slices' total of Redis's time over its steps (µs) and how many, per run.
 TOTALS = {}
+# A repair in slices' steps (µs), every run's: their median, and which step was the longest.
+STEPS = {}
 
 
 def timed_eval(r, script, keys, args):
@@ -233,6 +239,45 @@ def scenarios(n):
         ans, us = timed_eval(r, script, [ck["taken"], ck["users"], ck["orders"], ck["holds"],
                                          ck["releasing"]], [0] + campaign_snapshot(n))
         return [ans, r.call("HLEN", ck["taken"])], us, [[0, "%d:%d:0" % (n, n)], n + 1]
+
+    def campaign_slices(r, texts):
+        """As the reconciler's rebuild_in_slices() (rc_campaign.c): the notes begun,
+        campaign_rebuild_slice.lua per 500 orders of the pass (each with its code),
+        then campaign_rebuild_finish.lua."""
+        seed(r, ck, n, codes=True)
+        r.call("DEL", ck["taken"])
+        token = "bench%d" % os.getpid()
+        staged = ["campaign:{c%s}:rebuilding:%s:%s" % (ck["taken"].split("{c")[1].split("}")[0],
+                                                       token, x)
+                  for x in ("orders", "taken", "users")]
+        fours = campaign_snapshot(n)
+        ans, longest = timed_eval(r, texts["scan_begin"],
+                                  [ck["orders"], ck["scan"], ck["touched"], ck["touched_codes"]],
+                                  [token, -1, 600000])
+        total_us, held, written, steps = longest, 0, 0, 1
+        each = STEPS.setdefault("campaign in slices", [])
+        each.append(("scan_begin", longest))
+        for o in range(0, n, 500):
+            ans, us = timed_eval(r, texts["campaign_rebuild_slice"],
+                                 [ck["taken"], ck["users"], ck["orders"], ck["holds"],
+                                  ck["releasing"], ck["scan"]] + staged,
+                                 [token, 1, 600000] + fours[4 * o:4 * (o + 500)])
+            longest, total_us, steps = max(longest, us), total_us + us, steps + 1
+            each.append(("slice", us))
+            if ans[0] != 1:
+                return [ans], longest, [1]
+            h, w = ans[1].split(":")
+            held, written = held + int(h), written + int(w)
+        ans, us = timed_eval(r, texts["campaign_rebuild_finish"],
+                             [ck["taken"], ck["users"], ck["orders"], ck["holds"], ck["scan"],
+                              ck["touched"], ck["touched_codes"]] + staged,
+                             [token, 1, 0, held, written])
+        each.append(("finish", us))
+        longest, total_us = max(longest, us), total_us + us
+        TOTALS.setdefault("campaign in slices", []).append((total_us, steps + 1))
+        left = len(r.call("KEYS", staged[0].rsplit(":", 1)[0] + ":*"))
+        return [ans, r.call("HLEN", ck["taken"]), left], longest, [[0, "%d:%d:0" % (n, n)],
+                                                                    n + 1, 0]
 
     def in_steps(r, texts, counter, swap_keys):
         """As the reconciler's repair_in_steps(): restore_stage.lua per 1,000
@@ -330,7 +375,11 @@ def scenarios(n):
             ("retake", "users hash lost; no order lacking", ["retake"], one("retake", retake)),
             ("lower", "counter above the rule's bound", ["lower"], one("lower", lower)),
             ("campaign", "taken lost; every order and its code", ["campaign_rebuild"],
-             one("campaign_rebuild", campaign))], clean
+             one("campaign_rebuild", campaign)),
+            ("campaign in slices", "taken lost; the longest of its steps (scan_begin.lua, "
+             "campaign_rebuild_slice.lua per 500 orders, campaign_rebuild_finish.lua)",
+             ["scan_begin", "campaign_rebuild_slice", "campaign_rebuild_finish"],
+             campaign_slices)], clean
 
 
 def read_scripts(lua_dir, names):
@@ -420,6 +469,14 @@ def main():
         report += ["", "%s: %d steps, %.0f ms of Redis in all (least of %d runs; most %.0f ms)"
                    % (name, runs[0][1], min(t for t, _ in runs) / 1000.0, len(runs),
                       max(t for t, _ in runs) / 1000.0)]
+    for name, steps in STEPS.items():
+        us = sorted(t for _, t in steps)
+        kind = max(steps, key=lambda x: x[1])[0]
+        finishes = sorted(t for k, t in steps if k == "finish")
+        report += ["", "%s: a step's median %.1f ms over %d steps of every run; the longest %.1f ms "
+                   "(a %s); the last step %.1f ms at least" % (
+                       name, us[len(us) // 2] / 1000.0, len(us), us[-1] / 1000.0, kind,
+                       (finishes[0] if finishes else 0) / 1000.0)]
     if wrong:
         report += ["", "**Wrong answers:** " + "; ".join(wrong)]
     text = "\n".join(report) + "\n"

@@ -402,12 +402,21 @@ check(page_keys == want, "proto/redis-keys.md's table of the keys of no voucher 
 with open(os.path.join(root, "proto", "campaigns.md")) as f:
     cpage = f.read()
 cm = re.search(r"^## Redis.*?\n(\| key \|.*?)\n\n", cpage, re.S | re.M)
-cnames = set()
+# A rebuild in slices' staged keys (the family rebuilding) have rows of their own there, the
+# first cell naming one in full (`campaign:{cID}:rebuilding:TOKEN:orders`).
+cnames, rnames = set(), set()
 for cell in re.findall(r"^\| (`campaign:\{cID\}:[^|]*)\|", cm.group(1) if cm else "", re.M):
-    cnames |= set(re.findall(r"`(?:campaign:\{cID\})?:([a-z_]+)`", cell))
+    if cell.startswith("`campaign:{cID}:rebuilding:"):
+        rnames |= set(re.findall(r"`(?:campaign:\{cID\}:rebuilding:TOKEN)?:([a-z_]+)`", cell))
+    else:
+        cnames |= set(re.findall(r"`(?:campaign:\{cID\})?:([a-z_]+)`", cell))
 cwant = set(MODEL.families["campaign"]["keys"])
 check(cnames == cwant, "proto/campaigns.md's keys table names the definition's campaign keys",
       "page only %s, definition only %s" % (sorted(cnames - cwant), sorted(cwant - cnames)))
+rwant = set(MODEL.families["rebuilding"]["keys"])
+check(rnames == rwant, "proto/campaigns.md's keys table names the definition's rebuilding keys "
+      "(a rebuild in slices' staged keys)",
+      "page only %s, definition only %s" % (sorted(rnames - rwant), sorted(rwant - rnames)))
 check("`%s`" % MODEL.raw["order_value"] in page,
       "proto/redis-keys.md gives an order's value as the definition does",
       MODEL.raw["order_value"])

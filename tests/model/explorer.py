@@ -1707,11 +1707,16 @@ class Explorer(RuleBasedStateMachine):
         taken0 = {o for o, v in ord0.items() if v[-1] in TAKEN}
         correct = not self.camp and rem0 is not None and rem0 + len(taken0 | live0) <= self.total
         if self.camp:
-            # campaign_rebuild.lua: taken (rem here), users or orders written again.
+            # campaign_rebuild.lua: taken (rem here), users or orders written again. With the
+            # orders kept (and --orders-scan-above 0), in slices: scan_begin.lua, each
+            # campaign_rebuild_slice.lua (which writes the orders Redis lacks), then
+            # campaign_rebuild_finish.lua, which puts taken and users in place.
             if (rem0 is None and rem1 is not None) or (not before[2] and after[2]) or \
                     (set(ord1) - set(ord0)):
                 out.append(("rebuild", {"orders": sorted(self.short(o) for o in ord1),
-                                        "remaining": (len(rem0 or {}), len(rem1 or {}))}))
+                                        "remaining": (len(rem0 or {}), len(rem1 or {})),
+                                        "in_slices": self.hop_script
+                                        == "campaign_rebuild_finish"}))
         elif rem0 is None and rem1 is not None:
             dropped = sorted(self.short(o) for o in taken0 if st_(ord1, o) not in TAKEN)
             demoted = sorted(self.short(o) for o in ord0
@@ -3020,7 +3025,8 @@ def main():
 REPAIR_SCRIPTS = ["restore", "restore_stage", "restore_swap", "restore_slice", "restore_finish",
                   "retake", "lower", "rebuild",
                   "rebuild_swap", "release_begin", "release_finish", "repair_confirmed",
-                  "limit_sync", "campaign_rebuild", "campaign_release_begin",
+                  "limit_sync", "campaign_rebuild", "campaign_rebuild_slice",
+                  "campaign_rebuild_finish", "campaign_release_begin",
                   "campaign_release_finish"]
 
 
