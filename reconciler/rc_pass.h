@@ -59,6 +59,11 @@ typedef struct {
     /* replicas each repair script's writes must reach before it counts (WAIT); 0: none */
     int64_t redis_wait_replicas;
     int64_t redis_wait_timeout_ms; /* how long that WAIT waits */
+    /*
+     * due holds released per slice of a wave read (rc_wave.h); 0: a voucher
+     * with holds due is read in full, as before
+     */
+    int expiry_slice;
 } rc_config_t;
 
 typedef struct rc_pg rc_pg_t; /* rc_pg.h */
