@@ -467,6 +467,10 @@ class World:
         usage = subprocess.run([self.bin_reconciler, "--help"], capture_output=True,
                                text=True).stdout
         self.scan_flags = ["--orders-scan-above", "0"] if "--orders-scan-above" in usage else []
+        # A wave of holds due released in slices (rc_wave.c): slices of 1 in every other
+        # targeted example, so that each due hold is a slice of its own and the gateway steps
+        # land between them (each-repair); a build from before has no such setting.
+        self.wave_slices = "--expiry-slice" in usage
         self.shim = shim
         if not os.access(shim, os.R_OK):
             sys.exit("explorer: no clock shim at %s (meson compile builds it: tests/model/"
@@ -914,6 +918,8 @@ class Explorer(RuleBasedStateMachine):
         self.targeted = bool(targeted) and not self.camp and not self.replicated
         if self.targeted:
             w.targeted_examples += 1
+        # Slices of one due hold in every other targeted example (the first of a replay's).
+        self.one_hold_slices = self.targeted and w.wave_slices and w.targeted_examples % 2 == 1
         if self.replicated and w.replica is None:
             w.start_replica()    # a saved case under WAIT, replayed without --replica
         self.link_broken = False
@@ -1064,7 +1070,8 @@ class Explorer(RuleBasedStateMachine):
              "--restore-delay", "%dms" % GRACE, "--full-every", "1h" if self.targeted else "0",
              "--timeout", "3s",
              "--admin-addr", "127.0.0.1:%d" % (ADMIN_PORT + self.leaders % 2)] +
-            (w.scan_flags if SCAN["on"] else []),
+            (w.scan_flags if SCAN["on"] else []) +
+            (["--expiry-slice", "1"] if self.one_hold_slices else []),
             env=env, stdout=self.rc_logf, stderr=subprocess.STDOUT)
         LIVE.add(self.rc)
         self.leaders += 1
