@@ -153,7 +153,10 @@ static void tail_cb(void *arg, const vc_event_t *ev)
  * those events name and the newest holds, and reads it in full only when
  * those do not settle it (rc_plan_judge_targeted()); during a flash sale the
  * writer is never caught up, and a full read every pass costs every row and
- * Redis order of the sale. So each voucher is still read in full once
+ * Redis order of the sale. A voucher with holds due (and no release under
+ * way) gets v->wave too: its oldest due holds are read with the targeted read
+ * and released in slices (rc_wave.h), for the minutes a sale's wave of holds
+ * takes to expire. So each voucher is still read in full once
  * full_every_ms has passed since its last full read: such a voucher gets
  * *due_periodic, and the caller reads at most an eighth of the vouchers so,
  * the longest unread first (rc_plan_pick_periodic()), so that they spread

@@ -13,7 +13,9 @@
  * releases under way), and at least every full_every_ms anyway; a quiet one
  * costs a few commands, not its history. One busy only with events in flight
  * is read by the orders those events name and its newest holds (a targeted
- * read), and in full only when those do not balance its numbers.
+ * read), and in full only when those do not balance its numbers; one with
+ * holds due gets the same read with its oldest due holds, which are released
+ * in slices (rc_wave.h).
  *
  * Read in that order, everything PostgreSQL or the events count was taken
  * in Redis before Redis is read, so a quiet voucher never looks as if Redis
