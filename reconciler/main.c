@@ -42,6 +42,7 @@ typedef struct {
     int64_t restore_delay_ms;
     int64_t redis_retention_ms;
     int64_t full_every_ms;
+    int64_t audit_every_ms;
     int64_t orders_scan_above;
     int64_t slow_repair_ms;
     int64_t shutdown_timeout_ms;
@@ -96,6 +97,11 @@ static const vc_cfg_param_t params[] = {
      "a voucher whose numbers agree is judged by them alone, and read in full (every row and "
      "Redis order) only this often; 0 reads every voucher in full every pass (--once always "
      "does)"},
+    {"audit-every", "VOUCHER_RECONCILE_AUDIT_EVERY", VC_CFG_MS, "6h",
+     offsetof(rc_settings_t, audit_every_ms), 0, 7 * 24LL * 3600 * 1000,
+     "a quiet voucher whose aggregates in Redis and PostgreSQL agree (proto/redis-keys.md, "
+     "\"Aggregates\") is read in full only this often, instead of every --full-every; one "
+     "whose aggregates disagree is read in full at once; 0 reads it every --full-every"},
     {"orders-scan-above", "VOUCHER_RECONCILE_ORDERS_SCAN_ABOVE", VC_CFG_INT, "10000",
      offsetof(rc_settings_t, orders_scan_above), -1, 1000000000,
      "a voucher whose Redis orders hash holds more orders than this is read in pieces (HSCAN), "
@@ -275,7 +281,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                         "voucher-events",   s.timeout_ms, s.grace_ms,      (int)s.batch,
                         s.restore_delay_ms, s.once ? 0 : s.full_every_ms, kafka_extra,
                         s.redis_retention_ms, s.orders_scan_above, s.slow_repair_ms,
-                        s.redis_wait_replicas, s.redis_wait_timeout_ms, (int)s.expiry_slice};
+                        s.redis_wait_replicas, s.redis_wait_timeout_ms, s.audit_every_ms,
+                        (int)s.expiry_slice};
     ctx.cfg = &cfg;
     rc_fence_init(&fence, &cfg, s.redis_fence);
     /* --once is a command: a stop signal ends it at once, as any command's. */

@@ -980,6 +980,99 @@ BEGIN
 END
 $fn$;
 
+-- A voucher's aggregates (027; proto/redis-keys.md, "Aggregates"), moved by
+-- every statement that changes its redemption rows: per status, the rows'
+-- count and the sum of their customers' last six digits, as Redis keeps them
+-- per order state in voucher:{CODE}:agg. One UPDATE per voucher a statement
+-- changed (the writer applies a batch in a few statements), after the voucher
+-- rows are locked in code order, as the per-customer check locks them: two
+-- transactions that touch the same vouchers wait for each other instead of
+-- deadlocking. A NULL aggregate (not counted yet) stays NULL. SECURITY DEFINER
+-- (the schema's owner, which applies this file): every role that changes
+-- redemptions (the writer, a function that runs as a role of its own) keeps
+-- the aggregates without a grant on their columns, and none may write them
+-- otherwise.
+CREATE OR REPLACE FUNCTION voucher_redemption_aggregate()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path FROM CURRENT
+AS $fn$
+DECLARE
+    codes    text[];
+    statuses text[];
+    signs    int[];
+    tails    bigint[];
+BEGIN
+    -- Each row the statement changed, +1 as it is now and -1 as it was.
+    IF TG_OP = 'INSERT' THEN
+        SELECT array_agg(n.voucher_code), array_agg(n.status), array_agg(1),
+               array_agg(right(n.customer_id::text, 6)::bigint)
+          INTO codes, statuses, signs, tails
+          FROM new_rows n;
+    ELSIF TG_OP = 'DELETE' THEN
+        SELECT array_agg(o.voucher_code), array_agg(o.status), array_agg(-1),
+               array_agg(-right(o.customer_id::text, 6)::bigint)
+          INTO codes, statuses, signs, tails
+          FROM old_rows o;
+    ELSE
+        SELECT array_agg(r.code), array_agg(r.status), array_agg(r.sign), array_agg(r.tail)
+          INTO codes, statuses, signs, tails
+          FROM (SELECT n.voucher_code AS code, n.status, 1 AS sign,
+                       right(n.customer_id::text, 6)::bigint AS tail
+                  FROM new_rows n
+                UNION ALL
+                SELECT o.voucher_code, o.status, -1, -right(o.customer_id::text, 6)::bigint
+                  FROM old_rows o) r;
+    END IF;
+    IF codes IS NULL THEN
+        RETURN NULL;
+    END IF;
+    PERFORM 1 FROM voucher v
+      WHERE v.code = ANY (codes)
+      ORDER BY v.code
+        FOR NO KEY UPDATE;
+    WITH s AS (
+        SELECT d.code,
+               coalesce(sum(d.sign) FILTER (WHERE d.status = 'RESERVED'), 0) AS reserved,
+               coalesce(sum(d.sign) FILTER (WHERE d.status = 'CONFIRMED'), 0) AS confirmed,
+               coalesce(sum(d.sign) FILTER (WHERE d.status = 'RELEASED'), 0) AS released,
+               coalesce(sum(d.tail) FILTER (WHERE d.status = 'RESERVED'), 0) AS reserved_c,
+               coalesce(sum(d.tail) FILTER (WHERE d.status = 'CONFIRMED'), 0) AS confirmed_c,
+               coalesce(sum(d.tail) FILTER (WHERE d.status = 'RELEASED'), 0) AS released_c
+          FROM unnest(codes, statuses, signs, tails) AS d(code, status, sign, tail)
+         GROUP BY d.code
+    )
+    UPDATE voucher v
+       SET agg_reserved = v.agg_reserved + s.reserved,
+           agg_confirmed = v.agg_confirmed + s.confirmed,
+           agg_released = v.agg_released + s.released,
+           agg_reserved_customers = v.agg_reserved_customers + s.reserved_c,
+           agg_confirmed_customers = v.agg_confirmed_customers + s.confirmed_c,
+           agg_released_customers = v.agg_released_customers + s.released_c
+      FROM s
+     WHERE v.code = s.code
+       AND (s.reserved, s.confirmed, s.released, s.reserved_c, s.confirmed_c, s.released_c)
+           <> (0, 0, 0, 0, 0, 0);
+    RETURN NULL;
+END
+$fn$;
+
+CREATE OR REPLACE TRIGGER tr_redemption_aggregate_insert
+    AFTER INSERT ON voucher_redemption
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION voucher_redemption_aggregate();
+
+CREATE OR REPLACE TRIGGER tr_redemption_aggregate_update
+    AFTER UPDATE ON voucher_redemption
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION voucher_redemption_aggregate();
+
+CREATE OR REPLACE TRIGGER tr_redemption_aggregate_delete
+    AFTER DELETE ON voucher_redemption
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION voucher_redemption_aggregate();
+
 -- Who may run them: the writer's functions are the writer's alone (EXECUTE is
 -- PUBLIC's by default; 008_daemon_roles.sql says why), and the campaigns'
 -- per-customer check runs as the writer, the triggers' invoker. The
@@ -999,3 +1092,421 @@ END
 $$;
 REVOKE ALL ON FUNCTION campaign_redemption_per_customer_check() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION campaign_redemption_per_customer_check() TO voucher_writer;
+
+-- Direct mode (proto/direct-mode.md): a direct voucher's requests, each one
+-- transaction in one call. The functions are SECURITY DEFINER, owned by
+-- voucher_direct (roles.sql: no login; its table grants are 025's), with the
+-- search_path fixed so that nothing the caller creates is found first. The
+-- gateway may execute dr_reserve, dr_confirm, dr_cancel and dr_quote and
+-- write no table itself; the reconciler dr_expire and the outbox's two.
+--
+-- Times are the gateway's (or the reconciler's), ms since the epoch, as the
+-- flash path's are. Every answer is the flash path's for the same situation
+-- (proto/openapi.yaml); the gateway maps `answer` to its status and error:
+--   RESERVED 201; RETRY 201 replayed (reserve) or 200 replayed (confirm,
+--   cancel); CONFIRMED 200; RELEASED 200; ORDER_CONFLICT, HOLD_EXPIRED,
+--   OUT_OF_STOCK, ALREADY_USED, ALREADY_CONFIRMED 409; NOT_ELIGIBLE:REASON
+--   422 with that reason; NOT_FOUND 404; NOT_DIRECT: the voucher is a flash
+--   one, which the gateway decides in Redis and must never send here (the
+--   function refuses it and changes nothing).
+-- A refusal leaves nothing behind: no row, no use, no outbox row. Every
+-- change writes exactly one outbox row (the event the gateway built, or for
+-- an expiry the one the function builds) and notifies voucher_outbox.
+
+-- The ms since the epoch of a time, and back: exact to the millisecond
+-- (to_timestamp() goes through a double).
+CREATE OR REPLACE FUNCTION dr_ts(p_ms bigint)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = public, pg_temp
+AS $fn$ SELECT timestamptz 'epoch' + p_ms * interval '1 millisecond' $fn$;
+
+CREATE OR REPLACE FUNCTION dr_ms(p_at timestamptz)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = public, pg_temp
+AS $fn$ SELECT (extract(epoch FROM p_at) * 1000)::bigint $fn$;
+
+-- Why a voucher takes no new order at p_now, as vc_voucher_check() says it
+-- (common/vc_voucher.c: inactive first, then the window), or NULL.
+CREATE OR REPLACE FUNCTION dr_ineligible(p_active boolean, p_starts timestamptz,
+                                         p_ends timestamptz, p_now timestamptz)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = public, pg_temp
+AS $fn$
+    SELECT CASE WHEN NOT p_active THEN 'NOT_ELIGIBLE:INACTIVE'
+                WHEN p_now < p_starts THEN 'NOT_ELIGIBLE:NOT_STARTED'
+                WHEN p_now >= p_ends THEN 'NOT_ELIGIBLE:EXPIRED' END
+$fn$;
+
+-- Reserves a use of a direct voucher for an order: the insert of the
+-- redemption first (ON CONFLICT on the unique order_id: two requests with one
+-- orderId meet there, the second waits for the first's commit and inserts
+-- nothing), then the conditional UPDATE of used_count. p_discount is the
+-- gateway's quote from the voucher's rules (as flash mode's), p_event the
+-- VoucherReserved it publishes in flash mode, stored in the outbox when a use
+-- was taken. Answers, with the order's figures when it holds a use:
+--   RESERVED        taken now; remaining is what is left after it
+--   RETRY           the orderId holds a use already, for this code, customer
+--                   and amount (RESERVED or CONFIRMED): its row's figures,
+--                   nothing taken, whatever the rules say by now
+--   ORDER_CONFLICT  the orderId is another code's, customer's or amount's, or
+--                   a campaign code's; amount is its row's orderAmount when
+--                   code and customer are this request's
+--   HOLD_EXPIRED    the orderId's reservation was released
+--   NOT_ELIGIBLE:INACTIVE / :NOT_STARTED / :EXPIRED, OUT_OF_STOCK,
+--   ALREADY_USED (the per-customer trigger of 005), NOT_FOUND, NOT_DIRECT.
+CREATE OR REPLACE FUNCTION dr_reserve(p_code text, p_order text, p_customer text,
+                                      p_amount bigint, p_discount bigint, p_now_ms bigint,
+                                      p_held_until_ms bigint, p_event text)
+RETURNS TABLE (answer text, discount bigint, amount bigint, held_until_ms bigint,
+               remaining bigint)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+DECLARE
+    v_now      timestamptz := dr_ts(p_now_ms);
+    v_customer bigint := p_customer::bigint;
+    v          record;
+    r          record;
+    v_id       bigint;
+    v_left     bigint;
+    v_refusal  text;
+    v_cons     text;
+BEGIN
+    SELECT x.mode INTO v FROM voucher x WHERE x.code = p_code;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'NOT_FOUND', NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+    END IF;
+    IF v.mode <> 'direct' THEN
+        RETURN QUERY SELECT 'NOT_DIRECT', NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+    END IF;
+    -- An orderId belongs to one code, a campaign's one-time codes included.
+    IF EXISTS (SELECT 1 FROM campaign_redemption c WHERE c.order_id = p_order) THEN
+        RETURN QUERY SELECT 'ORDER_CONFLICT', NULL::bigint, NULL::bigint, NULL::bigint,
+                            NULL::bigint;
+        RETURN;
+    END IF;
+
+    -- The insert, the use and the event, or none of them: a refusal raises
+    -- inside the block, and its subtransaction takes the insert back.
+    BEGIN
+        INSERT INTO voucher_redemption AS x
+               (voucher_code, customer_id, order_id, status, discount_amount, order_amount,
+                held_until, created_at, updated_at)
+        VALUES (p_code, v_customer, p_order, 'RESERVED', p_discount, p_amount,
+                dr_ts(p_held_until_ms), v_now, v_now)
+        ON CONFLICT (order_id) DO NOTHING
+        RETURNING x.id INTO v_id;
+        IF v_id IS NOT NULL THEN
+            UPDATE voucher x SET used_count = x.used_count + 1
+             WHERE x.code = p_code AND x.mode = 'direct' AND x.active
+               AND v_now >= x.starts_at AND v_now < x.ends_at
+               AND x.used_count < x.total_limit
+            RETURNING x.total_limit - x.used_count INTO v_left;
+            IF NOT FOUND THEN
+                SELECT coalesce(dr_ineligible(x.active, x.starts_at, x.ends_at, v_now),
+                                'OUT_OF_STOCK')
+                  INTO v_refusal FROM voucher x WHERE x.code = p_code;
+                RAISE EXCEPTION 'dr_reserve refused: %', v_refusal USING ERRCODE = 'VCDR1';
+            END IF;
+            INSERT INTO event_outbox (event_key, payload) VALUES (p_code, p_event);
+            PERFORM pg_notify('voucher_outbox', '');
+        END IF;
+    EXCEPTION
+        WHEN SQLSTATE 'VCDR1' THEN
+            RETURN QUERY SELECT v_refusal, NULL::bigint, NULL::bigint, NULL::bigint,
+                                NULL::bigint;
+            RETURN;
+        WHEN check_violation THEN
+            GET STACKED DIAGNOSTICS v_cons = CONSTRAINT_NAME;
+            IF v_cons IS DISTINCT FROM 'ck_per_user_uses' THEN
+                RAISE;
+            END IF;
+            -- The rules refuse before the customer's limit, as in flash mode,
+            -- where the gateway judges them before Redis counts.
+            SELECT coalesce(dr_ineligible(x.active, x.starts_at, x.ends_at, v_now),
+                            'ALREADY_USED')
+              INTO v_refusal FROM voucher x WHERE x.code = p_code;
+            RETURN QUERY SELECT v_refusal, NULL::bigint, NULL::bigint, NULL::bigint,
+                                NULL::bigint;
+            RETURN;
+    END;
+    IF v_id IS NOT NULL THEN
+        RETURN QUERY SELECT 'RESERVED', p_discount, p_amount, p_held_until_ms, v_left;
+        RETURN;
+    END IF;
+
+    -- The orderId was there (or came first and committed while this waited).
+    SELECT x.voucher_code, x.customer_id, x.status, x.discount_amount, x.order_amount,
+           x.held_until
+      INTO r FROM voucher_redemption x WHERE x.order_id = p_order;
+    IF r.voucher_code <> p_code OR r.customer_id <> v_customer THEN
+        answer := 'ORDER_CONFLICT';
+    ELSIF r.order_amount <> p_amount THEN
+        RETURN QUERY SELECT 'ORDER_CONFLICT', NULL::bigint, r.order_amount, NULL::bigint,
+                            NULL::bigint;
+        RETURN;
+    ELSIF r.status = 'RELEASED' THEN
+        answer := 'HOLD_EXPIRED';
+    ELSE
+        RETURN QUERY SELECT 'RETRY', r.discount_amount, r.order_amount, dr_ms(r.held_until),
+                            (SELECT (x.total_limit - x.used_count)::bigint
+                               FROM voucher x WHERE x.code = p_code);
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT answer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+END
+$fn$;
+
+-- The redemption of a direct voucher's order, locked (FOR UPDATE), for a
+-- confirm or a cancel; found NULL when the code is unknown, a flash
+-- voucher's, or the order is not this code's (status then says which:
+-- NOT_FOUND or NOT_DIRECT).
+CREATE OR REPLACE FUNCTION dr_lock_order(p_code text, p_order text, OUT status text,
+                                         OUT row_id bigint, OUT customer_id bigint,
+                                         OUT discount bigint, OUT amount bigint,
+                                         OUT held_until timestamptz,
+                                         OUT confirmed_amount bigint,
+                                         OUT confirmed_discount bigint)
+LANGUAGE plpgsql
+SET search_path = public, pg_temp
+AS $fn$
+DECLARE
+    v_mode text;
+BEGIN
+    SELECT x.mode INTO v_mode FROM voucher x WHERE x.code = p_code;
+    IF v_mode IS NULL OR v_mode <> 'direct' THEN
+        status := CASE WHEN v_mode IS NULL THEN 'NOT_FOUND' ELSE 'NOT_DIRECT' END;
+        RETURN;
+    END IF;
+    SELECT x.status, x.id, x.customer_id, x.discount_amount, x.order_amount, x.held_until,
+           x.confirmed_order_amount, x.confirmed_discount_amount
+      INTO status, row_id, customer_id, discount, amount, held_until, confirmed_amount,
+           confirmed_discount
+      FROM voucher_redemption x
+     WHERE x.order_id = p_order AND x.voucher_code = p_code
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        status := 'NOT_FOUND';
+    END IF;
+END
+$fn$;
+
+-- Confirms a direct voucher's order, as confirm.lua does a flash one's.
+-- p_final_amount is the order's final total, NULL for a confirm without one;
+-- p_final_discount the gateway's discount for that total from the voucher's
+-- rules, NULL when the rules refuse it (below the minimum). p_event is the
+-- VoucherConfirmed the gateway would publish, stored when the row changed.
+-- Answers, with the figures the answer shows and the row's status:
+--   CONFIRMED          RESERVED -> CONFIRMED now (one outbox row); discount
+--                      and amount are the figures it is confirmed at
+--   RETRY              already CONFIRMED, at this total or without one: 200
+--                      replayed with its figures, nothing written
+--   ALREADY_CONFIRMED  CONFIRMED at another total: 409 with those figures
+--   HOLD_EXPIRED       released, or held past held_until (status says which)
+--   NOT_ELIGIBLE:ORDER_TOO_SMALL  another total the rules refused: 422 with
+--                      the reservation's figures (the quote); nothing changed
+--   NOT_FOUND, NOT_DIRECT
+CREATE OR REPLACE FUNCTION dr_confirm(p_code text, p_order text, p_final_amount bigint,
+                                      p_final_discount bigint, p_now_ms bigint, p_event text)
+RETURNS TABLE (answer text, discount bigint, amount bigint, held_until_ms bigint,
+               status text)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+DECLARE
+    o      record := dr_lock_order(p_code, p_order);
+    v_paid bigint;
+    v_disc bigint;
+BEGIN
+    IF o.row_id IS NULL THEN
+        RETURN QUERY SELECT o.status, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text;
+        RETURN;
+    END IF;
+    IF o.status = 'CONFIRMED' THEN
+        -- Confirmed without a total: at the reservation's figures.
+        v_paid := coalesce(o.confirmed_amount, o.amount);
+        v_disc := coalesce(o.confirmed_discount, o.discount);
+        RETURN QUERY SELECT CASE WHEN p_final_amount IS NOT NULL AND p_final_amount <> v_paid
+                                 THEN 'ALREADY_CONFIRMED' ELSE 'RETRY' END,
+                            v_disc, v_paid, dr_ms(o.held_until), o.status;
+        RETURN;
+    END IF;
+    IF o.status <> 'RESERVED' OR o.held_until < dr_ts(p_now_ms) THEN
+        RETURN QUERY SELECT 'HOLD_EXPIRED', NULL::bigint, NULL::bigint, dr_ms(o.held_until),
+                            o.status;
+        RETURN;
+    END IF;
+    v_disc := o.discount;
+    IF p_final_amount IS NOT NULL AND p_final_amount <> o.amount THEN
+        IF p_final_discount IS NULL THEN
+            RETURN QUERY SELECT 'NOT_ELIGIBLE:ORDER_TOO_SMALL', o.discount, o.amount,
+                                dr_ms(o.held_until), o.status;
+            RETURN;
+        END IF;
+        v_disc := p_final_discount;
+    END IF;
+    UPDATE voucher_redemption x
+       SET status = 'CONFIRMED', updated_at = dr_ts(p_now_ms),
+           confirmed_order_amount = p_final_amount,
+           confirmed_discount_amount = CASE WHEN p_final_amount IS NOT NULL THEN v_disc END
+     WHERE x.id = o.row_id;
+    INSERT INTO event_outbox (event_key, payload) VALUES (p_code, p_event);
+    PERFORM pg_notify('voucher_outbox', '');
+    RETURN QUERY SELECT 'CONFIRMED', v_disc, coalesce(p_final_amount, o.amount),
+                        dr_ms(o.held_until), 'CONFIRMED'::text;
+END
+$fn$;
+
+-- Cancels a direct voucher's order, held or confirmed, as the flash cancel
+-- does: RELEASED with release_reason CANCELLED, its use back (used_count - 1),
+-- one outbox row (p_event, the VoucherReleased the gateway would publish).
+-- Answers RELEASED, RETRY (already RELEASED, by a cancel or an expiry: 200
+-- replayed, nothing written), NOT_FOUND, NOT_DIRECT; status is the row's
+-- status before the call.
+CREATE OR REPLACE FUNCTION dr_cancel(p_code text, p_order text, p_now_ms bigint, p_event text)
+RETURNS TABLE (answer text, status text)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+DECLARE
+    o record := dr_lock_order(p_code, p_order);
+BEGIN
+    IF o.row_id IS NULL THEN
+        RETURN QUERY SELECT o.status, NULL::text;
+        RETURN;
+    END IF;
+    IF o.status = 'RELEASED' THEN
+        RETURN QUERY SELECT 'RETRY', o.status;
+        RETURN;
+    END IF;
+    UPDATE voucher_redemption x
+       SET status = 'RELEASED', release_reason = 'CANCELLED', updated_at = dr_ts(p_now_ms)
+     WHERE x.id = o.row_id;
+    UPDATE voucher x SET used_count = x.used_count - 1 WHERE x.code = p_code;
+    INSERT INTO event_outbox (event_key, payload) VALUES (p_code, p_event);
+    PERFORM pg_notify('voucher_outbox', '');
+    RETURN QUERY SELECT 'RELEASED', o.status;
+END
+$fn$;
+
+-- What a quote of a direct voucher needs beyond the gateway's cached rules:
+-- the uses left now (total_limit - used_count). Reads only. Answers OK,
+-- NOT_FOUND or NOT_DIRECT; remaining is NULL unless OK.
+CREATE OR REPLACE FUNCTION dr_quote(p_code text, p_now_ms bigint)
+RETURNS TABLE (answer text, remaining bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+    SELECT coalesce(q.answer, 'NOT_FOUND'), q.remaining
+      FROM (SELECT 1) one
+      LEFT JOIN (SELECT CASE WHEN x.mode = 'direct' THEN 'OK' ELSE 'NOT_DIRECT' END AS answer,
+                        CASE WHEN x.mode = 'direct'
+                             THEN (x.total_limit - x.used_count)::bigint END AS remaining
+                   FROM voucher x WHERE x.code = p_code) q ON true
+$fn$;
+
+-- The reconciler's expiry of direct vouchers' holds: up to p_limit RESERVED
+-- rows of direct vouchers whose held_until + p_grace_ms is before p_now_ms,
+-- oldest first, rows another transaction holds skipped (a confirm or cancel
+-- under way decides them), each RELEASED with release_reason EXPIRED, its
+-- use back, and one outbox row: the VoucherReleased the reconciler publishes
+-- for a flash hold's expiry (proto/events.md), built here. All in the
+-- caller's one transaction. Returns the orders released.
+CREATE OR REPLACE FUNCTION dr_expire(p_limit int, p_now_ms bigint, p_grace_ms bigint)
+RETURNS TABLE (code text, order_id text, customer_id bigint, held_until_ms bigint)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+DECLARE
+    v_now timestamptz := dr_ts(p_now_ms);
+BEGIN
+    -- One statement: every part of a WITH that writes runs, read or not.
+    RETURN QUERY
+    WITH due AS (
+        SELECT r.id FROM voucher_redemption r JOIN voucher v ON v.code = r.voucher_code
+         WHERE r.status = 'RESERVED' AND v.mode = 'direct'
+           AND r.held_until < v_now - p_grace_ms * interval '1 millisecond'
+         ORDER BY r.held_until, r.id
+         LIMIT p_limit
+           FOR UPDATE OF r SKIP LOCKED
+    ), released AS (
+        UPDATE voucher_redemption r
+           SET status = 'RELEASED', release_reason = 'EXPIRED', updated_at = v_now
+          FROM due WHERE r.id = due.id
+        RETURNING r.id, r.voucher_code, r.order_id, r.customer_id, r.held_until
+    ), uses_back AS (
+        UPDATE voucher x SET used_count = x.used_count - n.uses
+          FROM (SELECT e.voucher_code, count(*) AS uses FROM released e
+                 GROUP BY e.voucher_code) n
+         WHERE x.code = n.voucher_code
+        RETURNING x.code
+    ), events AS (
+        INSERT INTO event_outbox (event_key, payload)
+        SELECT e.voucher_code,
+               '{"type":"VoucherReleased","version":1,"code":' || to_json(e.voucher_code)::text ||
+               ',"customerId":' || e.customer_id || ',"orderId":' ||
+               to_json(e.order_id)::text || ',"releasedAt":' ||
+               to_json(to_char(v_now AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text ||
+               ',"reason":"EXPIRED"}'
+          FROM released e ORDER BY e.held_until, e.id
+        RETURNING 1
+    )
+    SELECT e.voucher_code::text, e.order_id::text, e.customer_id, dr_ms(e.held_until)
+      FROM released e ORDER BY e.held_until, e.id;
+    IF FOUND THEN
+        PERFORM pg_notify('voucher_outbox', '');
+    END IF;
+END
+$fn$;
+
+-- The relay's read: up to p_limit unsent events, in id order.
+CREATE OR REPLACE FUNCTION dr_outbox_take(p_limit int)
+RETURNS TABLE (id bigint, event_key text, payload text)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+    SELECT o.id, o.event_key, o.payload FROM event_outbox o
+     WHERE o.sent_at IS NULL ORDER BY o.id LIMIT p_limit
+$fn$;
+
+-- The relay's mark, after Kafka's delivery report: returns how many of
+-- p_ids were unsent until now.
+CREATE OR REPLACE FUNCTION dr_outbox_sent(p_ids bigint[])
+RETURNS bigint
+LANGUAGE sql SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+    WITH marked AS (
+        UPDATE event_outbox o SET sent_at = now()
+         WHERE o.id = ANY (p_ids) AND o.sent_at IS NULL
+        RETURNING 1)
+    SELECT count(*) FROM marked
+$fn$;
+
+-- Their owner and who may run them. The helpers (dr_ts, dr_ms,
+-- dr_ineligible, dr_lock_order) run inside the others, as voucher_direct.
+DO $$
+DECLARE
+    f regprocedure;
+    who text;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure
+               FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+              WHERE n.nspname = current_schema() AND p.proname LIKE 'dr\_%'
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s OWNER TO voucher_direct', f);
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+        who := CASE WHEN f::text ~ '^dr_(reserve|confirm|cancel|quote)\(' THEN 'voucher_gateway'
+                    WHEN f::text ~ '^dr_(expire|outbox_take|outbox_sent)\(' THEN 'voucher_reconciler'
+                    END;
+        IF who IS NOT NULL THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', f, who);
+        END IF;
+    END LOOP;
+END
+$$;

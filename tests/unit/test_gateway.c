@@ -20,6 +20,7 @@
 #include "vc_error.h"
 #include "vc_json.h"
 #include "vc_time.h"
+#include "vc_voucher_create.h"
 
 /* ---- routing ---- */
 
@@ -272,6 +273,7 @@ START_TEST(status_mapping)
         {VC_E_INACTIVE, 422, "NOT_ELIGIBLE", "INACTIVE"},
         {GW_E_LIMIT, 409, "LIMIT_CONFLICT", NULL},
         {GW_E_RULES, 409, "RULES_CONFLICT", NULL},
+        {GW_E_MODE_LOCKED, 409, "MODE_LOCKED", NULL},
         {VC_ERR_INVALID, 400, "BAD_REQUEST", NULL},
         {VC_ERR_TOO_LARGE, 413, "PAYLOAD_TOO_LARGE", NULL},
         {VC_ERR_TIMEOUT, 503, "UNAVAILABLE", NULL},
@@ -491,7 +493,7 @@ START_TEST(voucher_body_fixed)
     const char *b = "{\"code\":\"FLASH-100_X\",\"discountAmount\":100000,\"minOrderAmount\":0,"
                     "\"totalLimit\":10," WINDOW "}";
 
-    ck_assert_msg(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(vc_voucher_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
     ck_assert_str_eq(v.code, "FLASH-100_X");
     ck_assert_int_eq(v.discount_amount, 100000);
     ck_assert_int_eq(v.discount_percent, 0);
@@ -511,7 +513,7 @@ START_TEST(voucher_body_percent)
         "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
         "\"minOrderAmount\":1000,\"totalLimit\":2147483647,\"perUserLimit\":2," WINDOW "}";
 
-    ck_assert_msg(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(vc_voucher_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(v.discount_percent, 15);
     ck_assert_int_eq(v.max_discount_amount, 2000);
     ck_assert_int_eq(v.min_order_amount, 1000);
@@ -592,7 +594,7 @@ START_TEST(voucher_body_rejected)
     char err[256] = "";
     const char *b = bad_vouchers[_i].body;
 
-    ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_int_eq(vc_voucher_parse(b, strlen(b), &v, err, sizeof(err)), VC_ERR_INVALID);
     ck_assert_msg(strstr(err, bad_vouchers[_i].detail_has) != NULL, "body %s: detail \"%s\"", b,
                   err);
 }
@@ -627,7 +629,7 @@ START_TEST(discount_through_gateway)
 
     snprintf(b, sizeof(b), "{\"code\":\"D\",%s,\"totalLimit\":1," WINDOW "}",
              discount_cases[_i].rules);
-    ck_assert_msg(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(vc_voucher_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(vc_voucher_check(&v, now, discount_cases[_i].order_amount, &discount),
                      discount_cases[_i].rc);
     if (discount_cases[_i].rc == 0)
@@ -828,7 +830,7 @@ START_TEST(voucher_body_out)
     const char *b = "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
                     "\"minOrderAmount\":1000,\"totalLimit\":5," WINDOW "}";
 
-    ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)), 0);
+    ck_assert_int_eq(vc_voucher_parse(b, strlen(b), &v, err, sizeof(err)), 0);
     gw_body_voucher(buf, sizeof(buf), &v, 1, 3, 0, 0, 2);
     ck_assert_json_eq(buf, "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
                           "\"minOrderAmount\":1000,\"totalLimit\":5,\"perUserLimit\":1,"
@@ -1030,7 +1032,7 @@ START_TEST(patch_apply)
     const char *empty_window = "{\"endsAt\":\"2025-12-31T00:00:00Z\"}";
     const char *max_on_fixed = "{\"maxDiscountAmount\":10}";
 
-    ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &cur, err, sizeof(err)), 0);
+    ck_assert_int_eq(vc_voucher_parse(b, strlen(b), &cur, err, sizeof(err)), 0);
     cur.used_count = 3;
     ck_assert_int_eq(gw_voucher_patch_parse(fixed, strlen(fixed), &p, err, sizeof(err)), 0);
     ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), 0);
@@ -1056,6 +1058,56 @@ START_TEST(patch_apply)
                                             sizeof(err)),
                      0);
     ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), GW_E_RULES);
+}
+END_TEST
+
+/*
+ * A voucher's mode (proto/direct-mode.md): given or not at creation, never
+ * changed by a PATCH, whatever the value, the voucher's own included.
+ */
+START_TEST(voucher_mode)
+{
+    vc_voucher_t cur, v;
+    gw_voucher_patch_t p;
+    char err[256] = "";
+    const char *base = "{\"code\":\"M\",\"discountAmount\":5,\"minOrderAmount\":0,"
+                       "\"totalLimit\":5," WINDOW;
+    char b[512];
+    const struct {
+        const char *field;
+        int rc;
+        vc_mode_t mode;
+    } cases[] = {
+        {"", 0, VC_MODE_UNSET},
+        {",\"mode\":\"direct\"", 0, VC_MODE_DIRECT},
+        {",\"mode\":\"flash\"", 0, VC_MODE_FLASH},
+        {",\"mode\":\"Direct\"", VC_ERR_INVALID, VC_MODE_UNSET},
+        {",\"mode\":\"\"", VC_ERR_INVALID, VC_MODE_UNSET},
+        {",\"mode\":1", VC_ERR_INVALID, VC_MODE_UNSET},
+        {",\"mode\":null", VC_ERR_INVALID, VC_MODE_UNSET},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(b, sizeof(b), "%s%s}", base, cases[i].field);
+        ck_assert_int_eq(vc_voucher_parse(b, strlen(b), &v, err, sizeof(err)), cases[i].rc);
+        if (cases[i].rc == 0)
+            ck_assert_int_eq(v.mode, cases[i].mode);
+    }
+    ck_assert_str_eq(vc_mode_name(VC_MODE_DIRECT), "direct");
+    ck_assert_str_eq(vc_mode_name(VC_MODE_FLASH), "flash");
+    ck_assert_ptr_null(vc_mode_name(VC_MODE_UNSET));
+
+    snprintf(b, sizeof(b), "%s,\"mode\":\"direct\"}", base);
+    ck_assert_int_eq(vc_voucher_parse(b, strlen(b), &cur, err, sizeof(err)), 0);
+    for (int same = 0; same < 2; same++) {
+        const char *patch =
+            same ? "{\"mode\":\"direct\",\"totalLimit\":9}" : "{\"mode\":\"flash\"}";
+        ck_assert_int_eq(gw_voucher_patch_parse(patch, strlen(patch), &p, err, sizeof(err)), 0);
+        ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), GW_E_MODE_LOCKED);
+        ck_assert_str_eq(err, "a voucher's mode is fixed at creation: create a new voucher");
+    }
+    ck_assert_int_eq(gw_voucher_patch_parse("{\"mode\":\"turbo\"}", 16, &p, err, sizeof(err)),
+                     VC_ERR_INVALID);
 }
 END_TEST
 
@@ -1413,6 +1465,7 @@ static Suite *gateway_suite(void)
     tcase_add_loop_test(tc, patch_body, 0, sizeof(patch_bodies) / sizeof(patch_bodies[0]));
     tcase_add_test(tc, patch_apply);
     tcase_add_loop_test(tc, list_query, 0, sizeof(list_queries) / sizeof(list_queries[0]));
+    tcase_add_test(tc, voucher_mode);
     tcase_add_test(tc, inactive_refuses_first);
     tcase_add_test(tc, claim_values);
     tcase_add_test(tc, claim_code_read_back);
