@@ -47,6 +47,7 @@ typedef struct {
     int64_t slow_repair_ms;
     int64_t shutdown_timeout_ms;
     int64_t batch;
+    int64_t expiry_slice;
     int64_t redis_wait_replicas;
     int64_t redis_wait_timeout_ms;
     int once;
@@ -119,6 +120,12 @@ static const vc_cfg_param_t params[] = {
      600000, "timeout of each call to Redis and Kafka"},
     {"batch", "VOUCHER_RECONCILE_BATCH", VC_CFG_INT, "1000", offsetof(rc_settings_t, batch), 1,
      100000, "most holds expired (and releases finished) per voucher per pass"},
+    {"expiry-slice", "VOUCHER_RECONCILE_EXPIRY_SLICE", VC_CFG_INT, "500",
+     offsetof(rc_settings_t, expiry_slice), 0, 100000,
+     "a voucher with holds due and no release under way is not read in full: the oldest due "
+     "holds (at most --batch) are read with a targeted read and released in slices of this "
+     "many, oldest heldUntil first, each slice published and given back before the next; 0 "
+     "reads such a voucher in full every pass, as before (proto/redis-keys.md)"},
     {"redis-wait-replicas", "VOUCHER_REDIS_WAIT_REPLICAS", VC_CFG_INT, "0",
      offsetof(rc_settings_t, redis_wait_replicas), 0, 5,
      "Redis replicas the writes of each repair script must reach (WAIT) before the reconciler "
@@ -274,7 +281,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                         "voucher-events",   s.timeout_ms, s.grace_ms,      (int)s.batch,
                         s.restore_delay_ms, s.once ? 0 : s.full_every_ms, kafka_extra,
                         s.redis_retention_ms, s.orders_scan_above, s.slow_repair_ms,
-                        s.redis_wait_replicas, s.redis_wait_timeout_ms, s.audit_every_ms};
+                        s.redis_wait_replicas, s.redis_wait_timeout_ms, s.audit_every_ms,
+                        (int)s.expiry_slice};
     ctx.cfg = &cfg;
     rc_fence_init(&fence, &cfg, s.redis_fence);
     /* --once is a command: a stop signal ends it at once, as any command's. */

@@ -38,6 +38,7 @@ typedef struct {
     int revivable;
     int parked;    /* a dead letter of this order waits for an operator (deploy/sql/009) */
     int discarded; /* an operator discarded a dead letter of it: give its use back */
+    int due;       /* a hold due that a wave read listed (rc_wave.h): expired from there */
 } rc_order_t;
 
 /* All orders of one voucher, by orderId (open addressing). */

@@ -4,6 +4,7 @@
 #include "rc_pg.h"
 #include "rc_repair.h"
 #include "rc_table.h"
+#include "rc_wave.h"
 #include "vc_error.h"
 #include "vc_fault.h"
 #include "vc_log.h"
@@ -152,7 +153,10 @@ static void tail_cb(void *arg, const vc_event_t *ev)
  * those events name and the newest holds, and reads it in full only when
  * those do not settle it (rc_plan_judge_targeted()); during a flash sale the
  * writer is never caught up, and a full read every pass costs every row and
- * Redis order of the sale. So each voucher is still read in full once
+ * Redis order of the sale. A voucher with holds due (and no release under
+ * way) gets v->wave too: its oldest due holds are read with the targeted read
+ * and released in slices (rc_wave.h), for the minutes a sale's wave of holds
+ * takes to expire. So each voucher is still read in full once
  * full_every_ms has passed since its last full read: such a voucher gets
  * *due_periodic, and the caller reads at most an eighth of the vouchers so,
  * the longest unread first (rc_plan_pick_periodic()), so that they spread
@@ -239,9 +243,11 @@ static int choose_full(rc_ctx_t *ctx, rc_voucher_t *v, int *due_periodic, char *
             return 0;
         if ((rc = rc_redis_activity(ctx->redis, v->code, vc_time_now_ms() - ctx->cfg->grace_ms,
                                     &due, &releasing, err, errlen)) != 0 ||
-            due > 0 || releasing > 0)
+            releasing > 0 || (due > 0 && ctx->cfg->expiry_slice <= 0))
             return rc;
-        v->targeted = !quiet;
+        /* Holds due: the oldest of them read with the targeted read (rc_wave.h). */
+        v->wave = due > 0;
+        v->targeted = !quiet || v->wave;
     } else if (v->claimed || v->n.in_flight_events > 0) {
         return 0; /* loaded once and lost: restore it (never loaded: nothing to compare) */
     }
@@ -275,6 +281,11 @@ static void untarget(rc_voucher_t *v)
     free(v->newest);
     v->newest = NULL;
     v->nnewest = 0;
+    free(v->due);
+    v->due = NULL;
+    v->ndue = 0;
+    v->due_unsent = 0;
+    v->wave = 0;
     v->targeted = 0;
     v->full = 1;
 }
@@ -286,7 +297,8 @@ static void untarget(rc_voucher_t *v)
  * judgement. A voucher they do not settle is read in full: its rows read here,
  * in the same snapshot. *settled counts the others.
  */
-static int targeted_reads(rc_ctx_t *ctx, rc_vouchers_t *vs, int *settled, char *err, size_t errlen)
+static int targeted_reads(rc_ctx_t *ctx, rc_vouchers_t *vs, int64_t snapshot_ms, int *settled,
+                          char *err, size_t errlen)
 {
     int rc = 0, any = 0;
 
@@ -304,10 +316,15 @@ static int targeted_reads(rc_ctx_t *ctx, rc_vouchers_t *vs, int *settled, char *
             untarget(v);
         if (!v->targeted)
             continue;
-        if ((rc = rc_redis_targeted(ctx->redis, v->code, &v->orders, RC_TARGETED_NEWEST, &v->newest,
-                                    &v->nnewest, &v->n.redis_loaded, &v->n.redis_remaining, &bad,
-                                    err, errlen)) != 0)
+        /* A wave: the oldest holds due that this pass may expire, at most a batch. */
+        rc_redis_due_read_t due = {snapshot_ms - ctx->cfg->grace_ms,
+                                   v->wave ? (size_t)ctx->cfg->batch : 0, NULL, 0};
+        if ((rc = rc_redis_targeted_due(ctx->redis, v->code, &v->orders, RC_TARGETED_NEWEST,
+                                        &v->newest, &v->nnewest, &due, &v->n.redis_loaded,
+                                        &v->n.redis_remaining, &bad, err, errlen)) != 0)
             return rc;
+        v->due = due.due;
+        v->ndue = due.ndue;
         if (bad) {
             vc_warn("%s: %d orders in Redis could not be read: read in full", v->code, bad);
             untarget(v);
@@ -324,7 +341,9 @@ static int targeted_reads(rc_ctx_t *ctx, rc_vouchers_t *vs, int *settled, char *
             continue;
         if ((rc = rc_plan_replay(v)) != 0)
             return rc;
-        if (rc_plan_judge_targeted(v, vc_time_now_ms(), ctx->cfg->grace_ms)) {
+        if ((!v->wave || rc_wave_judge(v, snapshot_ms, ctx->cfg->grace_ms)) &&
+            rc_plan_judge_targeted(v, vc_time_now_ms(), ctx->cfg->grace_ms)) {
+            rc_wave_settled(v);
             (*settled)++;
             continue;
         }
@@ -477,11 +496,13 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
             due[ndue++] = v;
     }
     rc_plan_pick_periodic(due, ndue, vs.len / 8 + 1);
-    for (size_t i = 0; i < vs.len; i++)
+    for (size_t i = 0; i < vs.len; i++) {
         vs.v[i].targeted &= !vs.v[i].full; /* a periodic full read comes first */
+        vs.v[i].wave &= vs.v[i].targeted;
+    }
     VC_PAUSE("reconciler-after-remaining");
     if ((rc = rc_pg_read_rows(ctx->pg, &vs, err, errlen)) != 0 ||
-        (rc = targeted_reads(ctx, &vs, &sum->targeted, err, errlen)) != 0)
+        (rc = targeted_reads(ctx, &vs, snapshot_ms, &sum->targeted, err, errlen)) != 0)
         goto out;
     rc_pg_end_snapshot(ctx->pg);
     for (size_t i = 0; i < vs.len; i++)
@@ -523,6 +544,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     for (size_t i = 0; i < vs.len; i++) {
         rc_voucher_t *v = &vs.v[i];
         rc_plan_t plan = {0};
+        int64_t wave_released = 0;
         int changed = 0;
 
         sum->vouchers++;
@@ -547,6 +569,11 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
              (rc = rc_limit_sync(rc_pg_conn(ctx->pg), ctx->redis, v->code, v->n.total_limit,
                                  prove_lead, ctx, &changed, err, errlen)) != 0))
             goto out;
+        /* A wave of holds due, read with the targeted read: released in slices (rc_wave.h). */
+        if (repair && v->targeted && v->ndue > 0 &&
+            (rc = rc_wave_release(ctx, v, snapshot_ms, &wave_released, sum, err, errlen)) != 0)
+            goto out;
+        rc_wave_metrics(v, wave_released);
         if (!repair || !v->full)
             continue;
         if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)

@@ -16,7 +16,9 @@
  * read in full only every audit_every_ms; one whose aggregates disagree, in
  * full at once. One busy only with events in flight
  * is read by the orders those events name and its newest holds (a targeted
- * read), and in full only when those do not balance its numbers.
+ * read), and in full only when those do not balance its numbers; one with
+ * holds due gets the same read with its oldest due holds, which are released
+ * in slices (rc_wave.h).
  *
  * Read in that order, everything PostgreSQL or the events count was taken
  * in Redis before Redis is read, so a quiet voucher never looks as if Redis
@@ -67,6 +69,11 @@ typedef struct {
      * this often, not every full_every_ms; 0: as every other voucher
      */
     int64_t audit_every_ms;
+    /*
+     * due holds released per slice of a wave read (rc_wave.h); 0: a voucher
+     * with holds due is read in full, as before
+     */
+    int expiry_slice;
 } rc_config_t;
 
 typedef struct rc_pg rc_pg_t; /* rc_pg.h */

@@ -41,6 +41,7 @@ void rc_vouchers_free(rc_vouchers_t *vs)
         rc_orders_free(&vs->v[i].orders);
         free(vs->v[i].events);
         free(vs->v[i].newest);
+        free(vs->v[i].due);
     }
     free(vs->v);
     vs->v = NULL;
@@ -281,7 +282,7 @@ int rc_plan_judge_targeted(rc_voucher_t *v, int64_t now_ms, int64_t grace_ms)
     }
     /* The uses Redis took that neither PostgreSQL nor the events in flight count. */
     taken = v->n.total_limit - v->n.redis_remaining;
-    need = taken - v->n.used_count - delta;
+    need = taken - v->n.used_count - delta - v->due_unsent;
     if (need < 0)
         return 0; /* Redis gave back a use PostgreSQL will count: a full read says which */
     /*
@@ -293,8 +294,8 @@ int rc_plan_judge_targeted(rc_voucher_t *v, int64_t now_ms, int64_t grace_ms)
     for (i = 0; i < v->nnewest && fresh < need; i++) {
         if (!(o = rc_orders_find(&v->orders, v->newest[i])))
             return 0;
-        if (o->in_flight)
-            continue;
+        if (o->in_flight || o->due)
+            continue; /* its use is explained with the events, or with the wave */
         if (o->pg != VC_RD_NONE || o->parked || o->discarded || o->redis_state != VC_STATE_HELD)
             return 0;
         seen = rc_orders_find(&v->mem->seen, o->order_id);
@@ -311,7 +312,7 @@ int rc_plan_judge_targeted(rc_voucher_t *v, int64_t now_ms, int64_t grace_ms)
     /* Settled: the fresh holds are remembered as a full read remembers them (remember_after). */
     for (i = 0; i < last; i++) {
         o = rc_orders_find(&v->orders, v->newest[i]);
-        if (o->in_flight)
+        if (o->in_flight || o->due)
             continue;
         if (!(seen = rc_orders_get(&v->mem->seen, o->order_id)))
             return 0;

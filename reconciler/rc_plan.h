@@ -93,6 +93,15 @@ typedef struct {
     /* A targeted read: the newest holds of Redis's holds set, newest first (in orders too). */
     char (*newest)[VC_ORDER_ID_MAX + 1];
     size_t nnewest;
+    /*
+     * A wave read (rc_wave.h), with a targeted one: the holds due, oldest
+     * heldUntil first (in orders too, marked due), and of those the ones no
+     * row and no event accounts for, whose uses the balance counts as theirs.
+     */
+    int wave;
+    char (*due)[VC_ORDER_ID_MAX + 1];
+    size_t ndue;
+    int64_t due_unsent;
     rc_memory_entry_t *mem; /* its entry in the memory, this pass (rc_memory_align()) */
     rc_verdict_t verdict;
     rc_agg_t agg_pg; /* PostgreSQL's aggregate, from the pass's snapshot */
@@ -193,6 +202,9 @@ void rc_plan_judge_numbers(rc_voucher_t *v);
  * one of fresh until the grace has passed, then the voucher is read in full
  * and the hold released, as a full read every pass would. Drift that cancels
  * out in the counts is left to the periodic full read (full_every_ms).
+ * With a wave read (v->wave: rc_wave_judge() settled its due holds first),
+ * the due holds no row accounts for (v->due_unsent) are on the right side
+ * too, and the walk of the newest passes over the due holds.
  *
  * Returns 1 with v->verdict (consistent, used-without-rows or behind) and
  * v->n set and the fresh holds remembered (v->mem), or 0 (v unchanged but

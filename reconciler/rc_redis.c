@@ -464,27 +464,75 @@ static int parse_score(const redisReply *score, int64_t *ms)
     return *end ? -1 : 0;
 }
 
+/*
+ * The due holds of a targeted read's EXEC reply (rc_redis_targeted_due()):
+ * each added to m as held until its score unless m has it, marked due, and
+ * listed in due->due, oldest first. Returns 0 or VC_ERR_NOMEM.
+ */
+static int take_due(const redisReply *holds, rc_orders_t *m, rc_redis_due_read_t *due, int *bad)
+{
+    rc_order_t *o;
+
+    for (size_t j = 0; j + 1 < holds->elements && due->ndue < due->due_max; j += 2) {
+        const redisReply *id = holds->element[j];
+        char *order_id = due->due[due->ndue];
+        int64_t held_until;
+
+        if (id->type != REDIS_REPLY_STRING || id->len == 0 || id->len > VC_ORDER_ID_MAX ||
+            parse_score(holds->element[j + 1], &held_until) != 0) {
+            (*bad)++;
+            continue;
+        }
+        memcpy(order_id, id->str, id->len);
+        order_id[id->len] = '\0';
+        if (!(o = rc_orders_find(m, order_id))) {
+            /* The holds set lists the orders Redis holds H, and only those. */
+            if (!(o = rc_orders_get(m, order_id)))
+                return VC_ERR_NOMEM;
+            o->redis_state = VC_STATE_HELD;
+            o->redis_held_until_ms = o->held_until_ms = held_until;
+        }
+        o->due = 1;
+        due->ndue++;
+    }
+    return 0;
+}
+
 int rc_redis_targeted(rc_redis_t *r, const char *code, rc_orders_t *m, size_t newest_max,
                       char (**newest)[VC_ORDER_ID_MAX + 1], size_t *nnewest, int *loaded,
                       int64_t *remaining, int *bad, char *err, size_t errlen)
 {
+    return rc_redis_targeted_due(r, code, m, newest_max, newest, nnewest, NULL, loaded, remaining,
+                                 bad, err, errlen);
+}
+
+int rc_redis_targeted_due(rc_redis_t *r, const char *code, rc_orders_t *m, size_t newest_max,
+                          char (**newest)[VC_ORDER_ID_MAX + 1], size_t *nnewest,
+                          rc_redis_due_read_t *due, int *loaded, int64_t *remaining, int *bad,
+                          char *err, size_t errlen)
+{
     redisReply *reply = NULL, *values, *holds;
     redisContext *ctx = conn_for(r, code, err, errlen);
-    size_t n = 0, argc = 2, j;
+    size_t n = 0, argc = 2, j, queued = 3;
     const char **argv = NULL;
     char stop[24];
     rc_order_t *o;
     rc_keys_t k;
-    int rc = 0;
+    int rc = 0, with_due = due && due->due_max > 0;
 
     *newest = NULL;
     *nnewest = 0;
     *bad = 0;
+    if (due) {
+        due->due = NULL;
+        due->ndue = 0;
+    }
     if (!ctx)
         return VC_ERR_UNAVAILABLE;
     rc_keys_of(code, &k);
     if (!(argv = malloc((m->len + 2) * sizeof(*argv))) ||
-        (newest_max && !(*newest = calloc(newest_max, sizeof(**newest))))) {
+        (newest_max && !(*newest = calloc(newest_max, sizeof(**newest)))) ||
+        (with_due && !(due->due = calloc(due->due_max, sizeof(*due->due))))) {
         snprintf(err, errlen, "out of memory");
         rc = VC_ERR_NOMEM;
         goto out;
@@ -503,13 +551,22 @@ int rc_redis_targeted(rc_redis_t *r, const char *code, rc_orders_t *m, size_t ne
     else
         redisAppendCommand(ctx, "EXISTS %s", k.name[VC_VOUCHER_KEY_ORDERS]);
     redisAppendCommand(ctx, "ZREVRANGE %s 0 %s WITHSCORES", k.name[VC_VOUCHER_KEY_HOLDS], stop);
+    if (with_due) {
+        /* The oldest due first: the uses come back in order of expiry (rc_wave.h). */
+        redisAppendCommand(ctx, "ZRANGEBYSCORE %s -inf %lld WITHSCORES LIMIT 0 %llu",
+                           k.name[VC_VOUCHER_KEY_HOLDS], (long long)due->due_before,
+                           (unsigned long long)due->due_max);
+        queued++;
+    }
     redisAppendCommand(ctx, "EXEC");
-    if ((rc = exec_reply(ctx, 3, "MULTI GET HMGET ZREVRANGE EXEC", code, &reply, err, errlen)) != 0)
+    if ((rc = exec_reply(ctx, (int)queued, "MULTI GET HMGET ZREVRANGE ZRANGEBYSCORE EXEC", code,
+                         &reply, err, errlen)) != 0)
         goto out;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != queued ||
         (argc > 2 && (reply->element[1]->type != REDIS_REPLY_ARRAY ||
                       reply->element[1]->elements != argc - 2)) ||
-        reply->element[2]->type != REDIS_REPLY_ARRAY) {
+        reply->element[2]->type != REDIS_REPLY_ARRAY ||
+        (with_due && reply->element[3]->type != REDIS_REPLY_ARRAY)) {
         snprintf(err, errlen, "Redis: unexpected reply to EXEC (GET, HMGET, ZREVRANGE) of %s",
                  code);
         rc = VC_ERR_PROTOCOL;
@@ -555,6 +612,10 @@ int rc_redis_targeted(rc_redis_t *r, const char *code, rc_orders_t *m, size_t ne
         n++;
     }
     *nnewest = n;
+    if (with_due && take_due(reply->element[3], m, due, bad) != 0) {
+        snprintf(err, errlen, "out of memory");
+        rc = VC_ERR_NOMEM;
+    }
 out:
     if (reply)
         freeReplyObject(reply);
@@ -562,6 +623,11 @@ out:
     if (rc != 0) {
         free(*newest);
         *newest = NULL;
+        if (due) {
+            free(due->due);
+            due->due = NULL;
+            due->ndue = 0;
+        }
     }
     return rc;
 }

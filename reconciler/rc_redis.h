@@ -140,6 +140,31 @@ int rc_redis_targeted(rc_redis_t *r, const char *code, rc_orders_t *m, size_t ne
                       int64_t *remaining, int *bad, char *err, size_t errlen);
 
 /*
+ * The due holds a targeted read takes with it (a wave of holds due,
+ * rc_wave.h): due_max > 0 adds ZRANGEBYSCORE holds -inf due_before
+ * WITHSCORES LIMIT 0 due_max to the same MULTI, oldest heldUntil first. Each
+ * hold listed is added to m as held until its score unless m has it already
+ * (an order an event names: its value read by the HMGET), and marked due;
+ * *due gets their orderIds in that order (*ndue of them; the caller frees it).
+ */
+typedef struct {
+    int64_t due_before;
+    size_t due_max;
+    char (*due)[VC_ORDER_ID_MAX + 1];
+    size_t ndue;
+} rc_redis_due_read_t;
+
+/*
+ * rc_redis_targeted() with the due holds read at the same moment (due may be
+ * NULL: none read). Returns as rc_redis_targeted(); on an error due->due is
+ * NULL.
+ */
+int rc_redis_targeted_due(rc_redis_t *r, const char *code, rc_orders_t *m, size_t newest_max,
+                          char (**newest)[VC_ORDER_ID_MAX + 1], size_t *nnewest,
+                          rc_redis_due_read_t *due, int *loaded, int64_t *remaining, int *bad,
+                          char *err, size_t errlen);
+
+/*
  * What a read of a campaign's Redis keys found (rc_redis_campaign()), handed
  * item by item to callbacks that return 0, or an error that ends the read.
  * Strings are borrowed for the call.

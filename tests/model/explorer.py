@@ -115,6 +115,8 @@ WAIT_MS = 300
 WAITED = ("reserve", "confirm", "release_begin")
 # Which examples are of a campaign (--campaign): drawn per example ("mix"), all, or none.
 CAMPAIGN = {"mode": "mix"}
+# The reconciler's count of the slices of due holds it released from targeted reads (rc_wave.c).
+SLICES_METRIC = "voucher_reconciler_expiry_slices_total"
 # Which voucher examples run the reconciler with its periodic full read (--targeted): then a
 # voucher busy only with events in flight is judged by a targeted read (rc_plan_judge_targeted()),
 # a quiet one by its numbers, and only the first pass reads it in full (VOUCHER_RECONCILE_FULL_EVERY
@@ -467,6 +469,10 @@ class World:
         usage = subprocess.run([self.bin_reconciler, "--help"], capture_output=True,
                                text=True).stdout
         self.scan_flags = ["--orders-scan-above", "0"] if "--orders-scan-above" in usage else []
+        # A wave of holds due released in slices (rc_wave.c): slices of 1 in every other
+        # targeted example, so that each due hold is a slice of its own and the gateway steps
+        # land between them (each-repair); a build from before has no such setting.
+        self.wave_slices = "--expiry-slice" in usage
         self.shim = shim
         if not os.access(shim, os.R_OK):
             sys.exit("explorer: no clock shim at %s (meson compile builds it: tests/model/"
@@ -511,6 +517,7 @@ class World:
         # Examples run with the periodic full read (TARGETED), their passes, and the vouchers
         # those passes judged by a targeted read, not in full (coverage).
         self.targeted_examples = self.targeted_passes = self.targeted_reads = 0
+        self.wave_slices_run = 0  # slices of due holds released from targeted reads (coverage)
         self.failovers = 0
         # Whether the build's reconciler fences its writes (the leader's token: rc_ scripts).
         self.fencing = "rc_restore" in self.scripts.src
@@ -890,7 +897,7 @@ class Explorer(RuleBasedStateMachine):
                 replicated=st.deferred(lambda: st.sampled_from(REPLICA_DRAW[REPLICA["mode"]])),
                 targeted=st.deferred(lambda: st.sampled_from(TARGETED_DRAW[TARGETED["mode"]])))
     def init_voucher(self, total, orders=ORDERS, campaign=False, limit=PER_USER,
-                     replicated=False, targeted=False):
+                     replicated=False, targeted=False, one_hold_slices=None):
         """orders: how many of o0..o2 this example uses (every race of issue 22 needs only one
         order; fewer orders make the steps of one sequence meet on the same order more often).
         A step's o is taken modulo it. campaign: the example is a one-time code campaign of
@@ -914,6 +921,10 @@ class Explorer(RuleBasedStateMachine):
         self.targeted = bool(targeted) and not self.camp and not self.replicated
         if self.targeted:
             w.targeted_examples += 1
+        # Slices of one due hold in every other targeted example (a saved case says which).
+        if one_hold_slices is None:
+            one_hold_slices = w.targeted_examples % 2 == 1
+        self.one_hold_slices = self.targeted and w.wave_slices and bool(one_hold_slices)
         if self.replicated and w.replica is None:
             w.start_replica()    # a saved case under WAIT, replayed without --replica
         self.link_broken = False
@@ -999,7 +1010,8 @@ class Explorer(RuleBasedStateMachine):
                 "init_voucher",
                 dict({"total": total, "orders": orders},
                      **({"replicated": True} if self.replicated else {}),
-                     **({"targeted": True} if self.targeted else {})))
+                     **({"targeted": True} if self.targeted else {}),
+                     **({"one_hold_slices": True} if self.one_hold_slices else {})))
 
     def make_campaign(self, n, limit):
         """A campaign as vc_campaign_generate() leaves it (the admin API's POST /campaigns and
@@ -1064,18 +1076,20 @@ class Explorer(RuleBasedStateMachine):
              "--restore-delay", "%dms" % GRACE, "--full-every", "1h" if self.targeted else "0",
              "--timeout", "3s",
              "--admin-addr", "127.0.0.1:%d" % (ADMIN_PORT + self.leaders % 2)] +
-            (w.scan_flags if SCAN["on"] else []),
+            (w.scan_flags if SCAN["on"] else []) +
+            (["--expiry-slice", "1"] if self.one_hold_slices else []),
             env=env, stdout=self.rc_logf, stderr=subprocess.STDOUT)
         LIVE.add(self.rc)
         self.leaders += 1
 
-    def targeted_reads(self):
-        """The targeted reads of this example's acting reconciler (its /metrics), 0 if none."""
+    def targeted_reads(self, name="voucher_reconciler_targeted_reads_total"):
+        """The targeted reads of this example's acting reconciler (its /metrics), 0 if none; or
+        another counter of it by name (its slices of due holds)."""
         port = ADMIN_PORT + (self.leaders - 1) % 2
         try:
             with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=2) as r:
                 for line in r.read().decode().splitlines():
-                    if line.startswith("voucher_reconciler_targeted_reads_total"):
+                    if line.startswith(name):
                         return int(float(line.split()[-1]))
         except (OSError, ValueError):
             pass
@@ -1085,6 +1099,7 @@ class Explorer(RuleBasedStateMachine):
         self.ready = False
         if getattr(self, "targeted", False) and self.rc is not None and self.rc.poll() is None:
             self.w.targeted_reads += self.targeted_reads()
+            self.w.wave_slices_run += self.targeted_reads(SLICES_METRIC)
             self.w.targeted_passes += self.passes
         if getattr(self, "link_broken", False):
             self.w.replica_attach()   # the next example starts with a replica that follows
@@ -2451,6 +2466,7 @@ class Explorer(RuleBasedStateMachine):
         what only a full read finds (a confirm answered 503 after Redis ran it: C in Redis and
         RESERVED in PostgreSQL, the counts agreeing) would wait past the example."""
         self.w.targeted_reads += self.targeted_reads()
+        self.w.wave_slices_run += self.targeted_reads(SLICES_METRIC)
         if self.rc.poll() is None:
             self.rc.send_signal(signal.SIGKILL)
             self.rc.wait()
@@ -2988,6 +3004,8 @@ def main():
     print("   targeted reads (a voucher busy only with events in flight, not read in full): %d in"
           " %d passes of %d examples with the periodic full read" % (
               WORLD.targeted_reads, WORLD.targeted_passes, WORLD.targeted_examples))
+    print("   slices of due holds released from a targeted read (a wave, rc_wave.c): %d"
+          % WORLD.wave_slices_run)
     print("   frozen leaders woken: %d, their script refused %d, ran %d" % (
         sum(WORLD.thawed.values()), WORLD.thawed["refused"], WORLD.thawed["ran"]))
     # Which steps ran while the reconciler stood at each pause: a point no gateway step

@@ -11,6 +11,7 @@
 #include "ck_run.h"
 #include "rc_plan.h"
 #include "rc_plan_json.h"
+#include "rc_wave.h"
 #include "vc_error.h"
 #include "vc_json.h"
 
@@ -531,6 +532,76 @@ START_TEST(targeted_reads_settle_or_fall_back)
 }
 END_TEST
 
+/*
+ * A wave read (rc_wave_judge(), then rc_plan_judge_targeted()): the due holds
+ * it listed, oldest first ("a,b"), in the format of cases[]; nothing newest
+ * but the due holds themselves.
+ */
+typedef struct {
+    const char *name;
+    int64_t total, used, remaining;
+    const char *orders[3];
+    const char *due;
+    int settled;
+    rc_verdict_t verdict;
+    int64_t due_unsent;
+} wave_case_t;
+
+/* clang-format off */
+static const wave_case_t wave_cases[] = {
+    {"due holds PostgreSQL has RESERVED, nothing in flight: settled", 10, 2, 8,
+     {"a:H:R:-40000", "b:H:R:-39000"}, "a,b", 1, RC_CONSISTENT, 0},
+    {"a due hold no row accounts for: settled, undersold until it expires", 10, 1, 8,
+     {"a:H:R:-40000", "b:H:-:-39000"}, "a,b", 1, RC_UNDERSOLD, 1},
+    {"a due hold whose reservation is in flight: settled, behind", 10, 0, 9,
+     {"a:H:-:-40000:R"}, "a", 1, RC_BEHIND, 0},
+    {"a due hold PostgreSQL has CONFIRMED (a confirm Redis lost): read in full", 10, 1, 9,
+     {"a:H:C:-40000"}, "a", 0, RC_CONSISTENT, 0},
+    {"a due hold PostgreSQL released: read in full", 10, 0, 9, {"a:H:X:-40000"}, "a", 0,
+     RC_CONSISTENT, 0},
+    {"a hold past heldUntil, not yet past the grace: read in full", 10, 1, 9, {"a:H:R:-100"},
+     "a", 0, RC_CONSISTENT, 0},
+    {"a due hold no row accounts for beside a use nothing explains: read in full", 10, 1, 7,
+     {"a:H:R:-40000", "b:H:-:-39000"}, "a,b", 0, RC_CONSISTENT, 0},
+};
+/* clang-format on */
+
+START_TEST(wave_reads_settle_or_fall_back)
+{
+    const wave_case_t *c = &wave_cases[_i];
+    rc_vouchers_t vs;
+    rc_memory_entry_t mem = {0};
+    rc_voucher_t *v;
+    char list[64], *tok, *save = NULL;
+    int settled;
+
+    v = voucher(&vs, &mem, c->total, c->used, c->remaining);
+    v->full = 0;
+    v->targeted = v->wave = 1;
+    mem.last_full_ms = 1;
+    for (size_t i = 0; i < 3 && c->orders[i]; i++)
+        (void)add_order(&vs, v, c->orders[i]);
+    ck_assert_ptr_nonnull(v->due = calloc(3, sizeof(*v->due)));
+    snprintf(list, sizeof(list), "%s", c->due);
+    for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        strcpy(v->due[v->ndue++], tok);
+        rc_orders_find(&v->orders, tok)->due = 1;
+    }
+    ck_assert_int_eq(rc_plan_replay(v), 0);
+    v->verdict = RC_CONSISTENT;
+    settled = rc_wave_judge(v, NOW, GRACE) && rc_plan_judge_targeted(v, NOW, GRACE);
+    if (settled)
+        rc_wave_settled(v);
+    ck_assert_msg(settled == c->settled, "%s: settled %d, want %d", c->name, settled, c->settled);
+    ck_assert_msg(v->verdict == c->verdict, "%s: verdict %s, want %s", c->name,
+                  rc_verdict_name(v->verdict), rc_verdict_name(c->verdict));
+    if (settled)
+        ck_assert_int_eq(v->due_unsent, c->due_unsent);
+    rc_memory_entry_free(&mem);
+    rc_vouchers_free(&vs);
+}
+END_TEST
+
 /* ---- the JSON form ---- */
 
 /* Plans json and returns the voucher of the output at index i (borrowed from *out). */
@@ -738,6 +809,8 @@ static Suite *planner_suite(void)
     tcase_add_test(tc, periodic_full_reads_go_round);
     tcase_add_loop_test(tc, targeted_reads_settle_or_fall_back, 0,
                         (int)(sizeof(targeted_cases) / sizeof(targeted_cases[0])));
+    tcase_add_loop_test(tc, wave_reads_settle_or_fall_back, 0,
+                        (int)(sizeof(wave_cases) / sizeof(wave_cases[0])));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("json");
