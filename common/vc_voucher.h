@@ -9,6 +9,16 @@
 
 #include "vc_event.h"
 
+/*
+ * Who decides a voucher's uses (proto/direct-mode.md): Redis and Kafka (flash,
+ * the zero value, so a voucher read without its mode and a campaign's rules
+ * stay flash), or PostgreSQL alone (direct). Fixed at the voucher's creation.
+ */
+typedef enum {
+    VC_MODE_FLASH = 0,
+    VC_MODE_DIRECT = 1,
+} vc_mode_t;
+
 typedef struct {
     char code[VC_CODE_MAX + 1];
     int64_t discount_amount;     /* fixed discount in minor units; 0 when percent is used */
@@ -21,6 +31,7 @@ typedef struct {
     int64_t starts_at_ms;
     int64_t ends_at_ms; /* exclusive */
     int inactive;       /* switched off (PATCH active=false): no new reservation */
+    vc_mode_t mode;     /* voucher.mode */
 } vc_voucher_t;
 
 /*
