@@ -226,8 +226,7 @@ void vc_pg_voucher_row(const PGresult *res, int row, vc_voucher_t *out)
     out->starts_at_ms = strtoll(PQgetvalue(res, row, 8), NULL, 10);
     out->ends_at_ms = strtoll(PQgetvalue(res, row, 9), NULL, 10);
     out->inactive = strcmp(PQgetvalue(res, row, 10), "t") == 0;
-    /* Anything but 'direct' is decided in Redis, as every voucher was before the column. */
-    out->mode = strcmp(PQgetvalue(res, row, 11), "direct") == 0 ? VC_MODE_DIRECT : VC_MODE_FLASH;
+    out->mode = vc_mode_parse(PQgetvalue(res, row, 11));
 }
 
 int vc_pg_load_voucher(PGconn *conn, const char *code, vc_voucher_t *out, char *err, size_t errlen)
