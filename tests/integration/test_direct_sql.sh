@@ -275,7 +275,7 @@ is "$status $(jq -r .mode <<<"$body") $(sql "SELECT mode FROM voucher WHERE code
 api_default=$(unique_code APIDEFAULT)
 create "$api_default"
 is "$status $(jq -r .mode <<<"$body") $(sql "SELECT mode FROM voucher WHERE code = '$api_default'")" \
-  "201 flash flash" "POST /vouchers without a mode: the column's default, flash until slice 2, answered"
+  "201 direct direct" "POST /vouchers without a mode: the column's default, direct since 026, answered"
 api_bogus=$(unique_code APIBOGUS)
 create "$api_bogus" ',"mode":"turbo"'
 is "$(answer) $(jq -r .detail <<<"$body") $(sql "SELECT count(*) FROM voucher WHERE code = '$api_bogus'")" \
