@@ -68,7 +68,9 @@ static void answer(gw_reserve_t *x, int rc, const char *err)
     }
     switch (out->answer) {
     case GW_DIRECT_RESERVED:
-        /* As flash mode: a claim found for this code is made ours (its maker's release leaves it).
+        /*
+         * As in flash mode, a claim found for this code becomes this request's, so
+         * that the release of the request that made it leaves it.
          */
         if (x->claim == GW_CLAIM_OURS)
             gw_reserve_keep_claim(x);
