@@ -38,7 +38,7 @@ typedef struct {
     int64_t starts_at_ms;
     int64_t ends_at_ms; /* exclusive */
     int inactive;       /* switched off (PATCH active=false): no new reservation */
-    vc_mode_t mode;     /* fixed at creation; slice 1 stores it only (proto/direct-mode.md) */
+    vc_mode_t mode;     /* fixed at creation; direct: decided by PostgreSQL alone (gw_*_direct.c) */
 } vc_voucher_t;
 
 /*

@@ -29,6 +29,13 @@
  * reach the replicas (WAIT) before the event is published: too few in time
  * answers 503 with the outcome unknown and publishes nothing, as a
  * reservation does (proto/redis-keys.md, "Redis Cluster").
+ *
+ * Once the guessing limits let the request on, the code's rules (the cache)
+ * say who decides: a direct voucher's order goes to gw_holds_direct.c
+ * (PostgreSQL alone). Every other code, and any code whose rules cannot be
+ * read now, is served here as before: Redis answers a flash voucher's
+ * confirm without PostgreSQL, and a direct voucher's order, unknown to Redis,
+ * never gets a 404 from it (loaded_work() reads the mode).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +44,7 @@
 #include "gw_app.h"
 #include "gw_campaign_redeem.h"
 #include "gw_guard.h"
+#include "gw_holds.h"
 #include "gw_pgrun.h"
 #include "gw_soldout.h"
 #include "vc_error.h"
@@ -65,8 +73,10 @@ typedef struct {
     gw_campaign_ref_t camp; /* a campaign's code (id > 0): its keys and scripts */
     int voucher; /* the rules found a voucher with the code: logged as it is (vc_log_code()) */
     int camp_looked;        /* the campaign lookup ran (once per request) */
+    int rules_rc;           /* what the rules lookup answered: 0 (h->v), VC_E_NOT_FOUND, < 0 */
     int counter_missing;    /* the script found no order and no counter (-8) */
     int was_loaded;         /* PostgreSQL: the voucher's keys were in Redis, not retired */
+    int direct;             /* PostgreSQL: the voucher is a direct one (its rules were unread) */
     vc_order_value_t order; /* as the script left it: the event's, published after the WAIT */
 } hold_t;
 
@@ -81,7 +91,7 @@ typedef struct {
 
 static void finish_release(hold_t *h);
 static void campaign_cb(void *arg, int rc);
-static void proceed(void *arg);
+static void flash(hold_t *h);
 
 /* A voucher script, or its campaign form when the code is a campaign's. */
 static int eval(hold_t *h, size_t script, gw_redis_cb cb, int nkeys, const char *const *keys,
@@ -289,16 +299,21 @@ static int item_int(const gw_redis_reply_t *reply, size_t i, int64_t *out)
     return *end == '\0' && *out >= 0 ? 1 : -1;
 }
 
-/* Answers a refused confirm (422 or 409) with the figures under key. */
-static void reply_refused(hold_t *h, int rc, const char *detail, const char *key)
+void gw_holds_reply_refused(gw_request_t *req, int rc, const char *detail, const char *key,
+                            const gw_figures_t *fig)
 {
     const char *error, *reason;
     char body[768];
     int status = gw_status_for(rc, &error, &reason);
-    size_t len =
-        gw_body_confirm_refused(body, sizeof(body), error, detail, reason, key, &h->fig);
+    size_t len = gw_body_confirm_refused(body, sizeof(body), error, detail, reason, key, fig);
 
-    gw_app_reply(h->req, status, body, len);
+    gw_app_reply(req, status, body, len);
+}
+
+/* Answers a refused confirm (422 or 409) with the figures under key. */
+static void reply_refused(hold_t *h, int rc, const char *detail, const char *key)
+{
+    gw_holds_reply_refused(h->req, rc, detail, key, &h->fig);
 }
 
 /*
@@ -488,11 +503,16 @@ static void rules_cb(void *arg, int rc, const vc_voucher_t *v)
     with_rules(h);
 }
 
+void gw_holds_not_found(gw_request_t *req, vc_event_type_t type, int has_total)
+{
+    gw_app_reply_error(req, VC_E_NOT_FOUND,
+                       type == VC_EV_RELEASED || !has_total ? "no such reservation" : NULL);
+}
+
 /* No such order: the answer of a real code's unknown order (which codes exist is not told). */
 static void not_found(hold_t *h)
 {
-    gw_app_reply_error(h->req, VC_E_NOT_FOUND,
-                       h->type == VC_EV_RELEASED || !h->in.has_total ? "no such reservation" : NULL);
+    gw_holds_not_found(h->req, h->type, h->in.has_total);
 }
 
 /*
@@ -510,11 +530,13 @@ static int loaded_work(void *arg, struct pg_conn *conn, char *err, size_t errlen
     snprintf(retention, sizeof(retention), "%lld", (long long)h->app->cfg->redis_retention_ms);
     if (!(res = vc_pg_exec(conn,
                            "SELECT redis_loaded_at IS NOT NULL"
-                           " AND now() < ends_at + $2::bigint * interval '1 millisecond'"
+                           " AND now() < ends_at + $2::bigint * interval '1 millisecond',"
+                           " mode = 'direct'"
                            " FROM voucher WHERE code = $1",
                            2, params, &rc, err, errlen)))
         return rc;
     h->was_loaded = PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
+    h->direct = PQntuples(res) == 1 && PQgetvalue(res, 0, 1)[0] == 't';
     PQclear(res);
     return 0;
 }
@@ -526,6 +548,11 @@ static void loaded_done(void *arg, int rc, const char *err)
     (void)err; /* fail() logs the outcome with the ids */
     if (rc != 0) {
         fail(h, rc, "reading whether the voucher was loaded");
+        return;
+    }
+    if (h->direct) {
+        /* Its rules could not be read a moment ago: its orders are in PostgreSQL, not Redis. */
+        fail(h, VC_ERR_UNAVAILABLE, "reading voucher rules");
         return;
     }
     if (h->was_loaded) {
@@ -556,16 +583,15 @@ static void campaign_cb(void *arg, int rc)
         return;
     }
     gw_campaign_take(&h->camp, h->code, h->keys);
-    proceed(h);
+    flash(h);
 }
 
 /*
- * The confirm or the release begin, on the voucher's keys or (h->camp) the
- * campaign's; also where the guessing limits let the request on.
+ * The confirm or the release begin in Redis, on the voucher's keys or
+ * (h->camp) the campaign's; h->rules_rc says what the rules lookup found.
  */
-static void proceed(void *arg)
+static void flash(hold_t *h)
 {
-    hold_t *h = arg;
     char now[24];
     const char *keys[VC_RELEASE_BEGIN_NKEYS], *args[3];
     int rc;
@@ -579,10 +605,8 @@ static void proceed(void *arg)
             with_rules(h); /* the lookup read the campaign's rules */
             return;
         }
-        /* Answered now (cached, or a remembered miss) or later through rules_cb: one path. */
-        rc = gw_rules_get(h->app->rules, h->code, 0, &h->v, rules_cb, h);
-        if (rc != GW_RULES_PENDING)
-            rules_cb(h, rc, rc == 0 ? &h->v : NULL);
+        /* The lookup of proceed() answered: the rules, a miss, or a failure. */
+        rules_cb(h, h->rules_rc, h->rules_rc == 0 ? &h->v : NULL);
         return;
     }
     snprintf(now, sizeof(now), "%lld", (long long)vc_time_now_ms());
@@ -595,6 +619,34 @@ static void proceed(void *arg)
               lost_keys(h, VC_RELEASE_BEGIN_KEY_RESENT + 1, VC_RELEASE_BEGIN_NKEYS), keys, 3, args);
     if (rc != 0)
         fail(h, rc, "redis");
+}
+
+/* The code's rules (the cache, or PostgreSQL), or why there are none: who decides. */
+static void mode_cb(void *arg, int rc, const vc_voucher_t *v)
+{
+    hold_t *h = arg;
+
+    if (rc == 0 && v->mode == VC_MODE_DIRECT) {
+        gw_holds_direct(h->app, h->req, h->type, h->code, h->order_id, &h->in, v);
+        return;
+    }
+    if (rc == 0 && v != &h->v)
+        h->v = *v;
+    h->rules_rc = rc;
+    flash(h);
+}
+
+/*
+ * Where the guessing limits let the request on: the code's rules say who
+ * decides, answered now (cached, or a remembered miss) or later: one path.
+ */
+static void proceed(void *arg)
+{
+    hold_t *h = arg;
+    int rc = gw_rules_get(h->app->rules, h->code, 0, &h->v, mode_cb, h);
+
+    if (rc != GW_RULES_PENDING)
+        mode_cb(h, rc, rc == 0 ? &h->v : NULL);
 }
 
 static void start(gw_app_t *app, gw_request_t *req, vc_event_type_t type, const char *code,

@@ -15,7 +15,16 @@ static const int statuses[] = {200, 201, 400, 401, 404, 405, 409, 413, 422, 429,
 #define DURATION "voucher_gateway_request_duration_seconds"
 #define DURATION_HELP "Time from a complete request to its answer, by route."
 
+#define DIRECT "voucher_gateway_direct_total"
+#define DIRECT_HELP                                                                                \
+    "Requests of a direct voucher decided by PostgreSQL, by route and the function's answer "      \
+    "(failed: no answer)."
+#define DIRECT_PG "voucher_gateway_direct_pg_seconds"
+#define DIRECT_PG_HELP "A direct voucher's call of PostgreSQL (one transaction), by route."
+
 static _Atomic(vc_metric_t *) requests[GW_ROUTE_COUNT][NSTATUS];
+static _Atomic(vc_metric_t *) directs[GW_ROUTE_COUNT][GW_DIRECT_ANSWERS];
+static _Atomic(vc_metric_t *) direct_pg[GW_ROUTE_COUNT];
 static _Atomic(vc_metric_t *) durations[GW_ROUTE_COUNT];
 static vc_metric_t *redis_roundtrip, *kafka_ack, *kafka_report;
 static vc_metric_t *redis_error, *redis_timeout, *redis_fenced, *kafka_failed, *kafka_unknown, *soldout,
@@ -60,6 +69,34 @@ static vc_metric_t *duration_series(gw_route_kind_t route)
     return m;
 }
 
+/* A direct voucher's series for route and answer, created on first use. */
+static vc_metric_t *direct_series(gw_route_kind_t route, gw_direct_answer_t answer)
+{
+    vc_metric_t *m = atomic_load_explicit(&directs[route][answer], memory_order_acquire);
+    char labels[96];
+
+    if (m)
+        return m;
+    snprintf(labels, sizeof(labels), "route=\"%s\",answer=\"%s\"", gw_route_name(route),
+             gw_direct_answer_word(answer));
+    m = vc_counter(DIRECT, DIRECT_HELP, labels);
+    atomic_store_explicit(&directs[route][answer], m, memory_order_release);
+    return m;
+}
+
+static vc_metric_t *direct_pg_series(gw_route_kind_t route)
+{
+    vc_metric_t *m = atomic_load_explicit(&direct_pg[route], memory_order_acquire);
+    char labels[64];
+
+    if (m)
+        return m;
+    snprintf(labels, sizeof(labels), "route=\"%s\"", gw_route_name(route));
+    m = vc_histogram(DIRECT_PG, DIRECT_PG_HELP, labels);
+    atomic_store_explicit(&direct_pg[route], m, memory_order_release);
+    return m;
+}
+
 void gw_metrics_init(void)
 {
     static const char *const redis_help =
@@ -93,6 +130,8 @@ void gw_metrics_init(void)
     connections = vc_gauge("voucher_gateway_connections", "Open client connections.", NULL);
     (void)request_series(GW_ROUTE_RESERVE, status_slot(201));
     (void)duration_series(GW_ROUTE_RESERVE);
+    (void)direct_series(GW_ROUTE_RESERVE, GW_DIRECT_RESERVED);
+    (void)direct_pg_series(GW_ROUTE_RESERVE);
 }
 
 void gw_metrics_request(gw_route_kind_t route, int status, int64_t duration_us)
@@ -141,6 +180,17 @@ void gw_metrics_soldout(void)
 {
     if (soldout)
         vc_metric_add(soldout, 1);
+}
+
+void gw_metrics_direct(gw_route_kind_t route, gw_direct_answer_t answer, int64_t pg_us)
+{
+    if ((unsigned)route >= GW_ROUTE_COUNT)
+        route = GW_ROUTE_NOT_FOUND;
+    if ((unsigned)answer >= GW_DIRECT_ANSWERS)
+        answer = GW_DIRECT_FAILED;
+    vc_metric_add(direct_series(route, answer), 1);
+    if (pg_us > 0)
+        vc_metric_observe_us(direct_pg_series(route), pg_us);
 }
 
 vc_metric_t *gw_metrics_connections_gauge(void)

@@ -12,6 +12,10 @@
  *   voucher_gateway_redis_errors_total{kind=error|timeout} failed Redis commands
  *   voucher_gateway_kafka_errors_total{kind=failed|unknown} failed deliveries
  *   voucher_gateway_soldout_total                          OUT_OF_STOCK answered from memory
+ *   voucher_gateway_direct_total{route,answer}             requests of a direct voucher decided
+ *                                                          by PostgreSQL, by the function's answer
+ *   voucher_gateway_direct_pg_seconds{route}               a direct-mode call of PostgreSQL, on
+ *                                                          the threadpool (its queue not counted)
  *   voucher_gateway_connections                            open client connections
  */
 #ifndef GW_METRICS_H
@@ -19,6 +23,7 @@
 
 #include <stdint.h>
 
+#include "gw_direct.h"
 #include "gw_router.h"
 #include "vc_metrics.h"
 
@@ -49,6 +54,13 @@ void gw_metrics_kafka_report(int64_t duration_us);
 
 /* Counts an OUT_OF_STOCK answered from the sold-out mark. */
 void gw_metrics_soldout(void);
+
+/*
+ * Counts a request of a direct voucher that PostgreSQL decided: route, the
+ * function's answer (GW_DIRECT_FAILED: the call failed), and the call's time
+ * in µs (0: no call was made). Any thread.
+ */
+void gw_metrics_direct(gw_route_kind_t route, gw_direct_answer_t answer, int64_t pg_us);
 
 /*
  * The gauge of open client connections (NULL before gw_metrics_init()), for

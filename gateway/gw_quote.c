@@ -2,7 +2,8 @@
  * POST /vouchers/{code}/quote: the discount a reservation would get now, or
  * the rejection it would get, from the cached rules and two read-only Redis
  * reads (the customer's uses and the remaining count, pipelined). Nothing
- * changes and nothing is published.
+ * changes and nothing is published. A direct voucher's counts are
+ * PostgreSQL's (gw_quote_direct.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "gw_campaign_redeem.h"
 #include "gw_guard.h"
 #include "gw_metrics.h"
+#include "gw_quote.h"
 #include "gw_soldout.h"
 #include "vc_error.h"
 #include "vc_log.h"
@@ -132,6 +134,10 @@ static void with_rules(quote_t *q)
         rc = VC_E_NOT_FOUND;
     if (rc != 0) {
         gw_app_reply_error(q->req, rc, NULL);
+        return;
+    }
+    if (q->v.mode == VC_MODE_DIRECT && !q->camp.id) {
+        gw_quote_direct(q->app, q->req, q->code, q->in.customer_id, q->discount, &q->v);
         return;
     }
     snprintf(q->customer, sizeof(q->customer), "%lld", (long long)q->in.customer_id);

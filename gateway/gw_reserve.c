@@ -50,6 +50,9 @@
  *   REPLICAS -> CLAIM_REPLICAS       waited_cb()         (a cluster) the claim's master too
  *   SCRIPT, LEASES, REPLICAS, CLAIM_REPLICAS -> PUBLISH
  *                            publish()                   VoucherReserved to Kafka
+ *   RULES -> DIRECT_CLAIM, DIRECT_PROBE -> DIRECT
+ *                            gw_reserve_direct()         a direct voucher: PostgreSQL alone
+ *                                                        (gw_reserve_direct.c has its map)
  *   any but DONE -> DONE     the answers (gw_reserve_answer.c), once
  *
  * The files, one concern each, are listed in gw_reserve_int.h.

@@ -83,16 +83,21 @@ void gw_reserve_already_used(gw_reserve_t *x, const gw_redis_reply_t *reply)
 
 void gw_reserve_other_amount(gw_reserve_t *x, const gw_redis_reply_t *reply)
 {
-    char detail[200];
-
     if (reply->n < 3 || reply->item[2].type != GW_REDIS_STR || reply->item[2].len > 20) {
         gw_reserve_fail(x, VC_ERR_PROTOCOL, "redis reserve");
         return;
     }
+    gw_reserve_other_amount_was(x, reply->item[2].str, reply->item[2].len);
+}
+
+void gw_reserve_other_amount_was(gw_reserve_t *x, const char *amount, size_t len)
+{
+    char detail[200];
+
     snprintf(detail, sizeof(detail),
              "this orderId was reserved with orderAmount %.*s: a retry must repeat the original "
              "request; use a new orderId for another amount",
-             (int)reply->item[2].len, reply->item[2].str);
+             (int)len, amount);
     gw_reserve_refuse(x, VC_E_ORDER_CONFLICT, detail);
 }
 

@@ -95,6 +95,20 @@ static void claim_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     }
 }
 
+/*
+ * A direct voucher's claim: nothing behind it on the connection, and any
+ * failure (Redis down, slow, fenced) goes on without it, PostgreSQL's unique
+ * order_id deciding alone (proto/direct-mode.md, "The orderId across modes").
+ */
+static void direct_claim_cb(void *arg, int rc, const gw_redis_reply_t *reply)
+{
+    gw_reserve_t *x = arg;
+
+    VC_ASSERT(x->step == GW_RESERVE_DIRECT_CLAIM);
+    x->claim = claim_outcome(x, rc, reply);
+    gw_reserve_direct_claimed(x);
+}
+
 /* A token part unique to this process (random), and one to each claim in it. */
 static uv_once_t claim_once = UV_ONCE_INIT;
 static uint64_t claim_process;
@@ -106,6 +120,40 @@ static void claim_process_init(void)
         claim_process = ((uint64_t)uv_os_getpid() << 32) ^ (uint64_t)vc_time_now_ms();
 }
 
+/* This request's claim value (CODE:TOKEN) and the claim's SET ... NX GET PXAT arguments. */
+static void claim_args(gw_reserve_t *x, char expire_at[VC_I64_TEXT], const char *argv[7],
+                       size_t argvlen[7])
+{
+    uv_once(&claim_once, claim_process_init);
+    vc_claim_value(x->claim_value, x->code, claim_process,
+                   atomic_fetch_add_explicit(&claim_seq, 1, memory_order_relaxed));
+    gw_reserve_retention_at(x, expire_at);
+    argv[0] = "SET";
+    argv[1] = x->claim_key;
+    argv[2] = x->claim_value;
+    argv[3] = "NX";
+    argv[4] = "GET";
+    argv[5] = "PXAT";
+    argv[6] = expire_at;
+    for (int i = 0; i < 7; i++)
+        argvlen[i] = strlen(argv[i]);
+}
+
+void gw_reserve_claim_direct(gw_reserve_t *x)
+{
+    char expire_at[VC_I64_TEXT];
+    const char *argv[7];
+    size_t argvlen[7];
+
+    claim_args(x, expire_at, argv, argvlen);
+    gw_reserve_go(x, GW_RESERVE_FROM(GW_RESERVE_RULES), GW_RESERVE_DIRECT_CLAIM);
+    if (gw_redis_command(x->app->redis, direct_claim_cb, x, 7, argv, argvlen) != 0) {
+        /* Redis cannot take it now (down, fenced, full queue): PostgreSQL decides alone. */
+        x->claim = GW_CLAIM_FAILED;
+        gw_reserve_direct_claimed(x);
+    }
+}
+
 /*
  * On one node the script goes right behind the claim, on the same
  * connection. On a Redis Cluster the claim's slot is not the voucher's: two
@@ -115,17 +163,12 @@ static void claim_process_init(void)
 void gw_reserve_claim_and_run(gw_reserve_t *x)
 {
     char expire_at[VC_I64_TEXT];
-    const char *argv[] = {"SET", x->claim_key, x->claim_value, "NX", "GET", "PXAT", expire_at};
+    const char *argv[7];
     size_t argvlen[7];
     int ordered = gw_redis_ordered(x->app->redis);
     int rc;
 
-    uv_once(&claim_once, claim_process_init);
-    vc_claim_value(x->claim_value, x->code, claim_process,
-                   atomic_fetch_add_explicit(&claim_seq, 1, memory_order_relaxed));
-    gw_reserve_retention_at(x, expire_at);
-    for (int i = 0; i < 7; i++)
-        argvlen[i] = strlen(argv[i]);
+    claim_args(x, expire_at, argv, argvlen);
 
     gw_reserve_go(x, GW_RESERVE_FROM(GW_RESERVE_RULES),
                   ordered ? GW_RESERVE_CLAIM : GW_RESERVE_CLAIM_FIRST);

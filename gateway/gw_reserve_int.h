@@ -12,6 +12,8 @@
  *   gw_reserve_load.c     the voucher's first load into Redis
  *   gw_reserve_publish.c  the waits before the event (leases, replicas), VoucherReserved
  *   gw_reserve_answer.c   every answer, and the log line of a failure
+ *   gw_reserve_direct.c   a direct voucher's way from the rules on: the claim,
+ *                         then PostgreSQL alone (dr_reserve)
  *
  * A gw_reserve_t lives in its request's arena: it is freed with the request,
  * when the flow answers (gw_reserve_answer.c, the step GW_RESERVE_DONE).
@@ -55,6 +57,9 @@ typedef enum {
     GW_RESERVE_REPLICAS,     /* WAIT: the voucher's master's replicas */
     GW_RESERVE_CLAIM_REPLICAS, /* WAIT: the claim's master's replicas (a cluster: another one) */
     GW_RESERVE_PUBLISH,        /* VoucherReserved handed to Kafka; its delivery report awaited */
+    GW_RESERVE_DIRECT_CLAIM,   /* a direct voucher's: the orderId's claim sent, alone */
+    GW_RESERVE_DIRECT_PROBE,   /* a direct voucher's, refused by the rules: is the order known? */
+    GW_RESERVE_DIRECT,         /* a direct voucher's: dr_reserve runs in PostgreSQL */
     GW_RESERVE_DONE,           /* answered: the request, and this state with it, is freed */
     GW_RESERVE_STEPS,
 } gw_reserve_step_t;
@@ -106,6 +111,7 @@ typedef struct {
     int voucher; /* a voucher has the code: logged as it is (vc_log_code()) */
     gw_snapshot_t snapshot;
     gw_soldout_ticket_t ticket; /* while snapshot is GW_SNAPSHOT_ASKING */
+    struct gw_reserve_direct *direct; /* a direct voucher's call (gw_reserve_direct.c), or NULL */
 } gw_reserve_t;
 
 /* ---- the steps ---- */
@@ -154,6 +160,25 @@ void gw_reserve_unclaim(gw_reserve_t *x);
  */
 void gw_reserve_keep_claim(gw_reserve_t *x);
 
+/*
+ * From GW_RESERVE_RULES, a direct voucher's order: claims the orderId alone
+ * (no script behind it); gw_reserve_direct_claimed() runs with the outcome in
+ * x->claim, GW_CLAIM_FAILED when Redis did not take or answer it.
+ */
+void gw_reserve_claim_direct(gw_reserve_t *x);
+
+/* ---- gw_reserve_direct.c ---- */
+
+/*
+ * From GW_RESERVE_RULES: the code is a direct voucher's (x->v.mode), judged
+ * by the rules into x->refusal and x->discount. Decides the request in
+ * PostgreSQL alone; answers on every path.
+ */
+void gw_reserve_direct(gw_reserve_t *x);
+
+/* From GW_RESERVE_DIRECT_CLAIM: the claim's outcome is in x->claim. */
+void gw_reserve_direct_claimed(gw_reserve_t *x);
+
 /* ---- gw_reserve_script.c ---- */
 
 /*
@@ -186,6 +211,13 @@ void gw_reserve_load(gw_reserve_t *x);
 void gw_reserve_publish_after(gw_reserve_t *x, const gw_redis_reply_t *reply);
 
 /*
+ * The VoucherReserved of x's use, at at_ms (reservedAt): the one builder of
+ * the event for both modes, published to Kafka in flash mode and written to
+ * the outbox by dr_reserve in direct mode.
+ */
+void gw_reserve_event(const gw_reserve_t *x, int64_t at_ms, vc_event_t *ev);
+
+/*
  * Runs then(x) after ms on a timer of its own (not in the request's arena:
  * libuv frees a handle only in its close callback, which the arena may not
  * outlive). Returns 0, or -1 when memory runs out (then never runs).
@@ -214,6 +246,12 @@ void gw_reserve_already_used(gw_reserve_t *x, const gw_redis_reply_t *reply);
 
 /* The same orderId with another orderAmount than the one that took the use (409). */
 void gw_reserve_other_amount(gw_reserve_t *x, const gw_redis_reply_t *reply);
+
+/*
+ * The same orderId with another orderAmount, amount (its text, len bytes),
+ * than the one that took the use (409 ORDER_CONFLICT naming it).
+ */
+void gw_reserve_other_amount_was(gw_reserve_t *x, const char *amount, size_t len);
 
 /* The orderId is this voucher's, another customer's (409 ORDER_CONFLICT). */
 void gw_reserve_other_customer(gw_reserve_t *x);

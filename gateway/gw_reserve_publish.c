@@ -97,6 +97,21 @@ static void redelivered_cb(void *arg, int rc)
     gw_reserve_created(x);
 }
 
+void gw_reserve_event(const gw_reserve_t *x, int64_t at_ms, vc_event_t *ev)
+{
+    memset(ev, 0, sizeof(*ev));
+    ev->type = VC_EV_RESERVED;
+    ev->version = VC_EVENT_VERSION;
+    memcpy(ev->code, x->code, sizeof(ev->code));
+    memcpy(ev->order_id, x->in.order_id, sizeof(ev->order_id));
+    ev->customer_id = x->in.customer_id;
+    ev->discount_amount = x->discount;
+    ev->order_amount = x->in.order_amount;
+    ev->at_ms = at_ms;
+    ev->held_until_ms = x->held_until_ms;
+    ev->campaign_id = x->camp.id;
+}
+
 static void publish(gw_reserve_t *x, int64_t at_ms, gw_kafka_delivery_cb cb)
 {
     vc_event_t ev;
@@ -107,17 +122,7 @@ static void publish(gw_reserve_t *x, int64_t at_ms, gw_kafka_delivery_cb cb)
                       GW_RESERVE_FROM(GW_RESERVE_REPLICAS) |
                       GW_RESERVE_FROM(GW_RESERVE_CLAIM_REPLICAS),
                   GW_RESERVE_PUBLISH);
-    memset(&ev, 0, sizeof(ev));
-    ev.type = VC_EV_RESERVED;
-    ev.version = VC_EVENT_VERSION;
-    memcpy(ev.code, x->code, sizeof(ev.code));
-    memcpy(ev.order_id, x->in.order_id, sizeof(ev.order_id));
-    ev.customer_id = x->in.customer_id;
-    ev.discount_amount = x->discount;
-    ev.order_amount = x->in.order_amount;
-    ev.at_ms = at_ms;
-    ev.held_until_ms = x->held_until_ms;
-    ev.campaign_id = x->camp.id;
+    gw_reserve_event(x, at_ms, &ev);
     if ((rc = gw_app_publish(x->app, &ev, cb, x)) != 0) {
         char code[VC_LOG_CODE_MAX];
         vc_log_field_t f[] = {{"code", gw_reserve_log_code(x, code)}, {"orderId", x->in.order_id}};

@@ -4,8 +4,10 @@
  * (no I/O), and which way the request goes from the verdict: refused from
  * memory, reserve.lua "known" (sold out, an order of the snapshot), the
  * orderId's claim and reserve.lua "take" (the success path), or the probe of
- * a refused order (GW_RESERVE_PROBE). The verdict is for a new order only: a
- * retry is answered from what Redis stores (gw_reserve.c's opening comment).
+ * a refused order (GW_RESERVE_PROBE); or, for a direct voucher, PostgreSQL
+ * alone (gw_reserve_direct.c). The verdict is for a new order only: a retry is
+ * answered from what Redis stores (gw_reserve.c's opening comment), or a
+ * direct voucher's from its row.
  */
 #include <string.h>
 
@@ -62,6 +64,11 @@ static void with_rules(gw_reserve_t *x)
         x->refusal = gw_campaign_refusal(&x->camp, x->refusal);
     if (x->absent)
         x->refusal = VC_E_NOT_FOUND;
+    if (x->v.mode == VC_MODE_DIRECT && !x->camp.id) {
+        /* PostgreSQL decides it alone (gw_reserve_direct.c): no sold-out mark, no script. */
+        gw_reserve_direct(x);
+        return;
+    }
     if (x->refusal == 0 && !x->camp.id)
         sold = gw_soldout_order(x->code, x->in.order_id, vc_time_mono_ms());
     if (sold == GW_SOLDOUT_NEW) {

@@ -29,6 +29,7 @@ from voucher_client.models import (  # noqa: E402
     Status, Voucher, VoucherCreate)
 from voucher_client.models.error_error import ErrorError  # noqa: E402
 from voucher_client.models.status_status import StatusStatus  # noqa: E402
+from voucher_client.models.voucher_mode import VoucherMode  # noqa: E402
 
 checks = []
 
@@ -48,7 +49,7 @@ try:
     answer = create_voucher.sync_detailed(client=admin, body=VoucherCreate(
         code=code, discount_percent=10, max_discount_amount=500, min_order_amount=1000,
         total_limit=10, per_user_limit=2, starts_at=now - datetime.timedelta(days=1),
-        ends_at=now + datetime.timedelta(days=1)))
+        ends_at=now + datetime.timedelta(days=1), mode=VoucherMode.FLASH))
     voucher = answer.parsed
     check(answer.status_code == 201 and isinstance(voucher, Voucher) and voucher.code == code
           and voucher.remaining == 10,

@@ -84,8 +84,8 @@ rcli() {
 
 # A fresh voucher valid from an hour ago for a day: CODE LIMIT [PER_CUSTOMER] [DISCOUNT] [MIN_ORDER]
 new_voucher() {
-  sql "INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at)
-       VALUES ('$1', ${4:-100000}, ${5:-0}, $2, ${3:-1}, now() - interval '1 hour', now() + interval '1 day')"
+  sql "INSERT INTO voucher (code, mode, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at)
+       VALUES ('$1', 'flash', ${4:-100000}, ${5:-0}, $2, ${3:-1}, now() - interval '1 hour', now() + interval '1 day')"
 }
 
 # A unique voucher code for this run: PREFIX -> PREFIX_<random>

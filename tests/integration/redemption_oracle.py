@@ -93,8 +93,8 @@ def main():
                         code = "%s%d" % (PREFIX, len(cases))
                         cases.append((code, fn, start, seq, mode))
                         counts = start in ("RESERVED", "CONFIRMED")
-                        sql.append("INSERT INTO voucher (code, discount_amount, total_limit,"
-                                   " used_count, starts_at, ends_at) VALUES ('%s', 1, 10, %d,"
+                        sql.append("INSERT INTO voucher (code, mode, discount_amount, total_limit,"
+                                   " used_count, starts_at, ends_at) VALUES ('%s', 'flash', 1, 10, %d,"
                                    " now(), now() + interval '1 day');" % (code, counts))
                         if start != "NONE":
                             sql.append("INSERT INTO voucher_redemption (voucher_code, customer_id,"

@@ -13,7 +13,7 @@ campaign_test QC '"name":"codes","count":5,"discountAmount":500'
 campaign_codes c1 c2 c3
 admin() { http "$@" -H "Authorization: Bearer $token"; }
 window='"startsAt":"2020-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"'
-voucher_body() { echo "{\"code\":\"$1\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,\"perUserLimit\":5,$window}"; }
+voucher_body() { echo "{\"code\":\"$1\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,\"perUserLimit\":5,$window}"; }
 
 # ---- POST /vouchers and a campaign's code ----
 admin POST /vouchers "$(voucher_body "$c1")"

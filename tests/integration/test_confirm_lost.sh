@@ -36,9 +36,9 @@ start_reconciler "" --interval 1s --grace 4s --full-every 2s
 grace_ms=4000
 
 code=$(unique_code CONFLOST)
-sql "INSERT INTO voucher (code, discount_amount, discount_percent, max_discount_amount,
+sql "INSERT INTO voucher (code, mode, discount_amount, discount_percent, max_discount_amount,
                           min_order_amount, total_limit, per_user_limit, starts_at, ends_at)
-     VALUES ('$code', 0, 10, 5000, 0, 5, 1, now() - interval '1 hour', now() + interval '1 day')" >/dev/null
+     VALUES ('$code', 'flash', 0, 10, 5000, 0, 5, 1, now() - interval '1 hour', now() + interval '1 day')" >/dev/null
 campaign_codes one
 order=$code-o1 corder=$o-c1
 

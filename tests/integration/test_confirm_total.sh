@@ -30,9 +30,9 @@ p=$(unique_code CONFTOT)
 fixed=${p}_FIX pct=${p}_PCT late=${p}_LATE
 # voucher CODE DISCOUNT PERCENT CAP MIN ENDS_IN
 voucher() {
-  sql "INSERT INTO voucher (code, discount_amount, discount_percent, max_discount_amount,
+  sql "INSERT INTO voucher (code, mode, discount_amount, discount_percent, max_discount_amount,
                             min_order_amount, total_limit, per_user_limit, starts_at, ends_at)
-       VALUES ('$1', $2, $3, $4, $5, 100, 100, now() - interval '1 hour', now() + interval '$6')"
+       VALUES ('$1', 'flash', $2, $3, $4, $5, 100, 100, now() - interval '1 hour', now() + interval '$6')"
 }
 voucher "$fixed" 1000 NULL NULL 20000 '1 day'
 voucher "$pct" 0 10 5000 20000 '1 day'

@@ -34,7 +34,7 @@ unset VOUCHER_ADMIN_TOKEN
 # (tests/contract/hooks.py, before_call): no minimum, limits that never run out.
 running=CT$(head -c 1024 /dev/urandom | tr -dc 'A-Z0-9' | head -c 12)
 limits='"totalLimit":2147483647,"perUserLimit":2147483647'
-http POST /vouchers "{\"code\":\"$running\",\"discountPercent\":10,\"minOrderAmount\":0,$limits,
+http POST /vouchers "{\"code\":\"$running\",\"mode\":\"flash\",\"discountPercent\":10,\"minOrderAmount\":0,$limits,
   \"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}" \
   -H "Authorization: Bearer $token"
 if [ "$status" != 201 ]; then
@@ -108,7 +108,7 @@ http POST /campaigns "{\"name\":\"contract\",\"count\":1,\"prefix\":\"$pfx\",\"d
   -H "Authorization: Bearer $token"
 [ "$status" = 201 ] || diag "POST /campaigns for the campaign's code answered $status: $body"
 ccode=$(sql "SELECT code FROM campaign_code WHERE campaign_id = $(jq -r .id <<<"$body")")
-http POST /vouchers "{\"code\":\"$ccode\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":1,\"perUserLimit\":1,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}" \
+http POST /vouchers "{\"code\":\"$ccode\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":1,\"perUserLimit\":1,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}" \
   -H "Authorization: Bearer $token"
 is "$status $(jq -r '.error + " " + (.reason // "-")' <<<"$body")" "409 EXISTS CAMPAIGN_CODE" \
   "POST /vouchers with a campaign's code: 409 EXISTS, reason CAMPAIGN_CODE"

@@ -167,8 +167,8 @@ reserve "$exp" "$o_grace" 2 1000 "$now" $((now - 1000)) >/dev/null
 sql "INSERT INTO voucher_redemption (voucher_code, customer_id, order_id, status, held_until)
      VALUES ('$flash', 3, '$o_flash', 'RESERVED', now() - interval '1 hour')"
 sql "UPDATE voucher SET used_count = 1 WHERE code = '$flash'"
-# (Holds an earlier run left due are released too, oldest first: the limit takes them all,
-# and only this run's are looked at.)
+# (Holds other tests and earlier runs left due are released too, oldest first: the limit
+# takes them all, and only this run's are looked at.)
 expired=$(as "$rc_dsn" "SELECT code, order_id, held_until_ms FROM dr_expire(1000000, $now, 30000)
                          WHERE code IN ('$exp', '$flash')")
 is "$expired" "$exp|$o_due|$((now - 60000))" \
@@ -181,7 +181,7 @@ is "$(jq -c '[.type, .version, .code, .customerId, .orderId, .reason]' <<<"$even
   "its outbox row: the VoucherReleased (reason EXPIRED) the reconciler publishes for an expiry"
 is "$(jq -r .releasedAt <<<"$event")" "$(date -u -d "@$((now / 1000))" +%Y-%m-%dT%H:%M:%S).$(printf %03d $((now % 1000)))Z" \
   "releasedAt in the events' format, to the millisecond"
-is "$(as "$rc_dsn" "SELECT count(*) FROM dr_expire(100, $now, 30000) WHERE code = '$exp'")/$(used "$exp")" "0/1" \
+is "$(as "$rc_dsn" "SELECT count(*) FROM dr_expire(1000000, $now, 30000) WHERE code = '$exp'")/$(used "$exp")" "0/1" \
   "dr_expire again: nothing more"
 
 # ---- the outbox relay's two functions ----
@@ -278,7 +278,7 @@ is "$status $(jq -r .mode <<<"$body") $(sql "SELECT mode FROM voucher WHERE code
 api_default=$(unique_code APIDEFAULT)
 create "$api_default"
 is "$status $(jq -r .mode <<<"$body") $(sql "SELECT mode FROM voucher WHERE code = '$api_default'")" \
-  "201 flash flash" "POST /vouchers without a mode: the column's default, flash until slice 2, answered"
+  "201 direct direct" "POST /vouchers without a mode: the column's default, direct since 026, answered"
 api_bogus=$(unique_code APIBOGUS)
 create "$api_bogus" ',"mode":"turbo"'
 is "$(answer) $(jq -r .detail <<<"$body") $(sql "SELECT count(*) FROM voucher WHERE code = '$api_bogus'")" \

@@ -33,7 +33,7 @@ window='"startsAt":"2020-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"'
 p=$(unique_code GWAPI)
 
 # ---- admin ----
-create_body="{\"code\":\"${p}_PCT\",\"discountPercent\":10,\"maxDiscountAmount\":500,\"minOrderAmount\":1000,\"totalLimit\":3,\"perUserLimit\":2,$window}"
+create_body="{\"code\":\"${p}_PCT\",\"mode\":\"flash\",\"discountPercent\":10,\"maxDiscountAmount\":500,\"minOrderAmount\":1000,\"totalLimit\":3,\"perUserLimit\":2,$window}"
 api POST /vouchers "$create_body"
 is "$(answer)" "401 UNAUTHORIZED" "POST /vouchers without the token: 401"
 grep -qi '^WWW-Authenticate: Bearer' <<<"$headers"
@@ -55,18 +55,18 @@ is "$(sql "SELECT total_limit, used_count, redis_loaded_at IS NOT NULL FROM vouc
 is "$(rcli GET "voucher:{${p}_PCT}:remaining")" 3 "Redis has its counter"
 
 twice "400 BAD_REQUEST" "an unknown field (usedCount)" POST /vouchers \
-  "{\"code\":\"${p}_X\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1,\"usedCount\":5,$window}" \
+  "{\"code\":\"${p}_X\",\"mode\":\"flash\",\"discountAmount\":1,\"minOrderAmount\":0,\"totalLimit\":1,\"usedCount\":5,$window}" \
   -H "Authorization: Bearer $token"
 ok "$(grep -q usedCount <<<"$(jq -r .detail <<<"$body")"; echo $?)" "the 400 names usedCount"
-admin POST /vouchers "{\"code\":\"${p}_X\",\"discountPercent\":101,\"minOrderAmount\":0,\"totalLimit\":1,$window}"
+admin POST /vouchers "{\"code\":\"${p}_X\",\"mode\":\"flash\",\"discountPercent\":101,\"minOrderAmount\":0,\"totalLimit\":1,$window}"
 is "$(answer) $(jq -r .detail <<<"$body" | grep -o discountPercent)" "400 BAD_REQUEST discountPercent" "percent 101: 400 naming discountPercent"
-admin POST /vouchers "{\"code\":\"${p}_X\",\"discountAmount\":5,\"discountPercent\":5,\"minOrderAmount\":0,\"totalLimit\":1,$window}"
+admin POST /vouchers "{\"code\":\"${p}_X\",\"mode\":\"flash\",\"discountAmount\":5,\"discountPercent\":5,\"minOrderAmount\":0,\"totalLimit\":1,$window}"
 is "$(answer)" "400 BAD_REQUEST" "both discountAmount and discountPercent: 400"
-admin POST /vouchers "{\"code\":\"${p}_X\",\"discountAmount\":5,\"minOrderAmount\":0,\"totalLimit\":1,\"startsAt\":\"2030-01-01T00:00:00Z\",\"endsAt\":\"2029-01-01T00:00:00Z\"}"
+admin POST /vouchers "{\"code\":\"${p}_X\",\"mode\":\"flash\",\"discountAmount\":5,\"minOrderAmount\":0,\"totalLimit\":1,\"startsAt\":\"2030-01-01T00:00:00Z\",\"endsAt\":\"2029-01-01T00:00:00Z\"}"
 is "$(answer) $(jq -r .detail <<<"$body" | grep -o endsAt | head -1)" "400 BAD_REQUEST endsAt" "endsAt before startsAt: 400 naming endsAt"
-admin POST /vouchers "{\"code\":\"bad code\",\"discountAmount\":5,\"minOrderAmount\":0,\"totalLimit\":1,$window}"
+admin POST /vouchers "{\"code\":\"bad code\",\"mode\":\"flash\",\"discountAmount\":5,\"minOrderAmount\":0,\"totalLimit\":1,$window}"
 is "$(answer)" "400 BAD_REQUEST" "a code outside [A-Z0-9_-]: 400"
-admin POST /vouchers "{\"code\":\"${p}_X\",\"discountAmount\":5,\"minOrderAmount\":0,\"totalLimit\":0,$window}"
+admin POST /vouchers "{\"code\":\"${p}_X\",\"mode\":\"flash\",\"discountAmount\":5,\"minOrderAmount\":0,\"totalLimit\":0,$window}"
 is "$(answer)" "400 BAD_REQUEST" "totalLimit 0: 400"
 is "$(sql "SELECT count(*) FROM voucher WHERE code = '${p}_X'")" 0 "no invalid voucher was written"
 
@@ -87,8 +87,8 @@ twice "400 BAD_REQUEST" "quote without orderAmount" POST "/vouchers/$pct/quote" 
 is "$(rcli GET "voucher:{$pct}:remaining") $(rcli HLEN "voucher:{$pct}:orders")" "3 0" "quotes changed nothing in Redis"
 
 # ---- eligibility window ----
-admin POST /vouchers "{\"code\":\"${p}_OLD\",\"discountAmount\":5,\"minOrderAmount\":0,\"totalLimit\":1,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2021-01-01T00:00:00Z\"}"
-admin POST /vouchers "{\"code\":\"${p}_NEW\",\"discountAmount\":5,\"minOrderAmount\":0,\"totalLimit\":1,\"startsAt\":\"2098-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}"
+admin POST /vouchers "{\"code\":\"${p}_OLD\",\"mode\":\"flash\",\"discountAmount\":5,\"minOrderAmount\":0,\"totalLimit\":1,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2021-01-01T00:00:00Z\"}"
+admin POST /vouchers "{\"code\":\"${p}_NEW\",\"mode\":\"flash\",\"discountAmount\":5,\"minOrderAmount\":0,\"totalLimit\":1,\"startsAt\":\"2098-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}"
 twice "422 NOT_ELIGIBLE" "reserving an expired voucher" POST "/vouchers/${p}_OLD/reservations" '{"customerId":1,"orderId":"'"$p"'-old","orderAmount":100}'
 is "$(jq -r .reason <<<"$body")" EXPIRED "reason EXPIRED"
 twice "422 NOT_ELIGIBLE" "reserving a voucher not started" POST "/vouchers/${p}_NEW/reservations" '{"customerId":1,"orderId":"'"$p"'-new","orderAmount":100}'
@@ -111,7 +111,7 @@ twice "409 ALREADY_USED" "the third order of that customer" POST "/vouchers/$pct
 api POST "/vouchers/$pct/quote" '{"customerId":7,"orderAmount":5000}'
 is "$(answer)" "409 ALREADY_USED" "a quote for that customer: 409 ALREADY_USED"
 twice "409 ORDER_CONFLICT" "the orderId with another customer" POST "/vouchers/$pct/reservations" '{"customerId":8,"orderId":"'"$p"'-a1","orderAmount":5000}'
-admin POST /vouchers "{\"code\":\"${p}_B\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,$window}"
+admin POST /vouchers "{\"code\":\"${p}_B\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,$window}"
 twice "409 ORDER_CONFLICT" "the orderId with another voucher code" POST "/vouchers/${p}_B/reservations" '{"customerId":7,"orderId":"'"$p"'-a1","orderAmount":5000}'
 is "$(rcli GET "voucher:{${p}_B}:remaining") $(rcli HLEN "voucher:{${p}_B}:orders")" "5 0" "the conflict took nothing from the other voucher"
 is "$(rcli GET "voucher:{$pct}:remaining")" 1 "two uses taken in Redis, once each"
@@ -160,7 +160,7 @@ is "$status" 201 "the customer may reserve again after a cancel"
 
 # ---- confirm racing cancel, on five orders ----
 race=${p}_RACE
-admin POST /vouchers "{\"code\":\"$race\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,$window}"
+admin POST /vouchers "{\"code\":\"$race\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,$window}"
 for i in 1 2 3 4 5; do reserve "$race" $((500 + i)) "$p-r$i"; done
 is "$(rcli GET "voucher:{$race}:remaining")" 0 "five holds on the race voucher"
 pids=()
@@ -233,7 +233,7 @@ summary() { jq -c '[.orderId, .discountAmount, .heldUntil]' <<<"$body"; }
 # The window closes a few seconds after the first reservation.
 late=${p}_LATE
 ends=$(date -u -d '+4 seconds' +%Y-%m-%dT%H:%M:%SZ)
-admin POST /vouchers "{\"code\":\"$late\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":2,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"$ends\"}"
+admin POST /vouchers "{\"code\":\"$late\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":2,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"$ends\"}"
 reserve "$late" 11 "$p-e1" 5000
 first=$(summary)
 is "$status" 201 "a reservation just before the window ends: 201"
@@ -257,7 +257,7 @@ is "$(reserved_events "$p-e1") $(rcli GET "voucher:{$late}:remaining")" "2 1" "t
 
 # The order's amount is below minOrderAmount, or merely different, on the retry.
 min=${p}_MIN
-admin POST /vouchers "{\"code\":\"$min\",\"discountAmount\":100,\"minOrderAmount\":1000,\"totalLimit\":5,$window}"
+admin POST /vouchers "{\"code\":\"$min\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":1000,\"totalLimit\":5,$window}"
 reserve "$min" 21 "$p-m1" 5000
 first=$(summary)
 is "$status" 201 "a reservation with orderAmount 5000 (minOrderAmount 1000): 201"
@@ -274,7 +274,7 @@ is "$(rcli GET "voucher:{$min}:remaining") $(reserved_events "$p-m1")" "4 2" \
 
 # The sold-out fast path answers a known order the same way.
 gone=${p}_GONE
-admin POST /vouchers "{\"code\":\"$gone\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":1,$window}"
+admin POST /vouchers "{\"code\":\"$gone\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":1,$window}"
 reserve "$gone" 31 "$p-g1" 5000
 first=$(summary)
 for i in 1 2 3 4 5 6 7 8; do reserve "$gone" $((40 + i)) "$p-gx$i" 5000; done

@@ -22,7 +22,7 @@ answer() { echo "$status $(jq -r '.error // empty' <<<"$body" 2>/dev/null)"; }
 reason() { jq -r '.reason // empty' <<<"$body"; }
 window='"startsAt":"2020-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"'
 create() { # CODE LIMIT [PER_USER]
-  admin POST /vouchers "{\"code\":\"$1\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":$2,\"perUserLimit\":${3:-1},$window}"
+  admin POST /vouchers "{\"code\":\"$1\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":$2,\"perUserLimit\":${3:-1},$window}"
   [ "$status" = 201 ] || { echo "Bail out! creating $1: $status $body"; exit 1; }
 }
 reserve() { # CODE ORDER CUSTOMER
@@ -286,7 +286,7 @@ is "$(remaining "${p}_H")|$(rcli GET "voucher:{${p}_H}:limit")|$(sql "SELECT tot
   "10|10|10" "the uses Redis took first are given back: Redis and PostgreSQL unchanged"
 
 # ---- a voucher whose keys went by retention sells again once its end moves later ----
-admin POST /vouchers "{\"code\":\"${p}_R\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":3,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2020-01-02T00:00:00Z\"}"
+admin POST /vouchers "{\"code\":\"${p}_R\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":3,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2020-01-02T00:00:00Z\"}"
 is "$status $(jq -r .remaining <<<"$body") $(rcli EXISTS "voucher:{${p}_R}:remaining")" "201 null 0" \
   "created ended long ago: its keys expire at once, and the 201 says so"
 admin PATCH "/vouchers/${p}_R" '{"endsAt":"2099-01-01T00:00:00Z"}'

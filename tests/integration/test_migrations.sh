@@ -65,12 +65,13 @@ done | tr '\n' ' ')
 is "$(cat "$scratch/upgraded.out" | sed 's/ (checksum.*//' | tr '\n' ' ')" \
   "${after_024}migrate: applied functions.sql " \
   "it applied the migrations after 024 (025_direct_mode first), then functions.sql"
-# 025: an upgrade does not change how a running sale is decided, and until
-# slice 2 a voucher created without a mode is a flash one (proto/direct-mode.md).
+# 025: an upgrade does not change how a running sale is decided; 026: a voucher
+# created without a mode is a direct one, now that the gateway decides it in
+# PostgreSQL (proto/direct-mode.md).
 is "$(on "$upgraded" "SELECT mode FROM voucher WHERE code = 'RUNNING'")/$(on "$upgraded" \
   "SELECT column_default FROM information_schema.columns
-    WHERE table_name = 'voucher' AND column_name = 'mode'")" "flash/'flash'::text" \
-  "the voucher that existed is a flash voucher, and so is a new one by default"
+    WHERE table_name = 'voucher' AND column_name = 'mode'")" "flash/'direct'::text" \
+  "the voucher that existed is a flash voucher, and a new one is a direct one by default"
 # The direct-mode functions: owned by the role nobody logs in as, run as it,
 # with a search_path of their own.
 is "$(on "$upgraded" "SELECT string_agg(DISTINCT pg_get_userbyid(p.proowner) || ' ' ||

@@ -232,7 +232,7 @@ is "$(answer) $(rcli GET "$(key remaining)")" "409 OUT_OF_STOCK 0" "still sold o
 # Counted without rows after the load (used_count raised by hand): the
 # reconciler lowers the counter, and holds those uses back for no order.
 code=$(unique_code ORDOUT)
-admin POST /vouchers "{\"code\":\"$code\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,\"perUserLimit\":2,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}"
+admin POST /vouchers "{\"code\":\"$code\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":5,\"perUserLimit\":2,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}"
 is "$status $(rcli GET "$(key remaining)")" "201 5" "a voucher created through the API: loaded with 5"
 sql "UPDATE voucher SET used_count = 2 WHERE code = '$code'" >/dev/null
 rebuild

@@ -24,7 +24,7 @@ start_both() {
 }
 window='"startsAt":"2020-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"'
 create() { # CODE LIMIT
-  http POST /vouchers "{\"code\":\"$1\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":$2,\"perUserLimit\":1,$window}" "${auth[@]}"
+  http POST /vouchers "{\"code\":\"$1\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":$2,\"perUserLimit\":1,$window}" "${auth[@]}"
   [ "$status" = 201 ] || { echo "Bail out! creating $1: $status $body"; exit 1; }
 }
 # reserve [-b] CODE ORDER CUSTOMER: on gateway A, or B with -b; sets $status, $body, $secs.

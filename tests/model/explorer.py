@@ -978,8 +978,8 @@ class Explorer(RuleBasedStateMachine):
             # and an example that ended fenced (a failure) must not fence the next one.
             w.scripts.fence_set(w.scripts.fence_check()[0])
         if not self.camp:
-            w.sql("INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit,"
-                  " per_user_limit, starts_at, ends_at) VALUES (%s, 100, 0, %s, %s,"
+            w.sql("INSERT INTO voucher (code, mode, discount_amount, min_order_amount,"
+                  " total_limit, per_user_limit, starts_at, ends_at) VALUES (%s, 'flash', 100, 0, %s, %s,"
                   " now() - interval '1 hour', now() + interval '1 day')",
                   (self.code, total, PER_USER))
             w.r.set(self.k.remaining, total, nx=True)

@@ -170,8 +170,8 @@ class Fixture:
         self.ccode, self.other = ("".join(rnd.choice(explorer.SAFE32) for _ in range(12))
                                   for _ in "ab")
         with pg.cursor() as c:
-            c.execute("INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit,"
-                      " per_user_limit, starts_at, ends_at) VALUES (%s, 100, 0, 3, 9,"
+            c.execute("INSERT INTO voucher (code, mode, discount_amount, min_order_amount,"
+                      " total_limit, per_user_limit, starts_at, ends_at) VALUES (%s, 'flash', 100, 0, 3, 9,"
                       " now() - interval '1 hour', now() + interval '1 day')", (self.code,))
             # A campaign of two codes, as the explorer makes one (make_campaign()).
             c.execute("INSERT INTO campaign (name, state, alphabet, code_length, total_count,"

@@ -151,9 +151,9 @@ class Fixture:
                               " (%s, %s, %s)", (code, self.cid, seq + 1))
                 # Out of the reconciler's window from the start: nothing here is Redis's.
                 for code, total, per_user in ((self.v, 3, 2), (self.w, 5, 1)):
-                    c.execute("INSERT INTO voucher (code, discount_amount, min_order_amount,"
+                    c.execute("INSERT INTO voucher (code, mode, discount_amount, min_order_amount,"
                               " total_limit, per_user_limit, starts_at, ends_at) VALUES"
-                              " (%s, 100, 0, %s, %s, now() - interval '3 days',"
+                              " (%s, 'flash', 100, 0, %s, %s, now() - interval '3 days',"
                               " now() - interval '2 days')", (code, total, per_user))
 
     def draw(self, prefix):

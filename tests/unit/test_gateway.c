@@ -10,6 +10,7 @@
 #include "gw_app.h"
 #include "gw_campaign.h"
 #include "gw_campaign_redeem.h"
+#include "gw_direct.h"
 #include "gw_guard.h"
 #include "gw_http.h"
 #include "vc_num.h"
@@ -1421,6 +1422,75 @@ START_TEST(admins_refused)
 }
 END_TEST
 
+/*
+ * A direct voucher's answers (gw_direct.h): each word the dr_* functions say
+ * (deploy/sql/functions.sql) names one answer, and each answer the HTTP
+ * status and error flash mode gives the same situation (proto/openapi.yaml).
+ */
+static const struct {
+    const char *word;
+    gw_direct_answer_t answer;
+    int status;
+    const char *error, *reason;
+} direct_answers[] = {
+    {"RESERVED", GW_DIRECT_RESERVED, 0, NULL, NULL},
+    {"CONFIRMED", GW_DIRECT_CONFIRMED, 0, NULL, NULL},
+    {"RELEASED", GW_DIRECT_RELEASED, 0, NULL, NULL},
+    {"RETRY", GW_DIRECT_RETRY, 0, NULL, NULL},
+    {"OK", GW_DIRECT_OK, 0, NULL, NULL},
+    {"ORDER_CONFLICT", GW_DIRECT_ORDER_CONFLICT, 409, "ORDER_CONFLICT", NULL},
+    {"HOLD_EXPIRED", GW_DIRECT_HOLD_EXPIRED, 409, "HOLD_EXPIRED", NULL},
+    {"OUT_OF_STOCK", GW_DIRECT_OUT_OF_STOCK, 409, "OUT_OF_STOCK", NULL},
+    {"ALREADY_USED", GW_DIRECT_ALREADY_USED, 409, "ALREADY_USED", NULL},
+    {"ALREADY_CONFIRMED", GW_DIRECT_ALREADY_CONFIRMED, 409, "ALREADY_CONFIRMED", NULL},
+    {"NOT_ELIGIBLE:INACTIVE", GW_DIRECT_INACTIVE, 422, "NOT_ELIGIBLE", "INACTIVE"},
+    {"NOT_ELIGIBLE:NOT_STARTED", GW_DIRECT_NOT_STARTED, 422, "NOT_ELIGIBLE", "NOT_STARTED"},
+    {"NOT_ELIGIBLE:EXPIRED", GW_DIRECT_EXPIRED, 422, "NOT_ELIGIBLE", "EXPIRED"},
+    {"NOT_ELIGIBLE:ORDER_TOO_SMALL", GW_DIRECT_ORDER_TOO_SMALL, 422, "NOT_ELIGIBLE",
+     "ORDER_TOO_SMALL"},
+    {"NOT_FOUND", GW_DIRECT_NOT_FOUND, 404, "NOT_FOUND", NULL},
+    {"NOT_DIRECT", GW_DIRECT_NOT_DIRECT, 503, "UNAVAILABLE", NULL},
+    /* Never guessed at: a word of no answer is a protocol error, 503. */
+    {"reserved", GW_DIRECT_FAILED, 503, "UNAVAILABLE", NULL},
+    {"NOT_ELIGIBLE", GW_DIRECT_FAILED, 503, "UNAVAILABLE", NULL},
+    {"", GW_DIRECT_FAILED, 503, "UNAVAILABLE", NULL},
+};
+
+START_TEST(direct_answer_table)
+{
+    const char *error = NULL, *reason = NULL;
+    gw_direct_answer_t a = gw_direct_answer_parse(direct_answers[_i].word);
+    int rc = gw_direct_answer_rc(a);
+
+    ck_assert_int_eq(a, direct_answers[_i].answer);
+    if (a != GW_DIRECT_FAILED)
+        ck_assert_str_eq(gw_direct_answer_word(a), direct_answers[_i].word);
+    if (direct_answers[_i].status == 0) {
+        ck_assert_int_eq(rc, 0);
+        return;
+    }
+    ck_assert_int_eq(gw_status_for(rc, &error, &reason), direct_answers[_i].status);
+    ck_assert_str_eq(error, direct_answers[_i].error);
+    if (direct_answers[_i].reason)
+        ck_assert_str_eq(reason ? reason : "(none)", direct_answers[_i].reason);
+    else
+        ck_assert_ptr_null(reason);
+    /* A refusal the gateway gives from the rules is counted as the function's answer. */
+    if (rc > 0)
+        ck_assert_int_eq(gw_direct_answer_for(rc), a);
+}
+END_TEST
+
+START_TEST(direct_answer_null)
+{
+    ck_assert_int_eq(gw_direct_answer_parse(NULL), GW_DIRECT_FAILED);
+    ck_assert_str_eq(gw_direct_answer_word(GW_DIRECT_FAILED), "failed");
+    ck_assert_str_eq(gw_direct_answer_word(GW_DIRECT_ANSWERS), "failed");
+    ck_assert_int_eq(gw_direct_answer_for(0), GW_DIRECT_FAILED);
+    ck_assert_int_eq(gw_direct_answer_for(VC_ERR_UNAVAILABLE), GW_DIRECT_FAILED);
+}
+END_TEST
+
 static Suite *gateway_suite(void)
 {
     Suite *s = suite_create("gateway");
@@ -1471,6 +1541,9 @@ static Suite *gateway_suite(void)
     tcase_add_test(tc, claim_code_read_back);
     tcase_add_test(tc, admins_match_by_name);
     tcase_add_loop_test(tc, admins_refused, 0, sizeof(bad_admins) / sizeof(bad_admins[0]));
+    tcase_add_loop_test(tc, direct_answer_table, 0,
+                        sizeof(direct_answers) / sizeof(direct_answers[0]));
+    tcase_add_test(tc, direct_answer_null);
     suite_add_tcase(s, tc);
     return s;
 }

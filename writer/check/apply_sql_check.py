@@ -75,8 +75,8 @@ def sequences():
         for seq in itertools.product([1, 2, 3], repeat=length):
             code = "SQ%d" % (len(cases) + 1)
             cases.append((code, seq))
-            sql.append("INSERT INTO voucher (code, discount_amount, total_limit, starts_at, ends_at)"
-                       " VALUES ('%s', 1, 10, now(), now() + interval '1 day');" % code)
+            sql.append("INSERT INTO voucher (code, mode, discount_amount, total_limit, starts_at, ends_at)"
+                       " VALUES ('%s', 'flash', 1, 10, now(), now() + interval '1 day');" % code)
             # Reservations carry their quote, confirms the final figures.
             evs = [(t, code, "o" + code, {1: 5, 2: 7}.get(t, 0), {1: 50, 2: 70}.get(t, 0),
                     1000, 0, 1) for t in seq]
@@ -160,8 +160,8 @@ def differential(seed, fn="wr_apply_events_set", live=False, rounds=120, conflic
     stream = LiveStream(rnd)
     psql("DELETE FROM voucher_redemption WHERE voucher_code LIKE 'DA%' OR voucher_code LIKE 'DB%';"
          "DELETE FROM voucher WHERE code LIKE 'DA%' OR code LIKE 'DB%';"
-         "INSERT INTO voucher (code, discount_amount, total_limit, per_user_limit, starts_at, ends_at)"
-         " SELECT p || g, 1, 100000, 1000, now(), now() + interval '1 day'"
+         "INSERT INTO voucher (code, mode, discount_amount, total_limit, per_user_limit, starts_at,"
+         " ends_at) SELECT p || g, 'flash', 1, 100000, 1000, now(), now() + interval '1 day'"
          " FROM unnest(array['DA', 'DB']) p, generate_series(1, 4) g;")
     # All rounds in one psql session (a psql start costs more than a round):
     # each round prints "round|outcomes A|outcomes B|rows A|rows B", rows as
@@ -215,8 +215,8 @@ def per_customer():
     refused by each path, in one batch or across batches; a release makes room."""
     psql("DELETE FROM voucher_redemption WHERE voucher_code LIKE 'PU%';"
          "DELETE FROM voucher WHERE code LIKE 'PU%';"
-         "INSERT INTO voucher (code, discount_amount, total_limit, per_user_limit, starts_at, ends_at)"
-         " SELECT 'PU' || g, 1, 100, 2, now(), now() + interval '1 day' FROM generate_series(1, 3) g;")
+         "INSERT INTO voucher (code, mode, discount_amount, total_limit, per_user_limit, starts_at,"
+         " ends_at) SELECT 'PU' || g, 'flash', 1, 100, 2, now(), now() + interval '1 day' FROM generate_series(1, 3) g;")
     ok = True
 
     def ev(t, code, order, cust):
@@ -316,8 +316,8 @@ def per_customer_paths():
             script = ["BEGIN;",
                       "DELETE FROM voucher_redemption WHERE voucher_code = 'PC';",
                       "DELETE FROM voucher WHERE code = 'PC';",
-                      "INSERT INTO voucher (code, discount_amount, total_limit, per_user_limit,"
-                      " starts_at, ends_at) VALUES ('PC', 1, 100, %d, now(),"
+                      "INSERT INTO voucher (code, mode, discount_amount, total_limit, per_user_limit,"
+                      " starts_at, ends_at) VALUES ('PC', 'flash', 1, 100, %d, now(),"
                       " now() + interval '1 day');" % limit]
             if before:
                 script.append("SELECT 'before|' || " + call("wr_apply_events_seq", before, code_of,
@@ -345,8 +345,8 @@ def per_customer_paths():
             ok = False
     # REPEATABLE READ: the trigger's count would read an old snapshot.
     out, err = psql("BEGIN ISOLATION LEVEL REPEATABLE READ;"
-                    " INSERT INTO voucher (code, discount_amount, total_limit, per_user_limit,"
-                    " starts_at, ends_at) VALUES ('PC', 1, 100, 1, now(), now() + interval '1 day');"
+                    " INSERT INTO voucher (code, mode, discount_amount, total_limit, per_user_limit,"
+                    " starts_at, ends_at) VALUES ('PC', 'flash', 1, 100, 1, now(), now() + interval '1 day');"
                     " INSERT INTO voucher_redemption (voucher_code, customer_id, order_id, status)"
                     " VALUES ('PC', 7, 'PC-rr', 'RESERVED'); ROLLBACK;", may_fail=True)
     if out is not None or "REPEATABLE READ" not in err:

@@ -103,7 +103,7 @@ wait_http_ok "http://127.0.0.1:$((VOUCHER_PORT_BASE + 14))/readyz" 30 &&
   failures+=("a gateway was not ready (/readyz) within 30 s")
 before=$(subscribers)
 wait_subscribers 2 10 || failures+=("the two gateways' listeners are not subscribed (voucher-rules has $(subscribers) subscribers)")
-[ "$(admin1 POST /vouchers "{\"code\":\"$code\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":10,\"perUserLimit\":1,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}")" = 201 ] ||
+[ "$(admin1 POST /vouchers "{\"code\":\"$code\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":10,\"perUserLimit\":1,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}")" = 201 ] ||
   failures+=("could not create $code on the first gateway")
 # Each call is a new connection, so calls spread over the workers, each with its own cache.
 warm=0
@@ -184,7 +184,7 @@ done
 order2="$code2-o1"
 claim2_port=$(master_port_of "voucher-order:{$order2}")
 pttl() { redis-cli -p "$1" pttl "$2" 2>/dev/null; }
-[ "$(admin1 POST /vouchers "{\"code\":\"$code2\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":10,\"perUserLimit\":1,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}")" = 201 ] ||
+[ "$(admin1 POST /vouchers "{\"code\":\"$code2\",\"mode\":\"flash\",\"discountAmount\":100,\"minOrderAmount\":0,\"totalLimit\":10,\"perUserLimit\":1,\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}")" = 201 ] ||
   failures+=("could not create $code2 on the first gateway")
 status=
 for ((i = 0; i < 5 && status != 201; i++)); do

@@ -17,8 +17,8 @@ rcli() {
 
 # A voucher of its own for each scenario, valid from a minute ago for a day.
 voucher_create() { # CODE LIMIT PER_CUSTOMER
-  sql "INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at)
-       VALUES ('$1', 100000, 0, $2, $3, now() - interval '1 minute', now() + interval '1 day')" >/dev/null
+  sql "INSERT INTO voucher (code, mode, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at)
+       VALUES ('$1', 'flash', 100000, 0, $2, $3, now() - interval '1 minute', now() + interval '1 day')" >/dev/null
 }
 
 # Moves a checked scenario's voucher out of the reconciler's window (it looks
