@@ -41,6 +41,9 @@
 --                RELEASED so the late reservation becomes a no-op
 --   5 conflict   the orderId belongs to another voucher: nothing changed; the
 --                writer sends the event to the dead-letter topic
+--   7 mismatch   (wr_apply_batch() with p_campaign only) an event of a direct
+--                voucher its row does not bear out: nothing changed; the
+--                writer dead-letters it (wr_verify_direct_events())
 --
 -- So the status only ever moves forward, RESERVED < CONFIRMED < RELEASED, and
 -- the final row depends on which events were seen, not on their order or how
@@ -781,13 +784,69 @@ BEGIN
 END
 $fn$;
 
+-- A direct voucher's events (proto/direct-mode.md, "The writer"): its row was
+-- written in the transaction that wrote the event to the outbox, so the row
+-- is the truth and the event is its record. Nothing is applied; each event is
+-- verified against the row of its orderId and gets 2 (no-op) when the row
+-- bears it out, 7 (direct mismatch: the writer dead-letters it, class
+-- direct-mismatch) when not. The writer reads the events later than the rows
+-- change, so an event may find its row further on (a VoucherReserved a row
+-- already CONFIRMED or RELEASED): it is borne out when the row is of the same
+-- voucher and customer, and
+--   VoucherReserved   the row's orderAmount and discountAmount are the event's
+--                     (whatever the status: every state comes after it);
+--   VoucherConfirmed  the row is CONFIRMED or RELEASED (a release may follow
+--                     a confirm), and holds the event's final figures when the
+--                     event carries them;
+--   VoucherReleased   the row is RELEASED.
+-- Read without a lock: a row only moves forward, and an event reaches Kafka
+-- only after its row's commit.
+CREATE OR REPLACE FUNCTION wr_verify_direct_events(
+    p_type     smallint[],
+    p_code     text[],
+    p_customer bigint[],
+    p_order    text[],
+    p_discount bigint[],
+    p_amount   bigint[])
+RETURNS smallint[]
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    outcome smallint[] := '{}';
+    r voucher_redemption%ROWTYPE;
+    ok boolean;
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_type, 1), 0) LOOP
+        SELECT * INTO r FROM voucher_redemption WHERE order_id = p_order[i];
+        ok := FOUND AND r.voucher_code = p_code[i] AND r.customer_id = p_customer[i];
+        IF ok THEN
+            ok := CASE p_type[i]
+                WHEN 1 THEN r.order_amount = p_amount[i] AND r.discount_amount = p_discount[i]
+                WHEN 2 THEN r.status IN ('CONFIRMED', 'RELEASED')
+                            AND (p_amount[i] IS NULL
+                                 OR (r.confirmed_order_amount IS NOT DISTINCT FROM p_amount[i]
+                                     AND r.confirmed_discount_amount
+                                         IS NOT DISTINCT FROM p_discount[i]))
+                WHEN 3 THEN r.status = 'RELEASED'
+                ELSE false
+            END;
+        END IF;
+        outcome := outcome || CASE WHEN ok THEN 2 ELSE 7 END::smallint;
+    END LOOP;
+    RETURN outcome;
+END
+$fn$;
+
 -- The writer's batch (writer/wr_pg.c), with the campaigns: p_campaign, the
 -- 11th array, is the event's campaignId, 0 for a voucher's event. The
 -- vouchers' events go to the vouchers' batch above, in their order; a
--- campaign's to wr_apply_campaign_events(); the outcomes are put back in the
--- events' order. The two touch different rows (an orderId is one voucher's
--- or one code's: the gateway's claim, and the conflict check), so applying
--- one group before the other changes no outcome.
+-- campaign's to wr_apply_campaign_events(); a direct voucher's (its mode,
+-- read here, so the batch stays one call in one transaction) to
+-- wr_verify_direct_events(); the outcomes are put back in the events' order.
+-- The groups touch different rows (an orderId is one voucher's or one
+-- code's: the gateway's claim, and the conflict check; a direct voucher's
+-- events change nothing), so applying one group before another changes no
+-- outcome.
 CREATE OR REPLACE FUNCTION wr_apply_batch(
     p_type     smallint[],
     p_code     text[],
@@ -806,15 +865,21 @@ AS $fn$
 DECLARE
     v int[];
     c int[];
+    d int[];
     v_out smallint[];
     c_out smallint[];
+    d_out smallint[];
     outcome smallint[];
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM unnest(p_campaign) x WHERE x > 0) THEN
+    SELECT coalesce(array_agg(e.n ORDER BY e.n), '{}') INTO d
+      FROM unnest(p_code, p_campaign) WITH ORDINALITY AS e(code, x, n)
+     WHERE e.x = 0 AND EXISTS (SELECT 1 FROM voucher w WHERE w.code = e.code AND w.mode = 'direct');
+    IF NOT EXISTS (SELECT 1 FROM unnest(p_campaign) x WHERE x > 0)
+       AND array_length(d, 1) IS NULL THEN
         RETURN wr_apply_batch(p_type, p_code, p_customer, p_order, p_discount, p_amount,
                               p_at_ms, p_held_ms, p_reason, p_replayed_from);
     END IF;
-    SELECT coalesce(array_agg(n ORDER BY n) FILTER (WHERE x = 0), '{}'),
+    SELECT coalesce(array_agg(n ORDER BY n) FILTER (WHERE x = 0 AND n <> ALL (d)), '{}'),
            coalesce(array_agg(n ORDER BY n) FILTER (WHERE x > 0), '{}')
       INTO v, c
       FROM unnest(p_campaign) WITH ORDINALITY AS e(x, n);
@@ -833,17 +898,26 @@ BEGIN
         ARRAY(SELECT p_discount[n] FROM unnest(c) n), ARRAY(SELECT p_amount[n] FROM unnest(c) n),
         ARRAY(SELECT p_at_ms[n] FROM unnest(c) n), ARRAY(SELECT p_held_ms[n] FROM unnest(c) n),
         ARRAY(SELECT p_reason[n] FROM unnest(c) n), ARRAY(SELECT p_campaign[n] FROM unnest(c) n));
-    -- The letters a replay of a campaign's event settled (as 009 for a voucher's).
-    UPDATE dead_letter d SET state = 'replayed', settled_at = now()
-      FROM unnest(c, c_out) AS e(n, oc)
-     WHERE p_replayed_from[e.n] <> '' AND e.oc <> 5 AND d.state = 'parked'
-       AND d.dlt_topic || '/' || d.dlt_partition || '/' || d.dlt_offset = p_replayed_from[e.n];
+    d_out := wr_verify_direct_events(
+        ARRAY(SELECT p_type[n] FROM unnest(d) n), ARRAY(SELECT p_code[n] FROM unnest(d) n),
+        ARRAY(SELECT p_customer[n] FROM unnest(d) n), ARRAY(SELECT p_order[n] FROM unnest(d) n),
+        ARRAY(SELECT p_discount[n] FROM unnest(d) n), ARRAY(SELECT p_amount[n] FROM unnest(d) n));
+    -- The letters a replay of a campaign's event settled (as 009 for a voucher's), or of a
+    -- direct voucher's event its row now bears out.
+    UPDATE dead_letter l SET state = 'replayed', settled_at = now()
+      FROM (SELECT * FROM unnest(c, c_out) UNION ALL SELECT * FROM unnest(d, d_out))
+           AS e(n, oc)
+     WHERE p_replayed_from[e.n] <> '' AND e.oc NOT IN (5, 7) AND l.state = 'parked'
+       AND l.dlt_topic || '/' || l.dlt_partition || '/' || l.dlt_offset = p_replayed_from[e.n];
     outcome := array_fill(0::smallint, ARRAY[array_length(p_type, 1)]);
     FOR i IN 1 .. coalesce(array_length(v, 1), 0) LOOP
         outcome[v[i]] := v_out[i];
     END LOOP;
-    FOR i IN 1 .. array_length(c, 1) LOOP
+    FOR i IN 1 .. coalesce(array_length(c, 1), 0) LOOP
         outcome[c[i]] := c_out[i];
+    END LOOP;
+    FOR i IN 1 .. coalesce(array_length(d, 1), 0) LOOP
+        outcome[d[i]] := d_out[i];
     END LOOP;
     RETURN outcome;
 END
@@ -999,3 +1073,421 @@ END
 $$;
 REVOKE ALL ON FUNCTION campaign_redemption_per_customer_check() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION campaign_redemption_per_customer_check() TO voucher_writer;
+
+-- Direct mode (proto/direct-mode.md): a direct voucher's requests, each one
+-- transaction in one call. The functions are SECURITY DEFINER, owned by
+-- voucher_direct (roles.sql: no login; its table grants are 025's), with the
+-- search_path fixed so that nothing the caller creates is found first. The
+-- gateway may execute dr_reserve, dr_confirm, dr_cancel and dr_quote and
+-- write no table itself; the reconciler dr_expire and the outbox's two.
+--
+-- Times are the gateway's (or the reconciler's), ms since the epoch, as the
+-- flash path's are. Every answer is the flash path's for the same situation
+-- (proto/openapi.yaml); the gateway maps `answer` to its status and error:
+--   RESERVED 201; RETRY 201 replayed (reserve) or 200 replayed (confirm,
+--   cancel); CONFIRMED 200; RELEASED 200; ORDER_CONFLICT, HOLD_EXPIRED,
+--   OUT_OF_STOCK, ALREADY_USED, ALREADY_CONFIRMED 409; NOT_ELIGIBLE:REASON
+--   422 with that reason; NOT_FOUND 404; NOT_DIRECT: the voucher is a flash
+--   one, which the gateway decides in Redis and must never send here (the
+--   function refuses it and changes nothing).
+-- A refusal leaves nothing behind: no row, no use, no outbox row. Every
+-- change writes exactly one outbox row (the event the gateway built, or for
+-- an expiry the one the function builds) and notifies voucher_outbox.
+
+-- The ms since the epoch of a time, and back: exact to the millisecond
+-- (to_timestamp() goes through a double).
+CREATE OR REPLACE FUNCTION dr_ts(p_ms bigint)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = public, pg_temp
+AS $fn$ SELECT timestamptz 'epoch' + p_ms * interval '1 millisecond' $fn$;
+
+CREATE OR REPLACE FUNCTION dr_ms(p_at timestamptz)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = public, pg_temp
+AS $fn$ SELECT (extract(epoch FROM p_at) * 1000)::bigint $fn$;
+
+-- Why a voucher takes no new order at p_now, as vc_voucher_check() says it
+-- (common/vc_voucher.c: inactive first, then the window), or NULL.
+CREATE OR REPLACE FUNCTION dr_ineligible(p_active boolean, p_starts timestamptz,
+                                         p_ends timestamptz, p_now timestamptz)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = public, pg_temp
+AS $fn$
+    SELECT CASE WHEN NOT p_active THEN 'NOT_ELIGIBLE:INACTIVE'
+                WHEN p_now < p_starts THEN 'NOT_ELIGIBLE:NOT_STARTED'
+                WHEN p_now >= p_ends THEN 'NOT_ELIGIBLE:EXPIRED' END
+$fn$;
+
+-- Reserves a use of a direct voucher for an order: the insert of the
+-- redemption first (ON CONFLICT on the unique order_id: two requests with one
+-- orderId meet there, the second waits for the first's commit and inserts
+-- nothing), then the conditional UPDATE of used_count. p_discount is the
+-- gateway's quote from the voucher's rules (as flash mode's), p_event the
+-- VoucherReserved it publishes in flash mode, stored in the outbox when a use
+-- was taken. Answers, with the order's figures when it holds a use:
+--   RESERVED        taken now; remaining is what is left after it
+--   RETRY           the orderId holds a use already, for this code, customer
+--                   and amount (RESERVED or CONFIRMED): its row's figures,
+--                   nothing taken, whatever the rules say by now
+--   ORDER_CONFLICT  the orderId is another code's, customer's or amount's, or
+--                   a campaign code's; amount is its row's orderAmount when
+--                   code and customer are this request's
+--   HOLD_EXPIRED    the orderId's reservation was released
+--   NOT_ELIGIBLE:INACTIVE / :NOT_STARTED / :EXPIRED, OUT_OF_STOCK,
+--   ALREADY_USED (the per-customer trigger of 005), NOT_FOUND, NOT_DIRECT.
+CREATE OR REPLACE FUNCTION dr_reserve(p_code text, p_order text, p_customer text,
+                                      p_amount bigint, p_discount bigint, p_now_ms bigint,
+                                      p_held_until_ms bigint, p_event text)
+RETURNS TABLE (answer text, discount bigint, amount bigint, held_until_ms bigint,
+               remaining bigint)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+DECLARE
+    v_now      timestamptz := dr_ts(p_now_ms);
+    v_customer bigint := p_customer::bigint;
+    v          record;
+    r          record;
+    v_id       bigint;
+    v_left     bigint;
+    v_refusal  text;
+    v_cons     text;
+BEGIN
+    SELECT x.mode INTO v FROM voucher x WHERE x.code = p_code;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'NOT_FOUND', NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+    END IF;
+    IF v.mode <> 'direct' THEN
+        RETURN QUERY SELECT 'NOT_DIRECT', NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+    END IF;
+    -- An orderId belongs to one code, a campaign's one-time codes included.
+    IF EXISTS (SELECT 1 FROM campaign_redemption c WHERE c.order_id = p_order) THEN
+        RETURN QUERY SELECT 'ORDER_CONFLICT', NULL::bigint, NULL::bigint, NULL::bigint,
+                            NULL::bigint;
+        RETURN;
+    END IF;
+
+    -- The insert, the use and the event, or none of them: a refusal raises
+    -- inside the block, and its subtransaction takes the insert back.
+    BEGIN
+        INSERT INTO voucher_redemption AS x
+               (voucher_code, customer_id, order_id, status, discount_amount, order_amount,
+                held_until, created_at, updated_at)
+        VALUES (p_code, v_customer, p_order, 'RESERVED', p_discount, p_amount,
+                dr_ts(p_held_until_ms), v_now, v_now)
+        ON CONFLICT (order_id) DO NOTHING
+        RETURNING x.id INTO v_id;
+        IF v_id IS NOT NULL THEN
+            UPDATE voucher x SET used_count = x.used_count + 1
+             WHERE x.code = p_code AND x.mode = 'direct' AND x.active
+               AND v_now >= x.starts_at AND v_now < x.ends_at
+               AND x.used_count < x.total_limit
+            RETURNING x.total_limit - x.used_count INTO v_left;
+            IF NOT FOUND THEN
+                SELECT coalesce(dr_ineligible(x.active, x.starts_at, x.ends_at, v_now),
+                                'OUT_OF_STOCK')
+                  INTO v_refusal FROM voucher x WHERE x.code = p_code;
+                RAISE EXCEPTION 'dr_reserve refused: %', v_refusal USING ERRCODE = 'VCDR1';
+            END IF;
+            INSERT INTO event_outbox (event_key, payload) VALUES (p_code, p_event);
+            PERFORM pg_notify('voucher_outbox', '');
+        END IF;
+    EXCEPTION
+        WHEN SQLSTATE 'VCDR1' THEN
+            RETURN QUERY SELECT v_refusal, NULL::bigint, NULL::bigint, NULL::bigint,
+                                NULL::bigint;
+            RETURN;
+        WHEN check_violation THEN
+            GET STACKED DIAGNOSTICS v_cons = CONSTRAINT_NAME;
+            IF v_cons <> 'ck_per_user_uses' THEN
+                RAISE;
+            END IF;
+            -- The rules refuse before the customer's limit, as in flash mode,
+            -- where the gateway judges them before Redis counts.
+            SELECT coalesce(dr_ineligible(x.active, x.starts_at, x.ends_at, v_now),
+                            'ALREADY_USED')
+              INTO v_refusal FROM voucher x WHERE x.code = p_code;
+            RETURN QUERY SELECT v_refusal, NULL::bigint, NULL::bigint, NULL::bigint,
+                                NULL::bigint;
+            RETURN;
+    END;
+    IF v_id IS NOT NULL THEN
+        RETURN QUERY SELECT 'RESERVED', p_discount, p_amount, p_held_until_ms, v_left;
+        RETURN;
+    END IF;
+
+    -- The orderId was there (or came first and committed while this waited).
+    SELECT x.voucher_code, x.customer_id, x.status, x.discount_amount, x.order_amount,
+           x.held_until
+      INTO r FROM voucher_redemption x WHERE x.order_id = p_order;
+    IF r.voucher_code <> p_code OR r.customer_id <> v_customer THEN
+        answer := 'ORDER_CONFLICT';
+    ELSIF r.order_amount <> p_amount THEN
+        RETURN QUERY SELECT 'ORDER_CONFLICT', NULL::bigint, r.order_amount, NULL::bigint,
+                            NULL::bigint;
+        RETURN;
+    ELSIF r.status = 'RELEASED' THEN
+        answer := 'HOLD_EXPIRED';
+    ELSE
+        RETURN QUERY SELECT 'RETRY', r.discount_amount, r.order_amount, dr_ms(r.held_until),
+                            (SELECT (x.total_limit - x.used_count)::bigint
+                               FROM voucher x WHERE x.code = p_code);
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT answer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+END
+$fn$;
+
+-- The redemption of a direct voucher's order, locked (FOR UPDATE), for a
+-- confirm or a cancel; found NULL when the code is unknown, a flash
+-- voucher's, or the order is not this code's (status then says which:
+-- NOT_FOUND or NOT_DIRECT).
+CREATE OR REPLACE FUNCTION dr_lock_order(p_code text, p_order text, OUT status text,
+                                         OUT row_id bigint, OUT customer_id bigint,
+                                         OUT discount bigint, OUT amount bigint,
+                                         OUT held_until timestamptz,
+                                         OUT confirmed_amount bigint,
+                                         OUT confirmed_discount bigint)
+LANGUAGE plpgsql
+SET search_path = public, pg_temp
+AS $fn$
+DECLARE
+    v_mode text;
+BEGIN
+    SELECT x.mode INTO v_mode FROM voucher x WHERE x.code = p_code;
+    IF v_mode IS NULL OR v_mode <> 'direct' THEN
+        status := CASE WHEN v_mode IS NULL THEN 'NOT_FOUND' ELSE 'NOT_DIRECT' END;
+        RETURN;
+    END IF;
+    SELECT x.status, x.id, x.customer_id, x.discount_amount, x.order_amount, x.held_until,
+           x.confirmed_order_amount, x.confirmed_discount_amount
+      INTO status, row_id, customer_id, discount, amount, held_until, confirmed_amount,
+           confirmed_discount
+      FROM voucher_redemption x
+     WHERE x.order_id = p_order AND x.voucher_code = p_code
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        status := 'NOT_FOUND';
+    END IF;
+END
+$fn$;
+
+-- Confirms a direct voucher's order, as confirm.lua does a flash one's.
+-- p_final_amount is the order's final total, NULL for a confirm without one;
+-- p_final_discount the gateway's discount for that total from the voucher's
+-- rules, NULL when the rules refuse it (below the minimum). p_event is the
+-- VoucherConfirmed the gateway would publish, stored when the row changed.
+-- Answers, with the figures the answer shows and the row's status:
+--   CONFIRMED          RESERVED -> CONFIRMED now (one outbox row); discount
+--                      and amount are the figures it is confirmed at
+--   RETRY              already CONFIRMED, at this total or without one: 200
+--                      replayed with its figures, nothing written
+--   ALREADY_CONFIRMED  CONFIRMED at another total: 409 with those figures
+--   HOLD_EXPIRED       released, or held past held_until (status says which)
+--   NOT_ELIGIBLE:ORDER_TOO_SMALL  another total the rules refused: 422 with
+--                      the reservation's figures (the quote); nothing changed
+--   NOT_FOUND, NOT_DIRECT
+CREATE OR REPLACE FUNCTION dr_confirm(p_code text, p_order text, p_final_amount bigint,
+                                      p_final_discount bigint, p_now_ms bigint, p_event text)
+RETURNS TABLE (answer text, discount bigint, amount bigint, held_until_ms bigint,
+               status text)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+DECLARE
+    o      record := dr_lock_order(p_code, p_order);
+    v_paid bigint;
+    v_disc bigint;
+BEGIN
+    IF o.row_id IS NULL THEN
+        RETURN QUERY SELECT o.status, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text;
+        RETURN;
+    END IF;
+    IF o.status = 'CONFIRMED' THEN
+        -- Confirmed without a total: at the reservation's figures.
+        v_paid := coalesce(o.confirmed_amount, o.amount);
+        v_disc := coalesce(o.confirmed_discount, o.discount);
+        RETURN QUERY SELECT CASE WHEN p_final_amount IS NOT NULL AND p_final_amount <> v_paid
+                                 THEN 'ALREADY_CONFIRMED' ELSE 'RETRY' END,
+                            v_disc, v_paid, dr_ms(o.held_until), o.status;
+        RETURN;
+    END IF;
+    IF o.status <> 'RESERVED' OR o.held_until < dr_ts(p_now_ms) THEN
+        RETURN QUERY SELECT 'HOLD_EXPIRED', NULL::bigint, NULL::bigint, dr_ms(o.held_until),
+                            o.status;
+        RETURN;
+    END IF;
+    v_disc := o.discount;
+    IF p_final_amount IS NOT NULL AND p_final_amount <> o.amount THEN
+        IF p_final_discount IS NULL THEN
+            RETURN QUERY SELECT 'NOT_ELIGIBLE:ORDER_TOO_SMALL', o.discount, o.amount,
+                                dr_ms(o.held_until), o.status;
+            RETURN;
+        END IF;
+        v_disc := p_final_discount;
+    END IF;
+    UPDATE voucher_redemption x
+       SET status = 'CONFIRMED', updated_at = dr_ts(p_now_ms),
+           confirmed_order_amount = p_final_amount,
+           confirmed_discount_amount = CASE WHEN p_final_amount IS NOT NULL THEN v_disc END
+     WHERE x.id = o.row_id;
+    INSERT INTO event_outbox (event_key, payload) VALUES (p_code, p_event);
+    PERFORM pg_notify('voucher_outbox', '');
+    RETURN QUERY SELECT 'CONFIRMED', v_disc, coalesce(p_final_amount, o.amount),
+                        dr_ms(o.held_until), 'CONFIRMED'::text;
+END
+$fn$;
+
+-- Cancels a direct voucher's order, held or confirmed, as the flash cancel
+-- does: RELEASED with release_reason CANCELLED, its use back (used_count - 1),
+-- one outbox row (p_event, the VoucherReleased the gateway would publish).
+-- Answers RELEASED, RETRY (already RELEASED, by a cancel or an expiry: 200
+-- replayed, nothing written), NOT_FOUND, NOT_DIRECT; status is the row's
+-- status before the call.
+CREATE OR REPLACE FUNCTION dr_cancel(p_code text, p_order text, p_now_ms bigint, p_event text)
+RETURNS TABLE (answer text, status text)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+DECLARE
+    o record := dr_lock_order(p_code, p_order);
+BEGIN
+    IF o.row_id IS NULL THEN
+        RETURN QUERY SELECT o.status, NULL::text;
+        RETURN;
+    END IF;
+    IF o.status = 'RELEASED' THEN
+        RETURN QUERY SELECT 'RETRY', o.status;
+        RETURN;
+    END IF;
+    UPDATE voucher_redemption x
+       SET status = 'RELEASED', release_reason = 'CANCELLED', updated_at = dr_ts(p_now_ms)
+     WHERE x.id = o.row_id;
+    UPDATE voucher x SET used_count = x.used_count - 1 WHERE x.code = p_code;
+    INSERT INTO event_outbox (event_key, payload) VALUES (p_code, p_event);
+    PERFORM pg_notify('voucher_outbox', '');
+    RETURN QUERY SELECT 'RELEASED', o.status;
+END
+$fn$;
+
+-- What a quote of a direct voucher needs beyond the gateway's cached rules:
+-- the uses left now (total_limit - used_count). Reads only. Answers OK,
+-- NOT_FOUND or NOT_DIRECT; remaining is NULL unless OK.
+CREATE OR REPLACE FUNCTION dr_quote(p_code text, p_now_ms bigint)
+RETURNS TABLE (answer text, remaining bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+    SELECT coalesce(q.answer, 'NOT_FOUND'), q.remaining
+      FROM (SELECT 1) one
+      LEFT JOIN (SELECT CASE WHEN x.mode = 'direct' THEN 'OK' ELSE 'NOT_DIRECT' END AS answer,
+                        CASE WHEN x.mode = 'direct'
+                             THEN (x.total_limit - x.used_count)::bigint END AS remaining
+                   FROM voucher x WHERE x.code = p_code) q ON true
+$fn$;
+
+-- The reconciler's expiry of direct vouchers' holds: up to p_limit RESERVED
+-- rows of direct vouchers whose held_until + p_grace_ms is before p_now_ms,
+-- oldest first, rows another transaction holds skipped (a confirm or cancel
+-- under way decides them), each RELEASED with release_reason EXPIRED, its
+-- use back, and one outbox row: the VoucherReleased the reconciler publishes
+-- for a flash hold's expiry (proto/events.md), built here. All in the
+-- caller's one transaction. Returns the orders released.
+CREATE OR REPLACE FUNCTION dr_expire(p_limit int, p_now_ms bigint, p_grace_ms bigint)
+RETURNS TABLE (code text, order_id text, customer_id bigint, held_until_ms bigint)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+DECLARE
+    v_now timestamptz := dr_ts(p_now_ms);
+BEGIN
+    -- One statement: every part of a WITH that writes runs, read or not.
+    RETURN QUERY
+    WITH due AS (
+        SELECT r.id FROM voucher_redemption r JOIN voucher v ON v.code = r.voucher_code
+         WHERE r.status = 'RESERVED' AND v.mode = 'direct'
+           AND r.held_until < v_now - p_grace_ms * interval '1 millisecond'
+         ORDER BY r.held_until, r.id
+         LIMIT p_limit
+           FOR UPDATE OF r SKIP LOCKED
+    ), released AS (
+        UPDATE voucher_redemption r
+           SET status = 'RELEASED', release_reason = 'EXPIRED', updated_at = v_now
+          FROM due WHERE r.id = due.id
+        RETURNING r.id, r.voucher_code, r.order_id, r.customer_id, r.held_until
+    ), uses_back AS (
+        UPDATE voucher x SET used_count = x.used_count - n.uses
+          FROM (SELECT e.voucher_code, count(*) AS uses FROM released e
+                 GROUP BY e.voucher_code) n
+         WHERE x.code = n.voucher_code
+        RETURNING x.code
+    ), events AS (
+        INSERT INTO event_outbox (event_key, payload)
+        SELECT e.voucher_code,
+               '{"type":"VoucherReleased","version":1,"code":' || to_json(e.voucher_code)::text ||
+               ',"customerId":' || e.customer_id || ',"orderId":' ||
+               to_json(e.order_id)::text || ',"releasedAt":' ||
+               to_json(to_char(v_now AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text ||
+               ',"reason":"EXPIRED"}'
+          FROM released e ORDER BY e.held_until, e.id
+        RETURNING 1
+    )
+    SELECT e.voucher_code::text, e.order_id::text, e.customer_id, dr_ms(e.held_until)
+      FROM released e ORDER BY e.held_until, e.id;
+    IF FOUND THEN
+        PERFORM pg_notify('voucher_outbox', '');
+    END IF;
+END
+$fn$;
+
+-- The relay's read: up to p_limit unsent events, in id order.
+CREATE OR REPLACE FUNCTION dr_outbox_take(p_limit int)
+RETURNS TABLE (id bigint, event_key text, payload text)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+    SELECT o.id, o.event_key, o.payload FROM event_outbox o
+     WHERE o.sent_at IS NULL ORDER BY o.id LIMIT p_limit
+$fn$;
+
+-- The relay's mark, after Kafka's delivery report: returns how many of
+-- p_ids were unsent until now.
+CREATE OR REPLACE FUNCTION dr_outbox_sent(p_ids bigint[])
+RETURNS bigint
+LANGUAGE sql SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+    WITH marked AS (
+        UPDATE event_outbox o SET sent_at = now()
+         WHERE o.id = ANY (p_ids) AND o.sent_at IS NULL
+        RETURNING 1)
+    SELECT count(*) FROM marked
+$fn$;
+
+-- Their owner and who may run them. The helpers (dr_ts, dr_ms,
+-- dr_ineligible, dr_lock_order) run inside the others, as voucher_direct.
+DO $$
+DECLARE
+    f regprocedure;
+    who text;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure
+               FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+              WHERE n.nspname = current_schema() AND p.proname LIKE 'dr\_%'
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s OWNER TO voucher_direct', f);
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+        who := CASE WHEN f::text ~ '^dr_(reserve|confirm|cancel|quote)\(' THEN 'voucher_gateway'
+                    WHEN f::text ~ '^dr_(expire|outbox_take|outbox_sent)\(' THEN 'voucher_reconciler'
+                    END;
+        IF who IS NOT NULL THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', f, who);
+        END IF;
+    END LOOP;
+END
+$$;

@@ -40,3 +40,20 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- voucher_direct owns the direct-mode functions (functions.sql: dr_reserve and
+-- the others, SECURITY DEFINER): they write with its grants (025), and the
+-- gateway, which may only execute them, writes no table itself. Nobody logs
+-- in as it. The role that runs the migrations (voucher, here and in
+-- deploy/stack) must be a member of it to make it the functions' owner: where
+-- the owner role has another name, grant it likewise.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'voucher_direct') THEN
+        CREATE ROLE voucher_direct NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'voucher') THEN
+        GRANT voucher_direct TO voucher;
+    END IF;
+END
+$$;

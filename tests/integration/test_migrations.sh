@@ -2,11 +2,11 @@
 # deploy/migrate: the writer's functions are defined once, in
 # deploy/sql/functions.sql. A fresh database and one upgraded from migration
 # 024 (applied as the runner before functions.sql did: no checksum column) end
-# with the same functions, the file is applied again exactly when it changed,
+# with the same functions (025 on: migrations the new runner applies), the file is applied again exactly when it changed,
 # and a file that fails leaves the database as it was. Two throw-away
 # databases on the private stack's PostgreSQL; the tests' database is left alone.
 source "$(dirname "$0")/lib.sh"
-plan 14
+plan 16
 
 migrate=$VOUCHER_SOURCE_DIR/deploy/migrate
 pg="host=127.0.0.1 port=$VOUCHER_PORT_BASE"
@@ -36,7 +36,7 @@ ok $? "two empty databases made"
 # Fresh: the migrations, then the functions file.
 "$migrate" "$fresh" >"$scratch/fresh.out" 2>&1
 ok $? "deploy/migrate on an empty database exits 0"
-grep -q "applied migration 024_admin_revoke" "$scratch/fresh.out" &&
+grep -q "applied migration 025_direct_mode" "$scratch/fresh.out" &&
   grep -q "applied functions.sql" "$scratch/fresh.out"
 ok $? "it applied the migrations, then functions.sql"
 
@@ -53,10 +53,27 @@ for f in "$VOUCHER_SOURCE_DIR"/deploy/sql/[0-9]*.sql; do
 done
 is "$old_rc/$(on "$upgraded" "SELECT count(*) FROM schema_migrations")" "0/22" \
   "the old way applied the 22 migrations up to 024"
+# A voucher of a sale running while the upgrade runs.
+on "$upgraded" "INSERT INTO voucher (code, discount_amount, total_limit, starts_at, ends_at)
+    VALUES ('RUNNING', 100, 10, now() - interval '1 hour', now() + interval '1 day')"
 "$migrate" "$upgraded" >"$scratch/upgraded.out" 2>&1
 ok $? "deploy/migrate on the database at 024 exits 0"
-is "$(cat "$scratch/upgraded.out" | sed 's/ (checksum.*//')" "migrate: applied functions.sql" \
-  "it applied functions.sql and no migration"
+is "$(cat "$scratch/upgraded.out" | sed 's/ (checksum.*//' | tr '\n' ' ')" \
+  "migrate: applied migration 025_direct_mode migrate: applied functions.sql " \
+  "it applied the migrations after 024, then functions.sql"
+# 025: an upgrade does not change how a running sale is decided, and until
+# slice 2 a voucher created without a mode is a flash one (proto/direct-mode.md).
+is "$(on "$upgraded" "SELECT mode FROM voucher WHERE code = 'RUNNING'")/$(on "$upgraded" \
+  "SELECT column_default FROM information_schema.columns
+    WHERE table_name = 'voucher' AND column_name = 'mode'")" "flash/'flash'::text" \
+  "the voucher that existed is a flash voucher, and so is a new one by default"
+# The direct-mode functions: owned by the role nobody logs in as, run as it,
+# with a search_path of their own.
+is "$(on "$upgraded" "SELECT string_agg(DISTINCT pg_get_userbyid(p.proowner) || ' ' ||
+      p.prosecdef::text || ' ' || (p.proconfig IS NOT NULL)::text, ',')
+      FROM pg_proc p WHERE p.proname IN ('dr_reserve', 'dr_confirm', 'dr_cancel', 'dr_quote',
+                                         'dr_expire', 'dr_outbox_take', 'dr_outbox_sent')")" \
+  "voucher_direct true true" "dr_* are SECURITY DEFINER, owned by voucher_direct, search_path set"
 
 functions "$fresh" >"$scratch/fresh.functions"
 functions "$upgraded" >"$scratch/upgraded.functions"
