@@ -2255,6 +2255,7 @@ class Explorer(RuleBasedStateMachine):
             " ORDER BY id", (self.code,))]
 
     def direct_line(self):
+        self.refresh_log()
         used, rows = self.direct_rows()
         ob = self.outbox()
         p = " ".join("%s:%s" % (self.short(x), r[0][:3]) for x, r in sorted(rows.items()))
