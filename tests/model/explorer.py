@@ -551,6 +551,9 @@ class World:
                 "VOUCHER_PG_DSN"])}
         self.idle = {"gw": [], "rc": []}
         self.direct_examples = 0
+        # A direct voucher's examples (coverage): each function's answers, the calls that waited
+        # on a lock, were cut or lost their answer, the events the relay sent again.
+        self.direct = collections.Counter()
         self.isolate()
 
     def dconn(self, who):
@@ -2296,6 +2299,9 @@ class Explorer(RuleBasedStateMachine):
             how = "cut"
         self.dcalls.remove(call)
         answer = call.answer()
+        self.w.direct["%s %s" % (call.kind, "waited, cut" if waited else how)] += 1
+        if not waited and call.kind != "expire":
+            self.w.direct["%s %s" % (call.kind, answer.split(":")[0])] += 1
         if call.error is not None and not (waited and call.error.pgcode == "57014"):
             call.conn.rollback()
             self.w.dconn_back(call.who, call.conn)
@@ -2479,6 +2485,7 @@ class Explorer(RuleBasedStateMachine):
                                              ": Kafka is down, nothing stored")
         elif stage == "report":
             r["stage"] = "mark" if r["stored"] else "take"
+            self.w.direct["relay report " + ("ok" if r["stored"] else "failed")] += 1
             what = "relay: delivery report %s" % ("ok" if r["stored"] else
                                                    "failed, the rows stay unsent")
         else:
@@ -2496,6 +2503,7 @@ class Explorer(RuleBasedStateMachine):
         """FAULT: the relay dies and starts again: what it took and heard is forgotten; the rows
         it had not marked are taken again (at least once)."""
         stage = self.relay["stage"]
+        self.w.direct["relay crash before its " + stage] += 1
         self.relay = {"stage": "take", "batch": [], "stored": False}
         self.record("FAULT: the relay crashes before its %s" % stage, "relay_crash", {})
 
@@ -3539,6 +3547,9 @@ def main():
     print("   targeted reads (a voucher busy only with events in flight, not read in full): %d in"
           " %d passes of %d examples with the periodic full read" % (
               WORLD.targeted_reads, WORLD.targeted_passes, WORLD.targeted_examples))
+    if WORLD.direct_examples:
+        print("   direct vouchers: " + ", ".join("%s %d" % kv for kv in sorted(
+            WORLD.direct.items())))
     print("   frozen leaders woken: %d, their script refused %d, ran %d" % (
         sum(WORLD.thawed.values()), WORLD.thawed["refused"], WORLD.thawed["ran"]))
     # Which steps ran while the reconciler stood at each pause: a point no gateway step
