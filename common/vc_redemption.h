@@ -34,7 +34,8 @@ typedef enum {
     X(EARLY, 3, "early-confirm")                                                                   \
     X(TOMBSTONE, 4, "tombstone")                                                                   \
     X(CONFLICT, 5, "order-conflict")                                                               \
-    X(POISON, 6, "poison")
+    X(POISON, 6, "poison")                                                                         \
+    X(MISMATCH, 7, "direct-mismatch")
 
 typedef enum {
 #define VC_RD_OUTCOME_ENUM(name, value, text) VC_RD_OUT_##name = (value),

@@ -29,7 +29,7 @@ typedef struct {
     int decoded; /* 1 when ev holds the decoded event */
     vc_event_t ev;
     int outcome;            /* wr_outcome_t after the batch was applied */
-    const char *dlt_class;  /* for WR_OUT_POISON and WR_OUT_CONFLICT: a WR_DLT_* name */
+    const char *dlt_class;  /* for WR_OUT_POISON, _CONFLICT, _MISMATCH: a WR_DLT_* name */
     int dlt_form;           /* a wr_dlt_form_t: how much of it the dead letter holds */
     int32_t dlt_partition;  /* where the dead-letter topic stored it, once acknowledged */
     int64_t dlt_offset;     /* -1 until then */

@@ -16,6 +16,8 @@
 #define WR_DLT_CONSTRAINT "constraint"           /* a CHECK or other constraint (23xxx) */
 #define WR_DLT_CONFLICT "order-conflict"         /* the orderId belongs to another voucher */
 #define WR_DLT_REJECTED "rejected"               /* any other permanent database error */
+/* A direct voucher's event that its row does not bear out (proto/direct-mode.md) */
+#define WR_DLT_DIRECT_MISMATCH "direct-mismatch"
 
 /* Header names. Values are UTF-8 text. */
 #define WR_HDR_TOPIC "dlt-original-topic"

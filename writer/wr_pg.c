@@ -247,6 +247,13 @@ static int read_outcomes(const char *text, wr_msg_t **msgs, size_t lo, size_t hi
             snprintf(msgs[i]->error, sizeof(msgs[i]->error),
                      "%s for order %s of voucher %s: the order is redeemed on another voucher",
                      vc_event_type_name(msgs[i]->ev.type), msgs[i]->ev.order_id, msgs[i]->ev.code);
+        } else if (v == WR_OUT_MISMATCH) {
+            /* The row of a direct voucher is the truth: an event it does not bear out is parked. */
+            msgs[i]->dlt_class = WR_DLT_DIRECT_MISMATCH;
+            snprintf(msgs[i]->error, sizeof(msgs[i]->error),
+                     "%s for order %s of direct voucher %s: its row does not bear it out (no "
+                     "row, another state, or other figures)",
+                     vc_event_type_name(msgs[i]->ev.type), msgs[i]->ev.order_id, msgs[i]->ev.code);
         } else if (v != WR_OUT_APPLIED && v != WR_OUT_NOOP && v != WR_OUT_EARLY &&
                    v != WR_OUT_TOMBSTONE) {
             return VC_ERR_PROTOCOL;

@@ -37,7 +37,8 @@ void wr_pg_close(wr_pg_t *pg);
  *
  * wr_pg_finish() takes the result and sets each message's outcome:
  * WR_OUT_APPLIED, WR_OUT_NOOP, WR_OUT_EARLY, WR_OUT_TOMBSTONE, or
- * WR_OUT_CONFLICT and WR_OUT_POISON (with dlt_class and error set) for the
+ * WR_OUT_CONFLICT, WR_OUT_MISMATCH (a direct voucher's event its row does not
+ * bear out) and WR_OUT_POISON (with dlt_class and error set) for the
  * ones to dead-letter, isolated under savepoints when the statement failed.
  * Returns 0 once the transaction committed, or VC_ERR_UNAVAILABLE when it did
  * not and trying the same batch again later may succeed (err says why);

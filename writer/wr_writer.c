@@ -264,7 +264,8 @@ static int finish_batch(wr_writer_t *w, wr_lane_t *l, size_t n)
     }
     for (size_t i = 0; i < n; i++) {
         wr_msg_t *m = wr_queue_at(&l->queue, i);
-        if (m->outcome == WR_OUT_POISON || m->outcome == WR_OUT_CONFLICT)
+        if (m->outcome == WR_OUT_POISON || m->outcome == WR_OUT_CONFLICT ||
+            m->outcome == WR_OUT_MISMATCH)
             w->dead[ndead++] = m;
     }
     if (ndead > 0 && (rc = wr_kafka_dead_letter(w->kafka, w->dead, ndead, err, sizeof(err))) != 0) {

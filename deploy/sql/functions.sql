@@ -41,6 +41,9 @@
 --                RELEASED so the late reservation becomes a no-op
 --   5 conflict   the orderId belongs to another voucher: nothing changed; the
 --                writer sends the event to the dead-letter topic
+--   7 mismatch   (wr_apply_batch() with p_campaign only) an event of a direct
+--                voucher its row does not bear out: nothing changed; the
+--                writer dead-letters it (wr_verify_direct_events())
 --
 -- So the status only ever moves forward, RESERVED < CONFIRMED < RELEASED, and
 -- the final row depends on which events were seen, not on their order or how
@@ -781,13 +784,69 @@ BEGIN
 END
 $fn$;
 
+-- A direct voucher's events (proto/direct-mode.md, "The writer"): its row was
+-- written in the transaction that wrote the event to the outbox, so the row
+-- is the truth and the event is its record. Nothing is applied; each event is
+-- verified against the row of its orderId and gets 2 (no-op) when the row
+-- bears it out, 7 (direct mismatch: the writer dead-letters it, class
+-- direct-mismatch) when not. The writer reads the events later than the rows
+-- change, so an event may find its row further on (a VoucherReserved a row
+-- already CONFIRMED or RELEASED): it is borne out when the row is of the same
+-- voucher and customer, and
+--   VoucherReserved   the row's orderAmount and discountAmount are the event's
+--                     (whatever the status: every state comes after it);
+--   VoucherConfirmed  the row is CONFIRMED or RELEASED (a release may follow
+--                     a confirm), and holds the event's final figures when the
+--                     event carries them;
+--   VoucherReleased   the row is RELEASED.
+-- Read without a lock: a row only moves forward, and an event reaches Kafka
+-- only after its row's commit.
+CREATE OR REPLACE FUNCTION wr_verify_direct_events(
+    p_type     smallint[],
+    p_code     text[],
+    p_customer bigint[],
+    p_order    text[],
+    p_discount bigint[],
+    p_amount   bigint[])
+RETURNS smallint[]
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    outcome smallint[] := '{}';
+    r voucher_redemption%ROWTYPE;
+    ok boolean;
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_type, 1), 0) LOOP
+        SELECT * INTO r FROM voucher_redemption WHERE order_id = p_order[i];
+        ok := FOUND AND r.voucher_code = p_code[i] AND r.customer_id = p_customer[i];
+        IF ok THEN
+            ok := CASE p_type[i]
+                WHEN 1 THEN r.order_amount = p_amount[i] AND r.discount_amount = p_discount[i]
+                WHEN 2 THEN r.status IN ('CONFIRMED', 'RELEASED')
+                            AND (p_amount[i] IS NULL
+                                 OR (r.confirmed_order_amount IS NOT DISTINCT FROM p_amount[i]
+                                     AND r.confirmed_discount_amount
+                                         IS NOT DISTINCT FROM p_discount[i]))
+                WHEN 3 THEN r.status = 'RELEASED'
+                ELSE false
+            END;
+        END IF;
+        outcome := outcome || CASE WHEN ok THEN 2 ELSE 7 END::smallint;
+    END LOOP;
+    RETURN outcome;
+END
+$fn$;
+
 -- The writer's batch (writer/wr_pg.c), with the campaigns: p_campaign, the
 -- 11th array, is the event's campaignId, 0 for a voucher's event. The
 -- vouchers' events go to the vouchers' batch above, in their order; a
--- campaign's to wr_apply_campaign_events(); the outcomes are put back in the
--- events' order. The two touch different rows (an orderId is one voucher's
--- or one code's: the gateway's claim, and the conflict check), so applying
--- one group before the other changes no outcome.
+-- campaign's to wr_apply_campaign_events(); a direct voucher's (its mode,
+-- read here, so the batch stays one call in one transaction) to
+-- wr_verify_direct_events(); the outcomes are put back in the events' order.
+-- The groups touch different rows (an orderId is one voucher's or one
+-- code's: the gateway's claim, and the conflict check; a direct voucher's
+-- events change nothing), so applying one group before another changes no
+-- outcome.
 CREATE OR REPLACE FUNCTION wr_apply_batch(
     p_type     smallint[],
     p_code     text[],
@@ -806,15 +865,21 @@ AS $fn$
 DECLARE
     v int[];
     c int[];
+    d int[];
     v_out smallint[];
     c_out smallint[];
+    d_out smallint[];
     outcome smallint[];
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM unnest(p_campaign) x WHERE x > 0) THEN
+    SELECT coalesce(array_agg(e.n ORDER BY e.n), '{}') INTO d
+      FROM unnest(p_code, p_campaign) WITH ORDINALITY AS e(code, x, n)
+     WHERE e.x = 0 AND EXISTS (SELECT 1 FROM voucher w WHERE w.code = e.code AND w.mode = 'direct');
+    IF NOT EXISTS (SELECT 1 FROM unnest(p_campaign) x WHERE x > 0)
+       AND array_length(d, 1) IS NULL THEN
         RETURN wr_apply_batch(p_type, p_code, p_customer, p_order, p_discount, p_amount,
                               p_at_ms, p_held_ms, p_reason, p_replayed_from);
     END IF;
-    SELECT coalesce(array_agg(n ORDER BY n) FILTER (WHERE x = 0), '{}'),
+    SELECT coalesce(array_agg(n ORDER BY n) FILTER (WHERE x = 0 AND n <> ALL (d)), '{}'),
            coalesce(array_agg(n ORDER BY n) FILTER (WHERE x > 0), '{}')
       INTO v, c
       FROM unnest(p_campaign) WITH ORDINALITY AS e(x, n);
@@ -833,17 +898,26 @@ BEGIN
         ARRAY(SELECT p_discount[n] FROM unnest(c) n), ARRAY(SELECT p_amount[n] FROM unnest(c) n),
         ARRAY(SELECT p_at_ms[n] FROM unnest(c) n), ARRAY(SELECT p_held_ms[n] FROM unnest(c) n),
         ARRAY(SELECT p_reason[n] FROM unnest(c) n), ARRAY(SELECT p_campaign[n] FROM unnest(c) n));
-    -- The letters a replay of a campaign's event settled (as 009 for a voucher's).
-    UPDATE dead_letter d SET state = 'replayed', settled_at = now()
-      FROM unnest(c, c_out) AS e(n, oc)
-     WHERE p_replayed_from[e.n] <> '' AND e.oc <> 5 AND d.state = 'parked'
-       AND d.dlt_topic || '/' || d.dlt_partition || '/' || d.dlt_offset = p_replayed_from[e.n];
+    d_out := wr_verify_direct_events(
+        ARRAY(SELECT p_type[n] FROM unnest(d) n), ARRAY(SELECT p_code[n] FROM unnest(d) n),
+        ARRAY(SELECT p_customer[n] FROM unnest(d) n), ARRAY(SELECT p_order[n] FROM unnest(d) n),
+        ARRAY(SELECT p_discount[n] FROM unnest(d) n), ARRAY(SELECT p_amount[n] FROM unnest(d) n));
+    -- The letters a replay of a campaign's event settled (as 009 for a voucher's), or of a
+    -- direct voucher's event its row now bears out.
+    UPDATE dead_letter l SET state = 'replayed', settled_at = now()
+      FROM (SELECT * FROM unnest(c, c_out) UNION ALL SELECT * FROM unnest(d, d_out))
+           AS e(n, oc)
+     WHERE p_replayed_from[e.n] <> '' AND e.oc NOT IN (5, 7) AND l.state = 'parked'
+       AND l.dlt_topic || '/' || l.dlt_partition || '/' || l.dlt_offset = p_replayed_from[e.n];
     outcome := array_fill(0::smallint, ARRAY[array_length(p_type, 1)]);
     FOR i IN 1 .. coalesce(array_length(v, 1), 0) LOOP
         outcome[v[i]] := v_out[i];
     END LOOP;
-    FOR i IN 1 .. array_length(c, 1) LOOP
+    FOR i IN 1 .. coalesce(array_length(c, 1), 0) LOOP
         outcome[c[i]] := c_out[i];
+    END LOOP;
+    FOR i IN 1 .. coalesce(array_length(d, 1), 0) LOOP
+        outcome[d[i]] := d_out[i];
     END LOOP;
     RETURN outcome;
 END

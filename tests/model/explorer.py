@@ -46,6 +46,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import urllib.request
@@ -124,6 +125,22 @@ SLICES_METRIC = "voucher_reconciler_expiry_slices_total"
 TARGETED = {"mode": "mix"}
 TARGETED_DRAW = {"mix": [False, True], "only": [True], "never": [False]}
 CAMPAIGN_DRAW = {"mix": [False, True], "only": [True], "never": [False]}
+# Which examples are of a direct voucher (--mode; README, "A direct voucher's example"): drawn
+# per example ("mix": one in four, so that the bounded run's time grows by about a minute), all
+# of them ("direct") or none ("flash": the vouchers and campaigns decided in Redis).
+DIRECT = {"mode": "mix"}
+DIRECT_DRAW = {"mix": [False, False, False, True], "direct": [True], "flash": [False]}
+# The rules of a direct voucher's example, and those both kinds draw; every other rule is a
+# flash voucher's or a campaign's (Redis, the gateway's events, the reconciler daemon).
+DIRECT_RULES = {"d_reserve", "d_confirm", "d_cancel", "d_end", "d_expire", "relay_next",
+                "relay_crash", "kafka_down", "kafka_up", "d_forge"}
+SHARED_RULES = {"writer_apply", "writer_redeliver", "wait_grace"}
+# The outbox relay of the model (relay_next()): how many unsent rows a take reads (small, so that
+# a crash or Kafka's outage falls inside a voucher's events), and whether it marks them sent
+# before Kafka's delivery report (--relay-mark-early: the mutant relay-marks-before-report).
+RELAY = {"batch": 2, "mark_early": False}
+# dr_expire's slice (VOUCHER_RECONCILER_BATCH): small, so that an expiry may take part of the due.
+EXPIRE_BATCH = 2
 SAFE32 = "23456789ABCDEFGHJKLMNPQRSTUVWXYZ"
 # The restart fence (proto/redis-keys.md, "The restart fence"): the key holds the run_id of the
 # Redis whose state the reconciler last verified; while it differs the gateway refuses (503).
@@ -186,9 +203,13 @@ SHAPE = {"total": [1, 2, 3], "orders": [1, 1, 2, 3]}
 
 
 def only(name):
-    """Every rule: drawn only when the run allows it (--rules)."""
-    return precondition(lambda self: name in RULES["on"] if RULES["on"] is not None else
-                        name not in DEFAULT_OFF)
+    """Every rule: drawn only when the run allows it (--rules), and only in the examples of its
+    kind: a direct voucher's rules in a direct voucher's example, the others in the others."""
+    def allowed(self):
+        if name not in SHARED_RULES and getattr(self, "direct", False) != (name in DIRECT_RULES):
+            return False
+        return name in RULES["on"] if RULES["on"] is not None else name not in DEFAULT_OFF
+    return precondition(allowed)
 
 
 def guarded(f):
@@ -529,7 +550,34 @@ class World:
         self.fenced = 0             # gateway steps answered 503 by the fence
         self.last_story = []
         self.last_steps = []
+        # A direct voucher's calls run as the roles that make them (the gateway's dr_reserve,
+        # dr_confirm, dr_cancel; the reconciler's dr_expire and the outbox's two), each in a
+        # transaction on a connection of its own (DCall), kept idle between calls.
+        self.direct_dsn = {"gw": os.environ.get("VOUCHER_GATEWAY_PG_DSN", os.environ[
+            "VOUCHER_PG_DSN"]), "rc": os.environ.get("VOUCHER_RECONCILER_PG_DSN", os.environ[
+                "VOUCHER_PG_DSN"])}
+        self.idle = {"gw": [], "rc": []}
+        self.direct_examples = 0
+        # A direct voucher's examples (coverage): each function's answers, the calls that waited
+        # on a lock, were cut or lost their answer, the events the relay sent again.
+        self.direct = collections.Counter()
         self.isolate()
+
+    def dconn(self, who):
+        """A connection as who ("gw" or "rc") for one direct call, not in autocommit: the call's
+        transaction ends when a step commits or rolls it back. Given back with dconn_back()."""
+        if self.idle[who]:
+            return self.idle[who].pop()
+        return psycopg2.connect(self.direct_dsn[who])
+
+    def dconn_back(self, who, conn):
+        """Takes back a connection dconn() gave; one not idle (a call cut while it waited) is
+        closed instead."""
+        if not conn.closed and conn.get_transaction_status() == \
+                psycopg2.extensions.TRANSACTION_STATUS_IDLE:
+            self.idle[who].append(conn)
+        else:
+            conn.close()
 
     def start_replica(self):
         """A replica of the stack's Redis, for the examples under WAIT (--replica): a
@@ -637,6 +685,19 @@ class World:
             raise RuntimeError("partition %d, expected %d" % (got["p"], partition_of(key)))
         return got["o"]
 
+    def produce_raw(self, key, payload):
+        """produce() of a text as it is (an outbox row's payload): the relay sends what the
+        transaction stored, byte for byte."""
+        got = {}
+
+        def cb(err, msg):
+            got["err"], got["o"] = err, msg.offset()
+        self.producer.produce(TOPIC, key=key.encode(), value=payload.encode(), on_delivery=cb)
+        self.producer.flush(10)
+        if got.get("err") is not None or "o" not in got:
+            raise RuntimeError("producing failed: %s" % got.get("err"))
+        return got["o"]
+
     def high(self, p):
         return self.consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10,
                                                    cached=False)[1]
@@ -703,6 +764,41 @@ class Call:
         return "%s %s" % (self.kind, self.order)
 
 
+class DCall:
+    """A direct voucher's function call (dr_reserve, dr_confirm, dr_cancel, dr_expire): one
+    transaction on a connection of its own (World.dconn()), run in a thread so that it may wait
+    on a lock another open call holds, as the second request of one orderId waits on the first's
+    insert. Its rows or its error are known once done is set; it commits or rolls back only when
+    a step ends it (Explorer.d_finish()). Owns conn until then."""
+
+    def __init__(self, kind, o, who, conn, sql, args, event=None):
+        self.kind, self.o, self.who, self.conn, self.event = kind, o, who, conn, event
+        self.rows = self.error = None
+        self.pid = conn.get_backend_pid()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, args=(sql, args), daemon=True)
+        self.thread.start()
+
+    def run(self, sql, args):
+        try:
+            with self.conn.cursor() as c:
+                c.execute(sql, args)
+                self.rows = c.fetchall()
+        except psycopg2.Error as e:
+            self.error = e
+        finally:
+            self.done.set()
+
+    def answer(self):
+        """The function's answer word (its first column), "ERROR" when it raised."""
+        if self.error is not None:
+            return "ERROR"
+        return self.rows[0][0] if self.rows and self.kind != "expire" else ""
+
+    def __repr__(self):
+        return self.kind if self.o is None else "%s o%d" % (self.kind, self.o)
+
+
 # The writer's batch statement, word for word as writer/wr_pg.c prepares it (apply_sql).
 APPLY_SQL = ("SELECT wr_apply_batch($1::smallint[], $2::text[], $3::bigint[], $4::text[],"
              " $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[],"
@@ -711,6 +807,7 @@ CODE_RE = re.compile(r"[A-Z0-9_-]{1,32}")
 AT_KEYS = {"VoucherReserved": "reservedAt", "VoucherConfirmed": "confirmedAt",
            "VoucherReleased": "releasedAt"}
 OUT_CONFLICT = 5   # wr_apply_batch()'s outcome: the orderId is another voucher's (WR_OUT_CONFLICT)
+OUT_MISMATCH = 7   # a direct voucher's event its row does not bear out (WR_OUT_MISMATCH)
 
 
 def malformed(e):
@@ -801,10 +898,11 @@ class Writer:
     apply_error_class()), after_first(): BEGIN, wr_batch.c wr_bisect() over the batch with
     try_range() (each range under SAVEPOINT wr_range, undone with ROLLBACK TO and RELEASE when
     refused; a single event refused is poison, dead-lettered with wr_pg_dlt_class()'s class),
-    COMMIT. An event whose outcome is OUT_CONFLICT is dead-lettered as "order-conflict"
-    (read_outcomes()), a malformed one as "malformed" (wr_msg_decode()). Any other error is
-    raised: the writer would try the batch again later. Parking the letters (wr_pg_park()) is
-    left out. sent, when a list, records each statement as (text, array literals or None)."""
+    COMMIT. An event whose outcome is OUT_CONFLICT is dead-lettered as "order-conflict", one
+    whose outcome is OUT_MISMATCH (a direct voucher's) as "direct-mismatch" (read_outcomes()), a
+    malformed one as "malformed" (wr_msg_decode()). Any other error is raised: the writer would
+    try the batch again later. Parking the letters (wr_pg_park()) is left out. sent, when a
+    list, records each statement as (text, array literals or None)."""
 
     def __init__(self, pg, sent=None):
         self.pg, self.sent = pg, sent
@@ -839,6 +937,11 @@ class Writer:
                 dead.append((i, "order-conflict", "%s for order %s of voucher %s: the order is"
                              " redeemed on another voucher" % (e["type"], e["orderId"],
                                                                e["code"])))
+            elif outcomes.get(i) == OUT_MISMATCH:
+                e = events[i]
+                dead.append((i, "direct-mismatch", "%s for order %s of direct voucher %s: its row"
+                             " does not bear it out (no row, another state, or other figures)"
+                             % (e["type"], e["orderId"], e["code"])))
         return sorted(dead)
 
     def apply_range(self, events, idx, outcomes):
@@ -895,14 +998,21 @@ class Explorer(RuleBasedStateMachine):
                 campaign=st.deferred(lambda: st.sampled_from(CAMPAIGN_DRAW[CAMPAIGN["mode"]])),
                 limit=st.integers(1, 2),
                 replicated=st.deferred(lambda: st.sampled_from(REPLICA_DRAW[REPLICA["mode"]])),
-                targeted=st.deferred(lambda: st.sampled_from(TARGETED_DRAW[TARGETED["mode"]])))
+                targeted=st.deferred(lambda: st.sampled_from(TARGETED_DRAW[TARGETED["mode"]])),
+                # Read at each draw, not once (st.deferred() keeps its first strategy for the
+                # whole process): an aim's --mode holds after the seeds ran in another.
+                direct=st.integers(0, 11).map(
+                    lambda i: DIRECT_DRAW[DIRECT["mode"]][i % len(DIRECT_DRAW[DIRECT["mode"]])]))
     def init_voucher(self, total, orders=ORDERS, campaign=False, limit=PER_USER,
-                     replicated=False, targeted=False, one_hold_slices=None):
+                     replicated=False, targeted=False, one_hold_slices=None, direct=False):
         """orders: how many of o0..o2 this example uses (every race of issue 22 needs only one
         order; fewer orders make the steps of one sequence meet on the same order more often).
         A step's o is taken modulo it. campaign: the example is a one-time code campaign of
         max(total, 2) codes and perCustomerLimit limit instead of a voucher (README, "A
-        campaign's example")."""
+        campaign's example"). direct: a direct voucher's example instead (init_direct())."""
+        self.direct = bool(direct)
+        if self.direct:
+            return self.init_direct(total, orders)
         w = self.w
         self.n_orders = orders
         w.seq += 1
@@ -1034,6 +1144,15 @@ class Explorer(RuleBasedStateMachine):
     def teardown(self):
         if not self.ready:
             return
+        if self.direct:
+            try:
+                if not getattr(self, "failed", False) and not self.muted:
+                    self.quiesce_direct()
+            except Muted:
+                self.muted = True
+            finally:
+                self.stop()
+            return
         if os.environ.get("EXPLORER_TRACE"):
             with open(os.environ["EXPLORER_TRACE"], "a") as f:
                 f.write(" ".join("%s%s" % (n, "(%s)" % ",".join(str(v) for v in a.values())
@@ -1104,7 +1223,15 @@ class Explorer(RuleBasedStateMachine):
         if getattr(self, "link_broken", False):
             self.w.replica_attach()   # the next example starts with a replica that follows
             self.link_broken = False
-        procs = [(self.rc, self.rc_logf)] + ([self.frozen[:2]] if self.frozen else [])
+        for call in getattr(self, "dcalls", []):
+            # A direct call left open by a failure: cut (rolled back), its connection closed.
+            if not call.done.is_set():
+                call.conn.cancel()
+                call.done.wait(20)
+            call.conn.close()
+        self.dcalls = []
+        procs = ([(self.rc, self.rc_logf)] if self.rc is not None else []) + \
+            ([self.frozen[:2]] if self.frozen else [])
         for proc, logf in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
@@ -1123,6 +1250,8 @@ class Explorer(RuleBasedStateMachine):
 
     def record(self, text, name, args):
         """One line of the story (the step and the state after it), and the step for a replay."""
+        if self.direct:
+            return self.note(text, name, args, self.direct_line())
         redis_now = self.redis_state()
         if name not in ("rc_step", "rc_pass", "rc_to") and redis_now != self.last_redis and \
                 self.rc_at:
@@ -1135,8 +1264,11 @@ class Explorer(RuleBasedStateMachine):
             if not self.history or {k: v[0] for k, v in snap.items()} != \
                     {k: v[0] for k, v in self.history[-1].items()}:
                 self.history.append(snap)   # this step wrote to Redis (the first: the start)
-        st_ = self.state_line(redis_now)
-        self.story.append("%3d. %-58s | %s" % (len(self.story), text, st_))
+        self.note(text, name, args, self.state_line(redis_now))
+
+    def note(self, text, name, args, state):
+        """record()'s story line, the step kept for a replay, the coverage, the clock's tick."""
+        self.story.append("%3d. %-58s | %s" % (len(self.story), text, state))
         self.steps.append([name, args])
         self.w.last_story = self.story
         self.w.last_steps = self.steps
@@ -1613,8 +1745,12 @@ class Explorer(RuleBasedStateMachine):
         a transaction of its own; a refused batch bisected under savepoints, as the writer does);
         what it dead-letters is kept in self.dlt as (event, class, error)."""
         mine = [e for e in events if self.mine_event(e)]
+        before = self.direct_rows() if self.direct else None
         for i, cls, err in Writer(self.w.pg).apply(mine):
             self.dlt.append((mine[i], cls, err))
+        if self.direct and self.direct_rows() != before:
+            self.fail("the writer changed a direct voucher's rows: %s, then %s" % (
+                before, self.direct_rows()))
 
     @only("writer_apply")
     @precondition(lambda self: self.created)
@@ -2083,6 +2219,458 @@ class Explorer(RuleBasedStateMachine):
 
     # ---- the promises
 
+    # ---- a direct voucher (issue 46, proto/direct-mode.md): PostgreSQL decides alone
+
+    def init_direct(self, total, orders):
+        """A direct voucher's example: the voucher row (mode 'direct', as POST /vouchers makes
+        it), nothing in Redis, no reconciler daemon (its direct pass is dr_expire and the relay,
+        steps of their own here). The outbox and the expiry are global, so what an earlier
+        example left (one that failed before its quiescence) is put out of reach first: its
+        unsent rows marked sent, its holds moved past any expiry."""
+        w = self.w
+        w.seq += 1
+        w.examples += 1
+        w.direct_examples += 1
+        CLOCK.set(time.time() * 1000)
+        self.n_orders = orders
+        self.code = "MD%d_%d_%d" % (os.getpid() % 10000, int(time.time()) % 100000, w.seq)
+        self.camp = self.replicated = self.targeted = self.link_broken = False
+        self.limit = PER_USER
+        self.k = Keys(self.code)
+        self.key = self.code
+        self.total = total
+        self.part = partition_of(self.key)
+        self.start = self.committed = self.pos = w.high(self.part)
+        w.commit(self.part, self.start)
+        w.sql("UPDATE event_outbox SET sent_at = now() WHERE sent_at IS NULL")
+        w.sql("UPDATE voucher_redemption SET held_until = 'infinity' WHERE status = 'RESERVED'"
+              " AND held_until <> 'infinity' AND voucher_code IN"
+              " (SELECT code FROM voucher WHERE mode = 'direct')")
+        w.sql("INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit,"
+              " per_user_limit, starts_at, ends_at, mode) VALUES (%s, 100, 0, %s, %s,"
+              " now() - interval '1 hour', now() + interval '1 day', 'direct')",
+              (self.code, total, PER_USER))
+        self.log, self.mine, self.pending, self.finishable = [], set(), [], []
+        self.acked, self.created, self.paid, self.owner_cancel = {}, {}, set(), set()
+        self.cancelled, self.dlt, self.effects, self.story, self.steps = {}, [], [], [], []
+        self.took, self.replayed, self.fresh, self.forgotten, self.paid_at = {}, {}, {}, {}, {}
+        self.history, self.rollbacks, self.drifts, self.failovers = [], [], [], []
+        self.window_writes = self.stale = self.token = self.leaders = self.passes = 0
+        self.prev = self.prev2 = "start"
+        self.fence_known, self.fence_seen, self.frozen = False, None, None
+        self.rc = self.rc_at = self.rc_script = self.hop_script = None
+        self.dcalls = []       # DCalls open: run, not yet committed or rolled back
+        self.changes = []      # (type, orderId) of every committed change, in commit order
+        self.relay = {"stage": "take", "batch": [], "stored": False}
+        self.kafka_is_down = False
+        self.outages = 0       # Kafka's outages (kafka_down): two an example at most
+        self.forged = []       # events d_forge() produced: the writer must dead-letter each
+        self.expired_at = {}   # order -> the clock of the dr_expire that released it
+        self.ready = True
+        self.note("direct voucher %s, total %d, %d order(s) (partition %d)" % (
+            self.code, total, orders, self.part), "init_voucher",
+            {"total": total, "orders": orders, "direct": True}, self.direct_line())
+
+    def direct_rows(self):
+        """(used_count, {orderId: (status, release_reason, heldUntil ms, updated ms)})."""
+        used = self.w.sql("SELECT used_count FROM voucher WHERE code = %s", (self.code,))[0][0]
+        rows = {r[0]: tuple(r[1:]) for r in self.w.sql(
+            "SELECT order_id, status, release_reason, dr_ms(held_until), dr_ms(updated_at)"
+            " FROM voucher_redemption WHERE voucher_code = %s", (self.code,))}
+        return used, rows
+
+    def outbox(self):
+        """This voucher's outbox rows in id order: (id, event, sent)."""
+        return [(i, json.loads(p), sent) for i, p, sent in self.w.sql(
+            "SELECT id, payload, sent_at IS NOT NULL FROM event_outbox WHERE event_key = %s"
+            " ORDER BY id", (self.code,))]
+
+    def direct_line(self):
+        self.refresh_log()
+        used, rows = self.direct_rows()
+        ob = self.outbox()
+        p = " ".join("%s:%s" % (self.short(x), r[0][:3]) for x, r in sorted(rows.items()))
+        return "pg used=%d [%s] | outbox %d/%d sent | kafka %d/%d | relay@%s%s%s" % (
+            used, p, sum(1 for x in ob if x[2]), len(ob), self.pos - self.start, len(self.log),
+            self.relay["stage"], " KAFKA DOWN" if self.kafka_is_down else "",
+            "".join(" | open %s%s" % (c, "" if c.done.is_set() else " (waits)")
+                    for c in self.dcalls))
+
+    def d_wait(self, call):
+        """Until call is done or waits on a lock (pg_blocking_pids()): a condition, never a fixed
+        sleep. Returns whether it is done."""
+        deadline = time.time() + 20
+        while not call.done.wait(0.002):
+            if self.w.sql("SELECT cardinality(pg_blocking_pids(%s)) > 0", (call.pid,))[0][0]:
+                return False
+            if time.time() > deadline:
+                raise RuntimeError("%r neither done nor waiting after 20 s" % call)
+        return True
+
+    def d_start(self, kind, o, who, sql, args, event=None):
+        call = DCall(kind, o, who, self.w.dconn(who), sql, args, event)
+        call.step = len(self.story)   # a 201 or 200 counts against a cancel answered before it
+        self.dcalls.append(call)
+        self.d_wait(call)
+        return call
+
+    def d_finish(self, call, how):
+        """Ends an open call: "answer" (committed, the client reads the answer), "lost"
+        (committed, the answer lost: the client saw 503 and retries later), "cut" (rolled back
+        before the commit: the function never ran, 503). A call waiting on a lock can only be
+        cut (the gateway's statement timeout cancels it). Every other call that waited is
+        waited for again. Returns the story's words."""
+        waited = not call.done.is_set()
+        if waited:
+            call.conn.cancel()
+            call.done.wait(20)
+            how = "cut"
+        self.dcalls.remove(call)
+        answer = call.answer()
+        self.w.direct["%s %s" % (call.kind, "waited, cut" if waited else how)] += 1
+        if not waited and call.kind != "expire":
+            self.w.direct["%s %s" % (call.kind, answer.split(":")[0])] += 1
+        if call.error is not None and not (waited and call.error.pgcode == "57014"):
+            call.conn.rollback()
+            self.w.dconn_back(call.who, call.conn)
+            self.fail("a direct call raised: %r failed with %s (%s) where its function answers"
+                      " a word" % (call, call.error.pgcode,
+                                   call.error.diag.message_primary))
+        if how == "cut":
+            call.conn.rollback()
+            text = ("cut while it waited on a lock (the statement timeout): 503" if waited else
+                    "cut before its commit (it had found %s): 503" % (answer or "its rows"))
+        else:
+            call.conn.commit()
+            text = self.d_committed(call, how == "answer")
+        self.w.dconn_back(call.who, call.conn)
+        for other in self.dcalls:
+            if not other.done.is_set():
+                self.d_wait(other)
+        return text
+
+    def d_committed(self, call, answered):
+        """What a committed call changed and answered, kept for the promises: the changes in
+        commit order (each must have one outbox row), the 201s and 200s the client read."""
+        o, word, rows = call.o, call.answer(), call.rows
+        status = {"reserve": {"RESERVED": 201, "RETRY": 201},
+                  "confirm": {"CONFIRMED": 200, "RETRY": 200},
+                  "cancel": {"RELEASED": 200, "RETRY": 200}}.get(call.kind, {}).get(word)
+        if call.kind == "expire":
+            mine = [r for r in rows if r[0] == self.code]
+            for r in mine:
+                x = int(r[1].rsplit("-o", 1)[1])
+                self.changes.append(("VoucherReleased", r[1]))
+                self.expired_at[x] = now_ms()
+            return "committed: %d released (%s)" % (
+                len(mine), " ".join(self.short(r[1]) for r in mine) or "none due")
+        change = {"reserve": "RESERVED", "confirm": "CONFIRMED", "cancel": "RELEASED"}[call.kind]
+        if word == change:
+            self.changes.append((call.event["type"], self.oid(o)))
+            if call.kind == "reserve":
+                self.created.setdefault(o, {})[rows[0][3]] = len(self.story)
+        if call.kind == "cancel" and word == "RELEASED":
+            self.owner_cancel.add(o)
+        if not answered:
+            return "committed (%s), the answer lost: 503" % word
+        if status is not None and call.kind != "cancel" and \
+                self.cancelled.get(o, len(self.story)) < call.step:
+            self.fail("o%d was answered %d %s after its cancel was answered 200" % (
+                o, status, word))
+        if call.kind == "reserve" and status:
+            self.acked[o] = rows[0][3]
+        elif call.kind == "confirm" and status:
+            self.paid.add(o)
+        elif call.kind == "cancel" and status:
+            self.cancelled[o] = len(self.story)
+        return "%s %s" % (status or {"ORDER_CONFLICT": 409, "HOLD_EXPIRED": 409,
+                                     "OUT_OF_STOCK": 409, "ALREADY_USED": 409,
+                                     "ALREADY_CONFIRMED": 409, "NOT_FOUND": 404}.get(
+                                         word.split(":")[0], 422), word)
+
+    def d_call(self, call, end, what, name, args):
+        """A call's step: its transaction ends as end says, or stays open ("open", or while it
+        waits on a lock: a request waits, and a later d_end() ends it)."""
+        if not call.done.is_set():
+            text = "waits on a lock (open)"
+        elif end == "open":
+            text = "open (found %s, not committed)" % (call.answer() or "%d due" % len(call.rows))
+        else:
+            text = self.d_finish(call, end)
+        self.record("%s: %s" % (what, text), name, args)
+
+    D_END = ["answer", "answer", "answer", "lost", "cut", "open"]
+
+    @only("d_reserve")
+    @rule(o=st.integers(0, ORDERS - 1), ttl=st.sampled_from(["live", "past", "short"]),
+          end=st.sampled_from(D_END))
+    @guarded
+    def d_reserve(self, o, ttl, end):
+        """POST reservations of a direct voucher: dr_reserve as the gateway calls it
+        (gw_reserve_direct.c), with the VoucherReserved it stores in the outbox; end says how
+        its transaction ends (d_finish()), or "open" leaves it running."""
+        o %= self.n_orders
+        now = now_ms()
+        held = now + TTL[ttl]
+        event = {"type": "VoucherReserved", "version": 1, "code": self.code,
+                 "customerId": self.customer(o), "orderId": self.oid(o), "discountAmount": 100,
+                 "orderAmount": 500000, "reservedAt": iso(now), "heldUntil": iso(held)}
+        call = self.d_start("reserve", o, "gw", "SELECT * FROM dr_reserve(%s, %s, %s, %s, %s,"
+                            " %s, %s, %s)", (self.code, self.oid(o), str(self.customer(o)),
+                                             500000, 100, now, held, json.dumps(event)), event)
+        self.d_call(call, end, "reserve o%d (%s)" % (o, ttl), "d_reserve",
+                    {"o": o, "ttl": ttl, "end": end})
+
+    @only("d_confirm")
+    @precondition(lambda self: self.created)
+    @rule(o=st.integers(0, ORDERS - 1), total=st.sampled_from(["none", "same", "other"]),
+          end=st.sampled_from(D_END))
+    @guarded
+    def d_confirm(self, o, total, end):
+        """POST .../confirm of a direct voucher: dr_confirm without a final total, with the
+        reservation's, or with another (its discount by the voucher's rules: 100)."""
+        o %= self.n_orders
+        now = now_ms()
+        final = {"none": None, "same": 500000, "other": 400000}[total]
+        event = {"type": "VoucherConfirmed", "version": 1, "code": self.code,
+                 "customerId": self.customer(o), "orderId": self.oid(o),
+                 "confirmedAt": iso(now)}
+        if final is not None:
+            event.update(discountAmount=100, orderAmount=final)
+        call = self.d_start("confirm", o, "gw", "SELECT * FROM dr_confirm(%s, %s, %s, %s, %s,"
+                            " %s)", (self.code, self.oid(o), final,
+                                     None if final is None else 100, now, json.dumps(event)),
+                            event)
+        self.d_call(call, end, "confirm o%d (total %s)" % (o, total), "d_confirm",
+                    {"o": o, "total": total, "end": end})
+
+    @only("d_cancel")
+    @precondition(lambda self: self.created)
+    @rule(o=st.integers(0, ORDERS - 1), end=st.sampled_from(D_END))
+    @guarded
+    def d_cancel(self, o, end):
+        """DELETE reservations/{orderId} of a direct voucher: dr_cancel."""
+        o %= self.n_orders
+        now = now_ms()
+        event = {"type": "VoucherReleased", "version": 1, "code": self.code,
+                 "customerId": self.customer(o), "orderId": self.oid(o),
+                 "releasedAt": iso(now), "reason": "CANCELLED"}
+        call = self.d_start("cancel", o, "gw", "SELECT * FROM dr_cancel(%s, %s, %s, %s)",
+                            (self.code, self.oid(o), now, json.dumps(event)), event)
+        self.d_call(call, end, "cancel o%d" % o, "d_cancel", {"o": o, "end": end})
+
+    @only("d_end")
+    @precondition(lambda self: getattr(self, "dcalls", None))
+    @rule(i=st.integers(0, 2), how=st.sampled_from(["answer", "answer", "lost", "cut"]))
+    @guarded
+    def d_end(self, i, how):
+        """An open call's transaction ends (d_finish()): a call that is done, the i-th of them;
+        only a cut may end a call that waits on a lock (when no call is done, one is cut)."""
+        done = [c for c in self.dcalls if c.done.is_set()]
+        if how == "cut" or not done:
+            call = self.dcalls[i % len(self.dcalls)]
+        else:
+            call = done[i % len(done)]
+        what = "%r ends" % call
+        self.record("%s: %s" % (what, self.d_finish(call, how)), "d_end", {"i": i, "how": how})
+
+    @only("d_expire")
+    @precondition(lambda self: self.created)
+    @rule(end=st.sampled_from(["answer", "answer", "cut", "open"]))
+    @guarded
+    def d_expire(self, end):
+        """The reconciler's expiry of a direct voucher's holds: dr_expire (a slice of
+        EXPIRE_BATCH, the grace) in a transaction of its own, as the reconciler's role."""
+        call = self.d_start("expire", None, "rc", "SELECT * FROM dr_expire(%s, %s, %s)",
+                            (EXPIRE_BATCH, now_ms(), GRACE))
+        self.d_call(call, end, "expiry (dr_expire)", "d_expire", {"end": end})
+
+    @only("relay_next")
+    @precondition(lambda self: getattr(self, "changes", None))
+    @rule()
+    @guarded
+    def relay_next(self):
+        """The outbox relay (the acting reconciler's, proto/direct-mode.md "The outbox") one
+        step on: take (dr_outbox_take: the unsent rows in id order), produce (each keyed by its
+        code; nothing is stored while Kafka is down), the delivery report (all stored, or the
+        batch dropped and its rows left unsent), mark (dr_outbox_sent). With --relay-mark-early
+        (a mutant) the mark comes with the produce, before the report."""
+        r, w = self.relay, self.w
+        stage = r["stage"]
+        if stage == "take":
+            r["batch"] = w.sql("SELECT * FROM dr_outbox_take(%s)", (RELAY["batch"],))
+            r["stage"] = "produce" if r["batch"] else "take"
+            what = "relay takes %s" % (" ".join(str(x[0]) for x in r["batch"]) or "nothing")
+        elif stage == "produce":
+            if RELAY["mark_early"]:
+                w.sql("SELECT dr_outbox_sent(%s)", ([x[0] for x in r["batch"]],))
+            r["stored"] = not self.kafka_is_down
+            if r["stored"]:
+                for _, key, payload in r["batch"]:
+                    w.produce_raw(key, payload)
+            r["stage"] = "report"
+            what = "relay produces %d%s" % (len(r["batch"]), "" if r["stored"] else
+                                             ": Kafka is down, nothing stored")
+        elif stage == "report":
+            r["stage"] = "mark" if r["stored"] else "take"
+            self.w.direct["relay report " + ("ok" if r["stored"] else "failed")] += 1
+            what = "relay: delivery report %s" % ("ok" if r["stored"] else
+                                                   "failed, the rows stay unsent")
+        else:
+            n = 0 if RELAY["mark_early"] else w.sql(
+                "SELECT dr_outbox_sent(%s)", ([x[0] for x in r["batch"]],))[0][0]
+            r["stage"], r["batch"] = "take", []
+            what = "relay marks %d sent" % n
+        self.record(what, "relay_next", {})
+
+    @only("relay_crash")
+    @precondition(lambda self: getattr(self, "relay", {}).get("stage", "take") != "take")
+    @rule()
+    @guarded
+    def relay_crash(self):
+        """FAULT: the relay dies and starts again: what it took and heard is forgotten; the rows
+        it had not marked are taken again (at least once)."""
+        stage = self.relay["stage"]
+        self.w.direct["relay crash before its " + stage] += 1
+        self.relay = {"stage": "take", "batch": [], "stored": False}
+        self.record("FAULT: the relay crashes before its %s" % stage, "relay_crash", {})
+
+    @only("kafka_down")
+    @precondition(lambda self: not getattr(self, "kafka_is_down", True) and
+                  getattr(self, "outages", 2) < 2)
+    @rule()
+    @guarded
+    def kafka_down(self):
+        """FAULT: Kafka stops (as the relay sees it: its produce stores nothing). The gateway's
+        calls go on: they never wait for Kafka."""
+        self.kafka_is_down = True
+        self.outages += 1
+        self.record("FAULT: Kafka is down", "kafka_down", {})
+
+    @only("kafka_up")
+    @precondition(lambda self: getattr(self, "kafka_is_down", False))
+    @rule()
+    @guarded
+    def kafka_up(self):
+        self.kafka_is_down = False
+        self.record("Kafka is back", "kafka_up", {})
+
+    @only("d_forge")
+    @precondition(lambda self: getattr(self, "forged", None) == [])
+    @rule(o=st.integers(0, ORDERS - 1))
+    @guarded
+    def d_forge(self, o):
+        """FAULT: an event of the voucher no transaction wrote (a VoucherReserved of o at an
+        amount no request names) reaches the topic: the writer must dead-letter it
+        (direct-mismatch) and change nothing."""
+        o %= self.n_orders
+        event = {"type": "VoucherReserved", "version": 1, "code": self.code,
+                 "customerId": self.customer(o), "orderId": self.oid(o), "discountAmount": 1,
+                 "orderAmount": 1, "reservedAt": iso(now_ms()), "heldUntil": iso(now_ms())}
+        self.w.produce(self.code, event)
+        self.forged.append(event)
+        self.record("FAULT: a forged VoucherReserved of o%d in the topic" % o, "d_forge",
+                    {"o": o})
+
+    def check_direct(self, final=False):
+        """A direct voucher's promises (README, "A direct voucher's example"), after every step;
+        final: at quiescence, where nothing may be left in flight."""
+        used, rows = self.direct_rows()
+        live = sorted(x for x, r in rows.items() if r[0] in ("RESERVED", "CONFIRMED"))
+        if used > self.total or len(live) > self.total:
+            self.fail("OVERSOLD: used_count %d, live rows %d (%s), total %d" % (
+                used, len(live), live, self.total))
+        if used != len(live):
+            self.fail("%s: used_count %d, live rows %d (%s)" % (
+                "undersold" if used > len(live) else "OVERSOLD", used, len(live), live))
+        for o, held in self.acked.items():
+            r = rows.get(self.oid(o))
+            if r is None:
+                self.fail("o%d was answered 201 and has no row" % o)
+            if r[0] != "RELEASED":
+                continue
+            if r[1] == "CANCELLED" and o not in self.owner_cancel:
+                self.fail("o%d, answered 201, was released as CANCELLED with no cancel" % o)
+            if r[1] == "EXPIRED" and not r[3] > r[2] + GRACE:
+                self.fail("o%d, answered 201, was released before its heldUntil and the grace"
+                          " (%s)" % (o, r))
+        for o in self.paid:
+            r = rows.get(self.oid(o))
+            if r is None or r[0] != "CONFIRMED" and not (r[1] == "CANCELLED" and
+                                                         o in self.owner_cancel):
+                self.fail("a paid order was released by someone else than its owner: o%d (%s)"
+                          % (o, r))
+        ob = self.outbox()
+        stored = [(e["type"], e["orderId"]) for _, e, _ in ob]
+        if sorted(stored) != sorted(self.changes):
+            self.fail("outbox: the committed changes %s, the outbox rows %s (each change has"
+                      " exactly one)" % (self.changes, stored))
+        topic = [e for _, _, e in self.log if self.mine_event(e) and e not in self.forged]
+        for _, e, sent in ob:
+            if sent and e not in topic:
+                self.fail("relay: an outbox row marked sent is not in the topic: %s" % e)
+        for e in topic:
+            if e not in [x for _, x, _ in ob]:
+                self.fail("relay: an event in the topic no outbox row holds: %s" % e)
+        for x in {o for _, o in self.changes}:
+            want = [t for t, o in self.changes if o == x]
+            seen = []
+            for e in topic:
+                if e["orderId"] == x and e not in seen:
+                    seen.append(e)
+            got = [e["type"] for e in seen]
+            if got != want[:len(got)] or final and got != want:
+                self.fail("relay: %s's events in the topic %s, committed %s (each at least once,"
+                          " in commit order)" % (self.short(x), got, want))
+        for e, cls, err in self.dlt:
+            if e not in self.forged:
+                self.fail("writer: dead-lettered a direct voucher's event its row bears out:"
+                          " %s (%s: %s)" % (e, cls, err))
+        if final:
+            unsent = [e for _, e, sent in ob if not sent]
+            if unsent:
+                self.fail("relay: outbox rows never sent: %s" % unsent)
+            missed = [e for e in self.forged if e not in [x for x, _, _ in self.dlt]]
+            if missed:
+                self.fail("writer: a forged event was not dead-lettered: %s" % missed)
+
+    def quiesce_direct(self):
+        """Every open call ends (answered), Kafka comes back, the relay drains the outbox, the
+        clock passes every heldUntil and the grace, the expiry runs until nothing is due, the
+        relay drains again, the writer catches up: then every promise, with nothing excused."""
+        self.story.append("     --- quiescence: the calls end, the relay drains, holds expire,"
+                          " the writer catches up ---")
+        while self.dcalls and not self.muted:
+            done = [c for c in self.dcalls if c.done.is_set()]
+            self.d_end(self.dcalls.index(done[0]) if done else 0, "answer" if done else "cut")
+        if self.kafka_is_down and not self.muted:
+            self.kafka_up()
+        self.drain()
+        used, rows = self.direct_rows()
+        held = [r[2] for r in rows.values() if r[0] == "RESERVED"]
+        if held and not self.muted:
+            self.story.append("     --- the clock moves past every heldUntil: holds expire ---")
+            CLOCK.set(max(max(held) + GRACE + 50, now_ms()))
+        for _ in range(len(rows) + 1):
+            if self.muted or not any(r[0] == "RESERVED" for r in self.direct_rows()[1].values()):
+                break
+            self.d_expire("answer")
+        self.drain()
+        if self.muted:
+            return
+        self.refresh_log()
+        self.writer_apply(len(self.log) + 1, True)
+        if not self.muted:
+            self.check_direct(final=True)
+
+    def drain(self):
+        """The relay runs until its outbox has nothing unsent (a bounded number of steps)."""
+        for _ in range(4 * (len(self.outbox()) + 2)):
+            if self.muted or self.relay["stage"] == "take" and not any(
+                    not s for _, _, s in self.outbox()):
+                return
+            self.relay_next()
+
     def kafka_live(self):
         """Orders the writer will count once it applied everything in Kafka: a VoucherReserved
         or VoucherConfirmed and no VoucherReleased (the row's status only moves forward)."""
@@ -2159,6 +2747,11 @@ class Explorer(RuleBasedStateMachine):
         by what the reconciler's hops did in this example (self.effects). Returns (class, why).
         A campaign's failure is never one of the seven (they are the voucher's): its class is
         campaign-<promise> (CAMPAIGN_CLASSES)."""
+        if self.direct:
+            for needle, cls in DIRECT_CLASSES:
+                if needle in msg:
+                    return cls, msg.split(":")[0]
+            return "direct-other", msg.split(":")[0]
         if "Redis not verified" in msg:
             return "fence-stuck", "the reconciler did not verify Redis again after it lost writes"
         if "aggregate is not a recount" in msg:
@@ -2251,6 +2844,8 @@ class Explorer(RuleBasedStateMachine):
 
     def check_promises(self):
         self.refresh_log()
+        if self.direct:
+            return self.check_direct()
         if self.camp:
             return self.check_campaign()
         rem, orders, _ = self.redis_state()
@@ -2539,6 +3134,15 @@ RULE_NAMES = sorted(n for n, f in vars(Explorer).items()
 
 # ---------------------------------------------------------------------------
 # Running: the bounded mode, the long mode, the replays.
+
+# A direct voucher's broken promise, by the first phrase of its message found (classify()).
+DIRECT_CLASSES = [("OVERSOLD", "direct-oversell"), ("undersold", "direct-undersold"),
+                  ("answered 201 and has no row", "direct-201-lost"),
+                  ("answered 201, was released", "direct-201-released"),
+                  ("paid order was released", "direct-paid-released"),
+                  ("after its cancel was answered", "direct-answer-after-cancel"),
+                  ("outbox:", "direct-outbox"), ("relay:", "direct-relay"),
+                  ("writer", "direct-writer"), ("raised", "direct-error")]
 
 # A campaign's broken promise, by the first phrase of its message found (classify()).
 CAMPAIGN_CLASSES = [("a code used by two orders", "campaign-code-twice"),
@@ -2866,6 +3470,13 @@ def main():
     ap.add_argument("--forget-not-persisted", action="store_true",
                     help="the gateway steps forget a hold whose event Kafka reported not persisted,"
                          " as the gateway did before f8f39b0 (a mutant's adapter)")
+    ap.add_argument("--mode", choices=sorted(DIRECT_DRAW), default="mix",
+                    help="direct: only direct vouchers' examples; flash: none of them (vouchers and"
+                         " campaigns decided in Redis); mix: drawn per example (README, \"A direct"
+                         " voucher's example\")")
+    ap.add_argument("--relay-mark-early", action="store_true",
+                    help="the model's outbox relay marks its rows sent before Kafka's delivery"
+                         " report (the mutant relay-marks-before-report)")
     ap.add_argument("--first-failure", action="store_true",
                     help="stop at the first broken promise, in the replays as in the search")
     a = ap.parse_args()
@@ -2874,12 +3485,19 @@ def main():
         if unknown:
             ap.error("no such rule: %s" % ", ".join(sorted(unknown)))
         RULES["on"] = set(a.rules.split(","))
+        # Rules of one kind only: only that kind's examples can run them.
+        if not RULES["on"] & DIRECT_RULES:
+            a.mode = "flash"
+        elif RULES["on"] <= DIRECT_RULES | SHARED_RULES:
+            a.mode = "direct"
     if a.total:
         SHAPE["total"] = [int(x) for x in a.total.split(",")]
     if a.orders:
         SHAPE["orders"] = [int(x) for x in a.orders.split(",")]
     FAULT_KEYS[:] = [k for k in a.fault_keys.split(",") if k]
     CAMPAIGN["mode"] = a.campaign
+    DIRECT["mode"] = a.mode
+    RELAY["mark_early"] = a.relay_mark_early
     FENCE["gateway"] = not a.no_fence
     WORLD = World(a.build, a.lua or os.path.join(a.build, "common", "lua"), a.adapter,
                   os.path.abspath(a.shim))
@@ -2989,10 +3607,11 @@ def main():
             if not a.keep_going or a.first_failure:
                 break
     apply_settings(base)
-    print("\n== coverage: %d examples (%d of a campaign), %d steps, %d distinct step pairs, %d distinct step"
-          " triples, %d distinct (step, reconciler phase) pairs; %.0f s" % (
-              WORLD.examples, WORLD.campaign_examples, WORLD.steps, len(WORLD.pairs), len(WORLD.triples),
-              len(WORLD.phases), time.time() - started))
+    print("\n== coverage: %d examples (%d of a campaign, %d of a direct voucher), %d steps, %d"
+          " distinct step pairs, %d distinct step triples, %d distinct (step, reconciler phase)"
+          " pairs; %.0f s" % (
+              WORLD.examples, WORLD.campaign_examples, WORLD.direct_examples, WORLD.steps,
+              len(WORLD.pairs), len(WORLD.triples), len(WORLD.phases), time.time() - started))
     print("   steps by rule: " + ", ".join("%s %d" % kv for kv in WORLD.rules.most_common()))
     print("   reconciler effects: " + ", ".join("%s %d" % kv for kv in WORLD.repairs.most_common()))
     print("   " + scripts_line())
@@ -3006,6 +3625,9 @@ def main():
               WORLD.targeted_reads, WORLD.targeted_passes, WORLD.targeted_examples))
     print("   slices of due holds released from a targeted read (a wave, rc_wave.c): %d"
           % WORLD.wave_slices_run)
+    if WORLD.direct_examples:
+        print("   direct vouchers: " + ", ".join("%s %d" % kv for kv in sorted(
+            WORLD.direct.items())))
     print("   frozen leaders woken: %d, their script refused %d, ran %d" % (
         sum(WORLD.thawed.values()), WORLD.thawed["refused"], WORLD.thawed["ran"]))
     # Which steps ran while the reconciler stood at each pause: a point no gateway step
@@ -3074,7 +3696,7 @@ def violation_in(e):
 
 def settings_of(a):
     """The search settings of the command line (an aimed search overrides some: aim_settings())."""
-    return {"rules": RULES["on"], "campaign": a.campaign, "targeted": a.targeted,
+    return {"rules": RULES["on"], "campaign": a.campaign, "targeted": a.targeted, "mode": a.mode,
             "fault_keys": list(FAULT_KEYS),
             "total": list(SHAPE["total"]), "orders": list(SHAPE["orders"]),
             "fence": not a.no_fence, "examples": a.examples, "steps": a.steps, "text": ""}
@@ -3087,6 +3709,7 @@ def aim_settings(base, spec):
     p.add_argument("--rules")
     p.add_argument("--campaign", choices=sorted(CAMPAIGN_DRAW))
     p.add_argument("--targeted", choices=sorted(TARGETED_DRAW))
+    p.add_argument("--mode", choices=sorted(DIRECT_DRAW))
     p.add_argument("--fault-keys")
     p.add_argument("--total")
     p.add_argument("--orders")
@@ -3100,7 +3723,11 @@ def aim_settings(base, spec):
     p.add_argument("--passes", type=int, default=1)
     p.add_argument("--after", default="")
     o = p.parse_args(spec.split())
-    job = dict(base, text=spec)
+    # An aim that names no mode searches the flash examples it was written for (a direct
+    # voucher's example runs none of their rules), unless its rules are a direct voucher's.
+    rules = set(o.rules.split(",")) if o.rules else None
+    job = dict(base, text=spec, mode=o.mode or (
+        "direct" if rules and rules <= DIRECT_RULES | SHARED_RULES else "flash"))
     if o.sweep:
         unknown = set(o.actions.split(",") + [x for x in o.after.split(",") if x]) - \
             set(SWEEP_ACTIONS)
@@ -3140,6 +3767,7 @@ def apply_settings(job):
     RULES["on"] = job["rules"]
     CAMPAIGN["mode"] = job["campaign"]
     TARGETED["mode"] = job["targeted"]
+    DIRECT["mode"] = job["mode"]
     FAULT_KEYS[:] = job["fault_keys"]
     SHAPE["total"], SHAPE["orders"] = job["total"], job["orders"]
     FENCE["gateway"] = job["fence"]

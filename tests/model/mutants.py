@@ -11,10 +11,10 @@ lists the keys and the mutants.
 copies the tree into BUILD/mutants/src (only the files that changed since the last copy are
 written, so the build there stays incremental), and for each mutant: applies its diff, builds the
 reconciler and the scripts in BUILD/mutants/build (and the gateway or the writer, for a mutant of
-it: its calls check runs first, gateway_calls.py or writer_calls.py), runs the explorer's bounded
-run on it
-(explorer.py --mutant NAME --first-failure: its saved cases and its aimed searches first, then
-everything else the bounded run does), takes the diff back out, and says whether the run failed,
+it: its calls check runs first, gateway_calls.py or writer_calls.py; a mutant of deploy/sql is
+loaded into the stack's database with deploy/migrate, and the tree's SQL again after it), runs the
+explorer's bounded run on it (explorer.py --mutant NAME --first-failure: its saved cases and its
+aimed searches first, then everything else the bounded run does), takes the diff back out, and says whether the run failed,
 where, and on which broken promise. It ends with `mutation score: K of N`. Exit status 0 when every
 mutant not marked `Missed:` was caught (and none marked so was), 1 otherwise, 2 on a mutant that
 no longer applies or builds.
@@ -152,6 +152,13 @@ def build(src, bdir, log, gateway=False, writer=False):
               log)
 
 
+def migrate(src, log):
+    """deploy/migrate with src's deploy/sql on the stack's database (VOUCHER_PG_DSN): it loads
+    functions.sql again whenever the file differs from the one the database last loaded."""
+    return sh([os.path.join(REPO, "deploy", "migrate"), os.environ["VOUCHER_PG_DSN"]], log,
+              env=dict(os.environ, VOUCHER_SQL_DIR=os.path.join(src, "deploy", "sql")))
+
+
 VERDICT = re.compile(r"^(replay (\S+): FAILED \[([^:\]]+)|== (.+) found \[([^:\]]+))", re.M)
 
 
@@ -186,6 +193,11 @@ def run_one(m, a, src, bdir, logdir):
         writer = any(f.startswith("writer/") for f in m.files())
         if build(src, bdir, log, gateway, writer) != 0:
             return False, None, None, time.time() - t0, "the mutant does not build (%s)" % log
+        # A mutant of the SQL (a direct voucher's functions, deploy/sql/functions.sql) runs in
+        # the stack's database: its functions replace the tree's there until it is taken out.
+        sql = any(f.startswith("deploy/sql/") for f in m.files())
+        if sql and migrate(src, log) != 0:
+            return False, None, None, time.time() - t0, "its SQL does not load (%s)" % log
         # The explorer's gateway steps and its writer (explorer.Writer) are Python: a mutant of
         # the C gateway or writer is caught, if at all, where the two are compared
         # (gateway_calls.py, writer_calls.py), before the explorer runs.
@@ -215,6 +227,9 @@ def run_one(m, a, src, bdir, logdir):
     finally:
         if applied:
             sh(patch + ["-R"], log)
+            if any(f.startswith("deploy/sql/") for f in m.files()) and migrate(src, log) != 0:
+                raise SystemExit("mutants: the tree's functions.sql did not load again after %s"
+                                 " (%s): the stack runs the mutant's" % (m.name, log))
 
 
 def main():

@@ -336,6 +336,7 @@ START_TEST(dlt_classes)
     ck_assert_str_eq(wr_pg_dlt_class("23505: duplicate key"), WR_DLT_CONSTRAINT);
     ck_assert_str_eq(wr_pg_dlt_class("22003: numeric value out of range"), WR_DLT_REJECTED);
     ck_assert(wr_dlt_class_valid("order-conflict"));
+    ck_assert(wr_dlt_class_valid("direct-mismatch"));
     ck_assert(wr_dlt_class_valid("malformed"));
     ck_assert(!wr_dlt_class_valid("transient"));
 }
