@@ -24,9 +24,20 @@
  * every command of the reconciler names one voucher, whose keys share a slot,
  * so each goes to the node serving that slot (vc_redis_block.h).
  */
+/* How many scripts a connection remembers the SHA of (the reconciler sends about 40). */
+#define RC_SCRIPTS_MAX 64
+
+/* A script's SHA as Redis named it (SCRIPT LOAD), by the script's text (vc_lua_*, static). */
+typedef struct {
+    const char *script;
+    char sha[41];
+} rc_script_sha_t;
+
 struct rc_redis {
     vc_redis_block_t *c;
     char why[256];           /* why command_on() got no reply */
+    rc_script_sha_t sha[RC_SCRIPTS_MAX]; /* the scripts command_on() sends by EVALSHA */
+    int nsha;
     int64_t generation;      /* the fencing token its scripts carry (rc_redis_lead()); 0: none */
     int64_t wait_replicas;   /* WAIT after each write for this many replicas; 0: none */
     int64_t wait_timeout_ms; /* for so long */
@@ -77,9 +88,66 @@ static redisContext *conn_for(rc_redis_t *r, const char *code, char *err, size_t
 }
 
 /* One command on keys of one slot. NULL with r->why set when no reply came. */
-static redisReply *command_on(rc_redis_t *r, unsigned slot, int argc, const char **argv)
+static redisReply *command_raw(rc_redis_t *r, unsigned slot, int argc, const char **argv)
 {
     return vc_redis_block_command(r->c, slot, argc, argv, NULL, r->why, sizeof(r->why));
+}
+
+/*
+ * The SHA of script (a vc_lua_* text: its address names it), learnt by
+ * SCRIPT LOAD on slot's node the first time; NULL when Redis did not say
+ * (the caller sends the text). Redis names a script by the SHA1 of its text,
+ * so the SHA learnt on one node holds on every node.
+ */
+static const char *script_sha(rc_redis_t *r, unsigned slot, const char *script)
+{
+    const char *argv[] = {"SCRIPT", "LOAD", script};
+    redisReply *reply;
+    rc_script_sha_t *s;
+
+    for (int i = 0; i < r->nsha; i++)
+        if (r->sha[i].script == script)
+            return r->sha[i].sha;
+    if (r->nsha == RC_SCRIPTS_MAX)
+        return NULL;
+    if (!(reply = command_raw(r, slot, 3, argv)))
+        return NULL;
+    if (reply->type != REDIS_REPLY_STRING || reply->len != 40) {
+        freeReplyObject(reply);
+        return NULL;
+    }
+    s = &r->sha[r->nsha++];
+    s->script = script;
+    memcpy(s->sha, reply->str, 40);
+    s->sha[40] = '\0';
+    freeReplyObject(reply);
+    return s->sha;
+}
+
+/*
+ * Sends argv on slot's node. A script (argv[0] "EVAL", argv[1] its text) goes
+ * as EVALSHA: a repair script of the reconciler is 10-20 KB that Redis would
+ * otherwise read and hash on every call, and a wave of releases sends two a
+ * hold. A node that lacks it (restarted, flushed, another node of a cluster:
+ * NOSCRIPT) gets the text once more, which loads it there.
+ */
+static redisReply *command_on(rc_redis_t *r, unsigned slot, int argc, const char **argv)
+{
+    const char *script = argv[1], *sha;
+    redisReply *reply;
+
+    if (argc < 3 || strcmp(argv[0], "EVAL") != 0 || !(sha = script_sha(r, slot, script)))
+        return command_raw(r, slot, argc, argv);
+    argv[0] = "EVALSHA";
+    argv[1] = sha;
+    reply = command_raw(r, slot, argc, argv);
+    argv[0] = "EVAL";
+    argv[1] = script;
+    if (reply && reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+        freeReplyObject(reply);
+        reply = command_raw(r, slot, argc, argv);
+    }
+    return reply;
 }
 
 /*
