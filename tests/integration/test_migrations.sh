@@ -59,7 +59,7 @@ on "$upgraded" "INSERT INTO voucher (code, discount_amount, total_limit, starts_
 "$migrate" "$upgraded" >"$scratch/upgraded.out" 2>&1
 ok $? "deploy/migrate on the database at 024 exits 0"
 is "$(cat "$scratch/upgraded.out" | sed 's/ (checksum.*//' | tr '\n' ' ')" \
-  "migrate: applied migration 025_direct_mode migrate: applied functions.sql " \
+  "migrate: applied migration 025_direct_mode migrate: applied migration 028_direct_reconciler migrate: applied functions.sql " \
   "it applied the migrations after 024, then functions.sql"
 # 025: an upgrade does not change how a running sale is decided, and until
 # slice 2 a voucher created without a mode is a flash one (proto/direct-mode.md).
