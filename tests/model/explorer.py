@@ -704,6 +704,7 @@ CODE_RE = re.compile(r"[A-Z0-9_-]{1,32}")
 AT_KEYS = {"VoucherReserved": "reservedAt", "VoucherConfirmed": "confirmedAt",
            "VoucherReleased": "releasedAt"}
 OUT_CONFLICT = 5   # wr_apply_batch()'s outcome: the orderId is another voucher's (WR_OUT_CONFLICT)
+OUT_MISMATCH = 7   # a direct voucher's event its row does not bear out (WR_OUT_MISMATCH)
 
 
 def malformed(e):
@@ -794,10 +795,12 @@ class Writer:
     apply_error_class()), after_first(): BEGIN, wr_batch.c wr_bisect() over the batch with
     try_range() (each range under SAVEPOINT wr_range, undone with ROLLBACK TO and RELEASE when
     refused; a single event refused is poison, dead-lettered with wr_pg_dlt_class()'s class),
-    COMMIT. An event whose outcome is OUT_CONFLICT is dead-lettered as "order-conflict"
-    (read_outcomes()), a malformed one as "malformed" (wr_msg_decode()). Any other error is
-    raised: the writer would try the batch again later. Parking the letters (wr_pg_park()) is
-    left out. sent, when a list, records each statement as (text, array literals or None)."""
+    COMMIT. An event whose outcome is OUT_CONFLICT is dead-lettered as "order-conflict", one
+    whose outcome is OUT_MISMATCH (a direct voucher's, proto/direct-mode.md) as
+    "direct-mismatch" (read_outcomes()), a malformed one as "malformed" (wr_msg_decode()). Any
+    other error is raised: the writer would try the batch again later. Parking the letters
+    (wr_pg_park()) is left out. sent, when a list, records each statement as (text, array
+    literals or None)."""
 
     def __init__(self, pg, sent=None):
         self.pg, self.sent = pg, sent
@@ -832,6 +835,11 @@ class Writer:
                 dead.append((i, "order-conflict", "%s for order %s of voucher %s: the order is"
                              " redeemed on another voucher" % (e["type"], e["orderId"],
                                                                e["code"])))
+            elif outcomes.get(i) == OUT_MISMATCH:
+                e = events[i]
+                dead.append((i, "direct-mismatch", "%s for order %s of direct voucher %s: its row"
+                             " does not bear it out (no row, another state, or other figures)"
+                             % (e["type"], e["orderId"], e["code"])))
         return sorted(dead)
 
     def apply_range(self, events, idx, outcomes):
