@@ -1,6 +1,7 @@
 /*
  * voucher-admin's commands, across its files: main.c (campaigns), report.c
- * (the read-only views for support and finance), audit.c (the admin audit).
+ * (the read-only views for support and finance), audit.c (the admin audit),
+ * voucher.c (vouchers, read only).
  * Each returns the process's exit status: 0, 1 (it failed: PostgreSQL,
  * nothing found), 2 (usage).
  */
@@ -31,5 +32,11 @@ int admin_report(PGconn *conn, int argc, char **argv);
 
 /* `audit ...` (argv[0] is "audit"): the admin audit's rows, filtered. */
 int admin_audit(PGconn *conn, int argc, char **argv);
+
+/*
+ * `voucher show CODE | list [--mode direct|flash]` (argv[0] is "voucher"): a
+ * voucher's rules and mode, or every voucher's mode and count. Reads only.
+ */
+int admin_voucher(PGconn *conn, int argc, char **argv);
 
 #endif

@@ -6,6 +6,7 @@
  *   voucher-admin campaign resume ID                         finish a stalled generation
  *   voucher-admin campaign show ID | deactivate ID | export ID [--partial]
  *   voucher-admin audit [--actor A] [--action X] [--target T] [--since WHEN] ...
+ *   voucher-admin voucher show CODE | list [--mode direct|flash]      read only
  *
  * A change (create, resume, deactivate) and an export write their row of the
  * admin audit (deploy/sql/021_admin_audit.sql) as the gateway's routes do,
@@ -61,6 +62,10 @@ static const char usage[] =
     "                     of it answer as an unknown code; the orders holding it stand\n"
     "  code CODE          who used a one-time code, and when: its campaign and binding, then\n"
     "                     each order that took it, oldest first (RELEASED gave it back)\n"
+    "\n"
+    "       voucher-admin voucher show CODE | voucher list [--mode direct|flash]\n"
+    "                     a voucher's rules and mode (direct or flash, fixed at creation by\n"
+    "                     POST /vouchers), or every voucher's mode and uses as CSV; read only\n"
     "\n"
     "       voucher-admin report (--campaign ID | --voucher CODE) [--by hour|day] [--since WHEN]\n"
     "                     orders by state per period, as CSV (report --help says more)\n"
@@ -498,7 +503,8 @@ int main(int argc, char **argv)
     if (is_audit && argc >= 3 && strcmp(argv[2], "--help") == 0)
         return admin_audit(NULL, argc - 1, argv + 1);
     if (!is_audit && (argc < 3 || (strcmp(argv[1], "campaign") != 0 &&
-                                   strcmp(argv[1], "report") != 0))) {
+                                   strcmp(argv[1], "report") != 0 &&
+                                   strcmp(argv[1], "voucher") != 0))) {
         fputs(usage, stderr);
         return 2;
     }
@@ -529,6 +535,8 @@ int main(int argc, char **argv)
         rc = admin_audit(conn, argc - 1, argv + 1);
     else if (strcmp(argv[1], "report") == 0)
         rc = admin_report(conn, argc - 1, argv + 1);
+    else if (strcmp(argv[1], "voucher") == 0)
+        rc = admin_voucher(conn, argc - 1, argv + 1);
     else if (strcmp(argv[2], "code") == 0 && argc == 4)
         rc = admin_code(conn, argv[3]);
     else if (strcmp(argv[2], "revoke") == 0 && argc == 4)

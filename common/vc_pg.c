@@ -226,6 +226,7 @@ void vc_pg_voucher_row(const PGresult *res, int row, vc_voucher_t *out)
     out->starts_at_ms = strtoll(PQgetvalue(res, row, 8), NULL, 10);
     out->ends_at_ms = strtoll(PQgetvalue(res, row, 9), NULL, 10);
     out->inactive = strcmp(PQgetvalue(res, row, 10), "t") == 0;
+    out->mode = vc_mode_parse(PQgetvalue(res, row, 11));
 }
 
 int vc_pg_load_voucher(PGconn *conn, const char *code, vc_voucher_t *out, char *err, size_t errlen)

@@ -161,7 +161,7 @@ void vc_pg_error_primary(const PGconn *conn, const PGresult *res, char *buf, siz
 #define VC_PG_VOUCHER_COLUMNS                                                                      \
     "code, discount_amount, discount_percent, max_discount_amount, min_order_amount,"             \
     " total_limit, used_count, per_user_limit, (extract(epoch FROM starts_at) * 1000)::bigint,"   \
-    " (extract(epoch FROM ends_at) * 1000)::bigint, NOT active"
+    " (extract(epoch FROM ends_at) * 1000)::bigint, NOT active, mode"
 
 /* Reads row of res (selected with VC_PG_VOUCHER_COLUMNS first) into out. */
 void vc_pg_voucher_row(const PGresult *res, int row, vc_voucher_t *out);

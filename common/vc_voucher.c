@@ -1,5 +1,29 @@
 #include "vc_voucher.h"
+
+#include <string.h>
+
 #include "vc_error.h"
+
+const char *vc_mode_name(vc_mode_t mode)
+{
+    switch (mode) {
+    case VC_MODE_FLASH:
+        return "flash";
+    case VC_MODE_DIRECT:
+        return "direct";
+    default:
+        return NULL;
+    }
+}
+
+vc_mode_t vc_mode_parse(const char *name)
+{
+    if (strcmp(name, "flash") == 0)
+        return VC_MODE_FLASH;
+    if (strcmp(name, "direct") == 0)
+        return VC_MODE_DIRECT;
+    return VC_MODE_UNSET;
+}
 
 int64_t vc_voucher_discount(const vc_voucher_t *v, int64_t order_amount)
 {

@@ -9,6 +9,23 @@
 
 #include "vc_event.h"
 
+/*
+ * Who decides a voucher's uses (proto/direct-mode.md), fixed at its creation:
+ * flash mode (Redis, Kafka, the writer) or direct mode (one transaction in
+ * PostgreSQL). VC_MODE_UNSET only in a creation that named none, which takes
+ * the column's default; a voucher read from PostgreSQL always has one.
+ */
+typedef enum { VC_MODE_UNSET = 0, VC_MODE_FLASH, VC_MODE_DIRECT } vc_mode_t;
+
+/* The mode's name as the API and the column spell it ("flash", "direct"), or NULL if unset. */
+const char *vc_mode_name(vc_mode_t mode);
+
+/*
+ * The mode called name (NUL-terminated, borrowed): VC_MODE_FLASH,
+ * VC_MODE_DIRECT, or VC_MODE_UNSET for any other text.
+ */
+vc_mode_t vc_mode_parse(const char *name);
+
 typedef struct {
     char code[VC_CODE_MAX + 1];
     int64_t discount_amount;     /* fixed discount in minor units; 0 when percent is used */
@@ -21,6 +38,7 @@ typedef struct {
     int64_t starts_at_ms;
     int64_t ends_at_ms; /* exclusive */
     int inactive;       /* switched off (PATCH active=false): no new reservation */
+    vc_mode_t mode;     /* fixed at creation; slice 1 stores it only (proto/direct-mode.md) */
 } vc_voucher_t;
 
 /*

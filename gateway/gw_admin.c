@@ -535,7 +535,9 @@ static void updated_cb(void *arg, int rc, const char *err)
         return;
     }
     if (rc == VC_ERR_INVALID || rc > 0) {
-        gw_app_reply_error(u->req, rc, rc == VC_ERR_INVALID || rc == GW_E_RULES ? err : NULL);
+        gw_app_reply_error(
+            u->req, rc,
+            rc == VC_ERR_INVALID || rc == GW_E_RULES || rc == GW_E_MODE_LOCKED ? err : NULL);
         return;
     }
     if (rc < 0) {

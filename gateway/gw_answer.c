@@ -50,6 +50,9 @@ int gw_status_for(int rc, const char **error, const char **reason)
     case GW_E_RULES:
         *error = "RULES_CONFLICT";
         return 409;
+    case GW_E_MODE_LOCKED:
+        *error = "MODE_LOCKED";
+        return 409;
     case VC_ERR_INVALID:
         *error = "BAD_REQUEST";
         return 400;
@@ -226,6 +229,8 @@ int gw_jgen_voucher(vc_jgen_t *g, const vc_voucher_t *v, int with_used, int64_t 
     vc_jgen_kv_str(g, "startsAt", starts);
     vc_jgen_kv_str(g, "endsAt", ends);
     vc_jgen_kv_bool(g, "active", !v->inactive);
+    if (vc_mode_name(v->mode))
+        vc_jgen_kv_str(g, "mode", vc_mode_name(v->mode));
     if (with_used)
         vc_jgen_kv_int(g, "usedCount", used_count);
     vc_jgen_map_close(g);

@@ -22,6 +22,8 @@
 #define GW_E_RULES 103        /* 409 RULES_CONFLICT: a change does not fit the voucher as it is */
 /* 409 EXISTS, reason CAMPAIGN_CODE: the code is a campaign's one-time code (POST /vouchers). */
 #define GW_E_CAMPAIGN_CODE 104
+/* 409 MODE_LOCKED: PATCH names a mode, which is fixed at creation (proto/direct-mode.md). */
+#define GW_E_MODE_LOCKED 105
 /* 409 ALREADY_CONFIRMED: a confirm's total differs from the one the order was confirmed at. */
 #define GW_E_CONFIRMED_OTHER 110
 

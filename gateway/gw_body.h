@@ -69,7 +69,8 @@ int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, ch
  * code [A-Z0-9_-]{1,32}; exactly one of discountAmount (>= 1) and
  * discountPercent (1..100); maxDiscountAmount (>= 1, with discountPercent
  * only); minOrderAmount >= 0; totalLimit and perUserLimit (default 1) in
- * 1..2^31-1; startsAt before endsAt, both RFC 3339. Unknown fields are
+ * 1..2^31-1; startsAt before endsAt, both RFC 3339; mode "direct" or
+ * "flash", or absent (out->mode VC_MODE_UNSET). Unknown fields are
  * rejected. Returns 0, or VC_ERR_INVALID with err naming the field, or
  * VC_ERR_NOMEM.
  */
@@ -78,16 +79,17 @@ int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *
 /* The body of PATCH /vouchers/{code}: each field with whether it was given. */
 typedef struct {
     int has_total, has_per_user, has_starts, has_ends, has_amount, has_percent, has_max, has_min,
-        has_active;
+        has_active, has_mode;
     int64_t total_limit, per_user_limit, starts_at_ms, ends_at_ms, discount_amount,
         discount_percent, max_discount_amount, min_order_amount;
     int active;
+    vc_mode_t mode; /* parsed to answer a bad value 400; any mode is then refused (409) */
 } gw_voucher_patch_t;
 
 /*
  * Parses the body of PATCH /vouchers/{code}: at least one of totalLimit,
  * perUserLimit, startsAt, endsAt, discountAmount, discountPercent,
- * maxDiscountAmount, minOrderAmount and active, each with the bounds of
+ * maxDiscountAmount, minOrderAmount, active and mode, each with the bounds of
  * gw_voucher_req_parse(); maxDiscountAmount never with discountAmount.
  * Unknown fields are rejected. Returns 0, or VC_ERR_INVALID with err set.
  */
@@ -100,9 +102,11 @@ int gw_voucher_patch_parse(const char *body, size_t len, gw_voucher_patch_t *out
  * kept unless given); the window must stay non-empty. perUserLimit may only
  * grow: the writer judges every event with the limit it reads when it
  * applies it, so a lower limit would refuse reservations the gateway already
- * acknowledged under the old one. Returns 0, GW_E_RULES (a window that would
- * end before it starts, a cap on a fixed discount) or GW_E_LIMIT (both 409:
- * the body is valid, the voucher as it is now refuses it), with err set.
+ * acknowledged under the old one. A mode, even the voucher's own, is
+ * GW_E_MODE_LOCKED (fixed at creation). Returns 0, GW_E_RULES (a window that
+ * would end before it starts, a cap on a fixed discount), GW_E_LIMIT or
+ * GW_E_MODE_LOCKED (all 409: the body is valid, the voucher as it is now
+ * refuses it), with err set.
  */
 int gw_voucher_patch_apply(const vc_voucher_t *cur, const gw_voucher_patch_t *p, vc_voucher_t *out,
                            char *err, size_t errlen);

@@ -62,21 +62,38 @@ static void rule_params(const vc_voucher_t *v, char buf[8][24], const char *para
     }
 }
 
-int gw_store_create(PGconn *conn, const vc_voucher_t *v, char *err, size_t errlen)
+/* The insert of gw_store_create(), with the mode or without it (the column's default). */
+#define CREATE_COLUMNS                                                                             \
+    "INSERT INTO voucher (code, discount_amount, discount_percent, max_discount_amount,"           \
+    " min_order_amount, total_limit, per_user_limit, starts_at, ends_at, redis_loaded_at"
+#define CREATE_VALUES                                                                              \
+    ") VALUES ($1, $2, nullif($3::int, 0), nullif($4::bigint, 0), $5, $6, $7,"                     \
+    " to_timestamp($8::bigint / 1000.0), to_timestamp($9::bigint / 1000.0), now()"
+
+int gw_store_create(PGconn *conn, vc_voucher_t *v, char *err, size_t errlen)
 {
     char buf[8][24];
-    const char *params[9];
+    const char *params[10];
+    PGresult *res;
+    int rc;
 
     rule_params(v, buf, params);
+    params[9] = vc_mode_name(v->mode);
     /* The primary key refused the code: a voucher has it (409, in the caller's words). */
-    return vc_pg_command_kind(conn,
-                              "INSERT INTO voucher (code, discount_amount, discount_percent,"
-                              " max_discount_amount, min_order_amount, total_limit, per_user_limit,"
-                              " starts_at, ends_at, redis_loaded_at)"
-                              " VALUES ($1, $2, nullif($3::int, 0), nullif($4::bigint, 0),"
-                              " $5, $6, $7, to_timestamp($8::bigint / 1000.0),"
-                              " to_timestamp($9::bigint / 1000.0), now())",
-                              9, params, VC_PG_UNIQUE, GW_E_EXISTS, err, errlen);
+    if (v->mode != VC_MODE_UNSET)
+        return vc_pg_command_kind(conn, CREATE_COLUMNS ", mode" CREATE_VALUES ", $10)", 10, params,
+                                  VC_PG_UNIQUE, GW_E_EXISTS, err, errlen);
+    if ((rc = vc_pg_command_kind(conn, CREATE_COLUMNS CREATE_VALUES ")", 9, params, VC_PG_UNIQUE,
+                                 GW_E_EXISTS, err, errlen)) != 0)
+        return rc;
+    /* The mode the default gave it, for the answer. */
+    if (!(res = vc_pg_exec(conn, "SELECT mode FROM voucher WHERE code = $1", 1, params, &rc, err,
+                           errlen)))
+        return rc;
+    if (PQntuples(res) == 1)
+        v->mode = vc_mode_parse(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return 0;
 }
 
 int gw_store_update(PGconn *conn, const vc_voucher_t *v, int reload, char *err, size_t errlen)

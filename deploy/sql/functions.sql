@@ -1204,7 +1204,7 @@ BEGIN
             RETURN;
         WHEN check_violation THEN
             GET STACKED DIAGNOSTICS v_cons = CONSTRAINT_NAME;
-            IF v_cons <> 'ck_per_user_uses' THEN
+            IF v_cons IS DISTINCT FROM 'ck_per_user_uses' THEN
                 RAISE;
             END IF;
             -- The rules refuse before the customer's limit, as in flash mode,

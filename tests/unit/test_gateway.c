@@ -272,6 +272,7 @@ START_TEST(status_mapping)
         {VC_E_INACTIVE, 422, "NOT_ELIGIBLE", "INACTIVE"},
         {GW_E_LIMIT, 409, "LIMIT_CONFLICT", NULL},
         {GW_E_RULES, 409, "RULES_CONFLICT", NULL},
+        {GW_E_MODE_LOCKED, 409, "MODE_LOCKED", NULL},
         {VC_ERR_INVALID, 400, "BAD_REQUEST", NULL},
         {VC_ERR_TOO_LARGE, 413, "PAYLOAD_TOO_LARGE", NULL},
         {VC_ERR_TIMEOUT, 503, "UNAVAILABLE", NULL},
@@ -1059,6 +1060,56 @@ START_TEST(patch_apply)
 }
 END_TEST
 
+/*
+ * A voucher's mode (proto/direct-mode.md): given or not at creation, never
+ * changed by a PATCH, whatever the value, the voucher's own included.
+ */
+START_TEST(voucher_mode)
+{
+    vc_voucher_t cur, v;
+    gw_voucher_patch_t p;
+    char err[256] = "";
+    const char *base = "{\"code\":\"M\",\"discountAmount\":5,\"minOrderAmount\":0,"
+                       "\"totalLimit\":5," WINDOW;
+    char b[512];
+    const struct {
+        const char *field;
+        int rc;
+        vc_mode_t mode;
+    } cases[] = {
+        {"", 0, VC_MODE_UNSET},
+        {",\"mode\":\"direct\"", 0, VC_MODE_DIRECT},
+        {",\"mode\":\"flash\"", 0, VC_MODE_FLASH},
+        {",\"mode\":\"Direct\"", VC_ERR_INVALID, VC_MODE_UNSET},
+        {",\"mode\":\"\"", VC_ERR_INVALID, VC_MODE_UNSET},
+        {",\"mode\":1", VC_ERR_INVALID, VC_MODE_UNSET},
+        {",\"mode\":null", VC_ERR_INVALID, VC_MODE_UNSET},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(b, sizeof(b), "%s%s}", base, cases[i].field);
+        ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)), cases[i].rc);
+        if (cases[i].rc == 0)
+            ck_assert_int_eq(v.mode, cases[i].mode);
+    }
+    ck_assert_str_eq(vc_mode_name(VC_MODE_DIRECT), "direct");
+    ck_assert_str_eq(vc_mode_name(VC_MODE_FLASH), "flash");
+    ck_assert_ptr_null(vc_mode_name(VC_MODE_UNSET));
+
+    snprintf(b, sizeof(b), "%s,\"mode\":\"direct\"}", base);
+    ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &cur, err, sizeof(err)), 0);
+    for (int same = 0; same < 2; same++) {
+        const char *patch =
+            same ? "{\"mode\":\"direct\",\"totalLimit\":9}" : "{\"mode\":\"flash\"}";
+        ck_assert_int_eq(gw_voucher_patch_parse(patch, strlen(patch), &p, err, sizeof(err)), 0);
+        ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), GW_E_MODE_LOCKED);
+        ck_assert_str_eq(err, "a voucher's mode is fixed at creation: create a new voucher");
+    }
+    ck_assert_int_eq(gw_voucher_patch_parse("{\"mode\":\"turbo\"}", 16, &p, err, sizeof(err)),
+                     VC_ERR_INVALID);
+}
+END_TEST
+
 START_TEST(inactive_refuses_first)
 {
     vc_voucher_t v = {.total_limit = 1, .starts_at_ms = 1000, .ends_at_ms = 2000,
@@ -1413,6 +1464,7 @@ static Suite *gateway_suite(void)
     tcase_add_loop_test(tc, patch_body, 0, sizeof(patch_bodies) / sizeof(patch_bodies[0]));
     tcase_add_test(tc, patch_apply);
     tcase_add_loop_test(tc, list_query, 0, sizeof(list_queries) / sizeof(list_queries[0]));
+    tcase_add_test(tc, voucher_mode);
     tcase_add_test(tc, inactive_refuses_first);
     tcase_add_test(tc, claim_values);
     tcase_add_test(tc, claim_code_read_back);
