@@ -202,8 +202,8 @@ static int run_once(rc_ctx_t *ctx, const rc_fence_t *fence, const rc_settings_t 
         rc = rc_pass(ctx, 1, stdout, &sum, err, sizeof(err));
     }
     if (rc == 0 && (sum.expired || sum.direct_expired || sum.stranded || sum.restored ||
-                    sum.retaken || sum.lowered ||
-                    sum.finished || sum.reconfirmed || sum.discarded || sum.confirms_published)) {
+                    sum.retaken || sum.lowered || sum.finished || sum.reconfirmed ||
+                    sum.discarded || sum.confirms_published)) {
         printf("repairs: %lld holds expired, %lld direct vouchers' holds expired, "
                "%lld stranded holds released, %lld releases "
                "finished, %lld vouchers restored, %lld uses taken again, %lld counters lowered, "
@@ -211,9 +211,8 @@ static int run_once(rc_ctx_t *ctx, const rc_fence_t *fence, const rc_settings_t 
                "%lld lost confirms published\n"
                "after the repairs:\n",
                (long long)sum.expired, (long long)sum.direct_expired, (long long)sum.stranded,
-               (long long)sum.finished,
-               (long long)sum.restored, (long long)sum.retaken, (long long)sum.lowered,
-               (long long)sum.reconfirmed, (long long)sum.discarded,
+               (long long)sum.finished, (long long)sum.restored, (long long)sum.retaken,
+               (long long)sum.lowered, (long long)sum.reconfirmed, (long long)sum.discarded,
                (long long)sum.confirms_published);
         rc = rc_pass(ctx, 0, stdout, &sum, err, sizeof(err));
     }
@@ -300,8 +299,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                         s.redis_retention_ms, s.orders_scan_above, s.slow_repair_ms,
                         s.redis_wait_replicas, s.redis_wait_timeout_ms};
     ctx.cfg = &cfg;
-    outbox_cfg = (rc_outbox_config_t){s.outbox_poll_ms, (int)s.outbox_batch,
-                                      s.outbox_retention_ms, s.timeout_ms};
+    outbox_cfg = (rc_outbox_config_t){s.outbox_poll_ms, (int)s.outbox_batch, s.outbox_retention_ms,
+                                      s.timeout_ms};
     outbox.cfg = &outbox_cfg;
     rc_fence_init(&fence, &cfg, s.redis_fence);
     /* --once is a command: a stop signal ends it at once, as any command's. */

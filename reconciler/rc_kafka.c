@@ -406,12 +406,12 @@ int rc_kafka_send(rc_kafka_t *k, const rc_kafka_msg_t *msgs, int n, int *deliver
     k->nresults = n;
     memset(k->results, 0, (size_t)n * sizeof(*k->results));
     for (int i = 0; i < n; i++) {
-        rd_kafka_resp_err_t e = rd_kafka_producev(
-            k->producer, RD_KAFKA_V_TOPIC(k->topic),
-            RD_KAFKA_V_KEY(msgs[i].key, strlen(msgs[i].key)),
-            RD_KAFKA_V_VALUE((void *)msgs[i].value, msgs[i].len),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(report_tag(k->call, i)),
-            RD_KAFKA_V_END);
+        rd_kafka_resp_err_t e =
+            rd_kafka_producev(k->producer, RD_KAFKA_V_TOPIC(k->topic),
+                              RD_KAFKA_V_KEY(msgs[i].key, strlen(msgs[i].key)),
+                              RD_KAFKA_V_VALUE((void *)msgs[i].value, msgs[i].len),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_OPAQUE(report_tag(k->call, i)), RD_KAFKA_V_END);
         if (e) {
             /* The rest would reach the partition ahead of this one: not produced either. */
             vc_warn("cannot produce an outbox row keyed %s: %s", msgs[i].key, rd_kafka_err2str(e));

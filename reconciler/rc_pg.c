@@ -484,8 +484,8 @@ int rc_pg_read_direct(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
     return 0;
 }
 
-int rc_pg_expire_direct(rc_pg_t *pg, int limit, int64_t now_ms, int64_t grace_ms,
-                        int64_t *released, char *err, size_t errlen)
+int rc_pg_expire_direct(rc_pg_t *pg, int limit, int64_t now_ms, int64_t grace_ms, int64_t *released,
+                        char *err, size_t errlen)
 {
     char a[16], b[24], c[24];
     const char *params[3] = {a, b, c};
@@ -584,8 +584,7 @@ int rc_pg_outbox_sent(rc_pg_t *pg, const rc_outbox_row_t *rows, int n, char *err
     return rc;
 }
 
-int rc_pg_outbox_stats(rc_pg_t *pg, int64_t *unsent, int64_t *oldest_ms, char *err,
-                       size_t errlen)
+int rc_pg_outbox_stats(rc_pg_t *pg, int64_t *unsent, int64_t *oldest_ms, char *err, size_t errlen)
 {
     PGresult *res;
     int rc = 0;
@@ -615,8 +614,8 @@ int rc_pg_outbox_prune(rc_pg_t *pg, int64_t retention_ms, int limit, int64_t *de
     *deleted = 0;
     snprintf(a, sizeof(a), "%lld", (long long)retention_ms);
     snprintf(b, sizeof(b), "%d", limit);
-    if (!(res = vc_pg_exec(pg->conn, "SELECT dr_outbox_prune($1::bigint, $2::int)", 2, params,
-                           &rc, err, errlen)))
+    if (!(res = vc_pg_exec(pg->conn, "SELECT dr_outbox_prune($1::bigint, $2::int)", 2, params, &rc,
+                           err, errlen)))
         return rc;
     if (PQntuples(res) == 1)
         *deleted = strtoll(PQgetvalue(res, 0, 0), NULL, 10);

@@ -103,8 +103,8 @@ int rc_pg_read_direct(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen);
  * in one transaction (its own statement). Sets *released to their number.
  * Returns 0 or a negative error with err set.
  */
-int rc_pg_expire_direct(rc_pg_t *pg, int limit, int64_t now_ms, int64_t grace_ms,
-                        int64_t *released, char *err, size_t errlen);
+int rc_pg_expire_direct(rc_pg_t *pg, int limit, int64_t now_ms, int64_t grace_ms, int64_t *released,
+                        char *err, size_t errlen);
 
 /* An unsent outbox row (rc_pg_outbox_take()); the strings are owned by the row. */
 typedef struct {
@@ -133,8 +133,7 @@ int rc_pg_outbox_sent(rc_pg_t *pg, const rc_outbox_row_t *rows, int n, char *err
  * The unsent rows' number and the age of the oldest in ms (0 when none),
  * from dr_outbox_stats(). Returns 0 or a negative error with err set.
  */
-int rc_pg_outbox_stats(rc_pg_t *pg, int64_t *unsent, int64_t *oldest_ms, char *err,
-                       size_t errlen);
+int rc_pg_outbox_stats(rc_pg_t *pg, int64_t *unsent, int64_t *oldest_ms, char *err, size_t errlen);
 
 /*
  * Deletes up to limit rows sent more than retention_ms ago

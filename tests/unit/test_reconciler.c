@@ -857,7 +857,7 @@ START_TEST(direct_verdicts)
         int64_t used, live, parked;
         rc_verdict_t want;
     } cases[] = {
-        {0, 0, 0, RC_CONSISTENT},  {3, 3, 0, RC_CONSISTENT},        {3, 3, 2, RC_PARKED},
+        {0, 0, 0, RC_CONSISTENT},        {3, 3, 0, RC_CONSISTENT},        {3, 3, 2, RC_PARKED},
         {4, 3, 0, RC_USED_WITHOUT_ROWS}, {4, 3, 1, RC_USED_WITHOUT_ROWS}, {2, 3, 0, RC_DRIFTED},
         {0, 1, 1, RC_DRIFTED},
     };
@@ -875,7 +875,7 @@ START_TEST(outbox_marks_the_acknowledged_prefix)
         int delivered[5];
         int n, want;
     } cases[] = {
-        {{1, 1, 1, 1, 1}, 5, 5}, {{1, 1, -1, 1, 1}, 5, 2}, {{0, 1, 1, 1, 1}, 5, 0},
+        {{1, 1, 1, 1, 1}, 5, 5}, {{1, 1, -1, 1, 1}, 5, 2},     {{0, 1, 1, 1, 1}, 5, 0},
         {{1, 1, 1, 1, 0}, 5, 4}, {{-1, -1, -1, -1, -1}, 5, 0}, {{0}, 0, 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
