@@ -34,9 +34,10 @@ int admin_report(PGconn *conn, int argc, char **argv);
 int admin_audit(PGconn *conn, int argc, char **argv);
 
 /*
- * `voucher show CODE | list [--mode direct|flash]` (argv[0] is "voucher"): a
- * voucher's rules and mode, or every voucher's mode and count. Reads only.
+ * `voucher create BODY|- | show CODE | list [--mode direct|flash]` (argv[0]
+ * is "voucher"): a voucher created from a body of POST /vouchers (its audit
+ * row by who), a voucher's rules and mode, or every voucher's mode and count.
  */
-int admin_voucher(PGconn *conn, int argc, char **argv);
+int admin_voucher(PGconn *conn, int argc, char **argv, const vc_audit_who_t *who);
 
 #endif

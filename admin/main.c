@@ -6,9 +6,10 @@
  *   voucher-admin campaign resume ID                         finish a stalled generation
  *   voucher-admin campaign show ID | deactivate ID | export ID [--partial]
  *   voucher-admin audit [--actor A] [--action X] [--target T] [--since WHEN] ...
- *   voucher-admin voucher show CODE | list [--mode direct|flash]      read only
+ *   voucher-admin voucher create BODY|-                      a voucher, as POST /vouchers
+ *   voucher-admin voucher show CODE | list [--mode direct|flash]
  *
- * A change (create, resume, deactivate) and an export write their row of the
+ * A change (a campaign's create, resume, deactivate; a voucher's create) and an export write their row of the
  * admin audit (deploy/sql/021_admin_audit.sql) as the gateway's routes do,
  * the actor being --operator NAME, else $USER.
  *
@@ -63,9 +64,13 @@ static const char usage[] =
     "  code CODE          who used a one-time code, and when: its campaign and binding, then\n"
     "                     each order that took it, oldest first (RELEASED gave it back)\n"
     "\n"
+    "       voucher-admin voucher create BODY|-\n"
+    "                     a voucher from the JSON body POST /vouchers takes (\"-\": read from\n"
+    "                     stdin), with its checks and its audit row; \"mode\": \"direct\" or\n"
+    "                     \"flash\", fixed at creation (absent: the database's default). A flash\n"
+    "                     voucher is loaded into Redis by its first reservation\n"
     "       voucher-admin voucher show CODE | voucher list [--mode direct|flash]\n"
-    "                     a voucher's rules and mode (direct or flash, fixed at creation by\n"
-    "                     POST /vouchers), or every voucher's mode and uses as CSV; read only\n"
+    "                     a voucher's rules and mode, or every voucher's mode and uses as CSV\n"
     "\n"
     "       voucher-admin report (--campaign ID | --voucher CODE) [--by hour|day] [--since WHEN]\n"
     "                     orders by state per period, as CSV (report --help says more)\n"
@@ -536,7 +541,7 @@ int main(int argc, char **argv)
     else if (strcmp(argv[1], "report") == 0)
         rc = admin_report(conn, argc - 1, argv + 1);
     else if (strcmp(argv[1], "voucher") == 0)
-        rc = admin_voucher(conn, argc - 1, argv + 1);
+        rc = admin_voucher(conn, argc - 1, argv + 1, &who);
     else if (strcmp(argv[2], "code") == 0 && argc == 4)
         rc = admin_code(conn, argv[3]);
     else if (strcmp(argv[2], "revoke") == 0 && argc == 4)

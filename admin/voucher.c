@@ -1,9 +1,11 @@
 /*
- * `voucher show CODE` and `voucher list [--mode direct|flash]`: a voucher's
- * rules, its mode (proto/direct-mode.md) and PostgreSQL's used_count, read as
- * voucher-admin's own role (021 grants it SELECT on voucher). Reads only: a
- * voucher is created and changed through the gateway's admin routes (POST and
- * PATCH /vouchers), which also set Redis's counter and write the audit.
+ * `voucher create BODY`, `voucher show CODE` and `voucher list [--mode
+ * direct|flash]`, as voucher-admin's own role (021 grants it SELECT on
+ * voucher, 029 INSERT): a voucher created from the body POST /vouchers takes,
+ * with the same checks and audit (vc_voucher_create()); a voucher's rules,
+ * its mode (proto/direct-mode.md) and PostgreSQL's used_count. A voucher is
+ * changed through the gateway's PATCH /vouchers, which also moves Redis's
+ * counter.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include "vc_pg.h"
 #include "vc_time.h"
 #include "vc_voucher.h"
+#include "vc_voucher_create.h"
 
 /* The voucher's rules, one "name: value" a line, the names of the API's. */
 static void show(const vc_voucher_t *v)
@@ -81,8 +84,67 @@ static int list(PGconn *conn, const char *mode)
     return 0;
 }
 
-int admin_voucher(PGconn *conn, int argc, char **argv)
+/* The body from the argument, or from stdin when it is "-", into buf (NUL-terminated). */
+static int read_body(const char *arg, char *buf, size_t cap, size_t *len)
 {
+    if (strcmp(arg, "-") != 0) {
+        *len = strlen(arg);
+        if (*len >= cap)
+            return -1;
+        memcpy(buf, arg, *len + 1);
+        return 0;
+    }
+    *len = fread(buf, 1, cap - 1, stdin);
+    if (ferror(stdin) || !feof(stdin))
+        return -1;
+    buf[*len] = '\0';
+    return 0;
+}
+
+/*
+ * Creates a voucher from a body of POST /vouchers. The row has no
+ * redis_loaded_at: a flash voucher is loaded into Redis by its first
+ * reservation, as one made by SQL is; a direct voucher never is.
+ */
+static int create(PGconn *conn, const char *arg, const vc_audit_who_t *who)
+{
+    char body[4096], err[256];
+    int64_t campaign_id;
+    size_t len;
+    vc_voucher_t v;
+    int rc;
+
+    if (read_body(arg, body, sizeof(body), &len) != 0) {
+        fprintf(stderr, "voucher-admin: the body could not be read, or is over %zu bytes\n",
+                sizeof(body) - 1);
+        return 2;
+    }
+    if ((rc = vc_voucher_parse(body, len, &v, err, sizeof(err))) != 0) {
+        fprintf(stderr, "voucher-admin: %s\n", err);
+        return 2;
+    }
+    rc = vc_voucher_create(conn, &v, who, 0, &campaign_id, err, sizeof(err));
+    if (rc == VC_E_CODE_TAKEN && campaign_id > 0) {
+        fprintf(stderr, "voucher-admin: %s is a one-time code of campaign %" PRId64 "\n", v.code,
+                campaign_id);
+        return 1;
+    }
+    if (rc == VC_E_CODE_TAKEN) {
+        fprintf(stderr, "voucher-admin: a voucher with the code %s exists\n", v.code);
+        return 1;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "voucher-admin: %s\n", err);
+        return 1;
+    }
+    show(&v);
+    return 0;
+}
+
+int admin_voucher(PGconn *conn, int argc, char **argv, const vc_audit_who_t *who)
+{
+    if (argc == 3 && strcmp(argv[1], "create") == 0)
+        return create(conn, argv[2], who);
     if (argc == 3 && strcmp(argv[1], "show") == 0)
         return show_one(conn, argv[2]);
     if (argc == 2 && strcmp(argv[1], "list") == 0)
@@ -94,7 +156,7 @@ int admin_voucher(PGconn *conn, int argc, char **argv)
         }
         return list(conn, argv[3]);
     }
-    fprintf(stderr,
-            "usage: voucher-admin voucher show CODE | voucher list [--mode direct|flash]\n");
+    fprintf(stderr, "usage: voucher-admin voucher create BODY|- | voucher show CODE |"
+                    " voucher list [--mode direct|flash]\n");
     return 2;
 }

@@ -32,7 +32,8 @@
     X(E_REPLAYED, 8, "request already applied")                                                    \
     X(E_HOLD_EXPIRED, 9, "hold was released or expired")                                           \
     X(E_NOT_LOADED, 10, "voucher not loaded in redis")                                             \
-    X(E_INACTIVE, 11, "voucher switched off")
+    X(E_INACTIVE, 11, "voucher switched off")                                                      \
+    X(E_CODE_TAKEN, 12, "a voucher or a campaign's one-time code has this code")
 
 enum {
 #define VC_ERR_ENUM(name, value, msg) VC_##name = (value),

@@ -1013,6 +1013,24 @@ int vc_jdoc_whole(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err
     return 0;
 }
 
+int vc_jdoc_whole_in(const vc_jdoc_t *doc, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                     char *err, size_t errlen)
+{
+    int rc = vc_jdoc_whole(doc, key, out, err, errlen);
+
+    if (rc != 0)
+        return rc;
+    if (*out < lo || *out > hi) {
+        if (hi == INT64_MAX)
+            snprintf(err, errlen, "field \"%s\" must be at least %lld", key, (long long)lo);
+        else
+            snprintf(err, errlen, "field \"%s\" must be within %lld..%lld", key, (long long)lo,
+                     (long long)hi);
+        return VC_ERR_INVALID;
+    }
+    return 0;
+}
+
 int vc_jdoc_time(const vc_jdoc_t *doc, const char *key, int required, int64_t *out_ms, char *err,
                  size_t errlen)
 {

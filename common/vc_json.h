@@ -166,6 +166,9 @@ int vc_jdoc_int(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, 
  * vc_jdoc_int() takes integer tokens only (the events' codec).
  */
 int vc_jdoc_whole(const vc_jdoc_t *doc, const char *key, int64_t *out, char *err, size_t errlen);
+/* vc_jdoc_whole() within [lo, hi]: VC_ERR_INVALID otherwise, err naming the field and bounds. */
+int vc_jdoc_whole_in(const vc_jdoc_t *doc, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                     char *err, size_t errlen);
 int vc_jdoc_bool(const vc_jdoc_t *doc, const char *key, int *out, char *err, size_t errlen);
 
 /*

@@ -33,6 +33,7 @@
 #include "vc_json.h"
 #include "vc_pg.h"
 #include "vc_time.h"
+#include "vc_voucher_create.h"
 
 #define GW_VOUCHER_BODY_MAX 1024
 
@@ -63,50 +64,16 @@ static int rollback(PGconn *conn, int rc)
     return rc;
 }
 
-/*
- * A voucher's code must not be a campaign's one-time code: the gateway looks a
- * code up as a voucher first, so such a voucher would hide the campaign's code
- * (proto/campaigns.md). Compared in the campaign's stored form ('-' dropped, as
- * a customer's input is). The check and the insert hold the lock a campaign's
- * generation takes before it checks its batch against the vouchers
- * (common/vc_campaign_pg.c), so the two cannot both pass.
- */
+/* POST /vouchers on the threadpool: vc_voucher_create(), Redis's counter set next. */
 static int create_work(void *arg, struct pg_conn *conn, char *err, size_t errlen)
 {
     admin_t *a = arg;
-    char stored[VC_CODE_MAX + 1];
-    const char *params[] = {stored};
     vc_audit_who_t who;
-    vc_audit_action_t audit = {"voucher.create", a->v.code, VC_AUDIT_VOUCHER, 1, NULL, NULL};
-    PGresult *res;
-    int rc = 0;
+    int rc;
 
     gw_app_who(a->req, &who);
-    if ((rc = vc_pg_command(conn, "BEGIN", err, errlen)) != 0)
-        return rollback(conn, rc);
-    /* A code with '_' is never a campaign's: nothing to check. */
-    if (vc_campaign_normalize(a->v.code, strlen(a->v.code), stored) >= 0) {
-        if ((rc = vc_pg_command(conn,
-                                "SELECT pg_advisory_xact_lock(hashtext('" VC_CAMPAIGN_CODE_LOCK
-                                "'))",
-                                err, errlen)) != 0)
-            return rollback(conn, rc);
-        if (!(res = vc_pg_exec(conn, "SELECT campaign_id FROM campaign_code WHERE code = $1", 1,
-                               params, &rc, err, errlen)))
-            return rollback(conn, rc);
-        if (PQntuples(res) == 1) {
-            a->campaign_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-            PQclear(res);
-            return rollback(conn, GW_E_EXISTS);
-        }
-        PQclear(res);
-    }
-    /* The audit row is committed with the voucher, or neither is (vc_audit.h). */
-    if ((rc = gw_store_create(conn, &a->v, err, errlen)) != 0 ||
-        (rc = vc_audit_record(conn, &who, &audit, err, errlen)) != 0 ||
-        (rc = vc_pg_command(conn, "COMMIT", err, errlen)) != 0)
-        return rollback(conn, rc);
-    return 0;
+    rc = vc_voucher_create(conn, &a->v, &who, 1, &a->campaign_id, err, errlen);
+    return rc == VC_E_CODE_TAKEN ? GW_E_EXISTS : rc;
 }
 
 static void counter_set_cb(void *arg, int rc, const gw_redis_reply_t *reply)
@@ -181,7 +148,7 @@ void gw_create_start(gw_app_t *app, gw_request_t *req)
     }
     a->app = app;
     a->req = req;
-    if ((rc = gw_voucher_req_parse(req->body, req->body_len, &a->v, err, sizeof(err))) != 0) {
+    if ((rc = vc_voucher_parse(req->body, req->body_len, &a->v, err, sizeof(err))) != 0) {
         gw_app_reply_error(req, rc, err);
         return;
     }

@@ -8,25 +8,7 @@
 #include "gw_answer.h"
 #include "vc_error.h"
 #include "vc_json.h"
-
-/* Reads key as an integer within [lo, hi]; err names the field. */
-static int int_field(const vc_jdoc_t *doc, const char *key, int64_t lo, int64_t hi, int64_t *out,
-                     char *err, size_t errlen)
-{
-    int rc = vc_jdoc_whole(doc, key, out, err, errlen);
-
-    if (rc != 0)
-        return rc;
-    if (*out < lo || *out > hi) {
-        if (hi == INT64_MAX)
-            snprintf(err, errlen, "field \"%s\" must be at least %lld", key, (long long)lo);
-        else
-            snprintf(err, errlen, "field \"%s\" must be within %lld..%lld", key, (long long)lo,
-                     (long long)hi);
-        return VC_ERR_INVALID;
-    }
-    return 0;
-}
+#include "vc_voucher_create.h"
 
 int gw_reserve_req_general(const char *body, size_t len, gw_reserve_req_t *out, char *err,
                            size_t errlen)
@@ -116,8 +98,9 @@ int gw_quote_req_parse(const char *body, size_t len, gw_quote_req_t *out, char *
     if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
         return rc;
     if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) == 0 &&
-        (rc = int_field(&doc, "customerId", 1, INT64_MAX, &out->customer_id, err, errlen)) == 0)
-        rc = int_field(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err, errlen);
+        (rc = vc_jdoc_whole_in(&doc, "customerId", 1, INT64_MAX, &out->customer_id, err, errlen)) ==
+            0)
+        rc = vc_jdoc_whole_in(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err, errlen);
     vc_jdoc_free(&doc);
     return rc;
 }
@@ -131,9 +114,8 @@ int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, ch
     int rc;
 
     memset(out, 0, sizeof(*out));
-    for (i = 0; i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' ||
-                            body[i] == '\n');
-         i++)
+    for (i = 0;
+         i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n'); i++)
         ;
     if (i == len)
         return 0; /* no body: the confirm of old */
@@ -141,108 +123,12 @@ int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, ch
         return rc;
     if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) == 0 &&
         vc_jdoc_has(&doc, "orderAmount") &&
-        (rc = int_field(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err, errlen)) == 0)
+        (rc = vc_jdoc_whole_in(&doc, "orderAmount", 0, INT64_MAX, &out->order_amount, err,
+                               errlen)) == 0)
         out->has_total = 1;
     vc_jdoc_free(&doc);
     if (rc != 0)
         memset(out, 0, sizeof(*out)); /* a refused body gives no total */
-    return rc;
-}
-
-/* The field "mode" of doc, which must be "direct" or "flash", into *out. */
-static int mode_field(const vc_jdoc_t *doc, vc_mode_t *out, char *err, size_t errlen)
-{
-    const char *name;
-    int rc;
-
-    if ((rc = vc_jdoc_str(doc, "mode", &name, err, errlen)) != 0)
-        return rc;
-    if ((*out = vc_mode_parse(name)) == VC_MODE_UNSET) {
-        snprintf(err, errlen, "field \"mode\" must be \"direct\" or \"flash\"");
-        return VC_ERR_INVALID;
-    }
-    return 0;
-}
-
-int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *err, size_t errlen)
-{
-    static const char *const allowed[] = {"code",
-                                          "discountAmount",
-                                          "discountPercent",
-                                          "maxDiscountAmount",
-                                          "minOrderAmount",
-                                          "totalLimit",
-                                          "perUserLimit",
-                                          "startsAt",
-                                          "endsAt",
-                                          "mode",
-                                          NULL};
-    vc_jdoc_t doc;
-    const char *code;
-    int64_t percent = 0;
-    int rc;
-
-    memset(out, 0, sizeof(*out));
-    if ((rc = vc_jdoc_parse(&doc, body, len, err, errlen)) != 0)
-        return rc;
-    if ((rc = vc_jdoc_check_keys(&doc, allowed, err, errlen)) != 0)
-        goto out;
-    if ((rc = vc_jdoc_str(&doc, "code", &code, err, errlen)) != 0)
-        goto out;
-    if (!vc_code_valid(code, strlen(code))) {
-        snprintf(err, errlen, "field \"code\" must be 1..%d characters of A-Z, 0-9, '_' or '-'",
-                 VC_CODE_MAX);
-        rc = VC_ERR_INVALID;
-        goto out;
-    }
-    memcpy(out->code, code, strlen(code) + 1);
-    if (vc_jdoc_has(&doc, "discountAmount") == vc_jdoc_has(&doc, "discountPercent")) {
-        snprintf(err, errlen,
-                 "exactly one of the fields \"discountAmount\" and \"discountPercent\" is "
-                 "required");
-        rc = VC_ERR_INVALID;
-        goto out;
-    }
-    if (vc_jdoc_has(&doc, "discountAmount")) {
-        if ((rc = int_field(&doc, "discountAmount", 1, INT64_MAX, &out->discount_amount, err,
-                            errlen)) != 0)
-            goto out;
-        if (vc_jdoc_has(&doc, "maxDiscountAmount")) {
-            snprintf(err, errlen, "field \"maxDiscountAmount\" goes with \"discountPercent\" only");
-            rc = VC_ERR_INVALID;
-            goto out;
-        }
-    } else {
-        if ((rc = int_field(&doc, "discountPercent", 1, 100, &percent, err, errlen)) != 0)
-            goto out;
-        out->discount_percent = (int)percent;
-        if (vc_jdoc_has(&doc, "maxDiscountAmount") &&
-            (rc = int_field(&doc, "maxDiscountAmount", 1, INT64_MAX, &out->max_discount_amount, err,
-                            errlen)) != 0)
-            goto out;
-    }
-    if ((rc = int_field(&doc, "minOrderAmount", 0, INT64_MAX, &out->min_order_amount, err,
-                        errlen)) != 0 ||
-        (rc = int_field(&doc, "totalLimit", 1, INT32_MAX, &out->total_limit, err, errlen)) != 0)
-        goto out;
-    out->per_customer_limit = 1;
-    if (vc_jdoc_has(&doc, "perUserLimit") &&
-        (rc = int_field(&doc, "perUserLimit", 1, INT32_MAX, &out->per_customer_limit, err,
-                        errlen)) != 0)
-        goto out;
-    if ((rc = vc_jdoc_time(&doc, "startsAt", 1, &out->starts_at_ms, err, errlen)) != 0 ||
-        (rc = vc_jdoc_time(&doc, "endsAt", 1, &out->ends_at_ms, err, errlen)) != 0)
-        goto out;
-    if (out->ends_at_ms <= out->starts_at_ms) {
-        snprintf(err, errlen, "field \"endsAt\" must be after \"startsAt\"");
-        rc = VC_ERR_INVALID;
-        goto out;
-    }
-    /* Absent: VC_MODE_UNSET, and the column's default decides (025). */
-    if (vc_jdoc_has(&doc, "mode"))
-        rc = mode_field(&doc, &out->mode, err, errlen);
-out:
-    vc_jdoc_free(&doc);
     return rc;
 }
 
@@ -270,7 +156,7 @@ int gw_voucher_patch_parse(const char *body, size_t len, gw_voucher_patch_t *out
         goto out;
 #define PATCH_INT(key, flag, field, lo, hi)                                                        \
     if ((out->flag = vc_jdoc_has(&doc, key)) &&                                                    \
-        (rc = int_field(&doc, key, lo, hi, &out->field, err, errlen)) != 0)                        \
+        (rc = vc_jdoc_whole_in(&doc, key, lo, hi, &out->field, err, errlen)) != 0)                 \
         goto out;
     PATCH_INT("totalLimit", has_total, total_limit, 1, INT32_MAX)
     PATCH_INT("perUserLimit", has_per_user, per_user_limit, 1, INT32_MAX)
@@ -289,7 +175,7 @@ int gw_voucher_patch_parse(const char *body, size_t len, gw_voucher_patch_t *out
         (rc = vc_jdoc_bool(&doc, "active", &out->active, err, errlen)) != 0)
         goto out;
     if ((out->has_mode = vc_jdoc_has(&doc, "mode")) &&
-        (rc = mode_field(&doc, &out->mode, err, errlen)) != 0)
+        (rc = vc_voucher_mode_field(&doc, &out->mode, err, errlen)) != 0)
         goto out;
     if (out->has_amount && (out->has_percent || out->has_max)) {
         snprintf(err, errlen,

@@ -64,18 +64,6 @@ typedef struct {
 int gw_confirm_req_parse(const char *body, size_t len, gw_confirm_req_t *out, char *err,
                          size_t errlen);
 
-/*
- * Parses and validates the body of POST /vouchers into out (used_count 0):
- * code [A-Z0-9_-]{1,32}; exactly one of discountAmount (>= 1) and
- * discountPercent (1..100); maxDiscountAmount (>= 1, with discountPercent
- * only); minOrderAmount >= 0; totalLimit and perUserLimit (default 1) in
- * 1..2^31-1; startsAt before endsAt, both RFC 3339; mode "direct" or
- * "flash", or absent (out->mode VC_MODE_UNSET). Unknown fields are
- * rejected. Returns 0, or VC_ERR_INVALID with err naming the field, or
- * VC_ERR_NOMEM.
- */
-int gw_voucher_req_parse(const char *body, size_t len, vc_voucher_t *out, char *err, size_t errlen);
-
 /* The body of PATCH /vouchers/{code}: each field with whether it was given. */
 typedef struct {
     int has_total, has_per_user, has_starts, has_ends, has_amount, has_percent, has_max, has_min,
@@ -90,7 +78,7 @@ typedef struct {
  * Parses the body of PATCH /vouchers/{code}: at least one of totalLimit,
  * perUserLimit, startsAt, endsAt, discountAmount, discountPercent,
  * maxDiscountAmount, minOrderAmount, active and mode, each with the bounds of
- * gw_voucher_req_parse(); maxDiscountAmount never with discountAmount.
+ * vc_voucher_parse(); maxDiscountAmount never with discountAmount.
  * Unknown fields are rejected. Returns 0, or VC_ERR_INVALID with err set.
  */
 int gw_voucher_patch_parse(const char *body, size_t len, gw_voucher_patch_t *out, char *err,

@@ -8,6 +8,7 @@
 #include "vc_error.h"
 #include "vc_pg.h"
 #include "vc_voucher.h"
+#include "vc_voucher_create.h"
 
 int gw_store_claim_load(PGconn *conn, const char *code, int64_t *remaining, int64_t *total,
                         char *err, size_t errlen)
@@ -44,64 +45,12 @@ out:
     return rc;
 }
 
-/*
- * The rules of v as the text parameters $1..$9 of gw_store_create() and
- * gw_store_update(): code, discount_amount, discount_percent (0: none),
- * max_discount_amount (0: none), min_order_amount, total_limit,
- * per_user_limit, starts_at and ends_at in ms. params point into buf.
- */
-static void rule_params(const vc_voucher_t *v, char buf[8][24], const char *params[9])
-{
-    const long long values[8] = {v->discount_amount,  v->discount_percent, v->max_discount_amount,
-                                 v->min_order_amount, v->total_limit,      v->per_customer_limit,
-                                 v->starts_at_ms,     v->ends_at_ms};
-    params[0] = v->code;
-    for (int i = 0; i < 8; i++) {
-        snprintf(buf[i], 24, "%lld", values[i]);
-        params[i + 1] = buf[i];
-    }
-}
-
-/* The insert of gw_store_create(), with the mode or without it (the column's default). */
-#define CREATE_COLUMNS                                                                             \
-    "INSERT INTO voucher (code, discount_amount, discount_percent, max_discount_amount,"           \
-    " min_order_amount, total_limit, per_user_limit, starts_at, ends_at, redis_loaded_at"
-#define CREATE_VALUES                                                                              \
-    ") VALUES ($1, $2, nullif($3::int, 0), nullif($4::bigint, 0), $5, $6, $7,"                     \
-    " to_timestamp($8::bigint / 1000.0), to_timestamp($9::bigint / 1000.0), now()"
-
-int gw_store_create(PGconn *conn, vc_voucher_t *v, char *err, size_t errlen)
-{
-    char buf[8][24];
-    const char *params[10];
-    PGresult *res;
-    int rc;
-
-    rule_params(v, buf, params);
-    params[9] = vc_mode_name(v->mode);
-    /* The primary key refused the code: a voucher has it (409, in the caller's words). */
-    if (v->mode != VC_MODE_UNSET)
-        return vc_pg_command_kind(conn, CREATE_COLUMNS ", mode" CREATE_VALUES ", $10)", 10, params,
-                                  VC_PG_UNIQUE, GW_E_EXISTS, err, errlen);
-    if ((rc = vc_pg_command_kind(conn, CREATE_COLUMNS CREATE_VALUES ")", 9, params, VC_PG_UNIQUE,
-                                 GW_E_EXISTS, err, errlen)) != 0)
-        return rc;
-    /* The mode the default gave it, for the answer. */
-    if (!(res = vc_pg_exec(conn, "SELECT mode FROM voucher WHERE code = $1", 1, params, &rc, err,
-                           errlen)))
-        return rc;
-    if (PQntuples(res) == 1)
-        v->mode = vc_mode_parse(PQgetvalue(res, 0, 0));
-    PQclear(res);
-    return 0;
-}
-
 int gw_store_update(PGconn *conn, const vc_voucher_t *v, int reload, char *err, size_t errlen)
 {
     char buf[8][24];
     const char *params[11];
 
-    rule_params(v, buf, params);
+    vc_voucher_rule_params(v, buf, params);
     params[9] = v->inactive ? "f" : "t";
     params[10] = reload ? "t" : "f";
     /* A CHECK refused the total (below used_count): 409 LIMIT_CONFLICT, err its detail. */

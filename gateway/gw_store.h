@@ -27,15 +27,6 @@ int gw_store_claim_load(struct pg_conn *conn, const char *code, int64_t *remaini
                         int64_t *total, char *err, size_t errlen);
 
 /*
- * Inserts v (used_count 0) with redis_loaded_at set in the same statement,
- * so no lazy load ever runs for it, with its mode (the column's default when
- * v->mode is VC_MODE_UNSET: v->mode is then set to the one stored). v is
- * borrowed. Returns 0, GW_E_EXISTS when the code is taken, or a negative
- * VC_ERR_* with err set.
- */
-int gw_store_create(struct pg_conn *conn, vc_voucher_t *v, char *err, size_t errlen);
-
-/*
  * Writes v's rules and active over its row (locked by the caller's
  * transaction, which it leaves open); with reload, clears redis_loaded_at so
  * that the next reservation loads the voucher anew. Returns 0, GW_E_LIMIT

@@ -43,6 +43,7 @@ typedef struct {
     int64_t restore_delay_ms;
     int64_t redis_retention_ms;
     int64_t full_every_ms;
+    int64_t audit_every_ms;
     int64_t orders_scan_above;
     int64_t slow_repair_ms;
     int64_t shutdown_timeout_ms;
@@ -99,6 +100,11 @@ static const vc_cfg_param_t params[] = {
      "a voucher whose numbers agree is judged by them alone, and read in full (every row and "
      "Redis order) only this often; 0 reads every voucher in full every pass (--once always "
      "does)"},
+    {"audit-every", "VOUCHER_RECONCILE_AUDIT_EVERY", VC_CFG_MS, "6h",
+     offsetof(rc_settings_t, audit_every_ms), 0, 7 * 24LL * 3600 * 1000,
+     "a quiet voucher whose aggregates in Redis and PostgreSQL agree (proto/redis-keys.md, "
+     "\"Aggregates\") is read in full only this often, instead of every --full-every; one "
+     "whose aggregates disagree is read in full at once; 0 reads it every --full-every"},
     {"orders-scan-above", "VOUCHER_RECONCILE_ORDERS_SCAN_ABOVE", VC_CFG_INT, "10000",
      offsetof(rc_settings_t, orders_scan_above), -1, 1000000000,
      "a voucher whose Redis orders hash holds more orders than this is read in pieces (HSCAN), "
@@ -297,7 +303,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                         "voucher-events",   s.timeout_ms, s.grace_ms,      (int)s.batch,
                         s.restore_delay_ms, s.once ? 0 : s.full_every_ms, kafka_extra,
                         s.redis_retention_ms, s.orders_scan_above, s.slow_repair_ms,
-                        s.redis_wait_replicas, s.redis_wait_timeout_ms};
+                        s.redis_wait_replicas, s.redis_wait_timeout_ms, s.audit_every_ms};
     ctx.cfg = &cfg;
     outbox_cfg = (rc_outbox_config_t){s.outbox_poll_ms, (int)s.outbox_batch, s.outbox_retention_ms,
                                       s.timeout_ms};

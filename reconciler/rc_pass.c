@@ -164,9 +164,72 @@ static void tail_cb(void *arg, const vc_event_t *ev)
  * pass costs time and memory in proportion to every row of every active
  * voucher.
  */
+/*
+ * A quiet voucher's aggregates (rc_agg.h): Redis's read now (one round trip,
+ * O(1)) and compared with PostgreSQL's from the pass's snapshot. *settled when
+ * they agree, when they differ exactly as they did when a full read last found
+ * the voucher consistent (the memory's agg_base: rows PostgreSQL counted before
+ * Redis knew the voucher, say), or when neither moved at all since that read
+ * (a Redis aggregate that does not describe its hash, written around the
+ * scripts, stays so): its full read can wait for the slow audit. v->full when
+ * they differ otherwise, or Redis's does not describe its orders hash (the hash
+ * lost beside a counter that still agrees): read in full now. Neither when
+ * either side keeps none.
+ */
+static int judge_aggregates(rc_ctx_t *ctx, rc_voucher_t *v, int *settled, char *err,
+                            size_t errlen)
+{
+    const rc_memory_entry_t *m = v->mem;
+    rc_agg_outcome_t outcome;
+    int rc;
+
+    *settled = 0;
+    if (!v->agg_pg.present || ctx->cfg->audit_every_ms <= 0)
+        return 0;
+    if ((rc = rc_redis_aggregate(ctx->redis, v->code, &v->agg_redis, err, errlen)) != 0)
+        return rc;
+    v->agg_read = 1;
+    outcome = rc_agg_compare(&v->agg_redis, &v->agg_pg, &v->agg_diff);
+    if (outcome == RC_AGG_ABSENT)
+        return 0;
+    v->agg_compared = outcome == RC_AGG_COMPARED;
+    if (m->agg_base_known &&
+        ((v->agg_compared && rc_agg_diff_equal(&v->agg_diff, &m->agg_base)) ||
+         (rc_agg_equal(&v->agg_redis, &m->agg_redis_base) &&
+          rc_agg_equal(&v->agg_pg, &m->agg_pg_base)))) {
+        *settled = 1;
+        return 0;
+    }
+    if (v->agg_compared && rc_agg_diff_zero(&v->agg_diff)) {
+        *settled = 1;
+        return 0;
+    }
+    vc_info("%s: its aggregates in Redis and PostgreSQL %s: read in full", v->code,
+            v->agg_compared ? "disagree" : "do not describe its orders hash");
+    v->full = 1;
+    return 0;
+}
+
+/*
+ * After v's verdict: a full read that found it consistent with its
+ * aggregates read this pass remembers them and their difference, which later
+ * passes then accept (judge_aggregates()); any other full read forgets them.
+ */
+static void remember_aggregates(rc_voucher_t *v)
+{
+    if (!v->full)
+        return;
+    v->mem->agg_base_known =
+        v->agg_read && (v->verdict == RC_CONSISTENT || v->verdict == RC_USED_WITHOUT_ROWS);
+    v->mem->agg_base = v->agg_diff;
+    v->mem->agg_redis_base = v->agg_redis;
+    v->mem->agg_pg_base = v->agg_pg;
+}
+
 static int choose_full(rc_ctx_t *ctx, rc_voucher_t *v, int *due_periodic, char *err,
                        size_t errlen)
 {
+    int settled = 0;
     int64_t due = 0, releasing = 0;
     int rc = 0, quiet;
 
@@ -187,7 +250,11 @@ static int choose_full(rc_ctx_t *ctx, rc_voucher_t *v, int *due_periodic, char *
         return 0; /* loaded once and lost: restore it (never loaded: nothing to compare) */
     }
     v->full = 0;
-    *due_periodic = vc_time_mono_ms() - v->mem->last_full_ms >= ctx->cfg->full_every_ms;
+    if (!v->targeted && v->n.redis_loaded &&
+        ((rc = judge_aggregates(ctx, v, &settled, err, errlen)) != 0 || v->full))
+        return rc;
+    *due_periodic = vc_time_mono_ms() - v->mem->last_full_ms >=
+                    (settled ? ctx->cfg->audit_every_ms : ctx->cfg->full_every_ms);
     return 0;
 }
 
@@ -430,6 +497,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     /* 1, 2, 3, 4: in this order (see rc_pass.h). */
     if ((rc = rc_kafka_positions(ctx->kafka, ctx->cfg->timeout_ms, &pos, err, errlen)) != 0 ||
         (rc = rc_pg_read_vouchers(ctx->pg, &vs, err, errlen)) != 0 ||
+        (rc = rc_pg_read_aggregates(ctx->pg, &vs, err, errlen)) != 0 ||
         (rc = rc_memory_align(ctx->memory, &vs)) != 0 ||
         (rc = rc_kafka_tail(ctx->kafka, &pos, ctx->cfg->timeout_ms * 4, tail_cb, &vs, &lag,
                             &sum->malformed, err, errlen)) != 0)
@@ -514,6 +582,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
 
         sum->vouchers++;
         sum->verdicts[v->verdict]++;
+        remember_aggregates(v);
         sum->offering_excess += v->full && rc_model_excess_remaining(&v->n) > 0;
         sum->parked += v->n.parked;
         record_metrics(v);

@@ -11,7 +11,10 @@
  * A voucher is read in full when its numbers do not settle it (Redis takes
  * other than the uses PostgreSQL counts, events in flight, holds due,
  * releases under way), and at least every full_every_ms anyway; a quiet one
- * costs a few commands, not its history. One busy only with events in flight
+ * costs a few commands, not its history. A quiet one whose aggregates agree
+ * (Redis's voucher:{CODE}:agg and PostgreSQL's agg_* columns, rc_agg.h) is
+ * read in full only every audit_every_ms; one whose aggregates disagree, in
+ * full at once. One busy only with events in flight
  * is read by the orders those events name and its newest holds (a targeted
  * read), and in full only when those do not balance its numbers.
  *
@@ -64,6 +67,11 @@ typedef struct {
     /* replicas each repair script's writes must reach before it counts (WAIT); 0: none */
     int64_t redis_wait_replicas;
     int64_t redis_wait_timeout_ms; /* how long that WAIT waits */
+    /*
+     * a quiet voucher whose aggregates agree (rc_agg.h) is read in full only
+     * this often, not every full_every_ms; 0: as every other voucher
+     */
+    int64_t audit_every_ms;
 } rc_config_t;
 
 typedef struct rc_pg rc_pg_t; /* rc_pg.h */

@@ -235,6 +235,40 @@ int rc_pg_read_vouchers(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen
     return 0;
 }
 
+int rc_pg_read_aggregates(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
+{
+    PGresult *res;
+    rc_voucher_t *v = NULL;
+    int rc = 0;
+
+    /* The vouchers rc_pg_read_vouchers() read, by the same filter, in the same snapshot. */
+    if (!(res = query(pg,
+                      "SELECT v.code, v.agg_reserved, v.agg_confirmed, v.agg_released,"
+                      " v.agg_reserved_customers, v.agg_confirmed_customers,"
+                      " v.agg_released_customers"
+                      " FROM voucher v WHERE v.ends_at > now() - interval '1 day'"
+                      " AND v.agg_reserved IS NOT NULL AND v.agg_confirmed IS NOT NULL"
+                      " AND v.agg_released IS NOT NULL AND v.agg_reserved_customers IS NOT NULL"
+                      " AND v.agg_confirmed_customers IS NOT NULL"
+                      " AND v.agg_released_customers IS NOT NULL",
+                      &rc, err, errlen)))
+        return rc;
+    for (int r = 0; r < PQntuples(res); r++) {
+        static const int states[] = {RC_AGG_HELD, RC_AGG_CONFIRMED, RC_AGG_RELEASED};
+
+        if (!(v = rc_vouchers_find(vs, PQgetvalue(res, r, 0))))
+            continue; /* not among this pass's vouchers */
+        memset(&v->agg_pg, 0, sizeof(v->agg_pg));
+        v->agg_pg.present = 1;
+        for (int i = 0; i < 3; i++) {
+            v->agg_pg.count[states[i]] = strtoll(PQgetvalue(res, r, 1 + i), NULL, 10);
+            v->agg_pg.customers[states[i]] = strtoll(PQgetvalue(res, r, 4 + i), NULL, 10);
+        }
+    }
+    PQclear(res);
+    return 0;
+}
+
 static int read_letters(rc_pg_t *pg, rc_vouchers_t *vs, const char *codes, char *err,
                         size_t errlen);
 

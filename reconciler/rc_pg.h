@@ -65,6 +65,13 @@ int rc_pg_holds_lock(rc_pg_t *pg, char *err, size_t errlen);
 int rc_pg_read_vouchers(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen);
 
 /*
+ * Step 2 too, in the same snapshot: PostgreSQL's aggregate of every voucher
+ * of vs that keeps one (the agg_* columns of 027 not NULL: agg_pg.present),
+ * one query (rc_agg.h). Returns 0 or a negative error with err set.
+ */
+int rc_pg_read_aggregates(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen);
+
+/*
  * Step 2, second half: every row and every parked or discarded dead letter
  * of the vouchers with full set and rows_read not (then set), from the
  * snapshot rc_pg_read_vouchers() took, which stays open (a targeted read may

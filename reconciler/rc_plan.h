@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rc_agg.h"
 #include "rc_model.h"
 #include "vc_event.h"
 
@@ -45,6 +46,21 @@ typedef struct {
      */
     rc_orders_t released_seen;
     int64_t uncounted; /* used_count beyond the live rows at the last full read */
+    /*
+     * PostgreSQL's aggregate less Redis's when a full read last found the
+     * voucher consistent with both read (agg_base_known): a difference the
+     * full read explains (rows of uses PostgreSQL counted before Redis knew
+     * the voucher, rows counted before the aggregates were), which later
+     * passes compare against instead of nothing (rc_agg.h).
+     */
+    int agg_base_known;
+    rc_agg_diff_t agg_base;
+    /*
+     * Both aggregates as that full read found them, whatever they were (one
+     * Redis's that does not describe its orders hash too): unchanged since,
+     * nothing was written to the voucher, on either side.
+     */
+    rc_agg_t agg_redis_base, agg_pg_base;
 } rc_memory_entry_t;
 
 /* The memory of every active voucher, sorted by code (rc_memory_align()). */
@@ -79,6 +95,16 @@ typedef struct {
     size_t nnewest;
     rc_memory_entry_t *mem; /* its entry in the memory, this pass (rc_memory_align()) */
     rc_verdict_t verdict;
+    rc_agg_t agg_pg; /* PostgreSQL's aggregate, from the pass's snapshot */
+    /*
+     * Quiet, with both aggregates read and compared this pass (agg_diff:
+     * PostgreSQL's less Redis's): what a full read that finds the voucher
+     * consistent remembers (rc_memory_entry_t.agg_base).
+     */
+    int agg_compared;
+    rc_agg_diff_t agg_diff;
+    int agg_read;      /* quiet, with Redis's aggregate read this pass into agg_redis */
+    rc_agg_t agg_redis;
 } rc_voucher_t;
 
 /* The vouchers of one pass, sorted by code in byte order. */

@@ -1490,3 +1490,53 @@ int rc_redis_fence(rc_redis_t *r, const char *set_run_id, char run_id[VC_RUN_ID_
     freeReplyObject(reply);
     return rc;
 }
+
+int rc_redis_aggregate(rc_redis_t *r, const char *code, rc_agg_t *agg, char *err, size_t errlen)
+{
+    redisReply *reply = NULL, *fields;
+    redisContext *ctx = conn_for(r, code, err, errlen);
+    rc_keys_t k;
+    int rc = 0;
+
+    memset(agg, 0, sizeof(*agg));
+    if (!ctx)
+        return VC_ERR_UNAVAILABLE;
+    rc_keys_of(code, &k);
+    /* At one moment, so that the counts are those of the hash they are compared with. */
+    redisAppendCommand(ctx, "MULTI");
+    redisAppendCommand(ctx, "HGETALL %s", k.name[VC_VOUCHER_KEY_AGG]);
+    redisAppendCommand(ctx, "HLEN %s", k.name[VC_VOUCHER_KEY_ORDERS]);
+    redisAppendCommand(ctx, "EXEC");
+    if ((rc = exec_reply(ctx, 2, "MULTI HGETALL HLEN EXEC", code, &reply, err, errlen)) != 0)
+        goto out;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_ARRAY ||
+        reply->element[1]->type != REDIS_REPLY_INTEGER) {
+        snprintf(err, errlen, "Redis: unexpected reply to EXEC (HGETALL agg, HLEN orders) of %s",
+                 code);
+        rc = VC_ERR_PROTOCOL;
+        goto out;
+    }
+    fields = reply->element[0];
+    agg->present = fields->elements > 0;
+    agg->size = reply->element[1]->integer;
+    for (size_t i = 0; i + 1 < fields->elements; i += 2) {
+        redisReply *f = fields->element[i], *v = fields->element[i + 1];
+        char name[32], value[32];
+
+        if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
+            f->len >= sizeof(name) || v->len >= sizeof(value)) {
+            agg->malformed = 1;
+            continue;
+        }
+        memcpy(name, f->str, f->len);
+        name[f->len] = '\0';
+        memcpy(value, v->str, v->len);
+        value[v->len] = '\0';
+        rc_agg_field(agg, name, value);
+    }
+out:
+    if (reply)
+        freeReplyObject(reply);
+    return rc;
+}

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rc_agg.h"
 #include "rc_model.h"
 #include "vc_model.h"
 #include "vc_redis_block.h"
@@ -180,6 +181,14 @@ int rc_redis_campaign(rc_redis_t *r, int64_t campaign_id, int64_t scan_above,
  */
 int rc_redis_limit(rc_redis_t *r, const char *code, int *present, int64_t *limit, char *err,
                    size_t errlen);
+
+/*
+ * Reads code's aggregate (voucher:{code}:agg, rc_agg.h) and the size of its
+ * orders hash at one moment (MULTI/EXEC): one round trip, O(1). *agg is
+ * filled (present 0 when the key is absent; malformed set for a field it does
+ * not know). Returns 0 or a negative error with err set.
+ */
+int rc_redis_aggregate(rc_redis_t *r, const char *code, rc_agg_t *agg, char *err, size_t errlen);
 
 /*
  * What is under way for code: *due_holds, the holds whose heldUntil is at or

@@ -40,6 +40,15 @@ local function order_state(value)
 end
 
 -- The value of an order with these fields, as parse_order() reads it back.
+-- A customerId's last six digits (with its sign when it has six or fewer),
+-- as the orders' aggregate sums them (orders_write.lua): the sum of a million
+-- orders stays far within 2^53, and PostgreSQL computes the same from
+-- customer_id::text (right(customer_id::text, 6)::bigint). customer is a
+-- customerId parse_order() returned.
+local function order_customer_tail(customer)
+  return tonumber(string.sub(customer, -6))
+end
+
 local function order_value(customer, discount, held, state)
   return customer .. ':' .. discount .. ':' .. held .. ':' .. state
 end

@@ -22,7 +22,10 @@
 -- after; {-1, false} the counter is missing; {-2, false} the orders hash is
 -- not lost, or a staged order is missing.
 -- @include remaining_rule.lua
-local function drop_staged() redis.call('UNLINK', KEYS[7], KEYS[8], KEYS[9]) end
+local function drop_staged()
+  redis.call('UNLINK', KEYS[7], KEYS[8], KEYS[9])
+  drop_staged_agg(KEYS[7])
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   drop_staged()
   return {REPAIR.COUNTER_MISSING, false}

@@ -242,11 +242,12 @@ end
 -- Retention (proto/redis-keys.md): a voucher's keys expire together, at its
 -- endsAt plus VOUCHER_REDIS_RETENTION, the instant the gateway gave them when
 -- it loaded the voucher. A rebuild (restore, retake) gives the counter, users,
--- orders and holds (KEYS[1..4]) that instant again; releasing keeps none, as
+-- orders and holds (KEYS[1..4]) and the orders' aggregate that instant again; releasing keeps none, as
 -- release_begin.lua leaves it. expire_at 0 or absent: none is set.
 local function expire_together(keys, expire_at)
   if not expire_at or expire_at <= 0 then return end
   for i = 1, 4 do redis.call('PEXPIREAT', keys[i], expire_at) end
+  redis.call('PEXPIREAT', agg_key(keys[3]), expire_at)
 end
 
 -- A repair in steps (restore_swap.lua, rebuild_swap.lua) puts its staged keys
@@ -259,6 +260,7 @@ local function expire_placed(keys, expire_at)
     expire_together(keys, expire_at)
   else
     for i = 2, 4 do redis.call('PERSIST', keys[i]) end
+    redis.call('PERSIST', agg_key(keys[3]))
   end
 end
 

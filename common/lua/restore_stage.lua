@@ -48,4 +48,8 @@ write_lacking(KEYS[1], KEYS[2], list)
 for i = 1, 3 do
   if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 end
+-- The staged orders' aggregate (write_orders()) expires with them.
+if redis.call('EXISTS', agg_key(KEYS[1])) == 1 then
+  redis.call('PEXPIRE', agg_key(KEYS[1]), ARGV[2])
+end
 return {#list, tostring(taken)}

@@ -18,7 +18,10 @@
 -- Returns {1, "live:remaining"} restored; {0, false} the counter exists;
 -- {-2, false} the orders hash exists, or a staged order is missing.
 -- @include remaining_rule.lua
-local function drop_staged() redis.call('UNLINK', KEYS[5], KEYS[6], KEYS[7]) end
+local function drop_staged()
+  redis.call('UNLINK', KEYS[5], KEYS[6], KEYS[7])
+  drop_staged_agg(KEYS[5])
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   drop_staged()
   return {RESTORE.COUNTER_EXISTS, false}

@@ -1054,6 +1054,99 @@ BEGIN
 END
 $fn$;
 
+-- A voucher's aggregates (027; proto/redis-keys.md, "Aggregates"), moved by
+-- every statement that changes its redemption rows: per status, the rows'
+-- count and the sum of their customers' last six digits, as Redis keeps them
+-- per order state in voucher:{CODE}:agg. One UPDATE per voucher a statement
+-- changed (the writer applies a batch in a few statements), after the voucher
+-- rows are locked in code order, as the per-customer check locks them: two
+-- transactions that touch the same vouchers wait for each other instead of
+-- deadlocking. A NULL aggregate (not counted yet) stays NULL. SECURITY DEFINER
+-- (the schema's owner, which applies this file): every role that changes
+-- redemptions (the writer, a function that runs as a role of its own) keeps
+-- the aggregates without a grant on their columns, and none may write them
+-- otherwise.
+CREATE OR REPLACE FUNCTION voucher_redemption_aggregate()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path FROM CURRENT
+AS $fn$
+DECLARE
+    codes    text[];
+    statuses text[];
+    signs    int[];
+    tails    bigint[];
+BEGIN
+    -- Each row the statement changed, +1 as it is now and -1 as it was.
+    IF TG_OP = 'INSERT' THEN
+        SELECT array_agg(n.voucher_code), array_agg(n.status), array_agg(1),
+               array_agg(right(n.customer_id::text, 6)::bigint)
+          INTO codes, statuses, signs, tails
+          FROM new_rows n;
+    ELSIF TG_OP = 'DELETE' THEN
+        SELECT array_agg(o.voucher_code), array_agg(o.status), array_agg(-1),
+               array_agg(-right(o.customer_id::text, 6)::bigint)
+          INTO codes, statuses, signs, tails
+          FROM old_rows o;
+    ELSE
+        SELECT array_agg(r.code), array_agg(r.status), array_agg(r.sign), array_agg(r.tail)
+          INTO codes, statuses, signs, tails
+          FROM (SELECT n.voucher_code AS code, n.status, 1 AS sign,
+                       right(n.customer_id::text, 6)::bigint AS tail
+                  FROM new_rows n
+                UNION ALL
+                SELECT o.voucher_code, o.status, -1, -right(o.customer_id::text, 6)::bigint
+                  FROM old_rows o) r;
+    END IF;
+    IF codes IS NULL THEN
+        RETURN NULL;
+    END IF;
+    PERFORM 1 FROM voucher v
+      WHERE v.code = ANY (codes)
+      ORDER BY v.code
+        FOR NO KEY UPDATE;
+    WITH s AS (
+        SELECT d.code,
+               coalesce(sum(d.sign) FILTER (WHERE d.status = 'RESERVED'), 0) AS reserved,
+               coalesce(sum(d.sign) FILTER (WHERE d.status = 'CONFIRMED'), 0) AS confirmed,
+               coalesce(sum(d.sign) FILTER (WHERE d.status = 'RELEASED'), 0) AS released,
+               coalesce(sum(d.tail) FILTER (WHERE d.status = 'RESERVED'), 0) AS reserved_c,
+               coalesce(sum(d.tail) FILTER (WHERE d.status = 'CONFIRMED'), 0) AS confirmed_c,
+               coalesce(sum(d.tail) FILTER (WHERE d.status = 'RELEASED'), 0) AS released_c
+          FROM unnest(codes, statuses, signs, tails) AS d(code, status, sign, tail)
+         GROUP BY d.code
+    )
+    UPDATE voucher v
+       SET agg_reserved = v.agg_reserved + s.reserved,
+           agg_confirmed = v.agg_confirmed + s.confirmed,
+           agg_released = v.agg_released + s.released,
+           agg_reserved_customers = v.agg_reserved_customers + s.reserved_c,
+           agg_confirmed_customers = v.agg_confirmed_customers + s.confirmed_c,
+           agg_released_customers = v.agg_released_customers + s.released_c
+      FROM s
+     WHERE v.code = s.code
+       AND (s.reserved, s.confirmed, s.released, s.reserved_c, s.confirmed_c, s.released_c)
+           <> (0, 0, 0, 0, 0, 0);
+    RETURN NULL;
+END
+$fn$;
+
+CREATE OR REPLACE TRIGGER tr_redemption_aggregate_insert
+    AFTER INSERT ON voucher_redemption
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION voucher_redemption_aggregate();
+
+CREATE OR REPLACE TRIGGER tr_redemption_aggregate_update
+    AFTER UPDATE ON voucher_redemption
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION voucher_redemption_aggregate();
+
+CREATE OR REPLACE TRIGGER tr_redemption_aggregate_delete
+    AFTER DELETE ON voucher_redemption
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION voucher_redemption_aggregate();
+
 -- Who may run them: the writer's functions are the writer's alone (EXECUTE is
 -- PUBLIC's by default; 008_daemon_roles.sql says why), and the campaigns'
 -- per-customer check runs as the writer, the triggers' invoker. The

@@ -27,6 +27,7 @@
 #include "gw_router.h"
 #include "vc_log.h"
 #include "vc_voucher.h"
+#include "vc_voucher_create.h"
 
 static int listen_fd = -1;
 static struct sockaddr_in listen_addr;
@@ -110,7 +111,7 @@ static void answer(gw_request_t *req)
     }
     case GW_ROUTE_CREATE: {
         vc_voucher_t v;
-        rc = gw_voucher_req_parse(req->body, req->body_len, &v, err, sizeof(err));
+        rc = vc_voucher_parse(req->body, req->body_len, &v, err, sizeof(err));
         if (rc == 0)
             len = gw_body_voucher(body, sizeof(body), &v, 1, 0, 0, 0, 0);
         break;

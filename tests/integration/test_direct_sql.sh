@@ -9,7 +9,7 @@
 # will (slice 2); then the API of slice 1: a voucher's mode in POST, GET and
 # the list, and PATCH refusing to change it.
 source "$(dirname "$0")/lib.sh"
-plan 67
+plan 72
 
 gw_dsn=${VOUCHER_GATEWAY_PG_DSN:-${VOUCHER_PG_DSN/user=voucher/user=voucher_gateway}}
 rc_dsn=${VOUCHER_RECONCILER_PG_DSN:-${VOUCHER_PG_DSN/user=voucher/user=voucher_reconciler}}
@@ -167,8 +167,9 @@ reserve "$exp" "$o_grace" 2 1000 "$now" $((now - 1000)) >/dev/null
 sql "INSERT INTO voucher_redemption (voucher_code, customer_id, order_id, status, held_until)
      VALUES ('$flash', 3, '$o_flash', 'RESERVED', now() - interval '1 hour')"
 sql "UPDATE voucher SET used_count = 1 WHERE code = '$flash'"
-# (Holds an earlier run left due may be released too: only this run's are looked at.)
-expired=$(as "$rc_dsn" "SELECT code, order_id, held_until_ms FROM dr_expire(100, $now, 30000)
+# (Holds an earlier run left due are released too, oldest first: the limit takes them all,
+# and only this run's are looked at.)
+expired=$(as "$rc_dsn" "SELECT code, order_id, held_until_ms FROM dr_expire(1000000, $now, 30000)
                          WHERE code IN ('$exp', '$flash')")
 is "$expired" "$exp|$o_due|$((now - 60000))" \
   "dr_expire: the hold past heldUntil + grace only (not the one within the grace, not a flash voucher's)"
@@ -315,3 +316,24 @@ admin_cli voucher list --mode turbo >/dev/null 2>&1
 is "$?/$(admin_cli voucher show "NOSUCH_$api_direct" 2>&1; echo "/$?")" \
   "2/voucher-admin: no voucher NOSUCH_$api_direct
 /1" "another --mode: usage (2); show of no voucher: 1, said"
+
+# ---- voucher-admin voucher create: the body of POST /vouchers, its checks, its audit ----
+cli_code=$(unique_code CLIMODE)
+cli_body() { echo "{\"code\":\"$cli_code\",\"discountAmount\":1000,\"minOrderAmount\":0,\"totalLimit\":7,$1\"startsAt\":\"2020-01-01T00:00:00Z\",\"endsAt\":\"2099-01-01T00:00:00Z\"}"; }
+out=$(cli_body '"mode":"direct",' | admin_cli voucher create - 2>&1)
+is "$?|$(grep -E '^(mode|totalLimit):' <<<"$out" | tr '\n' ' ')|$(sql "SELECT mode || ':' || total_limit || ':' || (redis_loaded_at IS NULL) FROM voucher WHERE code = '$cli_code'")" \
+  "0|mode: direct totalLimit: 7 |direct:7:true" \
+  "voucher-admin voucher create - with \"mode\":\"direct\": the row stored direct, nothing loaded into Redis"
+is "$(sql "SELECT actor || ':' || (after->>'mode') FROM admin_audit WHERE target = '$cli_code' AND action = 'voucher.create'")" \
+  "test:direct" "its audit row: voucher.create by the operator, the row as written with its mode"
+out=$(admin_cli voucher create "$(cli_body '"mode":"flash",')" 2>&1)
+is "$?|$out" "1|voucher-admin: a voucher with the code $cli_code exists" "the same code again: 1, said, nothing written"
+cli_code=${cli_code}F
+out=$(admin_cli voucher create "$(cli_body '"mode":"turbo",')" 2>&1)
+is "$?|$out|$(sql "SELECT count(*) FROM voucher WHERE code = '$cli_code'")" \
+  "2|voucher-admin: field \"mode\" must be \"direct\" or \"flash\"|0" \
+  "another mode: the API's own message, usage (2), no row"
+admin_cli voucher create "$(cli_body '"mode":"flash",')" >/dev/null
+reserve_flash=$(http POST "/vouchers/$cli_code/reservations" '{"customerId":77,"orderId":"'"$cli_code"'-1","orderAmount":5000}'; echo "$status")
+is "$(sql "SELECT mode || ':' || (redis_loaded_at IS NOT NULL) FROM voucher WHERE code = '$cli_code'"):$reserve_flash" \
+  "flash:true:201" "a flash voucher made by the CLI: its first reservation loads it into Redis and takes a use (201)"

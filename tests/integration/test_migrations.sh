@@ -58,9 +58,13 @@ on "$upgraded" "INSERT INTO voucher (code, discount_amount, total_limit, starts_
     VALUES ('RUNNING', 100, 10, now() - interval '1 hour', now() + interval '1 day')"
 "$migrate" "$upgraded" >"$scratch/upgraded.out" 2>&1
 ok $? "deploy/migrate on the database at 024 exits 0"
+after_024=$(for f in "$VOUCHER_SOURCE_DIR"/deploy/sql/[0-9]*.sql; do
+  version=$(basename "$f" .sql)
+  [ "${version%%_*}" -gt 24 ] 2>/dev/null && echo "migrate: applied migration $version"
+done | tr '\n' ' ')
 is "$(cat "$scratch/upgraded.out" | sed 's/ (checksum.*//' | tr '\n' ' ')" \
-  "migrate: applied migration 025_direct_mode migrate: applied migration 028_direct_reconciler migrate: applied functions.sql " \
-  "it applied the migrations after 024, then functions.sql"
+  "${after_024}migrate: applied functions.sql " \
+  "it applied the migrations after 024 (025_direct_mode first), then functions.sql"
 # 025: an upgrade does not change how a running sale is decided, and until
 # slice 2 a voucher created without a mode is a flash one (proto/direct-mode.md).
 is "$(on "$upgraded" "SELECT mode FROM voucher WHERE code = 'RUNNING'")/$(on "$upgraded" \

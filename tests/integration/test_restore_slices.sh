@@ -12,18 +12,8 @@
 source "$(dirname "$0")/lib.sh"
 plan 14
 
-key() { echo "voucher:{$code}:$1"; }
-reserve() { http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"; }
-# Everything Redis holds of the voucher, as a restore writes it.
-dump() {
-  local k
-  for k in remaining limit outside; do echo "$k $(rcli GET "$(key $k)")"; done
-  for k in remaining users orders holds limit; do echo "$k expires $(rcli PEXPIRETIME "$(key $k)")"; done
-  rcli HGETALL "$(key orders)" | paste - - | sort
-  rcli HGETALL "$(key users)" | paste - - | sed 's/^/user /' | sort
-  rcli ZRANGE "$(key holds)" 0 -1 WITHSCORES | paste - - | sed 's/^/hold /' | sort
-  rcli ZRANGE "$(key releasing)" 0 -1 | sed 's/^/releasing /' | sort
-}
+source "$(dirname "$0")/restore_lib.sh"
+
 # Redis loses the counter (and what the restore writes again from the orders:
 # the limit key, the customers' counts, the holds), and keeps the orders but
 # 100 holds, which the restore merges back from PostgreSQL: in slices, some
@@ -32,40 +22,7 @@ lose() {
   rcli DEL "$(key remaining)" "$(key limit)" "$(key users)" "$(key holds)" >/dev/null
   rcli HDEL "$(key orders)" $(seq -f "$code-%g" 1000 1099) >/dev/null
 }
-staged_keys() { rcli --scan --pattern "voucher:{$code}:restoring:*" | wc -l; }
-# restore NAME ABOVE: one pass (--once) restoring with --orders-scan-above ABOVE.
-restore() {
-  "$bin_reconciler" --once --grace 60s --restore-delay 0s --orders-scan-above "$2" \
-    --admin-addr "" >"$scratch/$1.txt" 2>&1
-}
-# restore_paused NAME: the same in the background, stopping before each repair script.
-restore_paused() {
-  VOUCHER_PAUSE=reconciler-each-repair VOUCHER_PAUSE_DIR=$pause_dir "$bin_reconciler" --once \
-    --grace 60s --restore-delay 0s --orders-scan-above 100 --admin-addr "" >"$scratch/$1.txt" 2>&1 &
-  rc_pid=$!
-}
-# between_slices N: lets the reconciler past every stop until the slices read
-# at least N orders (its next script is another slice or the last step); 1 if never.
-between_slices() {
-  local i staged
-  for ((i = 0; i < 1200; i++)); do
-    if [ -e "$pause_dir/reconciler-each-repair" ]; then
-      staged=$(rcli --scan --pattern "voucher:{$code}:restoring:*:orders" | head -1)
-      [ -n "$staged" ] && [ "$(rcli HLEN "$staged")" -ge "$1" ] && return 0
-      pause_go reconciler-each-repair
-    fi
-    sleep 0.05
-  done
-  return 1
-}
-run_out() { # lets the paused reconciler go until it exits
-  while kill -0 "$rc_pid" 2>/dev/null; do
-    pause_go reconciler-each-repair
-    sleep 0.02
-  done
-  wait "$rc_pid"
-  return 0
-}
+
 # An order the slices read so far, held (H) both in what they read and now.
 read_hold() {
   local staged id
@@ -120,7 +77,7 @@ is "$(rcli GET "$(key remaining)") $(rcli ZCARD "$(key holds)") $(staged_keys) $
 # are right, not what the slice read.
 lose
 restore_paused cancel
-between_slices 1000
+staged_until -ge 1000
 ok $? "the reconciler read 1,000 orders or more in slices and stops before its next step"
 id=$(read_hold)
 customer=$(rcli HGET "$(key orders)" "$id" | cut -d: -f1)
@@ -140,7 +97,7 @@ diag "$(grep -c "read in slices" "$scratch/cancel.txt") restore in slices logged
 # gives up and writes nothing; the next pass restores.
 lose
 restore_paused notes-lost
-between_slices 1000
+staged_until -ge 1000
 ok $? "again the reconciler stops between two slices"
 rcli DEL "$(key scan)" >/dev/null
 run_out
@@ -153,7 +110,7 @@ ok "$(grep -q "$code: the restore in slices found the orders hash changed withou
 # HDEL by hand, as a partial loss of the hash would): the same. Every order is
 # read by then, so no later slice reads the hash again.
 restore_paused unnoted
-between_slices "$(rcli HLEN "$(key orders)")"
+staged_until -ge "$(rcli HLEN "$(key orders)")"
 rcli HDEL "$(key orders)" "$code-40" >/dev/null
 run_out
 is "$(rcli EXISTS "$(key remaining)") $(staged_keys)" "0 0" \

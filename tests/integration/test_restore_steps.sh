@@ -17,55 +17,12 @@
 source "$(dirname "$0")/lib.sh"
 plan 16
 
-key() { echo "voucher:{$code}:$1"; }
-reserve() { http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"; }
-# Everything Redis holds of the voucher, as a restore writes it.
-dump() {
-  local k
-  for k in remaining limit; do echo "$k $(rcli GET "$(key $k)")"; done
-  for k in remaining users orders holds limit; do echo "$k expires $(rcli PEXPIRETIME "$(key $k)")"; done
-  rcli HGETALL "$(key orders)" | paste - - | sort
-  rcli HGETALL "$(key users)" | paste - - | sed 's/^/user /' | sort
-  rcli ZRANGE "$(key holds)" 0 -1 WITHSCORES | paste - - | sed 's/^/hold /' | sort
-}
+source "$(dirname "$0")/restore_lib.sh"
+
 # Redis loses the voucher, as a restart without its data would.
 lose() {
   rcli DEL "$(key remaining)" "$(key limit)" "$(key orders)" "$(key users)" "$(key holds)" \
     "$(key amounts)" "$(key resent)" >/dev/null
-}
-staged_keys() { rcli --scan --pattern "voucher:{$code}:restoring:*" | wc -l; }
-# restore NAME ABOVE: one pass (--once) restoring with --orders-scan-above ABOVE.
-restore() {
-  "$bin_reconciler" --once --grace 60s --restore-delay 0s --orders-scan-above "$2" \
-    --admin-addr "" >"$scratch/$1.txt" 2>&1
-}
-# restore_paused NAME: the same in the background, stopping before each repair script.
-restore_paused() {
-  VOUCHER_PAUSE=reconciler-each-repair VOUCHER_PAUSE_DIR=$pause_dir "$bin_reconciler" --once \
-    --grace 60s --restore-delay 0s --orders-scan-above 100 --admin-addr "" >"$scratch/$1.txt" 2>&1 &
-  rc_pid=$!
-}
-# before_swap ORDERS: lets the reconciler past every stop until all ORDERS
-# orders of this voucher are staged (its next script is the swap); 1 if never.
-before_swap() {
-  local i staged
-  for ((i = 0; i < 1200; i++)); do
-    if [ -e "$pause_dir/reconciler-each-repair" ]; then
-      staged=$(rcli --scan --pattern "voucher:{$code}:restoring:*:orders" | head -1)
-      [ -n "$staged" ] && [ "$(rcli HLEN "$staged")" = "$1" ] && return 0
-      pause_go reconciler-each-repair
-    fi
-    sleep 0.05
-  done
-  return 1
-}
-run_out() { # lets the paused reconciler go until it exits
-  while kill -0 "$rc_pid" 2>/dev/null; do
-    pause_go reconciler-each-repair
-    sleep 0.02
-  done
-  wait "$rc_pid"
-  return 0
 }
 
 start_gateway
@@ -142,7 +99,7 @@ new_voucher "$code" 500
 wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 300 60 >/dev/null
 lose
 restore_paused counter-back
-before_swap 300
+staged_until -eq 300
 ok $? "the reconciler staged the 300 orders and stops before its last step"
 rcli SET "$(key remaining)" 7 >/dev/null
 run_out
@@ -152,7 +109,7 @@ is "$(rcli GET "$(key remaining)") $(rcli EXISTS "$(key orders)") $(staged_keys)
 # 5. The orders hash back before the last step: the same, said in the log.
 rcli DEL "$(key remaining)" >/dev/null
 restore_paused orders-back
-before_swap 300
+staged_until -eq 300
 ok $? "again the reconciler stops before its last step"
 rcli HSET "$(key orders)" "$code-x" "8100001:100000:0:C" >/dev/null
 run_out

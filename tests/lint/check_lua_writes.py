@@ -10,8 +10,11 @@ those hashes directly would leave it a stale value, and no test of that script
 would notice. So: in common/lua/*.lua, no HSET, HSETNX, HMSET, HDEL, DEL or
 UNLINK may name the orders or the taken key, as a KEYS[n] the script's header
 calls orders or taken, or as a variable named orders_key, taken_key or
-campaign_taken, outside orders_write.lua and taken_write.lua. TAP output;
-exit 1 on any failure.
+campaign_taken, outside orders_write.lua and taken_write.lua. The orders'
+aggregate beside the hash (voucher:{CODE}:agg, proto/redis-keys.md
+"Aggregates") is kept by orders_write.lua alone: no script writes agg_key()
+with HINCRBY, HSET, HDEL, DEL, UNLINK or RENAME elsewhere. TAP output; exit 1
+on any failure.
 """
 import glob
 import os
@@ -40,6 +43,16 @@ def direct_writes(text):
             if not line.lstrip().startswith("--") and pattern.search(line)]
 
 
+AGG_WRITES = re.compile(r"""redis\.call\(\s*['"](?:HINCRBY|HSET|HDEL|DEL|UNLINK|RENAME)['"]"""
+                        r"""\s*,\s*agg_key\(""")
+
+
+def agg_writes(text):
+    """The lines of text that write an orders hash's aggregate."""
+    return [line.strip() for line in text.splitlines()
+            if not line.lstrip().startswith("--") and AGG_WRITES.search(line)]
+
+
 # The check finds what it is for: direct writes in samples.
 sample = ("-- KEYS[1] voucher:{CODE}:remaining  KEYS[3] voucher:{CODE}:orders\n"
           "redis.call('HSET', KEYS[3], ARGV[1], 'x')\nredis.call('HSET', KEYS[1], 'y')\n")
@@ -53,6 +66,11 @@ check(direct_writes(sample) == ["redis.call('HSET', KEYS[1], ARGV[9], ARGV[3])",
       "the check finds direct writes of a campaign's taken key in a sample",
       str(direct_writes(sample)))
 
+sample = ("redis.call('HINCRBY', agg_key(KEYS[3]), 'H', 1)\n"
+          "redis.call('PEXPIRE', agg_key(KEYS[1]), ARGV[2])\n")
+check(agg_writes(sample) == ["redis.call('HINCRBY', agg_key(KEYS[3]), 'H', 1)"],
+      "the check finds a direct write of the aggregate in a sample", str(agg_writes(sample)))
+
 HELPERS = ("orders_write.lua", "taken_write.lua")
 scripts = sorted(p for p in glob.glob(os.path.join(LUA, "*.lua"))
                  if os.path.basename(p) not in HELPERS)
@@ -60,8 +78,12 @@ check(len(scripts) >= 28, f"the scripts are read ({len(scripts)} in common/lua)"
 for path in scripts:
     with open(path) as f:
         found = direct_writes(f.read())
+        f.seek(0)
+        agg = agg_writes(f.read())
     check(not found, f"{os.path.basename(path)} writes orders and taken codes only through "
           "orders_write.lua and taken_write.lua", "; ".join(found))
+    check(not agg, f"{os.path.basename(path)} writes the orders' aggregate only through "
+          "orders_write.lua", "; ".join(agg))
 
 print(f"1..{len(results)}")
 for i, (ok, what) in enumerate(results, 1):

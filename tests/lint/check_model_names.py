@@ -18,7 +18,9 @@ definition (proto/redis-model.json, issue 41).
 4. proto/redis-keys.md against the definition: its order states table (each letter, and
    whether it is counted as taken) and its keys tables (the voucher's keys voucher:{CODE}:NAME,
    a restore's staged keys, and the keys of no voucher or campaign, each with its arguments
-   in capitals: voucher-order:{ORDERID}) name what the definition names, no more, no less.
+   in capitals: voucher-order:{ORDERID}) name what the definition names, no more, no less;
+   so does proto/campaigns.md's table of a campaign's keys (campaign:{cID}:NAME, a row may
+   name several: `campaign:{cID}:holds`, `:releasing`).
 5. No key built by hand: no string literal in the daemons' C (common/, gateway/, reconciler/,
    writer/, admin/) nor in common/lua/*.lua (code, not comments) holds a key's raw head, the
    text of its format before its first argument ("voucher:{", "campaign:{c", "guard:index"):
@@ -394,6 +396,18 @@ want = {rendered(k["format"], k["args"]) for k in MODEL.keys.values()}
 check(page_keys == want, "proto/redis-keys.md's table of the keys of no voucher or campaign names "
       "the definition's other keys", "page only %s, definition only %s" % (
           sorted(page_keys - want), sorted(want - page_keys)))
+
+# proto/campaigns.md's table of a campaign's keys: the first cell of a row names one key in
+# full (`campaign:{cID}:taken`) and may add others by their names alone (`, :releasing`).
+with open(os.path.join(root, "proto", "campaigns.md")) as f:
+    cpage = f.read()
+cm = re.search(r"^## Redis.*?\n(\| key \|.*?)\n\n", cpage, re.S | re.M)
+cnames = set()
+for cell in re.findall(r"^\| (`campaign:\{cID\}:[^|]*)\|", cm.group(1) if cm else "", re.M):
+    cnames |= set(re.findall(r"`(?:campaign:\{cID\})?:([a-z_]+)`", cell))
+cwant = set(MODEL.families["campaign"]["keys"])
+check(cnames == cwant, "proto/campaigns.md's keys table names the definition's campaign keys",
+      "page only %s, definition only %s" % (sorted(cnames - cwant), sorted(cwant - cnames)))
 check("`%s`" % MODEL.raw["order_value"] in page,
       "proto/redis-keys.md gives an order's value as the definition does",
       MODEL.raw["order_value"])

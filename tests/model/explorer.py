@@ -153,9 +153,9 @@ SCAN = {"on": True}
 # reconciler's limit and outside, and the gateway's soldout) or a campaign's (proto/campaigns.md), and the
 # claims of its orderIds (voucher-order:{ORDERID}).
 VOUCHER_SUFFIXES = ["remaining", "users", "orders", "holds", "releasing", "resent", "amounts",
-                    "paid", "limit", "outside", "soldout", "leader"]
+                    "paid", "limit", "outside", "soldout", "leader", "agg"]
 CAMPAIGN_SUFFIXES = ["taken", "users", "orders", "holds", "releasing", "resent", "amounts",
-                     "paid", "leader"]
+                     "paid", "leader", "agg"]
 
 
 # What Hypothesis raises when an example does not run the same way twice.
@@ -1891,8 +1891,16 @@ class Explorer(RuleBasedStateMachine):
         v = self.w.r.hget(self.k.orders, self.oid(o))
         what = "FAULT: Redis loses o%d's confirm" % o
         if v and v.endswith(":" + S.CONFIRMED):
-            self.w.r.hset(self.k.orders, self.oid(o), v[:-1] + S.HELD)
-            self.w.r.zadd(self.k.holds, {self.oid(o): int(v.split(":")[2])})
+            # The whole confirm is lost, its aggregate's move (orders_write.lua) with it.
+            tail = int(v.split(":")[0][-6:])
+            p = self.w.r.pipeline(transaction=True)
+            p.hset(self.k.orders, self.oid(o), v[:-1] + S.HELD)
+            p.zadd(self.k.holds, {self.oid(o): int(v.split(":")[2])})
+            p.hincrby(self.k.agg, S.CONFIRMED, -1)
+            p.hincrby(self.k.agg, S.CONFIRMED + "_customers", -tail)
+            p.hincrby(self.k.agg, S.HELD, 1)
+            p.hincrby(self.k.agg, S.HELD + "_customers", tail)
+            p.execute()
         else:
             what += " (not confirmed: nothing)"
         self.record(what, "lose_confirm", {"o": o})
@@ -2141,6 +2149,9 @@ class Explorer(RuleBasedStateMachine):
         campaign-<promise> (CAMPAIGN_CLASSES)."""
         if "Redis not verified" in msg:
             return "fence-stuck", "the reconciler did not verify Redis again after it lost writes"
+        if "aggregate is not a recount" in msg:
+            return "aggregate", "an aggregate (proto/redis-keys.md, \"Aggregates\") that does" \
+                " not count what it sits beside"
         if self.camp:
             kinds = sorted({k for _, k, _ in self.effects})
             for needle, cls in CAMPAIGN_CLASSES:
@@ -2253,9 +2264,52 @@ class Explorer(RuleBasedStateMachine):
                                                     sorted(redis_taken | live), drift, self.total))
         if self.dlt:
             self.fail("the writer refused events: %s" % self.dlt)
+        self.check_aggregates(orders)
         self.check_answers(orders, rows)
         if self.targeted:
             self.check_unsent(orders)
+
+    def check_aggregates(self, orders):
+        """The aggregates (proto/redis-keys.md, "Aggregates") at every step: Redis's (agg) is a
+        recount of the orders hash beside it whenever that hash exists (a hash lost without a
+        script leaves it stale until the next write or repair: the reconciler reads it as
+        unsound then), and PostgreSQL's (the voucher row's agg_* columns) a recount of its rows.
+        A campaign keeps Redis's only."""
+        if orders:
+            want = {}
+            for v in orders.values():
+                parts = v.split(":")
+                state = parts[3] if len(parts) == 4 and parts[3] in TAKEN + (S.RELEASED,) else "?"
+                want[state] = want.get(state, 0) + 1
+                if state != "?":
+                    f = state + "_customers"
+                    want[f] = want.get(f, 0) + int(parts[0][-6:])
+            got = {f: int(n) for f, n in self.w.r.hgetall(self.k.agg).items()}
+            got = {f: n for f, n in got.items() if n}
+            want = {f: n for f, n in want.items() if n}
+            if got != want:
+                self.fail("Redis's aggregate is not a recount of its orders: agg %s, orders %s"
+                          % (sorted(got.items()), sorted(want.items())))
+        if self.camp:
+            return
+        kept, counted = self.w.sql(
+            "SELECT ARRAY[v.agg_reserved, v.agg_confirmed, v.agg_released,"
+            " v.agg_reserved_customers, v.agg_confirmed_customers,"
+            " v.agg_released_customers]::bigint[],"
+            " (SELECT ARRAY[count(*) FILTER (WHERE r.status = 'RESERVED'),"
+            "  count(*) FILTER (WHERE r.status = 'CONFIRMED'),"
+            "  count(*) FILTER (WHERE r.status = 'RELEASED'),"
+            "  coalesce(sum(right(r.customer_id::text, 6)::bigint)"
+            "   FILTER (WHERE r.status = 'RESERVED'), 0),"
+            "  coalesce(sum(right(r.customer_id::text, 6)::bigint)"
+            "   FILTER (WHERE r.status = 'CONFIRMED'), 0),"
+            "  coalesce(sum(right(r.customer_id::text, 6)::bigint)"
+            "   FILTER (WHERE r.status = 'RELEASED'), 0)]::bigint[]"
+            "  FROM voucher_redemption r WHERE r.voucher_code = v.code)"
+            " FROM voucher v WHERE v.code = %s", (self.code,))[0]
+        if list(kept) != list(counted):
+            self.fail("PostgreSQL's aggregate is not a recount of its rows: agg %s, rows %s"
+                      % (list(kept), list(counted)))
 
     def check_unsent(self, orders):
         """A hold Redis took whose event never reaches Kafka is given back once a grace has passed
@@ -2358,6 +2412,7 @@ class Explorer(RuleBasedStateMachine):
                 " answered 201" if any(e["orderId"] in answered for e, _, _ in self.dlt) else "",
                 [(e["type"], self.short(e["orderId"]), self.kname(e["code"]), cls, err)
                  for e, cls, err in self.dlt]))
+        self.check_aggregates(orders)
         self.check_answers(orders, rows)
 
     def quiesce(self):

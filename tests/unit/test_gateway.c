@@ -20,6 +20,7 @@
 #include "vc_error.h"
 #include "vc_json.h"
 #include "vc_time.h"
+#include "vc_voucher_create.h"
 
 /* ---- routing ---- */
 
@@ -492,7 +493,7 @@ START_TEST(voucher_body_fixed)
     const char *b = "{\"code\":\"FLASH-100_X\",\"discountAmount\":100000,\"minOrderAmount\":0,"
                     "\"totalLimit\":10," WINDOW "}";
 
-    ck_assert_msg(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(vc_voucher_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
     ck_assert_str_eq(v.code, "FLASH-100_X");
     ck_assert_int_eq(v.discount_amount, 100000);
     ck_assert_int_eq(v.discount_percent, 0);
@@ -512,7 +513,7 @@ START_TEST(voucher_body_percent)
         "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
         "\"minOrderAmount\":1000,\"totalLimit\":2147483647,\"perUserLimit\":2," WINDOW "}";
 
-    ck_assert_msg(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(vc_voucher_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(v.discount_percent, 15);
     ck_assert_int_eq(v.max_discount_amount, 2000);
     ck_assert_int_eq(v.min_order_amount, 1000);
@@ -593,7 +594,7 @@ START_TEST(voucher_body_rejected)
     char err[256] = "";
     const char *b = bad_vouchers[_i].body;
 
-    ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)), VC_ERR_INVALID);
+    ck_assert_int_eq(vc_voucher_parse(b, strlen(b), &v, err, sizeof(err)), VC_ERR_INVALID);
     ck_assert_msg(strstr(err, bad_vouchers[_i].detail_has) != NULL, "body %s: detail \"%s\"", b,
                   err);
 }
@@ -628,7 +629,7 @@ START_TEST(discount_through_gateway)
 
     snprintf(b, sizeof(b), "{\"code\":\"D\",%s,\"totalLimit\":1," WINDOW "}",
              discount_cases[_i].rules);
-    ck_assert_msg(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(vc_voucher_parse(b, strlen(b), &v, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(vc_voucher_check(&v, now, discount_cases[_i].order_amount, &discount),
                      discount_cases[_i].rc);
     if (discount_cases[_i].rc == 0)
@@ -829,7 +830,7 @@ START_TEST(voucher_body_out)
     const char *b = "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
                     "\"minOrderAmount\":1000,\"totalLimit\":5," WINDOW "}";
 
-    ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)), 0);
+    ck_assert_int_eq(vc_voucher_parse(b, strlen(b), &v, err, sizeof(err)), 0);
     gw_body_voucher(buf, sizeof(buf), &v, 1, 3, 0, 0, 2);
     ck_assert_json_eq(buf, "{\"code\":\"P\",\"discountPercent\":15,\"maxDiscountAmount\":2000,"
                           "\"minOrderAmount\":1000,\"totalLimit\":5,\"perUserLimit\":1,"
@@ -1031,7 +1032,7 @@ START_TEST(patch_apply)
     const char *empty_window = "{\"endsAt\":\"2025-12-31T00:00:00Z\"}";
     const char *max_on_fixed = "{\"maxDiscountAmount\":10}";
 
-    ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &cur, err, sizeof(err)), 0);
+    ck_assert_int_eq(vc_voucher_parse(b, strlen(b), &cur, err, sizeof(err)), 0);
     cur.used_count = 3;
     ck_assert_int_eq(gw_voucher_patch_parse(fixed, strlen(fixed), &p, err, sizeof(err)), 0);
     ck_assert_int_eq(gw_voucher_patch_apply(&cur, &p, &v, err, sizeof(err)), 0);
@@ -1088,7 +1089,7 @@ START_TEST(voucher_mode)
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         snprintf(b, sizeof(b), "%s%s}", base, cases[i].field);
-        ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &v, err, sizeof(err)), cases[i].rc);
+        ck_assert_int_eq(vc_voucher_parse(b, strlen(b), &v, err, sizeof(err)), cases[i].rc);
         if (cases[i].rc == 0)
             ck_assert_int_eq(v.mode, cases[i].mode);
     }
@@ -1097,7 +1098,7 @@ START_TEST(voucher_mode)
     ck_assert_ptr_null(vc_mode_name(VC_MODE_UNSET));
 
     snprintf(b, sizeof(b), "%s,\"mode\":\"direct\"}", base);
-    ck_assert_int_eq(gw_voucher_req_parse(b, strlen(b), &cur, err, sizeof(err)), 0);
+    ck_assert_int_eq(vc_voucher_parse(b, strlen(b), &cur, err, sizeof(err)), 0);
     for (int same = 0; same < 2; same++) {
         const char *patch =
             same ? "{\"mode\":\"direct\",\"totalLimit\":9}" : "{\"mode\":\"flash\"}";
