@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "rc_fence.h"
+#include "rc_outbox.h"
 #include "rc_pass.h"
 #include "rc_plan_json.h"
 #include "vc_admin.h"
@@ -50,6 +51,9 @@ typedef struct {
     int64_t expiry_slice;
     int64_t redis_wait_replicas;
     int64_t redis_wait_timeout_ms;
+    int64_t outbox_poll_ms;
+    int64_t outbox_batch;
+    int64_t outbox_retention_ms;
     int once;
     int report_only;
     int redis_fence;
@@ -135,6 +139,17 @@ static const vc_cfg_param_t params[] = {
     {"redis-wait-timeout", "VOUCHER_REDIS_WAIT_TIMEOUT", VC_CFG_MS, "100ms",
      offsetof(rc_settings_t, redis_wait_timeout_ms), 1, 60000,
      "how long that WAIT waits for the replicas"},
+    {"outbox-poll", "VOUCHER_OUTBOX_POLL", VC_CFG_MS, "1s", offsetof(rc_settings_t, outbox_poll_ms),
+     10, 3600000,
+     "the acting reconciler relays the outbox (direct vouchers' events, proto/direct-mode.md) "
+     "on every NOTIFY of a write, and at least this often"},
+    {"outbox-batch", "VOUCHER_OUTBOX_BATCH", VC_CFG_INT, "500",
+     offsetof(rc_settings_t, outbox_batch), 1, 100000,
+     "outbox rows produced and marked sent per round (and sent rows deleted per wake)"},
+    {"outbox-retention", "VOUCHER_OUTBOX_RETENTION", VC_CFG_MS, "1h",
+     offsetof(rc_settings_t, outbox_retention_ms), 0, 30LL * 24 * 3600 * 1000,
+     "a sent outbox row is deleted this long after it was sent (0: kept); the event stays in "
+     "Kafka and the row it records in voucher_redemption"},
     {"once", NULL, VC_CFG_BOOL, "false", offsetof(rc_settings_t, once), 0, 1,
      "run one pass (repairing if no other reconciler acts), print a table, and exit: 0 when "
      "every voucher is consistent, parked (dead letters wait for an operator) or not loaded, 3 "
@@ -180,7 +195,8 @@ static void sleep_interval(int64_t ms)
     }
 }
 
-static int run_once(rc_ctx_t *ctx, const rc_fence_t *fence, const rc_settings_t *s)
+static int run_once(rc_ctx_t *ctx, const rc_fence_t *fence, const rc_settings_t *s,
+                    const rc_outbox_config_t *outbox)
 {
     rc_summary_t sum;
     char err[512];
@@ -198,18 +214,29 @@ static int run_once(rc_ctx_t *ctx, const rc_fence_t *fence, const rc_settings_t 
         sleep_interval(s->restore_delay_ms);
         rc = rc_pass(ctx, 1, stdout, &sum, err, sizeof(err));
     }
-    if (rc == 0 && (sum.expired || sum.stranded || sum.restored || sum.retaken || sum.lowered ||
-                    sum.finished || sum.reconfirmed || sum.discarded || sum.confirms_published)) {
-        printf("repairs: %lld holds expired, %lld stranded holds released, %lld releases "
+    if (rc == 0 && (sum.expired || sum.direct_expired || sum.stranded || sum.restored ||
+                    sum.retaken || sum.lowered || sum.finished || sum.reconfirmed ||
+                    sum.discarded || sum.confirms_published)) {
+        printf("repairs: %lld holds expired, %lld direct vouchers' holds expired, "
+               "%lld stranded holds released, %lld releases "
                "finished, %lld vouchers restored, %lld uses taken again, %lld counters lowered, "
                "%lld holds confirmed again, %lld discarded letters' uses released, "
                "%lld lost confirms published\n"
                "after the repairs:\n",
-               (long long)sum.expired, (long long)sum.stranded, (long long)sum.finished,
-               (long long)sum.restored, (long long)sum.retaken, (long long)sum.lowered,
-               (long long)sum.reconfirmed, (long long)sum.discarded,
+               (long long)sum.expired, (long long)sum.direct_expired, (long long)sum.stranded,
+               (long long)sum.finished, (long long)sum.restored, (long long)sum.retaken,
+               (long long)sum.lowered, (long long)sum.reconfirmed, (long long)sum.discarded,
                (long long)sum.confirms_published);
         rc = rc_pass(ctx, 0, stdout, &sum, err, sizeof(err));
+    }
+    /* The outbox too, when this one acts: what the pass's expiry wrote, and any backlog. */
+    if (rc == 0 && ctx->leader && !s->report_only) {
+        rc_outbox_result_t ob;
+        if ((rc = rc_outbox_relay(ctx, outbox, &ob, err, sizeof(err))) == 0)
+            printf("outbox: %lld events published, %lld not acknowledged, %lld unsent rows "
+                   "left (the oldest %lld ms old)\n",
+                   (long long)ob.produced, (long long)ob.failed, (long long)ob.unsent,
+                   (long long)ob.oldest_ms);
     }
     /* Reported, not acted on: verifying needs the daemon's memory of when the process appeared. */
     if (rc == 0)
@@ -244,6 +271,8 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     rc_ctx_t ctx = {0};
     rc_summary_t sum;
     rc_fence_t fence;
+    rc_outbox_config_t outbox_cfg;
+    rc_outbox_t outbox = {0};
     vc_admin_t *admin = NULL;
     vc_metric_t *passes, *failed, *leader;
     char err[512];
@@ -284,6 +313,9 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                         s.redis_wait_replicas, s.redis_wait_timeout_ms, s.audit_every_ms,
                         (int)s.expiry_slice};
     ctx.cfg = &cfg;
+    outbox_cfg = (rc_outbox_config_t){s.outbox_poll_ms, (int)s.outbox_batch, s.outbox_retention_ms,
+                                      s.timeout_ms};
+    outbox.cfg = &outbox_cfg;
     rc_fence_init(&fence, &cfg, s.redis_fence);
     /* --once is a command: a stop signal ends it at once, as any command's. */
     if (vc_signal_install(s.once ? NULL : on_signal) != 0) {
@@ -292,7 +324,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
     }
 
     if (s.once) {
-        rc = run_once(&ctx, &fence, &s);
+        rc = run_once(&ctx, &fence, &s, &outbox_cfg);
         rc_ctx_close(&ctx);
         return rc;
     }
@@ -320,7 +352,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
             failing = 1;
             rc_ctx_close(&ctx); /* the lock goes with the session: this replica no longer acts */
             vc_metric_set(leader, 0);
-            sleep_interval(s.interval_ms);
+            rc_outbox_idle(&ctx, &outbox, s.interval_ms, &stopping);
             continue;
         }
         if (!s.report_only && rc_ctx_lead(&ctx) != was_leader) {
@@ -331,7 +363,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
         vc_metric_set(leader, ctx.leader);
         if (!s.report_only && !ctx.leader) {
             last_pass_ok = 1; /* a standby is ready: it is connected and waiting */
-            sleep_interval(s.interval_ms);
+            rc_outbox_idle(&ctx, &outbox, s.interval_ms, &stopping);
             continue;
         }
         if (rc_fence_pass(&ctx, &fence, !s.report_only, NULL, &sum, err, sizeof(err)) != 0) {
@@ -372,7 +404,7 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                      sum.vouchers, sum.read_in_full, sum.targeted, sum.verdicts[RC_CONSISTENT],
                      sum.verdicts[RC_BEHIND], sum.verdicts[RC_UNDERSOLD], sum.verdicts[RC_DRIFTED]);
         }
-        sleep_interval(s.interval_ms);
+        rc_outbox_idle(&ctx, &outbox, s.interval_ms, &stopping);
     }
     rc_ctx_close(&ctx); /* closing the session releases the lock for a standby */
     vc_admin_stop(admin);

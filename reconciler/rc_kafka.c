@@ -374,3 +374,54 @@ int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delive
     k->nresults = 0; /* reports still to come are late: dropped */
     return 0;
 }
+
+int rc_kafka_send(rc_kafka_t *k, const rc_kafka_msg_t *msgs, int n, int *delivered,
+                  int64_t timeout_ms, char *err, size_t errlen)
+{
+    memset(delivered, 0, (size_t)n * sizeof(*delivered));
+    if (!k->producer) {
+        if (!(k->producer = new_client(RD_KAFKA_PRODUCER, k->brokers, k->extra, NULL,
+                                       "voucher-reconciler", k, err, errlen)))
+            return VC_ERR_UNAVAILABLE;
+    }
+    /*
+     * Messages of an earlier call still queued: Kafka has not answered them.
+     * Producing the rows again would queue a copy per try for as long as
+     * Kafka stays away; they are taken again once the queue has drained.
+     */
+    if (rd_kafka_outq_len(k->producer) > 0 &&
+        (rd_kafka_flush(k->producer, (int)timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+         rd_kafka_outq_len(k->producer) > 0))
+        return 0;
+    if (n > k->cap) {
+        int *results = realloc(k->results, (size_t)n * sizeof(*results));
+        if (!results) {
+            snprintf(err, errlen, "out of memory");
+            return VC_ERR_NOMEM;
+        }
+        k->results = results;
+        k->cap = n;
+    }
+    k->call++;
+    k->nresults = n;
+    memset(k->results, 0, (size_t)n * sizeof(*k->results));
+    for (int i = 0; i < n; i++) {
+        rd_kafka_resp_err_t e =
+            rd_kafka_producev(k->producer, RD_KAFKA_V_TOPIC(k->topic),
+                              RD_KAFKA_V_KEY(msgs[i].key, strlen(msgs[i].key)),
+                              RD_KAFKA_V_VALUE((void *)msgs[i].value, msgs[i].len),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_OPAQUE(report_tag(k->call, i)), RD_KAFKA_V_END);
+        if (e) {
+            /* The rest would reach the partition ahead of this one: not produced either. */
+            vc_warn("cannot produce an outbox row keyed %s: %s", msgs[i].key, rd_kafka_err2str(e));
+            for (int j = i; j < n; j++)
+                k->results[j] = -1;
+            break;
+        }
+    }
+    rd_kafka_flush(k->producer, (int)timeout_ms);
+    memcpy(delivered, k->results, (size_t)n * sizeof(*delivered));
+    k->nresults = 0; /* reports still to come are late: dropped */
+    return 0;
+}

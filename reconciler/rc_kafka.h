@@ -65,4 +65,26 @@ int rc_kafka_tail(rc_kafka_t *k, const rc_positions_t *pos, int64_t timeout_ms,
 int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delivered,
                      int64_t timeout_ms, char *err, size_t errlen);
 
+/* One message for rc_kafka_send(): borrowed for the call. */
+typedef struct {
+    const char *key; /* NUL-terminated */
+    const char *value;
+    size_t len;
+} rc_kafka_msg_t;
+
+/*
+ * Produces msgs as they are (the outbox's rows: their event already encoded)
+ * to the events topic, in their order, with the producer of the repairs
+ * (idempotent, acks=all, the gateway's partitioner), and waits up to
+ * timeout_ms for their delivery reports: delivered[i] becomes 1 when Kafka
+ * acknowledged message i, -1 when it failed, 0 when its outcome is unknown.
+ * While the producer still holds messages of an earlier call (Kafka away),
+ * it waits for them up to timeout_ms and, if they stay, produces nothing
+ * (every delivered[i] 0): the rows are taken again later, not queued once
+ * more on every try. Returns 0, or a negative error with err set when no
+ * producer could be made.
+ */
+int rc_kafka_send(rc_kafka_t *k, const rc_kafka_msg_t *msgs, int n, int *delivered,
+                  int64_t timeout_ms, char *err, size_t errlen);
+
 #endif

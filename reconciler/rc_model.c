@@ -400,3 +400,12 @@ rc_release_t rc_model_release(const rc_order_t *o, int64_t snapshot_ms, int64_t 
         return RC_RELEASE_UNDELIVERED;
     return RC_RELEASE_NONE;
 }
+
+rc_verdict_t rc_model_judge_direct(int64_t used_count, int64_t live_rows, int64_t parked)
+{
+    if (used_count > live_rows)
+        return RC_USED_WITHOUT_ROWS;
+    if (used_count < live_rows)
+        return RC_DRIFTED;
+    return parked > 0 ? RC_PARKED : RC_CONSISTENT;
+}

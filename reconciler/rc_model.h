@@ -184,6 +184,17 @@ int rc_model_orders_lost(const rc_numbers_t *n, int64_t redis_orders);
  */
 int rc_model_redis_drift(const rc_numbers_t *n);
 
+/*
+ * The verdict of a direct voucher (proto/direct-mode.md, "The reconciler"),
+ * decided by PostgreSQL alone: its used_count against its live rows
+ * (RESERVED or CONFIRMED), read in one statement, and its parked dead letters.
+ * More uses than rows is RC_USED_WITHOUT_ROWS, fewer is RC_DRIFTED (rows the
+ * CHECK on used_count does not guard); both can only come from a change made
+ * by hand, and neither is repaired. Equal with letters parked is RC_PARKED,
+ * else RC_CONSISTENT. Pure.
+ */
+rc_verdict_t rc_model_judge_direct(int64_t used_count, int64_t live_rows, int64_t parked);
+
 /* "consistent", "not loaded", "behind", "undersold", "DRIFTED", "used-without-rows", "parked". */
 const char *rc_verdict_name(rc_verdict_t v);
 

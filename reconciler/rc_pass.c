@@ -100,6 +100,10 @@ int rc_ctx_lead(rc_ctx_t *ctx)
         vc_info("took the lock: generation %lld, the fencing token of this reconciler's "
                 "scripts (proto/redis-keys.md, \"Leadership and fencing\")",
                 (long long)ctx->generation);
+        /* The outbox relay's wake-up (rc_outbox.h); without it, its timer still relays. */
+        if (rc_pg_listen(ctx->pg, err, sizeof(err)) != 0)
+            vc_warn("cannot LISTEN voucher_outbox (%s): the outbox is relayed on the timer only",
+                    err);
     }
     return ctx->leader;
 }
@@ -424,6 +428,17 @@ static void log_verdict(const rc_voucher_t *v)
              (long long)v->n.redis_remaining, (long long)v->n.bound);
 }
 
+/* Says why a direct voucher is not consistent: its two numbers, at warn (never repaired). */
+static void log_direct_verdict(const rc_voucher_t *v)
+{
+    vc_log_field_t f[] = {{"code", v->code}};
+
+    VC_LOG_F(VC_LOG_WARN, f,
+             "%s: direct voucher: used_count %lld, live rows %lld; not repaired (in direct mode "
+             "only a change by hand makes them differ: proto/direct-mode.md)",
+             rc_verdict_name(v->verdict), (long long)v->n.used_count, (long long)v->n.live_rows);
+}
+
 /*
  * The instant a voucher's or campaign's keys expire (vc_retention.h), for its
  * leader key: that of its other keys. 0 when the retention is off.
@@ -435,6 +450,43 @@ int64_t rc_ctx_expire_at(const rc_ctx_t *ctx, int64_t ends_at_ms)
                : 0;
 }
 
+/*
+ * The most expiry slices of direct vouchers one pass runs: a backlog larger
+ * than this many batches is released over the next passes.
+ */
+#define RC_DIRECT_SLICES_MAX 100
+
+/*
+ * The direct vouchers (proto/direct-mode.md, "The reconciler"), by PostgreSQL
+ * alone: when acting, their holds past heldUntil plus the grace released by
+ * dr_expire() in slices of cfg->batch, each one transaction with its outbox
+ * rows, until a slice finds fewer; then their numbers, each judged by
+ * rc_model_judge_direct() (never repaired). They are read into direct, never
+ * into the list the pass reads Redis for, so no Redis command names them.
+ */
+static int direct_pass(rc_ctx_t *ctx, int repair, rc_vouchers_t *direct, rc_summary_t *sum,
+                       char *err, size_t errlen)
+{
+    int64_t released = ctx->cfg->batch;
+    int rc;
+
+    for (int slice = 0; repair && released == ctx->cfg->batch && slice < RC_DIRECT_SLICES_MAX;
+         slice++) {
+        if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
+            (rc = rc_pg_expire_direct(ctx->pg, ctx->cfg->batch, vc_time_now_ms(),
+                                      ctx->cfg->grace_ms, &released, err, errlen)) != 0)
+            return rc;
+        sum->direct_expired += released;
+    }
+    if ((rc = rc_pg_read_direct(ctx->pg, direct, err, errlen)) != 0)
+        return rc;
+    for (size_t i = 0; i < direct->len; i++) {
+        rc_voucher_t *v = &direct->v[i];
+        v->verdict = rc_model_judge_direct(v->n.used_count, v->n.live_rows, v->n.parked);
+    }
+    return 0;
+}
+
 /* rc_ctx_still_leading() for rc_limit_sync(). */
 static int prove_lead(void *ctx, char *err, size_t errlen)
 {
@@ -443,7 +495,7 @@ static int prove_lead(void *ctx, char *err, size_t errlen)
 
 int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err, size_t errlen)
 {
-    rc_vouchers_t vs = {0};
+    rc_vouchers_t vs = {0}, direct = {0};
     rc_releases_t rs = {0};
     rc_positions_t pos;
     /* Every event Kafka acknowledged before this is in PostgreSQL or read from the tail. */
@@ -458,6 +510,9 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     repair = repair && ctx->leader;
     if ((rc = rc_ctx_connect(ctx, err, errlen)) != 0)
         return rc;
+    /* The direct vouchers first: PostgreSQL alone, whatever Redis or Kafka does next. */
+    if ((rc = direct_pass(ctx, repair, &direct, sum, err, errlen)) != 0)
+        goto out;
     /* 1, 2, 3, 4: in this order (see rc_pass.h). */
     if ((rc = rc_kafka_positions(ctx->kafka, ctx->cfg->timeout_ms, &pos, err, errlen)) != 0 ||
         (rc = rc_pg_read_vouchers(ctx->pg, &vs, err, errlen)) != 0 ||
@@ -584,6 +639,19 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
         if (rc != 0)
             goto out;
     }
+    /* The direct vouchers' rows, judged by direct_pass(): reported as the others. */
+    for (size_t i = 0; i < direct.len; i++) {
+        rc_voucher_t *v = &direct.v[i];
+
+        sum->vouchers++;
+        sum->verdicts[v->verdict]++;
+        sum->parked += v->n.parked;
+        record_metrics(v);
+        if (table)
+            rc_table_row(table, v);
+        if (v->verdict != RC_CONSISTENT && v->verdict != RC_PARKED)
+            log_direct_verdict(v);
+    }
     if (repair)
         rc = rc_repair_releases(ctx, &rs, sum, err, errlen);
     /* The campaigns: numbers, and their due holds expired (rc_campaign.c). */
@@ -601,5 +669,6 @@ out:
     free(due);
     rc_releases_free(&rs);
     rc_vouchers_free(&vs);
+    rc_vouchers_free(&direct);
     return rc;
 }

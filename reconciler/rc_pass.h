@@ -29,6 +29,11 @@
  * that offers uses PostgreSQL counts lowered. Never anything that could
  * oversell: uses go back to the pool only after their VoucherReleased is in
  * Kafka, ahead of any later reservation of the same voucher.
+ *
+ * The direct vouchers (proto/direct-mode.md) come first and need PostgreSQL
+ * alone: their expired holds released by dr_expire(), their numbers read and
+ * judged (rc_model_judge_direct()). They are never in the list the steps
+ * above read Redis for.
  */
 #ifndef RC_PASS_H
 #define RC_PASS_H
@@ -97,6 +102,7 @@ typedef struct {
     int64_t in_flight;
     int64_t malformed;
     int64_t expired;     /* holds released after heldUntil */
+    int64_t direct_expired; /* direct vouchers' holds released after heldUntil (dr_expire()) */
     int64_t stranded;    /* holds released because their event never reached Kafka */
     int64_t finished;    /* begun releases finished */
     int64_t restored;    /* vouchers whose lost keys were restored */

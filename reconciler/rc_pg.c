@@ -5,6 +5,7 @@
 #include "vc_pg.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,8 @@ int rc_pg_read_vouchers(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen
                       "   AND d.state = 'parked'),"
                       " (extract(epoch FROM v.ends_at) * 1000)::bigint"
                       " FROM voucher v WHERE v.ends_at > now() - interval '1 day'"
+                      /* A direct voucher is never read for Redis: rc_pg_read_direct(). */
+                      "   AND v.mode = 'flash'"
                       " ORDER BY v.code COLLATE \"C\"",
                       &rc, err, errlen)))
         return rc;
@@ -476,4 +479,206 @@ static int read_letters(rc_pg_t *pg, rc_vouchers_t *vs, const char *codes, char 
     }
     PQclear(res);
     return rc;
+}
+
+int rc_pg_read_direct(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
+{
+    PGresult *res;
+    int rc = 0;
+
+    /* One statement, one snapshot: used_count and the rows counted at one moment. */
+    if (!(res = query(pg,
+                      "SELECT v.code, v.total_limit, v.used_count,"
+                      " (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = v.code"
+                      "   AND r.status IN ('RESERVED', 'CONFIRMED')),"
+                      " (SELECT count(*) FROM dead_letter d WHERE d.voucher_code = v.code"
+                      "   AND d.state = 'parked'),"
+                      " (extract(epoch FROM v.ends_at) * 1000)::bigint"
+                      " FROM voucher v WHERE v.ends_at > now() - interval '1 day'"
+                      "   AND v.mode = 'direct'"
+                      " ORDER BY v.code COLLATE \"C\"",
+                      &rc, err, errlen)))
+        return rc;
+    if (rc_vouchers_alloc(vs, (size_t)PQntuples(res)) != 0) {
+        PQclear(res);
+        return VC_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < vs->len; i++) {
+        rc_voucher_t *v = &vs->v[i];
+        snprintf(v->code, sizeof(v->code), "%s", PQgetvalue(res, (int)i, 0));
+        v->n.total_limit = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
+        v->n.used_count = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
+        v->n.live_rows = strtoll(PQgetvalue(res, (int)i, 3), NULL, 10);
+        v->n.pg_live_after = v->n.live_rows;
+        v->n.parked = strtoll(PQgetvalue(res, (int)i, 4), NULL, 10);
+        v->ends_at_ms = strtoll(PQgetvalue(res, (int)i, 5), NULL, 10);
+        v->rows_read = 1;
+    }
+    PQclear(res);
+    return 0;
+}
+
+int rc_pg_expire_direct(rc_pg_t *pg, int limit, int64_t now_ms, int64_t grace_ms, int64_t *released,
+                        char *err, size_t errlen)
+{
+    char a[16], b[24], c[24];
+    const char *params[3] = {a, b, c};
+    PGresult *res;
+    int rc = 0;
+
+    *released = 0;
+    snprintf(a, sizeof(a), "%d", limit);
+    snprintf(b, sizeof(b), "%lld", (long long)now_ms);
+    snprintf(c, sizeof(c), "%lld", (long long)grace_ms);
+    /* Its own statement outside any transaction: the slice commits on its own. */
+    if (!(res = vc_pg_exec(pg->conn,
+                           "SELECT count(*) FROM dr_expire($1::int, $2::bigint, $3::bigint)", 3,
+                           params, &rc, err, errlen)))
+        return rc;
+    if (PQntuples(res) == 1)
+        *released = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return 0;
+}
+
+void rc_outbox_rows_free(rc_outbox_row_t *rows, int n)
+{
+    for (int i = 0; rows && i < n; i++) {
+        free(rows[i].key);
+        free(rows[i].payload);
+    }
+    free(rows);
+}
+
+int rc_pg_outbox_take(rc_pg_t *pg, int limit, rc_outbox_row_t **rows, int *n, char *err,
+                      size_t errlen)
+{
+    char a[16];
+    const char *params[1] = {a};
+    rc_outbox_row_t *out = NULL;
+    PGresult *res;
+    int rc = 0, got;
+
+    *rows = NULL;
+    *n = 0;
+    snprintf(a, sizeof(a), "%d", limit);
+    if (!(res = vc_pg_exec(pg->conn,
+                           "SELECT id, event_key, payload FROM dr_outbox_take($1::int) ORDER BY id",
+                           1, params, &rc, err, errlen)))
+        return rc;
+    got = PQntuples(res);
+    if (got > 0 && !(out = calloc((size_t)got, sizeof(*out)))) {
+        rc = VC_ERR_NOMEM;
+        goto out;
+    }
+    for (int i = 0; i < got; i++) {
+        out[i].id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        out[i].len = (size_t)PQgetlength(res, i, 2);
+        if (!(out[i].key = strdup(PQgetvalue(res, i, 1))) ||
+            !(out[i].payload = strdup(PQgetvalue(res, i, 2)))) {
+            rc_outbox_rows_free(out, i + 1);
+            out = NULL;
+            rc = VC_ERR_NOMEM;
+            goto out;
+        }
+    }
+    *rows = out;
+    *n = got;
+out:
+    if (rc == VC_ERR_NOMEM)
+        snprintf(err, errlen, "out of memory reading the outbox");
+    PQclear(res);
+    return rc;
+}
+
+int rc_pg_outbox_sent(rc_pg_t *pg, const rc_outbox_row_t *rows, int n, char *err, size_t errlen)
+{
+    text_array_t ids = {0};
+    const char *params[1];
+    char id[24];
+    PGresult *res;
+    int rc = 0;
+
+    text_put(&ids, '{');
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof(id), "%lld", (long long)rows[i].id);
+        text_quoted(&ids, id);
+    }
+    text_put(&ids, '}');
+    text_put(&ids, '\0');
+    if (ids.nomem) {
+        free(ids.s);
+        snprintf(err, errlen, "out of memory marking the outbox");
+        return VC_ERR_NOMEM;
+    }
+    params[0] = ids.s;
+    res = vc_pg_exec(pg->conn, "SELECT dr_outbox_sent($1::bigint[])", 1, params, &rc, err, errlen);
+    PQclear(res);
+    free(ids.s);
+    return rc;
+}
+
+int rc_pg_outbox_stats(rc_pg_t *pg, int64_t *unsent, int64_t *oldest_ms, char *err, size_t errlen)
+{
+    PGresult *res;
+    int rc = 0;
+
+    *unsent = *oldest_ms = 0;
+    if (!(res = query(pg, "SELECT unsent, oldest_ms FROM dr_outbox_stats()", &rc, err, errlen)))
+        return rc;
+    if (PQntuples(res) == 1) {
+        *unsent = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        *oldest_ms = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+    } else {
+        snprintf(err, errlen, "dr_outbox_stats() returned %d rows, not one", PQntuples(res));
+        rc = VC_ERR_PROTOCOL;
+    }
+    PQclear(res);
+    return rc;
+}
+
+int rc_pg_outbox_prune(rc_pg_t *pg, int64_t retention_ms, int limit, int64_t *deleted, char *err,
+                       size_t errlen)
+{
+    char a[24], b[16];
+    const char *params[2] = {a, b};
+    PGresult *res;
+    int rc = 0;
+
+    *deleted = 0;
+    snprintf(a, sizeof(a), "%lld", (long long)retention_ms);
+    snprintf(b, sizeof(b), "%d", limit);
+    if (!(res = vc_pg_exec(pg->conn, "SELECT dr_outbox_prune($1::bigint, $2::int)", 2, params, &rc,
+                           err, errlen)))
+        return rc;
+    if (PQntuples(res) == 1)
+        *deleted = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return 0;
+}
+
+int rc_pg_listen(rc_pg_t *pg, char *err, size_t errlen)
+{
+    return vc_pg_command(pg->conn, "LISTEN voucher_outbox", err, errlen);
+}
+
+int rc_pg_wait_notify(rc_pg_t *pg, int64_t timeout_ms)
+{
+    struct pollfd fd = {.fd = PQsocket(pg->conn), .events = POLLIN};
+    PGnotify *note;
+    int got = 0;
+
+    if (fd.fd < 0 || !PQconsumeInput(pg->conn))
+        return VC_ERR_UNAVAILABLE;
+    /* Those a statement of the pass already read come first: no wait for them. */
+    if (!(note = PQnotifies(pg->conn))) {
+        if (poll(&fd, 1, (int)timeout_ms) > 0 && !PQconsumeInput(pg->conn))
+            return VC_ERR_UNAVAILABLE;
+        note = PQnotifies(pg->conn);
+    }
+    for (; note; note = PQnotifies(pg->conn)) {
+        got = 1;
+        PQfreemem(note);
+    }
+    return got;
 }

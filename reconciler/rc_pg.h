@@ -93,4 +93,76 @@ int rc_pg_read_orders(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen);
 /* Ends the snapshot rc_pg_read_vouchers() opened (read only: nothing to commit); NULL is fine. */
 void rc_pg_end_snapshot(rc_pg_t *pg);
 
+/*
+ * The direct vouchers (proto/direct-mode.md; active as rc_pg_read_vouchers()
+ * means it), into vs (sorted by code; the caller frees with
+ * rc_vouchers_free()): code, total_limit, used_count, the live rows counted
+ * (n.live_rows) and the parked dead letters, all read by one statement, so
+ * one snapshot. Their rows are never loaded, and vs is never the list a pass
+ * reads Redis for: a direct voucher has no Redis keys. Returns 0 or a
+ * negative error with err set.
+ */
+int rc_pg_read_direct(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen);
+
+/*
+ * One slice of the direct vouchers' expiry: dr_expire() releases up to limit
+ * RESERVED rows past held_until + grace_ms at now_ms, with their outbox rows,
+ * in one transaction (its own statement). Sets *released to their number.
+ * Returns 0 or a negative error with err set.
+ */
+int rc_pg_expire_direct(rc_pg_t *pg, int limit, int64_t now_ms, int64_t grace_ms, int64_t *released,
+                        char *err, size_t errlen);
+
+/* An unsent outbox row (rc_pg_outbox_take()); the strings are owned by the row. */
+typedef struct {
+    int64_t id;
+    char *key;     /* event_key: the voucher's code */
+    char *payload; /* the event, as written in the outbox */
+    size_t len;
+} rc_outbox_row_t;
+
+/*
+ * Up to limit unsent outbox rows, in id order (dr_outbox_take()), into
+ * *rows (the caller frees with rc_outbox_rows_free()) and *n. Returns 0 or a
+ * negative error with err set (*rows NULL, *n 0).
+ */
+int rc_pg_outbox_take(rc_pg_t *pg, int limit, rc_outbox_row_t **rows, int *n, char *err,
+                      size_t errlen);
+void rc_outbox_rows_free(rc_outbox_row_t *rows, int n);
+
+/*
+ * Marks rows[0..n) sent (dr_outbox_sent()), in one statement. Returns 0 or a
+ * negative error with err set.
+ */
+int rc_pg_outbox_sent(rc_pg_t *pg, const rc_outbox_row_t *rows, int n, char *err, size_t errlen);
+
+/*
+ * The unsent rows' number and the age of the oldest in ms (0 when none),
+ * from dr_outbox_stats(). Returns 0 or a negative error with err set.
+ */
+int rc_pg_outbox_stats(rc_pg_t *pg, int64_t *unsent, int64_t *oldest_ms, char *err, size_t errlen);
+
+/*
+ * Deletes up to limit rows sent more than retention_ms ago
+ * (dr_outbox_prune()), oldest first; *deleted their number. Returns 0 or a
+ * negative error with err set.
+ */
+int rc_pg_outbox_prune(rc_pg_t *pg, int64_t retention_ms, int limit, int64_t *deleted, char *err,
+                       size_t errlen);
+
+/*
+ * LISTEN voucher_outbox on the session: the NOTIFY every outbox write sends
+ * wakes rc_pg_wait_notify(). Only the acting reconciler listens: a session
+ * that listens and does not read holds PostgreSQL's notification queue back.
+ * Returns 0 or a negative error with err set.
+ */
+int rc_pg_listen(rc_pg_t *pg, char *err, size_t errlen);
+
+/*
+ * Waits up to timeout_ms for a notification on the session (rc_pg_listen())
+ * and takes every one that came. Returns 1 when one came, 0 when none did,
+ * or VC_ERR_UNAVAILABLE when the session broke.
+ */
+int rc_pg_wait_notify(rc_pg_t *pg, int64_t timeout_ms);
+
 #endif

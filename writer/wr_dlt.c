@@ -152,9 +152,9 @@ int wr_dlt_info_set(wr_dlt_info_t *info, const char *name, const void *value, si
 
 int wr_dlt_class_valid(const char *cls)
 {
-    static const char *const classes[] = {WR_DLT_MALFORMED, WR_DLT_UNKNOWN_VOUCHER,
-                                          WR_DLT_CONSTRAINT, WR_DLT_CONFLICT, WR_DLT_REJECTED,
-                                          WR_DLT_DIRECT_MISMATCH};
+    static const char *const classes[] = {WR_DLT_MALFORMED,  WR_DLT_UNKNOWN_VOUCHER,
+                                          WR_DLT_CONSTRAINT, WR_DLT_CONFLICT,
+                                          WR_DLT_REJECTED,   WR_DLT_DIRECT_MISMATCH};
     for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++)
         if (strcmp(cls, classes[i]) == 0)
             return 1;

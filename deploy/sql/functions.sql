@@ -1562,6 +1562,37 @@ AS $fn$
     SELECT count(*) FROM marked
 $fn$;
 
+-- The relay's metrics (reconciler/rc_outbox.c): how many rows are unsent
+-- and how old the oldest is, in ms (0 when none). Both from the partial
+-- index of the unsent rows.
+CREATE OR REPLACE FUNCTION dr_outbox_stats()
+RETURNS TABLE (unsent bigint, oldest_ms bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+    SELECT count(*),
+           coalesce((extract(epoch FROM now() - min(o.created_at)) * 1000)::bigint, 0)
+      FROM event_outbox o WHERE o.sent_at IS NULL
+$fn$;
+
+-- The relay's clean-up: deletes up to p_limit rows sent more than
+-- p_retention_ms ago, lowest id first (ids and sending times rise together,
+-- so the primary key finds them), and returns how many. An unsent row is
+-- never deleted, however old.
+CREATE OR REPLACE FUNCTION dr_outbox_prune(p_retention_ms bigint, p_limit int)
+RETURNS bigint
+LANGUAGE sql SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+    WITH gone AS (
+        DELETE FROM event_outbox o
+         WHERE o.id IN (SELECT x.id FROM event_outbox x
+                         WHERE x.sent_at < now() - p_retention_ms * interval '1 millisecond'
+                         ORDER BY x.id LIMIT p_limit)
+        RETURNING 1)
+    SELECT count(*) FROM gone
+$fn$;
+
 -- Their owner and who may run them. The helpers (dr_ts, dr_ms,
 -- dr_ineligible, dr_lock_order) run inside the others, as voucher_direct.
 DO $$
@@ -1576,7 +1607,8 @@ BEGIN
         EXECUTE format('ALTER FUNCTION %s OWNER TO voucher_direct', f);
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
         who := CASE WHEN f::text ~ '^dr_(reserve|confirm|cancel|quote)\(' THEN 'voucher_gateway'
-                    WHEN f::text ~ '^dr_(expire|outbox_take|outbox_sent)\(' THEN 'voucher_reconciler'
+                    WHEN f::text ~ '^dr_(expire|outbox_(take|sent|stats|prune))\('
+                    THEN 'voucher_reconciler'
                     END;
         IF who IS NOT NULL THEN
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', f, who);

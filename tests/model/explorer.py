@@ -899,10 +899,11 @@ class Writer:
     try_range() (each range under SAVEPOINT wr_range, undone with ROLLBACK TO and RELEASE when
     refused; a single event refused is poison, dead-lettered with wr_pg_dlt_class()'s class),
     COMMIT. An event whose outcome is OUT_CONFLICT is dead-lettered as "order-conflict", one
-    whose outcome is OUT_MISMATCH (a direct voucher's) as "direct-mismatch" (read_outcomes()), a
-    malformed one as "malformed" (wr_msg_decode()). Any other error is raised: the writer would
-    try the batch again later. Parking the letters (wr_pg_park()) is left out. sent, when a
-    list, records each statement as (text, array literals or None)."""
+    whose outcome is OUT_MISMATCH (a direct voucher's, proto/direct-mode.md) as
+    "direct-mismatch" (read_outcomes()), a malformed one as "malformed" (wr_msg_decode()). Any
+    other error is raised: the writer would try the batch again later. Parking the letters
+    (wr_pg_park()) is left out. sent, when a list, records each statement as (text, array
+    literals or None)."""
 
     def __init__(self, pg, sent=None):
         self.pg, self.sent = pg, sent

@@ -114,11 +114,13 @@ def set_up_role_and_database():
 
 class Fixture:
     """Two vouchers (V: total 3, two uses a customer; W: total 5, one a customer), a code no
-    voucher has (U), and a campaign of three codes (one use a customer), in both databases, all
-    their events keyed to one partition."""
+    voucher has (U), a direct voucher (D, proto/direct-mode.md: total 5, its two rows written
+    as its functions write them, o30 RESERVED and o33 CONFIRMED), and a campaign of three codes
+    (one use a customer), in both databases, all their events keyed to one partition."""
 
     def __init__(self, pgs):
         stamp = "%d_%d" % (os.getpid() % 10000, int(time.time()) % 100000)
+        self.made = int(time.time())
         with pgs[0].cursor() as c:
             c.execute("INSERT INTO campaign (name, state, alphabet, code_length, total_count,"
                       " generated_count, discount_amount, per_customer_limit, starts_at,"
@@ -130,7 +132,7 @@ class Fixture:
         rnd = random.SystemRandom()
         self.codes = ["".join(rnd.choice(explorer.SAFE32) for _ in range(12)) for _ in "abc"]
         # A voucher's events are keyed by its code: codes drawn until they share the partition.
-        self.v, self.w, self.u = (self.draw("WC%s_%s_" % (stamp, n)) for n in "VWU")
+        self.v, self.w, self.u, self.d = (self.draw("WC%s_%s_" % (stamp, n)) for n in "VWUD")
         self.oid = "WC%s-" % stamp
         for i, pg in enumerate(pgs):
             with pg.cursor() as c:
@@ -155,6 +157,17 @@ class Fixture:
                               " total_limit, per_user_limit, starts_at, ends_at) VALUES"
                               " (%s, 'flash', 100, 0, %s, %s, now() - interval '3 days',"
                               " now() - interval '2 days')", (code, total, per_user))
+                c.execute("INSERT INTO voucher (code, discount_amount, min_order_amount,"
+                          " total_limit, per_user_limit, starts_at, ends_at, mode, used_count)"
+                          " VALUES (%s, 100, 0, 5, 1, now() - interval '3 days',"
+                          " now() - interval '2 days', 'direct', 2)", (self.d,))
+                for o, cust, status in (("o30", 1, "RESERVED"), ("o33", 3, "CONFIRMED")):
+                    # One time in both databases: the rows are compared column by column.
+                    c.execute("INSERT INTO voucher_redemption (voucher_code, customer_id,"
+                              " order_id, status, discount_amount, order_amount, created_at,"
+                              " updated_at) VALUES (%s, %s, %s, %s, 100, 500000,"
+                              " to_timestamp(%s), to_timestamp(%s))",
+                              (self.d, cust, self.oid + o, status, self.made, self.made))
 
     def draw(self, prefix):
         for n in range(10000):
@@ -188,7 +201,7 @@ class Fixture:
             return self.camp({"type": "VoucherReleased", "version": 1, "code": code,
                               "customerId": c, "orderId": self.oid + o, "releasedAt": at(),
                               "reason": reason}, camp)
-        v, w, u, (k1, k2, k3), cid = self.v, self.w, self.u, self.codes, self.cid
+        v, w, u, d, (k1, k2, k3), cid = self.v, self.w, self.u, self.d, self.codes, self.cid
         no_order = res(v, "o20", 1)
         del no_order["orderId"]
         version2 = dict(res(v, "o21", 1), version=2)
@@ -230,6 +243,14 @@ class Fixture:
             (v, rel(v, "o4", 4, "EXPIRED"), "expiry o4"),
             ("campaign:%d" % cid, res(k3, "o17", 1, cid),
              "campaign reservation o17 over perCustomerLimit"),
+            # 6: a direct voucher's events, verified against its rows, never applied: the ones
+            # they bear out are no-ops, the others direct-mismatch letters.
+            (d, res(d, "o30", 1), "direct reservation o30 (its row)"),
+            (d, res(d, "o30", 1), "its duplicate"),
+            (d, rel(d, "o30", 1, "CANCELLED"), "direct cancel o30 (the row still RESERVED)"),
+            (d, res(d, "o31", 2), "direct reservation o31 (no row)"),
+            (d, conf(d, "o33", 3), "direct confirm o33 (its row)"),
+            (d, dict(res(d, "o33", 3), orderAmount=1), "direct reservation o33 (other figures)"),
         ]
 
     def camp(self, e, cid):
@@ -334,12 +355,14 @@ def rows(pg, f):
     """What the events left: each redemption (every column but the id) and each used_count."""
     with pg.cursor() as c:
         c.execute("SELECT order_id, to_jsonb(r) - 'id' FROM voucher_redemption r"
-                  " WHERE voucher_code IN (%s, %s, %s) ORDER BY order_id", (f.v, f.w, f.u))
+                  " WHERE voucher_code IN (%s, %s, %s, %s) ORDER BY order_id",
+                  (f.v, f.w, f.u, f.d))
         out = {"redemption " + o: j for o, j in c.fetchall()}
         c.execute("SELECT order_id, to_jsonb(r) FROM campaign_redemption r"
                   " WHERE campaign_id = %s ORDER BY order_id", (f.cid,))
         out.update({"campaign redemption " + o: j for o, j in c.fetchall()})
-        c.execute("SELECT code, used_count FROM voucher WHERE code IN (%s, %s)", (f.v, f.w))
+        c.execute("SELECT code, used_count FROM voucher WHERE code IN (%s, %s, %s)",
+                  (f.v, f.w, f.d))
         out.update({"used_count of " + code: n for code, n in c.fetchall()})
         c.execute("SELECT used_count FROM campaign WHERE id = %s", (f.cid,))
         out["used_count of the campaign"] = c.fetchone()[0]

@@ -12,6 +12,7 @@
 #include "rc_fence.h"
 #include "rc_kafka.h"
 #include "rc_model.h"
+#include "rc_outbox.h"
 #include "vc_error.h"
 #include "vc_voucher.h"
 
@@ -849,6 +850,39 @@ START_TEST(release_decisions_parked)
 END_TEST
 
 /* A voucher whose only gap is a parked hold is "parked", never "undersold" nor "consistent". */
+/* A direct voucher is judged by its two numbers and its parked letters, never by Redis. */
+START_TEST(direct_verdicts)
+{
+    static const struct {
+        int64_t used, live, parked;
+        rc_verdict_t want;
+    } cases[] = {
+        {0, 0, 0, RC_CONSISTENT},        {3, 3, 0, RC_CONSISTENT},        {3, 3, 2, RC_PARKED},
+        {4, 3, 0, RC_USED_WITHOUT_ROWS}, {4, 3, 1, RC_USED_WITHOUT_ROWS}, {2, 3, 0, RC_DRIFTED},
+        {0, 1, 1, RC_DRIFTED},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        ck_assert_msg(rc_model_judge_direct(cases[i].used, cases[i].live, cases[i].parked) ==
+                          cases[i].want,
+                      "case %zu", i);
+}
+END_TEST
+
+/* Only the rows from the first up to the first one not acknowledged are marked sent. */
+START_TEST(outbox_marks_the_acknowledged_prefix)
+{
+    static const struct {
+        int delivered[5];
+        int n, want;
+    } cases[] = {
+        {{1, 1, 1, 1, 1}, 5, 5}, {{1, 1, -1, 1, 1}, 5, 2},     {{0, 1, 1, 1, 1}, 5, 0},
+        {{1, 1, 1, 1, 0}, 5, 4}, {{-1, -1, -1, -1, -1}, 5, 0}, {{0}, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        ck_assert_int_eq(rc_outbox_sent_prefix(cases[i].delivered, cases[i].n), cases[i].want);
+}
+END_TEST
+
 START_TEST(verdict_parked)
 {
     rc_orders_t m;
@@ -957,6 +991,8 @@ int main(void)
     tcase_add_test(tc, campaign_due_strict);
     tcase_add_test(tc, release_decisions_parked);
     tcase_add_test(tc, verdict_parked);
+    tcase_add_test(tc, direct_verdicts);
+    tcase_add_test(tc, outbox_marks_the_acknowledged_prefix);
     tcase_add_test(tc, unsent_orders_and_hold_identity);
     suite_add_tcase(s, tc);
     tc = tcase_create("kafka");
