@@ -1,5 +1,7 @@
 #include "vc_pg.h"
+
 #include "vc_error.h"
+#include "vc_log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,23 @@ PGconn *vc_pg_connect(const char *dsn, const char *application_name, char *err, 
     static const char *const none[] = {NULL};
 
     return vc_pg_connect_with(dsn, application_name, none, none, err, errlen);
+}
+
+/*
+ * libpq's messages outside a query (a NOTICE, or the FATAL a session gets
+ * when the server ends it while it idles or LISTENs: "terminating connection
+ * due to administrator command"): a log line like every other, not libpq's
+ * default of the raw text on stderr, which breaks the one-JSON-object-a-line
+ * log (deploy/README.md, "Logs").
+ */
+static void notice_log(void *arg, const char *message)
+{
+    size_t len = strlen(message);
+
+    (void)arg;
+    while (len > 0 && (message[len - 1] == '\n' || message[len - 1] == ' '))
+        len--;
+    vc_warn("PostgreSQL says: %.*s", (int)len, message);
 }
 
 PGconn *vc_pg_connect_with(const char *dsn, const char *application_name,
@@ -42,6 +61,7 @@ PGconn *vc_pg_connect_with(const char *dsn, const char *application_name,
         PQfinish(conn);
         return NULL;
     }
+    PQsetNoticeProcessor(conn, notice_log, NULL);
     return conn;
 }
 

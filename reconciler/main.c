@@ -404,7 +404,12 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
                      sum.vouchers, sum.read_in_full, sum.targeted, sum.verdicts[RC_CONSISTENT],
                      sum.verdicts[RC_BEHIND], sum.verdicts[RC_UNDERSOLD], sum.verdicts[RC_DRIFTED]);
         }
-        rc_outbox_idle(&ctx, &outbox, s.interval_ms, &stopping);
+        if (rc_outbox_idle(&ctx, &outbox, s.interval_ms, &stopping)) {
+            /* Ended while it waited for the next pass (LISTEN): the pass would not see it. */
+            vc_warn("lost the PostgreSQL session (and the lock with it)");
+            last_pass_ok = 0;
+            failing = 1;
+        }
     }
     rc_ctx_close(&ctx); /* closing the session releases the lock for a standby */
     vc_admin_stop(admin);

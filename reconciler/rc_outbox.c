@@ -133,19 +133,27 @@ static void relay_now(rc_ctx_t *ctx, rc_outbox_t *ob)
     record(&res, ctx->leader);
 }
 
-void rc_outbox_idle(rc_ctx_t *ctx, rc_outbox_t *ob, int64_t ms, const atomic_int *stop)
+int rc_outbox_idle(rc_ctx_t *ctx, rc_outbox_t *ob, int64_t ms, const atomic_int *stop)
 {
     int64_t end = vc_time_mono_ms() + ms, now;
+    int lost = 0;
 
     while (!atomic_load(stop) && (now = vc_time_mono_ms()) < end) {
         int64_t slice = end - now < RC_OUTBOX_SLICE_MS ? end - now : RC_OUTBOX_SLICE_MS;
         int woken = 0;
 
         if (ctx->leader && rc_ctx_pg_ok(ctx)) {
-            if ((woken = rc_pg_wait_notify(ctx->pg, slice)) < 0) {
-                woken = 0; /* the session broke: the next pass connects again */
+            /*
+             * The session broke while it waited (the server ended it: the
+             * FATAL arrives here, between passes): the caller says so, and
+             * the next pass connects again.
+             */
+            if ((woken = rc_pg_wait_notify(ctx->pg, slice)) < 0 || !rc_ctx_pg_ok(ctx)) {
                 struct timespec ts = {0, slice * 1000000L};
+
+                lost = 1;
                 nanosleep(&ts, NULL);
+                continue;
             }
             if (ctx->leader && (woken || vc_time_mono_ms() - ob->last_ms >= ob->cfg->poll_ms))
                 relay_now(ctx, ob);
@@ -154,4 +162,5 @@ void rc_outbox_idle(rc_ctx_t *ctx, rc_outbox_t *ob, int64_t ms, const atomic_int
             nanosleep(&ts, NULL);
         }
     }
+    return lost;
 }

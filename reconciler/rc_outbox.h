@@ -63,8 +63,9 @@ int rc_outbox_relay(rc_ctx_t *ctx, const rc_outbox_config_t *cfg, rc_outbox_resu
 /*
  * The time between passes: waits ms (or until *stop is set), relaying on each
  * NOTIFY and every ob->cfg->poll_ms while ctx acts, and sets the metrics. A
- * standby only waits.
+ * standby only waits. Returns 1 when the PostgreSQL session broke while it
+ * waited on it (the caller logs the loss; the next pass connects again), else 0.
  */
-void rc_outbox_idle(rc_ctx_t *ctx, rc_outbox_t *ob, int64_t ms, const atomic_int *stop);
+int rc_outbox_idle(rc_ctx_t *ctx, rc_outbox_t *ob, int64_t ms, const atomic_int *stop);
 
 #endif

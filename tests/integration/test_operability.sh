@@ -44,6 +44,11 @@ for ((i = 0; i < 100; i++)); do
 done
 is "$(dead)" "$((${before:-0} + 1))" "a malformed event raised the writer's dead-letter counter"
 ok "$([ -n "$(metric "$writer_addr" voucher_writer_consumer_lag_events)" ]; echo $?)" "the writer exports its consumer lag"
+# After the reconciler's next pass that reached the voucher (a pass may be under way).
+for ((i = 0; i < 300; i++)); do
+  [ -n "$(metric "$reconciler_addr" "voucher_reconciler_verdict{code=\"$code\"}")" ] && break
+  sleep 0.1
+done
 ok "$([ -n "$(metric "$reconciler_addr" "voucher_reconciler_verdict{code=\"$code\"}")" ]; echo $?)" \
   "the reconciler exports a verdict for the voucher"
 is "$(metric "$reconciler_addr" voucher_reconciler_leader)" 1 "the only reconciler says it acts"
