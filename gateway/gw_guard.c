@@ -77,6 +77,44 @@ void gw_guard_bucket_spend(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64
         b->level = floor;
 }
 
+void gw_guard_bucket_give(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms)
+{
+    int64_t full = r->tries * r->window_ms;
+
+    gw_guard_bucket_refill(b, r, now_ms);
+    b->level += r->window_ms;
+    if (b->level > full)
+        b->level = full;
+}
+
+/* ---- pure: the local limiter ---- */
+
+void gw_guard_local_init(gw_guard_local_t *l)
+{
+    memset(l, 0, sizeof(*l));
+}
+
+int gw_guard_local_take(gw_guard_local_t *l, uint64_t key, const gw_guard_rate_t *r, int64_t now_ms,
+                        int64_t *retry_ms)
+{
+    gw_guard_local_slot_t *s = &l->slot[key & (GW_GUARD_CACHE_SLOTS - 1)];
+
+    if (s->key != key) {
+        s->key = key; /* free, or another bucket's: this one starts full */
+        gw_guard_bucket_full(&s->bucket, r, now_ms);
+    }
+    return gw_guard_bucket_take(&s->bucket, r, now_ms, retry_ms);
+}
+
+void gw_guard_local_give(gw_guard_local_t *l, uint64_t key, const gw_guard_rate_t *r,
+                         int64_t now_ms)
+{
+    gw_guard_local_slot_t *s = &l->slot[key & (GW_GUARD_CACHE_SLOTS - 1)];
+
+    if (s->key == key)
+        gw_guard_bucket_give(&s->bucket, r, now_ms);
+}
+
 int64_t gw_guard_bucket_ttl_ms(const gw_guard_bucket_t *b, const gw_guard_rate_t *r)
 {
     int64_t missing = r->tries * r->window_ms - b->level;
@@ -502,6 +540,16 @@ static vc_metric_t *unnamed; /* requests from a trusted proxy that named no clie
 static vc_metric_t *write_errors[3];
 /* A bucket write failed and no take succeeded since: nothing is let through from memory. */
 static _Atomic int writes_refused;
+/*
+ * The local limiter (gw_guard.h), under cache_lock: the buckets counted here
+ * while Redis cannot take a try. local_active says it decided a request since
+ * Redis last took one, for the log lines of the take-over and the hand-back.
+ */
+static gw_guard_local_t local_buckets;
+static _Atomic int local_active;
+/* Requests the local limiter decided, by decision: let on, refused 429, a failed try kept. */
+enum { LOCAL_GO, LOCAL_REFUSED, LOCAL_FAILED, LOCAL_COUNT };
+static vc_metric_t *local_decided[LOCAL_COUNT];
 
 /* Redis's clock as this gateway reads it (gw_guard.h, the spent set). */
 static int64_t redis_now(void)
@@ -564,6 +612,16 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
                                       "503; a spend's failure was answered unpaid.",
                                       label[op]);
     }
+    for (int d = 0; d < LOCAL_COUNT; d++) {
+        static const char *const label[] = {"decision=\"go\"", "decision=\"refused\"",
+                                            "decision=\"failed\""};
+        local_decided[d] = vc_counter("voucher_gateway_guard_local_total",
+                                      "Guarded requests whose tries this gateway's own memory "
+                                      "took while redis could not (the local limiter, "
+                                      "gw_guard.h), by decision: go (let on), refused (429), "
+                                      "failed (a failed try, kept).",
+                                      label[d]);
+    }
     if (!cache_ready) {
         if (uv_mutex_init(&cache_lock) != 0) {
             snprintf(err, errlen, "cannot create the guard's lock");
@@ -571,6 +629,7 @@ int gw_guard_configure(const gw_config_t *cfg, char *err, size_t errlen)
         }
         gw_guard_cache_init(&cache);
         gw_guard_spent_init(&spent_set);
+        gw_guard_local_init(&local_buckets);
         cache_ready = 1;
     }
     rc = gw_guard_proxies_parse(cfg->trusted_proxies, &proxies, err, errlen);
@@ -586,7 +645,7 @@ enum { B_CUSTOMER, B_IP, B_COUNT };
  * failure), taken from this gateway's lease (gw_guard.h), empty, Redis refused the script (an ACL,
  * an error reply), Redis unreachable, late or full (a take is a write).
  */
-enum { T_NONE, T_WAIT, T_MEMORY, T_TAKEN, T_LEASED, T_EMPTY, T_ERROR, T_DOWN };
+enum { T_NONE, T_WAIT, T_MEMORY, T_TAKEN, T_LEASED, T_EMPTY, T_ERROR, T_DOWN, T_LOCAL };
 
 /* A guarded request's state, in its arena (req->guard). */
 typedef struct {
@@ -600,6 +659,7 @@ typedef struct {
     int mark;  /* -1 not marked, 0 not a failure, 1 a failure */
     int error; /* the rc of a failed bucket script, or 0 (a reply of the wrong shape) */
     int settled;
+    int local;                /* the tries were taken by the local limiter (gw_guard_local()) */
     uint64_t epoch;           /* the check cache's epoch when the takes were sent */
     uint64_t ckey[B_COUNT];   /* each bucket's key in the check cache */
     int64_t full_at[B_COUNT]; /* a take's answer: when the bucket is full again */
@@ -701,6 +761,8 @@ static void release(guard_t *g, int failed)
 
         if (g->state[b] == T_MEMORY)
             gw_guard_flight_leave(&cache, g->ckey[b]);
+        if (g->state[b] == T_LOCAL && !failed)
+            gw_guard_local_give(&local_buckets, g->ckey[b], &g->rate[b], vc_time_mono_ms());
         if (g->lease[b] != GW_GUARD_LEASE_NONE) {
             give[b] = gw_guard_lease_settle(&cache, g->ckey[b], g->lease[b], paid, failed,
                                             vc_time_mono_ms(), &lease_full_at);
@@ -718,8 +780,99 @@ static void release(guard_t *g, int failed)
         if (give[b] > 0 && (rc = run_bucket_n(g, b, "give", give[b], given_cb, NULL)) != 0)
             write_failed(OP_GIVE, rc);
     }
+    if (failed && g->local)
+        vc_metric_add(local_decided[LOCAL_FAILED], 1);
     if (failed)
         settle_spends(g);
+}
+
+/*
+ * Says, at most every 10 s each, that the local limiter took over (Redis could
+ * not take a try: rc) or handed back (Redis took one again).
+ */
+static void local_said(int took_over, int rc)
+{
+    static _Atomic int64_t last_log_ms[2];
+    int64_t now = vc_time_mono_ms(), last = atomic_load(&last_log_ms[took_over]);
+
+    if (now - last < 10000 || !atomic_compare_exchange_strong(&last_log_ms[took_over], &last, now))
+        return;
+    if (took_over)
+        vc_warn("guessing limits: redis cannot take a try (%s): this gateway counts the same "
+                "buckets in its own memory until it can, and only direct vouchers answer "
+                "meanwhile (deploy/README.md, \"Guessing limits while Redis is away\")",
+                vc_strerror(rc));
+    else
+        vc_info("guessing limits: redis takes tries again: the local limiter's counts are "
+                "dropped and every bucket is redis's again");
+}
+
+/* Redis took a try: the local limiter, if it decided since, hands back and forgets. */
+static void local_hand_back(void)
+{
+    if (!atomic_load(&local_active) || !atomic_exchange(&local_active, 0))
+        return;
+    uv_mutex_lock(&cache_lock);
+    gw_guard_local_init(&local_buckets);
+    uv_mutex_unlock(&cache_lock);
+    local_said(0, 0);
+}
+
+/*
+ * Redis could not take g's tries (a bucket T_DOWN, g->error): what Redis or
+ * memory did take for g is given back as for any answer that is no failure,
+ * and each bucket that applies takes its try in local_buckets instead. An
+ * empty one answers 429 before the lookup, as Redis's would; otherwise the
+ * request goes on, marked local (gw_guard_local()): the route lets only a
+ * direct voucher's go further.
+ */
+static void decide_locally(guard_t *g)
+{
+    char body[256], headers[64];
+    size_t len;
+    int took[B_COUNT] = {0, 0}, empty = 0;
+    int64_t now_ms, retry_ms = 0, wait_ms;
+
+    write_failed(OP_TAKE, g->error); /* counted as before, and memory stops answering */
+    release(g, 0);
+    g->settled = 0;
+    now_ms = vc_time_mono_ms();
+    uv_mutex_lock(&cache_lock);
+    for (int b = 0; b < B_COUNT; b++) {
+        g->lease[b] = GW_GUARD_LEASE_NONE;
+        g->state[b] = T_NONE;
+        if (g->rate[b].tries <= 0)
+            continue;
+        if (gw_guard_local_take(&local_buckets, g->ckey[b], &g->rate[b], now_ms, &wait_ms)) {
+            took[b] = 1;
+        } else {
+            empty = 1;
+            if (wait_ms > retry_ms)
+                retry_ms = wait_ms;
+        }
+    }
+    for (int b = 0; b < B_COUNT; b++) {
+        if (took[b] && empty)
+            gw_guard_local_give(&local_buckets, g->ckey[b], &g->rate[b], now_ms);
+        else if (took[b])
+            g->state[b] = T_LOCAL;
+    }
+    uv_mutex_unlock(&cache_lock);
+    if (!atomic_exchange(&local_active, 1))
+        local_said(1, g->error);
+    g->local = 1;
+    if (empty) {
+        g->settled = 1;
+        vc_metric_add(local_decided[LOCAL_REFUSED], 1);
+        len = gw_body_error(body, sizeof(body), "TOO_MANY_ATTEMPTS",
+                            "too many failed tries: retry after the time in Retry-After", NULL);
+        snprintf(headers, sizeof(headers), "Retry-After: %lld\r\n",
+                 (long long)gw_guard_retry_after_s(retry_ms));
+        gw_http_respond(g->req, 429, headers, body, len);
+        return;
+    }
+    vc_metric_add(local_decided[LOCAL_GO], 1);
+    g->cb(g->arg);
 }
 
 static void decide(guard_t *g)
@@ -730,12 +883,11 @@ static void decide(guard_t *g)
 
     if (g->state[B_CUSTOMER] == T_DOWN || g->state[B_IP] == T_DOWN) {
         /*
-         * Redis unreachable, late or full (a take that cannot be written): the
-         * route needs it too; 503 for every code alike, never a try unpaid.
+         * Redis unreachable, late, fenced or full (a take that cannot be
+         * written): never a try unpaid, and no 503 for a direct voucher, which
+         * needs no Redis. The local limiter takes the tries (gw_guard.h).
          */
-        write_failed(OP_TAKE, g->error);
-        release(g, 0);
-        gw_app_reply_error(req, g->error, "redis: guessing limits");
+        decide_locally(g);
         return;
     }
     /*
@@ -779,6 +931,7 @@ static void taken_cb(void *arg, int rc, const gw_redis_reply_t *reply, int b)
         g->state[b] = T_TAKEN;
         g->full_at[b] = reply->item[1].integer;
         atomic_store(&writes_refused, 0); /* Redis takes writes again */
+        local_hand_back();
         if (g->lease[b] != GW_GUARD_LEASE_NONE) {
             uv_mutex_lock(&cache_lock);
             gw_guard_lease_taken(&cache, g->ckey[b], g->full_at[b]);
@@ -963,7 +1116,15 @@ int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_gua
          * while Redis refuses writes: a failure let through now could not be
          * spent); else a take in Redis.
          */
-        g->lease[b] = gw_guard_lease_enter(&cache, g->ckey[b], g->key[b], &g->rate[b]);
+        /*
+         * Not the lease either while Redis refuses writes: a request that
+         * goes on with a try of the lease is no local decision, and its route
+         * would answer a code nobody has 503 instead of a failed try (the
+         * local limiter's rule, gw_guard_local()). The lease's tries wait for
+         * the listener's give.
+         */
+        g->lease[b] = refused ? GW_GUARD_LEASE_NONE
+                              : gw_guard_lease_enter(&cache, g->ckey[b], g->key[b], &g->rate[b]);
         if (g->lease[b] == GW_GUARD_LEASE_USED)
             g->state[b] = T_LEASED; /* a try this gateway holds, paid: first choice */
         else if (!refused &&
@@ -1093,6 +1254,12 @@ static void spent_cb(void *arg, int rc, const gw_redis_reply_t *reply)
     uv_mutex_unlock(&cache_lock);
     if (--sp->settle->pending == 0)
         index_spends(sp->settle);
+}
+
+int gw_guard_local(const gw_request_t *req)
+{
+    const guard_t *g = req->guard;
+    return g && g->local;
 }
 
 void gw_guard_mark(gw_request_t *req, int failed)

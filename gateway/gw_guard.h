@@ -39,9 +39,12 @@
  * for all its shoppers, whose address is every shopper's) gets no address
  * bucket, only its customer's: counted and said once (address_bucket()).
  * A take or a spend that Redis refuses (full at maxmemory) or does not answer
- * refuses the request with 503 and stops the memory answers until a take
- * succeeds: the limits never let a try through unpaid while Redis cannot
- * write (voucher_gateway_guard_write_errors_total).
+ * stops the memory answers until a take succeeds: the limits never let a try
+ * through unpaid while Redis cannot write (voucher_gateway_guard_write_errors_total).
+ * A take that fails so is decided by the local limiter instead (below,
+ * gw_guard_local_t): the same buckets in this process's memory until a take
+ * succeeds again, and only a direct voucher's request goes on; every other
+ * request gets 503 from its route as before (gw_guard_local()).
  *
  * The pure parts (bucket arithmetic, client address, CIDR lists) take
  * values in and give decisions out; tests/unit/test_guard.c checks them.
@@ -117,6 +120,9 @@ int gw_guard_bucket_check(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_
  * every failure is paid for).
  */
 void gw_guard_bucket_spend(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms);
+
+/* Gives one try back at now_ms, up to full (guard_bucket.lua "give" with one try). */
+void gw_guard_bucket_give(gw_guard_bucket_t *b, const gw_guard_rate_t *r, int64_t now_ms);
 
 /* Milliseconds until b is full again: the TTL its Redis key gets (0: full, deleted). */
 int64_t gw_guard_bucket_ttl_ms(const gw_guard_bucket_t *b, const gw_guard_rate_t *r);
@@ -380,6 +386,58 @@ int gw_guard_spent_trusted(const gw_guard_spent_t *s, int64_t now);
 /* The key of a bucket in the spent set: a keyed hash of its Redis key; never 0. */
 uint64_t gw_guard_spent_key(const char *bucket_key, size_t len);
 
+/* ---- pure: the local limiter, while Redis is away ---- */
+
+/*
+ * The buckets this gateway process counts in its own memory while its Redis
+ * cannot take a try (unreachable, late, fenced, or refusing writes: every
+ * failure a take can meet but a script Redis refused to run). The same
+ * buckets as in Redis (a customer's and an address's, the same rate), the
+ * same arithmetic (gw_guard_bucket_*), keyed by the check cache's key (a
+ * keyed hash of the bucket's Redis key and its rate) in as many slots as the
+ * cache, direct-mapped: a bucket whose slot another bucket holds replaces it
+ * and starts full, as the admin logins' fallback does (gw_login.h). Losing an
+ * entry that way needs another bucket of the same slot under a secret key;
+ * it gives back at most one bucket's allowance, and only to the bucket
+ * that was pushed out.
+ *
+ * Why a limit per process is accepted for the outage (deploy/README.md,
+ * "Guessing limits while Redis is away"): a guesser spread over N gateways
+ * gets at most N times the tries for the outage's length, against none at
+ * all if the limits failed open, and a direct voucher's shop against a 503
+ * for every request if they failed closed. The counts are dropped, not
+ * merged, when Redis takes a try again: the buckets in Redis hold what they
+ * held before the outage, and the outage is the window the N-fold margin is
+ * accepted for.
+ */
+typedef struct {
+    uint64_t key; /* the bucket (a cache key), or 0: free */
+    gw_guard_bucket_t bucket;
+} gw_guard_local_slot_t;
+
+typedef struct {
+    gw_guard_local_slot_t slot[GW_GUARD_CACHE_SLOTS];
+} gw_guard_local_t;
+
+/* Empties l: every bucket full (all zero is that too). */
+void gw_guard_local_init(gw_guard_local_t *l);
+
+/*
+ * Takes one try of bucket key (rate *r) at now_ms (the monotonic clock).
+ * Returns 1 taken, or 0 when the bucket is empty, with *retry_ms set
+ * (gw_guard_bucket_take()). A bucket not in l starts full.
+ */
+int gw_guard_local_take(gw_guard_local_t *l, uint64_t key, const gw_guard_rate_t *r, int64_t now_ms,
+                        int64_t *retry_ms);
+
+/*
+ * Gives back the try a request of bucket key took (its answer was no failed
+ * try). A bucket no longer in l (pushed out, or the counts dropped since the
+ * take) gets nothing: it is full already.
+ */
+void gw_guard_local_give(gw_guard_local_t *l, uint64_t key, const gw_guard_rate_t *r,
+                         int64_t now_ms);
+
 /* ---- pure: the client's address ---- */
 
 /* A CIDR list, VOUCHER_TRUSTED_PROXIES parsed. */
@@ -449,11 +507,23 @@ typedef void (*gw_guard_cb)(void *arg);
  * request is guarded all the same: a failure spends), or GW_GUARD_PENDING:
  * then either cb(arg) runs once (a try was taken from each bucket, or Redis
  * refused to run a bucket's script: it does not apply), or the guard answered
- * req (429; 503 when Redis is unreachable, late or full) and cb never runs.
+ * req (429) and cb never runs. When Redis cannot take a try (unreachable,
+ * late, fenced or full), the local limiter takes it instead: cb runs with
+ * gw_guard_local(req) true, or the guard answers 429 from the local buckets.
  * Either way gw_guard_settle() ends the hold. app is borrowed.
  */
 int gw_guard_enter(gw_app_t *app, gw_request_t *req, int64_t customer_id, gw_guard_cb cb,
                    void *arg);
+
+/*
+ * Whether req's tries were taken by the local limiter (gw_guard_local_t):
+ * Redis could not take them. Only a direct voucher's request may then go on
+ * (it needs no Redis); a route answers every other request 503, or 404 for a
+ * code nobody has (a failed try, counted locally), before it asks Redis for
+ * anything. A try Redis never took must not let a flash voucher's or a
+ * campaign's request reach Redis, if Redis came back meanwhile.
+ */
+int gw_guard_local(const gw_request_t *req);
 
 /*
  * Marks req's answer as a failed try whatever its status (a campaign's answer

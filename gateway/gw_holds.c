@@ -621,6 +621,17 @@ static void flash(hold_t *h)
         fail(h, rc, "redis");
 }
 
+/* No voucher has the code, the local limiter decided: a campaign's code is 503, none 404. */
+static void local_campaign_cb(void *arg, int rc)
+{
+    hold_t *h = arg;
+
+    if (rc == VC_E_NOT_FOUND)
+        not_found(h);
+    else
+        fail(h, rc < 0 ? rc : VC_ERR_UNAVAILABLE, "redis: guessing limits");
+}
+
 /* The code's rules (the cache, or PostgreSQL), or why there are none: who decides. */
 static void mode_cb(void *arg, int rc, const vc_voucher_t *v)
 {
@@ -628,6 +639,20 @@ static void mode_cb(void *arg, int rc, const vc_voucher_t *v)
 
     if (rc == 0 && v->mode == VC_MODE_DIRECT) {
         gw_holds_direct(h->app, h->req, h->type, h->code, h->order_id, &h->in, v);
+        return;
+    }
+    if (gw_guard_local(h->req)) {
+        /*
+         * Redis could not take the guard's try (gw_guard.h, the local
+         * limiter): a flash voucher's or a campaign's order answers 503 as
+         * before. A code nobody has answers 404, a failed try kept locally, as
+         * a reservation's (gw_reserve_rules.c): a 503 for it would let a
+         * guesser tell the direct vouchers' codes for nothing.
+         */
+        if (rc == VC_E_NOT_FOUND)
+            gw_campaign_find(h->app, h->code, 0, &h->camp, &h->v, local_campaign_cb, h);
+        else
+            fail(h, rc < 0 ? rc : VC_ERR_UNAVAILABLE, "redis: guessing limits");
         return;
     }
     if (rc == 0 && v != &h->v)

@@ -140,6 +140,11 @@ static void with_rules(quote_t *q)
         gw_quote_direct(q->app, q->req, q->code, q->in.customer_id, q->discount, &q->v);
         return;
     }
+    if (gw_guard_local(q->req)) {
+        /* As a reservation (gw_reserve_rules.c): only a direct voucher goes on without Redis. */
+        gw_app_reply_error(q->req, VC_ERR_UNAVAILABLE, "redis: guessing limits");
+        return;
+    }
     snprintf(q->customer, sizeof(q->customer), "%lld", (long long)q->in.customer_id);
     for (int i = 0; i < 3; i++)
         used_len[i] = strlen(used_argv[i]);

@@ -69,6 +69,21 @@ static void with_rules(gw_reserve_t *x)
         gw_reserve_direct(x);
         return;
     }
+    if (gw_guard_local(x->req)) {
+        /*
+         * Redis could not take the guard's tries (gw_guard.h, the local
+         * limiter): a flash voucher's or a campaign's reservation answers 503
+         * as it did before, never going on to Redis on a try it did not take.
+         * A code nobody has answers 404 at once, a failed try the local limiter
+         * keeps: a 503 would give its try back, and a guesser could then tell
+         * the direct vouchers' codes (not 503) from the others for nothing.
+         */
+        if (x->absent)
+            gw_reserve_refuse_new(x);
+        else
+            gw_reserve_fail(x, VC_ERR_UNAVAILABLE, "redis: guessing limits");
+        return;
+    }
     if (x->refusal == 0 && !x->camp.id)
         sold = gw_soldout_order(x->code, x->in.order_id, vc_time_mono_ms());
     if (sold == GW_SOLDOUT_NEW) {

@@ -8,9 +8,11 @@
 #   the stated bound (GW_GUARD_MEMORY_IN_FLIGHT, 1 a gateway) get 404, the
 #   rest 429 (before issue 42: 500 404s);
 # - 300 at once for one customer: at most 5 + 1 get 404 (before: 64);
-# - Redis at maxmemory (noeviction): failed tries get 503, counted in
-#   voucher_gateway_guard_write_errors_total and logged, not 404 (before: 10
-#   of 10 got 404, nothing counted); once Redis takes writes again, 404;
+# - Redis at maxmemory (noeviction): failed tries are never 404 unpaid (before
+#   issue 42: 10 of 10 got 404, nothing counted): counted in
+#   voucher_gateway_guard_write_errors_total and logged, and since issue 46's
+#   slice 3 paid in the gateway's local limiter (the customer's 5, then 429;
+#   before it, 503); once Redis takes writes again, 404 from Redis;
 # - a Redis whose maxmemory-policy would evict the buckets is named in a
 #   warning at start; a Redis user that may not read INFO gets a warning
 #   that the policy could not be checked;
@@ -86,13 +88,14 @@ for i in $(seq 1 10); do
     '{"customerId":'"$customer2"',"orderId":"'"$p-full-$i"'","orderAmount":1000}' --interface "$addr3"
   statuses+="$status "
 done
-n404=$(grep -o 404 <<<"$statuses" | wc -l) n503=$(grep -o 503 <<<"$statuses" | wc -l)
+n404=$(grep -o 404 <<<"$statuses" | wc -l) n429=$(grep -o 429 <<<"$statuses" | wc -l)
 diag "10 failed tries with Redis full: $statuses"
 # The first may be let through from memory (the bucket nobody spent) before
 # its spend is refused: the bound GW_GUARD_MEMORY_IN_FLIGHT; every one after
-# takes its try in Redis, and that write is refused.
-ok "$([ "$n404" -le 1 ] && [ "$n503" -ge 9 ]; echo $?)" \
-  "10 failed tries with Redis full: 503, not 404 (404 at most the one from memory): $n404 404, $n503 503"
+# takes its try in Redis, that write is refused, and the local limiter takes
+# it from the customer's bucket in the gateway's memory (5 tries): then 429.
+ok "$([ "$n404" -le 6 ] && [ $((n404 + n429)) -eq 10 ]; echo $?)" \
+  "10 failed tries with Redis full: at most the one from memory + 5 local get 404, the rest 429: $n404 404, $n429 429"
 errors_after=$(metric_sum "$admin" voucher_gateway_guard_write_errors_total)
 ok "$(awk -v a="${errors_after:-0}" -v b="${errors_before:-0}" 'BEGIN { exit !(a - b >= 9) }'; echo $?)" \
   "voucher_gateway_guard_write_errors_total counted them (${errors_before:-0} -> ${errors_after:-0})"

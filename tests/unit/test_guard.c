@@ -408,6 +408,44 @@ END_TEST
  * once leave none (a wait of one refill, 12 s), a try comes back 12 s later,
  * and a bucket left alone for the window is full again.
  */
+/* The local limiter: the same bucket as Redis's, a give up to full, a slot taken over. */
+START_TEST(local_limiter_counts_gives_and_replaces)
+{
+    static gw_guard_local_t l;
+    gw_guard_rate_t r = {5, 3600000};
+    int64_t retry = 0, t0 = 1000;
+    uint64_t key = 42, other = 42 + GW_GUARD_CACHE_SLOTS; /* the same slot */
+
+    gw_guard_local_init(&l);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(gw_guard_local_take(&l, key, &r, t0, &retry), 1);
+    ck_assert_int_eq(gw_guard_local_take(&l, key, &r, t0, &retry), 0);
+    ck_assert_int_eq(retry, 3600000 / 5);
+    /* A success gives its try back: one more take, then empty again. */
+    gw_guard_local_give(&l, key, &r, t0);
+    ck_assert_int_eq(gw_guard_local_take(&l, key, &r, t0, &retry), 1);
+    ck_assert_int_eq(gw_guard_local_take(&l, key, &r, t0, &retry), 0);
+    /* One try's refill later, one try. */
+    ck_assert_int_eq(gw_guard_local_take(&l, key, &r, t0 + 720000, &retry), 1);
+    /* Another bucket of the slot starts full and pushes it out; a give to the gone one is lost. */
+    ck_assert_int_eq(gw_guard_local_take(&l, other, &r, t0, &retry), 1);
+    gw_guard_local_give(&l, key, &r, t0);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(gw_guard_local_take(&l, other, &r, t0, &retry), 1);
+    ck_assert_int_eq(gw_guard_local_take(&l, other, &r, t0, &retry), 0);
+    /* Gives never fill past full. */
+    gw_guard_local_init(&l);
+    for (int i = 0; i < 3; i++)
+        gw_guard_local_give(&l, key, &r, t0);
+    ck_assert_int_eq(gw_guard_local_take(&l, key, &r, t0, &retry), 1);
+    for (int i = 0; i < 10; i++)
+        gw_guard_local_give(&l, key, &r, t0);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(gw_guard_local_take(&l, key, &r, t0, &retry), 1);
+    ck_assert_int_eq(gw_guard_local_take(&l, key, &r, t0, &retry), 0);
+}
+END_TEST
+
 START_TEST(login_bucket_five_then_wait_one_refill)
 {
     int64_t debt = 0, t = 1000000;
@@ -442,6 +480,7 @@ int main(void)
     tcase_add_test(tc, cache_remembers_a_try_until_a_failure);
     tcase_add_test(tc, spent_set_add_expire_overflow_sync);
     tcase_add_test(tc, memory_in_flight_and_lease);
+    tcase_add_test(tc, local_limiter_counts_gives_and_replaces);
     tcase_add_test(tc, proxies_parse_and_contain);
     tcase_add_test(tc, client_address);
     suite_add_tcase(s, tc);
