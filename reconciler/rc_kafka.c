@@ -318,17 +318,13 @@ out:
     return rc;
 }
 
-int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delivered,
-                     int64_t timeout_ms, char *err, size_t errlen)
+/*
+ * A new call of n messages: room for their delivery results, all zero (not
+ * reported yet), and a call number that tells this call's reports from a late
+ * one of an earlier call. 0, or VC_ERR_NOMEM with err set.
+ */
+static int begin_call(rc_kafka_t *k, int n, char *err, size_t errlen)
 {
-    char buf[VC_EVENT_MAX_JSON], eerr[128], shown[VC_LOG_CODE_MAX]; /* a campaign's code: a hash */
-    size_t len;
-
-    if (!k->producer) {
-        if (!(k->producer = new_client(RD_KAFKA_PRODUCER, k->brokers, k->extra, NULL,
-                                       "voucher-reconciler", k, err, errlen)))
-            return VC_ERR_UNAVAILABLE;
-    }
     if (n > k->cap) {
         int *results = realloc(k->results, (size_t)n * sizeof(*results));
         if (!results) {
@@ -341,6 +337,22 @@ int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delive
     k->call++;
     k->nresults = n;
     memset(k->results, 0, (size_t)n * sizeof(*k->results));
+    return 0;
+}
+
+int rc_kafka_publish(rc_kafka_t *k, const vc_event_t *events, int n, int *delivered,
+                     int64_t timeout_ms, char *err, size_t errlen)
+{
+    char buf[VC_EVENT_MAX_JSON], eerr[128], shown[VC_LOG_CODE_MAX]; /* a campaign's code: a hash */
+    size_t len;
+
+    if (!k->producer) {
+        if (!(k->producer = new_client(RD_KAFKA_PRODUCER, k->brokers, k->extra, NULL,
+                                       "voucher-reconciler", k, err, errlen)))
+            return VC_ERR_UNAVAILABLE;
+    }
+    if (begin_call(k, n, err, errlen) != 0)
+        return VC_ERR_NOMEM;
     for (int i = 0; i < n; i++) {
         rd_kafka_resp_err_t e;
         if (vc_event_encode(&events[i], buf, sizeof(buf), &len, eerr, sizeof(eerr)) != 0) {
@@ -393,18 +405,8 @@ int rc_kafka_send(rc_kafka_t *k, const rc_kafka_msg_t *msgs, int n, int *deliver
         (rd_kafka_flush(k->producer, (int)timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR ||
          rd_kafka_outq_len(k->producer) > 0))
         return 0;
-    if (n > k->cap) {
-        int *results = realloc(k->results, (size_t)n * sizeof(*results));
-        if (!results) {
-            snprintf(err, errlen, "out of memory");
-            return VC_ERR_NOMEM;
-        }
-        k->results = results;
-        k->cap = n;
-    }
-    k->call++;
-    k->nresults = n;
-    memset(k->results, 0, (size_t)n * sizeof(*k->results));
+    if (begin_call(k, n, err, errlen) != 0)
+        return VC_ERR_NOMEM;
     for (int i = 0; i < n; i++) {
         rd_kafka_resp_err_t e =
             rd_kafka_producev(k->producer, RD_KAFKA_V_TOPIC(k->topic),
