@@ -736,8 +736,8 @@ static int retake_in_slices(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t 
     const char *begin_keys[] = {k.name[VC_VOUCHER_KEY_ORDERS], k.name[VC_VOUCHER_KEY_SCAN],
                                 k.name[VC_VOUCHER_KEY_TOUCHED]};
     const char *begin_args[] = {token, "-1", RESTORE_STAGED_MS};
-    if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, 0, vc_lua_scan_begin, 3,
-                             begin_keys, 3, begin_args, &st, got, sizeof(got), err, errlen)) != 0)
+    if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, 0, vc_lua_scan_begin, 3, begin_keys,
+                             3, begin_args, &st, got, sizeof(got), err, errlen)) != 0)
         goto out;
     const char *slice_keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_ORDERS],
                                 k.name[VC_VOUCHER_KEY_HOLDS],     k.name[VC_VOUCHER_KEY_RELEASING],
@@ -828,15 +828,14 @@ static int retake(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, 
     if ((rc = repair_args(v, 0, extra, 1, &a)) != 0)
         goto out;
     if (retake_sliced(ctx, v)) {
-        rc = retake_in_slices(ctx, v, &a, 3, &status, answer, sizeof(answer), &steps, err,
-                              errlen);
+        rc = retake_in_slices(ctx, v, &a, 3, &status, answer, sizeof(answer), &steps, err, errlen);
     } else {
         rc_keys_of(v->code, &k);
         const char *keys[VC_RETAKE_NKEYS];
         rc_script_keys(&k, vc_retake_keys, VC_RETAKE_NKEYS, keys);
         rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_rc_retake,
-                            VC_RETAKE_NKEYS, keys, a.nargs, a.args, &status, answer,
-                            sizeof(answer), err, errlen);
+                            VC_RETAKE_NKEYS, keys, a.nargs, a.args, &status, answer, sizeof(answer),
+                            err, errlen);
     }
     if (rc != 0 || status < 0) {
         if (rc == 0 && status == VC_REPAIR_ORDERS_STATE)

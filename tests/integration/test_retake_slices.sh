@@ -29,7 +29,8 @@ read_hold() {
   local staged id
   staged=$(rcli --scan --pattern "voucher:{$code}:restoring:*:orders" | head -1)
   for id in $(rcli HRANDFIELD "$staged" 50); do
-    if [ "$(rcli HGET "$staged" "$id" | cut -d: -f4)$(rcli HGET "$(key orders)" "$id" | cut -d: -f4)" = HH ]; then
+    if [ "$(rcli HGET "$staged" "$id" | cut -d: -f4)$(rcli HGET "$(key orders)" "$id" |
+      cut -d: -f4)" = HH ]; then
       echo "$id"
       return
     fi
@@ -48,8 +49,10 @@ new_voucher "$code" 3000 2
 ok $? "2,100 holds taken on a voucher of 3,000"
 for i in $(seq 0 39); do http POST "/vouchers/$code/reservations/$code-$i/confirm" >/dev/null; done
 for i in $(seq 40 59); do http DELETE "/vouchers/$code/reservations/$code-$i" >/dev/null; done
+confirmed="SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'"
+confirmed="$confirmed AND status = 'CONFIRMED'"
 is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 2080 60) $(wait_sql \
-  "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' AND status = 'CONFIRMED'" 40 30)" \
+  "$confirmed" 40 30)" \
   "2080 40" "PostgreSQL counts 2,080 uses, 40 confirmed"
 
 # 1. The retake in one script, then the same loss retaken in slices: the same state.
@@ -60,7 +63,8 @@ lose
 restore slices 100
 dump >"$scratch/slices.dump"
 ok "$(diff "$scratch/once.dump" "$scratch/slices.dump" >"$scratch/dump.diff"; echo $?)" \
-  "in slices Redis ends exactly as after retake.lua in one script: counter, orders, customers' counts, holds, releases, expiries"
+  "in slices Redis ends exactly as after retake.lua in one script: counter, orders, customers' \
+counts, holds, releases, expiries"
 diag "$(wc -l <"$scratch/once.dump") lines of Redis's state compared, $(grep -c '^user ' "$scratch/once.dump") customers"
 [ -s "$scratch/dump.diff" ] && diag "$(head -20 "$scratch/dump.diff")"
 steps=$(grep "$code" "$scratch/slices.txt" | grep -o "read in slices, in [0-9]* steps" | grep -o "[0-9]*")
