@@ -701,28 +701,143 @@ out:
 }
 
 /*
+ * A retake in slices (proto/redis-keys.md, "A retake in slices"): the users
+ * hash lost, the counter and the orders hash kept, more orders than
+ * --orders-scan-above. As the restore in slices: scan_begin.lua puts this
+ * repair's token in scan (every order a script writes from then on is noted
+ * in touched); retake_slice.lua, a call at a time, merges RESTORE_SLICE_READ
+ * of the snapshot's orders (a's fours, from first on) and reads the next
+ * piece of the orders hash, counting the customers' uses into the staged
+ * users; retake_finish.lua counts again what was written since, puts the
+ * counts in place and lowers the counter at one moment, or gives up (the
+ * next pass judges again). a holds retake.lua's arguments (total, uncounted,
+ * expireAt, then the fours); *status and answer are retake_finish.lua's (as
+ * retake.lua's), *steps the scripts it took.
+ */
+static int retake_in_slices(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *a, int first,
+                            int64_t *status, char *answer, size_t answercap, size_t *steps,
+                            char *err, size_t errlen)
+{
+    size_t norders = (size_t)(a->nargs - first) / 4, slices = 0;
+    char staged[VC_RESTORING_KEY_COUNT][VC_CODE_MAX + 80], token[33], cursor[64] = "0";
+    char got[96], live[24], merged[24];
+    const char **args = calloc(4 + 4 * RESTORE_SLICE_READ, sizeof(*args));
+    int64_t st = 0, taken = 0, written = 0;
+    rc_keys_t k;
+    int rc;
+
+    if (!args)
+        return VC_ERR_NOMEM;
+    rc_redis_token(token);
+    rc_keys_of(v->code, &k);
+    for (int i = 0; i < VC_RESTORING_KEY_COUNT; i++)
+        (void)vc_restoring_key(staged[i], sizeof(staged[i]), v->code, token, (vc_restoring_key_t)i);
+    /* The notes begin before the first slice: every write after it is in touched. */
+    const char *begin_keys[] = {k.name[VC_VOUCHER_KEY_ORDERS], k.name[VC_VOUCHER_KEY_SCAN],
+                                k.name[VC_VOUCHER_KEY_TOUCHED]};
+    const char *begin_args[] = {token, "-1", RESTORE_STAGED_MS};
+    if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, 0, vc_lua_scan_begin, 3, begin_keys,
+                             3, begin_args, &st, got, sizeof(got), err, errlen)) != 0)
+        goto out;
+    const char *slice_keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_ORDERS],
+                                k.name[VC_VOUCHER_KEY_HOLDS],     k.name[VC_VOUCHER_KEY_RELEASING],
+                                k.name[VC_VOUCHER_KEY_SCAN],      staged[VC_RESTORING_KEY_ORDERS],
+                                staged[VC_RESTORING_KEY_USERS],   k.name[VC_VOUCHER_KEY_USERS]};
+    for (size_t o = 0; o < norders || cursor[0]; slices++) {
+        size_t no = norders - o < RESTORE_SLICE_READ ? norders - o : RESTORE_SLICE_READ;
+        char *colon;
+        long long t, w;
+        int n = 0;
+        args[n++] = token;
+        args[n++] = cursor;
+        args[n++] = RESTORE_STAGED_MS;
+        args[n++] = RESTORE_SLICE_READ_ARG;
+        for (size_t i = 0; i < 4 * no; i++)
+            args[n++] = a->args[first + 4 * o + i];
+        if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
+            (rc = rc_repair_eval(ctx, "retake", "voucher", v->code, no, vc_lua_rc_retake_slice, 8,
+                                 slice_keys, n, args, &st, got, sizeof(got), err, errlen)) != 0)
+            goto out;
+        if (st != VC_RETAKE_SLICE_READ)
+            break; /* refused: the finish refuses too, and drops what was staged */
+        if (!(colon = strchr(got, ':')) || sscanf(colon + 1, "%lld:%lld", &t, &w) != 2 ||
+            (size_t)(colon - got) >= sizeof(cursor)) {
+            snprintf(err, errlen, "retake_slice.lua of %s: unexpected answer", v->code);
+            rc = VC_ERR_PROTOCOL;
+            goto out;
+        }
+        taken += t;
+        written += w;
+        o += no;
+        /* "0": HSCAN came back to the start, the whole hash read; "": no read asked. */
+        if (cursor[0] && memcmp(got, "0:", 2) == 0)
+            cursor[0] = '\0';
+        else if (cursor[0])
+            snprintf(cursor, sizeof(cursor), "%.*s", (int)(colon - got), got);
+    }
+    *steps = slices + 2;
+    snprintf(live, sizeof(live), "%lld", (long long)taken);
+    snprintf(merged, sizeof(merged), "%lld", (long long)written);
+    const char *finish_keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_USERS],
+                                 k.name[VC_VOUCHER_KEY_ORDERS],    k.name[VC_VOUCHER_KEY_HOLDS],
+                                 k.name[VC_VOUCHER_KEY_RELEASING], k.name[VC_VOUCHER_KEY_SCAN],
+                                 k.name[VC_VOUCHER_KEY_TOUCHED],   staged[VC_RESTORING_KEY_ORDERS],
+                                 staged[VC_RESTORING_KEY_USERS]};
+    const char *finish_args[] = {a->args[0], a->args[1], live, a->args[2], token, merged};
+    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)
+        goto out;
+    rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_rc_retake_finish,
+                        9, finish_keys, 6, finish_args, status, answer, answercap, err, errlen);
+    if (rc == 0 && *status < 0)
+        vc_warn("%s: the retake in slices found at its last step the counter gone, the orders "
+                "hash lost or changed without a note, the users hash written again, or its "
+                "notes of what was written meanwhile lost (answer %lld): nothing written, the "
+                "next pass judges the voucher again",
+                v->code, (long long)*status);
+out:
+    free(args);
+    return rc;
+}
+
+/*
+ * Whether a retake goes in slices: the pass found the users hash missing
+ * beside the orders (reserve.lua then takes no use, so the counts can be read
+ * in slices and put in place at once) on a voucher above --orders-scan-above.
+ */
+static int retake_sliced(const rc_ctx_t *ctx, const rc_voucher_t *v)
+{
+    return in_slices(ctx, v) && v->n.redis_users == 0;
+}
+
+/*
  * Writes again the orders PostgreSQL counts that Redis lost (or gave back,
- * where revivable), then lowers the counter to the rule's bound (retake.lua).
+ * where revivable), then lowers the counter to the rule's bound (retake.lua),
+ * or, the users hash lost on a voucher above --orders-scan-above, in slices.
  */
 static int retake(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
 {
     repair_args_t a;
     rc_keys_t k;
-    char expire[24], answer[64];
+    char expire[24], answer[64], what[200], many[40];
     int64_t status = 0, before, after;
+    size_t steps = 1;
     int rc;
 
     expire_at(ctx, v, expire, sizeof(expire));
     const char *extra[] = {expire};
     if ((rc = repair_args(v, 0, extra, 1, &a)) != 0)
         goto out;
-    rc_keys_of(v->code, &k);
-    const char *keys[VC_RETAKE_NKEYS];
-    rc_script_keys(&k, vc_retake_keys, VC_RETAKE_NKEYS, keys);
-    if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_rc_retake,
-                             VC_RETAKE_NKEYS, keys, a.nargs, a.args, &status, answer,
-                             sizeof(answer), err, errlen)) != 0 ||
-        status < 0) {
+    if (retake_sliced(ctx, v)) {
+        rc = retake_in_slices(ctx, v, &a, 3, &status, answer, sizeof(answer), &steps, err, errlen);
+    } else {
+        rc_keys_of(v->code, &k);
+        const char *keys[VC_RETAKE_NKEYS];
+        rc_script_keys(&k, vc_retake_keys, VC_RETAKE_NKEYS, keys);
+        rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_rc_retake,
+                            VC_RETAKE_NKEYS, keys, a.nargs, a.args, &status, answer, sizeof(answer),
+                            err, errlen);
+    }
+    if (rc != 0 || status < 0) {
         if (rc == 0 && status == VC_REPAIR_ORDERS_STATE)
             vc_warn("%s: the orders hash was lost since this pass read it: the retake wrote "
                     "nothing, the next pass rebuilds it",
@@ -738,9 +853,12 @@ static int retake(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, 
         log_repair(v, "retake", "took uses again that PostgreSQL counts and Redis lost", status,
                    before, after);
     }
-    if (v->n.users_missing > 0)
-        log_repair(v, "users", "counted again the uses of customers Redis's users hash lost",
-                   v->n.users_missing, before, after);
+    if (v->n.users_missing > 0) {
+        snprintf(what, sizeof(what),
+                 "counted again the uses of customers Redis's users hash lost%s%s",
+                 steps > 1 ? ", read in slices" : "", steps_text(steps, many, sizeof(many)));
+        log_repair(v, "users", what, v->n.users_missing, before, after);
+    }
 out:
     repair_args_free(&a);
     return rc;

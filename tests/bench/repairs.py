@@ -27,6 +27,10 @@ Redis's own time for it from the slowlog:
   rebuild       the voucher's orders hash lost (rebuild.lua, every order)
   rebuild in steps  the same in steps (restore_stage.lua, rebuild_swap.lua)
   retake        the voucher's users hash lost (retake.lua, no order lacking)
+  retake in slices  the same, retaken as the reconciler does above
+                --orders-scan-above: scan_begin.lua, retake_slice.lua per 500
+                orders (an HSCAN piece), then retake_finish.lua; the longest
+                step, and the total
   lower         a counter above the remaining rule (lower.lua)
   campaign      a campaign's taken hash lost (campaign_rebuild.lua, every
                 order and its code)
@@ -352,6 +356,42 @@ def scenarios(n):
         return [ans, r.call("ZCARD", k["holds"]), left], longest, [[1, "%d:%d" % (n, total - n)],
                                                                     (n + 3) // 4, 0]
 
+    def retake_slices(r, texts):
+        """As the reconciler's retake_in_slices(): the notes begun, retake_slice.lua
+        until HSCAN is back at 0 (no order lacking: nothing to merge), then
+        retake_finish.lua."""
+        seed(r, k, n)
+        r.call("SET", k["remaining"], total - n)
+        r.call("DEL", k["users"])
+        token = "bench%d" % os.getpid()
+        staged = ["voucher:{%s}:restoring:%s:%s" % (code, token, x) for x in ("orders", "users")]
+        ans, longest = timed_eval(r, texts["scan_begin"], [k["orders"], k["scan"], k["touched"]],
+                                  [token, -1, 600000])
+        total_us, cursor, taken, steps = longest, "0", 0, 1
+        each = STEPS.setdefault("retake in slices", [])
+        each.append(("scan_begin", longest))
+        while cursor:
+            ans, us = timed_eval(r, texts["retake_slice"],
+                                 [k["remaining"], k["orders"], k["holds"], k["releasing"],
+                                  k["scan"]] + staged + [k["users"]],
+                                 [token, cursor, 600000, 500])
+            longest, total_us, steps = max(longest, us), total_us + us, steps + 1
+            each.append(("slice", us))
+            if ans[0] != 1:
+                return [ans], longest, [1]
+            got, read, _ = ans[1].split(":")
+            taken += int(read)
+            cursor = "" if got == "0" else got
+        ans, us = timed_eval(r, texts["retake_finish"],
+                             vkeys + [k["scan"], k["touched"]] + staged,
+                             [total, 0, taken, 0, token, 0])
+        each.append(("finish", us))
+        longest, total_us = max(longest, us), total_us + us
+        TOTALS.setdefault("retake in slices", []).append((total_us, steps + 1))
+        left = len(r.call("KEYS", "voucher:{%s}:restoring:*" % code))
+        return [ans, r.call("HLEN", k["users"]), left], longest, [
+            [0, "%d:%d" % (total - n, total - n)], n, 0]
+
     def clean(r):
         r.call("DEL", *k.values())
         r.call("DEL", *ck.values())
@@ -373,6 +413,9 @@ def scenarios(n):
              "(restore_stage.lua per 1,000 orders, rebuild_swap.lua)",
              ["restore_stage", "rebuild_swap"], rebuild_steps),
             ("retake", "users hash lost; no order lacking", ["retake"], one("retake", retake)),
+            ("retake in slices", "users hash lost; the longest of its steps (scan_begin.lua, "
+             "retake_slice.lua per 500 orders, retake_finish.lua)",
+             ["scan_begin", "retake_slice", "retake_finish"], retake_slices),
             ("lower", "counter above the rule's bound", ["lower"], one("lower", lower)),
             ("campaign", "taken lost; every order and its code", ["campaign_rebuild"],
              one("campaign_rebuild", campaign)),

@@ -1890,12 +1890,17 @@ class Explorer(RuleBasedStateMachine):
         else:
             revived = sorted(o for o in ord1
                              if st_(ord1, o) in HELD_OR_CONFIRMED and o not in taken0)
-            if revived:
+            # With the users hash lost and the orders kept (and --orders-scan-above 0), the
+            # retake goes in slices: scan_begin.lua, each retake_slice.lua (which writes the
+            # orders Redis lacks), then retake_finish.lua, which puts users in place.
+            sliced = self.hop_script == "retake_finish" and not before[2] and bool(after[2])
+            if revived or sliced:
                 out.append(("retake", {"orders": [self.short(o) for o in revived],
                                        "was": [st_(ord0, o) or "-" for o in revived],
                                        "remaining": (rem0, rem1),
                                        "made_undersell": bool(correct and rem1 is not None
-                                                              and rem1 < rem0)}))
+                                                              and rem1 < rem0),
+                                       "in_slices": sliced}))
             elif rem0 is not None and rem1 is not None and rem1 < rem0:
                 out.append(("lower", {"remaining": (rem0, rem1), "made_undersell": correct}))
         begun = sorted(self.short(o) for o in ord1 if st_(ord1, o) in BEGUN and
@@ -1929,8 +1934,9 @@ class Explorer(RuleBasedStateMachine):
                     if info["dropped"] else "", " C->H " + ",".join(info["c_to_h"])
                     if info["c_to_h"] else ""))
             elif kind == "retake":
-                parts.append("RETAKE %s (was %s) rem %s->%s" % (
-                    ",".join(info["orders"]), ",".join(info["was"]), *info["remaining"]))
+                parts.append("RETAKE %s (was %s) rem %s->%s%s" % (
+                    ",".join(info["orders"]), ",".join(info["was"]), *info["remaining"],
+                    " users in slices" if info.get("in_slices") else ""))
             elif kind == "lower":
                 parts.append("LOWER rem %s->%s" % info["remaining"])
             elif kind == "rebuild":
@@ -3664,7 +3670,7 @@ def main():
 # Every script the reconciler may send in a pass's repairs (rc_pass.c, rc_campaign.c), so that the
 # coverage line names the ones the run never reached (0) as well as the others.
 REPAIR_SCRIPTS = ["restore", "restore_stage", "restore_swap", "restore_slice", "restore_finish",
-                  "retake", "lower", "rebuild",
+                  "retake", "retake_slice", "retake_finish", "lower", "rebuild",
                   "rebuild_swap", "release_begin", "release_finish", "repair_confirmed",
                   "limit_sync", "campaign_rebuild", "campaign_rebuild_slice",
                   "campaign_rebuild_finish", "campaign_release_begin",
