@@ -54,7 +54,11 @@ static int relay_round(rc_ctx_t *ctx, const rc_outbox_config_t *cfg, rc_outbox_r
         goto out;
     sent = rc_outbox_sent_prefix(delivered, n);
     res->failed += n - sent;
-    VC_PAUSE("outbox-before-mark"); /* produced and acknowledged, not yet marked */
+    /*
+     * Produced, the delivery reports in, nothing marked yet: where a relay that
+     * dies leaves its rows to be produced again (the explorer kills it here).
+     */
+    VC_PAUSE("reconciler-outbox-produced");
     if (sent > 0 && ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
                      (rc = rc_pg_outbox_sent(ctx->pg, rows, sent, err, errlen)) != 0))
         goto out;

@@ -54,6 +54,7 @@ import urllib.request
 import psycopg2
 import redis
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from hypothesis import HealthCheck, Phase, settings, target
 from hypothesis.errors import Flaky, FlakyStrategyDefinition
 from hypothesis import strategies as st
@@ -133,12 +134,18 @@ DIRECT_DRAW = {"mix": [False, False, False, True], "direct": [True], "flash": [F
 # The rules of a direct voucher's example, and those both kinds draw; every other rule is a
 # flash voucher's or a campaign's (Redis, the gateway's events, the reconciler daemon).
 DIRECT_RULES = {"d_reserve", "d_confirm", "d_cancel", "d_end", "d_expire", "relay_next",
-                "relay_crash", "kafka_down", "kafka_up", "d_forge"}
+                "relay_crash", "relay_real", "kafka_down", "kafka_up", "d_forge"}
 SHARED_RULES = {"writer_apply", "writer_redeliver", "wait_grace"}
 # The outbox relay of the model (relay_next()): how many unsent rows a take reads (small, so that
 # a crash or Kafka's outage falls inside a voucher's events), and whether it marks them sent
 # before Kafka's delivery report (--relay-mark-early: the mutant relay-marks-before-report).
 RELAY = {"batch": 2, "mark_early": False}
+# The reconciler's own relay (relay_real()): `voucher-reconciler --once`, which relays the outbox
+# after its pass, with a grace no hold of an example reaches (its pass expires nothing: the
+# model's expiry is d_expire) and the pause point where the explorer kills it between the
+# produce and the mark (rc_outbox.c).
+RELAY_REAL_GRACE = "24h"
+RELAY_PAUSE = "reconciler-outbox-produced"
 # dr_expire's slice (VOUCHER_RECONCILER_BATCH): small, so that an expiry may take part of the due.
 EXPIRE_BATCH = 2
 SAFE32 = "23456789ABCDEFGHJKLMNPQRSTUVWXYZ"
@@ -514,6 +521,10 @@ class World:
         self.consumer = Consumer({"bootstrap.servers": brokers, "group.id": GROUP,
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                   "enable.partition.eof": True, "fetch.wait.max.ms": 5})
+        self.admin = AdminClient({"bootstrap.servers": brokers})
+        self.topic_refusing = True
+        self.topic_writable(True)   # a run that died during an outage left it refusing
+        atexit.register(self.topic_writable, True)
         self.scratch = tempfile.mkdtemp(prefix="voucher-explorer.")
         CLOCK = Clock(os.path.join(self.scratch, "clock"))
         CLOCK.set(time.time() * 1000)
@@ -670,6 +681,33 @@ class World:
                                                           cached=False)
             tps.append(TopicPartition(TOPIC, p, high))
         self.consumer.commit(offsets=tps, asynchronous=False)
+
+    def topic_writable(self, writable):
+        """Kafka down as the producers see it (kafka_down, kafka_up): the topic's
+        max.message.bytes set to 1, so that the broker refuses every produce at once
+        (MSG_SIZE_TOO_LARGE, a permanent error: the reconciler's relay hears a failed delivery
+        report, no retry waits out a timeout), or taken back to the broker's default. Reads
+        go on (the writer, the reconciler's pass), as they would not with the broker stopped;
+        the reconciler's Kafka address stays the real one, since a refused address fails its
+        pass before its relay runs. Waits until the broker describes the new value."""
+        if self.topic_refusing == (not writable):
+            return
+        op = AlterConfigOpType.DELETE if writable else AlterConfigOpType.SET
+        res = ConfigResource(ConfigResource.Type.TOPIC, TOPIC, incremental_configs=[
+            ConfigEntry("max.message.bytes", None if writable else "1",
+                        incremental_operation=op)])
+        for f in self.admin.incremental_alter_configs([res]).values():
+            f.result(10)
+        deadline = time.time() + 20
+        while True:
+            got = list(self.admin.describe_configs(
+                [ConfigResource(ConfigResource.Type.TOPIC, TOPIC)]).values())[0].result(10)
+            if (got["max.message.bytes"].value == "1") != writable:
+                break
+            if time.time() > deadline:
+                raise RuntimeError("the topic's max.message.bytes did not change in 20 s")
+            time.sleep(0.01)   # polled: the broker applies the change from its metadata log
+        self.topic_refusing = not writable
 
     def produce(self, key, event):
         got = {}
@@ -1231,6 +1269,7 @@ class Explorer(RuleBasedStateMachine):
                 call.done.wait(20)
             call.conn.close()
         self.dcalls = []
+        self.w.topic_writable(True)   # an example that ended during an outage
         procs = ([(self.rc, self.rc_logf)] if self.rc is not None else []) + \
             ([self.frozen[:2]] if self.frozen else [])
         for proc, logf in procs:
@@ -2542,6 +2581,63 @@ class Explorer(RuleBasedStateMachine):
         self.relay = {"stage": "take", "batch": [], "stored": False}
         self.record("FAULT: the relay crashes before its %s" % stage, "relay_crash", {})
 
+    @only("relay_real")
+    @precondition(lambda self: getattr(self, "changes", None))
+    @rule(crash=st.sampled_from([False, False, True]))
+    @guarded
+    def relay_real(self, crash):
+        """The reconciler's relay (rc_outbox.c), the real one: `voucher-reconciler --once`,
+        which relays the outbox after its pass (rounds of RELAY["batch"] rows: take, produce,
+        the delivery reports, mark the acknowledged prefix). While Kafka is down the topic
+        refuses its produce. crash: it stops at its pause point between the delivery reports
+        and the mark (RELAY_PAUSE) and is killed there, its rows produced and not marked; a
+        relay with nothing to take exits without reaching it. Its pass expires nothing (a
+        grace of RELAY_REAL_GRACE): the model's expiry is d_expire."""
+        w = self.w
+        env = dict(os.environ, VOUCHER_LOG_LEVEL="warn", LD_PRELOAD=w.shim,
+                   EXPLORER_CLOCK_FILE=CLOCK.path)
+        args = [w.bin_reconciler, "--once", "--grace", RELAY_REAL_GRACE, "--timeout", "3s",
+                "--outbox-batch", str(RELAY["batch"]), "--outbox-retention", "0"]
+        if crash:
+            pause_dir = os.path.join(w.scratch, self.code + ".relay")
+            os.makedirs(pause_dir, exist_ok=True)
+            env.update(VOUCHER_PAUSE=RELAY_PAUSE, VOUCHER_PAUSE_DIR=pause_dir)
+        for _ in range(50):
+            proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+            LIVE.add(proc)
+            paused = False
+            if crash:
+                mark = os.path.join(pause_dir, RELAY_PAUSE)
+                deadline = time.time() + 30
+                while proc.poll() is None and not os.path.exists(mark):
+                    if time.time() > deadline:
+                        raise RuntimeError("the reconciler's relay neither paused nor ended")
+                    time.sleep(0.002)   # polled: the pause file or the exit
+                if os.path.exists(mark) and proc.poll() is None:
+                    proc.send_signal(signal.SIGKILL)
+                    paused = True
+            out = proc.communicate(timeout=60)[0]
+            LIVE.discard(proc)
+            if crash and os.path.exists(mark):
+                os.unlink(mark)
+            if paused or "outbox:" in out:
+                break
+            if "another reconciler holds the lock" not in out:
+                raise RuntimeError("voucher-reconciler --once did not relay: %s" % out)
+            # The daemon of the example before lets its lock go as its session ends: again.
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("voucher-reconciler --once never took the lock: %s" % out)
+        if paused:
+            what = "the reconciler's relay produces and is killed before its mark"
+            w.direct["real relay killed before its mark"] += 1
+        else:
+            line = [x for x in out.splitlines() if x.startswith("outbox:")][0]
+            what = "the reconciler's relay: " + line.split(" left")[0][len("outbox: "):]
+            w.direct["real relay %s" % ("refused" if self.kafka_is_down else "ran")] += 1
+        self.record(what, "relay_real", {"crash": crash})
+
     @only("kafka_down")
     @precondition(lambda self: not getattr(self, "kafka_is_down", True) and
                   getattr(self, "outages", 2) < 2)
@@ -2552,6 +2648,7 @@ class Explorer(RuleBasedStateMachine):
         calls go on: they never wait for Kafka."""
         self.kafka_is_down = True
         self.outages += 1
+        self.w.topic_writable(False)
         self.record("FAULT: Kafka is down", "kafka_down", {})
 
     @only("kafka_up")
@@ -2560,10 +2657,12 @@ class Explorer(RuleBasedStateMachine):
     @guarded
     def kafka_up(self):
         self.kafka_is_down = False
+        self.w.topic_writable(True)
         self.record("Kafka is back", "kafka_up", {})
 
     @only("d_forge")
-    @precondition(lambda self: getattr(self, "forged", None) == [])
+    @precondition(lambda self: getattr(self, "forged", None) == [] and
+                  not getattr(self, "kafka_is_down", True))
     @rule(o=st.integers(0, ORDERS - 1))
     @guarded
     def d_forge(self, o):
@@ -2671,12 +2770,19 @@ class Explorer(RuleBasedStateMachine):
             self.check_direct(final=True)
 
     def drain(self):
-        """The relay runs until its outbox has nothing unsent (a bounded number of steps)."""
+        """The model's relay finishes the batch it holds, then the reconciler's real relay
+        (relay_real) publishes what is left: every row, in id order, since Kafka is up. Where
+        the rules leave the real relay out (--rules), the model's relay drains the outbox."""
+        real = RULES["on"] is None or "relay_real" in RULES["on"]
         for _ in range(4 * (len(self.outbox()) + 2)):
-            if self.muted or self.relay["stage"] == "take" and not any(
-                    not s for _, _, s in self.outbox()):
-                return
+            if self.muted or self.relay["stage"] == "take" and (real or not any(
+                    not s for _, _, s in self.outbox())):
+                break
             self.relay_next()
+        for _ in range(len(self.outbox()) // (10 * RELAY["batch"]) + 2):
+            if not real or self.muted or all(s for _, _, s in self.outbox()):
+                break
+            self.relay_real(False)   # ten rounds of RELAY["batch"] rows at most per run
 
     def kafka_live(self):
         """Orders the writer will count once it applied everything in Kafka: a VoucherReserved
