@@ -10,15 +10,18 @@
  * a value above 0, CLOCK_REALTIME (what vc_time_now_ms() reads) says that
  * instant; CLOCK_MONOTONIC, which the libraries' timeouts read, is left alone.
  *
- * EXPLORER_FAST_INTERVAL=1 makes the daemon's 100 ms naps between passes
- * (sleep_interval() in reconciler/main.c) 1 ms long: the explorer holds the
- * daemon at its pause points, so the nap between passes only wastes time.
+ * EXPLORER_FAST_INTERVAL=1 makes the daemon's 100 ms naps between passes 1 ms
+ * long: the explorer holds the daemon at its pause points, so the nap between
+ * passes only wastes time. The acting daemon naps in poll() on its PostgreSQL
+ * session (rc_outbox_idle(): a NOTIFY of the outbox wakes it), a standby in
+ * nanosleep(); both slices are exactly 100 ms (RC_OUTBOX_SLICE_MS).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -27,9 +30,11 @@
 
 typedef int (*clock_gettime_fn)(clockid_t, struct timespec *);
 typedef int (*nanosleep_fn)(const struct timespec *, struct timespec *);
+typedef int (*poll_fn)(struct pollfd *, nfds_t, int);
 
 static clock_gettime_fn real_clock_gettime;
 static nanosleep_fn real_nanosleep;
+static poll_fn real_poll;
 static const volatile int64_t *virtual_ms; /* the mapped file, or NULL: the real clock */
 static int fast_interval;
 
@@ -42,6 +47,7 @@ __attribute__((constructor)) static void shim_init(void)
 
     real_clock_gettime = (clock_gettime_fn)dlsym(RTLD_NEXT, "clock_gettime");
     real_nanosleep = (nanosleep_fn)dlsym(RTLD_NEXT, "nanosleep");
+    real_poll = (poll_fn)dlsym(RTLD_NEXT, "poll");
     fast_interval = fast && fast[0] == '1';
     if (!path || !*path || (fd = open(path, O_RDONLY)) < 0)
         return;
@@ -66,10 +72,18 @@ int clock_gettime(clockid_t id, struct timespec *ts)
 
 int nanosleep(const struct timespec *req, struct timespec *rem)
 {
-    /* Only the nap of sleep_interval(): exactly 100 ms. */
+    /* Only the nap between passes: exactly 100 ms. */
     if (fast_interval && req && req->tv_sec == 0 && req->tv_nsec == 100 * 1000000L) {
         struct timespec short_nap = {0, 1000000L};
         return real_nanosleep(&short_nap, rem);
     }
     return real_nanosleep(req, rem);
+}
+
+int poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
+{
+    /* Only the acting daemon's nap between passes, on its session: one fd, exactly 100 ms. */
+    if (fast_interval && nfds == 1 && timeout_ms == 100)
+        timeout_ms = 1;
+    return real_poll(fds, nfds, timeout_ms);
 }
