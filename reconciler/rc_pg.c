@@ -243,14 +243,15 @@ int rc_pg_read_aggregates(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errl
 
     /* The vouchers rc_pg_read_vouchers() read, by the same filter, in the same snapshot. */
     if (!(res = query(pg,
-                      "SELECT v.code, v.agg_reserved, v.agg_confirmed, v.agg_released,"
-                      " v.agg_reserved_customers, v.agg_confirmed_customers,"
-                      " v.agg_released_customers"
-                      " FROM voucher v WHERE v.ends_at > now() - interval '1 day'"
-                      " AND v.agg_reserved IS NOT NULL AND v.agg_confirmed IS NOT NULL"
-                      " AND v.agg_released IS NOT NULL AND v.agg_reserved_customers IS NOT NULL"
-                      " AND v.agg_confirmed_customers IS NOT NULL"
-                      " AND v.agg_released_customers IS NOT NULL",
+                      "SELECT v.code, a.agg_reserved, a.agg_confirmed, a.agg_released,"
+                      " a.agg_reserved_customers, a.agg_confirmed_customers,"
+                      " a.agg_released_customers"
+                      " FROM voucher v JOIN voucher_aggregate a ON a.code = v.code"
+                      " WHERE v.ends_at > now() - interval '1 day'"
+                      " AND a.agg_reserved IS NOT NULL AND a.agg_confirmed IS NOT NULL"
+                      " AND a.agg_released IS NOT NULL AND a.agg_reserved_customers IS NOT NULL"
+                      " AND a.agg_confirmed_customers IS NOT NULL"
+                      " AND a.agg_released_customers IS NOT NULL",
                       &rc, err, errlen)))
         return rc;
     for (int r = 0; r < PQntuples(res); r++) {

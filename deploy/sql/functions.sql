@@ -12,7 +12,9 @@
 -- earlier copies of these functions; they are history (a fresh database runs
 -- them, then this file). From 025 on a migration changes the schema only: it
 -- may add a table or a column a function here then uses (the migrations run
--- first), and it drops or renames nothing this file creates. A function
+-- first), and it drops or renames nothing this file creates (but a trigger
+-- whose old function would fail on the schema it leaves, until this file runs
+-- after it: DROP TRIGGER IF EXISTS, which this file then makes again, 030). A function
 -- whose arguments change is a new function: drop the old one here too, with
 -- DROP FUNCTION IF EXISTS and its old signature, before the new definition.
 -- A new trigger on a function of this file is made here too, after its
@@ -1054,18 +1056,20 @@ BEGIN
 END
 $fn$;
 
--- A voucher's aggregates (027; proto/redis-keys.md, "Aggregates"), moved by
--- every statement that changes its redemption rows: per status, the rows'
+-- A voucher's aggregates (027, 030; proto/redis-keys.md, "Aggregates"), moved
+-- by every statement that changes its redemption rows: per status, the rows'
 -- count and the sum of their customers' last six digits, as Redis keeps them
--- per order state in voucher:{CODE}:agg. One UPDATE per voucher a statement
--- changed (the writer applies a batch in a few statements), after the voucher
--- rows are locked in code order, as the per-customer check locks them: two
--- transactions that touch the same vouchers wait for each other instead of
--- deadlocking. A NULL aggregate (not counted yet) stays NULL. SECURITY DEFINER
--- (the schema's owner, which applies this file): every role that changes
--- redemptions (the writer, a function that runs as a role of its own) keeps
--- the aggregates without a grant on their columns, and none may write them
--- otherwise.
+-- per order state in voucher:{CODE}:agg, in voucher_aggregate (one row per
+-- voucher, made by the first statement that needs it). One upsert per voucher
+-- a statement changed, after the voucher rows are locked in code order, as the
+-- per-customer check locks them: two transactions that touch the same
+-- vouchers wait for each other instead of deadlocking. The voucher row is
+-- locked, not updated (030: a second update of it in one transaction, beside
+-- its used_count's, broke its multixact). A NULL aggregate (not counted)
+-- stays NULL. SECURITY DEFINER (the schema's owner, which applies this file):
+-- every role that changes redemptions (the writer, a function that runs as a
+-- role of its own) keeps the aggregates without a grant on the table, and
+-- none may write them otherwise.
 CREATE OR REPLACE FUNCTION voucher_redemption_aggregate()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -1117,17 +1121,22 @@ BEGIN
           FROM unnest(codes, statuses, signs, tails) AS d(code, status, sign, tail)
          GROUP BY d.code
     )
-    UPDATE voucher v
-       SET agg_reserved = v.agg_reserved + s.reserved,
-           agg_confirmed = v.agg_confirmed + s.confirmed,
-           agg_released = v.agg_released + s.released,
-           agg_reserved_customers = v.agg_reserved_customers + s.reserved_c,
-           agg_confirmed_customers = v.agg_confirmed_customers + s.confirmed_c,
-           agg_released_customers = v.agg_released_customers + s.released_c
+    INSERT INTO voucher_aggregate AS a (code, agg_reserved, agg_confirmed, agg_released,
+                                       agg_reserved_customers, agg_confirmed_customers,
+                                       agg_released_customers)
+    SELECT s.code, s.reserved, s.confirmed, s.released, s.reserved_c, s.confirmed_c,
+           s.released_c
       FROM s
-     WHERE v.code = s.code
-       AND (s.reserved, s.confirmed, s.released, s.reserved_c, s.confirmed_c, s.released_c)
-           <> (0, 0, 0, 0, 0, 0);
+     WHERE (s.reserved, s.confirmed, s.released, s.reserved_c, s.confirmed_c, s.released_c)
+           <> (0, 0, 0, 0, 0, 0)
+     ORDER BY s.code
+    ON CONFLICT (code) DO UPDATE
+       SET agg_reserved = a.agg_reserved + EXCLUDED.agg_reserved,
+           agg_confirmed = a.agg_confirmed + EXCLUDED.agg_confirmed,
+           agg_released = a.agg_released + EXCLUDED.agg_released,
+           agg_reserved_customers = a.agg_reserved_customers + EXCLUDED.agg_reserved_customers,
+           agg_confirmed_customers = a.agg_confirmed_customers + EXCLUDED.agg_confirmed_customers,
+           agg_released_customers = a.agg_released_customers + EXCLUDED.agg_released_customers;
     RETURN NULL;
 END
 $fn$;

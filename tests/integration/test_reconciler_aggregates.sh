@@ -56,7 +56,7 @@ is "$(wait_sql "SELECT string_agg(status, ' ' ORDER BY order_id) FROM voucher_re
 is "$(agg "$code")" "C=1 C_customers=101 H=1 H_customers=102 R=1 R_customers=103 " \
   "Redis's aggregate counts one order per state, and sums their customers"
 is "$(sql "SELECT agg_reserved || ' ' || agg_confirmed || ' ' || agg_released || ' ' || agg_reserved_customers
-             || ' ' || agg_confirmed_customers || ' ' || agg_released_customers FROM voucher WHERE code = '$code'")" \
+             || ' ' || agg_confirmed_customers || ' ' || agg_released_customers FROM voucher_aggregate WHERE code = '$code'")" \
   "1 1 1 102 101 103" "PostgreSQL's aggregate counts its rows the same"
 wait_quiet "$code" || { echo "Bail out! the writer never committed its offsets"; exit 1; }
 

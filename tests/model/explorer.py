@@ -2993,7 +2993,7 @@ class Explorer(RuleBasedStateMachine):
         """The aggregates (proto/redis-keys.md, "Aggregates") at every step: Redis's (agg) is a
         recount of the orders hash beside it whenever that hash exists (a hash lost without a
         script leaves it stale until the next write or repair: the reconciler reads it as
-        unsound then), and PostgreSQL's (the voucher row's agg_* columns) a recount of its rows.
+        unsound then), and PostgreSQL's (voucher_aggregate's row) a recount of its rows.
         A campaign keeps Redis's only."""
         if orders:
             want = {}
@@ -3013,9 +3013,11 @@ class Explorer(RuleBasedStateMachine):
         if self.camp:
             return
         kept, counted = self.w.sql(
-            "SELECT ARRAY[v.agg_reserved, v.agg_confirmed, v.agg_released,"
-            " v.agg_reserved_customers, v.agg_confirmed_customers,"
-            " v.agg_released_customers]::bigint[],"
+            # No row yet (no redemption changed so far): nothing counted, all 0.
+            "SELECT ARRAY[coalesce(a.agg_reserved, 0), coalesce(a.agg_confirmed, 0),"
+            " coalesce(a.agg_released, 0), coalesce(a.agg_reserved_customers, 0),"
+            " coalesce(a.agg_confirmed_customers, 0),"
+            " coalesce(a.agg_released_customers, 0)]::bigint[],"
             " (SELECT ARRAY[count(*) FILTER (WHERE r.status = 'RESERVED'),"
             "  count(*) FILTER (WHERE r.status = 'CONFIRMED'),"
             "  count(*) FILTER (WHERE r.status = 'RELEASED'),"
@@ -3026,7 +3028,8 @@ class Explorer(RuleBasedStateMachine):
             "  coalesce(sum(right(r.customer_id::text, 6)::bigint)"
             "   FILTER (WHERE r.status = 'RELEASED'), 0)]::bigint[]"
             "  FROM voucher_redemption r WHERE r.voucher_code = v.code)"
-            " FROM voucher v WHERE v.code = %s", (self.code,))[0]
+            " FROM voucher v LEFT JOIN voucher_aggregate a ON a.code = v.code"
+            " WHERE v.code = %s", (self.code,))[0]
         if list(kept) != list(counted):
             self.fail("PostgreSQL's aggregate is not a recount of its rows: agg %s, rows %s"
                       % (list(kept), list(counted)))
