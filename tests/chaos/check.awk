@@ -4,6 +4,7 @@
 #
 #   awk -f check.awk -v limit=N -v per_user=N -v used=N \
 #       -v attempts_file=F -v ops_file=F -v rows_file=F -v samples_file=F  F F F F
+#       [-v events_file=F  F]
 #
 # Inputs (tab-separated):
 #   attempts_file  vc-load --out: attempt orderId customerId status error replayed ...
@@ -12,11 +13,18 @@
 #                  releases (DELETE) the driver sent for some of the 201s
 #   rows_file      order_id customer_id status: voucher_redemption for the voucher
 #   samples_file   epochMs used_count total_limit: PostgreSQL sampled during the run
+#   events_file    type orderId: the voucher's events read back from voucher-events
+#                  (optional; the direct voucher of direct-outage, whose events its
+#                  outbox relays): every row must have the events of its state, and
+#                  no event may name an order without a row
 #
 # An outcome is ok (201 for a reservation, 200 for a confirm or release),
 # rejected (any 4xx: the service said no, definitely), or unknown (503, a
 # timeout, a broken connection, anything else): an unknown call may or may not
-# have taken effect, and either is allowed.
+# have taken effect, and either is allowed. A call that needed more than one
+# try had an unknown outcome at its first (vc-load and the order service retry
+# only those): both count as "unavailable", which a direct voucher must never
+# be while Redis or Kafka is away, and a flash one must be then.
 #
 # Prints key=value lines: the counts of the table and one count per invariant
 # (0 when it holds), then "example.<invariant>=orderId" for the first cases.
@@ -26,7 +34,8 @@ BEGIN {
     split("attempts n201 n409 n422 n4xx unknown nrows live samples peak promised " \
           "oversold duplicates over_per_user used_vs_rows lost_reservation lost_confirm " \
           "lost_release phantom_row phantom_confirm customer_mismatch confirms_ok " \
-          "releases_ok confirms_sent releases_sent", keys, " ")
+          "releases_ok confirms_sent releases_sent n429 unavailable events events_missing " \
+          "events_phantom", keys, " ")
     for (i in keys)
         out[keys[i]] = 0
 }
@@ -48,6 +57,12 @@ FILENAME == attempts_file {
     # took the use, so the attempt's outcome is unknown, not rejected.
     if ($4 == "429" && $8 + 0 > 1)
         $4 = "429-after-unknown"
+    if ($4 ~ /^429/)
+        out["n429"]++
+    if (unknown_outcome($4) || $8 + 0 > 1) {
+        out["unavailable"]++
+        example("unavailable", $2 " (reserve: " $4 ", " $8 " tries)")
+    }
     reservation[$2] = $4
     reservation_error[$2] = $5
     reservation_customer[$2] = $3
@@ -67,6 +82,10 @@ FILENAME == attempts_file {
 FILENAME == ops_file {
     if (NF < 3)
         next
+    if (unknown_outcome($3) || $4 + 0 > 1) {
+        out["unavailable"]++
+        example("unavailable", $2 " (" $1 ": " $3 ", " $4 " tries)")
+    }
     if ($1 == "confirm") {
         confirm[$2] = $3
         out["confirms_sent"]++
@@ -92,6 +111,15 @@ FILENAME == rows_file {
         out["live"]++
         live_by_customer[$2]++
     }
+    next
+}
+
+FILENAME == events_file {
+    if (NF < 2)
+        next
+    out["events"]++
+    events[$2, $1]++
+    event_order[$2] = 1
     next
 }
 
@@ -173,6 +201,24 @@ END {
             out["phantom_confirm"]++
             example("phantom_confirm", o)
         }
+    }
+
+    # Events stay the record: every row has the events of the changes it went through
+    # (a copy sent twice is allowed), and no event names an order without a row.
+    if (events_file != "") {
+        for (o in rows) {
+            if (!((o, "VoucherReserved") in events) ||
+                (row_status[o] == "CONFIRMED" && !((o, "VoucherConfirmed") in events)) ||
+                (row_status[o] == "RELEASED" && !((o, "VoucherReleased") in events))) {
+                out["events_missing"]++
+                example("events_missing", o " (" row_status[o] ")")
+            }
+        }
+        for (o in event_order)
+            if (!(o in rows)) {
+                out["events_phantom"]++
+                example("events_phantom", o)
+            }
     }
 
     # Never oversell: not in PostgreSQL at any sampled moment, not at the end,

@@ -166,6 +166,32 @@ fault_kill_kafka() {
   deploy_stack up kafka && fault_log "Kafka is back" || fault_log "start kafka FAILED"
 }
 
+# direct-outage: Redis stopped for a while and started again, then Kafka stopped
+# for a while and started again, under the sale of a flash voucher and of a
+# direct one at once. Each outage's window (epoch ms, from the stop to the
+# start command) goes to $dir/outages.tsv: the direct voucher must have answered
+# 201s to attempts begun inside each.
+outage() { # SERVICE NAME
+  local down
+  if ! deploy_stack down "$1"; then
+    fault_log "stop $2 FAILED"
+    return 1
+  fi
+  down=$(now_ms)
+  fault_log "$2 stopped for ${p_outage_s}s"
+  sleep "$p_outage_s"
+  printf '%s\t%s\t%s\n' "$1" "$down" "$(now_ms)" >>"$dir/outages.tsv"
+  deploy_stack up "$1" && fault_log "$2 is back" || fault_log "start $2 FAILED"
+}
+
+fault_direct_outage() {
+  : >"$dir/outages.tsv"
+  at "$(rand 800 1500)"
+  outage redis Redis
+  sleep 0.5
+  outage kafka Kafka
+}
+
 # Restart PostgreSQL mid-sale: the writer's batches and the gateway's rule
 # loads fail meanwhile.
 fault_restart_postgres() {

@@ -15,10 +15,11 @@ rcli() {
   redis-cli -h "${hostport%:*}" -p "${hostport#*:}" "$@"
 }
 
-# A voucher of its own for each scenario, valid from a minute ago for a day.
-voucher_create() { # CODE LIMIT PER_CUSTOMER
+# A voucher of its own for each scenario, valid from a minute ago for a day: a
+# flash one, or (direct-outage's second) a direct one.
+voucher_create() { # CODE LIMIT PER_CUSTOMER [MODE]
   sql "INSERT INTO voucher (code, mode, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at)
-       VALUES ('$1', 'flash', 100000, 0, $2, $3, now() - interval '1 minute', now() + interval '1 day')" >/dev/null
+       VALUES ('$1', '${4:-flash}', 100000, 0, $2, $3, now() - interval '1 minute', now() + interval '1 day')" >/dev/null
 }
 
 # Moves a checked scenario's voucher out of the reconciler's window (it looks
