@@ -12,7 +12,7 @@
 # test does not depend on the gateway's direct path. Stops and starts the
 # stack's Kafka: run it on a private stack (tests/run).
 source "$(dirname "$0")/lib.sh"
-plan 28
+plan 31
 
 stack=$VOUCHER_SOURCE_DIR/deploy/stack
 kafka_back() { "$stack" up kafka >"$scratch/kafka-up.log" 2>&1; }
@@ -114,6 +114,18 @@ p0=$(reconciler_passes)
 for ((i = 0; i < 300; i++)); do [ "$(reconciler_passes)" -ge $((${p0:-0} + 4)) ] && break; sleep 0.1; done
 is "$(redis_keys "$a") $(redis_keys "$c")" "0 0" "after $(($(reconciler_passes) - ${p0:-0})) more passes, the direct vouchers have no Redis key"
 is "$(metric "$rc_addr" "voucher_reconciler_verdict{code=\"$c\"}")" 0 "the reconciler judges the direct voucher consistent"
+# Its check, rows against used_count, finds a change made by hand either way:
+# a use counted without a row (used-without-rows, 5), a live row without its
+# use (drifted, 4); the live rows are the aggregates' count (voucher_aggregate).
+verdict_c() { metric "$rc_addr" "voucher_reconciler_verdict{code=\"$c\"}"; }
+sql "UPDATE voucher SET used_count = used_count + 1 WHERE code = '$c'"
+is "$(wait_for 5 30 verdict_c)" 5 "used_count raised by hand: the direct voucher is judged used-without-rows"
+sql "UPDATE voucher SET used_count = used_count - 1 WHERE code = '$c';
+     INSERT INTO voucher_redemption (voucher_code, customer_id, order_id, status, held_until)
+     VALUES ('$c', 9, '$c-by-hand', 'RESERVED', 'infinity')"
+is "$(wait_for 4 30 verdict_c)" 4 "a live row added by hand, its use not counted: drifted"
+sql "DELETE FROM voucher_redemption WHERE order_id = '$c-by-hand'"
+is "$(wait_for 0 30 verdict_c)" 0 "both taken back: consistent again"
 
 # 4. A reconciler that does not act relays nothing: the lock held elsewhere.
 daemon_stop "$test_name-reconciler"
