@@ -194,6 +194,39 @@ static rc_order_t *row_order(rc_vouchers_t *vs, rc_voucher_t **v, const PGresult
 }
 
 /*
+ * The vouchers of res, selected as code, total_limit, used_count, a fourth
+ * column, parked dead letters, ends_at in ms, into vs (allocated here). The
+ * fourth is, for a flash voucher, whether Redis was loaded (redis_loaded_at);
+ * for a direct one (direct), its live rows, which are then read (rows_read).
+ * Frees res. 0 or VC_ERR_NOMEM.
+ */
+static int voucher_rows(PGresult *res, rc_vouchers_t *vs, int direct)
+{
+    if (rc_vouchers_alloc(vs, (size_t)PQntuples(res)) != 0) {
+        PQclear(res);
+        return VC_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < vs->len; i++) {
+        rc_voucher_t *v = &vs->v[i];
+        snprintf(v->code, sizeof(v->code), "%s", PQgetvalue(res, (int)i, 0));
+        v->n.total_limit = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
+        v->n.used_count = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
+        if (direct) {
+            v->n.live_rows = strtoll(PQgetvalue(res, (int)i, 3), NULL, 10);
+            v->n.pg_live_after = v->n.live_rows;
+            v->rows_read = 1;
+        } else {
+            v->n.live_rows = v->n.used_count; /* counted from the rows when they are read */
+            v->claimed = strcmp(PQgetvalue(res, (int)i, 3), "t") == 0;
+        }
+        v->n.parked = strtoll(PQgetvalue(res, (int)i, 4), NULL, 10);
+        v->ends_at_ms = strtoll(PQgetvalue(res, (int)i, 5), NULL, 10);
+    }
+    PQclear(res);
+    return 0;
+}
+
+/*
  * Step 2: every active voucher (not ended more than a day ago) and its
  * numbers. This opens a read-only REPEATABLE READ transaction that stays
  * open until rc_pg_read_rows() (rc_pg.h).
@@ -217,22 +250,7 @@ int rc_pg_read_vouchers(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen
                       " ORDER BY v.code COLLATE \"C\"",
                       &rc, err, errlen)))
         return rc;
-    if (rc_vouchers_alloc(vs, (size_t)PQntuples(res)) != 0) {
-        PQclear(res);
-        return VC_ERR_NOMEM;
-    }
-    for (size_t i = 0; i < vs->len; i++) {
-        rc_voucher_t *v = &vs->v[i];
-        snprintf(v->code, sizeof(v->code), "%s", PQgetvalue(res, (int)i, 0));
-        v->n.total_limit = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
-        v->n.used_count = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
-        v->n.live_rows = v->n.used_count; /* counted from the rows when they are read */
-        v->claimed = strcmp(PQgetvalue(res, (int)i, 3), "t") == 0;
-        v->n.parked = strtoll(PQgetvalue(res, (int)i, 4), NULL, 10);
-        v->ends_at_ms = strtoll(PQgetvalue(res, (int)i, 5), NULL, 10);
-    }
-    PQclear(res);
-    return 0;
+    return voucher_rows(res, vs, 0);
 }
 
 int rc_pg_read_aggregates(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
@@ -487,36 +505,28 @@ int rc_pg_read_direct(rc_pg_t *pg, rc_vouchers_t *vs, char *err, size_t errlen)
     PGresult *res;
     int rc = 0;
 
-    /* One statement, one snapshot: used_count and the rows counted at one moment. */
+    /*
+     * One statement, one snapshot: used_count and the live rows at one
+     * moment. The live rows are the aggregates' count (030: kept by the
+     * redemptions' trigger in the transactions that change them, so O(1) a
+     * voucher), or counted when they are not kept (no row yet, or NULL).
+     */
     if (!(res = query(pg,
                       "SELECT v.code, v.total_limit, v.used_count,"
-                      " (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = v.code"
-                      "   AND r.status IN ('RESERVED', 'CONFIRMED')),"
+                      " CASE WHEN a.agg_reserved IS NOT NULL AND a.agg_confirmed IS NOT NULL"
+                      "  THEN a.agg_reserved + a.agg_confirmed"
+                      "  ELSE (SELECT count(*) FROM voucher_redemption r"
+                      "   WHERE r.voucher_code = v.code AND r.status IN ('RESERVED', 'CONFIRMED'))"
+                      " END,"
                       " (SELECT count(*) FROM dead_letter d WHERE d.voucher_code = v.code"
                       "   AND d.state = 'parked'),"
                       " (extract(epoch FROM v.ends_at) * 1000)::bigint"
-                      " FROM voucher v WHERE v.ends_at > now() - interval '1 day'"
-                      "   AND v.mode = 'direct'"
+                      " FROM voucher v LEFT JOIN voucher_aggregate a ON a.code = v.code"
+                      " WHERE v.ends_at > now() - interval '1 day' AND v.mode = 'direct'"
                       " ORDER BY v.code COLLATE \"C\"",
                       &rc, err, errlen)))
         return rc;
-    if (rc_vouchers_alloc(vs, (size_t)PQntuples(res)) != 0) {
-        PQclear(res);
-        return VC_ERR_NOMEM;
-    }
-    for (size_t i = 0; i < vs->len; i++) {
-        rc_voucher_t *v = &vs->v[i];
-        snprintf(v->code, sizeof(v->code), "%s", PQgetvalue(res, (int)i, 0));
-        v->n.total_limit = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
-        v->n.used_count = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
-        v->n.live_rows = strtoll(PQgetvalue(res, (int)i, 3), NULL, 10);
-        v->n.pg_live_after = v->n.live_rows;
-        v->n.parked = strtoll(PQgetvalue(res, (int)i, 4), NULL, 10);
-        v->ends_at_ms = strtoll(PQgetvalue(res, (int)i, 5), NULL, 10);
-        v->rows_read = 1;
-    }
-    PQclear(res);
-    return 0;
+    return voucher_rows(res, vs, 1);
 }
 
 int rc_pg_expire_direct(rc_pg_t *pg, int limit, int64_t now_ms, int64_t grace_ms, int64_t *released,
