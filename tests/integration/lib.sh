@@ -135,6 +135,19 @@ answer() { echo "$status $(jq -r '.error // .status // empty' <<<"$body" 2>/dev/
 now_ms() { date +%s%3N; } # Unix time in ms, as the scripts' nowMs
 # Successful passes of the reconciler started with start_reconciler (its /metrics).
 reconciler_passes() { metric "$(reconciler_admin 0)" 'voucher_reconciler_passes_total{result="ok"}'; }
+# passes_after N: until the reconciler has finished N more passes than now (each began after
+# this call's start); 1 if not within 30 s.
+passes_after() {
+  local p0 i
+  p0=$(reconciler_passes)
+  for ((i = 0; i < 300; i++)); do
+    [ "$(reconciler_passes)" -ge $((${p0:-0} + $1 + 1)) ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# read_kind CODE: how the reconciler's last pass read it: 0 numbers, 1 targeted, 2 in full.
+read_kind() { metric "$(reconciler_admin 0)" "voucher_reconciler_read{code=\"$1\"}"; }
 # wait_graces GRACE_MS: until three graces and six of its passes went by (at
 # most 30 s), for "nothing was released" checks that must outlast the grace.
 wait_graces() {

@@ -15,18 +15,6 @@ reserve() { # CODE CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
 }
 state() { rcli HGET "voucher:{$1}:orders" "$2" | awk -F: '{print $4}'; }
-# How the reconciler's last pass read CODE: 0 numbers, 1 targeted, 2 in full.
-read_kind() { metric "$(reconciler_admin 0)" "voucher_reconciler_read{code=\"$1\"}"; }
-# Until the reconciler has finished N more passes than now (each began after this call's start).
-passes_after() { # N
-  local p0 i
-  p0=$(reconciler_passes)
-  for ((i = 0; i < 300; i++)); do
-    [ "$(reconciler_passes)" -ge $((${p0:-0} + $1 + 1)) ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
 # The writer commits its offsets a second after it applied them: until then its
 # events count as in flight, and a voucher with events in flight is not quiet.
 wait_quiet() { # CODE

@@ -20,19 +20,7 @@ redis_reserve() {
   rcli EVAL "$(lua_script reserve)" 6 $(keys5 "$1") "voucher:{$1}:amounts" "$2" 1 "$3" 100000 "$4" "$(now_ms)" \
     500000 take | head -1
 }
-# How the reconciler's last pass read CODE: 0 numbers, 1 targeted, 2 in full.
-read_kind() { metric "$(reconciler_admin 0)" "voucher_reconciler_read{code=\"$1\"}"; }
 verdict() { metric "$(reconciler_admin 0)" "voucher_reconciler_verdict{code=\"$1\"}"; }
-# Until the reconciler has finished N more passes than now (each began after this call's start).
-passes_after() { # N
-  local p0 i
-  p0=$(reconciler_passes)
-  for ((i = 0; i < 300; i++)); do
-    [ "$(reconciler_passes)" -ge $((${p0:-0} + $1 + 1)) ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
 
 start_gateway --hold-ttl 60s
 start_writer

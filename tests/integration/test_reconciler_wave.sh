@@ -12,8 +12,6 @@ N=2000
 reserve() { # CODE CUSTOMER ORDER -> $status $body
   http POST "/vouchers/$1/reservations" "{\"customerId\":$2,\"orderId\":\"$3\",\"orderAmount\":500000}"
 }
-# How the reconciler's last pass read CODE: 0 numbers, 1 targeted, 2 in full.
-read_kind() { metric "$(reconciler_admin 0)" "voucher_reconciler_read{code=\"$1\"}"; }
 held() { rcli ZCARD "voucher:{$1}:holds"; }
 # The latest heldUntil among the orders Redis holds R, and the earliest still in holds.
 latest_released() {
