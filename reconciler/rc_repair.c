@@ -529,30 +529,71 @@ out:
 }
 
 /*
- * A restore in slices (proto/redis-keys.md, "A restore in slices"): the
- * counter lost, the orders hash kept, more orders than --orders-scan-above.
- * scan_begin.lua puts this repair's token in the voucher's scan key, so that
- * every order a script writes from then on is noted in touched;
- * restore_slice.lua, a call at a time, merges RESTORE_SLICE_READ of the
- * snapshot's orders (a's fours, from first on) and reads the next piece of
- * the orders hash (HSCAN), copying what it read into the staged orders and
- * counting the customers' uses into the staged users; restore_finish.lua
- * counts again what was written since and sets the counter at one moment,
- * or gives up (the next pass judges again). No script holds Redis for more
- * than RESTORE_SLICE_READ orders plus the orders written during the restore.
- * a holds the repair's arguments (total, uncounted, nowMs, expireAt, then the
- * fours); *status and answer are restore_finish.lua's (as restore.lua's),
- * *steps the scripts it took.
+ * What a restore in slices and a retake in slices do differently
+ * (repair_in_slices()): their scripts, and what each script takes beyond
+ * what both take.
  */
-static int restore_in_slices(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *a, int first,
-                             int64_t *status, char *answer, size_t answercap, size_t *steps,
-                             char *err, size_t errlen)
+typedef struct {
+    const char *kind; /* "restore" or "retake": the metric's label and the logs' word */
+    const char *slice_lua, *slice_file; /* the slice's script, and its file for an error */
+    int64_t slice_read;                 /* the slice's answer when it merged and read */
+    int slice_users;    /* the slice takes users last (KEYS[8]): a retake refuses it back */
+    int slice_now;      /* the slice takes nowMs (a's third argument) after the cursor */
+    int counts_written; /* the slice answers "cursor:taken:written", the finish the sum last */
+    const char *finish_lua;
+} slices_form_t;
+
+/* restore_slice.lua and restore_finish.lua: the counter lost. */
+static const slices_form_t restore_slices = {
+    .kind = "restore",
+    .slice_lua = vc_lua_rc_restore_slice,
+    .slice_file = "restore_slice.lua",
+    .slice_read = VC_RESTORE_SLICE_READ,
+    .slice_now = 1,
+    .finish_lua = vc_lua_rc_restore_finish,
+};
+
+/* retake_slice.lua and retake_finish.lua: the users hash lost. */
+static const slices_form_t retake_slices = {
+    .kind = "retake",
+    .slice_lua = vc_lua_rc_retake_slice,
+    .slice_file = "retake_slice.lua",
+    .slice_read = VC_RETAKE_SLICE_READ,
+    .slice_users = 1,
+    .counts_written = 1,
+    .finish_lua = vc_lua_rc_retake_finish,
+};
+
+/*
+ * A restore or a retake in slices (proto/redis-keys.md, "A restore in
+ * slices", "A retake in slices"): the counter lost (restore) or the users hash
+ * lost (retake), the orders hash kept, more orders than --orders-scan-above.
+ * scan_begin.lua puts this repair's token in the voucher's scan key, so that
+ * every order a script writes from then on is noted in touched; the form's
+ * slice (restore_slice.lua, retake_slice.lua), a call at a time, merges
+ * RESTORE_SLICE_READ of the snapshot's orders (a's fours, from first on) and
+ * reads the next piece of the orders hash (HSCAN), copying what it read into
+ * the staged orders and counting the customers' uses into the staged users;
+ * the form's finish (restore_finish.lua, retake_finish.lua) counts again what
+ * was written since and, at one moment, sets the counter (restore) or puts
+ * the counts in place and lowers the counter (retake), or gives up (the next
+ * pass judges again). No script holds Redis for more than RESTORE_SLICE_READ
+ * orders plus the orders written during the repair. a holds the one script's
+ * arguments (restore.lua's: total, uncounted, nowMs, expireAt; retake.lua's:
+ * total, uncounted, expireAt; then the fours); the finish takes total,
+ * uncounted, the uses the slices counted, the same extras, the token (and for
+ * a retake the orders the slices wrote). *status and answer are the finish's
+ * (as the one script's), *steps the scripts it took.
+ */
+static int repair_in_slices(rc_ctx_t *ctx, rc_voucher_t *v, const slices_form_t *form,
+                            const repair_args_t *a, int first, int64_t *status, char *answer,
+                            size_t answercap, size_t *steps, char *err, size_t errlen)
 {
     size_t norders = (size_t)(a->nargs - first) / 4, slices = 0;
     char staged[VC_RESTORING_KEY_COUNT][VC_CODE_MAX + 80], token[33], cursor[64] = "0";
-    char got[96], live[24];
+    char got[96], live[24], merged[24];
     const char **args = calloc(5 + 4 * RESTORE_SLICE_READ, sizeof(*args));
-    int64_t st = 0, taken = 0;
+    int64_t st = 0, taken = 0, written = 0;
     rc_keys_t k;
     int rc;
 
@@ -566,38 +607,43 @@ static int restore_in_slices(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t
     const char *begin_keys[] = {k.name[VC_VOUCHER_KEY_ORDERS], k.name[VC_VOUCHER_KEY_SCAN],
                                 k.name[VC_VOUCHER_KEY_TOUCHED]};
     const char *begin_args[] = {token, "-1", RESTORE_STAGED_MS};
-    if ((rc = rc_repair_eval(ctx, "restore", "voucher", v->code, 0, vc_lua_scan_begin, 3,
+    if ((rc = rc_repair_eval(ctx, form->kind, "voucher", v->code, 0, vc_lua_scan_begin, 3,
                              begin_keys, 3, begin_args, &st, got, sizeof(got), err, errlen)) != 0)
         goto out;
     const char *slice_keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_ORDERS],
                                 k.name[VC_VOUCHER_KEY_HOLDS],     k.name[VC_VOUCHER_KEY_RELEASING],
                                 k.name[VC_VOUCHER_KEY_SCAN],      staged[VC_RESTORING_KEY_ORDERS],
-                                staged[VC_RESTORING_KEY_USERS]};
+                                staged[VC_RESTORING_KEY_USERS],   k.name[VC_VOUCHER_KEY_USERS]};
+    int nslice_keys = form->slice_users ? 8 : 7;
     for (size_t o = 0; o < norders || cursor[0]; slices++) {
         size_t no = norders - o < RESTORE_SLICE_READ ? norders - o : RESTORE_SLICE_READ;
         char *colon;
-        long long t;
+        long long t, w = 0;
         int n = 0;
         args[n++] = token;
         args[n++] = cursor;
-        args[n++] = a->args[2]; /* nowMs */
+        if (form->slice_now)
+            args[n++] = a->args[2]; /* nowMs */
         args[n++] = RESTORE_STAGED_MS;
         args[n++] = RESTORE_SLICE_READ_ARG;
         for (size_t i = 0; i < 4 * no; i++)
             args[n++] = a->args[first + 4 * o + i];
         if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-            (rc = rc_repair_eval(ctx, "restore", "voucher", v->code, no, vc_lua_rc_restore_slice,
-                                 7, slice_keys, n, args, &st, got, sizeof(got), err, errlen)) != 0)
+            (rc = rc_repair_eval(ctx, form->kind, "voucher", v->code, no, form->slice_lua,
+                                 nslice_keys, slice_keys, n, args, &st, got, sizeof(got), err,
+                                 errlen)) != 0)
             goto out;
-        if (st != VC_RESTORE_SLICE_READ)
-            break; /* the counter is back, or the notes lost: the finish drops what was staged */
-        if (!(colon = strchr(got, ':')) || sscanf(colon + 1, "%lld", &t) != 1 ||
+        if (st != form->slice_read)
+            break; /* refused: the finish refuses too, and drops what was staged */
+        if (!(colon = strchr(got, ':')) ||
+            sscanf(colon + 1, "%lld:%lld", &t, &w) < (form->counts_written ? 2 : 1) ||
             (size_t)(colon - got) >= sizeof(cursor)) {
-            snprintf(err, errlen, "restore_slice.lua of %s: unexpected answer", v->code);
+            snprintf(err, errlen, "%s of %s: unexpected answer", form->slice_file, v->code);
             rc = VC_ERR_PROTOCOL;
             goto out;
         }
         taken += t;
+        written += w;
         o += no;
         /* "0": HSCAN came back to the start, the whole hash read; "": no read asked. */
         if (cursor[0] && memcmp(got, "0:", 2) == 0)
@@ -607,21 +653,23 @@ static int restore_in_slices(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t
     }
     *steps = slices + 2;
     snprintf(live, sizeof(live), "%lld", (long long)taken);
+    snprintf(merged, sizeof(merged), "%lld", (long long)written);
     const char *finish_keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_USERS],
                                  k.name[VC_VOUCHER_KEY_ORDERS],    k.name[VC_VOUCHER_KEY_HOLDS],
                                  k.name[VC_VOUCHER_KEY_RELEASING], k.name[VC_VOUCHER_KEY_SCAN],
                                  k.name[VC_VOUCHER_KEY_TOUCHED],   staged[VC_RESTORING_KEY_ORDERS],
                                  staged[VC_RESTORING_KEY_USERS]};
-    const char *finish_args[] = {a->args[0], a->args[1], live, a->args[2], a->args[3], token};
+    const char *finish_args[7] = {a->args[0], a->args[1], live};
+    int nfinish = 3;
+    for (int i = 2; i < first; i++)
+        finish_args[nfinish++] = a->args[i]; /* the extras: nowMs, expireAt */
+    finish_args[nfinish++] = token;
+    if (form->counts_written)
+        finish_args[nfinish++] = merged;
     if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)
         goto out;
-    rc = rc_repair_eval(ctx, "restore", "voucher", v->code, v->orders.len, vc_lua_rc_restore_finish,
-                        9, finish_keys, 6, finish_args, status, answer, answercap, err, errlen);
-    if (rc == 0 && (*status == VC_REPAIR_ORDERS_STATE || *status == VC_REPAIR_NOTES_LOST))
-        vc_warn("%s: the restore in slices found the orders hash changed without a note, or its "
-                "notes of what was written meanwhile lost, at its last step: nothing written, the "
-                "next pass judges the voucher again",
-                v->code);
+    rc = rc_repair_eval(ctx, form->kind, "voucher", v->code, v->orders.len, form->finish_lua, 9,
+                        finish_keys, nfinish, finish_args, status, answer, answercap, err, errlen);
 out:
     free(args);
     return rc;
@@ -665,9 +713,14 @@ static int restore(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err,
         rc = repair_in_steps(ctx, v, &a, 4, expire, 0, &status, answer, sizeof(answer), &steps,
                              err, errlen);
     } else if (in_slices(ctx, v)) {
-        rc = restore_in_slices(ctx, v, &a, 4, &status, answer, sizeof(answer), &steps, err,
-                               errlen);
+        rc = repair_in_slices(ctx, v, &restore_slices, &a, 4, &status, answer, sizeof(answer),
+                              &steps, err, errlen);
         sliced = 1;
+        if (rc == 0 && (status == VC_REPAIR_ORDERS_STATE || status == VC_REPAIR_NOTES_LOST))
+            vc_warn("%s: the restore in slices found the orders hash changed without a note, or "
+                    "its notes of what was written meanwhile lost, at its last step: nothing "
+                    "written, the next pass judges the voucher again",
+                    v->code);
     } else {
         rc_keys_of(v->code, &k);
         const char *keys[VC_RESTORE_NKEYS];
@@ -701,105 +754,6 @@ out:
 }
 
 /*
- * A retake in slices (proto/redis-keys.md, "A retake in slices"): the users
- * hash lost, the counter and the orders hash kept, more orders than
- * --orders-scan-above. As the restore in slices: scan_begin.lua puts this
- * repair's token in scan (every order a script writes from then on is noted
- * in touched); retake_slice.lua, a call at a time, merges RESTORE_SLICE_READ
- * of the snapshot's orders (a's fours, from first on) and reads the next
- * piece of the orders hash, counting the customers' uses into the staged
- * users; retake_finish.lua counts again what was written since, puts the
- * counts in place and lowers the counter at one moment, or gives up (the
- * next pass judges again). a holds retake.lua's arguments (total, uncounted,
- * expireAt, then the fours); *status and answer are retake_finish.lua's (as
- * retake.lua's), *steps the scripts it took.
- */
-static int retake_in_slices(rc_ctx_t *ctx, rc_voucher_t *v, const repair_args_t *a, int first,
-                            int64_t *status, char *answer, size_t answercap, size_t *steps,
-                            char *err, size_t errlen)
-{
-    size_t norders = (size_t)(a->nargs - first) / 4, slices = 0;
-    char staged[VC_RESTORING_KEY_COUNT][VC_CODE_MAX + 80], token[33], cursor[64] = "0";
-    char got[96], live[24], merged[24];
-    const char **args = calloc(4 + 4 * RESTORE_SLICE_READ, sizeof(*args));
-    int64_t st = 0, taken = 0, written = 0;
-    rc_keys_t k;
-    int rc;
-
-    if (!args)
-        return VC_ERR_NOMEM;
-    rc_redis_token(token);
-    rc_keys_of(v->code, &k);
-    for (int i = 0; i < VC_RESTORING_KEY_COUNT; i++)
-        (void)vc_restoring_key(staged[i], sizeof(staged[i]), v->code, token, (vc_restoring_key_t)i);
-    /* The notes begin before the first slice: every write after it is in touched. */
-    const char *begin_keys[] = {k.name[VC_VOUCHER_KEY_ORDERS], k.name[VC_VOUCHER_KEY_SCAN],
-                                k.name[VC_VOUCHER_KEY_TOUCHED]};
-    const char *begin_args[] = {token, "-1", RESTORE_STAGED_MS};
-    if ((rc = rc_repair_eval(ctx, "retake", "voucher", v->code, 0, vc_lua_scan_begin, 3, begin_keys,
-                             3, begin_args, &st, got, sizeof(got), err, errlen)) != 0)
-        goto out;
-    const char *slice_keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_ORDERS],
-                                k.name[VC_VOUCHER_KEY_HOLDS],     k.name[VC_VOUCHER_KEY_RELEASING],
-                                k.name[VC_VOUCHER_KEY_SCAN],      staged[VC_RESTORING_KEY_ORDERS],
-                                staged[VC_RESTORING_KEY_USERS],   k.name[VC_VOUCHER_KEY_USERS]};
-    for (size_t o = 0; o < norders || cursor[0]; slices++) {
-        size_t no = norders - o < RESTORE_SLICE_READ ? norders - o : RESTORE_SLICE_READ;
-        char *colon;
-        long long t, w;
-        int n = 0;
-        args[n++] = token;
-        args[n++] = cursor;
-        args[n++] = RESTORE_STAGED_MS;
-        args[n++] = RESTORE_SLICE_READ_ARG;
-        for (size_t i = 0; i < 4 * no; i++)
-            args[n++] = a->args[first + 4 * o + i];
-        if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0 ||
-            (rc = rc_repair_eval(ctx, "retake", "voucher", v->code, no, vc_lua_rc_retake_slice, 8,
-                                 slice_keys, n, args, &st, got, sizeof(got), err, errlen)) != 0)
-            goto out;
-        if (st != VC_RETAKE_SLICE_READ)
-            break; /* refused: the finish refuses too, and drops what was staged */
-        if (!(colon = strchr(got, ':')) || sscanf(colon + 1, "%lld:%lld", &t, &w) != 2 ||
-            (size_t)(colon - got) >= sizeof(cursor)) {
-            snprintf(err, errlen, "retake_slice.lua of %s: unexpected answer", v->code);
-            rc = VC_ERR_PROTOCOL;
-            goto out;
-        }
-        taken += t;
-        written += w;
-        o += no;
-        /* "0": HSCAN came back to the start, the whole hash read; "": no read asked. */
-        if (cursor[0] && memcmp(got, "0:", 2) == 0)
-            cursor[0] = '\0';
-        else if (cursor[0])
-            snprintf(cursor, sizeof(cursor), "%.*s", (int)(colon - got), got);
-    }
-    *steps = slices + 2;
-    snprintf(live, sizeof(live), "%lld", (long long)taken);
-    snprintf(merged, sizeof(merged), "%lld", (long long)written);
-    const char *finish_keys[] = {k.name[VC_VOUCHER_KEY_REMAINING], k.name[VC_VOUCHER_KEY_USERS],
-                                 k.name[VC_VOUCHER_KEY_ORDERS],    k.name[VC_VOUCHER_KEY_HOLDS],
-                                 k.name[VC_VOUCHER_KEY_RELEASING], k.name[VC_VOUCHER_KEY_SCAN],
-                                 k.name[VC_VOUCHER_KEY_TOUCHED],   staged[VC_RESTORING_KEY_ORDERS],
-                                 staged[VC_RESTORING_KEY_USERS]};
-    const char *finish_args[] = {a->args[0], a->args[1], live, a->args[2], token, merged};
-    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)
-        goto out;
-    rc = rc_repair_eval(ctx, "retake", "voucher", v->code, v->orders.len, vc_lua_rc_retake_finish,
-                        9, finish_keys, 6, finish_args, status, answer, answercap, err, errlen);
-    if (rc == 0 && *status < 0)
-        vc_warn("%s: the retake in slices found at its last step the counter gone, the orders "
-                "hash lost or changed without a note, the users hash written again, or its "
-                "notes of what was written meanwhile lost (answer %lld): nothing written, the "
-                "next pass judges the voucher again",
-                v->code, (long long)*status);
-out:
-    free(args);
-    return rc;
-}
-
-/*
  * Whether a retake goes in slices: the pass found the users hash missing
  * beside the orders (reserve.lua then takes no use, so the counts can be read
  * in slices and put in place at once) on a voucher above --orders-scan-above.
@@ -828,7 +782,14 @@ static int retake(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, 
     if ((rc = repair_args(v, 0, extra, 1, &a)) != 0)
         goto out;
     if (retake_sliced(ctx, v)) {
-        rc = retake_in_slices(ctx, v, &a, 3, &status, answer, sizeof(answer), &steps, err, errlen);
+        rc = repair_in_slices(ctx, v, &retake_slices, &a, 3, &status, answer, sizeof(answer),
+                              &steps, err, errlen);
+        if (rc == 0 && status < 0)
+            vc_warn("%s: the retake in slices found at its last step the counter gone, the orders "
+                    "hash lost or changed without a note, the users hash written again, or its "
+                    "notes of what was written meanwhile lost (answer %lld): nothing written, the "
+                    "next pass judges the voucher again",
+                    v->code, (long long)status);
     } else {
         rc_keys_of(v->code, &k);
         const char *keys[VC_RETAKE_NKEYS];
