@@ -1,7 +1,8 @@
-# Shared by the restore tests (sourced after lib.sh): test_restore_steps.sh
-# (the orders hash lost: a restore or rebuild in steps) and
+# Shared by the voucher's repair tests (sourced after lib.sh):
+# test_restore_steps.sh (the orders hash lost: a restore or rebuild in steps),
 # test_restore_slices.sh (the counter lost, the orders kept: a restore in
-# slices). $code is the voucher under test.
+# slices) and test_retake_slices.sh (the users hash lost: a retake in slices).
+# $code is the voucher under test; slices_lib.sh has the paused passes.
 
 key() { echo "voucher:{$code}:$1"; }
 reserve() { http POST "/vouchers/$code/reservations" "{\"customerId\":$1,\"orderId\":\"$2\",\"orderAmount\":500000}"; }
@@ -15,38 +16,22 @@ dump() {
   rcli ZRANGE "$(key holds)" 0 -1 WITHSCORES | paste - - | sed 's/^/hold /' | sort
   rcli ZRANGE "$(key releasing)" 0 -1 | sed 's/^/releasing /' | sort
 }
-staged_keys() { rcli --scan --pattern "voucher:{$code}:restoring:*" | wc -l; }
-# restore NAME ABOVE: one pass (--once) restoring with --orders-scan-above ABOVE.
-restore() {
-  "$bin_reconciler" --once --grace 60s --restore-delay 0s --orders-scan-above "$2" \
-    --admin-addr "" >"$scratch/$1.txt" 2>&1
-}
-# restore_paused NAME: the same in the background, stopping before each repair script.
-restore_paused() {
-  VOUCHER_PAUSE=reconciler-each-repair VOUCHER_PAUSE_DIR=$pause_dir "$bin_reconciler" --once \
-    --grace 60s --restore-delay 0s --orders-scan-above 100 --admin-addr "" >"$scratch/$1.txt" 2>&1 &
-  rc_pid=$!
-}
-# staged_until TEST N: lets the paused reconciler past every stop until the
-# orders it staged (a restore in steps) or read (in slices) so far number TEST
-# N (test's -eq, -ge): its next script is the one after them; 1 if never.
-staged_until() {
-  local i staged
-  for ((i = 0; i < 1200; i++)); do
-    if [ -e "$pause_dir/reconciler-each-repair" ]; then
-      staged=$(rcli --scan --pattern "voucher:{$code}:restoring:*:orders" | head -1)
-      [ -n "$staged" ] && [ "$(rcli HLEN "$staged")" "$1" "$2" ] && return 0
-      pause_go reconciler-each-repair
-    fi
-    sleep 0.05
-  done
-  return 1
-}
-run_out() { # lets the paused reconciler go until it exits
-  while kill -0 "$rc_pid" 2>/dev/null; do
-    pause_go reconciler-each-repair
-    sleep 0.02
-  done
-  wait "$rc_pid"
-  return 0
+staged_pattern() { echo "voucher:{$code}:restoring:*"; }
+orders_key() { key orders; }
+source "$(dirname "${BASH_SOURCE[0]}")/slices_lib.sh"
+
+# fill_voucher NAME CUSTOMER_BASE: $code, a voucher of 3,000 uses, two a customer,
+# with 2,100 holds of 1,500 customers, 40 confirmed, 20 cancelled (their uses
+# back), PostgreSQL caught up (two checks).
+fill_voucher() {
+  code=$(unique_code "$1")
+  new_voucher "$code" 3000 2
+  "$bin_load" --code "$code" --attempts 2100 --connections 50 --customers 1500 \
+    --customer-base "$2" --order-prefix "$code-" --amount 500000 >"$scratch/load.txt" 2>&1
+  ok $? "2,100 holds taken on a voucher of 3,000"
+  for i in $(seq 0 39); do http POST "/vouchers/$code/reservations/$code-$i/confirm" >/dev/null; done
+  for i in $(seq 40 59); do http DELETE "/vouchers/$code/reservations/$code-$i" >/dev/null; done
+  is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 2080 60) $(wait_sql \
+    "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' AND status = 'CONFIRMED'" 40 30)" \
+    "2080 40" "PostgreSQL counts 2,080 uses, 40 confirmed"
 }

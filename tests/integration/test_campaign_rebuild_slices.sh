@@ -28,55 +28,9 @@ dump() {
   rcli ZRANGE "$k:holds" 0 -1 WITHSCORES | paste - - | sed 's/^/hold /' | sort
   rcli ZRANGE "$k:releasing" 0 -1 | sed 's/^/releasing /' | sort
 }
-staged_keys() { rcli --scan --pattern "$k:rebuilding:*" | wc -l; }
-# rebuild NAME ABOVE: one pass (--once) rebuilding with --orders-scan-above ABOVE.
-rebuild() {
-  "$bin_reconciler" --once --grace 60s --restore-delay 0s --orders-scan-above "$2" \
-    --admin-addr "" >"$scratch/$1.txt" 2>&1
-}
-# rebuild_paused NAME: the same in the background, stopping before each repair script.
-rebuild_paused() {
-  mkdir -p "$pause_dir"
-  VOUCHER_PAUSE=reconciler-each-repair VOUCHER_PAUSE_DIR=$pause_dir "$bin_reconciler" --once \
-    --grace 60s --restore-delay 0s --orders-scan-above 100 --admin-addr "" \
-    >"$scratch/$1.txt" 2>&1 &
-  rc_pid=$!
-}
-# counted_until N: lets the paused reconciler past every stop until the orders its
-# slices counted so far number N or more: its next script is the one after them.
-counted_until() {
-  local i staged
-  for ((i = 0; i < 1200; i++)); do
-    if [ -e "$pause_dir/reconciler-each-repair" ]; then
-      staged=$(rcli --scan --pattern "$k:rebuilding:*:orders" | head -1)
-      [ -n "$staged" ] && [ "$(rcli HLEN "$staged")" -ge "$1" ] && return 0
-      pause_go reconciler-each-repair
-    fi
-    sleep 0.05
-  done
-  return 1
-}
-run_out() { # lets the paused reconciler go until it exits
-  while kill -0 "$rc_pid" 2>/dev/null; do
-    pause_go reconciler-each-repair
-    sleep 0.02
-  done
-  wait "$rc_pid"
-  return 0
-}
-# counted_hold [BUT]: an order a slice counted, held (H) both as counted and now,
-# other than the orderId BUT.
-counted_hold() {
-  local staged id
-  staged=$(rcli --scan --pattern "$k:rebuilding:*:orders" | head -1)
-  for id in $(rcli HRANDFIELD "$staged" 100); do
-    [ "$id" = "${1:-}" ] && continue
-    if [ "$(rcli HGET "$staged" "$id" | cut -d: -f4)$(rcli HGET "$k:orders" "$id" | cut -d: -f4)" = HH ]; then
-      echo "$id"
-      return
-    fi
-  done
-}
+staged_pattern() { echo "$k:rebuilding:*"; }
+orders_key() { echo "$k:orders"; }
+source "$(dirname "$0")/slices_lib.sh"
 code_of() { sql "SELECT code FROM campaign_redemption WHERE order_id = '$1'"; }
 customer_of() { rcli HGET "$k:orders" "$1" | cut -d: -f1; }
 # held_by CUSTOMER: the orders Redis holds of the customer that hold a use.
@@ -107,10 +61,10 @@ lose() {
 
 # 1. The rebuild in one script, then the same loss rebuilt in slices: the same state.
 lose
-rebuild once -1
+one_pass once -1
 dump >"$scratch/once.dump"
 lose
-rebuild slices 100
+one_pass slices 100
 dump >"$scratch/slices.dump"
 ok "$(diff "$scratch/once.dump" "$scratch/slices.dump" >"$scratch/dump.diff"; echo $?)" \
   "in slices Redis ends exactly as after campaign_rebuild.lua in one script: taken, users, orders, holds, releases, expiries"
@@ -128,11 +82,11 @@ is "$(rcli HLEN "$k:taken") $(rcli HGET "$k:taken" "${codes[1000]}") $(staged_ke
 # between two slices, of orders a slice already counted held: the last step counts
 # them as they are then.
 rcli DEL "$k:users" >/dev/null
-rebuild_paused writes
-counted_until 500
+one_pass_paused writes
+staged_until -ge 500
 ok $? "the reconciler counted 500 orders or more in slices and stops before its next step"
-gone=$(counted_hold)
-paid=$(counted_hold "$gone")
+gone=$(staged_hold)
+paid=$(staged_hold "$gone")
 gone_code=$(code_of "$gone")
 gone_customer=$(customer_of "$gone")
 http DELETE "/vouchers/$gone_code/reservations/$gone"
@@ -157,8 +111,8 @@ is "$bad" 0 "40 customers' counts are each their orders held"
 # 3. The notes lost between two slices (the read's token gone): the last step
 # gives up and writes nothing; the next pass rebuilds.
 lose
-rebuild_paused notes-lost
-counted_until 500
+one_pass_paused notes-lost
+staged_until -ge 500
 ok $? "again the reconciler stops between two slices"
 rcli DEL "$k:scan" >/dev/null
 run_out
@@ -166,7 +120,7 @@ is "$(rcli EXISTS "$k:taken") $(staged_keys)" "0 0" \
   "its read's token gone, the last step writes no taken and drops what was staged"
 ok "$(grep -q "campaign $cid: the rebuild in slices found its notes of what was written meanwhile lost" \
   "$scratch/notes-lost.txt"; echo $?)" "and the reconciler says why"
-rebuild again 100
+one_pass again 100
 is "$(rcli HGET "$k:taken" "${codes[1000]}") $(rcli HLEN "$k:taken") $(staged_keys)" "$o-1000 1091 0" \
   "the next pass rebuilds it in slices"
 
@@ -178,12 +132,12 @@ twice=$o-twice
 held=$(rcli HGET "$k:orders" "$o-100" | cut -d: -f3)
 rcli HSET "$k:orders" "$twice" "$((base + 7000)):500:$held:H" >/dev/null
 rcli SET "voucher-order:{$twice}" "${codes[100]}:t0ken" >/dev/null
-rebuild twice 100
+one_pass twice 100
 is "$(rcli EXISTS "$k:taken") $(staged_keys) $(grep -c "campaign $cid: not rebuilt (two orders hold code ${codes[100]}), in slices" "$scratch/twice.txt")" \
   "0 0 1" "two orders on one code: the slices refuse, taken stays lost, nothing staged is left, the log says why"
 rcli HDEL "$k:orders" "$twice" >/dev/null
 rcli DEL "voucher-order:{$twice}" >/dev/null
-rebuild after-twice 100
+one_pass after-twice 100
 is "$(rcli HGET "$k:taken" "${codes[100]}") $(rcli HLEN "$k:taken") $(staged_keys)" "$o-100 1091 0" \
   "without the second order the next pass rebuilds in slices"
 

@@ -23,40 +23,18 @@ lose() {
   rcli HDEL "$(key orders)" $(seq -f "$code-%g" 1000 1099) >/dev/null
 }
 
-# An order the slices read so far, held (H) both in what they read and now.
-read_hold() {
-  local staged id
-  staged=$(rcli --scan --pattern "voucher:{$code}:restoring:*:orders" | head -1)
-  for id in $(rcli HRANDFIELD "$staged" 50); do
-    if [ "$(rcli HGET "$staged" "$id" | cut -d: -f4)$(rcli HGET "$(key orders)" "$id" | cut -d: -f4)" = HH ]; then
-      echo "$id"
-      return
-    fi
-  done
-}
-
 start_gateway
 start_writer
 
-# A voucher of 3,000 uses, two a customer: 2,100 holds of 1,500 customers,
-# 40 confirmed, 20 cancelled (their uses back).
-code=$(unique_code SLICES)
-new_voucher "$code" 3000 2
-"$bin_load" --code "$code" --attempts 2100 --connections 50 --customers 1500 \
-  --customer-base 8000000 --order-prefix "$code-" --amount 500000 >"$scratch/load.txt" 2>&1
-ok $? "2,100 holds taken on a voucher of 3,000"
-for i in $(seq 0 39); do http POST "/vouchers/$code/reservations/$code-$i/confirm" >/dev/null; done
-for i in $(seq 40 59); do http DELETE "/vouchers/$code/reservations/$code-$i" >/dev/null; done
-is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 2080 60) $(wait_sql \
-  "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' AND status = 'CONFIRMED'" 40 30)" \
-  "2080 40" "PostgreSQL counts 2,080 uses, 40 confirmed"
+# A voucher of 3,000 uses with 2,100 holds, 40 confirmed and 20 cancelled (restore_lib.sh).
+fill_voucher SLICES 8000000
 
 # 1. The restore in one script, then the same loss restored in slices: the same state.
 lose
-restore once -1
+one_pass once -1
 dump >"$scratch/once.dump"
 lose
-restore slices 100
+one_pass slices 100
 dump >"$scratch/slices.dump"
 ok "$(diff "$scratch/once.dump" "$scratch/slices.dump" >"$scratch/dump.diff"; echo $?)" \
   "in slices Redis ends exactly as after restore.lua in one script: counter, limit, orders, customers' counts, holds, releases, expiries"
@@ -76,10 +54,10 @@ is "$(rcli GET "$(key remaining)") $(rcli ZCARD "$(key holds)") $(staged_keys) $
 # last step counts it as it is then (R), so the counter and its customer's count
 # are right, not what the slice read.
 lose
-restore_paused cancel
+one_pass_paused cancel
 staged_until -ge 1000
 ok $? "the reconciler read 1,000 orders or more in slices and stops before its next step"
-id=$(read_hold)
+id=$(staged_hold)
 customer=$(rcli HGET "$(key orders)" "$id" | cut -d: -f1)
 users_before=$(rcli HGET "$(key users)" "$customer")
 http DELETE "/vouchers/$code/reservations/$id" >/dev/null
@@ -96,7 +74,7 @@ diag "$(grep -c "read in slices" "$scratch/cancel.txt") restore in slices logged
 # 3. The notes lost between two slices (the read's token gone): the last step
 # gives up and writes nothing; the next pass restores.
 lose
-restore_paused notes-lost
+one_pass_paused notes-lost
 staged_until -ge 1000
 ok $? "again the reconciler stops between two slices"
 rcli DEL "$(key scan)" >/dev/null
@@ -109,13 +87,13 @@ ok "$(grep -q "$code: the restore in slices found the orders hash changed withou
 # 4. An order the slices read, gone without a note before the last step (an
 # HDEL by hand, as a partial loss of the hash would): the same. Every order is
 # read by then, so no later slice reads the hash again.
-restore_paused unnoted
+one_pass_paused unnoted
 staged_until -ge "$(rcli HLEN "$(key orders)")"
 rcli HDEL "$(key orders)" "$code-40" >/dev/null
 run_out
 is "$(rcli EXISTS "$(key remaining)") $(staged_keys)" "0 0" \
   "an order gone without a note: no counter set, the staged keys dropped"
-restore again 100
+one_pass again 100
 is "$(rcli GET "$(key remaining)") $(rcli HGET "$(key orders)" "$code-40" | cut -d: -f4) $(staged_keys)" \
   "921 R 0" "the next pass restores it in slices, the released order written back from PostgreSQL"
 

@@ -43,10 +43,10 @@ is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 2080 60) $(
 
 # 1. The restore in one script, then the same loss restored in steps: the same state.
 lose
-restore once -1
+one_pass once -1
 dump >"$scratch/once.dump"
 lose
-restore steps 100
+one_pass steps 100
 dump >"$scratch/steps.dump"
 ok "$(diff "$scratch/once.dump" "$scratch/steps.dump" >"$scratch/dump.diff"; echo $?)" \
   "in steps Redis ends exactly as after the restore in one script: counter, limit, orders, customers' counts, holds, expiries"
@@ -70,11 +70,11 @@ lose_orders() {
   rcli ZADD "$(key releasing)" 7 "$code-ghost" 8 "$code-2" >/dev/null
 }
 lose_orders
-restore rebuild-once -1
+one_pass rebuild-once -1
 dump >"$scratch/rebuild-once.dump"
 rcli ZRANGE "$(key releasing)" 0 -1 >>"$scratch/rebuild-once.dump"
 lose_orders
-restore rebuild-steps 100
+one_pass rebuild-steps 100
 dump >"$scratch/rebuild-steps.dump"
 rcli ZRANGE "$(key releasing)" 0 -1 >>"$scratch/rebuild-steps.dump"
 ok "$(diff "$scratch/rebuild-once.dump" "$scratch/rebuild-steps.dump" >"$scratch/rebuild.diff"; echo $?)" \
@@ -98,7 +98,7 @@ new_voucher "$code" 500
   --order-prefix "$code-" --amount 500000 >"$scratch/load2.txt" 2>&1
 wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 300 60 >/dev/null
 lose
-restore_paused counter-back
+one_pass_paused counter-back
 staged_until -eq 300
 ok $? "the reconciler staged the 300 orders and stops before its last step"
 rcli SET "$(key remaining)" 7 >/dev/null
@@ -108,7 +108,7 @@ is "$(rcli GET "$(key remaining)") $(rcli EXISTS "$(key orders)") $(staged_keys)
 
 # 5. The orders hash back before the last step: the same, said in the log.
 rcli DEL "$(key remaining)" >/dev/null
-restore_paused orders-back
+one_pass_paused orders-back
 staged_until -eq 300
 ok $? "again the reconciler stops before its last step"
 rcli HSET "$(key orders)" "$code-x" "8100001:100000:0:C" >/dev/null
@@ -118,6 +118,6 @@ is "$(rcli EXISTS "$(key remaining)") $(rcli HLEN "$(key orders)") $(staged_keys
 ok "$(grep -q "$code: the restore in steps found the orders hash back" "$scratch/orders-back.txt"; echo $?)" \
   "and the reconciler says why"
 rcli DEL "$(key orders)" >/dev/null
-restore again 100
+one_pass again 100
 
 finish

@@ -24,43 +24,18 @@ lose() {
   rcli HDEL "$(key orders)" $(seq -f "$code-%g" 1000 1099) >/dev/null
 }
 
-# An order the slices read so far, held (H) both in what they read and now.
-read_hold() {
-  local staged id
-  staged=$(rcli --scan --pattern "voucher:{$code}:restoring:*:orders" | head -1)
-  for id in $(rcli HRANDFIELD "$staged" 50); do
-    if [ "$(rcli HGET "$staged" "$id" | cut -d: -f4)$(rcli HGET "$(key orders)" "$id" |
-      cut -d: -f4)" = HH ]; then
-      echo "$id"
-      return
-    fi
-  done
-}
-
 start_gateway
 start_writer
 
-# A voucher of 3,000 uses, two a customer: 2,100 holds of 1,500 customers,
-# 40 confirmed, 20 cancelled (their uses back).
-code=$(unique_code RETAKE)
-new_voucher "$code" 3000 2
-"$bin_load" --code "$code" --attempts 2100 --connections 50 --customers 1500 \
-  --customer-base 8100000 --order-prefix "$code-" --amount 500000 >"$scratch/load.txt" 2>&1
-ok $? "2,100 holds taken on a voucher of 3,000"
-for i in $(seq 0 39); do http POST "/vouchers/$code/reservations/$code-$i/confirm" >/dev/null; done
-for i in $(seq 40 59); do http DELETE "/vouchers/$code/reservations/$code-$i" >/dev/null; done
-confirmed="SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code'"
-confirmed="$confirmed AND status = 'CONFIRMED'"
-is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 2080 60) $(wait_sql \
-  "$confirmed" 40 30)" \
-  "2080 40" "PostgreSQL counts 2,080 uses, 40 confirmed"
+# A voucher of 3,000 uses with 2,100 holds, 40 confirmed and 20 cancelled (restore_lib.sh).
+fill_voucher RETAKE 8100000
 
 # 1. The retake in one script, then the same loss retaken in slices: the same state.
 lose
-restore once -1
+one_pass once -1
 dump >"$scratch/once.dump"
 lose
-restore slices 100
+one_pass slices 100
 dump >"$scratch/slices.dump"
 ok "$(diff "$scratch/once.dump" "$scratch/slices.dump" >"$scratch/dump.diff"; echo $?)" \
   "in slices Redis ends exactly as after retake.lua in one script: counter, orders, customers' \
@@ -82,13 +57,13 @@ is "$(rcli GET "$(key remaining)") $(rcli HLEN "$(key orders)") $(staged_keys) $
 # counted at the last step as it is then (R), so the counter and its
 # customer's count are right, not what the slice read.
 lose
-restore_paused between
+one_pass_paused between
 staged_until -ge 1000
 ok $? "the reconciler read 1,000 orders or more in slices and stops before its next step"
 reserve 8199999 "$code-new" >/dev/null
 is "$status $(rcli HEXISTS "$(key orders)" "$code-new") $(rcli GET "$(key remaining)")" "503 0 920" \
   "a new reservation between the slices is answered 503 and takes nothing"
-id=$(read_hold)
+id=$(staged_hold)
 customer=$(rcli HGET "$(key orders)" "$id" | cut -d: -f1)
 http DELETE "/vouchers/$code/reservations/$id" >/dev/null
 is "$status $(rcli HGET "$(key orders)" "$id" | cut -d: -f4)" "200 R" \
@@ -105,7 +80,7 @@ is "$status $(rcli HGET "$(key users)" 8199999)" "201 1" "after the last step a 
 # 3. The notes lost between two slices (the read's token gone): the last step
 # gives up and writes nothing; the next pass retakes.
 lose
-restore_paused notes-lost
+one_pass_paused notes-lost
 staged_until -ge 1000
 ok $? "again the reconciler stops between two slices"
 rcli DEL "$(key scan)" >/dev/null
@@ -114,7 +89,7 @@ is "$(rcli EXISTS "$(key users)") $(staged_keys)" "0 0" \
   "its read's token gone, the last step writes no customer's count and drops what was staged"
 ok "$(grep -q "$code: the retake in slices found at its last step" \
   "$scratch/notes-lost.txt"; echo $?)" "and the reconciler says why"
-restore again 100
+one_pass again 100
 is "$(rcli EXISTS "$(key users)") $(rcli GET "$(key remaining)") $(staged_keys)" "1 920 0" \
   "the next pass puts the counts back in slices"
 
@@ -123,7 +98,7 @@ is "$(rcli EXISTS "$(key users)") $(rcli GET "$(key remaining)") $(staged_keys)"
 # the last step's size check (the slices read fewer orders than the hash holds)
 # gives up rather than put partial counts in place.
 lose
-restore_paused users-back
+one_pass_paused users-back
 staged_until -ge 500
 ok $? "the reconciler read 500 orders or more in slices and stops before its next slice"
 rcli HSET "$(key users)" 8199998 0 >/dev/null
@@ -133,7 +108,7 @@ rcli DEL "$(key users)" >/dev/null
 run_out
 is "$(rcli EXISTS "$(key users)") $(rcli GET "$(key remaining)") $(staged_keys)" "0 920 0" \
   "a slice refused: the last step writes no count (users still missing), the counter as it was"
-restore after 100
+one_pass after 100
 is "$(rcli EXISTS "$(key users)") $(rcli GET "$(key remaining)") $(staged_keys)" "1 920 0" \
   "and the next pass puts the counts back"
 
