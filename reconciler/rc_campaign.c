@@ -631,6 +631,9 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     vc_event_t ev;
     int64_t status;
 
+    /* Kafka took none of this pass's publishes: nothing begun, the next pass tries again. */
+    if (!rc_ctx_publish_ok(ctx))
+        return 0;
     campaign_keys(c->id, k);
     /* A voucher script's keys on a campaign: the campaign's of the same names (vc_model.h). */
     vc_script_keys(vc_release_begin_campaign_keys, nbegin, k[0], sizeof(k[0]), begin_keys);
@@ -702,6 +705,7 @@ static int release(rc_ctx_t *ctx, const campaign_t *c, const rc_order_t *o, cons
     if ((rc = rc_kafka_publish(ctx->kafka, &ev, 1, &delivered, ctx->cfg->timeout_ms * 4, err,
                                errlen)) != 0)
         return rc;
+    rc_ctx_published(ctx, &delivered, 1);
     if (delivered != 1) {
         vc_warn("campaign %lld: the release of order %s was not acknowledged: kept begun",
                 (long long)c->id, o->order_id);

@@ -493,6 +493,23 @@ static int prove_lead(void *ctx, char *err, size_t errlen)
     return rc_ctx_still_leading(ctx, err, errlen);
 }
 
+/* rc_pass.h */
+int rc_ctx_publish_ok(const rc_ctx_t *ctx)
+{
+    return !ctx->kafka_unacked;
+}
+
+/* rc_pass.h */
+void rc_ctx_published(rc_ctx_t *ctx, const int *delivered, int n)
+{
+    for (int i = 0; i < n && !ctx->kafka_unacked; i++)
+        if (delivered[i] != 1) {
+            ctx->kafka_unacked = 1;
+            vc_warn("Kafka left a publish of this pass unacknowledged: the pass publishes nothing "
+                    "more (its releases and confirms wait for the next pass)");
+        }
+}
+
 int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err, size_t errlen)
 {
     rc_vouchers_t vs = {0}, direct = {0};
@@ -507,6 +524,7 @@ int rc_pass(rc_ctx_t *ctx, int repair, FILE *table, rc_summary_t *sum, char *err
     int rc;
 
     memset(sum, 0, sizeof(*sum));
+    ctx->kafka_unacked = 0;
     repair = repair && ctx->leader;
     if ((rc = rc_ctx_connect(ctx, err, errlen)) != 0)
         return rc;

@@ -93,6 +93,7 @@ typedef struct {
     int64_t proven_ms;   /* monotonic: when the last proof that pg holds the lock was sent */
     rc_memory_t *memory; /* what earlier passes saw: when each unsent hold was first seen */
     int force_full;      /* read every voucher and campaign in full (the restart fence) */
+    int kafka_unacked;   /* this pass: Kafka left a publish unacknowledged (rc_ctx_publish_ok()) */
 } rc_ctx_t;
 
 /* What a pass found and did. */
@@ -162,6 +163,26 @@ int rc_ctx_pg_ok(const rc_ctx_t *ctx);
  * next one starts by trying to take the lock again.
  */
 int rc_ctx_still_leading(rc_ctx_t *ctx, char *err, size_t errlen);
+
+/*
+ * Whether a repair of this pass may publish: 0 once Kafka left one of the
+ * pass's publishes unacknowledged (Kafka down, or the topic refusing writes).
+ * Each publish waits up to its timeout for the acknowledgements, so a pass
+ * that kept publishing one release after another into a Kafka that takes
+ * none waited that long for each (a campaign's stranded holds, published one
+ * at a time: eight seconds each at a 2 s timeout), and the outbox relay, the
+ * direct vouchers' expiry and every other voucher's repairs waited behind
+ * it. What is not published stays as it is (a release begun stays begun,
+ * a hold due stays held) and the next pass tries again.
+ */
+int rc_ctx_publish_ok(const rc_ctx_t *ctx);
+
+/*
+ * Records what a publish of n events got acknowledged (delivered[i] == 1):
+ * one left unacknowledged stops the pass's publishing (rc_ctx_publish_ok()),
+ * said once per pass.
+ */
+void rc_ctx_published(rc_ctx_t *ctx, const int *delivered, int n);
 
 /*
  * Runs one pass; repairs only when repair is set and ctx->leader. Writes a

@@ -181,9 +181,12 @@ int rc_repair_publish_confirm(rc_ctx_t *ctx, const char *code, int64_t campaign_
         snprintf(amount, sizeof(amount), "%lld", (long long)paid);
     else
         snprintf(amount, sizeof(amount), "none");
+    if (!rc_ctx_publish_ok(ctx))
+        return 0; /* Kafka took none of this pass's publishes: published next pass */
     if ((rc = rc_kafka_publish(ctx->kafka, &ev, 1, &delivered, ctx->cfg->timeout_ms, err,
                                errlen)) != 0)
         return rc;
+    rc_ctx_published(ctx, &delivered, 1);
     if (delivered != 1) {
         VC_LOG_F(VC_LOG_WARN, f,
                  "the VoucherConfirmed of a confirm Redis took was not acknowledged by Kafka: "
@@ -916,9 +919,13 @@ int rc_repair_releases(rc_ctx_t *ctx, rc_releases_t *rs, rc_summary_t *sum, char
     }
     for (size_t i = 0; i < rs->len; i++)
         events[i] = rs->items[i].ev;
-    if ((rc = rc_kafka_publish(ctx->kafka, events, (int)rs->len, delivered, ctx->cfg->timeout_ms,
-                               err, errlen)) != 0 ||
-        (rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)
+    /* After a publish of this pass Kafka did not acknowledge, none: they stay begun. */
+    if (rc_ctx_publish_ok(ctx) &&
+        (rc = rc_kafka_publish(ctx->kafka, events, (int)rs->len, delivered, ctx->cfg->timeout_ms,
+                               err, errlen)) != 0)
+        goto out;
+    rc_ctx_published(ctx, delivered, (int)rs->len);
+    if ((rc = rc_ctx_still_leading(ctx, err, errlen)) != 0)
         goto out;
     for (size_t i = 0; i < rs->len && rc == 0; i++) {
         rc_release_item_t *r = &rs->items[i];
@@ -955,8 +962,8 @@ int rc_repair_releases(rc_ctx_t *ctx, rc_releases_t *rs, rc_summary_t *sum, char
             rem = -1;
         log_repair(v, "release", "released expired, stranded or cancelled holds", n, v->n.redis_remaining, rem);
         if (failed)
-            vc_warn("%s: %lld releases not acknowledged by Kafka; they stay begun and are "
-                    "published again next pass",
+            vc_warn("%s: %lld releases not published or not acknowledged by Kafka; they stay "
+                    "begun and are published again next pass",
                     v->code, (long long)failed);
     }
 out:
@@ -1000,6 +1007,9 @@ int rc_repair_voucher(rc_ctx_t *ctx, rc_voucher_t *v, const rc_plan_t *plan, int
             break;
         }
         case RC_ACT_RELEASE:
+            /* Kafka took none of this pass's publishes: not begun, the next pass decides. */
+            if (!rc_ctx_publish_ok(ctx))
+                break;
             rc = begin_release(ctx, v, a->order, a->why, a->reason, snapshot_ms, rs, err, errlen);
             if (strcmp(a->why, "expire") == 0)
                 sum->expired += (int64_t)(rs->len - n);

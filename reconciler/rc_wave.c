@@ -73,7 +73,8 @@ int rc_wave_release(rc_ctx_t *ctx, rc_voucher_t *v, int64_t snapshot_ms, int64_t
     int rc = 0;
 
     *released = 0;
-    for (size_t from = 0; from < v->ndue && rc == 0; from += slice) {
+    /* A slice Kafka did not acknowledge ends the wave: the rest wait for the next pass. */
+    for (size_t from = 0; from < v->ndue && rc == 0 && rc_ctx_publish_ok(ctx); from += slice) {
         size_t to = from + slice < v->ndue ? from + slice : v->ndue;
 
         /* Gateways' commands run between two slices; each release checks its hold again. */

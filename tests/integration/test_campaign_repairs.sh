@@ -11,11 +11,15 @@
 #   given back;
 # - a release begun and never finished (the gateway died between its steps):
 #   published and finished.
+# With Kafka refusing writes, one pass publishes one release and stops
+# publishing: each release waits for Kafka's answer, one at a time, and a
+# pass that tried every due hold of a campaign waited its timeout for each
+# (the outbox relay and every other repair waiting behind it).
 # And a campaign whose Redis answer does not parse (a due hold in a state no
 # script writes) fails that campaign's part of the pass, said and the pass
 # failed, while the campaign after it is still repaired.
 source "$(dirname "$0")/lib.sh"
-plan 20
+plan 24
 
 source "$(dirname "$0")/campaign_lib.sh"
 # The unreadable campaign first: the pass takes campaigns in id order.
@@ -135,4 +139,39 @@ is "$(state "$o-r") $(rcli HEXISTS "$k:taken" "$r") $(rcli ZSCORE "$k:releasing"
   "and finished in Redis: R, the code free, out of the releasing set"
 reserve "$r" $((base + 7)) "$o-s5"
 is "$status" 201 "another customer takes it: 201"
+
+# ---- Kafka refusing writes: one publish a pass, not one a hold ----
+# The topic's max.message.bytes at 1 makes the broker refuse every produce at
+# once (as the explorer's kafka_down does), while reads go on: the pass reads
+# Kafka's positions and tail before it repairs.
+topic_limit() { # BYTES|-: the topic's max.message.bytes, or its default back
+  local change=(--add-config "max.message.bytes=$1")
+  [ "$1" = - ] && change=(--delete-config max.message.bytes)
+  "$VOUCHER_SOURCE_DIR/deploy/stack" kafka kafka.admin.ConfigCommand \
+    --bootstrap-server "$VOUCHER_KAFKA_BROKERS" --entity-type topics --entity-name voucher-events \
+    --alter "${change[@]}" >>"$scratch/topic.log" 2>&1 || return 1
+  # Until the broker describes the new value (the controller takes it first).
+  [ "$(wait_for "$1" 3 topic_described)" = "$1" ]
+}
+topic_described() {
+  "$VOUCHER_SOURCE_DIR/deploy/stack" kafka kafka.admin.ConfigCommand \
+    --bootstrap-server "$VOUCHER_KAFKA_BROKERS" --entity-type topics --entity-name voucher-events \
+    --describe --all 2>/dev/null | tr ' ,' '\n\n' | sed -n 's/^max\.message\.bytes=\([0-9]*\).*/\1/p' |
+    head -1 | sed 's/^1048588$/-/'
+}
+trap 'topic_limit - || true; finish' EXIT
+for i in 7 8 9; do hold "$o-d$i" $((base + 30 + i)) "$(code $i)" "$past"; done
+topic_limit 1
+ok $? "the topic refuses writes (max.message.bytes 1)"
+"$bin_reconciler" --once --grace 1s >"$scratch/refused.txt" 2>&1
+unacked=$(grep -c "the release of order $o-d[789] was not acknowledged" "$scratch/refused.txt")
+held=$(for i in 7 8 9; do state "$o-d$i"; done | grep -c H)
+ok "$([ "$unacked" -le 1 ] && [ "$held" -ge 2 ]; echo $?)" \
+  "Kafka refusing: the pass published at most one of the three due holds ($unacked unacknowledged, $held still held, not begun)"
+is "$(grep -c "Kafka left a publish of this pass unacknowledged: the pass publishes nothing more" "$scratch/refused.txt")" 1 \
+  "and said once that it publishes nothing more this pass"
+topic_limit -
+"$bin_reconciler" --once --grace 1s >"$scratch/taken.txt" 2>&1
+is "$(for i in 7 8 9; do state "$o-d$i"; done | paste -sd' ')" "R R R" \
+  "Kafka taking writes again: the next pass releases all three"
 finish
