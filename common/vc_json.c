@@ -97,7 +97,6 @@ void vc_jgen_free(vc_jgen_t *g)
     g->gen = NULL;
 }
 
-
 int vc_jgen_emit(vc_jgen_t *g, int (*out)(void *arg, const char *doc, size_t len), void *arg)
 {
     const unsigned char *doc;
@@ -323,7 +322,9 @@ static int on_number(void *ctx, const char *s, size_t len)
 
 /*
  * yajl decodes \u0000 into a NUL byte, and every reader of a field measures
- * it with strlen(): "nul\u0000tail" would silently become "nul". Refused.
+ * it with strlen(): "nul\u0000tail" would silently become "nul". Refused,
+ * as bytes that are not UTF-8 and that yajl's check lets through (an
+ * overlong C1 BB): written back, they would not be the same string.
  */
 static int on_string(void *ctx, const unsigned char *s, size_t len)
 {
@@ -335,6 +336,12 @@ static int on_string(void *ctx, const unsigned char *s, size_t len)
             return refuse(b, "field \"%.*s\" contains a NUL character (\\u0000)",
                           vc_utf8_quote_len(b->key[b->depth - 1], 64), b->key[b->depth - 1]);
         return refuse(b, "a string contains a NUL character (\\u0000)");
+    }
+    if (!vc_utf8_valid((const char *)s, len)) {
+        if (b->depth > 0 && b->key[b->depth - 1])
+            return refuse(b, "field \"%.*s\" is not valid UTF-8",
+                          vc_utf8_quote_len(b->key[b->depth - 1], 64), b->key[b->depth - 1]);
+        return refuse(b, "a string is not valid UTF-8");
     }
     if (!(v = value_new(yajl_t_string)) || !(v->u.string = malloc(len + 1))) {
         free(v);
@@ -736,8 +743,9 @@ static int flat_string(void *ctx, const unsigned char *s, size_t len)
     const vc_jflat_field_t *field = flat_take(f, VC_JFLAT_STR);
     char *slot;
 
-    /* A NUL (from \u0000) would cut the value: vc_jdoc_parse() refuses it. */
+    /* A NUL (from \u0000) cuts the value, bytes not UTF-8 change it: vc_jdoc_parse() refuses both. */
     if (!field || len >= field->cap || memchr(s, '\0', len) ||
+        !vc_utf8_valid((const char *)s, len) ||
         (field->str_ok && !field->str_ok((const char *)s, len)))
         return 0;
     slot = (char *)f->out + field->offset;
@@ -786,8 +794,8 @@ static const yajl_callbacks flat_callbacks = {
     .yajl_end_array = flat_stop,
 };
 
-int vc_json_read_flat(const char *json, size_t len, const vc_jflat_field_t *fields,
-                      size_t nfields, void *out)
+int vc_json_read_flat(const char *json, size_t len, const vc_jflat_field_t *fields, size_t nfields,
+                      void *out)
 {
     flat_t f;
     yajl_alloc_funcs af = {flat_malloc, flat_realloc, flat_free, &f};

@@ -42,6 +42,24 @@ size_t vc_utf8_char(const char *s, size_t n)
     return len <= n ? len : 0;
 }
 
+int vc_utf8_valid(const char *s, size_t n)
+{
+    const char *end = s + n;
+
+    while (s < end) {
+        size_t len;
+
+        if ((unsigned char)*s < 0x80) {
+            s++;
+            continue;
+        }
+        if (!(len = vc_utf8_char(s, (size_t)(end - s))))
+            return 0;
+        s += len;
+    }
+    return 1;
+}
+
 size_t vc_utf8_cut(const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;

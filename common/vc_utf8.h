@@ -20,6 +20,15 @@
 size_t vc_utf8_char(const char *s, size_t n);
 
 /*
+ * 1 when the n bytes at s are whole, valid characters, 0 otherwise. yajl's
+ * own check lets overlong forms (C0 80, C1 BB), surrogates and code points
+ * past U+10FFFF through: a string it gives is checked again with this before
+ * it is kept, or the JSON writer would change it (to U+FFFD) and PostgreSQL
+ * would refuse it.
+ */
+int vc_utf8_valid(const char *s, size_t n);
+
+/*
  * How many of the n bytes at s to keep so that a cut does not split a
  * character: n, or less when its last character is incomplete (the lead
  * byte and its continuation bytes that came before n are dropped). Bytes
@@ -39,7 +48,7 @@ int vc_utf8_quote_len(const char *s, size_t max);
  * The characters (code points) of the NUL-terminated s, as PostgreSQL's
  * length() counts them, for limits given in characters: the bytes that do
  * not continue a character (all but 10xxxxxx). s is valid UTF-8 (a JSON
- * string as the parser, which validates it, gives it).
+ * string as the parser gives it: vc_utf8_valid() checked it).
  */
 size_t vc_utf8_count(const char *s);
 

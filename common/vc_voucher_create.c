@@ -128,32 +128,36 @@ void vc_voucher_rule_params(const vc_voucher_t *v, char buf[8][24], const char *
     ") VALUES ($1, $2, nullif($3::int, 0), nullif($4::bigint, 0), $5, $6, $7,"                     \
     " to_timestamp($8::bigint / 1000.0), to_timestamp($9::bigint / 1000.0),"                       \
     " CASE WHEN $10::boolean THEN now() END"
+#define CREATE_RETURNING " ON CONFLICT (code) DO NOTHING RETURNING mode"
 
-/* Inserts v's row; VC_E_CODE_TAKEN when the primary key refuses the code. */
+/*
+ * Inserts v's row, and sets v->mode to the mode stored (the column's default
+ * when v->mode is VC_MODE_UNSET), in one statement. VC_E_CODE_TAKEN when a
+ * voucher has the code: nothing inserted, no error (the transaction goes on
+ * to its rollback).
+ */
 static int insert(PGconn *conn, vc_voucher_t *v, int loaded, char *err, size_t errlen)
 {
     char buf[8][24];
     const char *params[11];
     PGresult *res;
-    int rc;
+    int rc = 0;
 
     vc_voucher_rule_params(v, buf, params);
     params[9] = loaded ? "t" : "f";
     params[10] = vc_mode_name(v->mode);
-    if (v->mode != VC_MODE_UNSET)
-        return vc_pg_command_kind(conn, CREATE_COLUMNS ", mode" CREATE_VALUES ", $11)", 11, params,
-                                  VC_PG_UNIQUE, VC_E_CODE_TAKEN, err, errlen);
-    if ((rc = vc_pg_command_kind(conn, CREATE_COLUMNS CREATE_VALUES ")", 10, params, VC_PG_UNIQUE,
-                                 VC_E_CODE_TAKEN, err, errlen)) != 0)
-        return rc;
-    /* The mode the default gave it, for the answer. */
-    if (!(res = vc_pg_exec(conn, "SELECT mode FROM voucher WHERE code = $1", 1, params, &rc, err,
-                           errlen)))
+    if (!(res = vc_pg_exec(conn,
+                           v->mode != VC_MODE_UNSET
+                               ? CREATE_COLUMNS ", mode" CREATE_VALUES ", $11)" CREATE_RETURNING
+                               : CREATE_COLUMNS CREATE_VALUES ")" CREATE_RETURNING,
+                           v->mode != VC_MODE_UNSET ? 11 : 10, params, &rc, err, errlen)))
         return rc;
     if (PQntuples(res) == 1)
         v->mode = vc_mode_parse(PQgetvalue(res, 0, 0));
+    else
+        rc = VC_E_CODE_TAKEN;
     PQclear(res);
-    return 0;
+    return rc;
 }
 
 static int rollback(PGconn *conn, int rc)

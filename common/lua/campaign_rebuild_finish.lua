@@ -1,8 +1,9 @@
 -- campaign_rebuild_finish: the last step of a campaign's rebuild in slices
 -- (proto/campaigns.md, "A rebuild in slices"; campaign_rebuild_slice.lua
--- counted every order the pass read, and remaining_rule.lua comes before
--- this). At one moment: ends the read (its token out of scan) and gives up,
--- writing nothing but dropping the staged keys, when the token was gone (the
+-- counted every order the pass read; remaining_rule.lua and repair_slices.lua,
+-- its count again of the noted orders, come before this). At one moment:
+-- ends the read (its token out of scan) and gives up, writing nothing but
+-- dropping the staged keys, when the token was gone (the
 -- notes may lack a write), the keys are no longer lost as the rebuild began,
 -- an order came to hold a use that the slices did not count so (no script
 -- does that while the keys are lost), or the orders hash changed without a
@@ -29,7 +30,7 @@
 -- Returns {written, "codes:customers:0"} as campaign_rebuild.lua does;
 -- {NOTES_LOST, false}; {CHANGED, false}; {CODE_TWICE, code}. Nothing but the
 -- staged keys and the read's notes is written unless rebuilt.
--- @include remaining_rule.lua
+-- @include repair_slices.lua
 -- @include taken_write.lua
 -- @include campaign_slices.lua
 local mode = ARGV[2]
@@ -46,32 +47,22 @@ if tonumber(ARGV[4]) < 0 or not lost_as_begun(KEYS[1], KEYS[2], KEYS[3], mode) t
   drop_staged()
   return {CAMPAIGN_REBUILD.CHANGED, false}
 end
-local written = {}
-for _, id in ipairs(ids) do
-  if id ~= '' then written[#written + 1] = id end
-end
-local was, now = hmget_all(KEYS[8], written), hmget_all(KEYS[3], written)
-local held, size = tonumber(ARGV[4]), redis.call('HLEN', KEYS[8])
-local per, unclaim = {}, {}
-for n, id in ipairs(written) do
-  local code, value = staged_parts(was[n])
+local held, per, unclaim, gained = tonumber(ARGV[4]), {}, {}, false
+local whole = recount_noted(ids, KEYS[8], KEYS[3], function(id, was, now)
+  local code, value = staged_parts(was)
   local customer, _, _, state = parse_order(value or '')
   local held_was = state and taken_state(state)
-  local state_now = now[n] and order_state(now[n])
+  local state_now = now and order_state(now)
   local held_now = state_now and taken_state(state_now)
-  if held_now and not held_was then
-    drop_staged()
-    return {CAMPAIGN_REBUILD.CHANGED, false}
-  end
+  -- No script makes an order hold a use while the keys are lost.
+  if held_now and not held_was then gained = true end
   if held_was and not held_now then
     held = held - 1
     per[customer] = (per[customer] or 0) - 1
     unclaim[#unclaim + 1] = {code, id}
   end
-  if now[n] and not was[n] then size = size + 1 end
-  if was[n] and not now[n] then size = size - 1 end
-end
-if redis.call('HLEN', KEYS[3]) ~= size then
+end)
+if gained or not whole then
   drop_staged()
   return {CAMPAIGN_REBUILD.CHANGED, false}
 end
@@ -91,11 +82,7 @@ for _, code in ipairs(codes) do
     end
   end
 end
-for customer, n in pairs(per) do
-  if redis.call('HINCRBY', KEYS[10], customer, n) <= 0 then
-    redis.call('HDEL', KEYS[10], customer)
-  end
-end
+move_staged_counts(KEYS[10], per)
 redis.call('UNLINK', KEYS[8])
 if mode == '1' then
   if redis.call('EXISTS', KEYS[9]) == 1 then replace_codes(KEYS[9], KEYS[1]) end

@@ -1,5 +1,6 @@
 -- restore_finish: the last step of a restore in slices (remaining_rule.lua
--- comes before this; restore_slice.lua read the orders hash and merged the
+-- and repair_slices.lua, its count again of the noted orders, come before
+-- this; restore_slice.lua read the orders hash and merged the
 -- snapshot's orders). At one moment: ends the read (its token out of scan),
 -- and gives up, writing nothing but dropping the staged keys, when the
 -- counter is back, the token was gone (touched may lack writes), or the
@@ -25,7 +26,7 @@
 -- {NOTES_LOST, false} the token was gone; {ORDERS_STATE, false} the orders
 -- hash changed without a note. Nothing but the staged keys and the read's
 -- notes is written unless restored.
--- @include remaining_rule.lua
+-- @include repair_slices.lua
 local function drop_staged() redis.call('UNLINK', KEYS[8], KEYS[9]) end
 local kept = redis.call('SREM', KEYS[6], ARGV[6]) == 1
 local ids = kept and redis.call('SMEMBERS', KEYS[7]) or {}
@@ -38,28 +39,14 @@ if not kept then
   drop_staged()
   return {REPAIR.NOTES_LOST, false}
 end
-local live, size = tonumber(ARGV[3]), redis.call('HLEN', KEYS[8])
-local written = {}
-for _, id in ipairs(ids) do
-  if id ~= '' then written[#written + 1] = id end
-end
-local was, now = hmget_all(KEYS[8], written), hmget_all(KEYS[3], written)
-local per, holds, releasing = {}, {}, {}
-for n, id in ipairs(written) do
-  if was[n] then live = live + tally_order(was[n], id, -1, per) end
-  if now[n] then live = live + tally_order(now[n], id, 1, per, holds, releasing, ARGV[4]) end
-  if now[n] and not was[n] then size = size + 1 end
-  if was[n] and not now[n] then size = size - 1 end
-end
-if redis.call('HLEN', KEYS[3]) ~= size then
+local holds, releasing = {}, {}
+local whole, live, per = recount_uses(ids, KEYS[8], KEYS[3], tonumber(ARGV[3]), holds, releasing,
+                                      ARGV[4])
+if not whole then
   drop_staged()
   return {REPAIR.ORDERS_STATE, false}
 end
-for customer, n in pairs(per) do
-  if n ~= 0 and redis.call('HINCRBY', KEYS[9], customer, n) <= 0 then
-    redis.call('HDEL', KEYS[9], customer)
-  end
-end
+move_staged_counts(KEYS[9], per)
 call_in_slices('ZADD', KEYS[4], holds, 1000)
 call_in_slices('ZADD', KEYS[5], releasing, 1000, 'NX')
 redis.call('UNLINK', KEYS[8])

@@ -1,5 +1,6 @@
--- restore_slice: one slice of a restore in slices (remaining_rule.lua comes
--- before this; proto/redis-keys.md, "A restore in slices"). A voucher whose
+-- restore_slice: one slice of a restore in slices (remaining_rule.lua and
+-- repair_slices.lua, its read of a slice, come before this;
+-- proto/redis-keys.md, "A restore in slices"). A voucher whose
 -- counter Redis lost while it kept the orders hash, with more orders than the
 -- reconciler reads at once, is restored without one script holding Redis for
 -- every order. While the counter is missing no script takes a use
@@ -33,29 +34,15 @@
 -- taken; {COUNTER_EXISTS, false}: the counter is back, nothing written;
 -- {NOTES_LOST, false}: the read's token is gone (expired, or Redis lost it),
 -- so touched may lack writes: nothing written, the restore gives up.
--- @include remaining_rule.lua
+-- @include repair_slices.lua
 if redis.call('EXISTS', KEYS[1]) == 1 then return {RESTORE.COUNTER_EXISTS, false} end
 if redis.call('SISMEMBER', KEYS[5], ARGV[1]) == 0 then return {REPAIR.NOTES_LOST, false} end
 merge(KEYS[2], KEYS[3], KEYS[4], 6)
 local cursor, taken = '', 0
 if ARGV[2] ~= '' then
-  local got = redis.call('HSCAN', KEYS[2], ARGV[2], 'COUNT', tonumber(ARGV[5]))
-  cursor = got[1]
-  local read, ids = got[2], {}
-  for i = 1, #read, 2 do ids[#ids + 1] = read[i] end
-  local before = hmget_all(KEYS[6], ids)
-  local copy, holds, releasing, per, seen = {}, {}, {}, {}, {}
-  for n, id in ipairs(ids) do
-    local value = read[2 * n]
-    if not before[n] and not seen[id] then
-      seen[id] = true -- an orderId twice in one piece: counted once
-      copy[#copy + 1] = id
-      copy[#copy + 1] = value
-      taken = taken + tally_order(value, id, 1, per, holds, releasing, ARGV[3])
-    end
-  end
-  call_in_slices('HSET', KEYS[6], copy, 1000)
-  for customer, n in pairs(per) do redis.call('HINCRBY', KEYS[7], customer, n) end
+  local holds, releasing = {}, {}
+  cursor, taken = read_slice(KEYS[2], ARGV[2], tonumber(ARGV[5]), KEYS[6], KEYS[7], holds,
+                             releasing, ARGV[3])
   call_in_slices('ZADD', KEYS[3], holds, 1000)
   call_in_slices('ZADD', KEYS[4], releasing, 1000, 'NX')
 end

@@ -1,5 +1,6 @@
--- retake_slice: one slice of a retake in slices (remaining_rule.lua comes
--- before this; proto/redis-keys.md, "A retake in slices"). A voucher whose
+-- retake_slice: one slice of a retake in slices (remaining_rule.lua and
+-- repair_slices.lua, its read of a slice, come before this;
+-- proto/redis-keys.md, "A retake in slices"). A voucher whose
 -- users hash Redis lost while it kept the counter and the orders, with more
 -- orders than the reconciler reads at once, gets its customers' counts back
 -- without one script holding Redis for every order. While users is missing
@@ -37,7 +38,7 @@
 -- uses meanwhile (the next pass judges again); {NOTES_LOST, false}: the read's
 -- token is gone (expired, or Redis lost it), so touched may lack writes.
 -- Nothing is written when it refuses.
--- @include remaining_rule.lua
+-- @include repair_slices.lua
 if redis.call('EXISTS', KEYS[1]) == 0 then return {REPAIR.COUNTER_MISSING, false} end
 if voucher_orders_lost(KEYS[1], KEYS[2]) then return {REPAIR.ORDERS_STATE, false} end
 if redis.call('EXISTS', KEYS[8]) == 1 then return {REPAIR.USERS_BACK, false} end
@@ -45,23 +46,9 @@ if redis.call('SISMEMBER', KEYS[5], ARGV[1]) == 0 then return {REPAIR.NOTES_LOST
 local written = merge(KEYS[2], KEYS[3], KEYS[4], 5)
 local cursor, taken = '', 0
 if ARGV[2] ~= '' then
-  local got = redis.call('HSCAN', KEYS[2], ARGV[2], 'COUNT', tonumber(ARGV[4]))
-  cursor = got[1]
-  local read, ids = got[2], {}
-  for i = 1, #read, 2 do ids[#ids + 1] = read[i] end
-  local before = hmget_all(KEYS[6], ids)
-  local copy, per, seen = {}, {}, {}
-  for n, id in ipairs(ids) do
-    local value = read[2 * n]
-    if not before[n] and not seen[id] then
-      seen[id] = true -- an orderId twice in one piece: counted once
-      copy[#copy + 1] = id
-      copy[#copy + 1] = value
-      taken = taken + tally_order(value, id, 1, per, {}, {}, '0')
-    end
-  end
-  call_in_slices('HSET', KEYS[6], copy, 1000)
-  for customer, n in pairs(per) do redis.call('HINCRBY', KEYS[7], customer, n) end
+  -- Holds and releases begun are left as they are: what tally_order() puts
+  -- into the two tables is dropped.
+  cursor, taken = read_slice(KEYS[2], ARGV[2], tonumber(ARGV[4]), KEYS[6], KEYS[7], {}, {}, '0')
 end
 for i = 6, 7 do
   if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('PEXPIRE', KEYS[i], ARGV[3]) end

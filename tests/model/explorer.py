@@ -759,7 +759,10 @@ class World:
     def isolate(self):
         """The explorer owns the stack: every other voucher leaves the reconciler's active window,
         every campaign the reconciler's passes (state FAILED: a pass reads ACTIVE and INACTIVE
-        ones), and the writer group starts at the end of every partition (no stale tail)."""
+        ones), the writer group starts at the end of every partition (no stale tail), and the
+        outbox holds nothing to relay (the rows other runs left unsent, which the acting
+        reconciler of any example would otherwise publish into the explorer's partitions)."""
+        self.sql("UPDATE event_outbox SET sent_at = now() WHERE sent_at IS NULL")
         self.sql("UPDATE voucher SET starts_at = least(starts_at, now() - interval '3 days'),"
                  " ends_at = now() - interval '2 days' WHERE ends_at > now() - interval '1 day'")
         self.sql("UPDATE campaign SET state = 'FAILED' WHERE state IN ('ACTIVE', 'INACTIVE')")
