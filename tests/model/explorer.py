@@ -205,9 +205,9 @@ def flash_take(r, scripts, k, code, token, expire_at, customer, oid, held, now):
             scripts.forget(k, oid)
     elif res[0] == A.reserve.TAKEN:
         if claim == "ours":
-            scripts.claim_keep(key, value, code)
+            scripts.claim_keep(key, value, code, expire_at)
     elif res[0] != A.reserve.SAME_ORDER and claim == "new":
-        scripts.claim_release(key, value, code)
+        scripts.claim_release(key, value, code, expire_at)
     return claim, res, (key, value)
 
 
@@ -239,13 +239,13 @@ def twin_take(r, scripts, code, token, expire_at, oid, dr_reserve, fenced=False,
         return claim, None, 503
     word, amount = row[0], row[2]
     if word == "RESERVED" and claim == "ours":
-        scripts.claim_keep(key, value, code)
+        scripts.claim_keep(key, value, code, expire_at)
     if word in ("RESERVED", "RETRY"):
         return claim, word, 201
     refused = word == "HOLD_EXPIRED" or word == "ORDER_CONFLICT" and (
         amount is not None or claim == "ours")
     if claim == "new" and not refused:
-        scripts.claim_release(key, value, code)
+        scripts.claim_release(key, value, code, expire_at)
     return claim, word, DR_STATUS.get(word.split(":")[0], 409)
 
 
@@ -497,11 +497,15 @@ class CurrentScripts:
     def forget(self, k, order_id):
         return self.ev("forget", script_keys(k, "forget"), [order_id])
 
-    def claim_release(self, claim_key, value, code):
-        return self.ev("claim", [claim_key], ["release", value, code])
+    def claim_release(self, claim_key, value, code, expire_at=None):
+        """claim.lua as gw_reserve_claim.c claim_script() calls it: expire_at (the claim's
+        PXAT) as its fourth argument, when the caller knows it (a step of an example does)."""
+        return self.ev("claim", [claim_key], ["release", value, code] +
+                       ([expire_at] if expire_at is not None else []))
 
-    def claim_keep(self, claim_key, value, code):
-        return self.ev("claim", [claim_key], ["keep", value, code])
+    def claim_keep(self, claim_key, value, code, expire_at=None):
+        return self.ev("claim", [claim_key], ["keep", value, code] +
+                       ([expire_at] if expire_at is not None else []))
 
     # A campaign's scripts, called as gw_campaign_redeem.c calls them. The guarded ones:
     # campaign_confirm.lua and campaign_release_begin.lua (campaign_guard.lua, then the
@@ -557,10 +561,10 @@ class OldScripts(CurrentScripts):
     def confirm(self, k, order_id, now):
         return self.ev("confirm", [k.orders, k.holds], [order_id, now])
 
-    def claim_release(self, claim_key, value, code):
+    def claim_release(self, claim_key, value, code, expire_at=None):
         return self.r.delete(claim_key)
 
-    def claim_keep(self, claim_key, value, code):
+    def claim_keep(self, claim_key, value, code, expire_at=None):
         return 1
 
 
@@ -1598,6 +1602,8 @@ class Explorer(RuleBasedStateMachine):
             w.gw, w.scripts, self.k, self.code, self.token, self.claim_expire, self.customer(o),
             oid, held, now)
         status, value = res[0], res[1] if len(res) > 1 else None
+        if self.twin:
+            w.twin_calls["flash claim %s" % claim] += 1
         what = "reserve o%d (%s): status %d" % (o, ttl, status)
         if claim == "other":
             # The orderId is another code's (the direct twin's): a use taken is given back.
@@ -2211,7 +2217,7 @@ class Explorer(RuleBasedStateMachine):
         self.record(what, "lose_confirm", {"o": o})
 
     @only("d_reserve_twin")
-    @precondition(lambda self: getattr(self, "twin", False))
+    @precondition(lambda self: getattr(self, "twin", False) and self.created)
     @rule(o=st.integers(0, ORDERS - 1), end=st.sampled_from(TWIN_END))
     @guarded
     def d_reserve_twin(self, o, end):
