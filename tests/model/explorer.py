@@ -136,6 +136,17 @@ DIRECT_DRAW = {"mix": [False, False, False, True], "direct": [True], "flash": [F
 DIRECT_RULES = {"d_reserve", "d_confirm", "d_cancel", "d_end", "d_expire", "relay_next",
                 "relay_crash", "relay_real", "kafka_down", "kafka_up", "d_forge"}
 SHARED_RULES = {"writer_apply", "writer_redeliver", "wait_grace"}
+# A flash voucher's example with a direct twin (--twin; README, "A direct twin"): a direct
+# voucher of the same total whose reservations (d_reserve_twin) name the flash voucher's
+# orderIds, so that one orderId meets both modes. Drawn per flash voucher's example ("mix": one
+# in three), in all of them ("only") or none ("never"). claim_ignored: the twin's reservation
+# goes to dr_reserve under another code's claim (--twin-claim-ignored: the mutant
+# direct-claim-ignored, in the explorer's Python).
+TWIN = {"mode": "mix", "claim_ignored": False}
+TWIN_DRAW = {"mix": [False, False, True], "only": [True], "never": [False]}
+# How a twin's dr_reserve ends, as the gateway sees it: answered, committed with no answer back
+# (the connection broke after the commit: 503, the claim left), or rolled back (503, the same).
+TWIN_END = ["answer", "answer", "lost", "cut"]
 # The outbox relay of the model (relay_next()): how many unsent rows a take reads (small, so that
 # a crash or Kafka's outage falls inside a voucher's events), and whether it marks them sent
 # before Kafka's delivery report (--relay-mark-early: the mutant relay-marks-before-report).
@@ -161,6 +172,81 @@ S, A = MODEL.names()
 TAKEN = tuple(MODEL.taken_letters())
 HELD_OR_CONFIRMED = (S.HELD, S.CONFIRMED)   # an order that may still be confirmed or replayed
 BEGUN = (S.CANCEL_BEGUN, S.EXPIRY_BEGUN)    # a release begun, not finished
+
+
+def claim_order(r, oid, value, expire_at):
+    """The orderId's claim, as gw_reserve_claim.c claim_args() sends it: SET
+    voucher-order:{oid} CODE:TOKEN NX GET PXAT expire_at. Returns what it found for value's
+    code: "new" (nobody's), "ours" (this code's), "other" (another code's)."""
+    prior = r.set("voucher-order:{%s}" % oid, value, nx=True, get=True, pxat=expire_at)
+    if prior is None:
+        return "new"
+    return "ours" if prior.rsplit(":", 1)[0] == value.rsplit(":", 1)[0] else "other"
+
+
+def claim_value(code, token):
+    """A claim's value, CODE:TOKEN, as vc_claim_value() writes it: 32 hex digits of token."""
+    return "%s:%032x" % (code, token)
+
+
+def flash_take(r, scripts, k, code, token, expire_at, customer, oid, held, now):
+    """A flash voucher's reservation of a new order, as gw_reserve_claim.c and
+    gw_reserve_script.c make it: the claim, reserve.lua "take", then claim.lua keep (a use taken
+    under a claim this code had: the claim becomes this request's), forget.lua (a use taken
+    under another code's claim, a direct twin's say: given back, 409 ORDER_CONFLICT whatever the
+    script said, unclaimed_answered()) or claim.lua release (nothing taken under a new claim).
+    Returns (claim, the script's answer, (claim key, claim value)). The caller answers."""
+    value = claim_value(code, token)
+    key = "voucher-order:{%s}" % oid
+    claim = claim_order(r, oid, value, expire_at)
+    res = scripts.reserve(k, customer, oid, 100, held, now, 500000)
+    if claim == "other":
+        if res[0] == A.reserve.TAKEN:
+            scripts.forget(k, oid)
+    elif res[0] == A.reserve.TAKEN:
+        if claim == "ours":
+            scripts.claim_keep(key, value, code, expire_at)
+    elif res[0] != A.reserve.SAME_ORDER and claim == "new":
+        scripts.claim_release(key, value, code, expire_at)
+    return claim, res, (key, value)
+
+
+# dr_reserve's refusals answered with flash mode's status (gw_direct.h GW_DIRECT_ANSWER_MAP).
+DR_STATUS = {"RESERVED": 201, "RETRY": 201, "NOT_FOUND": 404, "NOT_ELIGIBLE": 422,
+             "NOT_DIRECT": 503}
+
+
+def twin_take(r, scripts, code, token, expire_at, oid, dr_reserve, fenced=False,
+              claim_ignored=False):
+    """A direct voucher's reservation of an order the rules let through, as gw_reserve_direct.c
+    and gw_reserve_claim.c make it: the claim first (SET NX GET, as flash mode's; fenced, Redis
+    refuses it and the request goes on without one, PostgreSQL's unique order_id deciding
+    alone); another code's claim is answered 409 ORDER_CONFLICT before dr_reserve
+    (gw_reserve_direct_claimed(); claim_ignored: not, the mutant direct-claim-ignored); then
+    dr_reserve(), which runs the function and returns its row (answer, discount, amount,
+    held_until_ms, remaining), or None when the gateway heard no answer (503: the claim stays,
+    a retry is answered from the row). RESERVED under this code's claim keeps it (claim.lua
+    keep); a refusal under a new claim releases it (gw_reserve_reject()), except the ones
+    answered with gw_reserve_refuse() (an ORDER_CONFLICT with the row's amount, or under this
+    code's claim; HOLD_EXPIRED). Returns (claim, answer word or None, HTTP status)."""
+    value = claim_value(code, token)
+    key = "voucher-order:{%s}" % oid
+    claim = "failed" if fenced else claim_order(r, oid, value, expire_at)
+    if claim == "other" and not claim_ignored:
+        return claim, None, 409
+    row = dr_reserve()
+    if row is None:
+        return claim, None, 503
+    word, amount = row[0], row[2]
+    if word == "RESERVED" and claim == "ours":
+        scripts.claim_keep(key, value, code, expire_at)
+    if word in ("RESERVED", "RETRY"):
+        return claim, word, 201
+    refused = word == "HOLD_EXPIRED" or word == "ORDER_CONFLICT" and (
+        amount is not None or claim == "ours")
+    if claim == "new" and not refused:
+        scripts.claim_release(key, value, code, expire_at)
+    return claim, word, DR_STATUS.get(word.split(":")[0], 409)
 
 
 def script_keys(k, script, n=None):
@@ -411,11 +497,15 @@ class CurrentScripts:
     def forget(self, k, order_id):
         return self.ev("forget", script_keys(k, "forget"), [order_id])
 
-    def claim_release(self, claim_key, value, code):
-        return self.ev("claim", [claim_key], ["release", value, code])
+    def claim_release(self, claim_key, value, code, expire_at=None):
+        """claim.lua as gw_reserve_claim.c claim_script() calls it: expire_at (the claim's
+        PXAT) as its fourth argument, when the caller knows it (a step of an example does)."""
+        return self.ev("claim", [claim_key], ["release", value, code] +
+                       ([expire_at] if expire_at is not None else []))
 
-    def claim_keep(self, claim_key, value, code):
-        return self.ev("claim", [claim_key], ["keep", value, code])
+    def claim_keep(self, claim_key, value, code, expire_at=None):
+        return self.ev("claim", [claim_key], ["keep", value, code] +
+                       ([expire_at] if expire_at is not None else []))
 
     # A campaign's scripts, called as gw_campaign_redeem.c calls them. The guarded ones:
     # campaign_confirm.lua and campaign_release_begin.lua (campaign_guard.lua, then the
@@ -471,10 +561,10 @@ class OldScripts(CurrentScripts):
     def confirm(self, k, order_id, now):
         return self.ev("confirm", [k.orders, k.holds], [order_id, now])
 
-    def claim_release(self, claim_key, value, code):
+    def claim_release(self, claim_key, value, code, expire_at=None):
         return self.r.delete(claim_key)
 
-    def claim_keep(self, claim_key, value, code):
+    def claim_keep(self, claim_key, value, code, expire_at=None):
         return 1
 
 
@@ -569,6 +659,8 @@ class World:
                 "VOUCHER_PG_DSN"])}
         self.idle = {"gw": [], "rc": []}
         self.direct_examples = 0
+        self.twin_examples = 0      # flash voucher's examples with a direct twin
+        self.twin_calls = collections.Counter()   # the twin's reservations, by claim and answer
         # A direct voucher's examples (coverage): each function's answers, the calls that waited
         # on a lock, were cut or lost their answer, the events the relay sent again.
         self.direct = collections.Counter()
@@ -1044,14 +1136,19 @@ class Explorer(RuleBasedStateMachine):
                 # Read at each draw, not once (st.deferred() keeps its first strategy for the
                 # whole process): an aim's --mode holds after the seeds ran in another.
                 direct=st.integers(0, 11).map(
-                    lambda i: DIRECT_DRAW[DIRECT["mode"]][i % len(DIRECT_DRAW[DIRECT["mode"]])]))
+                    lambda i: DIRECT_DRAW[DIRECT["mode"]][i % len(DIRECT_DRAW[DIRECT["mode"]])]),
+                twin=st.integers(0, 11).map(
+                    lambda i: TWIN_DRAW[TWIN["mode"]][i % len(TWIN_DRAW[TWIN["mode"]])]))
     def init_voucher(self, total, orders=ORDERS, campaign=False, limit=PER_USER,
-                     replicated=False, targeted=False, one_hold_slices=None, direct=False):
+                     replicated=False, targeted=False, one_hold_slices=None, direct=False,
+                     twin=False):
         """orders: how many of o0..o2 this example uses (every race of issue 22 needs only one
         order; fewer orders make the steps of one sequence meet on the same order more often).
         A step's o is taken modulo it. campaign: the example is a one-time code campaign of
         max(total, 2) codes and perCustomerLimit limit instead of a voucher (README, "A
-        campaign's example"). direct: a direct voucher's example instead (init_direct())."""
+        campaign's example"). direct: a direct voucher's example instead (init_direct()).
+        twin: a flash voucher's example (no campaign, no replica) also has a direct twin
+        (README, "A direct twin")."""
         self.direct = bool(direct)
         if self.direct:
             return self.init_direct(total, orders)
@@ -1080,6 +1177,12 @@ class Explorer(RuleBasedStateMachine):
         if self.replicated and w.replica is None:
             w.start_replica()    # a saved case under WAIT, replayed without --replica
         self.link_broken = False
+        # A direct twin: a direct voucher whose reservations name this example's orderIds.
+        self.twin = bool(twin) and not self.camp and not self.replicated
+        self.twin_code = None
+        self.twin_acked = {}   # order -> the step its twin reservation was answered 201
+        # The claims' PXAT: the voucher's endsAt (a day ahead) and a day's retention, roughly.
+        self.claim_expire = int(time.time() * 1000) + 2 * 86400 * 1000
         self.took = {}         # order -> the code of its last hold taken (a campaign's)
         if self.camp:
             w.campaign_examples += 1
@@ -1136,6 +1239,13 @@ class Explorer(RuleBasedStateMachine):
                   (self.code, total, PER_USER))
             w.r.set(self.k.remaining, total, nx=True)
             w.sql("UPDATE voucher SET redis_loaded_at = now() WHERE code = %s", (self.code,))
+        if self.twin:
+            w.twin_examples += 1
+            self.twin_code = "MT" + self.code[2:]
+            w.sql("INSERT INTO voucher (code, mode, discount_amount, min_order_amount,"
+                  " total_limit, per_user_limit, starts_at, ends_at) VALUES (%s, 'direct', 100,"
+                  " 0, %s, %s, now() - interval '1 hour', now() + interval '1 day')",
+                  (self.twin_code, total, PER_USER))
         self.frozen = None     # a leader frozen before a script (freeze_leader), while another acts
         self.leaders = 0       # the reconciler daemons this example started
         self.pass_clock = []   # the clock at which each pass began (its snapshot): pass i at i - 1
@@ -1155,13 +1265,15 @@ class Explorer(RuleBasedStateMachine):
                            self.limit, orders, self.part), "init_voucher",
                         {"total": total, "orders": orders, "campaign": True, "limit": self.limit})
         else:
-            self.record("voucher %s, total %d, %d order(s) (partition %d)%s%s" % (
+            self.record("voucher %s, total %d, %d order(s) (partition %d)%s%s%s" % (
                 self.code, total, orders, self.part,
                 ", with a replica and WAIT, no fence" if self.replicated else "",
-                ", the periodic full read (targeted reads)" if self.targeted else ""),
+                ", the periodic full read (targeted reads)" if self.targeted else "",
+                ", a direct twin %s" % self.twin_code if self.twin else ""),
                 "init_voucher",
                 dict({"total": total, "orders": orders},
                      **({"replicated": True} if self.replicated else {}),
+                     **({"twin": True} if self.twin else {}),
                      **({"targeted": True} if self.targeted else {}),
                      **({"one_hold_slices": True} if self.one_hold_slices else {})))
 
@@ -1287,8 +1399,9 @@ class Explorer(RuleBasedStateMachine):
             self.w.sql("UPDATE campaign SET state = 'FAILED' WHERE id = %s", (self.cid,))
         else:
             self.w.sql("UPDATE voucher SET starts_at = now() - interval '3 days',"
-                       " ends_at = now() - interval '2 days' WHERE code = %s",
-                       (self.code,))
+                       " ends_at = now() - interval '2 days' WHERE code = ANY(%s)",
+                       ([self.code] + ([self.twin_code] if getattr(self, "twin_code", None)
+                                       else []),))
         self.w.commit(self.part, self.w.high(self.part))
 
     def record(self, text, name, args):
@@ -1484,16 +1597,19 @@ class Explorer(RuleBasedStateMachine):
                                {"o": o, "ttl": ttl})
         w, oid, now = self.w, self.oid(o), now_ms()
         self.token += 1
-        claim_key, claim_value = "voucher-order:{%s}" % oid, "%s:%d" % (self.code, self.token)
-        prior = w.gw.set(claim_key, claim_value, nx=True, get=True)
-        claim = "new" if prior is None else "ours" if prior.split(":")[0] == self.code else "other"
         held = now + TTL[ttl]
-        res = w.scripts.reserve(self.k, self.customer(o), oid, 100, held, now, 500000)
+        claim, res, (claim_key, claim_value) = flash_take(
+            w.gw, w.scripts, self.k, self.code, self.token, self.claim_expire, self.customer(o),
+            oid, held, now)
         status, value = res[0], res[1] if len(res) > 1 else None
+        if self.twin:
+            w.twin_calls["flash claim %s" % claim] += 1
         what = "reserve o%d (%s): status %d" % (o, ttl, status)
-        if status == A.reserve.TAKEN:
-            if claim == "ours":
-                w.scripts.claim_keep(claim_key, claim_value, self.code)
+        if claim == "other":
+            # The orderId is another code's (the direct twin's): a use taken is given back.
+            what += ", claimed with another code%s: 409 ORDER_CONFLICT" % (
+                ": forgotten" if status == A.reserve.TAKEN else "")
+        elif status == A.reserve.TAKEN:
             self.created.setdefault(o, {})[held] = len(self.story)
             if self.replicas_short():
                 what += ", WAIT short: 503, the hold kept, no event"
@@ -1511,8 +1627,6 @@ class Explorer(RuleBasedStateMachine):
             else:
                 what += " (%s): 409 HOLD_EXPIRED" % state
         else:
-            if claim == "new":
-                w.scripts.claim_release(claim_key, claim_value, self.code)
             what += ": refused (%s)" % {A.reserve.OUT_OF_STOCK: "409 OUT_OF_STOCK",
                                         A.reserve.ALREADY_USED: "409 ALREADY_USED",
                                         A.reserve.NOT_LOADED: "503 being restored",
@@ -2102,8 +2216,86 @@ class Explorer(RuleBasedStateMachine):
             what += " (not confirmed: nothing)"
         self.record(what, "lose_confirm", {"o": o})
 
+    @only("d_reserve_twin")
+    @precondition(lambda self: getattr(self, "twin", False) and self.created)
+    @rule(o=st.integers(0, ORDERS - 1), end=st.sampled_from(TWIN_END))
+    @guarded
+    def d_reserve_twin(self, o, end):
+        """POST reservations of the direct twin with o's orderId, as the C gateway makes it
+        (twin_take(): the claim, then dr_reserve as the gateway's role in a transaction of its
+        own, the claim kept or released after it). end: how the call ends as the gateway sees it
+        (TWIN_END): answered; committed and no answer heard; rolled back. The twin's holds are
+        live (two minutes): the reconciler daemon's direct pass does not expire them."""
+        o %= self.n_orders
+        w, oid, now = self.w, self.oid(o), now_ms()
+        self.token += 1
+        held = now + HOLD_LIVE
+        event = {"type": "VoucherReserved", "version": 1, "code": self.twin_code,
+                 "customerId": self.customer(o), "orderId": oid, "discountAmount": 100,
+                 "orderAmount": 500000, "reservedAt": iso(now), "heldUntil": iso(held)}
+
+        def dr_reserve():
+            conn = w.dconn("gw")
+            try:
+                with conn.cursor() as c:
+                    c.execute("SELECT * FROM dr_reserve(%s, %s, %s, %s, %s, %s, %s, %s)",
+                              (self.twin_code, oid, str(self.customer(o)), 500000, 100, now,
+                               held, json.dumps(event)))
+                    row = c.fetchone()
+            except psycopg2.Error as e:
+                conn.rollback()
+                w.dconn_back("gw", conn)
+                self.fail("a direct call raised: the twin's dr_reserve of o%d failed with %s (%s)"
+                          " where its function answers a word" % (
+                              o, e.pgcode, e.diag.message_primary))
+            if end == "cut":
+                conn.rollback()
+            else:
+                conn.commit()
+            w.dconn_back("gw", conn)
+            return None if end != "answer" else row
+
+        claim, word, status = twin_take(w.gw, w.scripts, self.twin_code, self.token,
+                                        self.claim_expire, oid, dr_reserve,
+                                        fenced=self.refused_by_fence(),
+                                        claim_ignored=TWIN["claim_ignored"])
+        w.twin_calls["claim %s, %s" % (claim, word or status)] += 1
+        if status == 201:
+            self.twin_acked.setdefault(o, len(self.story))
+        self.record("twin reserve o%d (%s): claim %s, %s%d%s" % (
+            o, end, claim, "dr_reserve %s, " % word if word else
+            "no dr_reserve, " if claim == "other" and not TWIN["claim_ignored"] else "",
+            status, " ORDER_CONFLICT (another voucher code)" if word is None and status == 409
+            else ""), "d_reserve_twin", {"o": o, "end": end})
+
+    def check_twin(self, orders, rows, live):
+        """One orderId, one use across the two modes (proto/direct-mode.md, "The orderId across
+        modes"; README, "A direct twin"): no orderId holds a use on the flash voucher (taken in
+        Redis, a live row in PostgreSQL, live in Kafka, or its reservation's report awaited)
+        and a live row on the direct twin at once. orders, rows, live: the flash voucher's
+        orders hash, rows and orders live in Kafka, as check_promises() read them."""
+        twin = {x for x, in self.w.sql(
+            "SELECT order_id FROM voucher_redemption WHERE voucher_code = %s"
+            " AND status <> 'RELEASED'", (self.twin_code,))}
+        if not twin:
+            return
+        redis_taken = {x for x, v in orders.items() if v[-1] in TAKEN}
+        pg_live = {x for x, st_ in rows.items() if st_ != "RELEASED"}
+        waiting = {self.oid(c.order) for c in self.pending if c.kind in ("reserve", "replay")}
+        both = sorted(twin & (redis_taken | pg_live | live | waiting))
+        if both:
+            x = both[0]
+            where = [name for name, held in (("taken in redis (%s)" % orders.get(x, ""),
+                                              redis_taken), ("live in postgresql", pg_live),
+                                             ("live in kafka", live),
+                                             ("its report awaited", waiting)) if x in held]
+            self.fail("one orderId, two uses: %s holds a use on the flash voucher (%s) and a live"
+                      " row on its direct twin %s" % (self.short(x), ", ".join(where),
+                                                      self.twin_code))
+
     @only("rollback")
-    @precondition(lambda self: self.created and not self.replicated and not self.targeted)
+    @precondition(lambda self: self.created and not self.replicated and not self.targeted and
+                  not getattr(self, "twin", False))
     @rule(k=st.integers(1, 3))
     @guarded
     def rollback(self, k):
@@ -2283,7 +2475,8 @@ class Explorer(RuleBasedStateMachine):
         CLOCK.set(time.time() * 1000)
         self.n_orders = orders
         self.code = "MD%d_%d_%d" % (os.getpid() % 10000, int(time.time()) % 100000, w.seq)
-        self.camp = self.replicated = self.targeted = self.link_broken = False
+        self.camp = self.replicated = self.targeted = self.link_broken = self.twin = False
+        self.twin_code = None
         self.limit = PER_USER
         self.k = Keys(self.code)
         self.key = self.code
@@ -2868,6 +3061,9 @@ class Explorer(RuleBasedStateMachine):
                 if needle in msg:
                     return cls, msg.split(":")[0]
             return "direct-other", msg.split(":")[0]
+        if "one orderId, two uses" in msg:
+            return "twin-order-twice", "an orderId took a use on a flash voucher and on its" \
+                " direct twin"
         if "Redis not verified" in msg:
             return "fence-stuck", "the reconciler did not verify Redis again after it lost writes"
         if "aggregate is not a recount" in msg:
@@ -2991,6 +3187,8 @@ class Explorer(RuleBasedStateMachine):
         self.check_answers(orders, rows)
         if self.targeted:
             self.check_unsent(orders)
+        if self.twin:
+            self.check_twin(orders, rows, live)
 
     def check_aggregates(self, orders):
         """The aggregates (proto/redis-keys.md, "Aggregates") at every step: Redis's (agg) is a
@@ -3596,6 +3794,12 @@ def main():
     ap.add_argument("--relay-mark-early", action="store_true",
                     help="the model's outbox relay marks its rows sent before Kafka's delivery"
                          " report (the mutant relay-marks-before-report)")
+    ap.add_argument("--twin", choices=sorted(TWIN_DRAW), default="mix",
+                    help="a flash voucher's example with a direct twin sharing its orderIds:"
+                         " only, never, or drawn per example (README, \"A direct twin\")")
+    ap.add_argument("--twin-claim-ignored", action="store_true",
+                    help="the twin's reservation calls dr_reserve under another code's claim (the"
+                         " mutant direct-claim-ignored)")
     ap.add_argument("--first-failure", action="store_true",
                     help="stop at the first broken promise, in the replays as in the search")
     a = ap.parse_args()
@@ -3617,6 +3821,8 @@ def main():
     CAMPAIGN["mode"] = a.campaign
     DIRECT["mode"] = a.mode
     RELAY["mark_early"] = a.relay_mark_early
+    TWIN["mode"] = a.twin
+    TWIN["claim_ignored"] = a.twin_claim_ignored
     FENCE["gateway"] = not a.no_fence
     WORLD = World(a.build, a.lua or os.path.join(a.build, "common", "lua"), a.adapter,
                   os.path.abspath(a.shim))
@@ -3744,6 +3950,9 @@ def main():
               WORLD.targeted_reads, WORLD.targeted_passes, WORLD.targeted_examples))
     print("   slices of due holds released from a targeted read (a wave, rc_wave.c): %d"
           % WORLD.wave_slices_run)
+    print("   direct twins: %d examples; their reservations by claim and answer: %s" % (
+        WORLD.twin_examples, ", ".join("%s %d" % kv for kv in sorted(WORLD.twin_calls.items()))
+        or "none"))
     if WORLD.direct_examples:
         print("   direct vouchers: " + ", ".join("%s %d" % kv for kv in sorted(
             WORLD.direct.items())))
@@ -3816,6 +4025,7 @@ def violation_in(e):
 def settings_of(a):
     """The search settings of the command line (an aimed search overrides some: aim_settings())."""
     return {"rules": RULES["on"], "campaign": a.campaign, "targeted": a.targeted, "mode": a.mode,
+            "twin": a.twin,
             "fault_keys": list(FAULT_KEYS),
             "total": list(SHAPE["total"]), "orders": list(SHAPE["orders"]),
             "fence": not a.no_fence, "examples": a.examples, "steps": a.steps, "text": ""}
@@ -3829,6 +4039,7 @@ def aim_settings(base, spec):
     p.add_argument("--campaign", choices=sorted(CAMPAIGN_DRAW))
     p.add_argument("--targeted", choices=sorted(TARGETED_DRAW))
     p.add_argument("--mode", choices=sorted(DIRECT_DRAW))
+    p.add_argument("--twin", choices=sorted(TWIN_DRAW))
     p.add_argument("--fault-keys")
     p.add_argument("--total")
     p.add_argument("--orders")
@@ -3868,7 +4079,7 @@ def aim_settings(base, spec):
                 spec, ", ".join(sorted(unknown)), ", ".join(RULE_NAMES)))
         job["rules"] = set(o.rules.split(","))
     for key, val in (("campaign", o.campaign), ("targeted", o.targeted), ("examples", o.examples),
-                     ("steps", o.steps)):
+                     ("steps", o.steps), ("twin", o.twin)):
         if val is not None:
             job[key] = val
     if o.fault_keys:
@@ -3887,6 +4098,7 @@ def apply_settings(job):
     CAMPAIGN["mode"] = job["campaign"]
     TARGETED["mode"] = job["targeted"]
     DIRECT["mode"] = job["mode"]
+    TWIN["mode"] = job["twin"]
     FAULT_KEYS[:] = job["fault_keys"]
     SHAPE["total"], SHAPE["orders"] = job["total"], job["orders"]
     FENCE["gateway"] = job["fence"]

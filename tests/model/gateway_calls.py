@@ -11,7 +11,10 @@ HTTP, and compares them with what the explorer sends for the same requests:
 
 1. without a replica: a voucher's and a campaign code's; each call's script (by its text's
    SHA-1), keys (the code and orderId as placeholders) and arguments (numbers as N, the code,
-   orderId and customer as placeholders, a gateway's id as ID, words kept);
+   orderId and customer as placeholders, a gateway's id as ID, words kept); then a direct
+   voucher's reservation, its retry, and a reservation of the flash voucher's held orderId on
+   it: the orderId's claim (SET ... NX GET PXAT, and claim.lua) and the answer's status against
+   explorer.twin_take(), the explorer's direct twin's reservation (README, "A direct twin");
 2. with a replica of the stack's Redis and VOUCHER_REDIS_WAIT_REPLICAS=1: a voucher's, the same
    calls and a WAIT after each script the explorer waits after (explorer.WAITED).
 
@@ -51,7 +54,8 @@ REPLICA_PORT = PORT_BASE + 20
 
 
 class Monitor(threading.Thread):
-    """Redis's MONITOR on a connection of its own: every EVAL, EVALSHA and WAIT, as word lists."""
+    """Redis's MONITOR on a connection of its own: every EVAL, EVALSHA and WAIT, and every SET
+    of an orderId's claim (voucher-order:{ORDERID}), as word lists."""
 
     def __init__(self, url):
         super().__init__(daemon=True)
@@ -67,7 +71,9 @@ class Monitor(threading.Thread):
                 if self.stop:
                     break
                 words = shlex.split(cmd["command"]) if cmd.get("command") else []
-                if words and words[0].upper() in ("EVAL", "EVALSHA", "WAIT"):
+                if words and (words[0].upper() in ("EVAL", "EVALSHA", "WAIT") or
+                              words[0].upper() == "SET" and len(words) > 1 and
+                              words[1].startswith("voucher-order:")):
                     self.calls.append(words)
 
 
@@ -77,13 +83,15 @@ def sha(text):
 
 def normal(words, names, exact):
     """An argument list with the request's identities as placeholders (names: inside a word, as
-    the code in a key; exact: a whole word only, as a customer's number), numbers as N, and a
-    gateway's lease id (16 or more hex digits) as ID."""
+    the code in a key; exact: a whole word only, as a customer's number), numbers as N, a
+    claim's token (CODE:32 hex digits) as CODE:TOKEN, and a gateway's lease id (16 or more hex
+    digits) as ID."""
     out = []
     for w in words:
         w = str(w)
         for value, name in names:
             w = w.replace(value, name)
+        w = re.sub(r":[0-9a-f]{32}$", ":TOKEN", w)
         w = exact.get(w, w)
         # The lease token is 16 random hex digits, all of them decimal once in 1,800 starts
         # (a CI run met one): its length tells it from the numbers, which are at most 13.
@@ -96,12 +104,16 @@ def normal(words, names, exact):
 
 
 def gateway_calls(words_list, by_sha):
-    """The calls the gateway made: (script or "WAIT", keys, args)."""
+    """The calls the gateway made: (script, "WAIT" or "SET", keys, args)."""
     out = []
     for words in words_list:
         cmd = words[0].upper()
         if cmd == "WAIT":
             out.append(("WAIT", [], []))
+            continue
+        if cmd == "SET":
+            out.append(("SET", words[1:2], [w.upper() if w.isalpha() else w
+                                            for w in words[2:]]))
             continue
         body, n = words[1], int(words[2])
         name = by_sha.get(body if cmd == "EVALSHA" else sha(body), "?")
@@ -116,10 +128,17 @@ class Recorder:
     def __init__(self, by_text):
         self.by_text = by_text
         self.calls = []
+        self.prior = None   # what an orderId's claim (set()) finds
 
     def eval(self, text, n, *rest):
         self.calls.append((self.by_text.get(text, "?"), list(rest[:n]), list(rest[n:])))
         return [1, "1:100:1:H"]
+
+    def set(self, key, value, nx=False, get=False, pxat=None):
+        """An orderId's claim (explorer.claim_order()): SET key value NX GET PXAT pxat."""
+        self.calls.append(("SET", [key], [value] + (["NX"] if nx else []) +
+                           (["GET"] if get else []) + (["PXAT", pxat] if pxat else [])))
+        return self.prior
 
 
 def start_replica(scratch):
@@ -169,6 +188,8 @@ class Fixture:
         rnd = random.SystemRandom()
         self.ccode, self.other = ("".join(rnd.choice(explorer.SAFE32) for _ in range(12))
                                   for _ in "ab")
+        # A direct voucher: its reservations claim the orderId in Redis before dr_reserve.
+        self.dcode, self.doid = "GD" + stamp, "GD%s-d0" % stamp
         with pg.cursor() as c:
             c.execute("INSERT INTO voucher (code, mode, discount_amount, min_order_amount,"
                       " total_limit, per_user_limit, starts_at, ends_at) VALUES (%s, 'flash', 100, 0, 3, 9,"
@@ -182,6 +203,10 @@ class Fixture:
             self.cid = c.fetchone()[0]
             c.execute("INSERT INTO campaign_code (code, campaign_id, seq) VALUES (%s, %s, 1),"
                       " (%s, %s, 2)", (self.ccode, self.cid, self.other, self.cid))
+            c.execute("INSERT INTO voucher (code, mode, discount_amount, min_order_amount,"
+                      " total_limit, per_user_limit, starts_at, ends_at) VALUES (%s, 'direct',"
+                      " 100, 0, 3, 9, now() - interval '1 hour', now() + interval '1 day')",
+                      (self.dcode,))
 
     def requests(self, campaigns):
         """(name, method, path, body, the status wanted), in order."""
@@ -195,6 +220,16 @@ class Fixture:
                      "/vouchers/%s/reservations/%s/confirm" % (code, oid), {}, 200),
                     (name + "cancel", "DELETE", "/vouchers/%s/reservations/%s" % (code, oid),
                      None, 200)]
+        if campaigns:
+            # A direct voucher's: a new order, its retry, and the orderId the warm-up holds on the
+            # flash voucher (its event in Kafka, not in PostgreSQL: no writer runs), which the
+            # claim refuses before dr_reserve (409 ORDER_CONFLICT, another voucher code).
+            path = "/vouchers/%s/reservations" % self.dcode
+            body = {"customerId": self.customer, "orderId": self.doid, "orderAmount": 500000}
+            out += [("direct reserve", "POST", path, body, 201),
+                    ("direct retry", "POST", path, body, 201),
+                    ("direct flash's order", "POST", path, dict(body, orderId=self.oid + "w"),
+                     409)]
         return out
 
     def warm(self):
@@ -208,7 +243,8 @@ class Fixture:
     def retire(self, pg):
         with pg.cursor() as c:
             c.execute("UPDATE voucher SET starts_at = now() - interval '3 days',"
-                      " ends_at = now() - interval '2 days' WHERE code = %s", (self.code,))
+                      " ends_at = now() - interval '2 days' WHERE code = ANY(%s)",
+                      ([self.code, self.dcode],))
             c.execute("UPDATE campaign SET state = 'FAILED' WHERE id = %s", (self.cid,))
 
 
@@ -241,6 +277,20 @@ def explorer_calls(f, texts, lua, waited):
             if waited and call[0] in explorer.WAITED:
                 calls.append(("WAIT", [], []))
         out[name] = calls
+    # A direct voucher's, as the explorer's twin reserves (explorer.twin_take()): the claim finds
+    # nothing, this code's claim, the flash voucher's; dr_reserve answers a new order and a retry.
+    token = iter(range(1, 10))
+    for name, prior, word in (("direct reserve", None, "RESERVED"),
+                              ("direct retry", explorer.claim_value(f.dcode, 99), "RETRY"),
+                              ("direct flash's order", explorer.claim_value(f.code, 99),
+                               "RESERVED")):
+        rec.calls, rec.prior = [], prior
+        oid = f.oid + "w" if name == "direct flash's order" else f.doid
+        _, _, status = explorer.twin_take(
+            rec, adapter, f.dcode, next(token), 1, oid, lambda: (word, 100, None, 1, 1),
+            claim_ignored=explorer.TWIN["claim_ignored"])
+        out[name] = rec.calls
+        out[name + " status"] = status
     return out
 
 
@@ -277,27 +327,32 @@ def phase(title, a, pg, texts, lua, replica_dir=None):
             n = len(mon.calls)
             got = http(method, path, body)
             time.sleep(0.2)   # MONITOR's stream trails the answer: let it catch up
-            marks.append((name, n, len(mon.calls)))
+            marks.append((name, n, len(mon.calls), got))
             if got != want:
                 print("  %s: the gateway answered %d, not %d (see %s)" % (name, got, want,
                                                                          log.name))
                 bad += 1
         mon.stop = True
         calls = gateway_calls(mon.calls, by_sha)
-        names = [(f.coid, "ORDER"), (f.oid, "ORDER"), (f.ccode, "CCODE"), (f.code, "CODE"),
-                 ("{c%d}" % f.cid, "{cID}")]
+        names = [(f.coid, "ORDER"), (f.oid, "ORDER"), (f.doid, "ORDER"), (f.ccode, "CCODE"),
+                 (f.code, "CODE"), (f.dcode, "DCODE"), ("{c%d}" % f.cid, "{cID}")]
         exact = {str(f.customer): "CUSTOMER"}
         mine = explorer_calls(f, texts, lua, bool(replica_dir))
-        for name, lo, hi in marks:
+        for name, lo, hi, got in marks:
             # A campaign's confirm or cancel asks the code as a voucher's first (gw_holds.c:
             # no counter and no order, -8, nothing written), then the campaign's: the explorer
-            # goes to the campaign's at once. The claim is the explorer's own step.
+            # goes to the campaign's at once. A flash voucher's claim is the explorer's own step
+            # (its rule reserve()); a direct voucher's is compared, and so is its answer.
+            direct = name.startswith("direct")
             theirs = [(s, normal(keys, names, exact), normal(args, names, exact))
-                      for s, keys, args in calls[lo:hi] if s != "claim" and
-                      not (name.startswith("campaign") and keys and keys[0].startswith(
+                      for s, keys, args in calls[lo:hi] if (direct or s not in ("claim", "SET"))
+                      and not (name.startswith("campaign") and keys and keys[0].startswith(
                           explorer.Keys(f.ccode).remaining[:-len("remaining")]))]
             ours = [(s, normal(keys, names, exact), normal(args, names, exact))
                     for s, keys, args in mine[name]]
+            if direct:
+                theirs.append(("status", [], [got]))
+                ours.append(("status", [], [mine[name + " status"]]))
             if theirs != ours:
                 bad += 1
                 print("DIFFERENT %s:\n  gateway:  %s\n  explorer: %s" % (name, theirs, ours))
