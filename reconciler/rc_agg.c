@@ -96,3 +96,26 @@ int rc_agg_diff_equal(const rc_agg_diff_t *a, const rc_agg_diff_t *b)
     return memcmp(a->count, b->count, sizeof(a->count)) == 0 &&
            memcmp(a->customers, b->customers, sizeof(a->customers)) == 0;
 }
+
+rc_agg_verdict_t rc_agg_judge(const rc_agg_t *redis, const rc_agg_t *pg, const rc_agg_base_t *base,
+                              rc_agg_diff_t *diff, int *compared)
+{
+    rc_agg_outcome_t outcome = rc_agg_compare(redis, pg, diff);
+
+    *compared = outcome == RC_AGG_COMPARED;
+    if (outcome == RC_AGG_ABSENT)
+        return RC_AGG_OLD_RULE;
+    if (base->known && ((*compared && rc_agg_diff_equal(diff, &base->diff)) ||
+                        (rc_agg_equal(redis, &base->redis) && rc_agg_equal(pg, &base->pg))))
+        return RC_AGG_SETTLED;
+    return *compared && rc_agg_diff_zero(diff) ? RC_AGG_SETTLED : RC_AGG_READ_NOW;
+}
+
+void rc_agg_remember(rc_agg_base_t *base, int read, int consistent, const rc_agg_t *redis,
+                     const rc_agg_t *pg, const rc_agg_diff_t *diff)
+{
+    base->known = read && consistent;
+    base->diff = *diff;
+    base->redis = *redis;
+    base->pg = *pg;
+}

@@ -1,15 +1,17 @@
 /*
- * A voucher's aggregates (proto/redis-keys.md, "Aggregates"): per order state,
- * how many orders there are and the sum of their customers' last six digits,
- * kept in Redis by every order write (voucher:{CODE}:agg, orders_write.lua)
- * and in PostgreSQL by the triggers of its redemption rows (the voucher row's
- * agg_* columns, deploy/sql/027_voucher_aggregates.sql). A quiet voucher whose
- * two aggregates agree is not read in full: its every order and row would
- * agree too, but for drift that cancels out in every one of those numbers,
- * which the slow audit (VOUCHER_RECONCILE_AUDIT_EVERY) still reads for.
+ * A voucher's or a campaign's aggregates (proto/redis-keys.md, "Aggregates";
+ * proto/campaigns.md, "Aggregates"): per order state, how many orders there
+ * are and the sum of their customers' last six digits, kept in Redis by every
+ * order write (voucher:{CODE}:agg, campaign:{cID}:agg, orders_write.lua) and
+ * in PostgreSQL by the triggers of the redemption rows (voucher_aggregate,
+ * deploy/sql/030_voucher_aggregate_table.sql; campaign_aggregate,
+ * 031_campaign_aggregate.sql). A quiet voucher or campaign whose two
+ * aggregates agree is not read in full: its every order and row would agree
+ * too, but for drift that cancels out in every one of those numbers, which the
+ * slow audit (VOUCHER_RECONCILE_AUDIT_EVERY) still reads for.
  *
- * Pure: no I/O; rc_redis_aggregate() and rc_pg_read_aggregates() fill the
- * structs.
+ * Pure: no I/O; rc_redis_aggregate(), rc_redis_campaign_aggregate(),
+ * rc_pg_read_aggregates() and the campaign pass's query fill the structs.
  */
 #ifndef RC_AGG_H
 #define RC_AGG_H
@@ -26,7 +28,7 @@ enum {
     RC_AGG_STATES
 };
 
-/* One side's aggregate of one voucher. */
+/* One side's aggregate of one voucher or campaign. */
 typedef struct {
     int present;                      /* kept: the Redis key exists, the columns are not NULL */
     int64_t count[RC_AGG_STATES];     /* orders (rows) per state */
@@ -57,7 +59,7 @@ typedef enum {
 } rc_agg_outcome_t;
 
 /*
- * Compares redis's and pg's aggregates of one quiet voucher. Returns the
+ * Compares redis's and pg's aggregates of one quiet voucher or campaign. Returns the
  * outcome; with RC_AGG_COMPARED, *diff is set.
  */
 rc_agg_outcome_t rc_agg_compare(const rc_agg_t *redis, const rc_agg_t *pg, rc_agg_diff_t *diff);
@@ -70,6 +72,54 @@ int rc_agg_diff_zero(const rc_agg_diff_t *d);
 
 /* Whether two differences are the same. */
 int rc_agg_diff_equal(const rc_agg_diff_t *a, const rc_agg_diff_t *b);
+
+/*
+ * What a full read found consistent, remembered between passes (a voucher's
+ * rc_memory_entry_t, a campaign's memory in rc_campaign.c): PostgreSQL's
+ * aggregate less Redis's as that read's pass compared them, a difference the
+ * full read explains (rows of uses PostgreSQL counted before Redis knew the
+ * voucher, rows counted before the aggregates were kept, released rows a
+ * rebuild did not put back in Redis), which later passes compare against
+ * instead of nothing; and both aggregates as that pass read them, whatever
+ * they were (a Redis one that does not describe its orders hash too):
+ * unchanged since, nothing was written on either side.
+ */
+typedef struct {
+    int known; /* a full read found it consistent, with both aggregates read in its pass */
+    rc_agg_diff_t diff;
+    rc_agg_t redis, pg;
+} rc_agg_base_t;
+
+/* What the aggregates of one quiet voucher or campaign say of its full read. */
+typedef enum {
+    /* Either side keeps none: the old rule (a full read every full_every_ms). */
+    RC_AGG_OLD_RULE,
+    /*
+     * They agree, differ exactly as the base accepted, or neither moved since
+     * the base was taken: the full read can wait for the slow audit.
+     */
+    RC_AGG_SETTLED,
+    /* They differ otherwise, or Redis's does not describe its orders hash: read in full now. */
+    RC_AGG_READ_NOW
+} rc_agg_verdict_t;
+
+/*
+ * Judges a quiet voucher's or campaign's aggregates: redis and pg as read this
+ * pass, base what its last full read remembered (rc_agg_remember()). Sets
+ * *diff (PostgreSQL's less Redis's; zero unless compared) and *compared (both
+ * kept and comparable, rc_agg_compare()'s RC_AGG_COMPARED). Pure.
+ */
+rc_agg_verdict_t rc_agg_judge(const rc_agg_t *redis, const rc_agg_t *pg, const rc_agg_base_t *base,
+                              rc_agg_diff_t *diff, int *compared);
+
+/*
+ * After a full read: consistent when it found nothing apart, with redis, pg
+ * and diff the aggregates its pass read and compared (read 0 when it read
+ * none: a busy one, or one never judged by them). Remembers them into *base,
+ * or forgets what base held. Pure.
+ */
+void rc_agg_remember(rc_agg_base_t *base, int read, int consistent, const rc_agg_t *redis,
+                     const rc_agg_t *pg, const rc_agg_diff_t *diff);
 
 /*
  * Reads one field of Redis's aggregate (a state's letter, the letter and

@@ -1,4 +1,5 @@
 #include "rc_campaign.h"
+#include "rc_agg.h"
 #include "rc_grow.h"
 #include "rc_kafka.h"
 #include "rc_pg.h"
@@ -25,15 +26,17 @@
 
 /*
  * What earlier passes saw of one campaign: when each hold unknown downstream
- * was first seen (as rc_memory_entry_t's seen, for the voucher), and when the
- * campaign was last read in full. Kept in this file: the campaigns are not
- * among the vouchers the planner's memory lines up.
+ * was first seen (as rc_memory_entry_t's seen, for the voucher), when the
+ * campaign was last read in full, and the aggregates that read found it
+ * consistent with (as the voucher's agg_base). Kept in this file: the
+ * campaigns are not among the vouchers the planner's memory lines up.
  */
 typedef struct {
     int64_t id;
     int64_t last_full_ms;     /* monotonic */
     int64_t missing_since_ms; /* when taken was first seen lost, for the restore delay */
     rc_orders_t seen;
+    rc_agg_base_t agg_base;
 } memory_t;
 
 static memory_t *memory;
@@ -383,6 +386,43 @@ static int guard_keys(char k[VC_CAMPAIGN_KEY_COUNT][64], const char **keys, int 
     keys[n++] = k[VC_CAMPAIGN_KEY_ORDERS];
     keys[n++] = k[VC_CAMPAIGN_KEY_TAKEN];
     return n;
+}
+
+/*
+ * Whether a full read found the campaign consistent: nothing to rebuild, no
+ * release under way, no dead letter parked, and every order in the same state
+ * on both sides once the events in flight are applied (H and RESERVED, C and
+ * CONFIRMED, R and RELEASED). Then the difference of its aggregates read in
+ * the same pass is one the rows explain, and later passes accept it
+ * (rc_agg_remember()).
+ */
+static int consistent(const campaign_t *c)
+{
+    rc_order_t *o;
+
+    if (needs_rebuild(c) || c->nreleasing > 0 || c->parked > 0)
+        return 0;
+    for (size_t i = 0; i < c->orders.cap; i++) {
+        vc_rd_status_t same;
+        if (!(o = rc_orders_at(&c->orders, i)))
+            continue;
+        switch (o->redis_state) {
+        case VC_STATE_HELD:
+            same = VC_RD_RESERVED;
+            break;
+        case VC_STATE_CONFIRMED:
+            same = VC_RD_CONFIRMED;
+            break;
+        case VC_STATE_RELEASED:
+            same = VC_RD_RELEASED;
+            break;
+        default:
+            return 0; /* a release begun, or no order in Redis */
+        }
+        if (o->pg_after != same)
+            return 0;
+    }
+    return 1;
 }
 
 /*
@@ -958,10 +998,62 @@ int rc_campaign_due_parse(const char *text, int max, rc_campaign_due_t *d)
     }
 }
 
-/* One campaign: its numbers, then (when they do not settle it) a full read and its repairs. */
+/* How the pass read a campaign: 0 by its numbers alone, 2 in full (as voucher_reconciler_read). */
+static void record_read(int64_t id, int kind)
+{
+    char labels[48];
+
+    snprintf(labels, sizeof(labels), "campaign=\"%lld\"", (long long)id);
+    vc_metric_set(vc_gauge("voucher_reconciler_campaign_read",
+                           "How the last pass read each campaign: 0 by its numbers and "
+                           "aggregates alone, 2 in full",
+                           labels),
+                  kind);
+}
+
+/* What a pass read of a campaign's aggregates (judge_aggregates()). */
+typedef struct {
+    int read;     /* Redis's was read this pass */
+    int compared; /* both kept and comparable: diff is PostgreSQL's less Redis's */
+    rc_agg_t redis;
+    rc_agg_diff_t diff;
+} campaign_agg_t;
+
+/*
+ * A campaign quiet by its numbers (proto/campaigns.md, "Aggregates"): Redis's
+ * aggregate read now, with HLEN orders (one round trip, O(1)), and judged
+ * against PostgreSQL's, pg, read with the pass's numbers, and what the last
+ * full read remembered (rc_agg_judge()). *verdict RC_AGG_SETTLED: its full
+ * read can wait for the slow audit; RC_AGG_READ_NOW: read in full now;
+ * RC_AGG_OLD_RULE: either side keeps none, or the audit is off
+ * (audit_every_ms 0), and the campaign is read every full_every_ms as before.
+ */
+static int judge_aggregates(rc_ctx_t *ctx, const memory_t *m, const rc_agg_t *pg,
+                            campaign_agg_t *a, rc_agg_verdict_t *verdict, char *err, size_t errlen)
+{
+    int rc;
+
+    *verdict = RC_AGG_OLD_RULE;
+    if (!pg->present || ctx->cfg->audit_every_ms <= 0)
+        return 0;
+    if ((rc = rc_redis_campaign_aggregate(ctx->redis, m->id, &a->redis, err, errlen)) != 0)
+        return rc;
+    a->read = 1;
+    *verdict = rc_agg_judge(&a->redis, pg, &m->agg_base, &a->diff, &a->compared);
+    if (*verdict == RC_AGG_READ_NOW)
+        vc_info("campaign %lld: its aggregates in Redis and PostgreSQL %s: read in full",
+                (long long)m->id,
+                a->compared ? "disagree" : "do not describe its orders hash");
+    return 0;
+}
+
+/*
+ * One campaign: its numbers, then (when they do not settle it) a full read and
+ * its repairs. pg is PostgreSQL's aggregate of it (present 0: none kept).
+ */
 static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live, int64_t ends_at_ms,
-               int loaded, int repair, int64_t snapshot_ms, rc_summary_t *sum, char *err,
-               size_t errlen)
+               int loaded, const rc_agg_t *pg, int repair, int64_t snapshot_ms, rc_summary_t *sum,
+               char *err, size_t errlen)
 {
     char k[VC_CAMPAIGN_KEY_COUNT][64], max[24], limit[24], *due;
     const char *keys[VC_CAMPAIGN_DUE_NKEYS];
@@ -970,6 +1062,8 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
     int lost, rc;
     size_t flying = 0;
     campaign_t c = {.id = id};
+    campaign_agg_t agg = {0};
+    rc_agg_verdict_t verdict = RC_AGG_OLD_RULE;
     memory_t *m = memory_of(id);
     int64_t taken, mono = vc_time_mono_ms();
 
@@ -1020,12 +1114,24 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
     VC_PAUSE("reconciler-campaign-after-numbers");
     if (!repair)
         goto out;
-    /* Quiet by the numbers: read in full only every full_every_ms (always with --once). */
+    /*
+     * Quiet by the numbers: read in full every full_every_ms, or with its
+     * aggregates agreeing every audit_every_ms, or now when they disagree
+     * (always with --once).
+     */
     if (!ctx->force_full &&
         !rc_campaign_needs_full(lost, taken, live, answer.numbers.releasing, answer.due, flying) &&
-        ctx->cfg->full_every_ms > 0 && m->last_full_ms &&
-        mono - m->last_full_ms < ctx->cfg->full_every_ms)
-        goto out;
+        ctx->cfg->full_every_ms > 0 && m->last_full_ms) {
+        if ((rc = judge_aggregates(ctx, m, pg, &agg, &verdict, err, errlen)) != 0)
+            goto out;
+        if (verdict != RC_AGG_READ_NOW &&
+            mono - m->last_full_ms < (verdict == RC_AGG_SETTLED ? ctx->cfg->audit_every_ms
+                                                                 : ctx->cfg->full_every_ms)) {
+            record_read(id, 0);
+            goto out;
+        }
+    }
+    record_read(id, 2);
     m->last_full_ms = mono;
     c.lost = lost;
     c.loaded = loaded;
@@ -1035,6 +1141,8 @@ static int one(rc_ctx_t *ctx, const rc_vouchers_t *vs, int64_t id, int64_t live,
         (rc = remember(m, &c, vc_time_now_ms())) != 0)
         goto out;
     apply_letters(&c);
+    /* What this read found is what later passes' aggregates are judged against. */
+    rc_agg_remember(&m->agg_base, agg.read, consistent(&c), &agg.redis, pg, &agg.diff);
     if (c.parked > 0) {
         sum->parked += c.parked;
         vc_info("campaign %lld: %lld dead letters parked, waiting for an operator "
@@ -1049,6 +1157,26 @@ out:
     return rc;
 }
 
+/*
+ * PostgreSQL's aggregate of a campaign from columns col..col+5 of row i
+ * (reserved, confirmed, released, then their customers' sums), into *pg:
+ * present only when all six are kept (not NULL; no aggregate row reads NULL).
+ */
+static void pg_aggregate(const PGresult *res, int i, int col, rc_agg_t *pg)
+{
+    static const int states[] = {RC_AGG_HELD, RC_AGG_CONFIRMED, RC_AGG_RELEASED};
+
+    memset(pg, 0, sizeof(*pg));
+    for (int j = 0; j < 6; j++)
+        if (PQgetisnull(res, i, col + j))
+            return;
+    pg->present = 1;
+    for (int j = 0; j < 3; j++) {
+        pg->count[states[j]] = strtoll(PQgetvalue(res, i, col + j), NULL, 10);
+        pg->customers[states[j]] = strtoll(PQgetvalue(res, i, col + 3 + j), NULL, 10);
+    }
+}
+
 int rc_campaign_pass(rc_ctx_t *ctx, const rc_vouchers_t *vs, int repair, int64_t snapshot_ms,
                      rc_summary_t *sum, char *err, size_t errlen)
 {
@@ -1057,19 +1185,34 @@ int rc_campaign_pass(rc_ctx_t *ctx, const rc_vouchers_t *vs, int repair, int64_t
     char first[256] = "";
     int rc = 0, failed = 0;
 
-    /* Numbers only: the live rows are counted on the (campaign_id, status) index. */
+    /*
+     * Numbers only, and PostgreSQL's aggregates (031, kept by the rows'
+     * triggers) in the same statement: the live rows are the aggregates' count,
+     * O(1) a campaign; counted on the (campaign_id, status) index only where
+     * none is kept (no row yet, or a NULL column).
+     */
     if (!(res = vc_pg_exec(conn,
-                           "SELECT c.id, (SELECT count(*) FROM campaign_redemption r"
-                           " WHERE r.campaign_id = c.id AND r.status <> 'RELEASED'),"
+                           "SELECT c.id,"
+                           " CASE WHEN a.agg_reserved IS NOT NULL AND a.agg_confirmed IS NOT NULL"
+                           "  THEN a.agg_reserved + a.agg_confirmed"
+                           "  ELSE (SELECT count(*) FROM campaign_redemption r"
+                           "   WHERE r.campaign_id = c.id AND r.status <> 'RELEASED')"
+                           " END,"
                            " (extract(epoch FROM c.ends_at) * 1000)::bigint,"
-                           " c.redis_loaded_at IS NOT NULL"
-                           " FROM campaign c WHERE c.state IN ('ACTIVE', 'INACTIVE') ORDER BY c.id",
+                           " c.redis_loaded_at IS NOT NULL,"
+                           " a.agg_reserved, a.agg_confirmed, a.agg_released,"
+                           " a.agg_reserved_customers, a.agg_confirmed_customers,"
+                           " a.agg_released_customers"
+                           " FROM campaign c LEFT JOIN campaign_aggregate a ON a.campaign_id = c.id"
+                           " WHERE c.state IN ('ACTIVE', 'INACTIVE') ORDER BY c.id",
                            0, NULL, &rc, err, errlen)))
         return rc;
     for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
+        rc_agg_t pg = {0};
+        pg_aggregate(res, i, 4, &pg);
         rc = one(ctx, vs, strtoll(PQgetvalue(res, i, 0), NULL, 10),
                  strtoll(PQgetvalue(res, i, 1), NULL, 10), strtoll(PQgetvalue(res, i, 2), NULL, 10),
-                 PQgetvalue(res, i, 3)[0] == 't', repair, snapshot_ms, sum, err, errlen);
+                 PQgetvalue(res, i, 3)[0] == 't', &pg, repair, snapshot_ms, sum, err, errlen);
         /*
          * An answer of Redis about one campaign that does not parse fails that
          * campaign's part of the pass, said and counted here, and the pass

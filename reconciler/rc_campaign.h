@@ -1,8 +1,11 @@
 /*
  * The reconciler's pass over campaigns (proto/campaigns.md, "The
- * reconciler"): per campaign, numbers first (PostgreSQL's live rows, Redis's
- * taken codes, holds and releases); when they do not settle it, or every
- * full_every_ms, a full read of its rows and orders, judged with the voucher
+ * reconciler"): per campaign, numbers first (PostgreSQL's live rows, read
+ * from its aggregates, Redis's taken codes, holds and releases); when they
+ * settle it, its aggregates in Redis and PostgreSQL compared ("Aggregates",
+ * rc_agg.h). When the numbers do not settle it, when the aggregates disagree,
+ * or every full_every_ms (every audit_every_ms while its aggregates agree), a
+ * full read of its rows and orders, judged with the voucher
  * model (rc_model.h) and repaired as a voucher is: lost taken or users hashes
  * rebuilt, holds expired, undelivered holds released, holds PostgreSQL
  * released given back, holds it confirmed confirmed, releases begun and never
@@ -54,8 +57,8 @@ int rc_campaign_due_parse(const char *text, int max, rc_campaign_due_t *d);
  * campaign_due.lua's (taken or users missing beside the other keys); taken
  * Redis's codes taken, live PostgreSQL's live rows, releasing the releases
  * begun, due the holds past heldUntil and the grace, flying the campaign's
- * events in flight. Otherwise the campaign is read in full every
- * full_every_ms only (every pass with --once).
+ * events in flight. Otherwise the campaign is judged by its aggregates, or
+ * read in full every full_every_ms only (every pass with --once).
  */
 int rc_campaign_needs_full(int lost, int64_t taken, int64_t live, int64_t releasing, int64_t due,
                            size_t flying);

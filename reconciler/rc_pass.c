@@ -183,8 +183,7 @@ static void tail_cb(void *arg, const vc_event_t *ev)
 static int judge_aggregates(rc_ctx_t *ctx, rc_voucher_t *v, int *settled, char *err,
                             size_t errlen)
 {
-    const rc_memory_entry_t *m = v->mem;
-    rc_agg_outcome_t outcome;
+    rc_agg_verdict_t verdict;
     int rc;
 
     *settled = 0;
@@ -193,21 +192,11 @@ static int judge_aggregates(rc_ctx_t *ctx, rc_voucher_t *v, int *settled, char *
     if ((rc = rc_redis_aggregate(ctx->redis, v->code, &v->agg_redis, err, errlen)) != 0)
         return rc;
     v->agg_read = 1;
-    outcome = rc_agg_compare(&v->agg_redis, &v->agg_pg, &v->agg_diff);
-    if (outcome == RC_AGG_ABSENT)
+    verdict = rc_agg_judge(&v->agg_redis, &v->agg_pg, &v->mem->agg_base, &v->agg_diff,
+                           &v->agg_compared);
+    *settled = verdict == RC_AGG_SETTLED;
+    if (verdict != RC_AGG_READ_NOW)
         return 0;
-    v->agg_compared = outcome == RC_AGG_COMPARED;
-    if (m->agg_base_known &&
-        ((v->agg_compared && rc_agg_diff_equal(&v->agg_diff, &m->agg_base)) ||
-         (rc_agg_equal(&v->agg_redis, &m->agg_redis_base) &&
-          rc_agg_equal(&v->agg_pg, &m->agg_pg_base)))) {
-        *settled = 1;
-        return 0;
-    }
-    if (v->agg_compared && rc_agg_diff_zero(&v->agg_diff)) {
-        *settled = 1;
-        return 0;
-    }
     vc_info("%s: its aggregates in Redis and PostgreSQL %s: read in full", v->code,
             v->agg_compared ? "disagree" : "do not describe its orders hash");
     v->full = 1;
@@ -223,11 +212,9 @@ static void remember_aggregates(rc_voucher_t *v)
 {
     if (!v->full)
         return;
-    v->mem->agg_base_known =
-        v->agg_read && (v->verdict == RC_CONSISTENT || v->verdict == RC_USED_WITHOUT_ROWS);
-    v->mem->agg_base = v->agg_diff;
-    v->mem->agg_redis_base = v->agg_redis;
-    v->mem->agg_pg_base = v->agg_pg;
+    rc_agg_remember(&v->mem->agg_base, v->agg_read,
+                    v->verdict == RC_CONSISTENT || v->verdict == RC_USED_WITHOUT_ROWS,
+                    &v->agg_redis, &v->agg_pg, &v->agg_diff);
 }
 
 static int choose_full(rc_ctx_t *ctx, rc_voucher_t *v, int *due_periodic, char *err,

@@ -47,20 +47,10 @@ typedef struct {
     rc_orders_t released_seen;
     int64_t uncounted; /* used_count beyond the live rows at the last full read */
     /*
-     * PostgreSQL's aggregate less Redis's when a full read last found the
-     * voucher consistent with both read (agg_base_known): a difference the
-     * full read explains (rows of uses PostgreSQL counted before Redis knew
-     * the voucher, rows counted before the aggregates were), which later
-     * passes compare against instead of nothing (rc_agg.h).
+     * The aggregates a full read last found the voucher consistent with, and
+     * their difference, which later passes accept (rc_agg.h, rc_agg_base_t).
      */
-    int agg_base_known;
-    rc_agg_diff_t agg_base;
-    /*
-     * Both aggregates as that full read found them, whatever they were (one
-     * Redis's that does not describe its orders hash too): unchanged since,
-     * nothing was written to the voucher, on either side.
-     */
-    rc_agg_t agg_redis_base, agg_pg_base;
+    rc_agg_base_t agg_base;
 } rc_memory_entry_t;
 
 /* The memory of every active voucher, sorted by code (rc_memory_align()). */
@@ -108,7 +98,7 @@ typedef struct {
     /*
      * Quiet, with both aggregates read and compared this pass (agg_diff:
      * PostgreSQL's less Redis's): what a full read that finds the voucher
-     * consistent remembers (rc_memory_entry_t.agg_base).
+     * consistent remembers (rc_memory_entry_t.agg_base.diff).
      */
     int agg_compared;
     rc_agg_diff_t agg_diff;

@@ -1625,29 +1625,34 @@ int rc_redis_fence(rc_redis_t *r, const char *set_run_id, char run_id[VC_RUN_ID_
     return rc;
 }
 
-int rc_redis_aggregate(rc_redis_t *r, const char *code, rc_agg_t *agg, char *err, size_t errlen)
+/*
+ * An aggregate (agg_key) and the size of the orders hash beside it
+ * (orders_key), both of hash tag tag, at one moment: rc_redis_aggregate() and
+ * rc_redis_campaign_aggregate(). what names the voucher or campaign in errors.
+ */
+static int aggregate_at_once(rc_redis_t *r, const char *tag, const char *agg_key,
+                             const char *orders_key, const char *what, rc_agg_t *agg, char *err,
+                             size_t errlen)
 {
     redisReply *reply = NULL, *fields;
-    redisContext *ctx = conn_for(r, code, err, errlen);
-    rc_keys_t k;
+    redisContext *ctx = conn_for(r, tag, err, errlen);
     int rc = 0;
 
     memset(agg, 0, sizeof(*agg));
     if (!ctx)
         return VC_ERR_UNAVAILABLE;
-    rc_keys_of(code, &k);
     /* At one moment, so that the counts are those of the hash they are compared with. */
     redisAppendCommand(ctx, "MULTI");
-    redisAppendCommand(ctx, "HGETALL %s", k.name[VC_VOUCHER_KEY_AGG]);
-    redisAppendCommand(ctx, "HLEN %s", k.name[VC_VOUCHER_KEY_ORDERS]);
+    redisAppendCommand(ctx, "HGETALL %s", agg_key);
+    redisAppendCommand(ctx, "HLEN %s", orders_key);
     redisAppendCommand(ctx, "EXEC");
-    if ((rc = exec_reply(ctx, 2, "MULTI HGETALL HLEN EXEC", code, &reply, err, errlen)) != 0)
+    if ((rc = exec_reply(ctx, 2, "MULTI HGETALL HLEN EXEC", what, &reply, err, errlen)) != 0)
         goto out;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
         reply->element[0]->type != REDIS_REPLY_ARRAY ||
         reply->element[1]->type != REDIS_REPLY_INTEGER) {
         snprintf(err, errlen, "Redis: unexpected reply to EXEC (HGETALL agg, HLEN orders) of %s",
-                 code);
+                 what);
         rc = VC_ERR_PROTOCOL;
         goto out;
     }
@@ -1673,4 +1678,25 @@ out:
     if (reply)
         freeReplyObject(reply);
     return rc;
+}
+
+int rc_redis_aggregate(rc_redis_t *r, const char *code, rc_agg_t *agg, char *err, size_t errlen)
+{
+    rc_keys_t k;
+
+    rc_keys_of(code, &k);
+    return aggregate_at_once(r, code, k.name[VC_VOUCHER_KEY_AGG], k.name[VC_VOUCHER_KEY_ORDERS],
+                             code, agg, err, errlen);
+}
+
+int rc_redis_campaign_aggregate(rc_redis_t *r, int64_t campaign_id, rc_agg_t *agg, char *err,
+                                size_t errlen)
+{
+    campaign_keys_t k;
+    char what[40];
+
+    campaign_keys_of(campaign_id, &k);
+    snprintf(what, sizeof(what), "campaign %lld", (long long)campaign_id);
+    return aggregate_at_once(r, k.tag, k.name[VC_CAMPAIGN_KEY_AGG], k.name[VC_CAMPAIGN_KEY_ORDERS],
+                             what, agg, err, errlen);
 }

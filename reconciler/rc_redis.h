@@ -216,6 +216,14 @@ int rc_redis_limit(rc_redis_t *r, const char *code, int *present, int64_t *limit
 int rc_redis_aggregate(rc_redis_t *r, const char *code, rc_agg_t *agg, char *err, size_t errlen);
 
 /*
+ * The same for a campaign: campaign:{c<campaign_id>}:agg and HLEN of its
+ * orders hash, at one moment, one round trip (proto/campaigns.md,
+ * "Aggregates"). Returns 0 or a negative error with err set.
+ */
+int rc_redis_campaign_aggregate(rc_redis_t *r, int64_t campaign_id, rc_agg_t *agg, char *err,
+                                size_t errlen);
+
+/*
  * What is under way for code: *due_holds, the holds whose heldUntil is at or
  * before now_ms, and *releasing, the releases begun and not finished. One
  * round trip. Returns 0 or a negative error with err set.

@@ -1156,6 +1156,108 @@ CREATE OR REPLACE TRIGGER tr_redemption_aggregate_delete
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION voucher_redemption_aggregate();
 
+-- A campaign's aggregates (031; proto/campaigns.md, "Aggregates"), kept as a
+-- voucher's above: per status, the count of its campaign_redemption rows and
+-- the sum of their customers' last six digits, as Redis keeps them per order
+-- state in campaign:{cID}:agg, in campaign_aggregate (one row per campaign,
+-- made by the first statement that needs it). The campaign rows are locked
+-- first, in id order, as the per-customer check locks them, then the
+-- aggregate rows upserted in the same order: every transaction takes a
+-- campaign row before its aggregate row, so two that touch the same campaigns
+-- wait for each other instead of deadlocking. The writer applies a campaign's
+-- events one statement at a time (wr_apply_campaign_events()), each on one
+-- campaign, whose row it then updates (used_count) anyway: the lock adds no
+-- campaign to what a batch takes, and changes no order between them (a
+-- campaign's events are in one partition, applied by one lane). The lock is
+-- no update: with used_count's own update the campaign row keeps one updating
+-- member per transaction (030). A NULL aggregate (not counted) stays NULL.
+-- SECURITY DEFINER, as the voucher's: the writer keeps them without a grant
+-- on the table, and none may write them otherwise.
+CREATE OR REPLACE FUNCTION campaign_redemption_aggregate()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path FROM CURRENT
+AS $fn$
+DECLARE
+    ids      bigint[];
+    statuses text[];
+    signs    int[];
+    tails    bigint[];
+BEGIN
+    -- Each row the statement changed, +1 as it is now and -1 as it was.
+    IF TG_OP = 'INSERT' THEN
+        SELECT array_agg(n.campaign_id), array_agg(n.status), array_agg(1),
+               array_agg(right(n.customer_id::text, 6)::bigint)
+          INTO ids, statuses, signs, tails
+          FROM new_rows n;
+    ELSIF TG_OP = 'DELETE' THEN
+        SELECT array_agg(o.campaign_id), array_agg(o.status), array_agg(-1),
+               array_agg(-right(o.customer_id::text, 6)::bigint)
+          INTO ids, statuses, signs, tails
+          FROM old_rows o;
+    ELSE
+        SELECT array_agg(r.id), array_agg(r.status), array_agg(r.sign), array_agg(r.tail)
+          INTO ids, statuses, signs, tails
+          FROM (SELECT n.campaign_id AS id, n.status, 1 AS sign,
+                       right(n.customer_id::text, 6)::bigint AS tail
+                  FROM new_rows n
+                UNION ALL
+                SELECT o.campaign_id, o.status, -1, -right(o.customer_id::text, 6)::bigint
+                  FROM old_rows o) r;
+    END IF;
+    IF ids IS NULL THEN
+        RETURN NULL;
+    END IF;
+    PERFORM 1 FROM campaign c
+      WHERE c.id = ANY (ids)
+      ORDER BY c.id
+        FOR NO KEY UPDATE;
+    WITH s AS (
+        SELECT d.id,
+               coalesce(sum(d.sign) FILTER (WHERE d.status = 'RESERVED'), 0) AS reserved,
+               coalesce(sum(d.sign) FILTER (WHERE d.status = 'CONFIRMED'), 0) AS confirmed,
+               coalesce(sum(d.sign) FILTER (WHERE d.status = 'RELEASED'), 0) AS released,
+               coalesce(sum(d.tail) FILTER (WHERE d.status = 'RESERVED'), 0) AS reserved_c,
+               coalesce(sum(d.tail) FILTER (WHERE d.status = 'CONFIRMED'), 0) AS confirmed_c,
+               coalesce(sum(d.tail) FILTER (WHERE d.status = 'RELEASED'), 0) AS released_c
+          FROM unnest(ids, statuses, signs, tails) AS d(id, status, sign, tail)
+         GROUP BY d.id
+    )
+    INSERT INTO campaign_aggregate AS a (campaign_id, agg_reserved, agg_confirmed, agg_released,
+                                        agg_reserved_customers, agg_confirmed_customers,
+                                        agg_released_customers)
+    SELECT s.id, s.reserved, s.confirmed, s.released, s.reserved_c, s.confirmed_c, s.released_c
+      FROM s
+     WHERE (s.reserved, s.confirmed, s.released, s.reserved_c, s.confirmed_c, s.released_c)
+           <> (0, 0, 0, 0, 0, 0)
+     ORDER BY s.id
+    ON CONFLICT (campaign_id) DO UPDATE
+       SET agg_reserved = a.agg_reserved + EXCLUDED.agg_reserved,
+           agg_confirmed = a.agg_confirmed + EXCLUDED.agg_confirmed,
+           agg_released = a.agg_released + EXCLUDED.agg_released,
+           agg_reserved_customers = a.agg_reserved_customers + EXCLUDED.agg_reserved_customers,
+           agg_confirmed_customers = a.agg_confirmed_customers + EXCLUDED.agg_confirmed_customers,
+           agg_released_customers = a.agg_released_customers + EXCLUDED.agg_released_customers;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE OR REPLACE TRIGGER tr_campaign_redemption_aggregate_insert
+    AFTER INSERT ON campaign_redemption
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION campaign_redemption_aggregate();
+
+CREATE OR REPLACE TRIGGER tr_campaign_redemption_aggregate_update
+    AFTER UPDATE ON campaign_redemption
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION campaign_redemption_aggregate();
+
+CREATE OR REPLACE TRIGGER tr_campaign_redemption_aggregate_delete
+    AFTER DELETE ON campaign_redemption
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION campaign_redemption_aggregate();
+
 -- Who may run them: the writer's functions are the writer's alone (EXECUTE is
 -- PUBLIC's by default; 008_daemon_roles.sql says why), and the campaigns'
 -- per-customer check runs as the writer, the triggers' invoker. The

@@ -3194,8 +3194,8 @@ class Explorer(RuleBasedStateMachine):
         """The aggregates (proto/redis-keys.md, "Aggregates") at every step: Redis's (agg) is a
         recount of the orders hash beside it whenever that hash exists (a hash lost without a
         script leaves it stale until the next write or repair: the reconciler reads it as
-        unsound then), and PostgreSQL's (voucher_aggregate's row) a recount of its rows.
-        A campaign keeps Redis's only."""
+        unsound then), and PostgreSQL's (voucher_aggregate's row, a campaign's
+        campaign_aggregate's) a recount of its rows."""
         if orders:
             want = {}
             for v in orders.values():
@@ -3211,8 +3211,12 @@ class Explorer(RuleBasedStateMachine):
             if got != want:
                 self.fail("Redis's aggregate is not a recount of its orders: agg %s, orders %s"
                           % (sorted(got.items()), sorted(want.items())))
-        if self.camp:
-            return
+        # The voucher's or the campaign's row, its aggregate's row, its rows' column.
+        owner, agg, rows, key = (
+            ("campaign o", "campaign_aggregate a ON a.campaign_id = o.id", "campaign_redemption",
+             "campaign_id = o.id") if self.camp else
+            ("voucher o", "voucher_aggregate a ON a.code = o.code", "voucher_redemption",
+             "voucher_code = o.code"))
         kept, counted = self.w.sql(
             # No row yet (no redemption changed so far): nothing counted, all 0.
             "SELECT ARRAY[coalesce(a.agg_reserved, 0), coalesce(a.agg_confirmed, 0),"
@@ -3228,9 +3232,10 @@ class Explorer(RuleBasedStateMachine):
             "   FILTER (WHERE r.status = 'CONFIRMED'), 0),"
             "  coalesce(sum(right(r.customer_id::text, 6)::bigint)"
             "   FILTER (WHERE r.status = 'RELEASED'), 0)]::bigint[]"
-            "  FROM voucher_redemption r WHERE r.voucher_code = v.code)"
-            " FROM voucher v LEFT JOIN voucher_aggregate a ON a.code = v.code"
-            " WHERE v.code = %s", (self.code,))[0]
+            "  FROM " + rows + " r WHERE r." + key + ")"
+            " FROM " + owner + " LEFT JOIN " + agg +
+            (" WHERE o.id = %s" if self.camp else " WHERE o.code = %s"),
+            (self.cid if self.camp else self.code,))[0]
         if list(kept) != list(counted):
             self.fail("PostgreSQL's aggregate is not a recount of its rows: agg %s, rows %s"
                       % (list(kept), list(counted)))

@@ -1,6 +1,7 @@
 /*
- * A voucher's aggregates (reconciler/rc_agg.h): Redis's fields read back, and
- * the comparison with PostgreSQL's that decides whether a quiet voucher is
+ * A voucher's or campaign's aggregates (reconciler/rc_agg.h): Redis's fields
+ * read back, the comparison with PostgreSQL's, and the judgement with what a
+ * full read remembered, that decide whether a quiet voucher or campaign is
  * read in full. Pure, no servers.
  */
 #include <check.h>
@@ -102,6 +103,53 @@ START_TEST(compare)
 }
 END_TEST
 
+/* The verdict, with and without what a full read remembered. */
+START_TEST(judge)
+{
+    static const char *const f[] = {"H", "1", "H_customers", "5", "R", "1", "R_customers", "7"};
+    rc_agg_t r = redis_agg(f, sizeof(f) / sizeof(f[0]), 2), pg = {.present = 1};
+    rc_agg_base_t base = {0};
+    rc_agg_diff_t d;
+    int compared;
+
+    pg.count[RC_AGG_HELD] = 1;
+    pg.customers[RC_AGG_HELD] = 5;
+    pg.count[RC_AGG_RELEASED] = 1;
+    pg.customers[RC_AGG_RELEASED] = 7;
+    ck_assert_int_eq(rc_agg_judge(&r, &pg, &base, &d, &compared), RC_AGG_SETTLED);
+    ck_assert(compared);
+    /* A released row more than Redis's: read now, until a full read accepts it. */
+    pg.count[RC_AGG_RELEASED] = 2;
+    pg.customers[RC_AGG_RELEASED] = 10;
+    ck_assert_int_eq(rc_agg_judge(&r, &pg, &base, &d, &compared), RC_AGG_READ_NOW);
+    rc_agg_remember(&base, 1, 0, &r, &pg, &d);
+    ck_assert_int_eq(rc_agg_judge(&r, &pg, &base, &d, &compared), RC_AGG_READ_NOW);
+    rc_agg_remember(&base, 0, 1, &r, &pg, &d);
+    ck_assert_int_eq(rc_agg_judge(&r, &pg, &base, &d, &compared), RC_AGG_READ_NOW);
+    rc_agg_remember(&base, 1, 1, &r, &pg, &d);
+    ck_assert_int_eq(rc_agg_judge(&r, &pg, &base, &d, &compared), RC_AGG_SETTLED);
+    /* The same difference after both moved together: still accepted. */
+    r.count[RC_AGG_HELD]++;
+    r.size++;
+    pg.count[RC_AGG_HELD]++;
+    ck_assert_int_eq(rc_agg_judge(&r, &pg, &base, &d, &compared), RC_AGG_SETTLED);
+    /* Any other difference: read now. */
+    pg.count[RC_AGG_HELD]++;
+    ck_assert_int_eq(rc_agg_judge(&r, &pg, &base, &d, &compared), RC_AGG_READ_NOW);
+    /* Redis's not describing its hash: read now, unless neither side moved since the base. */
+    rc_agg_t unsound = r;
+    unsound.size = 9;
+    rc_agg_base_t none = {0};
+    ck_assert_int_eq(rc_agg_judge(&unsound, &pg, &none, &d, &compared), RC_AGG_READ_NOW);
+    ck_assert(!compared);
+    rc_agg_remember(&base, 1, 1, &unsound, &pg, &d);
+    ck_assert_int_eq(rc_agg_judge(&unsound, &pg, &base, &d, &compared), RC_AGG_SETTLED);
+    /* Either side keeping none: the old rule. */
+    rc_agg_t no_pg = {0};
+    ck_assert_int_eq(rc_agg_judge(&r, &no_pg, &base, &d, &compared), RC_AGG_OLD_RULE);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rc_agg");
@@ -109,6 +157,7 @@ int main(void)
 
     tcase_add_test(tc, fields);
     tcase_add_test(tc, compare);
+    tcase_add_test(tc, judge);
     suite_add_tcase(s, tc);
     return ck_run_suite(s);
 }
