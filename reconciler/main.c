@@ -373,8 +373,9 @@ static int run(int argc, char **argv, vc_kafka_settings_t *kafka_extra)
             vc_metric_add(failed, 1);
             last_pass_ok = 0;
             failing = 1;
-            if (ctx.pg && !rc_ctx_pg_ok(&ctx))
+            if ((ctx.pg && !rc_ctx_pg_ok(&ctx)) || ctx.pg_lost)
                 vc_warn("lost the PostgreSQL session (and the lock with it)");
+            ctx.pg_lost = 0;
         } else {
             vc_metric_add(passes, 1);
             if (failing) {

@@ -175,6 +175,13 @@ int rc_outbox_idle(rc_ctx_t *ctx, rc_outbox_t *ob, int64_t ms, const atomic_int 
             }
             if (ctx->leader && (woken || vc_time_mono_ms() - ob->last_ms >= ob->cfg->poll_ms))
                 relay_now(ctx, ob);
+            /*
+             * The session ended under the relay (a statement failed on it, or
+             * the lock's proof did and closed it): said as a wait's loss.
+             */
+            if ((ctx->pg && !rc_ctx_pg_ok(ctx)) || ctx->pg_lost)
+                lost = 1;
+            ctx->pg_lost = 0;
         } else {
             nap(slice);
         }

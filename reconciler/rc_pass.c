@@ -135,6 +135,8 @@ int rc_ctx_still_leading(rc_ctx_t *ctx, char *err, size_t errlen)
     }
     vc_warn("lost the lock (%s): stopped repairing; the next pass tries to take it again", err);
     snprintf(err, errlen, "lost the reconciler lock: stopped repairing");
+    /* Gone with the session (the server ended it): the lock's proof found it first. */
+    ctx->pg_lost = !rc_pg_ok(ctx->pg);
     stop_acting(ctx);
     return VC_ERR_UNAVAILABLE;
 }

@@ -94,6 +94,7 @@ typedef struct {
     rc_memory_t *memory; /* what earlier passes saw: when each unsent hold was first seen */
     int force_full;      /* read every voucher and campaign in full (the restart fence) */
     int kafka_unacked;   /* this pass: Kafka left a publish unacknowledged (rc_ctx_publish_ok()) */
+    int pg_lost; /* the session was found broken where the lock was proven: the caller logs it */
 } rc_ctx_t;
 
 /* What a pass found and did. */

@@ -5,7 +5,7 @@
 # that stops start-up naming it; librdkafka settings passed through to the
 # writer and the reconciler; --help and --version; JSON log lines.
 source "$(dirname "$0")/lib.sh"
-plan 40
+plan 44
 
 start_gateway
 start_writer
@@ -159,6 +159,33 @@ ok "$(tail -n +"$lost_at" "$rlog" | grep -q "a pass succeeded again"; echo $?)" 
   "and then logs that its passes succeed again"
 wait_http_ok "http://$reconciler_addr/readyz" 30
 is "$?" 0 "the reconciler is ready again after its session came back"
+
+# ... and when the session ends under the outbox relay, between its produce and
+# its marking the rows sent (a statement of the relay fails on it, not the wait).
+daemon_stop "$test_name-reconciler"
+mkdir -p "$pause_dir"
+VOUCHER_PAUSE=reconciler-outbox-produced VOUCHER_PAUSE_DIR=$pause_dir start_reconciler "" --interval 500ms
+dcode=$(unique_code OPDIR)
+sql "INSERT INTO voucher (code, mode, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at)
+     VALUES ('$dcode', 'direct', 100, 0, 10, 1, now() - interval '1 hour', now() + interval '1 day')" >/dev/null
+http POST "/vouchers/$dcode/reservations" '{"customerId":1,"orderId":"'"$dcode"'-1","orderAmount":1}'
+pause_wait reconciler-outbox-produced 30
+ok $? "a direct reservation ($status): the relay stops after its produce, before marking its row sent"
+lines=$(wc -l <"$rlog")
+VOUCHER_PG_DSN="$VOUCHER_PG_DSN user=postgres" \
+  sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'voucher-reconciler'" >/dev/null
+pause_go reconciler-outbox-produced
+for ((i = 0; i < 100; i++)); do tail -n +"$lines" "$rlog" | grep -q "lost the PostgreSQL session" && break; sleep 0.1; done
+ok "$(tail -n +"$lines" "$rlog" | grep -q "lost the PostgreSQL session"; echo $?)" \
+  "the session ended under the relay: the reconciler logs losing it"
+for ((i = 0; i < 100; i++)); do tail -n +"$lines" "$rlog" | grep -q "a pass succeeded again" && break; sleep 0.1; done
+ok "$(tail -n +"$lines" "$rlog" | grep -q "a pass succeeded again"; echo $?)" \
+  "and then that its passes succeed again"
+(while [ -d "$pause_dir" ]; do pause_go reconciler-outbox-produced; sleep 0.1; done) &
+pause_loop=$!
+is "$(wait_sql "SELECT count(*) FROM event_outbox WHERE event_key = '$dcode' AND sent_at IS NULL" 0 30)" 0 \
+  "the row is relayed again and marked sent once the session is back"
+kill "$pause_loop" 2>/dev/null
 
 # --- --help and --version.
 for bin in "$bin_gateway" "$bin_writer" "$bin_reconciler"; do
