@@ -28,18 +28,8 @@ lose() {
 start_gateway
 start_writer
 
-# A voucher of 3,000 uses, two a customer: 2,100 holds of 1,500 customers,
-# 40 confirmed, 20 cancelled (their uses back).
-code=$(unique_code STEPS)
-new_voucher "$code" 3000 2
-"$bin_load" --code "$code" --attempts 2100 --connections 50 --customers 1500 \
-  --customer-base 8000000 --order-prefix "$code-" --amount 500000 >"$scratch/load.txt" 2>&1
-ok $? "2,100 holds taken on a voucher of 3,000"
-for i in $(seq 0 39); do http POST "/vouchers/$code/reservations/$code-$i/confirm" >/dev/null; done
-for i in $(seq 40 59); do http DELETE "/vouchers/$code/reservations/$code-$i" >/dev/null; done
-is "$(wait_sql "SELECT used_count FROM voucher WHERE code = '$code'" 2080 60) $(wait_sql \
-  "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' AND status = 'CONFIRMED'" 40 30)" \
-  "2080 40" "PostgreSQL counts 2,080 uses, 40 confirmed"
+# A voucher of 3,000 uses with 2,100 holds, 40 confirmed and 20 cancelled (restore_lib.sh).
+fill_voucher STEPS 8000000
 
 # 1. The restore in one script, then the same loss restored in steps: the same state.
 lose
