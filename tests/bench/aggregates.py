@@ -3,6 +3,7 @@
 
     tests/bench/aggregates.py reserve --before FILE --after FILE [--calls N] [--rounds R]
     tests/bench/aggregates.py reconciler --reconciler BIN [--orders N] [--secs S] [--rounds R]
+    tests/bench/aggregates.py sizes --reconciler BIN [--sizes N,N,...] [--secs S] [--out PREFIX]
 
 reserve: Redis's own time per call of reserve.lua (INFO commandstats, usec_per_call of
 EVALSHA: the script's run, not the round trip, in wall time: a loaded machine inflates it) and
@@ -21,6 +22,14 @@ without (after: its aggregates compared, read in full every 6 h). Prints CPU per
 and how many passes read the voucher in full. Needs the stack (deploy/stack env) with no other
 active voucher (run it after the explorer, which moves every voucher out of the window), and
 the writer's group caught up.
+
+sizes: the reconciler's CPU per pass and its PostgreSQL session's (the backend whose
+application_name is voucher-reconciler, /proc), at --interval 1s for S seconds (60) with one
+quiet voucher of each size (10,000, 100,000 and 1,000,000 by default; made as for
+reconciler), in two settings: its defaults (steady state: the voucher judged by its
+aggregates) and --full-every 0 --audit-every 0 (every pass reads every voucher in full, as
+before issue 43). Prints a table; with --out PREFIX writes PREFIX.dat and a log-log plot
+PREFIX.png (gnuplot). Same needs as reconciler.
 """
 import argparse
 import os
@@ -186,6 +195,88 @@ def reconciler(args):
          " interval '3 days' WHERE code = '%s'" % code)
 
 
+def backend_pids():
+    out = psql("SELECT pid FROM pg_stat_activity WHERE application_name = 'voucher-reconciler'")
+    return [int(x) for x in out.split()]
+
+
+def run_reconciler(binary, addr, extra, secs):
+    """CPU ms per pass of the reconciler and of its PostgreSQL sessions, and the passes."""
+    p = subprocess.Popen([binary, "--interval", "1s", "--admin-addr", addr] + extra,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(3000):
+            if passes(addr) >= 1:
+                break
+            if p.poll() is not None:
+                sys.exit("the reconciler exited (%d) before its first pass" % p.returncode)
+            time.sleep(0.1)
+        # The first pass reads every voucher in full, whatever the settings: left out.
+        pg = backend_pids()
+        p0, c0 = passes(addr), cpu_ticks(p.pid)
+        g0 = sum(cpu_ticks(x) for x in pg)
+        time.sleep(secs)
+        p1, c1 = passes(addr), cpu_ticks(p.pid)
+        g1 = sum(cpu_ticks(x) for x in pg)
+        if backend_pids() != pg:
+            print("  (its PostgreSQL session changed during the round: its CPU is partial)")
+    finally:
+        p.terminate()
+        p.wait()
+    hz = os.sysconf("SC_CLK_TCK")
+    n = max(p1 - p0, 1)
+    return (c1 - c0) / hz / n * 1000, (g1 - g0) / hz / n * 1000, p1 - p0
+
+
+def sizes(args):
+    addr = "127.0.0.1:%d" % (int(os.environ.get("VOUCHER_PORT_BASE", "15400")) + 90)
+    settings = (("steady", []), ("full", ["--full-every", "0", "--audit-every", "0"]))
+    rows = []
+    for n in [int(x) for x in args.sizes.split(",")]:
+        code = "AGGS_%d_%d" % (n, int(time.time()))
+        t0 = time.time()
+        make_voucher(code, n)
+        print("a quiet voucher of %d orders (%s) made in %.0f s" % (n, code, time.time() - t0),
+              flush=True)
+        row = [n]
+        for name, extra in settings:
+            rec, pg, k = run_reconciler(args.reconciler, addr, extra, args.secs)
+            row += [rec, pg]
+            print("  %-6s reconciler %.1f ms, PostgreSQL %.1f ms CPU per pass (%d passes)"
+                  % (name, rec, pg, k), flush=True)
+        rows.append(row)
+        psql("UPDATE voucher SET ends_at = now() - interval '2 days', starts_at = now() -"
+             " interval '3 days' WHERE code = '%s'" % code)
+        host, port = redis_addr()
+        Redis(host, port).call("DEL", *["voucher:{%s}:%s" % (code, s) for s in (
+            "remaining", "users", "orders", "holds", "amounts", "limit", "agg")])
+    print("\n| orders | reconciler ms/pass, steady | PostgreSQL ms/pass, steady |"
+          " reconciler ms/pass, every pass in full | PostgreSQL ms/pass, every pass in full |")
+    print("|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print("| %d | %.1f | %.1f | %.1f | %.1f |" % tuple(r))
+    if args.out:
+        with open(args.out + ".dat", "w") as f:
+            f.write("# orders rec_steady pg_steady rec_full pg_full (CPU ms per pass)\n")
+            for r in rows:
+                f.write("%d %.2f %.2f %.2f %.2f\n" % tuple(r))
+        plot = """set terminal pngcairo size 960,600 font ",10"
+set output "%(o)s.png"
+set title "CPU per reconciler pass against a quiet voucher's size (--interval 1s)"
+set logscale xy
+set xlabel "orders of the voucher"
+set ylabel "CPU ms per pass"
+set key top left
+set grid
+plot "%(o)s.dat" using 1:2 with linespoints title "reconciler, steady (aggregates)", \\
+     "" using 1:3 with linespoints title "PostgreSQL, steady", \\
+     "" using 1:4 with linespoints title "reconciler, every pass in full", \\
+     "" using 1:5 with linespoints title "PostgreSQL, every pass in full"
+""" % {"o": args.out}
+        subprocess.run(["gnuplot"], input=plot, text=True, check=True)
+        print("wrote %s.dat and %s.png" % (args.out, args.out))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -199,8 +290,13 @@ def main():
     b.add_argument("--orders", type=int, default=100000)
     b.add_argument("--secs", type=int, default=60)
     b.add_argument("--rounds", type=int, default=2)
+    c = sub.add_parser("sizes")
+    c.add_argument("--reconciler", required=True)
+    c.add_argument("--sizes", default="10000,100000,1000000")
+    c.add_argument("--secs", type=int, default=60)
+    c.add_argument("--out")
     args = ap.parse_args()
-    reserve(args) if args.what == "reserve" else reconciler(args)
+    {"reserve": reserve, "reconciler": reconciler, "sizes": sizes}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ enum { EXIT_RAN = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_NO_CONNECTION = 3 };
 typedef struct {
     const char *addr;
     const char *code;
+    const char *codes_file;
     int64_t attempts;
     int64_t connections;
     int64_t customers;
@@ -49,7 +50,10 @@ static const vc_cfg_param_t params[] = {
     {"addr", "VOUCHER_HTTP_ADDR", VC_CFG_STRING, "127.0.0.1:15410", OFF(addr), 0, 0,
      "gateway HOST:PORT (loopback only)"},
     {"code", "VC_LOAD_CODE", VC_CFG_STRING, NULL, OFF(code), 0, 0,
-     "voucher code to reserve (required)"},
+     "voucher code to reserve (this or --codes-file)"},
+    {"codes-file", NULL, VC_CFG_STRING, NULL, OFF(codes_file), 0, 0,
+     "a file of codes, one a line (a campaign's one-time codes): attempt i reserves line "
+     "(i % lines) + 1"},
     {"attempts", NULL, VC_CFG_INT, "1000", OFF(attempts), 0, 100000000,
      "reservation attempts (distinct orderIds) to make"},
     {"connections", NULL, VC_CFG_INT, "200", OFF(connections), 1, 10000,
@@ -90,8 +94,59 @@ static const vc_cfg_param_t params[] = {
 
 static const char summary[] =
     "Usage: vc-load --code CODE [settings]\n"
+    "       vc-load --codes-file FILE [settings]\n"
     "Fires reservation attempts (POST /vouchers/CODE/reservations) at the gateway over\n"
     "HTTP/1.1 keep-alive connections and prints counts by status and latency percentiles.";
+
+/* Reads the non-empty lines of path into *codes (each its own string). */
+static int read_codes(const char *path, char ***codes, int64_t *n, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL, **v = NULL;
+    size_t cap = 0, vcap = 0;
+    ssize_t len;
+    int64_t count = 0;
+
+    if (!f) {
+        snprintf(err, errlen, "cannot read --codes-file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        if (len == 0)
+            continue;
+        if ((size_t)count == vcap) {
+            size_t ncap = vcap ? vcap * 2 : 1024;
+            char **nv = realloc(v, ncap * sizeof(*nv));
+            if (!nv)
+                goto oom;
+            v = nv;
+            vcap = ncap;
+        }
+        if (!(v[count] = strdup(line)))
+            goto oom;
+        count++;
+    }
+    free(line);
+    fclose(f);
+    if (count == 0) {
+        free(v);
+        snprintf(err, errlen, "--codes-file %s has no codes", path);
+        return -1;
+    }
+    *codes = v;
+    *n = count;
+    return 0;
+oom:
+    while (count > 0)
+        free(v[--count]);
+    free(v);
+    free(line);
+    fclose(f);
+    snprintf(err, errlen, "out of memory reading --codes-file %s", path);
+    return -1;
+}
 
 static void on_result(const vl_result_t *r, void *arg)
 {
@@ -104,7 +159,7 @@ int main(int argc, char **argv)
     vl_options_t opt;
     vl_stats_t *stats = NULL;
     FILE *out = NULL;
-    char err[512], prefix[64], token[512];
+    char **codes = NULL, err[512], prefix[64], token[512];
     int rc, status = EXIT_FAILED;
 
     memset(&cfg, 0, sizeof(cfg));
@@ -115,8 +170,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "vc-load: %s\n", err);
         return EXIT_USAGE;
     }
-    if (!cfg.code || !*cfg.code) {
-        fprintf(stderr, "vc-load: --code is required (see --help)\n");
+    if ((!cfg.code || !*cfg.code) == !cfg.codes_file) {
+        fprintf(stderr, "vc-load: give --code or --codes-file, one of them (see --help)\n");
         return EXIT_USAGE;
     }
     memset(&opt, 0, sizeof(opt));
@@ -134,6 +189,14 @@ int main(int argc, char **argv)
         cfg.order_prefix = prefix;
     }
     opt.code = cfg.code;
+    if (cfg.codes_file) {
+        if (read_codes(cfg.codes_file, &codes, &opt.ncodes, err, sizeof(err)) != 0) {
+            fprintf(stderr, "vc-load: %s\n", err);
+            return EXIT_USAGE;
+        }
+        opt.codes = (const char *const *)codes;
+        opt.code = cfg.codes_file; /* what the summary names */
+    }
     opt.order_prefix = cfg.order_prefix;
     opt.attempts = cfg.attempts;
     opt.connections = cfg.connections;
@@ -201,5 +264,10 @@ out:
         status = EXIT_FAILED;
     }
     free(stats);
+    if (codes) {
+        for (int64_t i = 0; i < opt.ncodes; i++)
+            free(codes[i]);
+        free(codes);
+    }
     return status;
 }

@@ -126,6 +126,11 @@ static uint64_t splitmix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+const char *vl_code_of(const vl_options_t *opt, int64_t index)
+{
+    return opt->ncodes > 0 ? opt->codes[index % opt->ncodes] : opt->code;
+}
+
 int64_t vl_customer_of(const vl_options_t *opt, int64_t index)
 {
     int64_t id;
@@ -452,7 +457,7 @@ static void conn_send(conn_t *c)
 
     c->request_len =
         vl_request_format(c->request, sizeof(c->request), l->host_header, l->opt->token,
-                          l->opt->code, a->customer_id, a->order_id, l->opt->amount,
+                          vl_code_of(l->opt, a->index), a->customer_id, a->order_id, l->opt->amount,
                           l->opt->forwarded);
     VC_ASSERT(c->request_len > 0); /* vl_run() checked the longest one fits */
     http_parser_init(&c->parser, HTTP_RESPONSE);
@@ -811,11 +816,18 @@ static int setup(load_t *l, const vl_options_t *opt, char *err, size_t errlen)
                      VL_ORDER_ID_MAX - 1);
             return VC_ERR_INVALID;
         }
-        if (!vl_request_format(request, sizeof(request), l->host_header, opt->token, opt->code,
-                               INT64_MAX, order_id, opt->amount, opt->forwarded)) {
-            snprintf(err, errlen, "the request does not fit in %d bytes: shorten --code or --token",
-                     REQUEST_MAX);
-            return VC_ERR_INVALID;
+        int64_t i, n_codes = opt->ncodes > 0 ? opt->ncodes : 1;
+
+        for (i = 0; i < n_codes; i++) {
+            if (!vl_request_format(request, sizeof(request), l->host_header, opt->token,
+                                   vl_code_of(opt, i), INT64_MAX, order_id, opt->amount,
+                                   opt->forwarded)) {
+                snprintf(err, errlen,
+                         "the request for code \"%.64s\" does not fit in %d bytes: shorten the "
+                         "code or --token",
+                         vl_code_of(opt, i), REQUEST_MAX);
+                return VC_ERR_INVALID;
+            }
         }
     }
     return 0;

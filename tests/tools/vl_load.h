@@ -31,6 +31,8 @@ typedef struct {
     char host[256]; /* numeric IPv4 or IPv6 address, or "localhost" */
     int port;
     const char *code;         /* borrowed */
+    const char *const *codes; /* attempt i reserves codes[i % ncodes] when ncodes > 0; borrowed */
+    int64_t ncodes;
     const char *order_prefix; /* borrowed */
     const char *token;        /* bearer token sent with every request, or NULL; borrowed */
     int forwarded;            /* send X-Forwarded-For: each customer's own address */
@@ -107,5 +109,8 @@ int vl_run(const vl_options_t *opt, vl_result_cb result_cb, void *arg, vl_stats_
  * the order attempts finish in.
  */
 int64_t vl_customer_of(const vl_options_t *opt, int64_t index);
+
+/* The code attempt index reserves: the codes' (index % ncodes)th, else opt->code. */
+const char *vl_code_of(const vl_options_t *opt, int64_t index);
 
 #endif
