@@ -101,8 +101,8 @@ def make_voucher(code, n):
     """N orders, consistent on both sides: customer 1000000+i, every fourth a hold."""
     host, port = redis_addr()
     r = Redis(host, port)
-    psql("INSERT INTO voucher (code, discount_amount, total_limit, per_user_limit, starts_at,"
-         " ends_at, used_count, redis_loaded_at) VALUES ('%s', 100000, %d, 1,"
+    psql("INSERT INTO voucher (code, mode, discount_amount, total_limit, per_user_limit, starts_at,"
+         " ends_at, used_count, redis_loaded_at) VALUES ('%s', 'flash', 100000, %d, 1,"
          " now() - interval '1 hour', now() + interval '1 day', %d, now())" % (code, n + 10, n))
     psql("INSERT INTO voucher_redemption (voucher_code, customer_id, order_id, status,"
          " discount_amount, order_amount, held_until)"
