@@ -29,6 +29,8 @@ extern const char vc_lua_restore_slice[];  /* a restore in slices: a slice of it
 extern const char vc_lua_restore_finish[]; /* ... and its last step */
 extern const char vc_lua_retake_slice[];   /* a retake in slices: a slice of it */
 extern const char vc_lua_retake_finish[];  /* ... and its last step */
+extern const char vc_lua_lower_slice[];    /* a lower in slices: a slice of it */
+extern const char vc_lua_lower_finish[];   /* ... and its last step */
 extern const char vc_lua_rebuild[];
 extern const char vc_lua_lower[];
 extern const char vc_lua_retake[];
@@ -67,6 +69,8 @@ extern const char vc_lua_rc_restore_slice[];
 extern const char vc_lua_rc_restore_finish[];
 extern const char vc_lua_rc_retake_slice[];
 extern const char vc_lua_rc_retake_finish[];
+extern const char vc_lua_rc_lower_slice[];
+extern const char vc_lua_rc_lower_finish[];
 extern const char vc_lua_rc_limit_sync[];
 extern const char vc_lua_rc_fence[];
 extern const char vc_lua_rc_campaign_rebuild[];

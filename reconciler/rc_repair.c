@@ -532,12 +532,12 @@ out:
 }
 
 /*
- * What a restore in slices and a retake in slices do differently
+ * What a restore, a retake and a lower in slices do differently
  * (repair_in_slices()): their scripts, and what each script takes beyond
- * what both take.
+ * what all take.
  */
 typedef struct {
-    const char *kind; /* "restore" or "retake": the metric's label and the logs' word */
+    const char *kind; /* "restore", "retake", "lower": the metric's label and the logs' word */
     const char *slice_lua, *slice_file; /* the slice's script, and its file for an error */
     int64_t slice_read;                 /* the slice's answer when it merged and read */
     int slice_users;    /* the slice takes users last (KEYS[8]): a retake refuses it back */
@@ -568,22 +568,38 @@ static const slices_form_t retake_slices = {
 };
 
 /*
- * A restore or a retake in slices (proto/redis-keys.md, "A restore in
- * slices", "A retake in slices"): the counter lost (restore) or the users hash
- * lost (retake), the orders hash kept, more orders than --orders-scan-above.
+ * lower_slice.lua and lower_finish.lua: the counter above the rule's bound.
+ * A slice only counts (a's arguments are total and uncounted alone: no fours
+ * to merge), the finish lowers.
+ */
+static const slices_form_t lower_slices = {
+    .kind = "lower",
+    .slice_lua = vc_lua_rc_lower_slice,
+    .slice_file = "lower_slice.lua",
+    .slice_read = VC_LOWER_SLICE_READ,
+    .finish_lua = vc_lua_rc_lower_finish,
+};
+
+/*
+ * A restore, a retake or a lower in slices (proto/redis-keys.md, "A restore
+ * in slices", "A retake in slices", "A lower in slices"): the counter lost
+ * (restore), the users hash lost (retake) or the counter above the rule's
+ * bound (lower), the orders hash kept, more orders than --orders-scan-above.
  * scan_begin.lua puts this repair's token in the voucher's scan key, so that
  * every order a script writes from then on is noted in touched; the form's
- * slice (restore_slice.lua, retake_slice.lua), a call at a time, merges
- * RESTORE_SLICE_READ of the snapshot's orders (a's fours, from first on) and
- * reads the next piece of the orders hash (HSCAN), copying what it read into
- * the staged orders and counting the customers' uses into the staged users;
- * the form's finish (restore_finish.lua, retake_finish.lua) counts again what
- * was written since and, at one moment, sets the counter (restore) or puts
- * the counts in place and lowers the counter (retake), or gives up (the next
- * pass judges again). No script holds Redis for more than RESTORE_SLICE_READ
- * orders plus the orders written during the repair. a holds the one script's
- * arguments (restore.lua's: total, uncounted, nowMs, expireAt; retake.lua's:
- * total, uncounted, expireAt; then the fours); the finish takes total,
+ * slice (restore_slice.lua, retake_slice.lua, lower_slice.lua), a call at a
+ * time, merges RESTORE_SLICE_READ of the snapshot's orders (a's fours, from
+ * first on; a lower has none) and reads the next piece of the orders hash
+ * (HSCAN), copying what it read into the staged orders and counting the
+ * customers' uses into the staged users (a lower counts only the uses); the
+ * form's finish (restore_finish.lua, retake_finish.lua, lower_finish.lua)
+ * counts again what was written since and, at one moment, sets the counter
+ * (restore), puts the counts in place and lowers the counter (retake) or
+ * lowers it (lower), or gives up (the next pass judges again). No script holds
+ * Redis for more than RESTORE_SLICE_READ orders plus the orders written during
+ * the repair. a holds the one script's arguments (restore.lua's: total,
+ * uncounted, nowMs, expireAt; retake.lua's: total, uncounted, expireAt; then
+ * the fours; lower.lua's: total, uncounted); the finish takes total,
  * uncounted, the uses the slices counted, the same extras, the token (and for
  * a retake the orders the slices wrote). *status and answer are the finish's
  * (as the one script's), *steps the scripts it took.
@@ -874,29 +890,49 @@ out:
     return rc;
 }
 
-/* Lowers a counter above the rule's bound, recounting Redis's orders as it does (lower.lua). */
+/*
+ * Lowers a counter above the rule's bound, recounting Redis's orders as it
+ * does (lower.lua), or, on a voucher whose Redis held more orders than
+ * --orders-scan-above, in slices (lower_slice.lua, lower_finish.lua): the
+ * same bound from the orders as they are at the finish.
+ */
 static int lower(rc_ctx_t *ctx, rc_voucher_t *v, rc_summary_t *sum, char *err, size_t errlen)
 {
-    char total[24], uncounted[24], answer[64];
-    int64_t status, before, after;
+    char total[24], uncounted[24], answer[64], what[160], many[40];
+    int64_t status = 0, before, after;
+    size_t steps = 1;
     rc_keys_t k;
     int rc;
 
     rc_keys_of(v->code, &k);
     snprintf(total, sizeof(total), "%lld", (long long)v->n.total_limit);
     snprintf(uncounted, sizeof(uncounted), "%lld", (long long)v->n.uncounted);
-    const char *keys[VC_LOWER_NKEYS];
     const char *args[] = {total, uncounted};
-    rc_script_keys(&k, vc_lower_keys, VC_LOWER_NKEYS, keys);
-    if ((rc = rc_repair_eval(ctx, "lower", "voucher", v->code, v->orders.len, vc_lua_rc_lower,
-                             VC_LOWER_NKEYS, keys, 2, args, &status, answer, sizeof(answer), err,
-                             errlen)) == 0 &&
-        status == VC_LOWER_LOWERED) {
+    if (in_slices(ctx, v)) {
+        /* Borrowed: no fours to merge, so nothing to free. */
+        const repair_args_t a = {.args = args, .nargs = 2};
+        rc = repair_in_slices(ctx, v, &lower_slices, &a, 2, &status, answer, sizeof(answer), &steps,
+                              err, errlen);
+        if (rc == 0 && status < 0)
+            vc_warn("%s: the lower in slices found at its last step the counter gone, the orders "
+                    "hash changed without a note, or its notes of what was written meanwhile "
+                    "lost (answer %lld): nothing written, the next pass judges the voucher again",
+                    v->code, (long long)status);
+    } else {
+        const char *keys[VC_LOWER_NKEYS];
+        rc_script_keys(&k, vc_lower_keys, VC_LOWER_NKEYS, keys);
+        rc = rc_repair_eval(ctx, "lower", "voucher", v->code, v->orders.len, vc_lua_rc_lower,
+                            VC_LOWER_NKEYS, keys, 2, args, &status, answer, sizeof(answer), err,
+                            errlen);
+    }
+    if (rc == 0 && status == VC_LOWER_LOWERED) {
         parse_pair(answer, &before, &after);
         sum->lowered++;
-        log_repair(v, "lower",
-                   "lowered a counter that offered more uses than the remaining rule allows",
-                   before - after, before, after);
+        snprintf(what, sizeof(what),
+                 "lowered a counter that offered more uses than the remaining rule allows%s%s",
+                 steps > 1 ? ", its orders read in slices" : "",
+                 steps_text(steps, many, sizeof(many)));
+        log_repair(v, "lower", what, before - after, before, after);
     }
     return rc;
 }

@@ -28,17 +28,11 @@
 -- notes is written unless restored.
 -- @include repair_slices.lua
 local function drop_staged() redis.call('UNLINK', KEYS[8], KEYS[9]) end
-local kept = redis.call('SREM', KEYS[6], ARGV[6]) == 1
-local ids = kept and redis.call('SMEMBERS', KEYS[7]) or {}
-if redis.call('EXISTS', KEYS[6]) == 0 then redis.call('DEL', KEYS[7]) end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  drop_staged()
-  return {RESTORE.COUNTER_EXISTS, false}
-end
-if not kept then
-  drop_staged()
-  return {REPAIR.NOTES_LOST, false}
-end
+local refused, ids = end_read(KEYS[6], KEYS[7], ARGV[6], {KEYS[8], KEYS[9]}, function(kept)
+  if redis.call('EXISTS', KEYS[1]) == 1 then return RESTORE.COUNTER_EXISTS end
+  if not kept then return REPAIR.NOTES_LOST end
+end)
+if refused then return {refused, false} end
 local holds, releasing = {}, {}
 local whole, live, per = recount_uses(ids, KEYS[8], KEYS[3], tonumber(ARGV[3]), holds, releasing,
                                       ARGV[4])

@@ -30,23 +30,13 @@
 -- but the staged keys and the read's notes is written unless it answers n.
 -- @include repair_slices.lua
 local function drop_staged() redis.call('UNLINK', KEYS[8], KEYS[9]) end
-local kept = redis.call('SREM', KEYS[6], ARGV[5]) == 1
-local ids = kept and redis.call('SMEMBERS', KEYS[7]) or {}
-if redis.call('EXISTS', KEYS[6]) == 0 then redis.call('DEL', KEYS[7]) end
-local refused = nil
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  refused = REPAIR.COUNTER_MISSING
-elseif voucher_orders_lost(KEYS[1], KEYS[3]) then
-  refused = REPAIR.ORDERS_STATE
-elseif redis.call('EXISTS', KEYS[2]) == 1 then
-  refused = REPAIR.USERS_BACK
-elseif not kept then
-  refused = REPAIR.NOTES_LOST
-end
-if refused then
-  drop_staged()
-  return {refused, false}
-end
+local refused, ids = end_read(KEYS[6], KEYS[7], ARGV[5], {KEYS[8], KEYS[9]}, function(kept)
+  if redis.call('EXISTS', KEYS[1]) == 0 then return REPAIR.COUNTER_MISSING end
+  if voucher_orders_lost(KEYS[1], KEYS[3]) then return REPAIR.ORDERS_STATE end
+  if redis.call('EXISTS', KEYS[2]) == 1 then return REPAIR.USERS_BACK end
+  if not kept then return REPAIR.NOTES_LOST end
+end)
+if refused then return {refused, false} end
 -- Holds and releases begun are left as retake.lua leaves them.
 local whole, live, per = recount_uses(ids, KEYS[8], KEYS[3], tonumber(ARGV[3]), {}, {}, '0')
 if not whole then

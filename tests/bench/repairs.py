@@ -32,6 +32,10 @@ Redis's own time for it from the slowlog:
                 orders (an HSCAN piece), then retake_finish.lua; the longest
                 step, and the total
   lower         a counter above the remaining rule (lower.lua)
+  lower in slices  the same, lowered as the reconciler does above
+                --orders-scan-above: scan_begin.lua, lower_slice.lua per 500
+                orders (an HSCAN piece, counted), then lower_finish.lua; the
+                longest step, and the total
   campaign      a campaign's taken hash lost (campaign_rebuild.lua, every
                 order and its code)
   campaign in slices  the same, rebuilt as the reconciler does above
@@ -356,41 +360,58 @@ def scenarios(n):
         return [ans, r.call("ZCARD", k["holds"]), left], longest, [[1, "%d:%d" % (n, total - n)],
                                                                     (n + 3) // 4, 0]
 
-    def retake_slices(r, texts):
-        """As the reconciler's retake_in_slices(): the notes begun, retake_slice.lua
-        until HSCAN is back at 0 (no order lacking: nothing to merge), then
-        retake_finish.lua."""
-        seed(r, k, n)
-        r.call("SET", k["remaining"], total - n)
-        r.call("DEL", k["users"])
+    def in_slices(r, texts, name, slice_keys, finish_args):
+        """As the reconciler's repair_in_slices() with nothing to merge (a retake with no
+        order lacking, a lower): the notes begun, NAME_slice.lua (its keys after the staged
+        ones: slice_keys) until HSCAN is back at 0, then NAME_finish.lua with
+        finish_args(taken, token). Returns the last answer and the longest step (µs); the
+        steps and their total go to STEPS and TOTALS."""
         token = "bench%d" % os.getpid()
         staged = ["voucher:{%s}:restoring:%s:%s" % (code, token, x) for x in ("orders", "users")]
         ans, longest = timed_eval(r, texts["scan_begin"], [k["orders"], k["scan"], k["touched"]],
                                   [token, -1, 600000])
         total_us, cursor, taken, steps = longest, "0", 0, 1
-        each = STEPS.setdefault("retake in slices", [])
+        each = STEPS.setdefault(name + " in slices", [])
         each.append(("scan_begin", longest))
         while cursor:
-            ans, us = timed_eval(r, texts["retake_slice"],
+            ans, us = timed_eval(r, texts[name + "_slice"],
                                  [k["remaining"], k["orders"], k["holds"], k["releasing"],
-                                  k["scan"]] + staged + [k["users"]],
+                                  k["scan"]] + staged + slice_keys,
                                  [token, cursor, 600000, 500])
             longest, total_us, steps = max(longest, us), total_us + us, steps + 1
             each.append(("slice", us))
             if ans[0] != 1:
-                return [ans], longest, [1]
-            got, read, _ = ans[1].split(":")
+                return ans, longest
+            got, read = ans[1].split(":")[:2]
             taken += int(read)
             cursor = "" if got == "0" else got
-        ans, us = timed_eval(r, texts["retake_finish"],
-                             vkeys + [k["scan"], k["touched"]] + staged,
-                             [total, 0, taken, 0, token, 0])
+        ans, us = timed_eval(r, texts[name + "_finish"],
+                             vkeys + [k["scan"], k["touched"]] + staged, finish_args(taken, token))
         each.append(("finish", us))
         longest, total_us = max(longest, us), total_us + us
-        TOTALS.setdefault("retake in slices", []).append((total_us, steps + 1))
-        left = len(r.call("KEYS", "voucher:{%s}:restoring:*" % code))
-        return [ans, r.call("HLEN", k["users"]), left], longest, [
+        TOTALS.setdefault(name + " in slices", []).append((total_us, steps + 1))
+        return ans, longest
+
+    def staged_left(r):
+        return len(r.call("KEYS", "voucher:{%s}:restoring:*" % code))
+
+    def retake_slices(r, texts):
+        """The retake in slices (in_slices()): no order lacking, nothing to merge."""
+        seed(r, k, n)
+        r.call("SET", k["remaining"], total - n)
+        r.call("DEL", k["users"])
+        ans, longest = in_slices(r, texts, "retake", [k["users"]],
+                                 lambda taken, token: [total, 0, taken, 0, token, 0])
+        return [ans, r.call("HLEN", k["users"]), staged_left(r)], longest, [
             [0, "%d:%d" % (total - n, total - n)], n, 0]
+
+    def lower_slices(r, texts):
+        """The lower in slices (in_slices()): the counter at the total, lowered by n."""
+        seed(r, k, n)
+        r.call("SET", k["remaining"], total)
+        ans, longest = in_slices(r, texts, "lower", [],
+                                 lambda taken, token: [total, 0, taken, token])
+        return [ans, staged_left(r)], longest, [[1, "%d:%d" % (total, total - n)], 0]
 
     def clean(r):
         r.call("DEL", *k.values())
@@ -417,6 +438,9 @@ def scenarios(n):
              "retake_slice.lua per 500 orders, retake_finish.lua)",
              ["scan_begin", "retake_slice", "retake_finish"], retake_slices),
             ("lower", "counter above the rule's bound", ["lower"], one("lower", lower)),
+            ("lower in slices", "counter above the rule's bound; the longest of its steps "
+             "(scan_begin.lua, lower_slice.lua per 500 orders, lower_finish.lua)",
+             ["scan_begin", "lower_slice", "lower_finish"], lower_slices),
             ("campaign", "taken lost; every order and its code", ["campaign_rebuild"],
              one("campaign_rebuild", campaign)),
             ("campaign in slices", "taken lost; the longest of its steps (scan_begin.lua, "

@@ -34,6 +34,21 @@ staged_until() {
   done
   return 1
 }
+# paused_before NAME: lets the paused reconciler past every stop until it
+# stands before the script NAME (the pause's detail is the script's text, whose
+# header line begins "-- NAME:"); 1 if it exits first or never does.
+paused_before() {
+  local i
+  for ((i = 0; i < 1200; i++)); do
+    if [ -e "$pause_dir/reconciler-each-repair" ]; then
+      grep -q "^-- $1:" "$pause_dir/reconciler-each-repair" 2>/dev/null && return 0
+      pause_go reconciler-each-repair
+    fi
+    kill -0 "$rc_pid" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
 run_out() { # lets the paused reconciler go until it exits
   while kill -0 "$rc_pid" 2>/dev/null; do
     pause_go reconciler-each-repair

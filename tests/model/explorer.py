@@ -2058,7 +2058,10 @@ class Explorer(RuleBasedStateMachine):
                                                               and rem1 < rem0),
                                        "in_slices": sliced}))
             elif rem0 is not None and rem1 is not None and rem1 < rem0:
-                out.append(("lower", {"remaining": (rem0, rem1), "made_undersell": correct}))
+                # With the orders kept (and --orders-scan-above 0), in slices: scan_begin.lua,
+                # each lower_slice.lua (which only reads), then lower_finish.lua, which lowers.
+                out.append(("lower", {"remaining": (rem0, rem1), "made_undersell": correct,
+                                      "in_slices": self.hop_script == "lower_finish"}))
         begun = sorted(self.short(o) for o in ord1 if st_(ord1, o) in BEGUN and
                        st_(ord0, o) in HELD_OR_CONFIRMED)
         if begun:
@@ -2094,7 +2097,8 @@ class Explorer(RuleBasedStateMachine):
                     ",".join(info["orders"]), ",".join(info["was"]), *info["remaining"],
                     " users in slices" if info.get("in_slices") else ""))
             elif kind == "lower":
-                parts.append("LOWER rem %s->%s" % info["remaining"])
+                parts.append("LOWER rem %s->%s%s" % (*info["remaining"], " in slices"
+                                                     if info.get("in_slices") else ""))
             elif kind == "rebuild":
                 parts.append("REBUILD %s %s %s->%s" % (
                     ",".join(info["orders"]) or "nothing", "taken" if self.camp else "rem",
@@ -3996,7 +4000,8 @@ def main():
 # Every script the reconciler may send in a pass's repairs (rc_pass.c, rc_campaign.c), so that the
 # coverage line names the ones the run never reached (0) as well as the others.
 REPAIR_SCRIPTS = ["restore", "restore_stage", "restore_swap", "restore_slice", "restore_finish",
-                  "retake", "retake_slice", "retake_finish", "lower", "rebuild",
+                  "retake", "retake_slice", "retake_finish", "lower", "lower_slice",
+                  "lower_finish", "rebuild",
                   "rebuild_swap", "release_begin", "release_finish", "repair_confirmed",
                   "limit_sync", "campaign_rebuild", "campaign_rebuild_slice",
                   "campaign_rebuild_finish", "campaign_release_begin",
