@@ -35,3 +35,16 @@ fill_voucher() {
     "SELECT count(*) FROM voucher_redemption WHERE voucher_code = '$code' AND status = 'CONFIRMED'" 40 30)" \
     "2080 40" "PostgreSQL counts 2,080 uses, 40 confirmed"
 }
+
+# notes_lost_between_slices NAME AT: a paused pass (one_pass_paused NAME, its
+# output in $scratch/NAME.txt) let on until its slices have read AT orders or
+# more, its read's token then taken out of the scan key (the notes of what was
+# written meanwhile lost), and let go to its end; one check: that it stopped
+# between two slices.
+notes_lost_between_slices() {
+  one_pass_paused "$1"
+  staged_until -ge "$2"
+  ok $? "again the reconciler stops between two slices"
+  rcli DEL "$(key scan)" >/dev/null
+  run_out
+}

@@ -78,11 +78,7 @@ is "$(rcli GET "$(key remaining)") $(($(rcli GET "$(key remaining)") + $(taken))
 # 4. The notes lost between two slices (the read's token gone): the last step
 # gives up and writes nothing; the next pass lowers.
 raise
-one_pass_paused notes-lost
-staged_until -ge 1000
-ok $? "again the reconciler stops between two slices"
-rcli DEL "$(key scan)" >/dev/null
-run_out
+notes_lost_between_slices notes-lost 1000
 is "$(rcli GET "$(key remaining)") $(staged_keys)" "970 0" \
   "its read's token gone, the last step leaves the counter as it was and drops what was staged"
 ok "$(grep -q "$code: the lower in slices found at its last step" \

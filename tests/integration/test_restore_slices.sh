@@ -74,11 +74,7 @@ diag "$(grep -c "read in slices" "$scratch/cancel.txt") restore in slices logged
 # 3. The notes lost between two slices (the read's token gone): the last step
 # gives up and writes nothing; the next pass restores.
 lose
-one_pass_paused notes-lost
-staged_until -ge 1000
-ok $? "again the reconciler stops between two slices"
-rcli DEL "$(key scan)" >/dev/null
-run_out
+notes_lost_between_slices notes-lost 1000
 is "$(rcli EXISTS "$(key remaining)") $(staged_keys)" "0 0" \
   "its read's token gone, the last step sets no counter and drops what was staged"
 ok "$(grep -q "$code: the restore in slices found the orders hash changed without a note, or its notes" \

@@ -80,11 +80,7 @@ is "$status $(rcli HGET "$(key users)" 8199999)" "201 1" "after the last step a 
 # 3. The notes lost between two slices (the read's token gone): the last step
 # gives up and writes nothing; the next pass retakes.
 lose
-one_pass_paused notes-lost
-staged_until -ge 1000
-ok $? "again the reconciler stops between two slices"
-rcli DEL "$(key scan)" >/dev/null
-run_out
+notes_lost_between_slices notes-lost 1000
 is "$(rcli EXISTS "$(key users)") $(staged_keys)" "0 0" \
   "its read's token gone, the last step writes no customer's count and drops what was staged"
 ok "$(grep -q "$code: the retake in slices found at its last step" \
