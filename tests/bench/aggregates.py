@@ -158,37 +158,19 @@ def reconciler(args):
     print("making a quiet voucher of %d orders (%s)" % (args.orders, code), flush=True)
     make_voucher(code, args.orders)
     addr = "127.0.0.1:%d" % (int(os.environ.get("VOUCHER_PORT_BASE", "15400")) + 90)
-    hz = os.sysconf("SC_CLK_TCK")
     rows = {"before": [], "after": []}
     for rnd in range(args.rounds):
         for name in ("before", "after"):
             extra = ["--audit-every", "0"] if name == "before" else []
-            p = subprocess.Popen([args.reconciler, "--interval", "1s", "--admin-addr", addr]
-                                 + extra, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                for _ in range(300):
-                    if passes(addr) >= 1:
-                        break
-                    time.sleep(0.1)
-                # The first pass reads every voucher in full, whatever the settings: left out.
-                t0, p0, full = cpu_ticks(p.pid), passes(addr), 0
-                end = time.time() + args.secs
-                last = p0
-                while time.time() < end:
-                    time.sleep(0.2)
-                    now = passes(addr)
-                    if now != last:
-                        line = metric(addr, 'voucher_reconciler_read{code="%s"}' % code)
-                        full += line is not None and line.split()[-1] == "2"
-                        last = now
-                t1, p1 = cpu_ticks(p.pid), passes(addr)
-            finally:
-                p.terminate()
-                p.wait()
-            per = (t1 - t0) / hz / max(p1 - p0, 1) * 1000
+            full = [0]
+
+            def read_full():
+                line = metric(addr, 'voucher_reconciler_read{code="%s"}' % code)
+                full[0] += line is not None and line.split()[-1] == "2"
+            per, _, n = run_reconciler(args.reconciler, addr, extra, args.secs, read_full)
             rows[name].append(per)
             print("round %d %-6s %.1f ms CPU per pass over %d passes, %d read the voucher in"
-                  " full" % (rnd + 1, name, per, p1 - p0, full), flush=True)
+                  " full" % (rnd + 1, name, per, n, full[0]), flush=True)
     b, a = statistics.median(rows["before"]), statistics.median(rows["after"])
     print("median: before %.1f ms, after %.1f ms of the reconciler's CPU per pass" % (b, a))
     psql("UPDATE voucher SET ends_at = now() - interval '2 days', starts_at = now() -"
@@ -200,8 +182,9 @@ def backend_pids():
     return [int(x) for x in out.split()]
 
 
-def run_reconciler(binary, addr, extra, secs):
-    """CPU ms per pass of the reconciler and of its PostgreSQL sessions, and the passes."""
+def run_reconciler(binary, addr, extra, secs, on_pass=None):
+    """CPU ms per pass of the reconciler and of its PostgreSQL sessions, and the passes, over
+    secs seconds after its first pass; on_pass() is called after each pass ends."""
     p = subprocess.Popen([binary, "--interval", "1s", "--admin-addr", addr] + extra,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -215,7 +198,13 @@ def run_reconciler(binary, addr, extra, secs):
         pg = backend_pids()
         p0, c0 = passes(addr), cpu_ticks(p.pid)
         g0 = sum(cpu_ticks(x) for x in pg)
-        time.sleep(secs)
+        end, last = time.time() + secs, p0
+        while time.time() < end:
+            time.sleep(0.2)
+            now = passes(addr)
+            if now != last and on_pass:
+                on_pass()
+            last = now
         p1, c1 = passes(addr), cpu_ticks(p.pid)
         g1 = sum(cpu_ticks(x) for x in pg)
         if backend_pids() != pg:
