@@ -19,29 +19,13 @@ one_pass_paused() {
     --grace 60s --restore-delay 0s --orders-scan-above 100 --admin-addr "" >"$scratch/$1.txt" 2>&1 &
   rc_pid=$!
 }
-# staged_until TEST N: lets the paused reconciler past every stop until the
-# orders it staged (in steps) or read (in slices) so far number TEST N (test's
-# -eq, -ge): its next script is the one after them; 1 if never.
-staged_until() {
-  local i staged
-  for ((i = 0; i < 1200; i++)); do
-    if [ -e "$pause_dir/reconciler-each-repair" ]; then
-      staged=$(rcli --scan --pattern "$(staged_pattern):orders" | head -1)
-      [ -n "$staged" ] && [ "$(rcli HLEN "$staged")" "$1" "$2" ] && return 0
-      pause_go reconciler-each-repair
-    fi
-    sleep 0.05
-  done
-  return 1
-}
-# paused_before NAME: lets the paused reconciler past every stop until it
-# stands before the script NAME (the pause's detail is the script's text, whose
-# header line begins "-- NAME:"); 1 if it exits first or never does.
-paused_before() {
+# paused_until CMD...: lets the paused reconciler past every stop until, at a
+# stop, CMD... succeeds (0: it stands there); 1 if it exits first or never does.
+paused_until() {
   local i
   for ((i = 0; i < 1200; i++)); do
     if [ -e "$pause_dir/reconciler-each-repair" ]; then
-      grep -q "^-- $1:" "$pause_dir/reconciler-each-repair" 2>/dev/null && return 0
+      "$@" && return 0
       pause_go reconciler-each-repair
     fi
     kill -0 "$rc_pid" 2>/dev/null || return 1
@@ -49,6 +33,18 @@ paused_before() {
   done
   return 1
 }
+# staged_until TEST N: until the orders the pass staged (in steps) or read (in
+# slices) so far number TEST N (test's -eq, -ge): its next script is the one
+# after them.
+staged_until() { paused_until staged_count "$1" "$2"; }
+staged_count() {
+  local staged
+  staged=$(rcli --scan --pattern "$(staged_pattern):orders" | head -1)
+  [ -n "$staged" ] && [ "$(rcli HLEN "$staged")" "$1" "$2" ]
+}
+# paused_before NAME: until it stands before the script NAME (the pause's
+# detail is the script's text, whose header line begins "-- NAME:").
+paused_before() { paused_until grep -qs "^-- $1:" "$pause_dir/reconciler-each-repair"; }
 run_out() { # lets the paused reconciler go until it exits
   while kill -0 "$rc_pid" 2>/dev/null; do
     pause_go reconciler-each-repair
